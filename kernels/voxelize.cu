@@ -1,0 +1,112 @@
+// voxelize(points[B,N,3], features[B,N,C] | None, grid (GX,GY,GZ), bounds, mode)
+//
+// A point p is kept when lo <= p < hi on every axis (fp32 compare; NaN and
+// +-inf fail it) and lands in voxel floor((p - lo) * inv) clamped to g - 1,
+// where inv = g / (hi - lo) is rounded to fp32 on the host. The voxel's flat
+// index is ((b*GX + ix)*GY + iy)*GZ + iz. The NumPy reference does the very
+// same fp32 operations, so voxel assignment matches it bit for bit.
+//
+// Determinism: counts and occupancy are integer atomics or idempotent stores,
+// hence bitwise deterministic. Mean features sum fp32 atomics in arrival order,
+// so the last bits of a mean may change between runs (documented, tested with
+// a tolerance); the voxel set and counts never do.
+#include "common.cuh"
+
+// Flat voxel index of point i within its row, or -1 when dropped.
+template <typename T>
+__device__ __forceinline__ int rc_voxel_of(const T* __restrict__ p, const float* lo,
+                                           const float* hi, const float* inv, const int* g) {
+    int idx = 0;
+#pragma unroll
+    for (int a = 0; a < 3; ++a) {
+        const float x = rc_to_float(p[a]);
+        if (!(x >= lo[a] && x < hi[a])) return -1;
+        int ix = (int)floorf((x - lo[a]) * inv[a]);
+        ix = min(ix, g[a] - 1);
+        idx = idx * g[a] + ix;
+    }
+    return idx;
+}
+
+#define RC_VOX_ARGS                                                                      \
+    float lo0, float lo1, float lo2, float hi0, float hi1, float hi2, float inv0,       \
+    float inv1, float inv2, int g0, int g1, int g2
+#define RC_VOX_LOCALS                                                                    \
+    const float lo[3] = {lo0, lo1, lo2};                                                 \
+    const float hi[3] = {hi0, hi1, hi2};                                                 \
+    const float inv[3] = {inv0, inv1, inv2};                                             \
+    const int g[3] = {g0, g1, g2};                                                       \
+    const long long V = (long long)g0 * g1 * g2;
+
+// counts[B*V] (int32, zeroed) += 1 per kept point; occupancy[B*V] (uint8,
+// zeroed) = 1 per kept point. Either pointer may be null.
+template <typename T>
+__device__ __forceinline__ void count_body(const T* __restrict__ points, long long B, int N,
+                                           int* __restrict__ counts, unsigned char* __restrict__ occ,
+                                           RC_VOX_ARGS) {
+    RC_VOX_LOCALS
+    const long long total = B * (long long)N;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int v = rc_voxel_of(points + 3 * i, lo, hi, inv, g);
+        if (v < 0) continue;
+        const long long flat = (i / N) * V + v;
+        if (counts) atomicAdd(counts + flat, 1);
+        if (occ) occ[flat] = 1;
+    }
+}
+
+// counts[B*V] += 1 and sums[B*V*C] += features for each kept point.
+template <typename T>
+__device__ __forceinline__ void accumulate_body(const T* __restrict__ points,
+                                                const T* __restrict__ feats, long long B, int N,
+                                                int C, int* __restrict__ counts,
+                                                float* __restrict__ sums, RC_VOX_ARGS) {
+    RC_VOX_LOCALS
+    const long long total = B * (long long)N;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int v = rc_voxel_of(points + 3 * i, lo, hi, inv, g);
+        if (v < 0) continue;
+        const long long flat = (i / N) * V + v;
+        atomicAdd(counts + flat, 1);
+        const T* f = feats + i * C;
+        float* s = sums + flat * C;
+        for (int c = 0; c < C; ++c) atomicAdd(s + c, rc_to_float(f[c]));
+    }
+}
+
+// out[B*V*C] = sums / counts (0 where a voxel is empty), in the feature dtype.
+template <typename T>
+__device__ __forceinline__ void mean_body(const int* __restrict__ counts,
+                                          const float* __restrict__ sums, T* __restrict__ out,
+                                          long long BV, int C) {
+    const long long total = BV * C;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int n = counts[i / C];
+        out[i] = rc_from_float<T>(n > 0 ? sums[i] / (float)n : 0.0f);
+    }
+}
+
+#define RC_VOX_PASS lo0, lo1, lo2, hi0, hi1, hi2, inv0, inv1, inv2, g0, g1, g2
+#define RC_VOX_ENTRIES(SUFFIX, T)                                                        \
+    extern "C" __global__ void __launch_bounds__(256) voxel_count_##SUFFIX(              \
+        const T* __restrict__ points, long long B, int N, int* __restrict__ counts,      \
+        unsigned char* __restrict__ occ, RC_VOX_ARGS) {                                  \
+        count_body<T>(points, B, N, counts, occ, RC_VOX_PASS);                           \
+    }                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256) voxel_accumulate_##SUFFIX(         \
+        const T* __restrict__ points, const T* __restrict__ feats, long long B, int N,   \
+        int C, int* __restrict__ counts, float* __restrict__ sums, RC_VOX_ARGS) {        \
+        accumulate_body<T>(points, feats, B, N, C, counts, sums, RC_VOX_PASS);           \
+    }                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256) voxel_mean_##SUFFIX(               \
+        const int* __restrict__ counts, const float* __restrict__ sums,                  \
+        T* __restrict__ out, long long BV, int C) {                                      \
+        mean_body<T>(counts, sums, out, BV, C);                                          \
+    }
+
+RC_VOX_ENTRIES(float32, float)
+RC_VOX_ENTRIES(float16, rc_half)
+RC_VOX_ENTRIES(bfloat16, rc_bf16)

@@ -1,0 +1,69 @@
+"""The only code that knows where ``kernels/`` is and how its modules are built.
+
+Each op family is one ``kernels/<op>.cu`` file with one ``extern "C"`` entry per
+dtype around a templated body (CuPy's own ``cupyx`` habit). Shared helpers in
+``kernels/common.cuh`` are inlined into the source text here, so CuPy's on-disk
+kernel cache (keyed by source text and options) is invalidated when a header
+changes, and the very same text is what the CPU compile test feeds to NVRTC.
+
+Nothing is compiled or queried at import: a module is compiled on first use,
+once per (op, device), and memoized.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+OPS = ("resample", "fuse", "voxelize")
+COMPILE_OPTIONS = ("--std=c++17",)
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+\.cuh)"\s*$', re.MULTILINE)
+
+
+def kernel_dir() -> Path:
+    """Folder holding the .cu/.cuh sources: packaged copy first, else the repo's."""
+    here = Path(__file__).resolve().parent
+    for cand in (here / "_kernels", here.parent / "kernels"):
+        if (cand / "common.cuh").is_file():
+            return cand
+    raise FileNotFoundError(
+        "robocache kernels not found: expected robocache/_kernels/ (installed wheel) or "
+        "kernels/ beside the robocache package (source checkout). Reinstall robocache."
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def source(op: str) -> str:
+    """Source text of one op family with its local headers inlined (each once)."""
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; expected one of {OPS}")
+    kdir = kernel_dir()
+    seen: set[str] = set()
+
+    def inline(match: re.Match) -> str:
+        name = match.group(1)
+        if name in seen:
+            return ""
+        seen.add(name)
+        text = (kdir / name).read_text()
+        return _INCLUDE.sub(inline, text.replace("#pragma once", ""))
+
+    return _INCLUDE.sub(inline, (kdir / f"{op}.cu").read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _module(op: str, device_id: int) -> Any:
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        return cupy.RawModule(code=source(op), options=COMPILE_OPTIONS)
+
+
+@functools.lru_cache(maxsize=None)
+def function(op: str, name: str, device_id: int) -> Any:
+    """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized)."""
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        return _module(op, device_id).get_function(name)

@@ -1,0 +1,104 @@
+"""fuse: several sensor streams resampled onto one shared timeline, concatenated by feature.
+
+One kernel launch for all streams (kernels/fuse.cu): a small int64 descriptor
+table (pointer, times pointer, S_k, D_k, first column) tells the kernel where
+each stream lives. Semantics: docs/semantics.md.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _arrays as A
+from . import reference
+from .resample import BLOCK, TILE_T, _check_sorted_numpy, check_sorted_gpu
+
+
+def _validate(streams: Any, tgt_times: Any) -> tuple[list[tuple[A.Arr, A.Arr]], A.Arr]:
+    if isinstance(streams, (str, bytes)) or not isinstance(streams, Sequence):
+        raise TypeError(
+            f"streams must be a list of (values[B,S_k,D_k], times[B,S_k]) pairs, got {type(streams).__name__}"
+        )
+    if len(streams) == 0:
+        raise ValueError("streams is empty; fuse needs at least one (values, times) pair")
+    t = A.describe("tgt_times", tgt_times)
+    pairs: list[tuple[A.Arr, A.Arr]] = []
+    for k, st in enumerate(streams):
+        if not isinstance(st, (tuple, list)) or len(st) != 2:
+            raise TypeError(f"streams[{k}] must be a (values, times) pair, got {type(st).__name__}")
+        pairs.append((A.describe(f"streams[{k}].values", st[0]), A.describe(f"streams[{k}].times", st[1])))
+    everything = [t] + [a for p in pairs for a in p]
+    A.same_place(everything)
+    A.check_rank(t, 2, "[B, T]")
+    b, n_tgt = t.shape
+    A.check_positive(t, {"B (batch)": b, "T (target length)": n_tgt})
+    for v, s in pairs:
+        A.check_rank(v, 3, "[B, S_k, D_k]")
+        A.check_rank(s, 2, "[B, S_k]")
+        vb, n_src, d = v.shape
+        if vb != b:
+            raise ValueError(f"{v.name} has batch {vb} but tgt_times has batch {b}")
+        A.check_positive(v, {"S_k (source length)": n_src, "D_k (features)": d})
+        if s.shape != (b, n_src):
+            raise ValueError(f"{s.name} must have shape {(b, n_src)} to match {v.name} {v.shape}, got {s.shape}")
+        A.check_value_dtype(v, on_gpu=v.on_gpu)
+    vdts = {v.dtype for v, _ in pairs}
+    if len(vdts) > 1:
+        raise TypeError(
+            "all streams must share one values dtype, got "
+            + ", ".join(f"{v.name}={v.dtype}" for v, _ in pairs) + "; cast them to one dtype first"
+        )
+    A.check_time_dtypes(t, *(s for _, s in pairs))
+    total = sum(v.shape[2] for v, _ in pairs)
+    if total > A.INT32_MAX:
+        raise ValueError(f"the fused feature width {total} exceeds {A.INT32_MAX}")
+    return pairs, t
+
+
+def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: bool = False,
+         out: Any | None = None) -> Any:
+    """Resample each ``(values[B,S_k,D_k], times[B,S_k])`` onto ``tgt_times[B,T]``; concatenate features.
+
+    Returns ``[B, T, sum D_k]`` in the streams' values dtype and kind. Per stream the
+    semantics are :func:`robocache.resample`'s. ``check_times=True`` verifies every
+    stream's times on the GPU (the CPU path always checks). ``out``: an optional
+    C-contiguous ``[B,T,sum D_k]`` array of the inputs' kind, device and dtype.
+    """
+    pairs, t = _validate(streams, tgt_times)
+    v0 = pairs[0][0]
+    b, n_tgt = t.shape
+    total = sum(v.shape[2] for v, _ in pairs)
+    if out is not None:
+        A.check_out(out, t, (b, n_tgt, total), v0.dtype)
+    if not t.on_gpu:
+        np_streams = []
+        for v, s in pairs:
+            src = A.to_numpy(s)
+            _check_sorted_numpy(s.name, src)
+            np_streams.append((A.to_numpy(v), src))
+        res = reference.fuse(np_streams, A.to_numpy(t), out_dtype=None)
+        return A.fill_out(out, A.from_numpy_like(v0, res, v0.dtype))
+
+    with A.GpuContext(t.kind, t.device_index) as ctx:
+        tt = A.contiguous(t)
+        keep = []  # contiguous copies must outlive the launch call
+        desc = np.zeros((len(pairs), 5), dtype=np.int64)
+        col = 0
+        for k, (v, s) in enumerate(pairs):
+            vv, ss = A.contiguous(v), A.contiguous(s)
+            if check_times:
+                check_sorted_gpu(s.name, ss)
+            keep += [vv, ss]
+            desc[k] = (A.data_ptr(vv), A.data_ptr(ss), v.shape[1], v.shape[2], col)
+            col += v.shape[2]
+        d_desc = ctx.to_device(desc, like=tt)
+        if out is None:
+            out = ctx.empty((b, n_tgt, total), "like", keep[0])
+        tiles = (n_tgt + TILE_T - 1) // TILE_T
+        A.check_grid(b * tiles, "tgt_times")
+        ctx.launch("fuse", f"fuse_{v0.dtype}_{t.dtype}", b * tiles, BLOCK,
+                   (A.ptr_arg(d_desc), np.int32(len(pairs)), A.ptr_arg(tt), A.ptr_arg(out),
+                    np.int32(n_tgt), np.int32(total), np.int32(tiles)))
+    return out

@@ -1,0 +1,62 @@
+"""``torch.compile`` peer: the eager torch functions compiled with ``dynamic=False``.
+
+Each op's compiled callable is built on first use and memoized (nothing is
+compiled at import). With ``dynamic=False`` every new input shape (and, for
+``fuse``, every new number of streams or grid/mode for ``voxelize``) triggers a
+recompile, so a benchmark must warm up once per shape outside the timed region;
+otherwise it times Inductor, not the kernel. Past torch's recompile limit for one
+function (``torch._dynamo.config.recompile_limit``) it silently falls back to
+eager, which a long sweep of shapes can hit: raise the limit or reset between
+cases (``torch._dynamo.reset()``).
+
+``voxelize`` computes its float32 geometry (lo, hi, 1/cell) with NumPy outside
+the compiled graph, exactly as ``reference.voxel_geometry`` does, and compiles
+the tensor part only.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import torch_eager
+from ..reference.voxelize import MODES
+
+if TYPE_CHECKING:
+    import torch
+
+
+@functools.cache
+def compiled(op: str) -> Callable[..., Any]:
+    """The memoized ``torch.compile(fn, dynamic=False)`` of one op's eager body."""
+    import torch
+
+    fns = {
+        "resample": torch_eager.resample,
+        "fuse": torch_eager.fuse,  # the list of (values, times) tuples is guarded on its length
+        "voxelize": torch_eager.voxelize_with_geometry,
+    }
+    return torch.compile(fns[op], dynamic=False)
+
+
+def resample(values: torch.Tensor, src_times: torch.Tensor, tgt_times: torch.Tensor) -> torch.Tensor:
+    """Compiled :func:`torch_eager.resample`."""
+    return compiled("resample")(values, src_times, tgt_times)
+
+
+def fuse(streams: Sequence[tuple[torch.Tensor, torch.Tensor]], tgt_times: torch.Tensor) -> torch.Tensor:
+    """Compiled :func:`torch_eager.fuse`."""
+    # A list of tuples: dynamo guards on its length and on each tensor's shape.
+    return compiled("fuse")([(v, t) for v, t in streams], tgt_times)
+
+
+def voxelize(points: torch.Tensor, features: torch.Tensor | None, grid: Sequence[int], bounds: Any,
+             mode: str = "count") -> torch.Tensor:
+    """Compiled :func:`torch_eager.voxelize` (geometry computed outside the graph)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode == "mean" and features is None:
+        raise ValueError("mode='mean' needs features[B,N,C]")
+    g = tuple(int(x) for x in grid)
+    geo = torch_eager.geometry_tensor(g, bounds, points.device)
+    return compiled("voxelize")(points, features, g, geo, mode)

@@ -1,0 +1,86 @@
+"""resample: values on non-uniform source times, linearly interpolated at target times.
+
+validate -> (CPU: reference) | (GPU: allocate -> pick the entry point by dtype -> launch).
+Semantics: docs/semantics.md; kernel: kernels/resample.cu.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _arrays as A
+from . import reference
+
+TILE_T = 32  # targets per block; must match RC_TILE_T in kernels/resample.cu and fuse.cu
+BLOCK = 256
+
+
+def _check_sorted_numpy(name: str, t: np.ndarray) -> None:
+    with np.errstate(invalid="ignore"):
+        ok = bool(np.all(t[:, 1:] >= t[:, :-1])) and not bool(np.isnan(t).any())
+    if not ok:
+        raise ValueError(f"{name} must be non-decreasing along each row and free of NaN")
+
+
+def check_sorted_gpu(name: str, t: Any) -> None:
+    """Opt-in GPU check: one reduction and one device sync."""
+    bad = (t[:, 1:] < t[:, :-1]).any() | (t != t).any()
+    if bool(bad):
+        raise ValueError(f"{name} must be non-decreasing along each row and free of NaN")
+
+
+def _validate(values: Any, src_times: Any, tgt_times: Any) -> tuple[A.Arr, A.Arr, A.Arr, str]:
+    v = A.describe("values", values)
+    s = A.describe("src_times", src_times)
+    t = A.describe("tgt_times", tgt_times)
+    _, device = A.same_place([v, s, t])
+    A.check_rank(v, 3, "[B, S, D]")
+    A.check_rank(s, 2, "[B, S]")
+    A.check_rank(t, 2, "[B, T]")
+    b, n_src, d = v.shape
+    A.check_positive(v, {"B (batch)": b, "S (source length)": n_src, "D (features)": d})
+    if s.shape != (b, n_src):
+        raise ValueError(f"src_times must have shape [B, S] = {(b, n_src)} to match values {v.shape}, got {s.shape}")
+    if t.shape[0] != b:
+        raise ValueError(f"tgt_times must have batch B = {b} like values {v.shape}, got shape {t.shape}")
+    A.check_positive(t, {"T (target length)": t.shape[1]})
+    A.check_value_dtype(v, on_gpu=v.on_gpu)
+    A.check_time_dtypes(s, t)
+    return v, s, t, device
+
+
+def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool = False,
+             out: Any | None = None) -> Any:
+    """Resample ``values[B,S,D]`` from ``src_times[B,S]`` onto ``tgt_times[B,T]`` -> ``[B,T,D]``.
+
+    Per row and feature exactly ``numpy.interp`` (clamped outside the source range;
+    at a repeated source time the last sample wins). Math in float32 (float64 for
+    float64 times' weights); the result has the values' dtype and kind.
+    ``check_times=True`` verifies on the GPU that source times are non-decreasing
+    (costs a reduction and a sync); the CPU path always checks. ``out``: an optional
+    C-contiguous ``[B,T,D]`` array of the values' kind, device and dtype to write into.
+    """
+    v, s, t, _ = _validate(values, src_times, tgt_times)
+    b, n_src, d = v.shape
+    n_tgt = t.shape[1]
+    if out is not None:
+        A.check_out(out, v, (b, n_tgt, d), v.dtype)
+    if not v.on_gpu:
+        src = A.to_numpy(s)
+        _check_sorted_numpy("src_times", src)
+        res = reference.resample(A.to_numpy(v), src, A.to_numpy(t), out_dtype=None)
+        return A.fill_out(out, A.from_numpy_like(v, res, v.dtype))
+
+    with A.GpuContext(v.kind, v.device_index) as ctx:
+        vv, ss, tt = A.contiguous(v), A.contiguous(s), A.contiguous(t)
+        if check_times:
+            check_sorted_gpu("src_times", ss)
+        if out is None:
+            out = ctx.empty((b, n_tgt, d), "like", vv)
+        tiles = (n_tgt + TILE_T - 1) // TILE_T
+        A.check_grid(b * tiles, "values/tgt_times")
+        ctx.launch("resample", f"resample_{v.dtype}_{s.dtype}", b * tiles, BLOCK,
+                   (A.ptr_arg(vv), A.ptr_arg(ss), A.ptr_arg(tt), A.ptr_arg(out),
+                    np.int32(n_src), np.int32(n_tgt), np.int32(d), np.int32(tiles)))
+    return out

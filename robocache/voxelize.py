@@ -1,0 +1,131 @@
+"""voxelize: point clouds into dense per-batch voxel grids (count, occupancy, mean features).
+
+validate -> (CPU: reference) | (GPU: zero the grid -> count/accumulate kernel -> mean kernel).
+Semantics and determinism: docs/semantics.md; kernels: kernels/voxelize.cu.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _arrays as A
+from . import reference
+from .reference.voxelize import MODES, voxel_geometry
+
+BLOCK = 256
+MAX_VOXELS = 2**40  # far beyond any GPU's memory: guards against typos such as grid=(1e6, 1e6, 1e6)
+
+
+def _validate_grid_bounds(grid: Any, bounds: Any) -> tuple[tuple[int, int, int], np.ndarray, np.ndarray, np.ndarray]:
+    if isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence) or len(grid) != 3:
+        raise TypeError(f"grid must be three integers (GX, GY, GZ), got {grid!r}")
+    gs = []
+    for axis, g in zip("xyz", grid):
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)):
+            raise TypeError(f"grid size along {axis} must be an integer, got {g!r}")
+        if g <= 0:
+            raise ValueError(f"grid size along {axis} must be at least 1, got {g}")
+        gs.append(int(g))
+    if math.prod(gs) > MAX_VOXELS:
+        raise ValueError(f"grid {tuple(gs)} has {math.prod(gs)} voxels, more than the limit {MAX_VOXELS}")
+    try:
+        b = np.asarray(bounds, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"bounds must be ((x0, y0, z0), (x1, y1, z1)) numbers, got {bounds!r}") from e
+    if b.shape != (2, 3):
+        raise ValueError(f"bounds must have shape (2, 3): ((x0, y0, z0), (x1, y1, z1)), got shape {b.shape}")
+    if not np.all(np.isfinite(b)):
+        raise ValueError(f"bounds must be finite, got {b.tolist()}")
+    _, lo, hi, inv = voxel_geometry(gs, b)
+    if not np.all(hi > lo) or not np.all(np.isfinite(inv)):
+        raise ValueError(
+            f"bounds need lower < upper on every axis (after rounding to float32), got lower {lo.tolist()} "
+            f"upper {hi.tolist()}"
+        )
+    return (gs[0], gs[1], gs[2]), lo, hi, inv
+
+
+def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any,
+             mode: str = "count", *, out: Any | None = None) -> Any:
+    """Voxelize ``points[B,N,3]`` (and ``features[B,N,C]``) into a dense grid per batch row.
+
+    ``mode``: ``"count"`` -> int32 ``[B,GX,GY,GZ]``; ``"occupancy"`` -> bool
+    ``[B,GX,GY,GZ]``; ``"mean"`` -> ``[B,GX,GY,GZ,C]`` mean features in the features'
+    dtype (0 where empty). Points outside ``bounds`` (half-open, ``lo <= p < hi``) or
+    with non-finite coordinates are dropped. Counts and occupancy are deterministic;
+    mean sums float32 atomics (last bits may vary between GPU runs). ``out``: an
+    optional C-contiguous result array of the inputs' kind and device (zeroed first
+    for count and occupancy, fully overwritten for mean).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    p = A.describe("points", points)
+    f = A.describe("features", features) if features is not None else None
+    A.same_place([p] + ([f] if f is not None else []))
+    A.check_rank(p, 3, "[B, N, 3]")
+    b, n, three = p.shape
+    if three != 3:
+        raise ValueError(f"points must have shape [B, N, 3] (x, y, z last), got {p.shape}")
+    A.check_positive(p, {"B (batch)": b, "N (points)": n}, allow_zero=("N (points)",))
+    A.check_value_dtype(p, on_gpu=p.on_gpu)
+    if mode == "mean":
+        if f is None:
+            raise ValueError("mode='mean' averages features: pass features[B, N, C]")
+    if f is not None:
+        A.check_rank(f, 3, "[B, N, C]")
+        if f.shape[:2] != (b, n):
+            raise ValueError(f"features must have shape [B, N, C] with B, N = {(b, n)} like points, got {f.shape}")
+        A.check_positive(f, {"C (channels)": f.shape[2]})
+        if f.dtype != p.dtype:
+            raise TypeError(f"features have dtype {f.dtype} but points have {p.dtype}; cast one to the other")
+    g, lo, hi, inv = _validate_grid_bounds(grid, bounds)
+    bnds = np.stack([lo, hi]).astype(np.float64)
+    out_dtype = {"count": "int32", "occupancy": "bool"}.get(mode, p.dtype)
+    out_shape = (b, *g) if mode != "mean" else (b, *g, f.shape[2])
+    if out is not None:
+        A.check_out(out, p, out_shape, out_dtype)
+
+    if not p.on_gpu:
+        res = reference.voxelize(A.to_numpy(p), A.to_numpy(f) if f is not None else None, g, bnds, mode,
+                                 out_dtype=np.float64)
+        return A.fill_out(out, A.from_numpy_like(p, res, out_dtype))
+
+    vox = g[0] * g[1] * g[2]
+    geom = (*(np.float32(x) for x in lo), *(np.float32(x) for x in hi), *(np.float32(x) for x in inv),
+            *(np.int32(x) for x in g))
+    if max(g) > A.INT32_MAX:
+        raise ValueError(f"grid {g}: each size must be below {A.INT32_MAX}")
+    with A.GpuContext(p.kind, p.device_index) as ctx:
+        pp = A.contiguous(p)
+        total = b * n
+        blocks = max(1, min((total + BLOCK - 1) // BLOCK, 65536))  # grid-stride loops beyond this
+        if mode in ("count", "occupancy"):
+            if out is None:
+                out = ctx.zeros(out_shape, out_dtype, pp)
+            else:
+                out[...] = 0
+            if total:
+                cnt = out if mode == "count" else None
+                occ = out if mode == "occupancy" else None
+                ctx.launch("voxelize", f"voxel_count_{p.dtype}", blocks, BLOCK,
+                           (A.ptr_arg(pp), np.int64(b), np.int32(n),
+                            A.ptr_arg(cnt) if cnt is not None else np.uint64(0),
+                            A.ptr_arg(occ) if occ is not None else np.uint64(0), *geom))
+            return out
+        ff = A.contiguous(f)
+        c = f.shape[2]
+        counts = ctx.zeros((b * vox,), "int32", pp)
+        sums = ctx.zeros((b * vox * c,), "float32", pp)
+        if out is None:
+            out = ctx.empty(out_shape, "like", ff)
+        if total:
+            ctx.launch("voxelize", f"voxel_accumulate_{p.dtype}", blocks, BLOCK,
+                       (A.ptr_arg(pp), A.ptr_arg(ff), np.int64(b), np.int32(n), np.int32(c),
+                        A.ptr_arg(counts), A.ptr_arg(sums), *geom))
+        mblocks = max(1, min((b * vox * c + BLOCK - 1) // BLOCK, 65536))
+        ctx.launch("voxelize", f"voxel_mean_{p.dtype}", mblocks, BLOCK,
+                   (A.ptr_arg(counts), A.ptr_arg(sums), A.ptr_arg(out), np.int64(b * vox), np.int32(c)))
+    return out
