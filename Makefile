@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test gpu-check clean
+.PHONY: setup run demo test gpu-check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,7 +13,13 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed  ## create .venv and install robocache with its [dev] extra
 
-run: setup  ## resample, fuse and voxelize on the best device present and print the results
+RUN_OUT ?= results/local
+
+run: setup  ## the quick suite on the best device present (GPU, else CPU providers), then its headline table
+	$(BIN)/robocache-bench run --suite quick --out $(RUN_OUT); rc=$$?; \
+	$(BIN)/robocache-bench report $(RUN_OUT) --headline; exit $$rc
+
+demo: setup  ## resample, fuse and voxelize once on the best device present and print the results
 	$(BIN)/python -m robocache.demo
 
 test: setup  ## the whole CPU test suite (GPU tests skip, with a banner, without a GPU)

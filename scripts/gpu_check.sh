@@ -1,26 +1,37 @@
 #!/usr/bin/env bash
 # One command for a GPU check on a CUDA machine (e.g. the H200 device machine):
-#   bash scripts/gpu_check.sh OUTDIR
-# Runs the whole test suite (CPU tests, kernel compile checks, and the GPU tests that
-# skip elsewhere) with the machine's own python3 and packages (no install, no network),
-# then the demo. Writes OUTDIR/gpu-env.txt, gpu-tests.log, gpu-tests.xml (JUnit) and
-# ends with one summary line. Exit code: non-zero when any test failed or no GPU test ran.
+#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all]     (default: all)
+# tests: the whole test suite (CPU tests, kernel compile checks, and the GPU tests that skip
+#        elsewhere) with the machine's own python3 and packages, then the demo;
+# bench: the quick suite through robocache-bench, records under OUTDIR/results/, and its report.
+# Needs no network: Python packages missing on the machine (pydantic) are installed from the
+# wheels in .whl/ if present (see docs/gpu.md). Writes OUTDIR/gpu-env.txt, gpu-tests.log,
+# gpu-tests.xml (JUnit), bench.log, report.md and ends with one summary line per part.
+# Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR}
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all]}
+WHAT=${2:-all}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 PY=${PYTHON:-python3}
+if ! $PY -c "import pydantic" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/rcb-site .whl/*.whl \
+    && export PYTHONPATH="/tmp/rcb-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+status=0
 
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
-  git rev-parse HEAD 2>/dev/null || echo "commit unknown"
+  echo "commit ${ROBOCACHE_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
   $PY - <<'PYEOF'
 import platform, importlib
 print("python", platform.python_version())
-for m in ("numpy", "cupy", "torch", "hypothesis", "pytest", "cuda.bindings"):
+for m in ("numpy", "cupy", "torch", "hypothesis", "pytest", "cuda.bindings", "pydantic", "tqdm", "pynvml"):
     try:
         mod = importlib.import_module(m)
         print(m, getattr(mod, "__version__", "?"))
@@ -29,12 +40,12 @@ for m in ("numpy", "cupy", "torch", "hypothesis", "pytest", "cuda.bindings"):
 PYEOF
 } 2>&1 | tee "$OUT/gpu-env.txt"
 
-start=$(date +%s)
-$PY -m pytest tests -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
-rc=${PIPESTATUS[0]}
-$PY -m robocache.demo 2>&1 | tee -a "$OUT/gpu-tests.log"
-
-$PY - "$OUT/gpu-tests.xml" "$(( $(date +%s) - start ))" "$rc" <<'PYEOF'
+if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
+  start=$(date +%s)
+  $PY -m pytest tests -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+  rc=${PIPESTATUS[0]}
+  $PY -m robocache.demo 2>&1 | tee -a "$OUT/gpu-tests.log"
+  $PY - "$OUT/gpu-tests.xml" "$(( $(date +%s) - start ))" "$rc" <<'PYEOF' || status=1
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 gpu = {"passed": 0, "failed": 0, "skipped": 0}
@@ -50,3 +61,15 @@ print(f"GPU CHECK SUMMARY: gpu tests {gpu['passed']} passed, {gpu['failed']} fai
       f"{sys.argv[2]} s; pytest exit {sys.argv[3]}")
 sys.exit(1 if (int(sys.argv[3]) != 0 or gpu["passed"] == 0) else 0)
 PYEOF
+fi
+
+if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
+  start=$(date +%s)
+  $PY -m robocache.bench.cli run --suite "${SUITE:-quick}" --device gpu --out "$OUT/results" \
+      --machine "${ROBOCACHE_MACHINE:-nvidia-h200}" --no-progress 2>&1 | tee "$OUT/bench.log"
+  brc=${PIPESTATUS[0]}
+  $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report.md" 2>&1 | tail -1
+  echo "BENCH SUMMARY: suite ${SUITE:-quick} wall $(( $(date +%s) - start )) s; exit $brc"
+  [ "$brc" = 0 ] || status=1
+fi
+exit $status

@@ -1,0 +1,135 @@
+"""robocache-bench: run the grid, look at a run, write the report.
+
+    robocache-bench run --suite quick                 # the best device present, results/ by default
+    robocache-bench list --suite nightly --ops fuse   # the cases and why each exists
+    robocache-bench show results/                     # one run (the latest unless --run), every case
+    robocache-bench report results/ --out report.md   # the markdown report of one run
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import report as rep
+from . import specs, store
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="robocache-bench",
+        description="Benchmark robocache's CUDA kernels against PyTorch eager, torch.compile, CuPy and NumPy. "
+                    "Each case is checked against the NumPy reference, then timed on the device (CUDA events, "
+                    "noise-based stopping), and stored as a validated JSON record.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run a suite, one process per case, and store the records",
+                       description="Run a suite of the grid. Exit code 1 when any case failed (incorrect, crash, "
+                                   "timeout, oom, error), 2 on bad arguments.")
+    r.add_argument("--suite", choices=specs.SUITES, default="quick",
+                   help="quick: about a minute on one GPU; nightly: the full sweep (default: quick)")
+    r.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
+    r.add_argument("--providers", type=_csv,
+                   help=f"comma-separated subset of {','.join(specs.GPU_PROVIDERS + ('numpy',))}")
+    r.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
+    r.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
+                   help="gpu: CUDA providers with device timers; cpu: NumPy/PyTorch-CPU with a host timer "
+                        "(default: gpu when CuPy sees a CUDA device)")
+    r.add_argument("--out", default="results", help="results folder (default: results/)")
+    r.add_argument("--cache", choices=("warm", "cold"), default="warm",
+                   help="warm: steady state; cold: L2 flushed before every timed call (a separate series)")
+    r.add_argument("--timeout", type=float, default=600.0, help="seconds per case before it is killed (600)")
+    r.add_argument("--noise-target", type=float, default=None,
+                   help="relative half-width of the median's 95%% interval to stop at (GPU 0.005, CPU 0.01)")
+    r.add_argument("--time-limit", type=float, default=None, help="max seconds of sampling per case (2)")
+    r.add_argument("--machine", help="stable machine name for the history (default: $ROBOCACHE_MACHINE or "
+                                     "the hostname)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    ls = sub.add_parser("list", help="list the cases of a suite and the reason for each grid point")
+    ls.add_argument("--suite", choices=specs.SUITES, default="quick")
+    ls.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    ls.add_argument("--ops", type=_csv)
+    ls.add_argument("--providers", type=_csv)
+    ls.add_argument("--dtypes", type=_csv)
+
+    for name, helptext in (("show", "a table of one run: every case, status, time, throughput, bandwidth"),
+                           ("report", "the markdown report of one run: headline, scaling, peers, roofline")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("paths", nargs="*", default=["results"], help="record files or folders (default: results/)")
+        s.add_argument("--run", help="run id (or a unique prefix); default: the latest run found")
+        if name == "report":
+            s.add_argument("--out", help="write the report to this file instead of stdout")
+            s.add_argument("--headline", action="store_true",
+                           help="only the header and the headline table (the classic case)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except (ValueError, KeyError) as e:
+        print(f"robocache-bench {args.cmd}: {e}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.cmd == "list":
+        cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
+                            dtypes=args.dtypes)
+        rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f} MB", c.reason] for c in cases]
+        print(rep.table(["case", "dtype", "provider", "bytes", "why"], rows))
+        print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION})")
+        return 0
+    if args.cmd in ("show", "report"):
+        loaded = store.load(*args.paths)
+        for path, why in loaded.bad:
+            print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
+        _, records = rep.pick_run(loaded.records, args.run)
+        if args.cmd == "show":
+            text = rep.show(records)
+        elif args.headline:
+            text = rep.header(records) + "\n\n" + rep.headline(records)
+        else:
+            text = rep.report(records)
+        if args.cmd == "report" and args.out:
+            Path(args.out).write_text(text)
+            print(f"report written to {args.out}")
+        else:
+            print(text)
+        return 0
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import runner
+
+    device = runner.detect_device() if args.device == "auto" else args.device
+    cases = specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes)
+    if not cases:
+        print("no cases match these filters; see `robocache-bench list`", file=sys.stderr)
+        return 2
+    timing = {k: v for k, v in (("noise_target", args.noise_target), ("time_limit_s", args.time_limit))
+              if v is not None}
+    where = "GPU (device timers)" if device == "gpu" else "CPU only (host timer; no GPU found)"
+    print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
+    res = runner.run_suite(args.suite, device=device, cases=cases, out_dir=args.out, cache=args.cache,
+                           timeout_s=args.timeout, timing=timing, machine=args.machine,
+                           progress=not args.no_progress)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
+    ceiling = f"; copy ceiling {res.ceiling['gb_per_s']:.0f} GB/s" if res.ceiling and "gb_per_s" in res.ceiling else ""
+    print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s{ceiling}; records: {res.path}")
+    for r in res.failed:
+        print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
+              f"{(r.get('reason') or '').splitlines()[0][:160]}")
+    return 1 if res.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Runs a suite: one process per case, every outcome a status, every result a record in the store.
+
+Isolation: each case runs in its own process, forked from a forkserver that has
+already imported torch/CuPy/robocache (so a case costs a fork plus a CUDA context,
+not a Python start-up) and that never touches CUDA itself. A kernel fault or an
+``abort()`` kills only that case's process (status ``crash``); a case that does not
+finish within its timeout has its whole process group killed (``timeout``); an
+out-of-memory is ``oom``; an unavailable provider is ``skipped`` with the reason;
+a wrong result is ``incorrect``. The run goes on, records are checkpointed to the
+run's file as they come, and the exit code says whether anything failed.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import specs, store, worker
+from .schema import FAILED_STATUSES
+
+PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
+           "robocache.bench.timer", "robocache.bench.env"]
+_CTX: Any = None
+
+
+def _context():
+    """A forkserver context with the heavy imports preloaded (spawn where forkserver is missing)."""
+    global _CTX
+    if _CTX is None:
+        try:
+            _CTX = mp.get_context("forkserver")
+            _CTX.set_forkserver_preload(PRELOAD)  # modules that fail to import are skipped by multiprocessing
+        except ValueError:
+            _CTX = mp.get_context("spawn")
+    return _CTX
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    path: Path | None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    env: dict[str, Any] = field(default_factory=dict)
+    ceiling: dict[str, Any] | None = None
+    wall_s: float = 0.0
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.records:
+            out[r["status"]] = out.get(r["status"], 0) + 1
+        return out
+
+
+def detect_device() -> str:
+    """"gpu" when a CUDA device is usable (asked in a throw-away process, so this one stays CUDA-free)."""
+    code = "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 else 1)"
+    try:
+        ok = subprocess.run([os.sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return "gpu" if ok else "cpu"
+
+
+def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout robocache runs from; ROBOCACHE_GIT_COMMIT overrides."""
+    env_commit = os.environ.get("ROBOCACHE_GIT_COMMIT")
+    if env_commit:
+        return env_commit, None
+    repo = repo or Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                                timeout=10)
+        if commit.returncode != 0:
+            return None, None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                               capture_output=True, text=True, timeout=10)
+        return commit.stdout.strip(), bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+
+
+def run_in_process(task: dict[str, Any], timeout_s: float) -> tuple[str, dict[str, Any] | None, str]:
+    """Run ``task`` in its own process. Returns (outcome, result, detail) with outcome ok|timeout|crash."""
+    ctx = _context()
+    with tempfile.TemporaryDirectory(prefix="rcb-") as tmp:
+        result_path = os.path.join(tmp, "result.json")
+        proc = ctx.Process(target=worker.run_task, args=(task, result_path), daemon=False)
+        proc.start()
+        proc.join(timeout_s)
+        if proc.is_alive():
+            _kill_group(proc.pid)
+            proc.join(10)
+            return "timeout", None, f"no result within the {timeout_s:g} s timeout; process group killed"
+        _kill_group(proc.pid)  # leftovers (compile workers) of a finished case
+        if os.path.exists(result_path):
+            with open(result_path) as f:
+                return "ok", json.load(f), ""
+        code = proc.exitcode
+        if code is not None and code < 0:
+            try:
+                sig = signal.Signals(-code).name
+            except ValueError:
+                sig = f"signal {-code}"
+            return "crash", None, f"case process killed by {sig} (exit {code}) before writing a result"
+        return "crash", None, f"case process exited with code {code} without a result"
+
+
+def _kill_group(pid: int | None) -> None:
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers=None, dtypes=None,
+              out_dir: str | Path = "results", cache: str = "warm", timeout_s: float = 600.0,
+              timing: dict[str, Any] | None = None, frontend: str = "cli", machine: str | None = None,
+              progress: bool = True, cases: list[specs.Case] | None = None, seed: int = 0,
+              measure_ceiling: bool = True, synthetic: bool = False) -> RunResult:
+    """Run the cases of ``suite`` (or the given ``cases``) and write them to one run file under ``out_dir``."""
+    from . import env as envmod
+
+    t0 = time.perf_counter()
+    if device == "auto":
+        device = detect_device()
+    todo = cases if cases is not None else specs.cases(suite, device=device, ops=ops, providers=providers,
+                                                       dtypes=dtypes)
+    run_id = new_run_id()
+    env = envmod.capture_env(device, machine=machine)
+    commit, dirty = git_state()
+    res = RunResult(run_id=run_id, path=None, env=env)
+    out_dir = Path(out_dir)
+    slug = (env.get("arch") or "gpu").lower() if device == "gpu" else "cpu"
+    folder = out_dir / store.safe_component(f"{slug}-{env['machine']}")
+    name = f"{run_id}-{suite}"
+    base_task = {"run_id": run_id, "suite": suite, "frontend": frontend, "device": device, "cache": cache,
+                 "git_commit": commit, "git_dirty": dirty, "timing": timing or {}, "seed": seed}
+
+    if device == "gpu" and measure_ceiling:
+        outcome, result, detail = run_in_process({**base_task, "kind": "ceiling"}, timeout_s)
+        if outcome == "ok" and result and result.get("status") == "ok":
+            res.ceiling = result
+            base_task["ceiling_gb_per_s"] = result["gb_per_s"]
+        else:
+            res.ceiling = {"status": "failed", "reason": detail or (result or {}).get("reason")}
+
+    bar = _progress(len(todo), progress, suite)
+    last_write = time.monotonic()
+    for i, case in enumerate(todo):
+        if bar is not None:
+            bar.set_postfix_str(case.key[-60:], refresh=False)
+        task = {**base_task, "case_key": case.key}
+        outcome, result, detail = run_in_process(task, timeout_s)
+        if outcome == "ok":
+            rec = result
+        else:
+            rec = worker.base_record(task, case)
+            rec.update(status=outcome, reason=detail)
+        rec["synthetic"] = synthetic
+        res.records.append(rec)
+        if bar is not None:
+            bar.update(1)
+            bar.set_description(_status_line(res.counts()), refresh=False)
+        # checkpoint: the run file is rewritten atomically, so a killed runner loses at most this interval
+        if time.monotonic() - last_write > 30 or i == len(todo) - 1:
+            res.path = store.write_records(folder, env, res.records, name=name, unique=False)
+            last_write = time.monotonic()
+    if bar is not None:
+        bar.close()
+    if not todo:
+        res.path = None
+    res.wall_s = time.perf_counter() - t0
+    return res
+
+
+def _status_line(counts: dict[str, int]) -> str:
+    return " ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+def _progress(total: int, enabled: bool, suite: str):
+    if not enabled or total == 0:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=suite, unit="case", dynamic_ncols=True)
+

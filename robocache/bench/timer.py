@@ -1,0 +1,510 @@
+"""The project's one timer: device time of a GPU callable, host time of a CPU one.
+
+Every front end (asv, pytest-benchmark, the CLI, the nightly job) goes through
+:func:`time_gpu` / :func:`time_host`; :func:`copy_ceiling` measures the bandwidth
+ceiling a memory-bound kernel is judged against in the same run.
+
+How a GPU sample is taken (DESIGN.md section 5; triton's ``do_bench`` read first):
+
+* warm-up sized by wall time (at least two calls), which also estimates the
+  per-call device time and the host's time to enqueue one call;
+* ``reps_per_sample`` calls per sample so a sample lasts about ``target_sample_s``
+  (one call, after an L2 flush, in cold mode);
+* samples are taken in batches of about 50 ms. Before a batch the stream is blocked
+  with ``torch.cuda._sleep`` sized to outlast the host's enqueueing of the whole
+  batch, then each sample is ``start event, reps calls, end event``, back to back.
+  So the GPU never waits for a launch inside a sample: the events measure the
+  device, not Python. Whether the sleep really outlasted the enqueueing is checked
+  (an event recorded after the sleep must still be pending when the host is done);
+  a batch where it did not is discarded and the next sleep is longer (and the batch, or
+  failing that the reps per sample, shorter: the launch queue holds ~1000 launches).
+  A callable that itself waits for the GPU (a synchronize, a pageable copy, ``.item()``)
+  cannot be pre-blocked; that is detected before sampling, it is timed without sleeps,
+  and ``Timing.uncovered_batches`` counts every batch that was not covered;
+* ``cuda_graph``: the same with ``reps`` calls captured into one CUDA graph and
+  one ``replay()`` per sample, the timers' self-check;
+* sampling stops when the median's 95% interval is narrower than the noise target
+  (:func:`stop_rule`), or at the time limit, or at ``max_samples``; the record says
+  which (``noise_target_met``).
+
+Nothing here runs at import time: torch is imported inside the functions.
+"""
+from __future__ import annotations
+
+import gc
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+# Host enqueue and GPU time aimed at per batch: long enough that the per-batch cost (a sleep
+# kernel and a synchronize) is small, short enough that the sleep covering the enqueueing stays
+# a few tens of ms.
+_BATCH_S = 0.05
+# Operations (kernel launches, event records) enqueued per batch while the stream is blocked.
+# The driver's launch queue holds about a thousand; past that cudaLaunchKernel blocks until the
+# GPU drains it, which no pre-blocking can cover. Halved whenever a batch turns out uncovered.
+_QUEUE_SLOTS = 768
+_MAX_REPS = 256  # one sample must fit in the launch queue with room to spare
+_SLEEP_FACTOR = 1.5  # sleep = factor * expected enqueue time + margin
+_SLEEP_FACTOR_MAX = 16.0
+_SLEEP_MARGIN_S = 1e-3  # absorbs host jitter (a context switch is ~0.1-1 ms)
+_MAX_SLEEP_S = 0.2
+_GIVE_UP_AFTER = 4  # consecutive uncovered batches before pre-blocking is given up (bounds the waste)
+_HOST_S_PER_LAUNCH = 5e-6
+_FLUSH_MIN_BYTES = 256 << 20
+_Z95 = 1.96
+
+
+class GraphUnavailable(RuntimeError):
+    """``fn`` cannot be captured into a CUDA graph (host copies, syncs, work on another stream)."""
+
+
+@dataclass
+class Timing:
+    """Per-call times of one measurement and how they were taken (schema ``Method``)."""
+
+    timer: str  # "cuda_event" | "cuda_graph" | "host"
+    cache: str  # "warm" | "cold"
+    samples_us: list[float]  # per-call time of each sample, microseconds
+    reps_per_sample: int
+    warmup_s: float  # wall time actually spent warming up (and calibrating / capturing)
+    noise: float | None  # relative half-width of the median's distribution-free 95% CI
+    noise_target: float
+    noise_target_met: bool
+    time_limit_s: float
+    batches: int = 0  # sampling batches kept (GPU) or samples (host)
+    uncovered_batches: int = 0  # GPU batches whose pre-blocking sleep ended before the enqueueing did
+
+    @property
+    def median_us(self) -> float:
+        """Median per-call time (0.0 when there are no samples)."""
+        return _quantile(sorted(self.samples_us), 0.5)
+
+    def quantiles(self) -> dict[str, float]:
+        """Schema ``Quantiles`` in microseconds per call (zeros when there are no samples)."""
+        xs = sorted(self.samples_us)
+        mean = math.fsum(xs) / len(xs) if xs else 0.0
+        return {"p20": _quantile(xs, 0.2), "p50": _quantile(xs, 0.5), "p80": _quantile(xs, 0.8),
+                "min": xs[0] if xs else 0.0, "max": xs[-1] if xs else 0.0, "mean": mean}
+
+    def method(self) -> dict[str, Any]:
+        """Schema ``Method`` dict."""
+        return {"timer": self.timer, "cache": self.cache, "warmup_s": float(self.warmup_s),
+                "samples": len(self.samples_us), "reps_per_sample": int(self.reps_per_sample),
+                "noise_target": float(self.noise_target), "noise": self.noise,
+                "noise_target_met": bool(self.noise_target_met), "time_limit_s": float(self.time_limit_s)}
+
+
+# --- statistics ---------------------------------------------------------------------------------
+
+def _quantile(xs: list[float], q: float) -> float:
+    """Linear-interpolation quantile of sorted ``xs`` (NumPy's default); 0.0 when empty."""
+    if not xs:
+        return 0.0
+    pos = q * (len(xs) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def median_ci(samples: list[float]) -> tuple[float, float, float]:
+    """(low, median, high): a distribution-free 95% confidence interval of the median.
+
+    Order statistics at ranks floor(n/2 - 0.98 sqrt(n)) and ceil(n/2 + 1 + 0.98 sqrt(n))
+    (1-based; Le Boudec, *Performance Evaluation of Computer and Communication Systems*,
+    Thm 2.1), clamped to the sample; no assumption on the distribution, which for kernel
+    times is skewed with a long right tail.
+    """
+    xs = sorted(samples)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("no samples")
+    half = _Z95 * math.sqrt(n) / 2
+    j = max(1, math.floor(n / 2 - half))
+    k = min(n, math.ceil(n / 2 + 1 + half))
+    return xs[j - 1], _quantile(xs, 0.5), xs[k - 1]
+
+
+def stop_rule(samples: list[float], noise_target: float, min_samples: int) -> tuple[bool, float | None]:
+    """(met, noise): noise is the 95% CI half-width of the median over the median.
+
+    ``met`` when noise <= ``noise_target`` and there are at least ``min_samples`` samples.
+    ``noise`` is None with fewer than 3 samples, or when the median is not positive (a relative
+    width is then undefined); ``met`` is False then. Samples must be finite.
+    """
+    if any(not math.isfinite(x) for x in samples):
+        raise ValueError("stop_rule: samples must be finite")
+    if len(samples) < 3:
+        return False, None
+    lo, med, hi = median_ci(samples)
+    if med <= 0:
+        return False, None
+    noise = (hi - lo) / 2 / med
+    return (noise <= noise_target and len(samples) >= min_samples), noise
+
+
+def _check_args(noise_target: float, min_samples: int, max_samples: int, time_limit_s: float,
+                warmup_s: float, target_sample_s: float) -> None:
+    if not (math.isfinite(noise_target) and noise_target >= 0):
+        raise ValueError(f"noise_target must be finite and >= 0, got {noise_target!r}")
+    if min_samples < 1 or max_samples < min_samples:
+        raise ValueError(f"need 1 <= min_samples <= max_samples, got {min_samples}, {max_samples}")
+    if not (math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise ValueError(f"time_limit_s must be finite and > 0, got {time_limit_s!r}")
+    if not (math.isfinite(warmup_s) and warmup_s >= 0):
+        raise ValueError(f"warmup_s must be finite and >= 0, got {warmup_s!r}")
+    if not (math.isfinite(target_sample_s) and target_sample_s > 0):
+        raise ValueError(f"target_sample_s must be finite and > 0, got {target_sample_s!r}")
+
+
+# --- host timer ---------------------------------------------------------------------------------
+
+def time_host(fn: Callable[[], Any], *, noise_target: float = 0.01, min_samples: int = 5,
+              max_samples: int = 1000, time_limit_s: float = 2.0, warmup_s: float = 0.05,
+              target_sample_s: float = 1e-3) -> Timing:
+    """Wall time per call of a CPU callable (NumPy, PyTorch CPU), labelled timer "host".
+
+    ``time.perf_counter_ns`` around ``reps`` calls per sample; the same stop rule as the GPU
+    timer. ``time_limit_s`` bounds the sampling (warm-up excluded). The garbage collector is
+    paused while sampling, as ``timeit`` does, so a collection does not land in one sample.
+    """
+    if not callable(fn):
+        raise TypeError("fn must be a zero-argument callable")
+    _check_args(noise_target, min_samples, max_samples, time_limit_s, warmup_s, target_sample_s)
+    clock = time.perf_counter_ns
+    t0 = time.perf_counter()
+    fn()  # the first call may import, allocate or compile: not in the estimate
+    calls, later_ns = 1, 0
+    while calls < 2 or time.perf_counter() - t0 < warmup_s:
+        a = clock()
+        fn()
+        later_ns += clock() - a
+        calls += 1
+    warm = time.perf_counter() - t0
+    per_call_s = later_ns / (calls - 1) / 1e9
+    reps = 1 if per_call_s <= 0 else max(1, min(10**6, round(target_sample_s / per_call_s)))
+    samples: list[float] = []
+    met, noise = False, None
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        while True:
+            a = clock()
+            for _ in range(reps):
+                fn()
+            samples.append((clock() - a) / 1e3 / reps)
+            met, noise = stop_rule(samples, noise_target, min_samples)
+            if met or len(samples) >= max_samples or time.perf_counter() - start >= time_limit_s:
+                break
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return Timing(timer="host", cache="warm", samples_us=samples, reps_per_sample=reps, warmup_s=warm,
+                  noise=noise, noise_target=noise_target, noise_target_met=met, time_limit_s=time_limit_s,
+                  batches=len(samples))
+
+
+# --- GPU timer ----------------------------------------------------------------------------------
+
+def _torch_cuda():
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("time_gpu needs a CUDA device that PyTorch can use")
+    return torch
+
+
+def _gpu_warmup(torch, fn: Callable[[], Any], warmup_s: float) -> tuple[float, float]:
+    """Call ``fn`` for ``warmup_s`` (at least twice). Returns (device s per call, host enqueue s per call).
+
+    Calls go in chunks that double, each between two events and synchronized, so the wall clock
+    is checked without letting the host run far ahead of the GPU. The device estimate includes
+    any launch gaps, so it errs long (fewer reps), never short.
+    """
+    Event = torch.cuda.Event
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()  # the first call: lazy init, module loads, compilation
+    e0, e1 = Event(enable_timing=True), Event(enable_timing=True)
+    chunk = 1
+    while True:
+        e0.record()
+        h0 = time.perf_counter()
+        for _ in range(chunk):
+            fn()
+        host_s = (time.perf_counter() - h0) / chunk
+        e1.record()
+        torch.cuda.synchronize()
+        dev_s = max(e0.elapsed_time(e1) * 1e-3 / chunk, 1e-9)
+        done = time.perf_counter() - t0
+        if done >= warmup_s:
+            return dev_s, host_s
+        fill = (warmup_s - done) / max(dev_s, host_s, 1e-9)
+        chunk = max(1, int(min(chunk * 2, fill, _QUEUE_SLOTS // 2)))
+
+
+def _sleep_cycles_per_s(torch) -> float:
+    """Calibrate ``torch.cuda._sleep``: SM clock cycles per second, measured now (~3 ms).
+
+    The sleep kernel counts SM cycles, so its length in seconds follows the clock. The highest
+    of three readings is kept: a rate on the high side makes the sleeps longer, never too short,
+    when the clock was still ramping up during the first reading.
+    """
+    Event = torch.cuda.Event
+    torch.cuda._sleep(1000)  # loads the kernel
+    e0, e1 = Event(enable_timing=True), Event(enable_timing=True)
+    cycles = 1_000_000  # ~0.5 ms at H200's 1.98 GHz
+    rate = 0.0
+    for _ in range(3):
+        e0.record()
+        torch.cuda._sleep(cycles)
+        e1.record()
+        torch.cuda.synchronize()
+        s = e0.elapsed_time(e1) * 1e-3
+        if s > 0:
+            rate = max(rate, cycles / s)
+    return rate if rate > 0 else 2e9
+
+
+def _capture(torch, fn: Callable[[], Any], reps: int):
+    """``reps`` calls of ``fn`` captured into a CUDA graph, or ``GraphUnavailable``."""
+    prev = torch.cuda.current_stream()
+    try:
+        # Warm up on a side stream before capture, as the torch CUDA-graph docs require.
+        side = torch.cuda.Stream()
+        side.wait_stream(prev)
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        prev.wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with torch.cuda.graph(g):
+                for _ in range(reps):
+                    fn()
+    except Exception as e:  # noqa: BLE001 - any failure of capture means: no graph for this fn
+        # A failing capture_end skips torch.cuda.graph's stream restore: put the caller's stream back.
+        torch.cuda.set_stream(prev)
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            pass
+        msg = (str(e).strip().splitlines() or [""])[0][:300]
+        raise GraphUnavailable(f"CUDA graph capture failed: {type(e).__name__}: {msg}") from e
+    for w in caught:
+        if "graph is empty" in str(w.message).lower():
+            # fn's work went to another stream (e.g. a CuPy non-default stream) and ran eagerly.
+            raise GraphUnavailable("captured CUDA graph is empty: fn enqueues no work on torch's current stream")
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return g
+
+
+def _blocks_host(torch, fn: Callable[[], Any], rate: float, host_s: float) -> bool:
+    """Whether a call of ``fn`` waits for the GPU (a synchronize, a pageable copy, ``.item()``).
+
+    The stream is blocked by a sleep far longer than the call's host time; if the sleep is already
+    over when the call returns, the call waited for it. Such a callable cannot be pre-blocked.
+    """
+    sleep_s = min(_MAX_SLEEP_S, max(5e-3, 4 * host_s))
+    mark = torch.cuda.Event()
+    torch.cuda._sleep(max(1, int(sleep_s * rate)))
+    mark.record()
+    fn()
+    blocked = bool(mark.query())
+    torch.cuda.synchronize()
+    return blocked
+
+
+class _Batches:
+    """Samples taken in pre-blocked batches; see the module docstring."""
+
+    def __init__(self, torch, call: Callable[[], Any], pre: Callable[[], Any] | None, ops_per_sample: int,
+                 rate: float, blocking: bool):
+        self.torch = torch
+        self.call, self.pre = call, pre
+        self.ops = ops_per_sample  # launches and event records per sample (an estimate)
+        self.rate = rate
+        self.slots = _QUEUE_SLOTS
+        self.factor = _SLEEP_FACTOR
+        self.pool: list[Any] = []
+        self.mark = torch.cuda.Event(enable_timing=True)
+        self.host_s = 0.0  # host enqueue time per sample, last measured
+        self.gpu_s = 0.0  # device time per sample (gaps and flushes included), last measured
+        self.uncovered = 0
+        self.consecutive = 0
+        # A callable that waits for the GPU cannot be pre-blocked: sample without sleeps, keep
+        # every batch, and let uncovered_batches say so.
+        self.give_up = blocking
+
+    def _events(self, n: int) -> list[Any]:
+        while len(self.pool) < 2 * n:
+            self.pool.append(self.torch.cuda.Event(enable_timing=True))
+        return self.pool
+
+    def plan(self, remaining: int) -> int:
+        """Samples in the next batch: ~_BATCH_S of GPU and of host time, within the launch queue."""
+        n = min(_BATCH_S / max(self.gpu_s, 1e-9), _BATCH_S / max(self.host_s, 1e-9),
+                self.slots // max(self.ops, 1), remaining)
+        return max(1, int(n))
+
+    def run(self, n: int) -> list[float] | None:
+        """One batch of ``n`` samples: the elapsed ms of each, or None if uncovered (discarded)."""
+        torch = self.torch
+        ev = self._events(n)
+        if not self.give_up:
+            sleep_s = min(_MAX_SLEEP_S, self.factor * n * self.host_s + _SLEEP_MARGIN_S)
+            torch.cuda._sleep(max(1, int(sleep_s * self.rate)))
+        self.mark.record()
+        h0 = time.perf_counter()
+        call, pre = self.call, self.pre
+        for i in range(n):
+            if pre is not None:
+                pre()
+            ev[2 * i].record()
+            call()
+            ev[2 * i + 1].record()
+        host = time.perf_counter() - h0
+        covered = not self.mark.query()  # the sleep outlasted the enqueueing: no launch gap possible
+        torch.cuda.synchronize()
+        ms = [ev[2 * i].elapsed_time(ev[2 * i + 1]) for i in range(n)]
+        self.host_s = host / n
+        self.gpu_s = max(self.mark.elapsed_time(ev[2 * n - 1]) * 1e-3 / n, 1e-9)
+        if covered:
+            self.consecutive = 0
+            return ms
+        self.uncovered += 1
+        if self.give_up:
+            return ms
+        # Host jitter (the sleep was too short) or a full launch queue (the batch was too long):
+        # longer sleeps, shorter batches. Bounded: past _GIVE_UP_AFTER in a row, keep what comes.
+        self.consecutive += 1
+        self.factor = min(self.factor * 2, _SLEEP_FACTOR_MAX)
+        self.slots = max(1, self.slots // 2)
+        if self.consecutive >= _GIVE_UP_AFTER:
+            self.give_up = True
+        return None
+
+
+def time_gpu(fn: Callable[[], Any], *, method: str = "cuda_event", cache: str = "warm",
+             noise_target: float = 0.005, min_samples: int = 10, max_samples: int = 2000,
+             time_limit_s: float = 2.0, warmup_s: float = 0.05, target_sample_s: float = 1e-3,
+             l2_bytes: int | None = None) -> Timing:
+    """Device time per call of ``fn``, a zero-argument callable enqueueing work on torch's current stream.
+
+    ``method``: "cuda_event" (events around back-to-back calls on a pre-blocked stream) or
+    "cuda_graph" (``reps`` calls captured in a CUDA graph, one replay per sample; raises
+    :class:`GraphUnavailable` if ``fn`` cannot be captured). ``cache``: "warm", or "cold" (L2
+    flushed by writing a buffer of max(2 x L2, 256 MiB) before every sampled call, one call per
+    sample, the flush outside the events). ``time_limit_s`` bounds the sampling phase (warm-up,
+    calibration and capture excluded; the last batch may overrun it by up to ~50 ms).
+    """
+    if not callable(fn):
+        raise TypeError("fn must be a zero-argument callable")
+    if method not in ("cuda_event", "cuda_graph"):
+        raise ValueError(f"method must be 'cuda_event' or 'cuda_graph', got {method!r}")
+    if cache not in ("warm", "cold"):
+        raise ValueError(f"cache must be 'warm' or 'cold', got {cache!r}")
+    _check_args(noise_target, min_samples, max_samples, time_limit_s, warmup_s, target_sample_s)
+    torch = _torch_cuda()
+
+    t0 = time.perf_counter()
+    dev_s, host_s = _gpu_warmup(torch, fn, warmup_s)
+    rate = _sleep_cycles_per_s(torch)
+    # Launches per call, an upper estimate: a launch costs the host at least ~5 us from Python
+    # (torch op dispatch or a CuPy kernel call). One sample's launches must fit in the queue.
+    launches = max(1, round(host_s / _HOST_S_PER_LAUNCH))
+    reps = 1 if cache == "cold" else max(1, min(_MAX_REPS, (_QUEUE_SLOTS // 2) // launches,
+                                                round(target_sample_s / dev_s)))
+    cold = int(cache == "cold")
+
+    graph = None
+    try:
+        pre = None
+        if cold:
+            if l2_bytes is None:
+                l2_bytes = int(torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size)
+            flush = torch.empty(max(2 * int(l2_bytes), _FLUSH_MIN_BYTES), dtype=torch.uint8, device="cuda")
+            pre = flush.zero_
+        blocking = False
+        if method == "cuda_graph":
+            graph = _capture(torch, fn, reps)
+            call = graph.replay
+            ops = 1 + 2 + cold  # one graph launch, two event records, the flush
+            graph.replay()  # the first replay uploads the graph
+            torch.cuda.synchronize()
+        else:
+            def call() -> None:
+                for _ in range(reps):  # late binding: follows reps when it is lowered below
+                    fn()
+            ops = reps * launches + 2 + cold
+            blocking = _blocks_host(torch, fn, rate, host_s)
+
+        b = _Batches(torch, call, pre, ops, rate, blocking)
+        # Probe batch (discarded, counted as warm-up): measures host and device time per sample in
+        # the exact configuration, from warm-up estimates deliberately on the long side.
+        b.host_s = reps * host_s + 20e-6 if method == "cuda_event" else 50e-6
+        b.gpu_s = reps * dev_s
+        b.factor = 2 * _SLEEP_FACTOR
+        b.run(max(1, min(3, b.plan(3))))
+        b.factor, b.uncovered, b.consecutive = _SLEEP_FACTOR, 0, 0
+        warm = time.perf_counter() - t0
+
+        samples: list[float] = []
+        met, noise, kept = False, None, 0
+        start = time.perf_counter()
+        while True:
+            n = b.plan(max_samples - len(samples))
+            ms = b.run(n)
+            if ms is not None:
+                samples.extend(x * 1e3 / reps for x in ms)
+                kept += 1
+            elif n == 1 and reps > 1 and method == "cuda_event":
+                # One sample alone was not covered: it may overflow the launch queue (fn launches
+                # more kernels than estimated). Fewer calls per sample; the series restarts so that
+                # every sample has the same reps.
+                reps = max(1, reps // 2)
+                b.ops = reps * launches + 2 + cold
+                samples.clear()
+                kept = 0
+            met, noise = stop_rule(samples, noise_target, min_samples)
+            if met or len(samples) >= max_samples or time.perf_counter() - start >= time_limit_s:
+                break
+    finally:
+        if graph is not None:
+            graph.reset()  # frees the graph's private memory pool now, not at garbage collection
+    return Timing(timer=method, cache=cache, samples_us=samples, reps_per_sample=reps, warmup_s=warm,
+                  noise=noise, noise_target=noise_target, noise_target_met=met, time_limit_s=time_limit_s,
+                  batches=kept, uncovered_batches=b.uncovered)
+
+
+def copy_ceiling(nbytes: int = 2**31, *, noise_target: float = 0.005, time_limit_s: float = 2.0) -> dict[str, Any]:
+    """Device-to-device copy bandwidth of this GPU, now: ``dst.copy_(src)`` on uint8 buffers.
+
+    GB/s counts bytes read plus bytes written (2 x ``bytes``) over the median time
+    (``gb_per_s``) and over the fastest sample (``gb_per_s_max``). ``nbytes`` is halved until
+    both buffers fit in 80% of the free memory; ``bytes`` is the size actually copied.
+    """
+    torch = _torch_cuda()
+    nbytes = int(nbytes)
+    if nbytes < 1:
+        raise ValueError(f"nbytes must be positive, got {nbytes}")
+    free, _total = torch.cuda.mem_get_info()
+    while 2 * nbytes > 0.8 * free and nbytes > 1 << 20:
+        nbytes //= 2
+    # Plain device memory is not compressed, so the byte pattern does not matter; written anyway
+    # so the source is initialized memory.
+    src = torch.full((nbytes,), 0x5A, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = time_gpu(lambda: dst.copy_(src), method="cuda_event", cache="warm", noise_target=noise_target,
+                 time_limit_s=time_limit_s)
+    q = t.quantiles()
+    moved = 2 * nbytes
+    return {"gb_per_s": moved / (q["p50"] * 1e3) if q["p50"] > 0 else 0.0,
+            "gb_per_s_max": moved / (q["min"] * 1e3) if q["min"] > 0 else 0.0,
+            "bytes": nbytes, "time_us": q["p50"], "noise": t.noise, "timer": t.timer,
+            "noise_target_met": t.noise_target_met}

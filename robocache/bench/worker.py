@@ -1,0 +1,233 @@
+"""Runs one task in the current process: check a case against the reference, then time it.
+
+The runner starts one process per case (a kernel fault poisons its CUDA context,
+and a hang must be killable), passes a task dict, and reads back one record dict
+(without the environment, which the run file carries once). Order inside: build
+seeded random inputs -> call once -> compare with the float64 reference (a
+mismatch is recorded as ``incorrect`` with its error figures and is never timed)
+-> time with the project's timer while NVML samples the clocks -> health flags.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from . import gate, specs
+
+KIND = {"robocache": "torch", "torch_eager": "torch", "torch_compile": "torch", "cupy": "cupy", "numpy": "numpy"}
+NO_GRAPH = {"cupy": "CuPy launches on its own (legacy) stream, which a torch CUDA graph does not capture",
+            "numpy": "CPU provider"}
+
+
+def resolve_provider(name: str):
+    """A registered provider, or ``module:attr`` (test-only fault injectors and experiments)."""
+    if ":" in name:
+        mod, attr = name.split(":", 1)
+        return getattr(importlib.import_module(mod), attr)
+    from ..providers import get
+
+    return get(name)
+
+
+def _converter(kind: str, dtype: str, time_dtype: str, device: str):
+    if kind == "numpy":
+        def conv(a, role):
+            return np.ascontiguousarray(a, dtype=dtype if role == "values" else time_dtype)
+        return conv
+    if kind == "torch":
+        import torch
+
+        dev = "cuda" if device == "gpu" else "cpu"
+
+        def conv(a, role):
+            t = torch.from_numpy(np.ascontiguousarray(a)).to(dev)
+            return t.to(getattr(torch, dtype if role == "values" else time_dtype))
+        return conv
+    import cupy
+
+    from ..providers import cupy_provider
+
+    def conv(a, role):
+        dt = cupy_provider.value_dtype(dtype) if role == "values" else np.dtype(time_dtype)
+        return cupy.asarray(np.ascontiguousarray(a).astype(dt))
+    return conv
+
+
+def to_host(x: Any) -> np.ndarray:
+    """Any provider output -> NumPy (float64 for floating outputs)."""
+    if isinstance(x, np.ndarray):
+        h = x
+    elif hasattr(x, "detach"):  # torch
+        t = x.detach()
+        if t.is_floating_point():
+            t = t.double()
+        h = t.cpu().numpy()
+    else:  # cupy
+        import cupy
+
+        h = cupy.asnumpy(x.astype(np.float32) if x.dtype.kind == "V" or x.dtype.name == "bfloat16" else x)
+    return h.astype(np.float64) if h.dtype.kind == "f" or h.dtype.name == "bfloat16" else h
+
+
+def _rounded(case: specs.Case, args: tuple) -> dict[str, Any]:
+    """The inputs as the provider sees them (rounded to its dtype), back on the host in float64."""
+    if case.op == "resample":
+        return {"values": to_host(args[0]), "src_times": to_host(args[1]), "tgt_times": to_host(args[2])}
+    if case.op == "fuse":
+        return {"streams": [(to_host(v), to_host(t)) for v, t in args[0]], "tgt_times": to_host(args[1])}
+    return {"points": to_host(args[0]), "features": to_host(args[1]) if args[1] is not None else None}
+
+
+def _classify(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, MemoryError) or "out of memory" in text or "outofmemory" in text:
+        return "oom"
+    if "cuda" in text and ("illegal" in text or "misaligned" in text or "launch failure" in text
+                           or "unspecified" in text or "error" in text):
+        return "crash"
+    return "error"
+
+
+def base_record(task: dict[str, Any], case: specs.Case) -> dict[str, Any]:
+    return {"run_id": task["run_id"], "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": task.get("git_commit"), "git_dirty": task.get("git_dirty"), "suite": task["suite"],
+            "frontend": task.get("frontend", "cli"), "case": case.to_record_case(), "method": None,
+            "metrics": None, "check": None, "clocks": None,
+            "health": {"throttled": False, "contended": False, "noisy": False, "reasons": []},
+            "status": "error", "reason": None, "duration_s": 0.0, "synthetic": False}
+
+
+def measure(task: dict[str, Any]) -> dict[str, Any]:
+    """Run one case task; returns a schema Record dict (without env). Never raises for case failures."""
+    from . import env as envmod
+    from . import timer
+
+    t_start = time.perf_counter()
+    case = specs.find(task["case_key"])
+    rec = base_record(task, case)
+    device = task["device"]
+    try:
+        prov = resolve_provider(case.provider)
+        ok, why = prov.available()
+        if not ok:
+            rec.update(status="skipped", reason=f"provider {case.provider} unavailable: {why}")
+            return rec
+        fn_op = prov.ops.get(case.op)
+        if fn_op is None:
+            rec.update(status="skipped", reason=prov.not_applicable.get(case.op, f"{case.provider} has no {case.op}"))
+            return rec
+        kind = KIND.get(case.provider, "numpy" if getattr(prov, "device", "cpu") == "cpu" else "torch")
+        conv = _converter(kind, case.dtype, case.params.get("time_dtype", "float32"), device)
+        args, kwargs = specs.call_args(case, specs.host_inputs(case, task.get("seed", 0)), conv)
+
+        def call():
+            return fn_op(*args, **kwargs)
+
+        # 1. correctness gate (also the warm-up that compiles torch.compile / loads CUDA modules)
+        out = call()
+        ref = specs.reference_output(case, _rounded(case, args))
+        chk = gate.check(to_host(out), ref, case.dtype)
+        rec["check"] = chk
+        del out
+        if not chk["passed"]:
+            rec.update(status="incorrect", reason=f"output differs from the reference: max rel err "
+                       f"{chk['max_rel_err']}, {100 * (chk['bad_fraction'] or 0):.3g}% of elements beyond "
+                       f"{chk['tolerance']}")
+            return rec
+
+        # 2. timing, with clocks sampled
+        opts = task.get("timing", {})
+        cache = task.get("cache", "warm")
+        graph_us = None
+        with envmod.ClockSampler(task.get("device_index", 0)) if device == "gpu" else _NullSampler() as cs:
+            if device == "gpu":
+                t = timer.time_gpu(call, method="cuda_event", cache=cache, **opts)
+            else:
+                t = timer.time_host(call, **opts)
+        clocks = cs.stats()
+        note = None
+        if device == "gpu" and cache == "warm" and task.get("graph_check", True):
+            if case.provider in NO_GRAPH:
+                note = f"no graph replay check: {NO_GRAPH[case.provider]}"
+            else:
+                try:
+                    graph_us = timer.time_gpu(call, method="cuda_graph", cache="warm", **opts).median_us
+                except timer.GraphUnavailable as e:
+                    note = f"no graph replay check: {e}"
+        med_s = t.median_us * 1e-6
+        ceiling = task.get("ceiling_gb_per_s")
+        gbps = case.bytes / med_s / 1e9 if med_s > 0 else 0.0
+        rec["method"] = t.method()
+        rec["metrics"] = {
+            "time_us": t.quantiles(),
+            "items_per_s": case.items / med_s if med_s > 0 else 0.0,
+            "gb_per_s": gbps,
+            "ceiling_gb_per_s": ceiling,
+            "pct_of_ceiling": 100.0 * gbps / ceiling if ceiling else None,
+            "graph_time_us": graph_us,
+            "event_vs_graph": (t.median_us - graph_us) / graph_us if graph_us else None,
+        }
+        rec["clocks"] = clocks if device == "gpu" else None
+        rec["health"] = envmod.assess_health(clocks if device == "gpu" else None, t.noise_target_met)
+        uncovered = getattr(t, "uncovered_batches", 0)
+        if uncovered:  # the callable waits on the GPU itself: launch gaps are in the figure
+            rec["health"]["noisy"] = True
+            rec["health"]["reasons"].append(f"noisy: {uncovered} of {t.batches} batches could not be queued "
+                                            "behind a blocked stream (the call synchronizes)")
+        if device == "cpu":  # a host timer has no clocks to read: not a health problem
+            rec["health"]["reasons"] = [r for r in rec["health"]["reasons"] if not r.startswith("clocks unknown")]
+        rec.update(status="ok", reason=note)
+    except BaseException as e:  # noqa: BLE001 - every failure becomes a status, the run goes on
+        tb = traceback.format_exc(limit=6).strip().splitlines()
+        rec.update(status=_classify(e), reason=f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:]))
+    finally:
+        rec["duration_s"] = time.perf_counter() - t_start
+    return rec
+
+
+class _NullSampler:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def stats(self):
+        return None
+
+
+def ceiling_task(task: dict[str, Any]) -> dict[str, Any]:
+    """Measure the device-to-device copy bandwidth (the roofline ceiling of this run)."""
+    from . import timer
+
+    try:
+        return {"status": "ok", **timer.copy_ceiling(**task.get("ceiling", {}))}
+    except BaseException as e:  # noqa: BLE001
+        return {"status": _classify(e), "reason": f"{type(e).__name__}: {str(e)[:800]}"}
+
+
+def run_task(task: dict[str, Any], result_path: str) -> None:
+    """Process entry point: run ``task`` and write the result JSON atomically to ``result_path``."""
+    if hasattr(os, "setsid"):
+        try:
+            os.setsid()  # own process group, so a timeout kills compile workers too
+        except OSError:
+            pass
+    res = ceiling_task(task) if task.get("kind") == "ceiling" else measure(task)
+    tmp = result_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(res, f, allow_nan=False, default=float)
+    os.replace(tmp, result_path)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as fh:
+        run_task(json.load(fh), sys.argv[2])

@@ -1,0 +1,46 @@
+"""Test-only providers that misbehave on purpose, to prove the runner's isolation.
+
+Named in a case as ``fault_providers:<NAME>`` (the worker imports ``module:attr``).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from robocache import reference
+from robocache.providers import Provider
+
+
+def _abort(*args, **kwargs):
+    os.abort()  # like a CUDA illegal address taking the process down
+
+
+def _hang(*args, **kwargs):
+    time.sleep(3600)
+
+
+def _oom(*args, **kwargs):
+    return np.ones((1 << 46,), dtype=np.uint8)  # 64 TiB: MemoryError at once
+
+
+def _wrong(values, src_times, tgt_times):
+    return (reference.resample(values, src_times, tgt_times) + 0.5).astype(values.dtype)
+
+
+def _raise(*args, **kwargs):
+    raise RuntimeError("provider bug")
+
+
+def _all(fn):
+    return {"resample": fn, "fuse": fn, "voxelize": fn}
+
+
+ABORT = Provider("fault_abort", "aborts", "cpu", _all(_abort))
+HANG = Provider("fault_hang", "hangs", "cpu", _all(_hang))
+OOM = Provider("fault_oom", "runs out of memory", "cpu", _all(_oom))
+WRONG = Provider("fault_wrong", "wrong results", "cpu", {"resample": _wrong})
+RAISE = Provider("fault_raise", "raises", "cpu", _all(_raise))
+MISSING = Provider("fault_missing", "needs a module that is not installed", "cpu", _all(_raise),
+                   requires=("module_that_does_not_exist_rcb",))

@@ -1,0 +1,130 @@
+"""The GPU timer against kernels of known behaviour (skipped, loudly, without a GPU).
+
+Each test prints its figures (``pytest -s`` shows them): they are the timer's own
+self-check on the machine it ran on.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from robocache.bench import timer
+
+METHOD_KEYS = {"timer", "cache", "warmup_s", "samples", "reps_per_sample", "noise_target", "noise",
+               "noise_target_met", "time_limit_s"}
+
+
+@pytest.fixture(scope="module")
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device")
+    return torch
+
+
+def _finite(t: timer.Timing) -> None:
+    q = t.quantiles()
+    assert all(math.isfinite(v) and v >= 0 for v in q.values()), q
+    assert q["min"] <= q["p20"] <= q["p50"] <= q["p80"] <= q["max"]
+    m = t.method()
+    assert set(m) == METHOD_KEYS
+    assert m["noise"] is None or math.isfinite(m["noise"])
+
+
+def _show(label: str, t: timer.Timing) -> None:
+    q = t.quantiles()
+    print(f"\n{label}: {t.timer}/{t.cache} p50 {q['p50']:.3f} us (p20 {q['p20']:.3f}, p80 {q['p80']:.3f}), "
+          f"reps {t.reps_per_sample}, samples {len(t.samples_us)}, noise {t.noise}, met {t.noise_target_met}, "
+          f"batches {t.batches}, uncovered {t.uncovered_batches}, warm-up {t.warmup_s:.3f} s")
+
+
+def test_event_and_graph_agree_on_a_kernel_of_known_length(torch):
+    torch.cuda._sleep(100_000_000)  # ~50 ms of load first, so the clock is up when it is calibrated
+    rate = timer._sleep_cycles_per_s(torch)
+    cycles = int(300e-6 * rate)  # ~300 us: launch gaps (~1 us) are well under the 3% allowed
+    expected_us = cycles / rate * 1e6
+
+    def fn():
+        torch.cuda._sleep(cycles)
+
+    ev = timer.time_gpu(fn, method="cuda_event")
+    gr = timer.time_gpu(fn, method="cuda_graph")
+    _show(f"sleep kernel, expected {expected_us:.1f} us", ev)
+    _show(f"sleep kernel, expected {expected_us:.1f} us", gr)
+    rel = (ev.median_us - gr.median_us) / gr.median_us
+    print(f"event vs graph: {100 * rel:+.2f}%")
+    _finite(ev)
+    _finite(gr)
+    assert abs(rel) < 0.03
+    assert 0.8 * expected_us < ev.median_us < 1.25 * expected_us
+    assert ev.reps_per_sample >= 2 and gr.reps_per_sample >= 2
+    assert ev.noise_target_met  # a sleep kernel is as steady as a kernel gets
+
+
+def test_launch_bound_kernel_is_covered(torch):
+    """A tiny kernel, far shorter than its launch: the pre-blocked stream is what makes it honest."""
+    x = torch.ones(256, device="cuda")
+
+    def fn():
+        x.mul_(1.0)
+
+    ev = timer.time_gpu(fn, method="cuda_event")
+    gr = timer.time_gpu(fn, method="cuda_graph")
+    _show("tiny mul_", ev)
+    _show("tiny mul_", gr)
+    print(f"event vs graph: {100 * (ev.median_us - gr.median_us) / gr.median_us:+.2f}%")
+    _finite(ev)
+    _finite(gr)
+    assert ev.median_us < 20  # a 256-element kernel is a few us; Python's launch time is not in it
+
+
+def test_cold_is_not_faster_than_warm_for_an_l2_resident_copy(torch):
+    src = torch.rand(1 << 20, device="cuda")  # 4 MiB in, 4 MiB out: fits H200's L2
+    dst = torch.empty_like(src)
+
+    def fn():
+        dst.copy_(src)
+
+    warm = timer.time_gpu(fn, cache="warm")
+    cold = timer.time_gpu(fn, cache="cold")
+    _show("4 MiB copy", warm)
+    _show("4 MiB copy", cold)
+    _finite(warm)
+    _finite(cold)
+    assert cold.cache == "cold" and cold.reps_per_sample == 1
+    assert cold.median_us >= 0.97 * warm.median_us
+    # the flush is outside the events: a cold 4 MiB copy is microseconds, not a 256 MiB memset
+    assert cold.median_us < 50
+
+
+def test_copy_ceiling_is_plausible(torch):
+    res = timer.copy_ceiling()
+    print(f"\ncopy ceiling: {res}")
+    for k in ("gb_per_s", "gb_per_s_max", "time_us"):
+        assert math.isfinite(res[k]) and res[k] > 0, res
+    assert res["noise"] is None or math.isfinite(res["noise"])
+    assert res["gb_per_s"] > 100
+    assert res["gb_per_s_max"] >= res["gb_per_s"]
+    assert res["timer"] == "cuda_event" and res["bytes"] > 0
+
+
+def test_host_blocking_callable_and_graph_unavailable(torch):
+    """Last in the file: a failed capture is the one thing here that can disturb the process."""
+    host = torch.ones(1 << 16)  # pageable: the copy waits for the stream
+
+    def fn():
+        return host.to("cuda")
+
+    ev = timer.time_gpu(fn, method="cuda_event", time_limit_s=0.5)
+    _show("pageable H2D copy", ev)
+    _finite(ev)
+    assert ev.samples_us and ev.uncovered_batches >= 1  # said, not hidden
+
+    with pytest.raises(timer.GraphUnavailable) as e:
+        timer.time_gpu(fn, method="cuda_graph", time_limit_s=0.5)
+    print(f"GraphUnavailable: {e.value}")
+    # the caller's stream is back and the timer still works
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    t = timer.time_gpu(lambda: torch.cuda._sleep(100_000), time_limit_s=0.3)
+    assert t.samples_us and t.median_us > 0

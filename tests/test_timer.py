@@ -1,0 +1,163 @@
+"""The timer on the CPU: the stop rule on synthetic samples, the host timer on known sleeps.
+
+The GPU side (events, graphs, cold L2, the copy ceiling) is in tests/gpu/test_timer_gpu.py.
+"""
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+from pydantic import TypeAdapter
+
+from robocache.bench import schema, timer
+
+# --- stop_rule ------------------------------------------------------------------------------------
+
+
+def test_tight_samples_meet_half_a_percent_with_20():
+    r = random.Random(1)
+    xs = [100.0 * (1 + 0.001 * r.gauss(0, 1)) for _ in range(20)]
+    met, noise = timer.stop_rule(xs, 0.005, 10)
+    assert met and noise is not None and noise < 0.005
+
+
+def test_noisy_samples_do_not_meet():
+    r = random.Random(2)
+    xs = [r.lognormvariate(0, 0.5) for _ in range(200)]
+    met, noise = timer.stop_rule(xs, 0.005, 10)
+    assert not met and noise is not None and noise > 0.005
+
+
+def test_fewer_than_min_samples_never_meets():
+    xs = [5.0] * 9  # zero spread: the noise target itself is met
+    met, noise = timer.stop_rule(xs, 0.005, 10)
+    assert not met and noise == 0.0
+    assert timer.stop_rule(xs + [5.0], 0.005, 10) == (True, 0.0)
+
+
+@pytest.mark.parametrize("xs", [[], [1.0], [1.0, 2.0]])
+def test_noise_none_below_3_samples(xs):
+    assert timer.stop_rule(xs, 0.5, 1) == (False, None)
+
+
+def test_zero_median_gives_no_noise_not_nan():
+    assert timer.stop_rule([0.0, 0.0, 0.0, 1.0], 0.5, 1) == (False, None)
+
+
+def test_non_finite_samples_refused():
+    with pytest.raises(ValueError):
+        timer.stop_rule([1.0, float("nan"), 1.0], 0.5, 1)
+
+
+def test_median_ci_ranks():
+    # n = 100: ranks floor(50 - 9.8) = 40 and ceil(51 + 9.8) = 61 (1-based), on 1..100.
+    lo, med, hi = timer.median_ci([float(i) for i in range(1, 101)])
+    assert (lo, med, hi) == (40.0, 50.5, 61.0)
+    # small n: clamped to the sample
+    assert timer.median_ci([3.0, 1.0, 2.0]) == (1.0, 2.0, 3.0)
+
+
+def test_noise_shrinks_like_one_over_sqrt_n():
+    r = random.Random(3)
+    noise = {}
+    for n in (100, 10_000):
+        noise[n] = timer.stop_rule([r.gauss(100, 5) for _ in range(n)], 0.0, 1)[1]
+    assert 5 < noise[100] / noise[10_000] < 20  # 10 expected
+
+
+# --- time_host -----------------------------------------------------------------------------------
+
+
+def test_host_measures_a_2ms_sleep():
+    t = timer.time_host(lambda: time.sleep(0.002), time_limit_s=1.0)
+    # time.sleep overshoots by the timer slack (~50-100 us on Linux); a loaded CI box adds more.
+    assert 1950 <= t.median_us <= 3000, t.quantiles()
+    assert t.timer == "host" and t.cache == "warm" and t.reps_per_sample == 1
+    assert len(t.samples_us) >= 5
+
+
+def test_host_reps_make_a_sample_last_target_sample_s():
+    t = timer.time_host(lambda: sum(range(50)), time_limit_s=0.3, target_sample_s=1e-3)
+    assert t.reps_per_sample > 10
+    assert 0.2e3 < t.median_us * t.reps_per_sample < 5e3  # ~1 ms per sample
+
+
+def test_host_honours_time_limit_when_target_unreachable():
+    r = random.Random(4)
+
+    def noisy():
+        time.sleep(r.random() * 3e-4)
+
+    t0 = time.perf_counter()
+    t = timer.time_host(noisy, noise_target=1e-9, max_samples=10**7, time_limit_s=0.3, warmup_s=0.02)
+    wall = time.perf_counter() - t0
+    assert not t.noise_target_met
+    assert t.noise is not None and t.noise > 1e-9
+    assert 0.3 <= wall < 0.3 + 0.02 + 0.25, wall
+    assert t.method()["noise_target_met"] is False
+
+
+def test_host_stops_at_max_samples():
+    t = timer.time_host(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
+                        warmup_s=0.0)
+    assert len(t.samples_us) == 7
+
+
+def test_quantiles_ordered_and_method_matches_schema():
+    t = timer.time_host(lambda: sum(range(200)), time_limit_s=0.3)
+    q = t.quantiles()
+    assert set(q) == {"p20", "p50", "p80", "min", "max", "mean"}
+    assert q["min"] <= q["p20"] <= q["p50"] <= q["p80"] <= q["max"]
+    assert q["min"] <= q["mean"] <= q["max"]
+    assert all(math.isfinite(v) and v > 0 for v in q.values())
+    assert q["p50"] == t.median_us
+    TypeAdapter(schema.Quantiles).validate_python(q)
+    m = t.method()
+    assert set(m) == set(schema.Method.__annotations__)
+    TypeAdapter(schema.Method).validate_python(m)
+    assert m["samples"] == len(t.samples_us)
+
+
+def test_empty_timing_is_finite():
+    t = timer.Timing(timer="cuda_event", cache="cold", samples_us=[], reps_per_sample=1, warmup_s=0.0,
+                     noise=None, noise_target=0.005, noise_target_met=False, time_limit_s=1.0)
+    assert t.median_us == 0.0
+    TypeAdapter(schema.Quantiles).validate_python(t.quantiles())
+    TypeAdapter(schema.Method).validate_python(t.method())
+
+
+@pytest.mark.parametrize("kw", [{"noise_target": -1.0}, {"noise_target": float("nan")}, {"min_samples": 0},
+                                {"min_samples": 10, "max_samples": 5}, {"time_limit_s": 0.0},
+                                {"warmup_s": float("inf")}, {"target_sample_s": 0.0}])
+def test_bad_arguments_refused(kw):
+    with pytest.raises(ValueError):
+        timer.time_host(lambda: None, **kw)
+
+
+def test_time_gpu_argument_errors_before_any_device_use():
+    with pytest.raises(ValueError):
+        timer.time_gpu(lambda: None, method="wallclock")
+    with pytest.raises(ValueError):
+        timer.time_gpu(lambda: None, cache="lukewarm")
+    with pytest.raises(TypeError):
+        timer.time_gpu(None)  # type: ignore[arg-type]
+
+
+def test_time_gpu_without_cuda_says_so():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(RuntimeError, match="CUDA"):
+        timer.time_gpu(lambda: None)
+    with pytest.raises(RuntimeError, match="CUDA"):
+        timer.copy_ceiling(1 << 20)
+
+
+def test_import_has_no_side_effects():
+    code = "import sys, robocache.bench.timer; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
