@@ -4,7 +4,7 @@
 # tests: the whole test suite (CPU tests, kernel compile checks, and the GPU tests that skip
 #        elsewhere) with the machine's own python3 and packages, then the demo;
 # bench: the quick suite through robocache-bench, records under OUTDIR/results/, and its report.
-# Needs no network: Python packages missing on the machine (pydantic) are installed from the
+# Needs no network: Python packages missing on the machine (msgspec) are installed from the
 # wheels in .whl/ if present (see docs/gpu.md). Writes OUTDIR/gpu-env.txt, gpu-tests.log,
 # gpu-tests.xml (JUnit), bench.log, report.md and ends with one summary line per part.
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 PY=${PYTHON:-python3}
-if ! $PY -c "import pydantic" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+if ! $PY -c "import msgspec" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/rcb-site .whl/*.whl \
     && export PYTHONPATH="/tmp/rcb-site${PYTHONPATH:+:$PYTHONPATH}"
 fi
@@ -31,7 +31,7 @@ status=0
   $PY - <<'PYEOF'
 import platform, importlib
 print("python", platform.python_version())
-for m in ("numpy", "cupy", "torch", "hypothesis", "pytest", "cuda.bindings", "pydantic", "tqdm", "pynvml"):
+for m in ("numpy", "cupy", "torch", "hypothesis", "pytest", "cuda.bindings", "msgspec", "tqdm", "pynvml"):
     try:
         mod = importlib.import_module(m)
         print(m, getattr(mod, "__version__", "?"))

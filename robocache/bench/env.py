@@ -199,7 +199,7 @@ _LIBS: dict[str, tuple[str, tuple[str, ...]]] = {
     "triton": ("triton", ("triton",)),
     "robocache": ("robocache", ("robocache",)),
     "nvidia-ml-py": ("pynvml", ("nvidia-ml-py",)),
-    "pydantic": ("pydantic", ("pydantic",)),
+    "msgspec": ("msgspec", ("msgspec",)),
     "scipy": ("scipy", ("scipy",)),
 }
 

@@ -164,6 +164,24 @@ def headline(records: list[dict[str, Any]]) -> str:
                   "robocache speedup"], rows)
 
 
+def dtypes(records: list[dict[str, Any]], provider: str = "robocache") -> str:
+    """Each case measured in several dtypes: median per dtype and the speedup of 16-bit over float32."""
+    idx = _index(records)
+    by_case: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        if r["case"]["provider"] == provider and r["status"] == "ok":
+            by_case[r["case"]["id"]].add(r["case"]["dtype"])
+    rows = []
+    for cid in sorted(c for c, d in by_case.items() if len(d) > 1):
+        t = {dt: _ok_time(idx, cid, dt, provider) for dt in specs.GPU_DTYPES}
+        rows.append([cid] + [_us(t[dt]) for dt in specs.GPU_DTYPES]
+                    + [_speed(t["float16"], t["float32"]), _speed(t["bfloat16"], t["float32"])])
+    if not rows:
+        return f"_No case with several dtypes for {provider} in this run._"
+    return table(["case"] + [f"{dt} p50 us" for dt in specs.GPU_DTYPES]
+                 + ["float16 vs float32", "bfloat16 vs float32"], rows)
+
+
 def _scaling(records, op: str, axis: str, fixed: dict[str, int], dtype: str) -> str:
     idx = _index(records)
     provs = _providers(records)
@@ -255,6 +273,7 @@ def report(records: list[dict[str, Any]]) -> str:
     parts = [
         "# robocache-bench report", header(records),
         "## Headline: the classic case (B=256, 100 -> 50 frames, 32 features)", headline(records),
+        "## Dtype comparison (robocache; speedup = float32 median / 16-bit median)", dtypes(records),
         "## Batch scaling (resample, 100 -> 50, D=32, float32)",
         _scaling(records, "resample", "B", {"S": 100, "T": 50, "D": 32}, first_dtype),
         "## Length scaling (resample, B=256, T=S/2, D=32, float32)",

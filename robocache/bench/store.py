@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robocache.bench.schema import SchemaError, parse_file_bytes, validate_records
+from robocache.bench.schema import SchemaError, parse_file_bytes, to_dict, validate_records
 
 RECORDS_SUFFIX = ".records.json"
 TMP_PREFIX = ".tmp-"
@@ -67,12 +67,16 @@ def write_records(out_dir: str | os.PathLike[str], env: dict[str, Any], records:
     version (a runner's checkpoints of one run file; the name must then be unique to that writer).
     """
     # The file carries env once; the loader's per-record "env"/"source" are not part of a stored record.
-    stripped = [{k: v for k, v in r.items() if k not in LOADER_KEYS} if isinstance(r, dict) else r
-                for r in records]
+    stripped = [{k: v for k, v in to_dict(r).items() if k not in LOADER_KEYS} for r in records]
     doc = validate_records(env, stripped)  # raises SchemaError before anything touches the disk
     try:
-        # Serialize the validated (normalized) document, before creating any file.
-        data = json.dumps(doc, allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # Serialize the validated (normalized) document, before creating any file; allow_nan=False
+        # also catches a NaN hidden in a free-form field (case params).
+        plain = to_dict(doc)
+        for rec in plain["records"]:
+            for k in LOADER_KEYS:
+                rec.pop(k, None)
+        data = json.dumps(plain, allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except (ValueError, UnicodeEncodeError) as e:  # e.g. a lone surrogate in a string
         raise SchemaError(f"cannot serialize: {e}") from None
 
@@ -193,7 +197,7 @@ def _load_files(files: list[str], result: LoadResult) -> None:
                 continue
             with open(path, "rb") as f:
                 data = f.read()
-            doc = parse_file_bytes(data)  # one pass of pydantic's Rust JSON validator: the fast path
+            doc = parse_file_bytes(data)  # one pass of msgspec's C decoder + validator: the fast path
         except FileNotFoundError:  # vanished between scan and read
             result.bad.append((path, "no such file or directory"))
             continue
@@ -208,9 +212,9 @@ def _load_files(files: list[str], result: LoadResult) -> None:
             continue
         env = doc["env"]
         records = doc["records"]
-        for rec in records:  # fresh dicts from the validator: attach in place, env by reference
-            rec["env"] = env
-            rec["source"] = path
+        for rec in records:  # fresh structs from the decoder: attach in place, env by reference
+            rec.env = env
+            rec.source = path
         result.records.extend(records)
 
 
