@@ -22,7 +22,8 @@ def _hang(*args, **kwargs):
 
 
 def _oom(*args, **kwargs):
-    return np.ones((1 << 46,), dtype=np.uint8)  # 64 TiB: MemoryError at once
+    # 1 PiB: beyond any machine's address space, so MemoryError at once even with memory overcommit
+    return np.ones((1 << 50,), dtype=np.uint8)
 
 
 def _wrong(values, src_times, tgt_times):

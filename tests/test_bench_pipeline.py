@@ -72,7 +72,8 @@ def test_isolation_statuses(tmp_path):
 
 
 def test_cli_run_show_report_and_exit_codes(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROBOCACHE_MACHINE": "ci-cli"}
+    path = os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    env = {**os.environ, "PYTHONPATH": path, "ROBOCACHE_MACHINE": "ci-cli"}
     cmd = [sys.executable, "-m", "robocache.bench.cli"]
     run = subprocess.run(cmd + ["run", "--device", "cpu", "--ops", "resample", "--providers", "numpy",
                                 "--out", str(tmp_path), "--time-limit", "0.2", "--noise-target", "0.05",

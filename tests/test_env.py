@@ -81,7 +81,8 @@ def test_normalize_arch_unknowns():
 
 # --- capture_env without NVML -----------------------------------------------------------------
 
-def test_capture_env_gpu_without_driver_is_valid_and_unknown():
+def test_capture_env_gpu_without_driver_is_valid_and_unknown(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # as on CI: no usable NVML (also on a GPU machine)
     e = capture_env("gpu")
     ENV.validate_python(e)
     assert e["device"] == "gpu"
@@ -291,7 +292,8 @@ def test_nvml_init_failure_is_unknown(monkeypatch, no_torch):
 
 # --- ClockSampler and health without NVML -----------------------------------------------------
 
-def test_clock_sampler_without_nvml():
+def test_clock_sampler_without_nvml(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)
     before = {t.name for t in __import__("threading").enumerate()}
     with ClockSampler(0, interval_s=0.001) as cs:
         assert cs._thread is None  # no thread without NVML
