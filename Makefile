@@ -22,8 +22,9 @@ run: setup  ## the quick suite on the best device present (GPU, else CPU provide
 demo: setup  ## resample, fuse and voxelize once on the best device present and print the results
 	$(BIN)/python -m robocache.demo
 
-test: setup  ## the whole CPU test suite (GPU tests skip, with a banner, without a GPU)
-	$(BIN)/python -m pytest -q
+test: setup  ## the whole CPU test suite (GPU tests skip, with a banner, without a GPU), asv check, benchmarks as tests
+	$(BIN)/asv check --python=same
+	$(BIN)/python -m pytest -q tests benchmarks --benchmark-disable
 
 gpu-check:  ## on a GPU machine: GPU tests into OUT=<folder> (uses the machine's own python3)
 	bash scripts/gpu_check.sh $${OUT:-gpu-out}

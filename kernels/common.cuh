@@ -41,7 +41,7 @@ template <typename TT>
 __device__ __forceinline__ int rc_upper_bound_minus_one(const TT* __restrict__ row, int n, TT x) {
     int lo = 0, hi = n;
     while (lo < hi) {
-        int mid = (lo + hi) >> 1;
+        int mid = lo + ((hi - lo) >> 1);  // no overflow for S near 2^31
         if (__ldg(row + mid) <= x) lo = mid + 1; else hi = mid;
     }
     return lo - 1;

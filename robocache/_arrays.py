@@ -18,6 +18,8 @@ GPU_VALUE_DTYPES = ("float32", "float16", "bfloat16")
 CPU_VALUE_DTYPES = ("float32", "float16", "float64", "bfloat16")
 TIME_DTYPES = ("float32", "float64")
 INT32_MAX = 2**31 - 1
+TILE_T = 32  # targets per block in kernels/resample.cu and fuse.cu (RC_TILE_T)
+MAX_FEATURES = INT32_MAX // TILE_T  # a tile's TILE_T * D elements are indexed with int32
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,21 @@ class GpuContext:
         else:
             with self._device:
                 self._stream = cupy.cuda.get_current_stream()
+
+    @property
+    def stream_ptr(self) -> int:
+        return int(self._stream.ptr)
+
+    def is_capturing(self) -> bool:
+        """Is the call's stream being captured into a CUDA graph?"""
+        if self.kind == "torch":
+            import torch
+
+            return bool(torch.cuda.is_current_stream_capturing())
+        try:
+            return bool(self._stream.is_capturing())
+        except Exception:  # noqa: BLE001 - older CuPy: no capture API, so no capture
+            return False
 
     def __enter__(self) -> "GpuContext":
         self._device.__enter__()

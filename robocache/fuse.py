@@ -53,32 +53,45 @@ def _validate(streams: Any, tgt_times: Any) -> tuple[list[tuple[A.Arr, A.Arr]], 
         )
     A.check_time_dtypes(t, *(s for _, s in pairs))
     total = sum(v.shape[2] for v, _ in pairs)
-    if total > A.INT32_MAX:
-        raise ValueError(f"the fused feature width {total} exceeds {A.INT32_MAX}")
+    if total > A.MAX_FEATURES:
+        raise ValueError(f"the fused feature width {total} exceeds robocache's limit of {A.MAX_FEATURES}")
+    if t.on_gpu:
+        A.check_grid(b * -(-n_tgt // A.TILE_T), "tgt_times")
     return pairs, t
 
 
 _DESC_CACHE: OrderedDict[tuple, Any] = OrderedDict()
+_DESC_PINNED: set[tuple] = set()  # used inside a CUDA-graph capture: the graph holds their address
 _DESC_CACHE_SIZE = 256
 
 
 def _device_descriptor(ctx: A.GpuContext, desc: np.ndarray, like: Any) -> Any:
-    """The descriptor table on the device, cached by its exact content.
+    """The descriptor table on the device, cached by its exact content and stream.
 
     The table holds only pointers and sizes, so equal content means an equal
-    device copy: reusing it skips a host-to-device copy per call (and makes fuse
-    capturable in a CUDA graph once warmed up).
+    device copy: reusing it skips a (synchronous) host-to-device copy per call.
+    Entries are per stream, so an evicted entry's memory is only reused by later
+    work on the same stream (stream-ordered, as both allocators guarantee). An
+    entry used while the stream is being captured into a CUDA graph is pinned for
+    the life of the process, since the graph keeps its address; a capture needs a
+    warm-up call with the same inputs first (a copy cannot be captured).
     """
-    key = (ctx.kind, ctx.device_index, desc.tobytes())
+    key = (ctx.kind, ctx.device_index, ctx.stream_ptr, desc.tobytes())
+    capturing = ctx.is_capturing()
     hit = _DESC_CACHE.get(key)
-    if hit is not None:
-        _DESC_CACHE.move_to_end(key)
-        return hit
-    d = ctx.to_device(desc, like=like)
-    _DESC_CACHE[key] = d
-    if len(_DESC_CACHE) > _DESC_CACHE_SIZE:
-        _DESC_CACHE.popitem(last=False)
-    return d
+    if hit is None:
+        if capturing:
+            raise RuntimeError("robocache.fuse inside a CUDA-graph capture needs one call with the same "
+                               "inputs before the capture (its stream table is copied to the GPU on first use)")
+        hit = ctx.to_device(desc, like=like)
+        _DESC_CACHE[key] = hit
+    _DESC_CACHE.move_to_end(key)
+    if capturing:
+        _DESC_PINNED.add(key)
+    while len(_DESC_CACHE) > _DESC_CACHE_SIZE + len(_DESC_PINNED):
+        old = next(k for k in _DESC_CACHE if k not in _DESC_PINNED)
+        del _DESC_CACHE[old]
+    return hit
 
 
 def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: bool = False,
@@ -121,7 +134,6 @@ def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: boo
         if out is None:
             out = ctx.empty((b, n_tgt, total), "like", keep[0])
         tiles = (n_tgt + TILE_T - 1) // TILE_T
-        A.check_grid(b * tiles, "tgt_times")
         ctx.launch("fuse", f"fuse_{v0.dtype}_{t.dtype}", b * tiles, BLOCK,
                    (A.ptr_arg(d_desc), np.int32(len(pairs)), A.ptr_arg(tt), A.ptr_arg(out),
                     np.int32(n_tgt), np.int32(total), np.int32(tiles)))

@@ -12,7 +12,7 @@ import numpy as np
 from . import _arrays as A
 from . import reference
 
-TILE_T = 32  # targets per block; must match RC_TILE_T in kernels/resample.cu and fuse.cu
+TILE_T = A.TILE_T  # targets per block; must match RC_TILE_T in kernels/resample.cu and fuse.cu
 BLOCK = 256
 
 
@@ -40,6 +40,11 @@ def _validate(values: Any, src_times: Any, tgt_times: Any) -> tuple[A.Arr, A.Arr
     A.check_rank(t, 2, "[B, T]")
     b, n_src, d = v.shape
     A.check_positive(v, {"B (batch)": b, "S (source length)": n_src, "D (features)": d})
+    if d > A.MAX_FEATURES:
+        raise ValueError(f"values has D = {d} features; robocache supports at most {A.MAX_FEATURES}")
+    tiles = -(-t.shape[1] // A.TILE_T) if len(t.shape) == 2 else 1
+    if v.on_gpu:
+        A.check_grid(b * tiles, "values/tgt_times")
     if s.shape != (b, n_src):
         raise ValueError(f"src_times must have shape [B, S] = {(b, n_src)} to match values {v.shape}, got {s.shape}")
     if t.shape[0] != b:
@@ -79,7 +84,6 @@ def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool =
         if out is None:
             out = ctx.empty((b, n_tgt, d), "like", vv)
         tiles = (n_tgt + TILE_T - 1) // TILE_T
-        A.check_grid(b * tiles, "values/tgt_times")
         ctx.launch("resample", f"resample_{v.dtype}_{s.dtype}", b * tiles, BLOCK,
                    (A.ptr_arg(vv), A.ptr_arg(ss), A.ptr_arg(tt), A.ptr_arg(out),
                     np.int32(n_src), np.int32(n_tgt), np.int32(d), np.int32(tiles)))

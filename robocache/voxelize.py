@@ -94,10 +94,10 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
         return A.fill_out(out, A.from_numpy_like(p, res, out_dtype))
 
     vox = g[0] * g[1] * g[2]
+    if vox > A.INT32_MAX:  # the kernels index a row's voxels with int32
+        raise ValueError(f"grid {g} has {vox} voxels per row; on the GPU robocache supports at most {A.INT32_MAX}")
     geom = (*(np.float32(x) for x in lo), *(np.float32(x) for x in hi), *(np.float32(x) for x in inv),
             *(np.int32(x) for x in g))
-    if max(g) > A.INT32_MAX:
-        raise ValueError(f"grid {g}: each size must be below {A.INT32_MAX}")
     with A.GpuContext(p.kind, p.device_index) as ctx:
         pp = A.contiguous(p)
         total = b * n

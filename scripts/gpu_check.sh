@@ -7,9 +7,13 @@
 # Needs no network: Python packages missing on the machine (msgspec) are installed from the
 # wheels in .whl/ if present (see docs/gpu.md). Writes OUTDIR/gpu-env.txt, gpu-tests.log,
 # gpu-tests.xml (JUnit), bench.log, report.md and ends with one summary line per part.
+# asv:   OUTDIR, then "asv" and asv's --bench regex: the nightly grid through asv --python=same
+#        (ROBOCACHE_SUITE overrides), our records under OUTDIR/records, asv's under results/asv
+#        (copied to OUTDIR/asv); with ASV_COMPARE=<commit> it ends with `asv compare <commit> HEAD`.
+# pytest: the pytest-benchmark suite (ROBOCACHE_SUITE, default quick) saved under OUTDIR/pytest.
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all]}
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest]}
 WHAT=${2:-all}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -17,11 +21,12 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 PY=${PYTHON:-python3}
-if ! $PY -c "import msgspec" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/rcb-site .whl/*.whl \
-    && export PYTHONPATH="/tmp/rcb-site${PYTHONPATH:+:$PYTHONPATH}"
+if ! $PY -c "import msgspec, asv" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  [ -d /tmp/rcb-site ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/rcb-site .whl/*.whl
+  export PYTHONPATH="/tmp/rcb-site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export ASV_PYTHONPATH="$PYTHONPATH"  # asv drops PYTHONPATH for benchmark processes unless told
 status=0
 
 {
@@ -71,5 +76,31 @@ if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report.md" 2>&1 | tail -1
   echo "BENCH SUMMARY: suite ${SUITE:-quick} wall $(( $(date +%s) - start )) s; exit $brc"
   [ "$brc" = 0 ] || status=1
+fi
+if [ "$WHAT" = asv ]; then
+  COMMIT=${ROBOCACHE_GIT_COMMIT:-$(git rev-parse HEAD)}
+  MACHINE=${ROBOCACHE_MACHINE:-nvidia-h200}
+  export ROBOCACHE_RESULTS="$OUT/records"
+  start=$(date +%s)
+  $PY -m asv machine --machine "$MACHINE" --yes > /dev/null
+  $PY -m asv run --python=same --machine "$MACHINE" --set-commit-hash "$COMMIT" --bench "${3:-.}" \
+      --show-stderr 2>&1 | tee "$OUT/asv.log" | grep -E "^\[|failed|Error" | tail -40
+  arc=${PIPESTATUS[0]}
+  echo "ASV SUMMARY: suite ${ROBOCACHE_SUITE:-nightly} bench '${3:-.}' commit $COMMIT wall $(( $(date +%s) - start )) s; exit $arc"
+  if [ -n "${ASV_COMPARE:-}" ]; then
+    $PY -m asv compare "$ASV_COMPARE" "$COMMIT" --machine "$MACHINE" 2>&1 | tee "$OUT/asv-compare.txt" | tail -25
+  fi
+  mkdir -p "$OUT/asv" && cp -r results/asv/. "$OUT/asv/"
+  [ "$arc" = 0 ] || status=1
+fi
+
+if [ "$WHAT" = pytest ]; then
+  export ROBOCACHE_RESULTS="$OUT/records"
+  start=$(date +%s)
+  $PY -m pytest benchmarks -q -p no:cacheprovider --benchmark-save="h200-${ROBOCACHE_SUITE:-quick}" \
+      --benchmark-storage="file://$OUT/pytest" --benchmark-columns=min,median,max,rounds 2>&1 | tail -25
+  prc=${PIPESTATUS[0]}
+  echo "PYTEST-BENCHMARK SUMMARY: wall $(( $(date +%s) - start )) s; exit $prc"
+  [ "$prc" = 0 ] || status=1
 fi
 exit $status

@@ -30,6 +30,10 @@ def _wrong(values, src_times, tgt_times):
     return (reference.resample(values, src_times, tgt_times) + 0.5).astype(values.dtype)
 
 
+def _wrong_dtype(values, src_times, tgt_times):
+    return reference.resample(values, src_times, tgt_times)  # right numbers, float64 instead of float32
+
+
 def _raise(*args, **kwargs):
     raise RuntimeError("provider bug")
 
@@ -42,6 +46,7 @@ ABORT = Provider("fault_abort", "aborts", "cpu", _all(_abort))
 HANG = Provider("fault_hang", "hangs", "cpu", _all(_hang))
 OOM = Provider("fault_oom", "runs out of memory", "cpu", _all(_oom))
 WRONG = Provider("fault_wrong", "wrong results", "cpu", {"resample": _wrong})
+WRONG_DTYPE = Provider("fault_wrong_dtype", "float64 output", "cpu", {"resample": _wrong_dtype})
 RAISE = Provider("fault_raise", "raises", "cpu", _all(_raise))
 MISSING = Provider("fault_missing", "needs a module that is not installed", "cpu", _all(_raise),
                    requires=("module_that_does_not_exist_rcb",))

@@ -53,7 +53,7 @@ def test_isolation_statuses(tmp_path):
     """An abort, a hang, an OOM, a wrong result and an exception are recorded; the good case still completes."""
     base = "resample/B32-S100-T50-D32/float32/"
     keys = ["fault_providers:ABORT", "fault_providers:HANG", "fault_providers:OOM", "fault_providers:WRONG",
-            "fault_providers:RAISE", "fault_providers:MISSING", "numpy"]
+            "fault_providers:RAISE", "fault_providers:MISSING", "fault_providers:WRONG_DTYPE", "numpy"]
     cases = [specs.find(base + k, device="cpu") for k in keys]
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, timeout_s=20,
                            progress=False)
@@ -66,9 +66,22 @@ def test_isolation_statuses(tmp_path):
     assert got["RAISE"]["status"] == "error" and "provider bug" in got["RAISE"]["reason"]
     assert got["MISSING"]["status"] == "skipped" and "module_that_does_not_exist_rcb" in got["MISSING"]["reason"]
     assert got["numpy"]["status"] == "ok" and got["numpy"]["metrics"]["time_us"]["p50"] > 0
-    assert len(res.failed) == 5
+    assert got["WRONG_DTYPE"]["status"] == "incorrect" and "dtype float64, expected float32" in \
+        got["WRONG_DTYPE"]["reason"]
+    assert len(res.failed) == 6
     loaded = store.load(tmp_path)
-    assert loaded.bad == [] and len(loaded.records) == 7  # every outcome is a valid record
+    assert loaded.bad == [] and len(loaded.records) == 8  # every outcome is a valid record
+
+
+def test_classify_crash_vs_error():
+    from robocache.bench.worker import _classify
+
+    assert _classify(RuntimeError("CUDA error: an illegal memory access was encountered")) == "crash"
+    assert _classify(RuntimeError("CUDA error: device-side assert triggered")) == "crash"
+    assert _classify(ValueError("inputs on different devices: values is on cuda:0 but x is on cuda:1")) == "error"
+    assert _classify(RuntimeError("Expected all tensors to be on the same device, cuda:0 and cpu")) == "error"
+    assert _classify(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")) == "oom"
+    assert _classify(MemoryError()) == "oom"
 
 
 def test_cli_run_show_report_and_exit_codes(tmp_path):

@@ -128,7 +128,9 @@ def _run(args: argparse.Namespace) -> int:
     for r in res.failed:
         print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
               f"{(r.get('reason') or '').splitlines()[0][:160]}")
-    return 1 if res.failed else 0
+    if res.ceiling_failed:
+        print(f"  FAILED copy-ceiling measurement: {res.ceiling.get('reason')}; records carry no % of ceiling")
+    return 1 if res.failed or res.ceiling_failed else 0
 
 
 if __name__ == "__main__":

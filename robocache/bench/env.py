@@ -498,7 +498,11 @@ class ClockSampler:
         if isinstance(procs, (list, tuple)):
             # In a container without the host PID namespace NVML reports host PIDs, so our own
             # process may not be recognised here; see the report on contended runs.
-            others = len({getattr(p, "pid", None) for p in procs} - {self._pid})
+            pids = {getattr(p, "pid", None) for p in procs}
+            # The sampled process holds a CUDA context while it is timed, so NVML must list it; when it
+            # does not (an empty list, or host PIDs in a container), NVML cannot see processes here:
+            # unknown, never "0 others".
+            others = len(pids - {self._pid}) if self._pid in pids else None
         s = {
             "sm": sm if isinstance(sm, int) and sm > 0 else None,
             "mem": mem if isinstance(mem, int) and mem > 0 else None,

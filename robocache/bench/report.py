@@ -157,11 +157,11 @@ def headline(records: list[dict[str, Any]]) -> str:
                      _us(_p50(r)), _num(m.get("items_per_s"), " traj/s"),
                      f"{m['gb_per_s']:.0f}" if m.get("gb_per_s") is not None else "-",
                      f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-",
-                     "1.00x" if r["case"]["provider"] == "robocache" else _speed(ours, _p50(r))])
+                     "1.00x" if r["case"]["provider"] == "robocache" else _speed(ours, _p50(r)), _flags(r)])
     if not rows:
         return "_The classic case is not in this run._"
     return table(["dtype", "provider", "status", "p50 us", "throughput", "GB/s", "% ceiling",
-                  "robocache speedup"], rows)
+                  "robocache speedup", "flags"], rows)
 
 
 def dtypes(records: list[dict[str, Any]], provider: str = "robocache") -> str:
@@ -216,8 +216,17 @@ def peers(records: list[dict[str, Any]]) -> str:
         ours = _ok_time(idx, cid, dt, "robocache")
         if ours is None and not any(_ok_time(idx, cid, dt, p) for p in provs):
             continue
-        rows.append([cid, dt, _us(ours)] + [_speed(ours, _ok_time(idx, cid, dt, p)) for p in provs])
-    return table(["case", "dtype", "robocache p50 us"] + [f"vs {LABEL.get(p, p)}" for p in provs], rows)
+        mine = idx.get((cid, dt, "robocache"))
+        cells = []
+        for p in provs:
+            s = _speed(ours, _ok_time(idx, cid, dt, p))
+            theirs = idx.get((cid, dt, p))
+            if s != "-" and any(_flags(r) != "-" for r in (mine, theirs) if r):
+                s += " (flagged)"  # throttled, contended or noisy on either side: read with care
+            cells.append(s)
+        rows.append([cid, dt, _us(ours)] + cells)
+    return ("Speedups marked (flagged) involve a record flagged throttled, contended or noisy (see Health).\n\n"
+            + table(["case", "dtype", "robocache p50 us"] + [f"vs {LABEL.get(p, p)}" for p in provs], rows))
 
 
 def roofline(records: list[dict[str, Any]], provider: str = "robocache") -> str:

@@ -57,6 +57,11 @@ class RunResult:
     def failed(self) -> list[dict[str, Any]]:
         return [r for r in self.records if r["status"] in FAILED_STATUSES]
 
+    @property
+    def ceiling_failed(self) -> bool:
+        """A GPU run whose copy-ceiling measurement failed: no record has a % of ceiling."""
+        return bool(self.ceiling) and self.ceiling.get("status") == "failed"
+
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self.records:
@@ -103,6 +108,9 @@ def run_in_process(task: dict[str, Any], timeout_s: float) -> tuple[str, dict[st
         if proc.is_alive():
             _kill_group(proc.pid)
             proc.join(10)
+            if os.path.exists(result_path):  # it finished just as the timeout struck: keep its result
+                with open(result_path) as f:
+                    return "ok", json.load(f), ""
             return "timeout", None, f"no result within the {timeout_s:g} s timeout; process group killed"
         _kill_group(proc.pid)  # leftovers (compile workers) of a finished case
         if os.path.exists(result_path):
@@ -122,12 +130,11 @@ def _kill_group(pid: int | None) -> None:
     if pid is None:
         return
     try:
+        # The case process made itself a group leader (worker.run_task), so its pid is the group id.
+        # No os.kill fallback: a reaped pid may already belong to an unrelated process.
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
+        pass
 
 
 def new_run_id() -> str:
@@ -164,7 +171,7 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
             res.ceiling = result
             base_task["ceiling_gb_per_s"] = result["gb_per_s"]
         else:
-            res.ceiling = {"status": "failed", "reason": detail or (result or {}).get("reason")}
+            res.ceiling = {"status": "failed", "reason": detail or (result or {}).get("reason") or "unknown"}
 
     bar = _progress(len(todo), progress, suite)
     last_write = time.monotonic()

@@ -104,6 +104,7 @@ class Method(_Rec):
     noise: NonNeg | None  # relative half-width reached
     noise_target_met: bool
     time_limit_s: NonNeg
+    input_sets: Count = 1  # warm mode rotates this many input sets (>= 2x L2 in all, capped) between calls
 
 
 class Metrics(_Rec):

@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-GRID_VERSION = 1
+GRID_VERSION = 1  # unchanged by adding/removing points or dtypes; bump when an existing case id's meaning changes
 OPS = ("resample", "fuse", "voxelize")
 GPU_DTYPES = ("float32", "float16", "bfloat16")
 CPU_DTYPES = ("float32",)  # NumPy has no bfloat16 and its float16 math is emulated: not a peer a user picks
 GPU_PROVIDERS = ("robocache", "torch_eager", "torch_compile", "cupy")
 CPU_PROVIDERS = ("numpy", "torch_eager", "torch_compile")
 SUITES = ("quick", "nightly")
+SWEEP_DTYPES = ("float32", "bfloat16")  # scaling sweeps: fp32 and the 16-bit type robot learning uses
 ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 BOUNDS = ((-2.0, -2.0, -2.0), (2.0, 2.0, 2.0))
 # CPU providers only run where one call costs well under a second, so a nightly pass stays bounded.
@@ -110,20 +111,20 @@ def case_bytes(op: str, p: dict[str, Any], dtype: str) -> int:
 Q, N = ("quick", "nightly"), ("nightly",)
 
 
-def _resample(b: int, s: int, t: int, d: int, reason: str, suites=N, dtypes=GPU_DTYPES,
+def _resample(b: int, s: int, t: int, d: int, reason: str, suites=N, dtypes=SWEEP_DTYPES,
               time_dtype: str = "float32") -> Point:
     tag = f"B{b}-S{s}-T{t}-D{d}" + ("-t64" if time_dtype == "float64" else "")
     return Point("resample", tag, {"B": b, "S": s, "T": t, "D": d, "time_dtype": time_dtype}, reason, suites, dtypes)
 
 
 def _fuse(mix: str, b: int, t: int, streams: list[tuple[int, int]], reason: str, suites=N,
-          dtypes=GPU_DTYPES) -> Point:
+          dtypes=SWEEP_DTYPES) -> Point:
     return Point("fuse", f"{mix}-B{b}-T{t}", {"B": b, "T": t, "streams": [list(x) for x in streams],
                                               "mix": mix, "time_dtype": "float32"}, reason, suites, dtypes)
 
 
 def _vox(b: int, n: int, g: int, mode: str, cloud: str, reason: str, suites=N, c: int = 4,
-         dtypes=GPU_DTYPES) -> Point:
+         dtypes=SWEEP_DTYPES) -> Point:
     tag = f"B{b}-N{n}-G{g}-{mode}-{cloud}" + (f"-C{c}" if mode == "mean" else "")
     return Point("voxelize", tag, {"B": b, "N": n, "grid": [g, g, g], "C": c if mode == "mean" else 0,
                                    "mode": mode, "cloud": cloud}, reason, suites, dtypes)
@@ -135,7 +136,8 @@ ROBOT = [(60, 256), (200, 14), (666, 6)]
 
 POINTS: tuple[Point, ...] = (
     # resample: the classic case first
-    _resample(256, 100, 50, 32, "the classic case: 256 trajectories, 100 -> 50 frames, 32 features", Q),
+    _resample(256, 100, 50, 32, "the classic case: 256 trajectories, 100 -> 50 frames, 32 features", Q,
+              dtypes=GPU_DTYPES),
     _resample(4096, 100, 50, 32, "large batch: a data loader's full step; shows peak bandwidth", Q,
               dtypes=("float32", "bfloat16")),
     _resample(32, 100, 50, 32, "small batch: launch-bound regime, latency matters", Q, dtypes=("float32",)),
@@ -152,7 +154,7 @@ POINTS: tuple[Point, ...] = (
               dtypes=("float32",), time_dtype="float64"),
     # fuse
     _fuse("robot", 256, 100, ROBOT, "realistic robot mix: vision 256-D@30 Hz, proprio 14-D@100 Hz, force "
-          "6-D@333 Hz onto 50 Hz", Q),
+          "6-D@333 Hz onto 50 Hz", Q, dtypes=GPU_DTYPES),
     _fuse("robot", 32, 100, ROBOT, "robot mix, small batch: launch-bound; one fused launch vs K+1", N),
     _fuse("robot", 2048, 100, ROBOT, "robot mix, large batch: bandwidth-bound", N, dtypes=("float32", "bfloat16")),
     _fuse("eight", 256, 100, [(20 * (k + 1), 2 ** (k % 6 + 1)) for k in range(8)],
@@ -228,8 +230,11 @@ def find(key: str, *, device: str = "gpu") -> Case:
 # --- inputs -----------------------------------------------------------------------------------------
 
 def host_inputs(case: Case, seed: int = 0) -> dict[str, Any]:
-    """Random float64 inputs on the host (never zeros), seeded by the case key and ``seed``."""
-    rng = np.random.default_rng([seed, *case.key.encode()])
+    """Random float64 inputs on the host (never zeros), seeded by the case id and ``seed``.
+
+    Not by provider or dtype: every peer of a case is timed on the same data (rounded to its dtype).
+    """
+    rng = np.random.default_rng([seed, *case.id.encode()])
     p = case.params
     if case.op == "resample":
         b, s, t, d = p["B"], p["S"], p["T"], p["D"]

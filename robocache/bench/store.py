@@ -225,3 +225,9 @@ def orphaned_temporaries(out_dir: str | os.PathLike[str]) -> list[Path]:
         dirnames.sort()
         found.extend(Path(dirpath, fn) for fn in filenames if fn.startswith(TMP_PREFIX))
     return sorted(found)
+
+
+def to_plain(rec: Any) -> dict[str, Any]:
+    """A record (struct or dict) as a plain JSON-able dict, without the loader's keys."""
+    d = to_dict(rec)
+    return {k: v for k, v in d.items() if k not in LOADER_KEYS}

@@ -10,6 +10,7 @@ mismatch is recorded as ``incorrect`` with its error figures and is never timed)
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import os
 import sys
@@ -86,14 +87,44 @@ def _rounded(case: specs.Case, args: tuple) -> dict[str, Any]:
     return {"points": to_host(args[0]), "features": to_host(args[1]) if args[1] is not None else None}
 
 
+# Errors after which the CUDA context is unusable: the case crashed (not a Python-level error).
+_FATAL_CUDA = ("illegal memory access", "illegal address", "misaligned address", "unspecified launch failure",
+               "illegal instruction", "device-side assert", "launch timed out", "hardware stack error",
+               "cudaerrorillegaladdress", "cuda_error_illegal_address", "cudaerrorlaunchfailure",
+               "cuda_error_launch_failed")
+
+
 def _classify(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or "out of memory" in text or "outofmemory" in text:
         return "oom"
-    if "cuda" in text and ("illegal" in text or "misaligned" in text or "launch failure" in text
-                           or "unspecified" in text or "error" in text):
+    if any(s in text for s in _FATAL_CUDA):
         return "crash"
     return "error"
+
+
+def dtype_name(x: Any) -> str:
+    """Canonical dtype name of a NumPy/CuPy array or torch tensor."""
+    if hasattr(x, "detach"):
+        return str(x.dtype).removeprefix("torch.")
+    return np.dtype(x.dtype).name
+
+
+def expected_dtype(case: specs.Case) -> str:
+    if case.op == "voxelize" and case.params["mode"] == "count":
+        return "int32"
+    if case.op == "voxelize" and case.params["mode"] == "occupancy":
+        return "bool"
+    return case.dtype
+
+
+MAX_INPUT_SETS = 64
+
+
+def _l2_bytes() -> int:
+    import torch
+
+    return int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 0)
 
 
 def base_record(task: dict[str, Any], case: specs.Case) -> dict[str, Any]:
@@ -105,8 +136,13 @@ def base_record(task: dict[str, Any], case: specs.Case) -> dict[str, Any]:
             "status": "error", "reason": None, "duration_s": 0.0, "synthetic": False}
 
 
-def measure(task: dict[str, Any]) -> dict[str, Any]:
-    """Run one case task; returns a schema Record dict (without env). Never raises for case failures."""
+def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one case task; returns a schema Record dict (without env). Never raises for case failures.
+
+    ``task["check_only"]``: stop after the correctness gate (front ends running as tests).
+    ``extras``: when given, filled with ``timing`` (the :class:`timer.Timing`) and ``call`` (the
+    zero-argument callable that was timed), for front ends that report samples in their own format.
+    """
     from . import env as envmod
     from . import timer
 
@@ -133,19 +169,44 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
 
         # 1. correctness gate (also the warm-up that compiles torch.compile / loads CUDA modules)
         out = call()
+        got_dt, want_dt = dtype_name(out), expected_dtype(case)
         ref = specs.reference_output(case, _rounded(case, args))
         chk = gate.check(to_host(out), ref, case.dtype)
+        if got_dt != want_dt:  # a wrong dtype moves other bytes than the case counts: never timed
+            chk["passed"] = False
         rec["check"] = chk
         del out
+        if got_dt != want_dt:
+            rec.update(status="incorrect", reason=f"output dtype {got_dt}, expected {want_dt}")
+            return rec
         if not chk["passed"]:
             rec.update(status="incorrect", reason=f"output differs from the reference: max rel err "
                        f"{chk['max_rel_err']}, {100 * (chk['bad_fraction'] or 0):.3g}% of elements beyond "
                        f"{chk['tolerance']}")
             return rec
+        if extras is not None:
+            extras["call"] = call
+        if task.get("check_only"):
+            rec.update(status="ok", reason="correctness check only: not timed")
+            return rec
 
-        # 2. timing, with clocks sampled
+        # 2. timing, with clocks sampled. Warm mode rotates input sets totalling at least 2x L2 (when they
+        # fit in memory), so a small case is timed from HBM, not from the L2 left by the previous call.
         opts = task.get("timing", {})
         cache = task.get("cache", "warm")
+        n_sets = 1
+        if device == "gpu" and cache == "warm" and task.get("rotate_inputs", True):
+            l2 = _l2_bytes()
+            if 0 < case.bytes < 2 * l2:
+                n_sets = min(MAX_INPUT_SETS, -(-2 * l2 // case.bytes))
+        if n_sets > 1:
+            sets = [(args, kwargs)] + [specs.call_args(case, specs.host_inputs(case, task.get("seed", 0) + i), conv)
+                                       for i in range(1, n_sets)]
+            cycle = itertools.cycle(sets)
+
+            def call():  # noqa: F811 - the timed call walks the input sets
+                a, k = next(cycle)
+                return fn_op(*a, **k)
         graph_us = None
         with envmod.ClockSampler(task.get("device_index", 0)) if device == "gpu" else _NullSampler() as cs:
             if device == "gpu":
@@ -153,6 +214,8 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
             else:
                 t = timer.time_host(call, **opts)
         clocks = cs.stats()
+        if extras is not None:
+            extras["timing"] = t
         note = None
         if device == "gpu" and cache == "warm" and task.get("graph_check", True):
             if case.provider in NO_GRAPH:
@@ -165,7 +228,7 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
         med_s = t.median_us * 1e-6
         ceiling = task.get("ceiling_gb_per_s")
         gbps = case.bytes / med_s / 1e9 if med_s > 0 else 0.0
-        rec["method"] = t.method()
+        rec["method"] = {**t.method(), "input_sets": n_sets}
         rec["metrics"] = {
             "time_us": t.quantiles(),
             "items_per_s": case.items / med_s if med_s > 0 else 0.0,
@@ -182,6 +245,9 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
             rec["health"]["noisy"] = True
             rec["health"]["reasons"].append(f"noisy: {uncovered} of {t.batches} batches could not be queued "
                                             "behind a blocked stream (the call synchronizes)")
+        evg = rec["metrics"]["event_vs_graph"]
+        if evg is not None and abs(evg) > 0.10:  # informational: launch gaps between a call's kernels
+            rec["health"]["reasons"].append(f"timers differ: CUDA events {100 * evg:+.1f}% vs graph replay")
         if device == "cpu":  # a host timer has no clocks to read: not a health problem
             rec["health"]["reasons"] = [r for r in rec["health"]["reasons"] if not r.startswith("clocks unknown")]
         rec.update(status="ok", reason=note)

@@ -54,11 +54,25 @@ def fuse(streams: Sequence[tuple[torch.Tensor, torch.Tensor]], tgt_times: torch.
 
 
 def geometry_tensor(grid: Sequence[int], bounds: Any, device: Any) -> torch.Tensor:
-    """float32 ``[3,3]`` rows ``lo, hi, inv`` exactly as ``reference.voxel_geometry`` rounds them."""
+    """float32 ``[3,3]`` rows ``lo, hi, inv`` exactly as ``reference.voxel_geometry`` rounds them.
+
+    Cached per (grid, bounds, device), as a torch user would keep it: a host-to-device copy per call
+    would synchronize the stream and could not be captured in a CUDA graph.
+    """
     import torch
 
-    _, lo, hi, inv = voxel_geometry(grid, bounds)
-    return torch.from_numpy(np.stack([lo, hi, inv])).to(device)
+    key = (tuple(int(g) for g in grid), np.asarray(bounds, dtype=np.float64).tobytes(), str(torch.device(device)))
+    hit = _GEOMETRY.get(key)
+    if hit is None:
+        _, lo, hi, inv = voxel_geometry(grid, bounds)
+        hit = torch.from_numpy(np.stack([lo, hi, inv])).to(device)
+        if len(_GEOMETRY) > 64:
+            _GEOMETRY.clear()
+        _GEOMETRY[key] = hit
+    return hit
+
+
+_GEOMETRY: dict[tuple, Any] = {}
 
 
 def voxelize_with_geometry(points: torch.Tensor, features: torch.Tensor | None, grid: tuple[int, int, int],

@@ -1,0 +1,268 @@
+"""asv and pytest-benchmark front ends: thin adapters over the one measurement path.
+
+Both ask the harness for a case by its key (``specs``), measure it with the same
+worker (correctness gate, then the device timer, then NVML clocks), report the
+figure in the host tool's own format, and also append the record to our store,
+tagged with the front end. A front-end "session" (one ``asv run`` invocation,
+one pytest session) measures the copy ceiling once and writes one run file.
+
+Differences from ``robocache-bench run``: asv already runs each benchmark in its
+own process; pytest-benchmark runs in the pytest process (no isolation: a kernel
+fault ends the session, as it would for any pytest test).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import runner, specs, store, worker
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS_ENV = "ROBOCACHE_RESULTS"  # where front-end records go; default <repo>/results/local (not committed)
+DEVICE_ENV = "ROBOCACHE_DEVICE"  # "gpu" | "cpu" to skip detection
+GPU_ONLY = ("robocache", "cupy")
+
+
+def preload_gpu_libraries() -> None:
+    """Import torch and CuPy (without touching CUDA) where benchmarks will need them.
+
+    asv forks every benchmark from a server process that imported the benchmark modules; importing the
+    GPU libraries there once saves seconds per benchmark. No CUDA call happens here (fork stays safe).
+    """
+    if device_here() == "gpu":
+        for mod in ("torch", "cupy"):
+            try:
+                __import__(mod)
+            except ImportError:
+                pass
+
+
+class Unavailable(Exception):
+    """The case cannot run here (no GPU for a GPU case, provider missing); the message says why."""
+
+
+@functools.lru_cache(maxsize=1)
+def device_here() -> str:
+    """"gpu" or "cpu", decided without touching CUDA in this process (asv forks benchmarks from it)."""
+    forced = os.environ.get(DEVICE_ENV)
+    if forced in ("gpu", "cpu"):
+        return forced
+    return runner.detect_device()
+
+
+def suite_cases(op: str | None = None, suite: str | None = None, default_suite: str = "nightly") -> list[str]:
+    """Case keys in the suite (``ROBOCACHE_SUITE`` or ``default_suite``) for this device.
+
+    ``ROBOCACHE_PROVIDERS`` / ``ROBOCACHE_DTYPES`` (comma-separated) narrow it, as ``robocache-bench run``'s
+    filters do; the grid itself stays the one in ``specs``.
+    """
+    suite = suite or os.environ.get("ROBOCACHE_SUITE", default_suite)
+    provs = [x for x in os.environ.get("ROBOCACHE_PROVIDERS", "").split(",") if x.strip()] or None
+    dts = [x for x in os.environ.get("ROBOCACHE_DTYPES", "").split(",") if x.strip()] or None
+    return [c.key for c in specs.cases(suite, device=device_here(), ops=[op] if op else None, providers=provs,
+                                       dtypes=dts)]
+
+
+def results_dir() -> Path:
+    return Path(os.environ.get(RESULTS_ENV) or ROOT / "results" / "local")
+
+
+class Session:
+    """State shared by the benchmarks of one front-end invocation, kept in a temp folder."""
+
+    def __init__(self, frontend: str, key: str):
+        self.frontend = frontend
+        self.dir = Path(tempfile.gettempdir()) / "robocache-frontend" / store.safe_component(f"{frontend}-{key}")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        rid = self.dir / "run_id"
+        if not rid.exists():
+            _atomic_write(rid, runner.new_run_id())
+        self.run_id = rid.read_text().strip()
+
+    def cached(self, name: str) -> dict[str, Any] | None:
+        p = self.dir / (store.safe_component(name) + ".json")
+        return json.loads(p.read_text()) if p.exists() else None
+
+    def cache(self, name: str, value: dict[str, Any]) -> None:
+        _atomic_write(self.dir / (store.safe_component(name) + ".json"), json.dumps(value, allow_nan=False))
+
+    def ceiling(self) -> dict[str, Any] | None:
+        """The copy bandwidth, measured once per session (in a child process: CUDA stays out of this one)."""
+        if device_here() != "gpu":
+            return None
+        hit = self.cached("ceiling")
+        if hit is None:
+            code = ("import json,sys; from robocache.bench import worker; "
+                    "print(json.dumps(worker.ceiling_task({})))")
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+            lines = out.stdout.strip().splitlines()
+            hit = json.loads(lines[-1]) if out.returncode == 0 and lines else {"status": "error",
+                                                                                  "reason": out.stderr[-500:]}
+            self.cache("ceiling", hit)
+        return hit if hit.get("status") == "ok" else None
+
+    def append(self, rec: dict[str, Any]) -> Path:
+        """Add ``rec`` to this session's run file (benchmarks run one after another: read, append, rewrite)."""
+        from . import env as envmod
+
+        machine = os.environ.get("ASV_MACHINE") or None
+        env = self.cached("env")
+        if env is None:
+            env = envmod.capture_env(device_here(), machine=machine)
+            self.cache("env", env)
+        slug = (env.get("arch") or "gpu").lower() if env["device"] == "gpu" else "cpu"
+        folder = results_dir() / store.safe_component(f"{slug}-{env['machine']}")
+        name = f"{self.run_id}-{self.frontend}"
+        path = folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}"
+        previous = store.load(path).records if path.exists() else []
+        return store.write_records(folder, env, [*previous, rec], name=name, unique=False)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def measure(key: str, session: Session, *, suite: str = "nightly", check_only: bool = False,
+            timing: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
+            store_record: bool = True) -> dict[str, Any]:
+    """Measure case ``key`` in this process through the harness; append the record to the session's file.
+
+    Raises :class:`Unavailable` for a case this machine cannot run (a GPU provider without a GPU, a
+    missing library), so asv can mark it skipped and pytest can skip it.
+    """
+    case = specs.find(key)
+    device = device_here()
+    if case.provider in GPU_ONLY and device != "gpu":
+        raise Unavailable(f"{case.provider} needs a CUDA GPU; none found on this machine")
+    commit = os.environ.get("ASV_COMMIT") or None
+    dirty = None
+    if commit is None:
+        commit, dirty = runner.git_state()
+    ceiling = session.ceiling() if not check_only else None
+    task = {"run_id": session.run_id, "suite": suite,
+            "frontend": session.frontend, "device": device, "cache": "warm", "git_commit": commit,
+            "git_dirty": dirty, "timing": timing or {}, "seed": 0, "case_key": key, "check_only": check_only,
+            "ceiling_gb_per_s": ceiling["gb_per_s"] if ceiling else None}
+    rec = worker.measure(task, extras)
+    if rec["status"] == "skipped":
+        raise Unavailable(rec["reason"])
+    if store_record and not check_only:
+        session.append(rec)
+    return rec
+
+
+def synchronize() -> None:
+    """Wait for the GPU (both libraries' default streams), for wall-time benchmarks."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.cuda.Device().synchronize()
+        except Exception:  # noqa: BLE001 - no CUDA: nothing to wait for
+            pass
+
+
+# --- asv ----------------------------------------------------------------------------------------------
+
+ASV_VERSION = f"robocache-grid-{specs.GRID_VERSION}"  # a grid change is a new benchmark, never a regression
+
+
+def asv_session() -> Session:
+    """One ``asv run`` invocation: its benchmarks are forked from one asv process (their parent)."""
+    return Session("asv", f"{os.environ.get('ASV_COMMIT', 'nocommit')[:12]}-{os.getppid()}")
+
+
+def asv_suite() -> str:
+    return os.environ.get("ROBOCACHE_SUITE", "nightly")
+
+
+def asv_record(key: str) -> dict[str, Any]:
+    """The record of ``key`` in this asv invocation: measured by the first benchmark that asks, then reused
+    by the others (asv runs each ``track_*`` method in its own process)."""
+    session = asv_session()
+    hit = session.cached("rec-" + key)
+    if hit is not None:
+        if hit.get("status") == "unavailable":
+            raise NotImplementedError(hit["reason"])
+        return hit
+    try:
+        rec = measure(key, session, suite=asv_suite())
+    except Unavailable as e:
+        session.cache("rec-" + key, {"status": "unavailable", "reason": str(e)})
+        raise NotImplementedError(str(e)) from None  # asv records this as skipped, never as passed
+    session.cache("rec-" + key, store.to_plain(rec))
+    return rec
+
+
+class _Measured:
+    """The shared setup of the ``track_*`` classes: one harness measurement per case and asv invocation."""
+
+    version = ASV_VERSION
+    timeout = 900  # torch.compile compiles each shape on first use
+    param_names = ["case"]
+
+    def setup(self, key: str) -> None:
+        self.rec = asv_record(key)
+        if self.rec["status"] != "ok":
+            raise RuntimeError(f"{key}: {self.rec['status']}: {self.rec.get('reason')}")
+
+
+class DeviceBenchmark(_Measured):
+    """asv ``track_*`` benchmarks of one case: the harness's device time and bandwidth."""
+
+    def track_device_us(self, key: str) -> float:
+        return self.rec["metrics"]["time_us"]["p50"]
+
+    track_device_us.unit = "us"
+
+    def track_gb_per_s(self, key: str) -> float:
+        return self.rec["metrics"]["gb_per_s"]
+
+    track_gb_per_s.unit = "GB/s"
+
+
+class CeilingBenchmark(_Measured):
+    """asv ``track_pct_of_ceiling``: bandwidth as % of the copy ceiling measured in the same asv run (GPU)."""
+
+    def setup(self, key: str) -> None:
+        super().setup(key)
+        if self.rec["metrics"]["pct_of_ceiling"] is None:
+            raise NotImplementedError("no copy-bandwidth ceiling on a CPU run")
+
+    def track_pct_of_ceiling(self, key: str) -> float:
+        return self.rec["metrics"]["pct_of_ceiling"]
+
+    track_pct_of_ceiling.unit = "%"
+
+
+class WallBenchmark:
+    """asv ``time_*`` benchmark: end-to-end wall time of one call with the GPU synchronized (asv's timer)."""
+
+    version = ASV_VERSION
+    timeout = 900
+    param_names = ["case"]
+
+    def setup(self, key: str) -> None:
+        extras: dict[str, Any] = {}
+        try:
+            rec = measure(key, asv_session(), suite="quick", check_only=True, extras=extras, store_record=False)
+        except Unavailable as e:
+            raise NotImplementedError(str(e)) from None
+        if rec["status"] != "ok":
+            raise RuntimeError(f"{key}: {rec['status']}: {rec.get('reason')}")
+        self.call = extras["call"]
+
+    def time_wall(self, key: str) -> None:
+        self.call()
+        synchronize()

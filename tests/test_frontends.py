@@ -1,0 +1,113 @@
+"""asv and pytest-benchmark front ends: same grid, same measurement path, records in our store."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robocache.bench import frontend, specs, store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(tmp_path, **extra):
+    path = os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    return {**os.environ, "PYTHONPATH": path, "ROBOCACHE_RESULTS": str(tmp_path / "records"),
+            "ROBOCACHE_DEVICE": "cpu", **extra}
+
+
+def test_asv_params_come_from_the_grid():
+    sys.path.insert(0, str(ROOT))
+    try:
+        import benchmarks.bench_fuse as bf
+        import benchmarks.bench_resample as br
+        import benchmarks.bench_voxelize as bv
+    finally:
+        sys.path.pop(0)
+    dev = frontend.device_here()
+    for mod, op in ((br, "Resample"), (bf, "Fuse"), (bv, "Voxelize")):
+        name = op.lower()
+        nightly = [c.key for c in specs.cases("nightly", device=dev, ops=[name])]
+        quick = [c.key for c in specs.cases("quick", device=dev, ops=[name])]
+        if os.environ.get("ROBOCACHE_SUITE") or os.environ.get("ROBOCACHE_PROVIDERS"):
+            pytest.skip("suite/provider filters set in the environment")
+        assert getattr(mod, op).params == [nightly]
+        assert getattr(mod, op + "Ceiling").params == [nightly]
+        assert getattr(mod, op + "Wall").params == [quick]
+        assert getattr(mod, op).version == f"robocache-grid-{specs.GRID_VERSION}"
+        assert getattr(mod, op).track_device_us.unit == "us"
+
+
+def test_gpu_case_without_gpu_is_asv_skip(monkeypatch, tmp_path):
+    monkeypatch.setenv("ROBOCACHE_DEVICE", "cpu")
+    monkeypatch.setenv("ROBOCACHE_RESULTS", str(tmp_path))
+    frontend.device_here.cache_clear()
+    try:
+        bench = frontend.DeviceBenchmark()
+        with pytest.raises(NotImplementedError, match="needs a CUDA GPU"):
+            bench.setup("resample/B256-S100-T50-D32/float32/robocache")
+        with pytest.raises(NotImplementedError):
+            frontend.WallBenchmark().setup("resample/B256-S100-T50-D32/bfloat16/cupy")
+    finally:
+        frontend.device_here.cache_clear()
+
+
+@pytest.mark.slow
+def test_asv_run_and_compare_end_to_end(tmp_path):
+    """asv run --python=same on two commit hashes (CPU numpy cases), then asv compare prints a table."""
+    conf = json.loads("\n".join(l for l in (ROOT / "asv.conf.json").read_text().splitlines()
+                                if not l.strip().startswith("//")))
+    conf.update(results_dir=str(tmp_path / "asv"), html_dir=str(tmp_path / "html"), repo=str(ROOT))
+    conf["benchmark_dir"] = str(ROOT / "benchmarks")
+    cfg = tmp_path / "asv.conf.json"
+    cfg.write_text(json.dumps(conf))
+    env = _env(tmp_path, ROBOCACHE_SUITE="quick", ROBOCACHE_PROVIDERS="numpy")
+    asv = [sys.executable, "-m", "asv"]
+    subprocess.run(asv + ["machine", "--config", str(cfg), "--machine", "ci-test", "--yes"], env=env,
+                   capture_output=True, check=True, timeout=120)
+    # asv resolves --set-commit-hash in the repo: two real commits (the newest two)
+    hashes = subprocess.run(["git", "rev-list", "--max-count=2", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.split()
+    if len(hashes) < 2:
+        pytest.skip("needs a git checkout with two commits (asv resolves commit hashes)")
+    hashes = hashes[::-1]
+    for h in hashes:
+        run = subprocess.run(asv + ["run", "--config", str(cfg), "--python=same", "--machine", "ci-test",
+                                    "--set-commit-hash", h, "--bench", r"Resample\."], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    cmp = subprocess.run(asv + ["compare", "--config", str(cfg), "--machine", "ci-test", *hashes], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert cmp.returncode == 0, cmp.stderr
+    assert "track_device_us('resample/B256-S100-T50-D32/float32/numpy')" in cmp.stdout
+    assert "Ratio" in cmp.stdout
+    # the same measurements landed as our records, tagged asv, one file per asv invocation
+    loaded = store.load(tmp_path / "records")
+    assert loaded.bad == []
+    recs = [r for r in loaded.records if r["frontend"] == "asv"]
+    assert {r["case"]["provider"] for r in recs} == {"numpy"} and len(recs) == 4  # 2 cases x 2 runs
+    assert len({r["run_id"] for r in recs}) == 2
+
+
+def test_pytest_benchmark_saves_device_samples(tmp_path):
+    """pytest --benchmark-save stores the harness's samples as pytest-benchmark stats; record lands too."""
+    env = _env(tmp_path, ROBOCACHE_SUITE="quick", ROBOCACHE_PROVIDERS="numpy")
+    storage = tmp_path / "pytest"
+    run = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "benchmarks"), "-q", "-k", "B32",
+                          "--benchmark-save=smoke", f"--benchmark-storage=file://{storage}", "-p",
+                          "no:cacheprovider"], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:]
+    saved = list(storage.rglob("*smoke.json"))
+    assert len(saved) == 1
+    data = json.loads(saved[0].read_text())
+    (bench,) = data["benchmarks"]
+    rec = [r for r in store.load(tmp_path / "records").records if r["frontend"] == "pytest-benchmark"]
+    assert len(rec) == 1
+    # pytest-benchmark's stats are the harness's device/host-timer samples, not its own host timing
+    assert bench["stats"]["rounds"] == rec[0]["method"]["samples"]
+    assert abs(bench["stats"]["median"] * 1e6 - rec[0]["metrics"]["time_us"]["p50"]) < 1e-6 * 1e6 + 1e-3
+    assert bench["extra_info"]["timer"] == "host" and bench["extra_info"]["provider"] == "numpy"
