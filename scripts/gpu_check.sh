@@ -79,6 +79,11 @@ if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
 fi
 if [ "$WHAT" = asv ]; then
   COMMIT=${ROBOCACHE_GIT_COMMIT:-$(git rev-parse HEAD)}
+  # asv resolves the commit in the repository: a copied working tree may come without history, so a
+  # bundle of it (git bundle create .gitbundle/repo.bundle --all; carried along) is fetched first.
+  if ! git rev-parse -q --verify "$COMMIT^{commit}" >/dev/null 2>&1 && [ -f .gitbundle/repo.bundle ]; then
+    git fetch -q .gitbundle/repo.bundle "+refs/heads/*:refs/remotes/bundle/*" 2>&1 | tail -2
+  fi
   MACHINE=${ROBOCACHE_MACHINE:-nvidia-h200}
   export ROBOCACHE_RESULTS="$OUT/records"
   start=$(date +%s)
