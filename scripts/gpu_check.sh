@@ -82,7 +82,7 @@ if [ "$WHAT" = asv ]; then
   # asv resolves the commit in the repository: a copied working tree may come without history, so a
   # bundle of it (git bundle create .gitbundle/repo.bundle --all; carried along) is fetched first.
   if ! git rev-parse -q --verify "$COMMIT^{commit}" >/dev/null 2>&1 && [ -f .gitbundle/repo.bundle ]; then
-    git fetch -q .gitbundle/repo.bundle "+refs/heads/*:refs/remotes/bundle/*" 2>&1 | tail -2
+    git fetch -q --update-head-ok .gitbundle/repo.bundle "+refs/heads/*:refs/heads/*" 2>&1 | tail -2
   fi
   MACHINE=${ROBOCACHE_MACHINE:-nvidia-h200}
   export ROBOCACHE_RESULTS="$OUT/records"
