@@ -85,7 +85,7 @@ if [ "$WHAT" = asv ]; then
     git fetch -q --update-head-ok .gitbundle/repo.bundle "+refs/heads/*:refs/heads/*" 2>&1 | tail -2
   fi
   MACHINE=${ROBOCACHE_MACHINE:-nvidia-h200}
-  export ROBOCACHE_RESULTS="$OUT/records"
+  export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="$MACHINE" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
   $PY -m asv machine --machine "$MACHINE" --yes > /dev/null
   $PY -m asv run --python=same --machine "$MACHINE" --set-commit-hash "$COMMIT" --bench "${3:-.}" \
@@ -100,7 +100,7 @@ if [ "$WHAT" = asv ]; then
 fi
 
 if [ "$WHAT" = pytest ]; then
-  export ROBOCACHE_RESULTS="$OUT/records"
+  export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="${ROBOCACHE_MACHINE:-nvidia-h200}" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
   $PY -m pytest benchmarks -q -p no:cacheprovider --benchmark-save="h200-${ROBOCACHE_SUITE:-quick}" \
       --benchmark-storage="file://$OUT/pytest" --benchmark-columns=min,median,max,rounds 2>&1 | tail -25

@@ -114,10 +114,9 @@ class Session:
         """Add ``rec`` to this session's run file (benchmarks run one after another: read, append, rewrite)."""
         from . import env as envmod
 
-        machine = os.environ.get("ASV_MACHINE") or None
         env = self.cached("env")
-        if env is None:
-            env = envmod.capture_env(device_here(), machine=machine)
+        if env is None:  # machine: ROBOCACHE_MACHINE, else the hostname (capture_env's rule)
+            env = envmod.capture_env(device_here())
             self.cache("env", env)
         slug = (env.get("arch") or "gpu").lower() if env["device"] == "gpu" else "cpu"
         folder = results_dir() / store.safe_component(f"{slug}-{env['machine']}")
