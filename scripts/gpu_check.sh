@@ -87,6 +87,8 @@ if [ "$WHAT" = asv ]; then
   MACHINE=${ROBOCACHE_MACHINE:-nvidia-h200}
   export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="$MACHINE" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
+  mkdir -p "$OUT/asv"
+  trap 'cp -r results/asv/. "$OUT/asv/" 2>/dev/null' EXIT  # asv's results come back even if cut short
   $PY -m asv machine --machine "$MACHINE" --yes > /dev/null
   $PY -m asv run --python=same --machine "$MACHINE" --set-commit-hash "$COMMIT" --bench "${3:-.}" \
       --show-stderr 2>&1 | tee "$OUT/asv.log" | grep -E "^\[|failed|Error" | tail -40
@@ -95,7 +97,6 @@ if [ "$WHAT" = asv ]; then
   if [ -n "${ASV_COMPARE:-}" ]; then
     $PY -m asv compare "$ASV_COMPARE" "$COMMIT" --machine "$MACHINE" 2>&1 | tee "$OUT/asv-compare.txt" | tail -25
   fi
-  mkdir -p "$OUT/asv" && cp -r results/asv/. "$OUT/asv/"
   [ "$arc" = 0 ] || status=1
 fi
 
