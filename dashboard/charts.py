@@ -1,0 +1,97 @@
+"""Pure chart builders: DataFrame in, plotly Figure out (no Streamlit here, so each is unit-testable).
+
+Record text reaches plotly only as data (axis categories, legend names, hover values), which plotly
+renders as text; hover templates here never interpolate record text into markup.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+METRICS = {
+    "p50": ("median time per call (us)", True),
+    "items_per_s": ("items per second", True),
+    "gb_per_s": ("bandwidth (GB/s)", True),
+    "pct_of_ceiling": ("% of the copy ceiling", False),
+}
+
+
+def _empty(title: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, annotations=[dict(text="no data", showarrow=False, x=0.5, y=0.5,
+                                                     xref="paper", yref="paper")])
+    return fig
+
+
+def speedup_bars(speed: pd.DataFrame, title: str = "robocache speedup over each peer") -> go.Figure:
+    """Grouped bars: one bar per (case, peer); log y; the 1x line marks parity."""
+    if speed.empty:
+        return _empty(title)
+    fig = go.Figure()
+    for peer, g in speed.groupby("peer", sort=True):
+        label = g["case_id"] + " " + g["dtype"]
+        fig.add_bar(x=label, y=g["speedup"], name=str(peer), customdata=g[["run_id"]],
+                    hovertemplate="%{x}<br>%{y:.2f}x vs " + "%{fullData.name}<extra></extra>")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    fig.update_layout(title=title, barmode="group", yaxis_type="log", yaxis_title="speedup (peer p50 / robocache p50)",
+                      xaxis_title="case", legend_title="peer")
+    return fig
+
+
+def ceiling_bars(df: pd.DataFrame, title: str = "% of the copy ceiling") -> go.Figure:
+    """Bars of % of the measured copy ceiling per case, one colour per provider."""
+    d = df.dropna(subset=["pct_of_ceiling"])
+    if d.empty:
+        return _empty(title + " (no ceiling measured)")
+    fig = go.Figure()
+    for prov, g in d.groupby("provider", sort=True, observed=True):
+        fig.add_bar(x=g["case_id"].astype(str) + " " + g["dtype"].astype(str), y=g["pct_of_ceiling"], name=str(prov))
+    fig.update_layout(title=title, barmode="group", yaxis_title="% of copy ceiling", legend_title="provider")
+    return fig
+
+
+def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") -> go.Figure:
+    """One line per provider of ``metric`` against the shape parameter ``x``; log-log axes."""
+    label, log_y = METRICS[metric]
+    d = df.dropna(subset=[x, metric]).sort_values(x)
+    if d.empty:
+        return _empty(title or f"{label} vs {x}")
+    fig = go.Figure()
+    for prov, g in d.groupby("provider", sort=True, observed=True):
+        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=str(prov), customdata=g[["case_id"]],
+                        hovertemplate="%{customdata[0]}<br>" + x + "=%{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+    fig.update_layout(title=title or f"{label} vs {x}", xaxis_title=x, yaxis_title=label, legend_title="provider",
+                      xaxis_type="log", yaxis_type="log" if log_y else "linear")
+    return fig
+
+
+def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
+    """Grouped bars: the same cases side by side, one colour per architecture (machine in the name)."""
+    label, log_y = METRICS[metric]
+    d = df.dropna(subset=[metric])
+    if d.empty:
+        return _empty(title or label)
+    fig = go.Figure()
+    for (arch, machine), g in d.groupby(["arch", "machine"], sort=True, observed=True):
+        fig.add_bar(x=g["case_id"].astype(str) + " " + g["dtype"].astype(str), y=g[metric], name=f"{arch} ({machine})")
+    fig.update_layout(title=title or label, barmode="group", yaxis_title=label, legend_title="architecture",
+                      yaxis_type="log" if log_y else "linear")
+    return fig
+
+
+def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
+    """Each series (provider, dtype) over time, one point per record, with the commit in the hover."""
+    label, log_y = METRICS[metric]
+    d = df.dropna(subset=[metric, "created"]).sort_values("created")
+    if d.empty:
+        return _empty(title or label)
+    fig = go.Figure()
+    for (prov, dtype), g in d.groupby(["provider", "dtype"], sort=True, observed=True):
+        commit = g["git_commit"].fillna("unknown").astype(str).str[:10]
+        fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=f"{prov} {dtype}",
+                        customdata=pd.DataFrame({"c": commit, "r": g["run_id"].astype(str)}),
+                        hovertemplate="%{x}<br>commit %{customdata[0]}<br>run %{customdata[1]}<br>%{y:.4g}"
+                                      "<extra>%{fullData.name}</extra>")
+    fig.update_layout(title=title or label, xaxis_title="run time (UTC)", yaxis_title=label, legend_title="series",
+                      yaxis_type="log" if log_y else "linear")
+    return fig

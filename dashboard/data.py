@@ -1,0 +1,246 @@
+"""The dashboard's one loader: results folders -> one pandas DataFrame (one row per record), cached.
+
+Folders: ``--results DIR [DIR ...]`` after ``--`` on the ``streamlit run`` command line, else the
+``ROBOCACHE_RESULTS_DIRS`` environment variable (``os.pathsep``-separated), else the repository's
+``results/``. Either of the first two replaces the default (name ``results`` again to see both), so a
+folder of fixtures or of a new run is shown on its own.
+
+The frame is built column-wise (one pass over the records appending to plain lists, then one
+``DataFrame`` from a dict of columns): for 100,000 records that is a fraction of the msgspec load,
+where building per-row dicts first doubled it. The cache key includes every results file's path,
+size and mtime, so a new run shows up on the next rerun without clearing anything.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pandas as pd
+import streamlit as st
+
+from robocache.bench.store import RECORDS_SUFFIX, TMP_PREFIX, load
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_RESULTS = REPO / "results"
+ENV_VAR = "ROBOCACHE_RESULTS_DIRS"
+SHAPE_PARAMS = ("B", "S", "T", "D", "N")
+# A series is compared only with itself: never across machines, timers or warm/cold.
+SERIES = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
+EXPECTED_ARCHES = ("A100", "H100", "H200")
+
+COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
+           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "status", "reason", "p20", "p50",
+           "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled", "contended",
+           "noisy", "synthetic", "params", *SHAPE_PARAMS,
+           # for the runs page
+           "grid_version", "git_dirty", "health_reasons", "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported",
+           "temperature_c_max", "power_w_max", "throttle_reasons", "other_processes", "gpu_count", "env",
+           "source"]
+
+
+def results_dirs(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The folders to load: ``--results`` args, else ``$ROBOCACHE_RESULTS_DIRS``, else ``results/``."""
+    argv = sys.argv[1:] if argv is None else argv
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--results", nargs="+", action="extend", default=[])
+
+    def _fail(message: str) -> None:  # argparse would print usage and exit: fall back instead
+        raise ValueError(message)
+
+    parser.error = _fail  # type: ignore[method-assign]
+    try:
+        cli = parser.parse_known_args(list(argv))[0].results
+    except ValueError:  # a malformed --results: fall back rather than kill the app
+        cli = []
+    if cli:
+        return tuple(cli)
+    env = [p for p in environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
+    if env:
+        return tuple(env)
+    return (str(DEFAULT_RESULTS),)
+
+
+def _fingerprint(dirs: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
+    """Every results file's (path, size, mtime): the cache key, so new or rewritten files reload."""
+    out = []
+    for d in dirs:
+        if os.path.isfile(d):
+            st_ = os.stat(d)
+            out.append((d, st_.st_size, st_.st_mtime_ns))
+            continue
+        for dirpath, dirnames, filenames in os.walk(d):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                if fn.endswith(RECORDS_SUFFIX) and not fn.startswith(TMP_PREFIX):
+                    p = os.path.join(dirpath, fn)
+                    try:
+                        st_ = os.stat(p)
+                    except OSError:
+                        continue
+                    out.append((p, st_.st_size, st_.st_mtime_ns))
+    return tuple(out)
+
+
+def build_frame(records: Sequence[Any]) -> pd.DataFrame:
+    """One row per record, built column-wise (see the module docstring for why)."""
+    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+    a = {c: cols[c].append for c in COLUMNS}  # bound appends: the loop runs 100,000 times
+    enc = msgspec.json.encode
+    env_cache: dict[int, tuple[Any, ...]] = {}
+    for r in records:
+        env = r.env
+        e = env_cache.get(id(env))
+        if e is None:  # one env object per file, shared by its records
+            if env is None:
+                e = ("?", "unknown", None, "?", None, "{}")
+            else:
+                arch = env.arch or ("CPU" if env.device == "cpu" else env.gpu_name or "unknown")
+                e = (env.machine, arch, env.gpu_name, env.device, env.gpu_count, enc(env).decode())
+            env_cache[id(env)] = e
+        c = r.case
+        m = r.method
+        x = r.metrics
+        h = r.health
+        k = r.clocks
+        p = c.params
+        a["run_id"](r.run_id)
+        a["created"](r.created)
+        a["git_commit"](r.git_commit)
+        a["suite"](r.suite)
+        a["frontend"](r.frontend)
+        a["machine"](e[0])
+        a["arch"](e[1])
+        a["gpu_name"](e[2])
+        a["device"](e[3])
+        a["gpu_count"](e[4])
+        a["env"](e[5])
+        a["op"](c.op)
+        a["case_id"](c.id)
+        a["provider"](c.provider)
+        a["dtype"](c.dtype)
+        a["grid_version"](c.grid_version)
+        a["params"](enc(p).decode())
+        for s in SHAPE_PARAMS:
+            v = p.get(s)
+            a[s](v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+        a["timer"](m.timer if m else "-")
+        a["cache"](m.cache if m else "-")
+        a["input_sets"](m.input_sets if m else None)
+        a["status"](r.status)
+        a["reason"](r.reason or "")
+        if x is not None:
+            t = x.time_us
+            a["p20"](t.p20)
+            a["p50"](t.p50)
+            a["p80"](t.p80)
+            a["gb_per_s"](x.gb_per_s)
+            a["pct_of_ceiling"](x.pct_of_ceiling)
+            a["items_per_s"](x.items_per_s)
+            a["ceiling_gb_per_s"](x.ceiling_gb_per_s)
+        else:
+            for col in ("p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s"):
+                a[col](None)
+        a["throttled"](h.throttled)
+        a["contended"](h.contended)
+        a["noisy"](h.noisy)
+        a["health_reasons"]("; ".join(h.reasons))
+        a["synthetic"](r.synthetic)
+        a["git_dirty"](r.git_dirty)
+        if k is not None:
+            a["sm_mhz_min"](k.sm_mhz_min)
+            a["sm_mhz_median"](k.sm_mhz_median)
+            a["sm_mhz_max_supported"](k.sm_mhz_max_supported)
+            a["temperature_c_max"](k.temperature_c_max)
+            a["power_w_max"](k.power_w_max)
+            a["throttle_reasons"](", ".join(k.throttle_reasons))
+            a["other_processes"](k.other_processes)
+        else:
+            for col in ("sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
+                        "other_processes"):
+                a[col](None)
+            a["throttle_reasons"]("")
+        a["source"](r.source)
+    df = pd.DataFrame(cols, columns=COLUMNS)
+    for col in ("p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s",
+                *SHAPE_PARAMS, "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max",
+                "power_w_max"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    # ISO 8601 with offsets or "Z": parse to UTC; an odd string becomes NaT instead of failing the page.
+    df["created"] = pd.to_datetime(df["created"], utc=True, errors="coerce", format="ISO8601")
+    for col in ("run_id", "suite", "frontend", "machine", "arch", "device", "op", "provider", "dtype", "timer",
+                "cache", "status"):
+        df[col] = df[col].astype("category")
+    return df
+
+
+@st.cache_data(show_spinner="Loading results ...", max_entries=4)
+def _load_cached(dirs: tuple[str, ...], fingerprint: tuple[tuple[str, int, int], ...]
+                 ) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    del fingerprint  # part of the cache key only
+    res = load(*dirs)
+    return build_frame(res.records), list(res.bad)
+
+
+def load_frame(dirs: Sequence[str] | None = None) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """All records under ``dirs`` (default: :func:`results_dirs`) as one DataFrame, and the bad files.
+
+    Bad files are ``(path, reason)`` pairs the loader skipped; a missing folder is one of them.
+    """
+    dirs = tuple(str(d) for d in (results_dirs() if dirs is None else dirs))
+    return _load_cached(dirs, _fingerprint(dirs))
+
+
+# --- helpers the pages share (no rendering of record text as HTML anywhere) ------------------------------
+
+_MD_SPECIAL = "\\`*_{}[]()<>#+-.!|~$"
+
+
+def md_escape(text: Any) -> str:
+    """Record text made inert for ``st.markdown``-family calls: every markdown/HTML character escaped."""
+    s = " ".join(str(text).split())
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
+
+
+def latest(df: pd.DataFrame) -> pd.DataFrame:
+    """The newest record of each series (machine, arch, op, case, provider, dtype, timer, cache)."""
+    if df.empty:
+        return df
+    return df.sort_values("created", kind="stable").drop_duplicates(SERIES, keep="last")
+
+
+def options(df: pd.DataFrame, col: str) -> list[Any]:
+    """Sorted distinct values of ``col`` present in ``df`` (categories that no row uses are left out)."""
+    vals = df[col].dropna().unique().tolist()
+    return sorted(vals, key=str)
+
+
+def run_page(title: str, body: Callable[[], None]) -> None:
+    """Render a page; any error becomes an ``st.error`` with its message, never a traceback."""
+    st.title(title)
+    try:
+        body()
+    except Exception as e:  # noqa: BLE001 - the page must stay up; the details go to the server log
+        traceback.print_exc()
+        st.error(f"This page failed: {md_escape(type(e).__name__)}: {md_escape(e)}")
+
+
+def loaded() -> tuple[pd.DataFrame, list[tuple[str, str]]] | None:
+    """The frame and bad files, with the shared banners; ``None`` (after an ``st.info``) when empty."""
+    dirs = results_dirs()
+    df, bad = load_frame(dirs)
+    if bad:
+        st.warning(f"{len(bad)} results file(s) skipped as unreadable; the Runs page lists them.")
+    if df.empty:
+        st.info("No records found in " + ", ".join(md_escape(d) for d in dirs)
+                + ". Run `robocache-bench run` or pass `-- --results DIR` to `streamlit run`.")
+        return None
+    if bool(df["synthetic"].any()):
+        st.warning("Some records are SYNTHETIC (generated fixtures), not measurements.")
+    return df, bad

@@ -1,0 +1,43 @@
+"""History: each series over commits and dates (one machine, timer and cache mode at a time)."""
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+
+from dashboard import charts, data  # noqa: E402
+
+
+def body() -> None:
+    got = data.loaded()
+    if got is None:
+        return
+    df, _ = got
+    st.info("Regression markers (change points, with the commit that moved a series) come with the regression issue; "
+            "this page shows the raw series.")
+    c = st.columns(5)
+    machine = c[0].selectbox("machine", data.options(df, "machine"))
+    d = df[(df["machine"] == machine) & (df["status"] == "ok")]
+    op = c[1].selectbox("op", data.options(d, "op"))
+    d = d[d["op"] == op]
+    case = c[2].selectbox("case", data.options(d, "case_id"))
+    d = d[d["case_id"] == case]
+    timer = c[3].selectbox("timer", data.options(d, "timer"))
+    cache = c[4].selectbox("cache", data.options(d[d["timer"] == timer], "cache"))
+    d = d[(d["timer"] == timer) & (d["cache"] == cache)]
+    provs = data.options(d, "provider")
+    chosen = st.multiselect("providers", provs, default=provs)
+    d = d[d["provider"].isin(chosen)]
+    metric = st.radio("metric", ["p50", "items_per_s", "gb_per_s", "pct_of_ceiling"], horizontal=True,
+                      format_func=lambda m: charts.METRICS[m][0])
+    if d["run_id"].nunique() < 2:
+        st.caption("Only one run has measured this case so far: history starts with the second.")
+    st.plotly_chart(charts.history_lines(d, metric, title=f"{case}: {charts.METRICS[metric][0]}"), width="stretch")
+    st.dataframe(d[["created", "git_commit", "run_id", "provider", "dtype", "p50", "gb_per_s", "throttled",
+                    "contended", "noisy"]].sort_values("created"), hide_index=True, width="stretch")
+
+
+data.run_page("History", body)

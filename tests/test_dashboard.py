@@ -1,0 +1,285 @@
+"""The dashboard: every page smoke-tested with AppTest on generated fixtures and on the committed
+results, record text never rendered as markup, and the loader's speed on 100,000 records.
+
+The fixture records are synthetic (``"synthetic": True``); nothing touches a GPU.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("plotly")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from dashboard import charts, data, tables  # noqa: E402
+from robocache.bench.store import write_records  # noqa: E402
+from tests.test_store import make_env, make_record  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = ["overview", "sweeps", "architectures", "history", "multigpu", "runs"]
+SCRIPT = "<script>alert(1)</script>"
+UNESCAPED_LT = re.compile(r"(?<!\\)<")
+BAD_NAME = "<img src=x onerror=alert(1)>.records.json"
+# Text elements whose value Streamlit renders as markdown: record text must reach them escaped.
+MARKDOWN_KINDS = ("markdown", "caption", "title", "header", "subheader", "info", "warning", "error", "success",
+                  "exception", "toast")
+
+
+# ---------------------------------------------------------------- fixtures
+
+def gpu_env(arch: str, machine: str) -> dict[str, Any]:
+    env = make_env(machine)
+    env.update(device="gpu", gpu_name=f"NVIDIA {arch} (synthetic)", arch=arch, compute_capability="9.0",
+               gpu_count=1, gpu_memory_gb=80.0, sm_count=132, l2_mb=50.0, driver="0.0", cuda="13.0",
+               nvml="unknown: synthetic fixture")
+    return env
+
+
+def fixture_record(run: int, op_case: str, provider: str, b: int, *, arch_scale: float, commit: str,
+                   created: str) -> dict[str, Any]:
+    r = make_record(b, run_id=f"synthetic-run-{run}")
+    r["created"] = created
+    r["git_commit"] = commit
+    r["suite"] = "quick"
+    r["case"].update(id=op_case, provider=provider, params={"B": b, "S": 100, "T": 50, "D": 32})
+    r["method"]["timer"] = "cuda_event"
+    speed = {"robocache": 1.0, "torch_eager": 4.0, "cupy": 2.5}[provider]
+    t = (2.0 + b / 64) * speed * arch_scale * (1 + 0.01 * run)
+    r["metrics"]["time_us"] = {"p20": t * 0.99, "p50": t, "p80": t * 1.01, "min": t * 0.98, "max": t * 1.05,
+                               "mean": t}
+    r["metrics"]["gb_per_s"] = 1e6 / t / 1e3
+    r["metrics"]["ceiling_gb_per_s"] = 3000.0 / arch_scale
+    r["metrics"]["pct_of_ceiling"] = 100 * r["metrics"]["gb_per_s"] / r["metrics"]["ceiling_gb_per_s"]
+    return r
+
+
+@pytest.fixture(scope="module")
+def fixture_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two architectures, three commits, a B sweep, a failed case, a ``<script>`` case id and a bad file."""
+    out = tmp_path_factory.mktemp("dash-results")
+    for arch, machine, scale in (("H200", "synthetic-h200", 1.0), ("B200", "synthetic-b200", 0.6)):
+        for run in range(3):
+            commit = f"{run:x}" * 40
+            created = f"2026-01-0{run + 1}T00:00:00Z"
+            recs = []
+            for provider in ("robocache", "torch_eager", "cupy"):
+                for b in (16, 64, 256, 1024):
+                    recs.append(fixture_record(run, f"resample/B{b}-S100-T50-D32", provider, b, arch_scale=scale,
+                                               commit=commit, created=created))
+                recs.append(fixture_record(run, f"resample/{SCRIPT}", provider, 8, arch_scale=scale, commit=commit,
+                                           created=created))
+            failed = copy.deepcopy(recs[0])
+            failed["case"]["id"] = "resample/B4096-S100-T50-D32"
+            failed.update(status="crash", reason=f"worker died with SIGSEGV {SCRIPT}", metrics=None, check=None)
+            recs.append(failed)
+            recs[1]["health"] = {"throttled": True, "contended": False, "noisy": True, "reasons": ["HW slowdown"]}
+            write_records(out, gpu_env(arch, machine), recs, name=f"{machine}-run{run}")
+    (out / BAD_NAME).write_text("{not json", encoding="utf-8")
+    return out
+
+
+def app(page: str, results: Path | str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv(data.ENV_VAR, str(results))
+    at = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60)
+    return at.run()
+
+
+def markdown_values(at: AppTest) -> list[tuple[str, str, Any]]:
+    out = []
+    for kind in MARKDOWN_KINDS:
+        for el in at.get(kind):
+            out.append((kind, str(getattr(el, "value", "")), el.proto))
+    return out
+
+
+def assert_no_markup(at: AppTest) -> None:
+    """No element renders HTML, and record text (the <script> id, the <img> file name) is escaped."""
+    for kind, value, proto in markdown_values(at):
+        assert not getattr(proto, "allow_html", False), (kind, value)
+        # every "<" that reaches markdown is escaped ("\\<"), so the text shows instead of becoming a tag
+        assert not UNESCAPED_LT.search(value), (kind, value)
+        assert SCRIPT not in value, (kind, value)
+
+
+# ---------------------------------------------------------------- pages on fixtures
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_on_fixtures(page: str, fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = app(page, fixture_dir, monkeypatch)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    charts_ = at.get("plotly_chart")
+    warnings = " ".join(w.value for w in at.warning)
+    assert "SYNTHETIC" in warnings
+    infos = " ".join(i.value for i in at.info)
+    if page in ("overview", "sweeps", "architectures", "history"):
+        assert charts_, page
+    if page == "overview":
+        assert at.dataframe and at.metric
+        assert {m.label: m.value for m in at.metric}["failed"] == "1"
+    if page == "architectures":
+        assert "A100" in infos and "H100" in infos and "B200" not in infos
+    if page == "history":
+        assert "regression issue" in infos
+    if page == "multigpu":
+        assert "No multi-GPU results yet" in infos and not charts_
+    if page == "runs":
+        assert any("onerror" in w.value for w in at.warning)  # the bad file is listed, escaped
+        assert len(at.dataframe) == 2  # clocks/health and the failed case
+        assert "SIGSEGV" in at.dataframe[1].value["reason"].iloc[0]
+
+
+def test_script_case_shows_as_data(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Selecting the <script> case keeps it data: in the selectbox and dataframes, never in markdown."""
+    at = app("history", fixture_dir, monkeypatch)
+    case = next(s for s in at.selectbox if s.label == "case")
+    assert f"resample/{SCRIPT}" in case.options
+    at = case.select(f"resample/{SCRIPT}").run()
+    assert not at.exception and not at.error
+    assert at.get("plotly_chart")
+    assert (at.dataframe[0].value["provider"].astype(str).nunique()) == 3
+    assert_no_markup(at)
+    at = app("overview", fixture_dir, monkeypatch)
+    assert any(f"resample/{SCRIPT}" in set(df.value.get("case_id", [])) for df in at.dataframe)
+
+
+def test_sweep_axis_and_metric(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = app("sweeps", fixture_dir, monkeypatch)
+    assert at.radio[0].options == ["B"]
+    at = next(s for s in at.selectbox if s.label == "metric").select("gb_per_s").run()
+    assert not at.exception and not at.error
+    fig = at.get("plotly_chart")[0]
+    spec = json.loads(fig.proto.spec)
+    assert {t["name"] for t in spec["data"]} == {"robocache", "torch_eager", "cupy"}
+    assert spec["layout"]["xaxis"]["type"] == "log"
+
+
+# ---------------------------------------------------------------- pages on the committed results
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = app(page, REPO / "results", monkeypatch)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    infos = " ".join(i.value for i in at.info)
+    if page in ("overview", "sweeps", "architectures", "history"):
+        assert at.get("plotly_chart"), page
+    if page == "architectures":
+        assert "A100" in infos and "H100" in infos and "No H200" not in infos
+    if page == "multigpu":
+        assert "No multi-GPU results yet" in infos
+
+
+def test_empty_and_missing_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for page in PAGES:
+        at = app(page, tmp_path / "nowhere", monkeypatch)
+        assert not at.exception, (page, at.exception)
+        assert not at.get("plotly_chart")
+        assert at.info or at.warning, page
+
+
+# ---------------------------------------------------------------- pure pieces
+
+def test_results_dirs_precedence(tmp_path: Path) -> None:
+    assert data.results_dirs([], {}) == (str(data.DEFAULT_RESULTS),)
+    env = {data.ENV_VAR: os.pathsep.join(["a", "b"])}
+    assert data.results_dirs([], env) == ("a", "b")
+    assert data.results_dirs(["--results", "c", "d"], env) == ("c", "d")
+    assert data.results_dirs(["--results"], env) == ("a", "b")  # malformed: falls back, never exits
+
+
+def test_frame_columns_and_series(fixture_dir: Path) -> None:
+    df, bad = data.load_frame([str(fixture_dir)])
+    assert [Path(p).name for p, _ in bad] == [BAD_NAME]
+    for col in ("run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
+                "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "status", "reason", "p20",
+                "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled",
+                "contended", "noisy", "synthetic", "params", "B", "S", "T", "D", "N"):
+        assert col in df.columns, col
+    assert len(df) == 2 * 3 * 16
+    assert df["synthetic"].all() and df["N"].isna().all() and set(df["B"].dropna()) >= {16, 1024}
+    wide = tables.side_by_side(df)
+    # the latest run per machine, never mixed across machines
+    assert set(wide["machine"]) == {"synthetic-h200", "synthetic-b200"}
+    assert set(wide["run_id"]) == {"synthetic-run-2"}
+    assert (wide["best"] == "robocache").all()
+    speed = tables.speedups(wide)
+    assert speed[speed["peer"] == "torch_eager"]["speedup"].round(6).eq(4.0).all()
+    fig = charts.speedup_bars(speed)
+    assert fig.layout.yaxis.type == "log" and len(fig.data) == 2
+    assert data.md_escape("<b>*x*</b>") == "\\<b\\>\\*x\\*\\</b\\>"
+
+
+# ---------------------------------------------------------------- speed
+
+def _write_bulk(out: Path, n_files: int = 100, per_file: int = 1000) -> None:
+    """100,000 schema-valid records in 100 files, json.dumps directly (write_records validates: slow)."""
+    env = gpu_env("H200", "synthetic-bulk")
+    base = make_record(0)
+    providers = ("robocache", "torch_eager", "torch_compile", "cupy")
+    for f in range(n_files):
+        recs = []
+        for i in range(per_file):
+            r = copy.deepcopy(base)
+            b = 1 + i // len(providers)
+            t = 1.0 + b * 0.01 + f * 1e-4
+            r["run_id"] = f"bulk-{f:03d}"
+            r["created"] = f"2026-02-{1 + f % 28:02d}T{f % 24:02d}:00:00Z"
+            r["git_commit"] = f"{f:040x}"
+            r["case"].update(id=f"resample/B{b}-S100-T50-D32", provider=providers[i % len(providers)],
+                             params={"B": b, "S": 100, "T": 50, "D": 32})
+            r["method"]["timer"] = "cuda_event"
+            r["metrics"]["time_us"] = {"p20": t, "p50": t * (1 + i % len(providers)), "p80": t * 5, "min": t,
+                                       "max": t * 5, "mean": t * 2}
+            recs.append(r)
+        doc = {"schema_version": 1, "kind": "robocache-bench/records", "env": env, "records": recs}
+        (out / f"bulk-{f:03d}.records.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+def test_load_100k_records_fast(tmp_path: Path) -> None:
+    _write_bulk(tmp_path)
+    dirs = [str(tmp_path)]
+    t0 = time.perf_counter()
+    df, bad = data.load_frame(dirs)
+    first = time.perf_counter() - t0
+    assert len(df) == 100_000 and not bad
+
+    t0 = time.perf_counter()
+    df2, _ = data.load_frame(dirs)  # cached
+    cached = time.perf_counter() - t0
+    d = df2[(df2["arch"] == "H200") & (df2["op"] == "resample") & (df2["timer"] == "cuda_event")
+            & (df2["cache"] == "warm")]
+    fig = charts.speedup_bars(tables.speedups(tables.side_by_side(d)))
+    second = time.perf_counter() - t0
+    assert len(fig.data) == 3
+    print(f"\n100,000 records: first load {first:.2f} s; cached load {cached:.2f} s, "
+          f"+ overview figure {second:.2f} s")
+    assert first < 5.0, first
+    assert second < 2.0, second
+
+
+def test_no_html_rendering_in_source() -> None:
+    """No page or helper can render markup: no unsafe_allow_html, st.html or components anywhere."""
+    for path in (REPO / "dashboard").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for banned in ("unsafe_allow_html", "st.html", "components.v1", "st.components"):
+            assert banned not in text, (path, banned)
+
+
+def test_app_declares_pages(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """app.py runs its default page (the overview) through st.navigation."""
+    monkeypatch.setenv(data.ENV_VAR, str(fixture_dir))
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Overview"]
+    assert at.get("plotly_chart")
