@@ -36,14 +36,23 @@ def preload_gpu_libraries() -> None:
     """Import torch and CuPy (without touching CUDA) where benchmarks will need them.
 
     asv forks every benchmark from a server process that imported the benchmark modules; importing the
-    GPU libraries there once saves seconds per benchmark. No CUDA call happens here (fork stays safe).
+    GPU libraries there once saves seconds per benchmark (and ~6 s per ``torch.compile`` case for dynamo,
+    inductor and triton: see :mod:`robocache.providers.torch_compile`). No CUDA call happens here, and the
+    function checks that none of the imports initialized CUDA (a forked child could not use it then).
     """
     if device_here() == "gpu":
-        for mod in ("torch", "cupy"):
+        from ..providers import torch_compile
+
+        torch_compile.prepare_process_env()
+        for mod in ("torch", "cupy", *torch_compile.PRELOAD):
             try:
                 __import__(mod)
             except ImportError:
                 pass
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            raise RuntimeError("preloading the GPU libraries initialized CUDA; benchmarks forked from this "
+                               "process could not use the GPU. Report this with your torch/triton versions.")
 
 
 class Unavailable(Exception):

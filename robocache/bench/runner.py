@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from . import specs, store, worker
+from ..providers import torch_compile
 from .schema import FAILED_STATUSES
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
-           "robocache.bench.timer", "robocache.bench.env"]
+           "robocache.bench.timer", "robocache.bench.env", *torch_compile.PRELOAD]
 _CTX: Any = None
 
 
@@ -36,6 +37,7 @@ def _context():
     """A forkserver context with the heavy imports preloaded (spawn where forkserver is missing)."""
     global _CTX
     if _CTX is None:
+        torch_compile.prepare_process_env()  # inherited by the forkserver and every case process
         try:
             _CTX = mp.get_context("forkserver")
             _CTX.set_forkserver_preload(PRELOAD)  # modules that fail to import are skipped by multiprocessing
