@@ -9,7 +9,8 @@
 # gpu-tests.xml (JUnit), bench.log, report.md and ends with one summary line per part.
 # asv:   OUTDIR, then "asv" and asv's --bench regex: the nightly grid through asv --python=same
 #        (ROBOCACHE_SUITE overrides), our records under OUTDIR/records, asv's under results/asv
-#        (copied to OUTDIR/asv); with ASV_COMPARE=<commit> it ends with `asv compare <commit> HEAD`.
+#        (the files this run wrote, copied to OUTDIR/asv); with ASV_COMPARE=<commit> it ends with
+#        `asv compare <commit> HEAD`; ASV_TIMEOUT=<seconds> stops asv in time to copy what it has.
 # pytest: the pytest-benchmark suite (ROBOCACHE_SUITE, default quick) saved under OUTDIR/pytest.
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
@@ -88,9 +89,12 @@ if [ "$WHAT" = asv ]; then
   export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="$MACHINE" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
   mkdir -p "$OUT/asv"
-  trap 'cp -r results/asv/. "$OUT/asv/" 2>/dev/null' EXIT  # asv's results come back even if cut short
+  # asv's results come back even if cut short; only the files this run wrote (the device tool returns few)
+  touch "$OUT/.asv-start"
+  trap '(find results/asv -type f -newer "$OUT/.asv-start" -printf "%P\n" | while read -r f; do
+           mkdir -p "$OUT/asv/$(dirname "$f")"; cp "results/asv/$f" "$OUT/asv/$f"; done; rm -f "$OUT/.asv-start")' EXIT
   $PY -m asv machine --machine "$MACHINE" --yes > /dev/null
-  $PY -m asv run --python=same --machine "$MACHINE" --set-commit-hash "$COMMIT" --bench "${3:-.}" \
+  timeout "${ASV_TIMEOUT:-0}" $PY -m asv run --python=same --machine "$MACHINE" --set-commit-hash "$COMMIT" --bench "${3:-.}" \
       --show-stderr 2>&1 | tee "$OUT/asv.log" | grep -E "^\[|failed|Error" | tail -40
   arc=${PIPESTATUS[0]}
   echo "ASV SUMMARY: suite ${ROBOCACHE_SUITE:-nightly} bench '${3:-.}' commit $COMMIT wall $(( $(date +%s) - start )) s; exit $arc"
