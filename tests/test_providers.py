@@ -307,3 +307,16 @@ def test_torch_compile_resample_cpu():
         pytest.skip(f"torch.compile cannot compile on this machine: {e}")
     _check(out, reference.resample(_np64(values), _np64(src), _np64(tgt)), "float32")
     assert torch_compile.compiled("resample") is torch_compile.compiled("resample")  # memoized
+
+
+def test_fork_safe_reports_a_poisoned_parent(monkeypatch):
+    """fork_safe() asks a forked child whether torch considers it a bad fork (CUDA initialized in the parent)."""
+    import torch
+
+    from robocache.providers import torch_compile
+
+    assert torch_compile.fork_safe()  # CPU machine or GPU untouched: a child could use CUDA
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
+    assert not torch_compile.fork_safe()
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: 1 / 0)  # a failing check is not "safe"
+    assert not torch_compile.fork_safe()

@@ -49,10 +49,10 @@ def preload_gpu_libraries() -> None:
                 __import__(mod)
             except ImportError:
                 pass
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_initialized():
-            raise RuntimeError("preloading the GPU libraries initialized CUDA; benchmarks forked from this "
-                               "process could not use the GPU. Report this with your torch/triton versions.")
+        if not torch_compile.fork_safe():
+            raise RuntimeError("preloading the GPU libraries initialized CUDA, so benchmarks forked from this "
+                               "process could not use the GPU; report this with your torch and triton versions "
+                               "(robocache.providers.torch_compile.PRELOAD lists the modules)")
 
 
 class Unavailable(Exception):

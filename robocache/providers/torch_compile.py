@@ -32,13 +32,35 @@ if TYPE_CHECKING:
 # importing dynamo/inductor/triton on the first call took ~6 s, and inductor's compile-worker pool (one
 # worker per core) added ~6 s to the process's wall time (18.3 s -> 12.6 s with one thread). Harness
 # processes therefore preload these modules in the parent they are forked from and compile in-process;
-# neither changes the compiled kernels, only the time spent getting them.
-PRELOAD = ("torch._dynamo", "torch._inductor.compile_fx", "triton")
+# neither changes the compiled kernels, only the time spent getting them. Only modules that leave CUDA
+# uninitialized qualify: on that machine importing torch._inductor.compile_fx or .codegen.triton
+# initialized CUDA (a forked child then fails with "Cannot re-initialize CUDA in forked subprocess"), while
+# torch._dynamo, torch._inductor and triton.compiler did not. `fork_safe()` checks it where it matters.
+PRELOAD = ("torch._dynamo", "torch._inductor", "triton.compiler")
 
 
 def prepare_process_env() -> None:
     """Compile in-process (no worker pool) unless the user chose otherwise; call before importing inductor."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+
+def fork_safe() -> bool:
+    """Whether a child forked from this process could still use CUDA through torch (it cannot once the parent
+    initialized CUDA). Forks a child that only asks torch; nothing touches the GPU. True without torch."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(os, "fork"):
+        return True
+    pid = os.fork()
+    if pid == 0:  # child: report and leave at once, without running any atexit handler
+        code = 2
+        try:
+            code = 1 if torch.cuda._is_in_bad_fork() else 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 @functools.cache
