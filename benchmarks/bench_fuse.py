@@ -3,7 +3,7 @@
 Cases come from the grid (suite ``ROBOCACHE_SUITE``, default nightly; wall time over the quick suite),
 so asv holds no case list of its own. ``Fuse`` reports the harness's device time (us) and bandwidth
 (GB/s), ``FuseCeiling`` the % of the copy ceiling measured in the same run; ``FuseWall`` times one call end to end with the GPU
-synchronized. Without a GPU the GPU-only cases raise NotImplementedError in setup (asv: skipped).
+synchronized (quick suite, robocache and torch.compile: ``frontend.WALL_PROVIDERS``). Without a GPU the GPU-only cases raise NotImplementedError in setup (asv: skipped).
 """
 from robocache.bench import frontend as F
 
@@ -19,4 +19,4 @@ class FuseCeiling(F.CeilingBenchmark):
 
 
 class FuseWall(F.WallBenchmark):
-    params = [F.suite_cases("fuse", suite="quick")]
+    params = [F.wall_cases("fuse")]

@@ -81,6 +81,22 @@ def suite_cases(op: str | None = None, suite: str | None = None, default_suite: 
                                        dtypes=dts)]
 
 
+# Wall-time benchmarks (one call end to end, asv's own timer) cover the quick suite for the judged pair,
+# robocache and torch.compile (NumPy on a CPU run), not every peer: each case costs a process, the correctness
+# gate and a compile, and on an H200 the walls of all four GPU providers took ~90 s of fuse's 256 s asv pass,
+# which with the rest put the nightly asv run over its 15-minute budget. ROBOCACHE_WALL_PROVIDERS widens it.
+WALL_PROVIDERS = ("robocache", "torch_compile", "numpy")
+
+
+def wall_cases(op: str) -> list[str]:
+    """Case keys for ``<Op>Wall``: the quick suite, providers from ``ROBOCACHE_WALL_PROVIDERS`` (comma-separated)
+    or :data:`WALL_PROVIDERS`, intersected with ``ROBOCACHE_PROVIDERS`` when that is set."""
+    wanted = [x.strip() for x in os.environ.get("ROBOCACHE_WALL_PROVIDERS", "").split(",") if x.strip()]
+    keys = suite_cases(op, suite="quick")
+    provs = set(wanted or WALL_PROVIDERS)
+    return [k for k in keys if k.rsplit("/", 1)[1] in provs]
+
+
 def results_dir() -> Path:
     return Path(os.environ.get(RESULTS_ENV) or ROOT / "results" / "local")
 
