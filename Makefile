@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run demo test gpu-check clean
+.PHONY: setup run serve screenshot demo test chromium gpu-check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,17 +14,58 @@ $(BIN)/.installed: pyproject.toml
 setup: $(BIN)/.installed  ## create .venv and install robocache with its [dev] extra
 
 RUN_OUT ?= results/local
+# `make run SERVE=0` stops after the headline table (scripted runs); PORT picks the dashboard's port.
+SERVE ?= 1
+PORT ?= 8501
+# The dashboard over results/ (the committed records) plus RUN_OUT: the loader adds a folder given with
+# --results to results/, and lists a folder inside results/ (the default results/local) once. Loopback only.
+SERVE_CMD = $(BIN)/streamlit run dashboard/app.py --server.address 127.0.0.1 --server.port $(PORT) \
+	--server.headless true --browser.gatherUsageStats false -- --results $(RUN_OUT)
+SERVE_MSG = echo '$(SERVE_CMD)'; echo; \
+	echo "Dashboard: http://127.0.0.1:$(PORT)  (results/ + $(RUN_OUT); Ctrl-C to stop)"; echo
 
-run: setup  ## the quick suite on the best device present (GPU, else CPU providers), then its headline table
+run: setup  ## the quick suite on the best device present (GPU, else CPU providers), its headline table, then the dashboard
 	$(BIN)/robocache-bench run --suite quick --out $(RUN_OUT); rc=$$?; \
-	$(BIN)/robocache-bench report $(RUN_OUT) --headline; exit $$rc
+	$(BIN)/robocache-bench report $(RUN_OUT) --headline; \
+	if [ "$(SERVE)" = 0 ]; then exit $$rc; fi; \
+	[ $$rc = 0 ] || echo "(some cases failed: exit code $$rc; the dashboard's Runs page lists them)"; \
+	$(SERVE_MSG); exec $(SERVE_CMD)
+
+serve: setup  ## the dashboard alone on http://127.0.0.1:$(PORT) over results/ and $(RUN_OUT)
+	@$(SERVE_MSG); exec $(SERVE_CMD)
+
+# The README's picture: the overview over the committed H200 records only, in Debian's Chromium.
+screenshot: setup chromium  ## docs/dashboard-overview.png, taken by the browser test's machinery
+	$(BIN)/python -m dashboard.browser docs/dashboard-overview.png --charts 2 \
+	  -- --no-default-results --results results/h200-nvidia-h200
 
 demo: setup  ## resample, fuse and voxelize once on the best device present and print the results
 	$(BIN)/python -m robocache.demo
 
-test: setup  ## the whole CPU test suite (GPU tests skip, with a banner, without a GPU), asv check, benchmarks as tests
+# Debian's Chromium for the dashboard's browser test (tests/test_browser.py); Playwright drives it, nothing is
+# downloaded by Playwright itself. Installed with apt-get as root, or with sudo when that needs no password;
+# otherwise a message says how, and the browser test skips with the reason.
+CHROMIUM ?= /usr/bin/chromium
+
+chromium:  ## install Debian's chromium (apt-get) for the browser test, if missing
+	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else echo "*** $(CHROMIUM) is missing and apt-get needs root: run 'sudo apt-get install chromium fonts-liberation'."; \
+	     echo "*** Until then the dashboard's browser test (tests/test_browser.py) is skipped."; exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "*** $(CHROMIUM) is missing and there is no apt-get here: the browser test cannot run (skipped; in CI: failed)."; exit 0; fi; \
+	echo "Installing Debian's chromium for the dashboard's browser test (apt-get) ..."; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	{ $$sudo apt-get update -qq && \
+	  $$sudo apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null; } || \
+	  echo "*** apt-get could not install chromium: the browser test cannot run (skipped; in CI: failed)."; \
+	if [ -x "$(CHROMIUM)" ]; then "$(CHROMIUM)" --version 2>/dev/null; \
+	else echo "*** $(CHROMIUM) still missing after apt-get: the browser test cannot run (skipped; in CI: failed)."; fi
+
+test: setup chromium  ## the whole CPU test suite (GPU tests skip, with a banner, without a GPU), asv check, benchmarks as tests
 	$(BIN)/asv check --python=same
-	$(BIN)/python -m pytest -q tests benchmarks --benchmark-disable
+	ROBOCACHE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests benchmarks --benchmark-disable
 
 gpu-check:  ## on a GPU machine: GPU tests into OUT=<folder> (uses the machine's own python3)
 	bash scripts/gpu_check.sh $${OUT:-gpu-out}

@@ -1,9 +1,14 @@
 """Pure chart builders: DataFrame in, plotly Figure out (no Streamlit here, so each is unit-testable).
 
-Record text reaches plotly only as data (axis categories, legend names, hover values), which plotly
-renders as text; hover templates here never interpolate record text into markup.
+Plotly renders a subset of HTML in every piece of text it draws (titles, axis tick labels, legend
+entries, hover text, annotations: ``<b>``, ``<i>``, ``<br>``, ``<sub>``, ``<sup>``, ``<span style>``,
+``<a href>``). Record text (case ids, providers, dtypes, machines, architectures, run ids, commits, and
+the page titles built from them) therefore passes through :func:`plain` before it reaches a figure:
+``&``, ``<`` and ``>`` become entities, which plotly draws as the characters typed.
 """
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -16,9 +21,25 @@ METRICS = {
 }
 
 
+def plain(text: Any) -> str:
+    """Record text made inert for plotly: its markup characters as entities, so it shows as typed."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def plain_col(col: pd.Series) -> pd.Series:
+    """:func:`plain` over a column (categories and missing values become strings first)."""
+    return col.astype(str).str.replace("&", "&amp;", regex=False).str.replace(
+        "<", "&lt;", regex=False).str.replace(">", "&gt;", regex=False)
+
+
+def _case_labels(g: pd.DataFrame) -> pd.Series:
+    """The x category of a bar: case id and dtype, escaped."""
+    return plain_col(g["case_id"].astype(str) + " " + g["dtype"].astype(str))
+
+
 def _empty(title: str) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title=title, annotations=[dict(text="no data", showarrow=False, x=0.5, y=0.5,
+    fig.update_layout(title=plain(title), annotations=[dict(text="no data", showarrow=False, x=0.5, y=0.5,
                                                      xref="paper", yref="paper")])
     return fig
 
@@ -29,13 +50,18 @@ def speedup_bars(speed: pd.DataFrame, title: str = "robocache speedup over each 
         return _empty(title)
     fig = go.Figure()
     for peer, g in speed.groupby("peer", sort=True):
-        label = g["case_id"] + " " + g["dtype"]
-        fig.add_bar(x=label, y=g["speedup"], name=str(peer), customdata=g[["run_id"]],
+        fig.add_bar(x=_case_labels(g), y=g["speedup"], name=plain(peer), customdata=plain_col(g["run_id"]),
                     hovertemplate="%{x}<br>%{y:.2f}x vs " + "%{fullData.name}<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
-    fig.update_layout(title=title, barmode="group", yaxis_type="log", yaxis_title="speedup (peer p50 / robocache p50)",
-                      xaxis_title="case", legend_title="peer")
+    fig.update_layout(title=plain(title), barmode="group", yaxis_type="log", height=_bar_height(speed),
+                      yaxis_title="speedup (peer p50 / robocache p50)", xaxis_title="case", legend_title="peer")
     return fig
+
+
+def _bar_height(df: pd.DataFrame) -> int:
+    """Taller bar charts for many cases: their rotated case labels otherwise squeeze the bars flat."""
+    n = df[["case_id", "dtype"]].drop_duplicates().shape[0] if {"case_id", "dtype"} <= set(df.columns) else 0
+    return int(max(450, min(800, 300 + 10 * n)))
 
 
 def ceiling_bars(df: pd.DataFrame, title: str = "% of the copy ceiling") -> go.Figure:
@@ -45,8 +71,9 @@ def ceiling_bars(df: pd.DataFrame, title: str = "% of the copy ceiling") -> go.F
         return _empty(title + " (no ceiling measured)")
     fig = go.Figure()
     for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_bar(x=g["case_id"].astype(str) + " " + g["dtype"].astype(str), y=g["pct_of_ceiling"], name=str(prov))
-    fig.update_layout(title=title, barmode="group", yaxis_title="% of copy ceiling", legend_title="provider")
+        fig.add_bar(x=_case_labels(g), y=g["pct_of_ceiling"], name=plain(prov))
+    fig.update_layout(title=plain(title), barmode="group", yaxis_title="% of copy ceiling", legend_title="provider",
+                      height=_bar_height(d))
     return fig
 
 
@@ -58,10 +85,12 @@ def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") 
         return _empty(title or f"{label} vs {x}")
     fig = go.Figure()
     for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=str(prov), customdata=g[["case_id"]],
-                        hovertemplate="%{customdata[0]}<br>" + x + "=%{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>")
-    fig.update_layout(title=title or f"{label} vs {x}", xaxis_title=x, yaxis_title=label, legend_title="provider",
-                      xaxis_type="log", yaxis_type="log" if log_y else "linear")
+        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=plain(prov),
+                        customdata=plain_col(g["case_id"]),
+                        hovertemplate="%{customdata}<br>" + plain(x) + "=%{x}<br>%{y:.4g}"
+                                      "<extra>%{fullData.name}</extra>")
+    fig.update_layout(title=plain(title or f"{label} vs {x}"), xaxis_title=plain(x), yaxis_title=label,
+                      legend_title="provider", xaxis_type="log", yaxis_type="log" if log_y else "linear")
     return fig
 
 
@@ -73,8 +102,8 @@ def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figu
         return _empty(title or label)
     fig = go.Figure()
     for (arch, machine), g in d.groupby(["arch", "machine"], sort=True, observed=True):
-        fig.add_bar(x=g["case_id"].astype(str) + " " + g["dtype"].astype(str), y=g[metric], name=f"{arch} ({machine})")
-    fig.update_layout(title=title or label, barmode="group", yaxis_title=label, legend_title="architecture",
+        fig.add_bar(x=_case_labels(g), y=g[metric], name=plain(f"{arch} ({machine})"))
+    fig.update_layout(title=plain(title or label), barmode="group", yaxis_title=label, legend_title="architecture",
                       yaxis_type="log" if log_y else "linear")
     return fig
 
@@ -87,11 +116,11 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
         return _empty(title or label)
     fig = go.Figure()
     for (prov, dtype), g in d.groupby(["provider", "dtype"], sort=True, observed=True):
-        commit = g["git_commit"].fillna("unknown").astype(str).str[:10]
-        fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=f"{prov} {dtype}",
-                        customdata=pd.DataFrame({"c": commit, "r": g["run_id"].astype(str)}),
+        commit = plain_col(g["git_commit"].fillna("unknown").astype(str).str[:10])
+        fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=plain(f"{prov} {dtype}"),
+                        customdata=pd.DataFrame({"c": commit, "r": plain_col(g["run_id"])}),
                         hovertemplate="%{x}<br>commit %{customdata[0]}<br>run %{customdata[1]}<br>%{y:.4g}"
                                       "<extra>%{fullData.name}</extra>")
-    fig.update_layout(title=title or label, xaxis_title="run time (UTC)", yaxis_title=label, legend_title="series",
-                      yaxis_type="log" if log_y else "linear")
+    fig.update_layout(title=plain(title or label), xaxis_title="run time (UTC)", yaxis_title=label,
+                      legend_title="series", yaxis_type="log" if log_y else "linear")
     return fig

@@ -1,9 +1,12 @@
 """The dashboard's one loader: results folders -> one pandas DataFrame (one row per record), cached.
 
-Folders: ``--results DIR [DIR ...]`` after ``--`` on the ``streamlit run`` command line, else the
-``ROBOCACHE_RESULTS_DIRS`` environment variable (``os.pathsep``-separated), else the repository's
-``results/``. Either of the first two replaces the default (name ``results`` again to see both), so a
-folder of fixtures or of a new run is shown on its own.
+Folders: the repository's ``results/`` (the committed records), plus any given with ``--results DIR
+[DIR ...]`` after ``--`` on the ``streamlit run`` command line, else with the ``ROBOCACHE_RESULTS_DIRS``
+environment variable (``os.pathsep``-separated). Given folders are ADDED to ``results/``; a folder
+already inside another listed one (``results/local`` inside ``results/``) is dropped from the list, and
+the store loads any file reached twice only once. ``--no-default-results`` (or
+``ROBOCACHE_NO_DEFAULT_RESULTS=1``) leaves ``results/`` out, so a folder of fixtures or of one run
+shows on its own.
 
 The frame is built column-wise (one pass over the records appending to plain lists, then one
 ``DataFrame`` from a dict of columns): for 100,000 records that is a fraction of the msgspec load,
@@ -16,7 +19,7 @@ import argparse
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,8 @@ from robocache.bench.store import RECORDS_SUFFIX, TMP_PREFIX, load
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RESULTS = REPO / "results"
-ENV_VAR = "ROBOCACHE_RESULTS_DIRS"
+ENV_VAR = "ROBOCACHE_RESULTS_DIRS"  # folders added to results/
+NO_DEFAULT_ENV_VAR = "ROBOCACHE_NO_DEFAULT_RESULTS"  # "1": results/ left out
 SHAPE_PARAMS = ("B", "S", "T", "D", "N")
 # A series is compared only with itself: never across machines, timers or warm/cold.
 SERIES = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
@@ -44,27 +48,52 @@ COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "a
            "source"]
 
 
-def results_dirs(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
-    """The folders to load: ``--results`` args, else ``$ROBOCACHE_RESULTS_DIRS``, else ``results/``."""
+def results_dirs(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The folders to load: ``results/``, plus ``--results`` args, else ``$ROBOCACHE_RESULTS_DIRS``.
+
+    ``results/`` is left out with ``--no-default-results`` or ``$ROBOCACHE_NO_DEFAULT_RESULTS=1``.
+    Duplicates, and folders inside another listed folder (compared by real path, as the store walks
+    them), are dropped; the order is kept. A malformed command line falls back to the environment;
+    ``--no-default-results`` with no other folder keeps ``results/`` (there would be nothing to show).
+    """
     argv = sys.argv[1:] if argv is None else argv
     environ = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--results", nargs="+", action="extend", default=[])
+    parser.add_argument("--no-default-results", action="store_true")
 
     def _fail(message: str) -> None:  # argparse would print usage and exit: fall back instead
         raise ValueError(message)
 
     parser.error = _fail  # type: ignore[method-assign]
     try:
-        cli = parser.parse_known_args(list(argv))[0].results
+        ns = parser.parse_known_args(list(argv))[0]
+        cli, no_default = ns.results, ns.no_default_results
     except ValueError:  # a malformed --results: fall back rather than kill the app
-        cli = []
-    if cli:
-        return tuple(cli)
-    env = [p for p in environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
-    if env:
-        return tuple(env)
-    return (str(DEFAULT_RESULTS),)
+        cli, no_default = [], False
+    extra = cli or [p for p in environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
+    no_default = no_default or environ.get(NO_DEFAULT_ENV_VAR, "").strip().lower() in ("1", "true", "yes")
+    dirs = ([] if no_default else [str(DEFAULT_RESULTS)]) + [str(p) for p in extra]
+    return _dedup(dirs) if dirs else (str(DEFAULT_RESULTS),)
+
+
+def _dedup(paths: Sequence[str]) -> tuple[str, ...]:
+    """``paths`` without repeats and without folders inside another listed folder (by real path)."""
+    real = [os.path.realpath(p) for p in paths]
+    folders = {r for p, r in zip(paths, real) if os.path.isdir(p)}
+    out: list[str] = []
+    seen: set[str] = set()
+    for p, r in zip(paths, real):
+        if r in seen:
+            continue
+        if r in folders and any(r != f and r.startswith(f.rstrip(os.sep) + os.sep) for f in folders):
+            # a folder covered by an outer one: the store walks the outer folder without following
+            # links, so a real path under it is reached by that walk (a file named explicitly is kept:
+            # it is read whatever its name, and the store reads a file reached twice once)
+            continue
+        seen.add(r)
+        out.append(p)
+    return tuple(out)
 
 
 def _fingerprint(dirs: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
@@ -216,8 +245,13 @@ def latest(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def options(df: pd.DataFrame, col: str) -> list[Any]:
-    """Sorted distinct values of ``col`` present in ``df`` (categories that no row uses are left out)."""
+    """Distinct values of ``col`` present in ``df`` (categories that no row uses are left out), sorted; ops in
+    the grid's order (resample, the classic case, first), other values alphabetically."""
+    from robocache.bench.specs import OPS
+
     vals = df[col].dropna().unique().tolist()
+    if col == "op":
+        return sorted(vals, key=lambda v: (OPS.index(v) if v in OPS else len(OPS), str(v)))
     return sorted(vals, key=str)
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("streamlit")
@@ -87,7 +88,9 @@ def fixture_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def app(page: str, results: Path | str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The page over ``results`` alone (the repository's results/ left out)."""
     monkeypatch.setenv(data.ENV_VAR, str(results))
+    monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
     at = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60)
     return at.run()
 
@@ -190,12 +193,43 @@ def test_empty_and_missing_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 # ---------------------------------------------------------------- pure pieces
 
-def test_results_dirs_precedence(tmp_path: Path) -> None:
-    assert data.results_dirs([], {}) == (str(data.DEFAULT_RESULTS),)
+def test_results_dirs_add_to_results(tmp_path: Path) -> None:
+    """Given folders are added to results/ (CLI over environment), deduplicated, results/ optional."""
+    default = str(data.DEFAULT_RESULTS)
+    assert data.results_dirs([], {}) == (default,)
     env = {data.ENV_VAR: os.pathsep.join(["a", "b"])}
-    assert data.results_dirs([], env) == ("a", "b")
-    assert data.results_dirs(["--results", "c", "d"], env) == ("c", "d")
-    assert data.results_dirs(["--results"], env) == ("a", "b")  # malformed: falls back, never exits
+    assert data.results_dirs([], env) == (default, "a", "b")
+    assert data.results_dirs(["--results", "c", "d"], env) == (default, "c", "d")
+    assert data.results_dirs(["--results"], env) == (default, "a", "b")  # malformed: falls back, never exits
+    # left out on request, by flag or environment
+    assert data.results_dirs(["--results", "c", "--no-default-results"], env) == ("c",)
+    assert data.results_dirs([], {**env, data.NO_DEFAULT_ENV_VAR: "1"}) == ("a", "b")
+    assert data.results_dirs(["--no-default-results"], {}) == (default,)  # nothing else to show
+    # a folder inside results/ (make run's results/local) is not listed twice; repeats go
+    inner = data.DEFAULT_RESULTS / "h200-nvidia-h200"
+    again = str(data.DEFAULT_RESULTS / "h200-nvidia-h200" / "..")
+    assert data.results_dirs(["--results", str(inner), default, again], {}) == (default,)
+    # inside a folder given explicitly, by real path, whatever the order
+    (tmp_path / "run" / "sub").mkdir(parents=True)
+    dirs = data.results_dirs(["--no-default-results", "--results", str(tmp_path / "run" / "sub"),
+                              str(tmp_path / "run"), str(tmp_path / "run" / "sub" / "..")], {})
+    assert dirs == (str(tmp_path / "run"),)
+    # a symlink inside results/ to a folder elsewhere is kept: the store's walk does not follow links
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "run" / "link").symlink_to(tmp_path / "elsewhere")
+    dirs = data.results_dirs(["--no-default-results", "--results", str(tmp_path / "run"),
+                              str(tmp_path / "run" / "link")], {})
+    assert dirs == (str(tmp_path / "run"), str(tmp_path / "run" / "link"))
+
+
+def test_extra_folder_adds_records_loaded_once(fixture_dir: Path, tmp_path: Path) -> None:
+    """results/ plus a fixture folder: both sets of records; a folder listed twice loads once."""
+    committed, _ = data.load_frame([str(data.DEFAULT_RESULTS)])
+    fixtures, _ = data.load_frame([str(fixture_dir)])
+    dirs = data.results_dirs(["--results", str(fixture_dir), str(fixture_dir)], {})
+    both, _ = data.load_frame(dirs)
+    assert len(both) == len(committed) + len(fixtures)
+    assert both["synthetic"].sum() == len(fixtures)
 
 
 def test_frame_columns_and_series(fixture_dir: Path) -> None:
@@ -218,6 +252,71 @@ def test_frame_columns_and_series(fixture_dir: Path) -> None:
     fig = charts.speedup_bars(speed)
     assert fig.layout.yaxis.type == "log" and len(fig.data) == 2
     assert data.md_escape("<b>*x*</b>") == "\\<b\\>\\*x\\*\\</b\\>"
+
+
+# ---------------------------------------------------------------- plotly never sees record text as markup
+
+LINK = '<a href="javascript:alert(1)">x</a>'
+BOLD = "<b>bold</b>"
+# plotly's own markup in the builders' hover templates (constants, not record text)
+TEMPLATE_TAGS = re.compile(r"<br>|<extra>|</extra>")
+
+
+def _strings(node: Any, key: str = "") -> list[tuple[str, str]]:
+    """Every (key, string) in a figure's JSON, recursively."""
+    if isinstance(node, str):
+        return [(key, node)]
+    if isinstance(node, dict):
+        return [x for k, v in node.items() for x in _strings(v, k)]
+    if isinstance(node, list):
+        return [x for v in node for x in _strings(v, key)]
+    return []
+
+
+def test_plain_escapes_plotly_markup() -> None:
+    assert charts.plain(BOLD) == "&lt;b&gt;bold&lt;/b&gt;"
+    assert charts.plain("a &lt; b") == "a &amp;lt; b"  # an entity in record text shows as typed, too
+    assert charts.plain_col(pd.Series([LINK, None])).tolist() == [
+        '&lt;a href="javascript:alert(1)"&gt;x&lt;/a&gt;', "None"]
+
+
+def test_figures_escape_record_text(fixture_dir: Path) -> None:
+    """Case ids, providers, dtypes, machines, architectures, run ids and commits carrying plotly markup
+    come out escaped in every figure: legend names, axis categories, titles, hover data."""
+    df, _ = data.load_frame([str(fixture_dir)])
+    df = df[df["status"] == "ok"].copy()
+    for col in ("case_id", "machine", "arch", "run_id", "git_commit", "dtype", "op"):
+        evil = BOLD + " " + df[col].astype(str) + " " + LINK
+        df[col] = evil.astype("category") if isinstance(df[col].dtype, pd.CategoricalDtype) else evil
+    df["provider"] = df["provider"].astype(str).replace({"torch_eager": BOLD, "cupy": LINK}).astype("category")
+    one = df[df["machine"].astype(str).str.contains("h200")]
+    evil_title = f"{BOLD} {LINK}"
+    figs = {
+        "speedup": charts.speedup_bars(tables.speedups(tables.side_by_side(one)), title=evil_title),
+        "ceiling": charts.ceiling_bars(one, title=evil_title),
+        "sweep": charts.sweep_lines(one, "B", "p50", title=evil_title),
+        "arch": charts.arch_bars(df, "p50", title=evil_title),
+        "history": charts.history_lines(one, "p50", title=evil_title),
+        "empty": charts.history_lines(one.iloc[:0], "p50", title=evil_title),
+    }
+    for name, fig in figs.items():
+        doc = json.loads(fig.to_json())
+        texts = _strings(doc)
+        for key, text in texts:
+            if key == "hovertemplate":
+                text = TEMPLATE_TAGS.sub("", text)
+            assert "<" not in text and ">" not in text, (name, key, text)
+        joined = "\n".join(t for _, t in texts)
+        assert charts.plain(LINK) in joined and charts.plain(BOLD) in joined, name
+        assert doc["layout"]["title"]["text"] == charts.plain(evil_title), name
+        names = {t.get("name") for t in doc["data"]}
+        if name in ("speedup", "ceiling", "sweep", "history"):  # providers (peers) in the legend, escaped
+            assert any(n and charts.plain(BOLD) in n for n in names), (name, names)
+        if name == "arch":
+            assert all(charts.plain(LINK) in n for n in names), names
+    # the categories shown on the x axis are the escaped case ids
+    xs = [x for t in json.loads(figs["ceiling"].to_json())["data"] for x in t["x"]]
+    assert xs and all(x.startswith(charts.plain(BOLD)) for x in xs)
 
 
 # ---------------------------------------------------------------- speed
@@ -272,13 +371,41 @@ def test_no_html_rendering_in_source() -> None:
     """No page or helper can render markup: no unsafe_allow_html, st.html or components anywhere."""
     for path in (REPO / "dashboard").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
-        for banned in ("unsafe_allow_html", "st.html", "components.v1", "st.components"):
+        for banned in ("unsafe_allow_html", "st.html", "components.v1", "st.components", "components.html",
+                       "st.iframe"):
             assert banned not in text, (path, banned)
+
+
+def test_make_run_ends_serving_the_dashboard() -> None:
+    """`make run` ends with the dashboard on 127.0.0.1 over results/ + RUN_OUT, unless SERVE=0 (dry run:
+    make -n prints the recipe and runs nothing, since no recipe line calls $(MAKE))."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("no make here")
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under make test
+
+    def dry(*args: str) -> str:
+        return subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=REPO, env=env, capture_output=True,
+                              text=True, check=True).stdout
+
+    serve = ("streamlit run dashboard/app.py --server.address 127.0.0.1 --server.port 8765 "
+             "--server.headless true --browser.gatherUsageStats false -- --results some/run")
+    out = dry("run", "PORT=8765", "RUN_OUT=some/run")
+    assert "robocache-bench run --suite quick --out some/run" in out
+    assert out.index("--headline") < out.index("Dashboard: http://127.0.0.1:8765") < out.rindex("exec ")
+    assert out.rstrip().endswith(serve), out[-400:]
+    assert 'if [ "1" = 0 ]; then exit' in out
+    assert 'if [ "0" = 0 ]; then exit' in dry("run", "SERVE=0")  # the opt-out exits before serving
+    assert dry("serve", "PORT=8765", "RUN_OUT=some/run").rstrip().endswith(serve)
 
 
 def test_app_declares_pages(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """app.py runs its default page (the overview) through st.navigation."""
     monkeypatch.setenv(data.ENV_VAR, str(fixture_dir))
+    monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
     at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=60).run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Overview"]

@@ -1,0 +1,172 @@
+"""Serve the dashboard and drive a real Chromium through Playwright: the machinery of the browser test
+(``tests/test_browser.py``) and of the README's screenshot::
+
+    .venv/bin/python -m dashboard.browser docs/dashboard-overview.png --charts 2 \\
+        -- --no-default-results --results results/h200-nvidia-h200      # (make screenshot)
+
+Chromium is Debian's ``/usr/bin/chromium`` (``make test`` installs it with apt-get); Playwright only
+drives it and never downloads a browser (no ``playwright install``). Playwright is a ``[dev]``
+dependency, imported when a browser is launched, so the dashboard itself does not need it.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+APP = REPO / "dashboard" / "app.py"
+CHROMIUM = os.environ.get("ROBOCACHE_CHROMIUM", "/usr/bin/chromium")
+# Headless, no sandbox (CI runs as root), and no background traffic: on a closed network Chromium's own
+# connections (updates, sync, QUIC probes) are refused and only slow it down.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Plotly graph divs that have finished drawing (plotly sets _fullLayout and adds its SVG layers).
+_DRAWN_JS = ("() => [...document.querySelectorAll('.js-plotly-plot')]"
+             ".filter(d => d._fullLayout && d.querySelector('.main-svg')).length")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(app_args: Sequence[str] = (), *, port: int | None = None, log: Path | None = None,
+          timeout_s: float = 60.0) -> Iterator[str]:
+    """``streamlit run dashboard/app.py -- APP_ARGS`` on 127.0.0.1, headless; yields its URL.
+
+    Waits for Streamlit's health endpoint; the server is stopped on exit. Its output goes to ``log``
+    (or is discarded); a server that dies or does not answer in ``timeout_s`` raises ``RuntimeError``
+    with the end of that log.
+    """
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", "127.0.0.1",
+           "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", "--", *app_args]
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}: {_tail(log)}")
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:  # noqa: S310 - loopback
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not answer on {url} in {timeout_s:.0f} s: {_tail(log)}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if log:
+            out.close()  # type: ignore[union-attr]
+
+
+def _tail(log: Path | None, n: int = 2000) -> str:
+    if not log or not log.exists():
+        return "(no log)"
+    return log.read_text(encoding="utf-8", errors="replace")[-n:]
+
+
+@contextlib.contextmanager
+def chromium(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterator[Any]:
+    """A Playwright page in Debian's headless Chromium with a fresh profile folder ``profile``."""
+    from playwright.sync_api import sync_playwright  # a [dev] dependency: only here
+
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": width, "height": height})
+        try:
+            yield ctx.pages[0] if ctx.pages else ctx.new_page()
+        finally:
+            ctx.close()
+
+
+def wait_for_charts(page: Any, n: int = 1, timeout_s: float = 30.0) -> int:
+    """Wait until at least ``n`` Plotly charts have drawn; their number."""
+    page.wait_for_function(f"n => ({_DRAWN_JS})() >= n", arg=n, timeout=timeout_s * 1000)
+    return int(page.evaluate(_DRAWN_JS))
+
+
+def wait_idle(page: Any, timeout_s: float = 30.0) -> None:
+    """Wait until Streamlit has finished the current rerun (its "running" status widget is gone)."""
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                           timeout=timeout_s * 1000)
+
+
+def select(page: Any, label: str, option: str) -> None:
+    """Pick ``option`` in the selectbox labelled ``label`` (a combobox with a listbox of options)."""
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def chart_texts(page: Any, selector: str) -> list[str]:
+    """The text of every ``selector`` element inside the Plotly charts (``.gtitle``, ``.legendtext``, ...)."""
+    return page.locator(f".js-plotly-plot {selector}").all_text_contents()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Screenshot one page of the dashboard (after optional selections) into a PNG."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Arguments after -- go to the dashboard (--results DIR ..., "
+                                        "--no-default-results).")
+    ap.add_argument("out", type=Path, help="PNG to write")
+    ap.add_argument("--page", default="", help="page path, e.g. sweeps (default: the overview)")
+    ap.add_argument("--select", action="append", default=[], metavar="LABEL=OPTION",
+                    help="pick OPTION in the selectbox LABEL before the screenshot (repeatable)")
+    ap.add_argument("--charts", type=int, default=1, help="wait for this many charts (default 1)")
+    ap.add_argument("--width", type=int, default=1400)
+    ap.add_argument("--height", type=int, default=1250)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    app_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if not os.access(CHROMIUM, os.X_OK):
+        print(f"no Chromium at {CHROMIUM}: `make chromium` installs Debian's", file=sys.stderr)
+        return 2
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="robocache-shot-") as tmp, \
+            serve(app_args, log=Path(tmp) / "streamlit.log") as url, \
+            chromium(Path(tmp) / "profile", width=args.width, height=args.height) as page:
+        page.goto(f"{url}/{args.page}")
+        wait_for_charts(page, args.charts)
+        for sel in args.select:
+            label, _, option = sel.partition("=")
+            select(page, label, option)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")  # no focus ring
+            wait_idle(page)
+            wait_for_charts(page, args.charts)
+        if page.locator('[data-testid="stException"]').count():
+            print("the page shows an exception; no screenshot", file=sys.stderr)
+            return 1
+        page.wait_for_timeout(500)  # plotly's transitions
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(args.out))
+    print(f"wrote {args.out} ({args.out.stat().st_size // 1024} KiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""The dashboard in a real browser: ``streamlit run dashboard/app.py`` on a free 127.0.0.1 port, driven
+by Playwright in Debian's headless Chromium (``/usr/bin/chromium``; ``make test`` installs it).
+
+Over generated, SYNTHETIC records (two architectures, a ``<script>`` case id, providers and a machine
+named with Plotly markup, a bad file named ``<img onerror>``): the charts draw, a filter change redraws
+them, nothing from a result file becomes markup or runs (no dialog opens, the text shows as typed), no
+page shows an exception. Screenshots go to the test's tmp folder (or ``$ROBOCACHE_SCREENSHOTS``).
+
+Without Chromium the test is skipped with the reason; with ``ROBOCACHE_REQUIRE_BROWSER=1`` (set by
+``.ci/run``) it fails instead, so CI cannot pass without running it.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dashboard import browser
+
+REQUIRED = os.environ.get("ROBOCACHE_REQUIRE_BROWSER", "") == "1"
+
+
+def _missing() -> str:
+    """Why the browser test cannot run here ("" when it can)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the Python package playwright is not installed (it is in the [dev] extra)"
+    if not os.access(browser.CHROMIUM, os.X_OK):
+        return (f"no Chromium at {browser.CHROMIUM}; `make test` installs it (apt-get install chromium), "
+                "or run `make chromium`")
+    return ""
+
+
+MISSING = _missing()
+if MISSING and not REQUIRED:
+    pytest.skip(f"DASHBOARD BROWSER TEST NOT RUN: {MISSING}", allow_module_level=True)
+
+from robocache.bench.store import write_records  # noqa: E402
+from tests.test_dashboard import BAD_NAME, SCRIPT, fixture_record, gpu_env  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+BOLD = "<b>bold</b>"  # a provider name: plotly would draw it bold if it took it as markup
+LINK = '<a href="javascript:alert(2)">m</a>'  # in a machine name: plotly would draw a link
+CASE = f"resample/{SCRIPT}"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SYNTHETIC records: H200 (robocache, torch_eager, "<b>bold</b>") and B200 (robocache, cupy) on a
+    machine named with a link, three commits each, a <script> case, a bad file named <img onerror>."""
+    out = tmp_path_factory.mktemp("browser-results")
+    layouts = (("H200", "synthetic-h200", 1.0, {"robocache": "robocache", "torch_eager": "torch_eager",
+                                                 "cupy": BOLD}),
+               ("B200", f"synthetic-b200 {LINK}", 0.6, {"robocache": "robocache", "cupy": "cupy"}))
+    for arch, machine, scale, providers in layouts:
+        for run in range(3):
+            recs = []
+            for speed_key, name in providers.items():
+                for case, b in [(f"resample/B{b}-S100-T50-D32", b) for b in (16, 64, 256)] + [(CASE, 8)]:
+                    r = fixture_record(run, case, speed_key, b, arch_scale=scale, commit=f"{run:x}" * 40,
+                                       created=f"2026-01-0{run + 1}T00:00:00Z")
+                    r["case"]["provider"] = name
+                    recs.append(r)
+            write_records(out, gpu_env(arch, machine), recs, name=f"{arch.lower()}-run{run}")
+    (out / BAD_NAME).write_text("{not json", encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env = os.environ.get("ROBOCACHE_SCREENSHOTS")
+    out = Path(env) if env else tmp_path_factory.mktemp("screenshots")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _no_exception(page: Any, where: str) -> None:
+    exc = page.locator('[data-testid="stException"]')
+    assert exc.count() == 0, f"{where}: Streamlit exception(s) on the page: {exc.all_inner_texts()}"
+
+
+def _no_markup_in_charts(page: Any, where: str) -> None:
+    """Plotly drew no link (it draws <a href> as an SVG link) and no bold legend entry or tick label (it
+    draws <b> as a bold tspan). Titles are left out: Streamlit's Plotly theme sets them in bold itself;
+    their text is checked as typed instead."""
+    assert page.locator(".js-plotly-plot svg a").count() == 0, where
+    bold = page.locator(", ".join(f'.js-plotly-plot {part} tspan[style*="bold"]'
+                                  for part in (".legendtext", ".xtick", ".ytick", ".annotation")))
+    assert bold.count() == 0, (where, bold.all_text_contents())
+
+
+def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> None:
+    if MISSING:  # only with ROBOCACHE_REQUIRE_BROWSER=1 (CI): a failure, not a skip
+        pytest.fail(f"DASHBOARD BROWSER TEST NOT RUN: {MISSING} (ROBOCACHE_REQUIRE_BROWSER=1)", pytrace=False)
+    t0 = time.perf_counter()
+    dialogs: list[str] = []
+    errors: list[str] = []
+    log = tmp_path / "streamlit.log"
+    with browser.serve(["--no-default-results", "--results", str(results)], log=log) as url, \
+            browser.chromium(tmp_path / "profile") as page:
+        assert url.startswith("http://127.0.0.1:")
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        # Overview: the first architecture (B200) draws its two charts
+        page.goto(url + "/")
+        assert browser.wait_for_charts(page, 2) >= 2
+        browser.wait_idle(page)
+        _no_exception(page, "overview")
+        assert page.get_by_text("SYNTHETIC", exact=False).count() >= 1  # the fixture says what it is
+        legend = browser.chart_texts(page, ".legendtext")
+        assert "cupy" in legend and BOLD not in legend, legend
+        page.screenshot(path=str(shots / "overview-b200.png"))
+
+        # change a filter: H200; the speedup chart redraws with that machine's peers
+        browser.select(page, "architecture", "H200")
+        page.wait_for_function(
+            "t => [...document.querySelectorAll('.js-plotly-plot .legendtext')].some(e => e.textContent === t)",
+            arg=BOLD, timeout=30_000)
+        browser.wait_idle(page)
+        assert browser.wait_for_charts(page, 2) >= 2
+        _no_exception(page, "overview, H200")
+        legend = browser.chart_texts(page, ".legendtext")
+        assert {BOLD, "torch_eager"} <= set(legend) and "cupy" not in legend, legend  # shown as typed
+        # x categories: the <script> case id as text on the axis
+        assert any(SCRIPT in t for t in browser.chart_texts(page, ".xtick")), browser.chart_texts(page, ".xtick")
+        _no_markup_in_charts(page, "overview, H200")
+        page.screenshot(path=str(shots / "overview-h200.png"))
+
+        # Architectures (through the sidebar): the machine name with a link in the legend, as text
+        page.get_by_test_id("stSidebarNav").get_by_role("link", name="Architectures").click()
+        page.wait_for_function(
+            "t => [...document.querySelectorAll('.js-plotly-plot .legendtext')].some(e => e.textContent.includes(t))",
+            arg=LINK, timeout=30_000)
+        browser.wait_idle(page)
+        _no_exception(page, "architectures")
+        _no_markup_in_charts(page, "architectures")
+        page.screenshot(path=str(shots / "architectures.png"))
+
+        # History: pick the <script> case; the chart's title carries it, as text
+        page.get_by_test_id("stSidebarNav").get_by_role("link", name="History").click()
+        browser.wait_for_charts(page, 1)
+        browser.wait_idle(page)
+        browser.select(page, "machine", "synthetic-h200")
+        page.wait_for_function(
+            "t => [...document.querySelectorAll('.js-plotly-plot .legendtext')].some(e => e.textContent === t)",
+            arg="torch_eager float32", timeout=30_000)
+        browser.wait_idle(page)
+        browser.select(page, "case", CASE)
+        want = f"{CASE}: median time per call (us)"
+        page.wait_for_function(
+            "t => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent === t)",
+            arg=want, timeout=30_000)
+        browser.wait_idle(page)
+        _no_exception(page, "history")
+        assert page.locator("script", has_text="alert(1)").count() == 0
+        assert f"{BOLD} float32" in browser.chart_texts(page, ".legendtext")
+        _no_markup_in_charts(page, "history")
+        page.screenshot(path=str(shots / "history-script-case.png"))
+
+        # Runs: the bad file's name <img src=x onerror=alert(1)> listed as text, no <img> made of it
+        page.goto(url + "/runs")
+        page.get_by_text("onerror=alert(1)", exact=False).first.wait_for(timeout=30_000)
+        browser.wait_idle(page)
+        _no_exception(page, "runs")
+        assert page.locator('img[src="x"]').count() == 0
+        page.screenshot(path=str(shots / "runs.png"))
+
+    took = time.perf_counter() - t0
+    print(f"\nbrowser test: {took:.1f} s; screenshots in {shots}")
+    assert not dialogs, f"a dialog opened: record text ran as script: {dialogs}"
+    assert not errors, f"uncaught errors in the page: {errors}"
+    for name in ("overview-b200.png", "overview-h200.png", "architectures.png", "history-script-case.png",
+                 "runs.png"):
+        assert (shots / name).stat().st_size > 10_000, name  # a drawn page, not an empty image
+    assert took < 90, took
