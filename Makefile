@@ -64,6 +64,8 @@ chromium:  ## install Debian's chromium (apt-get) for the browser test, if missi
 	else echo "*** $(CHROMIUM) still missing after apt-get: the browser test cannot run (skipped; in CI: failed)."; fi
 
 test: setup chromium  ## the whole CPU test suite (GPU tests skip, with a banner, without a GPU), asv check, benchmarks as tests
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(BIN)/zizmor --offline .github/workflows
 	$(BIN)/asv check --python=same
 	ROBOCACHE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests benchmarks --benchmark-disable
 

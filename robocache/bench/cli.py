@@ -1,9 +1,11 @@
-"""robocache-bench: run the grid, look at a run, write the report.
+"""robocache-bench: run the grid, look at a run, write the report, find regressions.
 
     robocache-bench run --suite quick                 # the best device present, results/ by default
     robocache-bench list --suite nightly --ops fuse   # the cases and why each exists
     robocache-bench show results/                     # one run (the latest unless --run), every case
     robocache-bench report results/ --out report.md   # the markdown report of one run
+    robocache-bench compare BASE NEW --history results/   # per case: same / faster / slower / ...
+    robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
 """
 from __future__ import annotations
 
@@ -49,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--time-limit", type=float, default=None, help="max seconds of sampling per case (2)")
     r.add_argument("--machine", help="stable machine name for the history (default: $ROBOCACHE_MACHINE or "
                                      "the hostname)")
+    r.add_argument("--cases", type=_csv,
+                   help="comma-separated case keys op/tag/dtype/provider (as `list` and alerts print them); "
+                        "they replace the suite's cases")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     ls = sub.add_parser("list", help="list the cases of a suite and the reason for each grid point")
@@ -67,6 +72,43 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--out", help="write the report to this file instead of stdout")
             s.add_argument("--headline", action="store_true",
                            help="only the header and the headline table (the classic case)")
+
+    c = sub.add_parser(
+        "compare", help="per case verdicts between two runs: same, faster, slower, incomparable, failed",
+        description="Compare two runs case by case. A case is 'same' unless its change exceeds both the floor and "
+                    "4 sigma of its noise: the two runs' own uncertainty plus the between-run noise, taken from "
+                    "--history (other runs of the same series) or else from a prior fitted on H200 runs. "
+                    "BASE and NEW are each a records file, a folder (its latest run) or a run id (looked up in "
+                    "--results). Exit code 1 with --fail-on-slower when any case is slower or failed.")
+    c.add_argument("base")
+    c.add_argument("new")
+    c.add_argument("--results", nargs="+", default=["results"], help="where run ids are looked up (results/)")
+    c.add_argument("--history", nargs="*", default=None,
+                   help="folders whose runs give each case's between-run noise (default: --results)")
+    c.add_argument("--floor", type=float, default=None, help="smallest relative change ever called (0.03)")
+    c.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    c.add_argument("--out", help="write to this file instead of stdout")
+    c.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any case is slower or failed")
+
+    k = sub.add_parser(
+        "check", help="change points over the history of every series; alerts for current regressions",
+        description="Detect change points in every series (machine, case, provider, dtype, timer, cache, front end) "
+                    "over the runs in PATHS: ruptures' PELT scaled to each series' own noise plus the newest runs, "
+                    "p-values with Benjamini-Hochberg across all series, throttled/contended/failed/incorrect runs "
+                    "excluded. An alert is a significant slowdown beyond the floor that still holds at the newest "
+                    "run. With --confirm the alerted cases are measured again first and only alerts that persist "
+                    "are raised.")
+    k.add_argument("paths", nargs="*", default=["results"], help="record files or folders (default: results/)")
+    k.add_argument("--machine", help="only this machine's series")
+    k.add_argument("--frontend", default="cli", help="only records of this front end (cli; 'all' for every one)")
+    k.add_argument("--floor", type=float, default=None, help="smallest relative change ever alerted (0.03)")
+    k.add_argument("--json", help="write the alerts as JSON (schema robocache-alerts/1) to this file")
+    k.add_argument("--markdown", help="write the markdown summary to this file (also printed)")
+    k.add_argument("--confirm", action="store_true",
+                   help="measure the alerted cases again (one process each) before raising the alerts")
+    k.add_argument("--confirm-out", default=None,
+                   help="where the confirmation records go (default: <first path>/confirm)")
+    k.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any alert is raised")
     return p
 
 
@@ -104,14 +146,99 @@ def _dispatch(args: argparse.Namespace) -> int:
         else:
             print(text)
         return 0
+    if args.cmd == "compare":
+        return _compare(args)
+    if args.cmd == "check":
+        return _check(args)
     return _run(args)
+
+
+def _run_records(spec: str, results: list[str]) -> tuple[str, list]:
+    """A run given as a records file, a folder (its latest run) or a run id looked up in ``results``."""
+    if Path(spec).exists():
+        loaded = store.load(spec)
+        for path, why in loaded.bad:
+            print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
+        return rep.pick_run(loaded.records)
+    loaded = store.load(*results)
+    return rep.pick_run(loaded.records, spec)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import json
+
+    from . import regress
+
+    bname, base = _run_records(args.base, args.results)
+    nname, new = _run_records(args.new, args.results)
+    hist_paths = args.results if args.history is None else args.history
+    history = store.load(*hist_paths).records if hist_paths else []
+    kw = {"floor": args.floor} if args.floor is not None else {}
+    verdicts = regress.compare(base, new, history=history, **kw)
+    if args.format == "json":
+        text = json.dumps({"schema": "robocache-compare/1", "base": bname, "new": nname,
+                           "cases": [v.to_dict() for v in verdicts]}, indent=1, allow_nan=False)
+    else:
+        text = regress.compare_markdown(verdicts, bname, nname)
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"comparison written to {args.out}")
+    else:
+        print(text)
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in regress.VERDICTS}
+    print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
+    return 1 if args.fail_on_slower and (counts["slower"] or counts["failed"]) else 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    import json
+
+    from . import regress
+
+    loaded = store.load(*args.paths)
+    for path, why in loaded.bad:
+        print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
+    frontend = None if args.frontend == "all" else args.frontend
+    kw = {"floor": args.floor} if args.floor is not None else {}
+    records = list(loaded.records)
+    res = regress.check(records, machine=args.machine, frontend=frontend, **kw)
+    unconfirmed: list = []
+    if args.confirm and res.alerts:
+        from . import runner
+
+        out = args.confirm_out or str(Path(args.paths[0] if Path(args.paths[0]).is_dir() else ".") / "confirm")
+        keys = sorted({c.key for c in res.alerts})
+        machine = args.machine or res.alerts[0].series["machine"]
+        suite = res.alerts[0].after.suite
+        print(f"confirming {len(keys)} alerted case(s) by measuring them again into {out} ...", file=sys.stderr)
+        device = runner.detect_device()
+        rr = runner.run_suite(suite, device=device, cases=[specs.find(k, device=device) for k in keys],
+                              out_dir=out, machine=machine, progress=False)
+        again = store.load(rr.path).records if rr.path else []
+        res.alerts, unconfirmed = regress.confirm(res, again, **kw)
+    text = regress.check_markdown(res)
+    if unconfirmed:
+        text += "\nNot confirmed by the rerun (not raised): " + ", ".join(
+            regress._md(regress.alert_title(c)) for c in unconfirmed) + "\n"
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    if args.json:
+        doc = regress.alerts_json(res)
+        doc["unconfirmed"] = [c.fingerprint for c in unconfirmed]
+        store_tmp = Path(args.json)
+        store_tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
+    return 1 if args.fail_on_regression and res.alerts else 0
 
 
 def _run(args: argparse.Namespace) -> int:
     from . import runner
 
     device = runner.detect_device() if args.device == "auto" else args.device
-    cases = specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes)
+    if args.cases:
+        cases = [specs.find(k, device=device) for k in args.cases]
+    else:
+        cases = specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes)
     if not cases:
         print("no cases match these filters; see `robocache-bench list`", file=sys.stderr)
         return 2

@@ -1,0 +1,198 @@
+"""robocache-bench compare / check: verdicts, change points, alerts, the CLI, and the real H200 A/A pair.
+
+Records built here are synthetic fixtures (``"synthetic": True``); the A/A test reads committed H200 runs.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+from test_store import make_env, make_record
+
+from robocache.bench import cli, regress, store
+
+REPO = Path(__file__).resolve().parents[1]
+H200 = REPO / "results" / "h200-nvidia-h200"
+AA = ("20261121T024954Z-ed53d9-quick", "20261121T025130Z-509d8a-quick")  # one commit, two CLI quick runs
+
+
+def rec(case: str = "resample/B1-S100-T50-D32", t: float = 100.0, run: str = "run-a", night: int = 0,
+        provider: str = "numpy", status: str = "ok", throttled: bool = False, machine: str = "ci-synthetic",
+        commit: str | None = None, noise: float = 0.002) -> dict:
+    r = make_record(0, run_id=run)
+    r["case"]["id"] = case
+    r["case"]["provider"] = provider
+    r["metrics"]["time_us"].update(p20=t * 0.99, p50=t, p80=t * 1.01)
+    r["method"]["noise"] = noise
+    r["status"] = status
+    r["frontend"] = "cli"
+    r["created"] = f"2026-01-{1 + night:02d}T03:00:00+00:00"
+    r["git_commit"] = commit or f"{night:04d}" + "a" * 36
+    r["health"]["throttled"] = throttled
+    r["env"] = make_env(machine)
+    return r
+
+
+# ------------------------------------------------------------------ compare
+
+def test_compare_verdicts():
+    base = [rec("resample/B1-S100-T50-D32", 100.0), rec("resample/B2-S100-T50-D32", 100.0),
+            rec("resample/B3-S100-T50-D32", 100.0), rec("resample/B4-S100-T50-D32", 100.0),
+            rec("resample/B5-S100-T50-D32", 100.0), rec("resample/B6-S100-T50-D32", 100.0)]
+    new = [rec("resample/B1-S100-T50-D32", 101.0, run="run-b"),  # +1%: same
+           rec("resample/B2-S100-T50-D32", 130.0, run="run-b"),  # +30%: slower
+           rec("resample/B3-S100-T50-D32", 70.0, run="run-b"),  # -30%: faster
+           rec("resample/B4-S100-T50-D32", 100.0, run="run-b", status="crash"),
+           rec("resample/B5-S100-T50-D32", 130.0, run="run-b", throttled=True),
+           rec("resample/B7-S100-T50-D32", 100.0, run="run-b")]
+    v = {x.case.split()[0]: x for x in regress.compare(base, new)}
+    assert v["resample/B1-S100-T50-D32"].verdict == "same"
+    assert v["resample/B2-S100-T50-D32"].verdict == "slower" and v["resample/B2-S100-T50-D32"].ratio == 1.3
+    assert v["resample/B3-S100-T50-D32"].verdict == "faster"
+    assert v["resample/B4-S100-T50-D32"].verdict == "failed" and "crash" in v["resample/B4-S100-T50-D32"].reason
+    assert v["resample/B5-S100-T50-D32"].verdict == "incomparable" and "throttled" in v["resample/B5-S100-T50-D32"].reason
+    assert v["resample/B6-S100-T50-D32"].verdict == "incomparable"  # missing from the new run
+    assert v["resample/B7-S100-T50-D32"].verdict == "incomparable"  # only in the new run
+    # the threshold is the floor or Z sigma of the prior noise, whichever is larger
+    assert v["resample/B1-S100-T50-D32"].threshold >= regress.FLOOR
+
+
+def test_compare_noise_from_history_widens_a_noisy_case():
+    base, new = [rec(t=100.0)], [rec(t=112.0, run="run-b", night=9)]
+    assert regress.compare(base, new)[0].verdict == "slower"  # prior noise ~1.5%: 12% is beyond 4 sigma
+    noisy = [rec(t=100.0 * f, run=f"h{i}", night=i + 1) for i, f in enumerate((1.0, 1.08, 0.93, 1.1, 0.95, 1.07))]
+    v = regress.compare(base, new, history=noisy)[0]
+    assert v.noise_source == "history" and v.verdict == "same" and v.threshold > 0.12
+
+
+def test_compare_other_machine_is_incomparable():
+    v = regress.compare([rec()], [rec(run="run-b", machine="other")])[0]
+    assert v.verdict == "incomparable" and "machine" in v.reason
+
+
+def test_h200_same_commit_quick_runs_compare_all_same():
+    runs = [store.load(H200 / f"{n}{store.RECORDS_SUFFIX}").records for n in AA]
+    history = store.load(H200).records
+    verdicts = regress.compare(runs[0], runs[1], history=history)
+    assert len(verdicts) == 44
+    assert {v.verdict for v in verdicts} == {"same"}, [(v.case, v.ratio) for v in verdicts if v.verdict != "same"]
+
+
+def test_compare_cli_markdown_json_and_exit_code(tmp_path, capsys):
+    env = make_env()
+    a = store.write_records(tmp_path / "a", env, [rec(case="resample/<script>x</script>", t=100.0)], name="a")
+    b = store.write_records(tmp_path / "b", env, [rec(case="resample/<script>x</script>", t=150.0, run="run-b")],
+                            name="b")
+    assert cli.main(["compare", str(a), str(b), "--history"]) == 0
+    out = capsys.readouterr().out
+    assert "**slower**" in out and "<script>" not in out and "\\<script\\>" in out
+    assert cli.main(["compare", str(a), str(b), "--history", "--fail-on-slower"]) == 1
+    capsys.readouterr()
+    assert cli.main(["compare", str(a), str(b), "--history", "--format", "json", "--out", str(tmp_path / "c.json")]) == 0
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["schema"] == "robocache-compare/1" and doc["cases"][0]["verdict"] == "slower"
+
+
+# ------------------------------------------------------------------ check
+
+def series(values, case="resample/B1-S100-T50-D32", provider="numpy", throttled_at=(), status_at=None):
+    out = []
+    for i, t in enumerate(values):
+        r = rec(case, t, run=f"n{i:03d}", night=i, provider=provider, throttled=i in throttled_at)
+        if status_at and i in status_at:
+            r["status"] = status_at[i]
+        out.append(r)
+    return out
+
+
+FLAT = [100.0, 100.4, 99.7, 100.2, 99.9, 100.3, 99.8, 100.1, 100.0, 99.6, 100.2, 100.1]
+
+
+def test_check_flat_history_is_silent():
+    res = regress.check(series(FLAT))
+    assert res.series_checked == 1 and res.alerts == [] and res.changes == []
+
+
+def test_check_finds_last_night_slowdown_and_names_commits():
+    vals = FLAT + [110.0]
+    res = regress.check(series(vals))
+    assert len(res.alerts) == 1
+    a = res.alerts[0]
+    assert a.before.commit.startswith("0011") and a.after.commit.startswith("0012")
+    assert 1.08 < a.ratio < 1.12 and a.ratio_ci[0] > 1.0
+    md = regress.alert_markdown(a)
+    assert "robocache-bench run" in md and "--cases resample/B1-S100-T50-D32/float32/numpy" in md
+    doc = regress.alerts_json(res)
+    assert doc["schema"] == "robocache-alerts/1" and doc["alerts"][0]["direction"] == "slower"
+    assert doc["alerts"][0]["fingerprint"] == a.fingerprint and len(a.fingerprint) == 12
+
+
+def test_check_step_in_the_past_that_recovered_is_not_an_alert():
+    vals = FLAT[:6] + [115.0, 115.2, 114.8, 115.1] + FLAT[:6]
+    res = regress.check(series(vals))
+    assert res.alerts == []
+
+
+def test_check_improvement_is_reported_not_alerted():
+    res = regress.check(series(FLAT + [80.0, 80.2]))
+    assert res.alerts == [] and len(res.improvements) == 1
+
+
+def test_check_excludes_throttled_failed_and_incorrect_points():
+    vals = FLAT + [140.0, 140.0, 140.0]
+    n = len(FLAT)
+    res = regress.check(series(vals, throttled_at={n}, status_at={n + 1: "incorrect", n + 2: "crash"}))
+    assert res.alerts == [] and res.excluded_points == 3
+    assert res.excluded_reasons == {"throttled": 1, "status": 2}
+
+
+def test_check_needs_history():
+    res = regress.check(series(FLAT[:regress.MIN_HISTORY - 2] + [200.0]))
+    assert res.series_checked == 0 and res.alerts == []
+
+
+def test_confirm_keeps_a_reproduced_slowdown_and_drops_an_outlier():
+    res = regress.check(series(FLAT + [110.0]))
+    assert len(res.alerts) == 1
+    again = [rec(t=110.5, run="confirm", night=12)]
+    kept, dropped = regress.confirm(res, again)
+    assert len(kept) == 1 and not dropped
+    kept, dropped = regress.confirm(res, [rec(t=100.1, run="confirm", night=12)])
+    assert not kept and len(dropped) == 1
+    kept, dropped = regress.confirm(res, [])  # no rerun: not confirmed
+    assert not kept
+
+
+def test_check_cli_outputs_and_exit_code(tmp_path, capsys):
+    env = make_env()
+    recs = series(FLAT + [110.0])
+    for r in recs:
+        store.write_records(tmp_path / "hist", env, [copy.deepcopy(r)], name=r["run_id"])
+    js, md = tmp_path / "alerts.json", tmp_path / "alerts.md"
+    rc = cli.main(["check", str(tmp_path / "hist"), "--json", str(js), "--markdown", str(md), "--fail-on-regression"])
+    assert rc == 1
+    doc = json.loads(js.read_text())
+    assert len(doc["alerts"]) == 1 and doc["summary"]["series_checked"] == 1
+    assert "performance regression" in md.read_text()
+    assert cli.main(["check", str(tmp_path / "hist")]) == 0  # without --fail-on-regression
+    capsys.readouterr()
+
+
+def test_run_cases_option_selects_exact_cases():
+    args = cli._parser().parse_args(["run", "--cases", "resample/B256-S100-T50-D32/float32/numpy"])
+    assert args.cases == ["resample/B256-S100-T50-D32/float32/numpy"]
+    with pytest.raises(KeyError):
+        from robocache.bench import specs
+        specs.find("resample/nope/float32/numpy")
+
+
+def test_alert_text_cannot_mention_or_inject_markup():
+    r = series(FLAT + [120.0], case="resample/@octocat<img src=x>", provider="numpy")
+    res = regress.check(r)
+    md = regress.alert_markdown(res.alerts[0])
+    assert "@octocat" not in md  # a word joiner follows every @
+    outside_code = re.sub(r"`[^`]*`", "", md)  # inside a code span markup is shown as text
+    assert "<img" not in outside_code.replace("\\<", "")

@@ -1,0 +1,25 @@
+"""The local rehearsal of the nightly alert (scripts/rehearse_regression.py) runs and raises exactly the
+expected alert: a throwaway git history, a commit that makes NumPy's resample slower, the nightly steps on
+the CPU providers, ``robocache-bench check --confirm``. About a minute."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_rehearsal_raises_the_expected_alert(tmp_path):
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse_regression.py"), "--json",
+                          str(tmp_path / "alerts.json")], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "rehearsal OK" in out.stdout and "performance regression" in out.stdout
+    doc = json.loads((tmp_path / "alerts.json").read_text())
+    assert sorted(a["case_key"] for a in doc["alerts"]) == ["resample/B256-S100-T50-D32/float32/numpy",
+                                                           "resample/B32-S100-T50-D32/float32/numpy"]
+    assert all(a["direction"] == "slower" and a["ratio"] > 1.5 for a in doc["alerts"])

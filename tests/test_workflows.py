@@ -1,0 +1,486 @@
+"""The security rules of .github/workflows, checked offline (docs/ci.md, "Security rules").
+
+`make test` also runs check-jsonschema (GitHub's workflow schema) and zizmor over the same files; these tests
+pin down the rules that are ours: who may write, where the GPU runners may be reached from, pinned actions,
+no expressions inside shell scripts, timeouts. They also rehearse the two shell parts of the nightly without
+GitHub: scripts/nightly.sh with a stub interpreter, and the persist job's script against a local bare repo.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WF_DIR = ROOT / ".github" / "workflows"
+NIGHTLY_SH = ROOT / "scripts" / "nightly.sh"
+PR_TRIGGERS = {"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
+               "issue_comment", "workflow_run"}  # events a stranger (a fork, a commenter) can cause
+FORK_GUARD = "github.event.repository.fork == false"
+# The only jobs with a write scope, and the one scope each may write.
+WRITERS = {("nightly.yml", "persist"): "contents", ("nightly.yml", "issues"): "issues"}
+# The only checkout that keeps its credentials (it pushes to the benchmark-results branch).
+CREDENTIAL_CHECKOUTS = {("nightly.yml", "persist")}
+SHA_PIN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
+
+
+def _load(path: Path) -> dict:
+    doc = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the key `on` as the boolean True
+    if True in doc:
+        doc["on"] = doc.pop(True)
+    return doc
+
+
+WORKFLOWS = {p.name: _load(p) for p in sorted(WF_DIR.glob("*.y*ml"))}
+
+
+def _triggers(wf: dict) -> set[str]:
+    on = wf["on"]
+    if isinstance(on, str):
+        return {on}
+    if isinstance(on, list):
+        return set(on)
+    return set(on)
+
+
+def _jobs():
+    for name, wf in WORKFLOWS.items():
+        for job_id, job in wf["jobs"].items():
+            yield name, job_id, job
+
+
+def _steps():
+    for name, job_id, job in _jobs():
+        for step in job.get("steps", []):
+            yield name, job_id, step
+
+
+def _write_scopes(perms) -> set[str]:
+    if perms is None:
+        return set()
+    if isinstance(perms, str):
+        assert perms in ("read-all", "write-all"), perms
+        return {"*"} if perms == "write-all" else set()
+    return {k for k, v in perms.items() if v == "write"}
+
+
+def _runs_on(job: dict) -> list[str]:
+    r = job.get("runs-on", [])
+    if isinstance(r, dict):
+        r = r.get("labels", [])
+    return [r] if isinstance(r, str) else list(r)
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def test_both_workflows_exist():
+    assert {"ci.yml", "nightly.yml"} <= set(WORKFLOWS)
+
+
+@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+def test_top_level_permissions_present_and_read_only(name):
+    wf = WORKFLOWS[name]
+    assert "permissions" in wf, f"{name}: no top-level permissions (the default token may write)"
+    assert not _write_scopes(wf["permissions"]), f"{name}: top-level permissions write"
+
+
+def test_nightly_grants_nothing_by_default():
+    assert WORKFLOWS["nightly.yml"]["permissions"] == {}
+
+
+def test_write_scopes_only_in_named_jobs_one_scope_each():
+    for name, job_id, job in _jobs():
+        writes = _write_scopes(job.get("permissions"))
+        allowed = WRITERS.get((name, job_id))
+        if allowed is None:
+            assert not writes, f"{name}:{job_id} writes {writes}"
+        else:
+            assert writes == {allowed}, f"{name}:{job_id} must write exactly {allowed}, writes {writes}"
+    for (name, job_id) in WRITERS:
+        assert job_id in WORKFLOWS[name]["jobs"], f"{name}:{job_id} is gone: update WRITERS and docs/ci.md"
+
+
+def test_every_job_declares_permissions_in_nightly():
+    for job_id, job in WORKFLOWS["nightly.yml"]["jobs"].items():
+        assert "permissions" in job, f"nightly.yml:{job_id} inherits permissions: say what it needs"
+
+
+def test_writers_run_on_github_hosted_runners():
+    for (name, job_id) in WRITERS:
+        labels = _runs_on(WORKFLOWS[name]["jobs"][job_id])
+        assert "self-hosted" not in labels, f"{name}:{job_id}: a write token must not reach a self-hosted runner"
+
+
+def test_nightly_triggers_are_schedule_and_dispatch_only():
+    trig = _triggers(WORKFLOWS["nightly.yml"])
+    assert trig == {"schedule", "workflow_dispatch"}, trig
+    assert not trig & PR_TRIGGERS
+
+
+def test_self_hosted_jobs_only_without_pr_triggers_and_with_fork_guard():
+    seen = 0
+    for name, job_id, job in _jobs():
+        if "self-hosted" not in _runs_on(job):
+            continue
+        seen += 1
+        trig = _triggers(WORKFLOWS[name])
+        assert not trig & PR_TRIGGERS, f"{name}:{job_id} is self-hosted but {name} has {trig & PR_TRIGGERS}"
+        assert FORK_GUARD in str(job.get("if", "")), f"{name}:{job_id}: no fork guard ({FORK_GUARD})"
+    assert seen, "no self-hosted job found: the nightly GPU matrix is gone?"
+
+
+def test_follow_on_jobs_are_fork_guarded_and_default_branch_only():
+    jobs = WORKFLOWS["nightly.yml"]["jobs"]
+    for job_id in ("persist", "issues"):
+        cond = " ".join(str(jobs[job_id]["if"]).split())
+        assert FORK_GUARD in cond and "!cancelled()" in cond, cond
+        assert "github.ref_name == github.event.repository.default_branch" in cond, cond
+        assert jobs[job_id]["needs"] == "bench"
+
+
+def test_gpu_matrix():
+    bench = WORKFLOWS["nightly.yml"]["jobs"]["bench"]
+    strat = bench["strategy"]
+    assert strat["fail-fast"] is False
+    assert "max-parallel" not in strat
+    inc = strat["matrix"]["include"]
+    assert {(m["machine"], m["gpu"]) for m in inc} == {("gpu-a100", "a100"), ("gpu-h100", "h100"),
+                                                        ("gpu-h200", "h200")}
+    assert bench["runs-on"] == ["self-hosted", "linux", "gpu", "${{ matrix.gpu }}"]
+
+
+def test_bench_job_is_thin_one_script():
+    steps = WORKFLOWS["nightly.yml"]["jobs"]["bench"]["steps"]
+    runs = [s["run"] for s in steps if "run" in s]
+    assert runs == ['bash scripts/nightly.sh "$MACHINE" "$RUNNER_TEMP/nightly"']
+    upload = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert len(upload) == 1 and upload[0]["if"] == "${{ !cancelled() }}"  # uploaded after a regression too
+
+
+def test_every_uses_is_pinned_to_a_full_sha_with_a_version_comment():
+    n = 0
+    for path in WF_DIR.glob("*.y*ml"):
+        for line in path.read_text().splitlines():
+            m = re.match(r"\s*(?:-\s+)?uses:\s*(\S+)(.*)$", line)
+            if not m:
+                continue
+            n += 1
+            ref, rest = m.groups()
+            if ref.startswith("./"):
+                continue  # a local action is pinned by this commit
+            assert SHA_PIN.match(ref), f"{path.name}: {ref} is not pinned to a 40-hex commit"
+            assert re.match(r"\s+# v\d+\.\d+\.\d+\s*$", rest), f"{path.name}: {ref} lacks a '# vX.Y.Z' comment"
+    assert n >= 4
+    # one action, one pin, everywhere
+    pins: dict[str, set[str]] = {}
+    for _, _, step in _steps():
+        if "uses" in step:
+            action, sha = step["uses"].split("@")
+            pins.setdefault(action, set()).add(sha)
+    assert all(len(v) == 1 for v in pins.values()), pins
+
+
+def test_no_expressions_inside_run_scripts():
+    # zizmor's template-injection rule, made absolute: values reach scripts through env:, never ${{ }}
+    for name, job_id, step in _steps():
+        if "run" in step:
+            assert "${{" not in step["run"], f"{name}:{job_id}: expression inside run: {step['run']!r}"
+
+
+def test_untrusted_values_only_via_env():
+    for name, job_id, step in _steps():
+        for k, v in (step.get("env") or {}).items():
+            if "github.event." in str(v) and "fork" not in str(v):
+                pytest.fail(f"{name}:{job_id}: env {k} carries event data {v!r}")
+
+
+def test_checkouts_do_not_persist_credentials_except_the_push_job():
+    n = 0
+    for name, job_id, step in _steps():
+        if not str(step.get("uses", "")).startswith("actions/checkout@"):
+            continue
+        n += 1
+        persist = (step.get("with") or {}).get("persist-credentials")
+        if (name, job_id) in CREDENTIAL_CHECKOUTS:
+            assert persist is True, f"{name}:{job_id}: the push checkout says persist-credentials: true explicitly"
+        else:
+            assert persist is False, f"{name}:{job_id}: checkout without persist-credentials: false"
+    assert n >= 4
+
+
+def test_push_job_runs_no_repository_code_and_uploads_nothing():
+    steps = WORKFLOWS["nightly.yml"]["jobs"]["persist"]["steps"]
+    assert not any(str(s.get("uses", "")).startswith("actions/upload-artifact@") for s in steps)
+    script = "\n".join(s["run"] for s in steps if "run" in s)
+    for banned in ("scripts/", "python", "pip ", "make ", "bash ", "source ", "./"):
+        assert banned not in script, f"the persist job must only move files and run git: found {banned!r}"
+    assert "git push" in script and "benchmark-results" in script
+
+
+def test_every_job_has_a_timeout():
+    for name, job_id, job in _jobs():
+        t = job.get("timeout-minutes")
+        assert isinstance(t, int) and 0 < t <= 120, f"{name}:{job_id}: timeout-minutes {t!r}"
+
+
+def test_ci_workflow():
+    ci = WORKFLOWS["ci.yml"]
+    assert {"push", "pull_request"} <= _triggers(ci)
+    assert ci["permissions"] == {"contents": "read"}
+    assert ci["concurrency"]["cancel-in-progress"] is True
+    (job,) = ci["jobs"].values()
+    assert job["runs-on"] == "ubuntu-latest"
+    setup = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/setup-python@")]
+    assert setup and str(setup[0]["with"]["python-version"]) == "3.11"
+    assert [s["run"] for s in job["steps"] if "run" in s] == ["bash .ci/run"]
+
+
+def test_nightly_concurrency_never_cancels_a_night():
+    assert WORKFLOWS["nightly.yml"]["concurrency"]["cancel-in-progress"] is False
+
+
+def test_makefile_runs_the_offline_validators_before_pytest():
+    mk = (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    i_schema = mk.index("check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml")
+    i_zizmor = mk.index("zizmor --offline .github/workflows")
+    assert i_schema < mk.index("pytest") and i_zizmor < mk.index("pytest")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# scripts/nightly.sh with a stub interpreter: the order of the steps, their arguments, the exit code
+
+STUB = r'''#!/usr/bin/env bash
+# A stand-in for python3: logs each call as one JSON line and plays robocache-bench and asv.
+log="$STUB_LOG"
+python3 - "$log" "$@" <<'PY'
+import json, os, sys
+log, args = sys.argv[1], sys.argv[2:]
+with open(log, "a") as f:
+    f.write(json.dumps({"args": args, "results": os.environ.get("ROBOCACHE_RESULTS"),
+                        "suite": os.environ.get("ROBOCACHE_SUITE"),
+                        "pythonpath": os.environ.get("PYTHONPATH", "")}) + "\n")
+PY
+if [ "$1 $2" = "-m robocache.bench.cli" ]; then
+  case "$3" in
+    run) echo "run r1: ok 3"; exit "${STUB_RUN_RC:-0}" ;;
+    report) echo "| headline table |"; exit 0 ;;
+    check)
+      [ "${STUB_CHECK_CRASH:-0}" = 1 ] && { echo "Traceback (most recent call last): ..." >&2; exit 1; }
+      shift 3
+      while [ $# -gt 0 ]; do
+        case "$1" in
+          --json) printf '{"schema": "robocache-alerts/1", "alerts": []}' > "$2"; shift ;;
+          --markdown) printf '## robocache-bench check\n\nSTUB ALERTS\n' > "$2"; shift ;;
+        esac
+        shift
+      done
+      exit "${STUB_CHECK_RC:-0}" ;;
+  esac
+fi
+if [ "$1 $2 $3" = "-m asv run" ]; then exit "${STUB_ASV_RC:-0}"; fi
+if [ "$1 $2" = "-m asv" ]; then exit 0; fi
+echo "stub: unexpected call: $*" >&2; exit 99
+'''
+
+
+@pytest.fixture
+def stub(tmp_path, monkeypatch):
+    py = tmp_path / "stub-python"
+    py.write_text(STUB)
+    py.chmod(0o755)
+    log = tmp_path / "calls.jsonl"
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("PYTHON", str(py))
+    monkeypatch.setenv("STUB_LOG", str(log))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    for k in ("SUITE", "DEVICE", "CONFIRM", "ASV", "HISTORY", "STUB_RUN_RC", "STUB_CHECK_RC", "STUB_ASV_RC",
+              "STUB_CHECK_CRASH"):
+        monkeypatch.delenv(k, raising=False)
+
+    def run(*args: str, **env: str):
+        p = subprocess.run(["bash", str(NIGHTLY_SH), *args], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, **env})
+        calls = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+        return p, calls, (summary.read_text() if summary.exists() else "")
+
+    return run
+
+
+def _cmd(call: dict) -> str:
+    a = call["args"]
+    return a[2] if a[:2] == ["-m", "robocache.bench.cli"] else f"asv {a[2]}"
+
+
+def test_nightly_sh_help_and_bad_args():
+    p = subprocess.run(["bash", str(NIGHTLY_SH), "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "scripts/nightly.sh MACHINE OUTDIR" in p.stdout and "HISTORY" in p.stdout
+    assert subprocess.run(["bash", str(NIGHTLY_SH)], capture_output=True).returncode == 2
+    assert subprocess.run(["bash", str(NIGHTLY_SH), "a;b", "/tmp/x"], capture_output=True).returncode == 2
+
+
+def test_nightly_sh_steps_and_arguments(stub, tmp_path):
+    hist = tmp_path / "history"
+    hist.mkdir()
+    out = tmp_path / "out"
+    p, calls, summary = stub("gpu-h100", str(out), HISTORY=str(hist), CONFIRM="1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [_cmd(c) for c in calls] == ["run", "report", "asv machine", "asv run", "check"]
+    run, report, machine, asv, check = (c["args"][2:] for c in calls)
+    assert run == ["run", "--suite", "nightly", "--device", "gpu", "--out", f"{out}/records",
+                   "--machine", "gpu-h100", "--no-progress"]
+    assert report == ["report", f"{out}/records", "--headline"]
+    assert machine == ["machine", "--machine", "gpu-h100", "--yes"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert asv[:6] == ["run", "--python=same", "--machine", "gpu-h100", "--set-commit-hash", head]
+    assert calls[3]["results"] == f"{out}/records" and calls[3]["suite"] == "nightly"
+    assert check == ["check", str(hist), f"{out}/records", "--machine", "gpu-h100", "--json", f"{out}/alerts.json",
+                     "--markdown", f"{out}/alerts.md", "--confirm", "--confirm-out", f"{out}/confirm",
+                     "--fail-on-regression"]
+    assert calls[0]["pythonpath"].split(":")[0] == str(ROOT)  # robocache from this checkout
+    assert "| headline table |" in summary and "STUB ALERTS" in summary and "gpu-h100" in summary
+    assert (out / "report.md").read_text().strip() == "| headline table |"
+    assert "NIGHTLY check: gpu-h100: no confirmed regression" in p.stdout
+
+
+def test_nightly_sh_regression_fails_after_everything_is_written(stub, tmp_path):
+    out = tmp_path / "out"
+    p, calls, summary = stub("gpu-a100", str(out), STUB_CHECK_RC="1", ASV="0", SUITE="quick", HISTORY="")
+    assert p.returncode == 1
+    assert [_cmd(c) for c in calls] == ["run", "report", "check"]  # ASV=0 skips asv
+    assert "--confirm" not in calls[-1]["args"]  # CONFIRM unset
+    assert calls[0]["args"][4] == "quick"
+    assert (out / "alerts.json").exists() and (out / "alerts.md").exists()
+    assert "CONFIRMED REGRESSION" in p.stdout
+    assert "checked against itself only" in summary and "STUB ALERTS" in summary
+
+
+def test_nightly_sh_failed_cases_or_asv_still_run_the_check(stub, tmp_path):
+    out = tmp_path / "out"
+    p, calls, summary = stub("gpu-h200", str(out), STUB_RUN_RC="1", STUB_ASV_RC="2")
+    assert p.returncode == 1
+    assert [_cmd(c) for c in calls] == ["run", "report", "asv machine", "asv run", "check"]
+    assert "Some cases failed" in summary and "asv run failed (exit 2)" in summary
+    assert "NIGHTLY check: gpu-h200: no confirmed regression" in p.stdout
+
+
+def test_nightly_sh_check_error_is_reported(stub, tmp_path):
+    p, calls, _ = stub("gpu-h200", str(tmp_path / "out"), STUB_CHECK_RC="2", ASV="0")
+    assert p.returncode == 1 and "check failed (exit 2" in p.stdout
+
+
+def test_nightly_sh_check_crash_is_not_a_regression(stub, tmp_path):
+    # a Python traceback also exits 1: without alerts written it is a failed check, not a regression
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "alerts.json").write_text("{}")  # a stale file from an earlier run in the same folder
+    p, calls, summary = stub("gpu-h200", str(out), STUB_CHECK_CRASH="1", ASV="0")
+    assert p.returncode == 1
+    assert "check failed (exit 1; alerts.json missing)" in p.stdout and "REGRESSION" not in p.stdout
+    assert "robocache-bench check failed (exit 1) and wrote no alerts" in summary
+    assert not (out / "alerts.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the persist job's script against a local bare repository (no GitHub, no network)
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+PERSIST = next(s["run"] for s in WORKFLOWS["nightly.yml"]["jobs"]["persist"]["steps"] if s.get("id") == "persist")
+
+
+@pytest.fixture
+def origin(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    bare = tmp_path / "origin.git"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    seed = tmp_path / "seed"
+    _git(tmp_path, "clone", "-q", str(bare), str(seed))
+    (seed / "code.py").write_text("print('the default branch')\n")
+    _git(seed, "add", "code.py")
+    _git(seed, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "main")
+    _git(seed, "push", "-q", "origin", "HEAD:main")
+    return bare
+
+
+def _night(tmp_path: Path, origin: Path, n: int, machines=("gpu-h100",), hook: str | None = None):
+    """One run of the persist script in a fresh workspace, as the job sees it after its first two steps."""
+    ws = tmp_path / f"ws{n}"
+    for m in machines:
+        d = ws / "night" / f"nightly-{m}"
+        (d / "records" / f"sm_90-{m}").mkdir(parents=True)
+        (d / "records" / f"sm_90-{m}" / f"run{n}.records.json").write_text("[]  SYNTHETIC\n")
+        (d / "asv" / m).mkdir(parents=True)
+        (d / "asv" / m / f"commit{n}.json").write_text("{}\n")
+        (d / "alerts.json").write_text('{"schema": "robocache-alerts/1", "alerts": []}\n')
+        (d / "alerts.md").write_text("No performance regression.\n")
+    _git(tmp_path, "clone", "-q", "--depth=1", f"file://{origin}", str(ws / "results-branch"))
+    if hook:
+        h = ws / "results-branch" / ".git" / "hooks" / "pre-push"
+        h.write_text(hook)
+        h.chmod(0o755)
+    env = {**os.environ, "GITHUB_SHA": f"{n:040x}", "GITHUB_RUN_ID": str(1000 + n),
+           "GITHUB_SERVER_URL": "https://github.example", "GITHUB_REPOSITORY": "octo/robocache",
+           "GIT_CONFIG_GLOBAL": "/dev/null"}
+    return subprocess.run(["bash", "-c", PERSIST], cwd=ws, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_persist_creates_orphan_branch_then_appends(tmp_path, origin):
+    p = _night(tmp_path, origin, 1, machines=("gpu-h100", "gpu-h200"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    files = set(_git(origin, "ls-tree", "-r", "--name-only", "benchmark-results").splitlines())
+    day = _git(origin, "log", "-1", "--format=%s", "benchmark-results").split()[1].rstrip(":")
+    assert "code.py" not in files  # an orphan branch: none of the default branch's files
+    assert {"README.md", "records/sm_90-gpu-h100/run1.records.json", "records/sm_90-gpu-h200/run1.records.json",
+            "asv/gpu-h100/commit1.json", f"nights/{day}/gpu-h100/alerts.json",
+            f"nights/{day}/gpu-h200/alerts.md"} <= files
+    assert _git(origin, "rev-list", "--count", "benchmark-results") == "1"
+    msg = _git(origin, "log", "-1", "--format=%B", "benchmark-results")
+    assert "gpu-h100 gpu-h200 at 000000000000" in msg and "actions/runs/1001" in msg
+    assert _git(origin, "rev-parse", "main") != _git(origin, "rev-parse", "benchmark-results")
+    assert len(_git(origin, "log", "--format=%H", "main").splitlines()) == 1  # main untouched
+
+    p = _night(tmp_path, origin, 2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    files = set(_git(origin, "ls-tree", "-r", "--name-only", "benchmark-results").splitlines())
+    assert {"records/sm_90-gpu-h100/run1.records.json", "records/sm_90-gpu-h100/run2.records.json"} <= files
+    assert _git(origin, "rev-list", "--count", "benchmark-results") == "2"
+
+
+def test_persist_retries_when_someone_pushed_in_between(tmp_path, origin):
+    assert _night(tmp_path, origin, 1).returncode == 0
+    other = tmp_path / "other"
+    _git(tmp_path, "clone", "-q", "-b", "benchmark-results", str(origin), str(other))
+    # a pre-push hook that, the first time, lets someone else push first: our push is then rejected
+    hook = textwrap.dedent(f"""\
+        #!/usr/bin/env bash
+        flag={tmp_path}/raced
+        [ -e "$flag" ] && exit 0
+        touch "$flag"
+        cd {other} && echo x > manual.txt && git add manual.txt &&
+          git -c user.name=o -c user.email=o@example.invalid commit -q -m manual && git push -q origin HEAD
+        exit 0
+        """)
+    p = _night(tmp_path, origin, 2, hook=hook)
+    assert p.returncode == 0, p.stdout + p.stderr
+    files = set(_git(origin, "ls-tree", "-r", "--name-only", "benchmark-results").splitlines())
+    assert {"manual.txt", "records/sm_90-gpu-h100/run1.records.json",
+            "records/sm_90-gpu-h100/run2.records.json"} <= files
+    assert _git(origin, "rev-list", "--count", "benchmark-results") == "3"
+
+
+def test_persist_without_artifacts_is_a_warning(tmp_path, origin):
+    ws = tmp_path / "ws"
+    (ws / "night").mkdir(parents=True)
+    p = subprocess.run(["bash", "-c", PERSIST], cwd=ws, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "::warning::no nightly-* artifacts" in p.stdout
