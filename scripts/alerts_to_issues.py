@@ -246,11 +246,16 @@ def comment_body(alert: dict[str, Any]) -> str:
                  + alert["markdown"] + _run_link(), BODY_MAX)
 
 
-def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any = None) -> Plan:
+def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any = None,
+         include_unconfirmed: bool = False) -> Plan:
     """Create or comment, one issue per fingerprint. ``gh=None`` is a dry run: prints, calls nothing."""
     out = out or sys.stdout
     plan = Plan()
-    slower = [a for a in alerts if a["direction"] == "slower"]
+    # only alerts from a check that asked for confirmation (`check --confirm`): "confirmed" true (a rerun
+    # reproduced it) or false (it could not be measured again: raised, marked); a check without --confirm
+    # writes null, and a one-night outlier must not open an issue
+    slower = [a for a in alerts if a["direction"] == "slower"
+              and (include_unconfirmed or a.get("confirmed") is not None)]
     plan.skipped = len(alerts) - len(slower)
     if not slower:
         print("no slower alerts: nothing to open", file=out)
@@ -289,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="owner/name (default: $GITHUB_REPOSITORY)")
     p.add_argument("--label", default=DEFAULT_LABEL, help=f"issue label (default: {DEFAULT_LABEL})")
     p.add_argument("--dry-run", action="store_true", help="print what would be done; no token, no API calls")
+    p.add_argument("--include-unconfirmed", action="store_true",
+                   help="also alerts of a check run without --confirm (\"confirmed\": null); by default they "
+                        "open no issue")
     args = p.parse_args(argv)
 
     alerts: list[dict[str, Any]] = []
@@ -315,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         gh = GitHub(os.environ.get("GITHUB_API_URL") or "https://api.github.com", args.repo, token)
     try:
-        plan = sync(alerts, gh, args.label)
+        plan = sync(alerts, gh, args.label, include_unconfirmed=args.include_unconfirmed)
     except GitHubError as e:
         print(f"alerts_to_issues: GitHub API call failed: {e}", file=sys.stderr)
         return 1

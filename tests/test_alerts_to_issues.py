@@ -161,7 +161,8 @@ def alert(fp: str, direction: str = "slower", commit: str = "abcdef1234567890",
             "q_value": 0.001,
             "before": {"commit": "0123456789ab" + "0" * 28, "run_id": "r1", "created": "2030-01-01T03:20:00+00:00"},
             "after": {"commit": commit, "run_id": "r2", "created": created},
-            "reproduce": "robocache-bench run ...", "markdown": f"### {title}\n\n- SYNTHETIC alert body\n"}
+            "reproduce": "robocache-bench run ...", "markdown": f"### {title}\n\n- SYNTHETIC alert body\n",
+            "confirmed": True}
 
 
 def write(tmp_path: Path, alerts: list[dict], name: str = "alerts.json", **extra) -> str:
@@ -371,3 +372,14 @@ def test_next_link_parsing():
     assert ati._next_link(link) == "https://api.github.com/x?page=2"
     assert ati._next_link('<https://api.github.com/x?page=1>; rel="prev"') is None
     assert ati._next_link("") is None
+
+
+def test_alerts_of_an_unconfirmed_check_open_no_issue(capsys):
+    a = alert("aaaaaaaaaaaa")
+    a["confirmed"] = None  # robocache-bench check without --confirm
+    b = alert("bbbbbbbbbbbb")
+    b["confirmed"] = False  # asked, but the case could not be measured again: raised, marked
+    plan = ati.sync([a, b], None, "performance-regression")
+    assert plan.created == ["bbbbbbbbbbbb"] and plan.skipped == 1
+    plan = ati.sync([a], None, "performance-regression", include_unconfirmed=True)
+    assert plan.created == ["aaaaaaaaaaaa"]

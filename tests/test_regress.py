@@ -154,16 +154,77 @@ def test_check_needs_history():
     assert res.series_checked == 0 and res.alerts == []
 
 
-def test_confirm_keeps_a_reproduced_slowdown_and_drops_an_outlier():
+def test_confirm_keeps_a_reproduced_slowdown_refutes_an_outlier_and_raises_the_unmeasured():
     res = regress.check(series(FLAT + [110.0]))
     assert len(res.alerts) == 1
-    again = [rec(t=110.5, run="confirm", night=12)]
-    kept, dropped = regress.confirm(res, again)
-    assert len(kept) == 1 and not dropped
-    kept, dropped = regress.confirm(res, [rec(t=100.1, run="confirm", night=12)])
-    assert not kept and len(dropped) == 1
-    kept, dropped = regress.confirm(res, [])  # no rerun: not confirmed
-    assert not kept
+    kept, refuted, unconfirmable = regress.confirm(res, [rec(t=110.5, run="confirm", night=12)])
+    assert len(kept) == 1 and kept[0].confirmed is True and not refuted and not unconfirmable
+    res = regress.check(series(FLAT + [110.0]))
+    kept, refuted, unconfirmable = regress.confirm(res, [rec(t=100.1, run="confirm", night=12)])
+    assert not kept and len(refuted) == 1
+    res = regress.check(series(FLAT + [110.0]))
+    crashed = rec(t=110.0, run="confirm", night=12, status="crash")
+    kept, refuted, unconfirmable = regress.confirm(res, [crashed])  # could not measure: raised, unconfirmed
+    assert not kept and not refuted and len(unconfirmable) == 1 and unconfirmable[0].confirmed is False
+
+
+def test_confirm_pools_runs_already_after_the_change():
+    # +5% held for two nights: one rerun at the low edge of the noise still confirms with the two nights
+    vals = FLAT + [105.0, 105.3]
+    res = regress.check(series(vals))
+    assert len(res.alerts) == 1 and res.alerts[0].n_after == 2
+    kept, _, _ = regress.confirm(res, [rec(t=104.2, run="confirm", night=13)])
+    assert len(kept) == 1
+
+
+def test_check_only_tests_series_measured_in_the_newest_run():
+    old = series(FLAT + [115.0], case="resample/B2-S100-T50-D32")  # retired after its slow night
+    new = series(FLAT + [100.0, 100.1, 99.9])  # measured until tonight
+    res = regress.check(old + new)
+    assert res.alerts == [] and res.series_stale == 1 and res.series_checked == 1
+
+
+def test_old_step_does_not_hide_tonights_regression():
+    vals = [100.0, 100.3, 99.8, 100.1, 99.9, 100.2] + [80.0, 80.2, 79.9, 80.1, 80.0, 79.8, 80.2, 80.1] + [85.6]
+    res = regress.check(series(vals))
+    assert len(res.alerts) == 1 and 1.05 < res.alerts[0].ratio < 1.09
+    assert res.alerts[0].after.commit.startswith(f"{len(vals) - 1:04d}")
+
+
+def test_old_steps_elsewhere_do_not_loosen_tonights_threshold():
+    # many series with an old known step and one flat series with a one-night 2.5-sigma blip: no alert
+    recs = []
+    for i in range(40):
+        recs += series([100.0] * 6 + [85.0] * 8, case=f"resample/B{i + 10}-S100-T50-D32")
+    for r in recs:
+        r["metrics"]["time_us"]["p50"] *= 1 + 0.002 * ((hash(r["run_id"] + r["case"]["id"]) % 7) - 3)
+    blip = series([100.0, 100.4, 99.7, 100.2, 99.9, 100.3, 99.8, 100.1, 100.0, 99.6, 100.2, 100.1, 99.9, 100.8])
+    res = regress.check(recs + blip)
+    assert res.alerts == []
+
+
+def test_compare_refuses_different_methods():
+    a = rec(t=100.0)
+    b = rec(t=100.0, run="run-b")
+    b["frontend"] = "asv"
+    v = regress.compare([a], [b])[0]
+    assert v.verdict == "incomparable" and "front end" in v.reason
+    c = rec(t=100.0, run="run-c")
+    c["method"]["input_sets"] = 8
+    v = regress.compare([a], [c])[0]
+    assert v.verdict == "incomparable" and "input" in v.reason
+
+
+def test_check_cli_refuses_empty_or_unmatched_input(tmp_path, capsys):
+    assert cli.main(["check", str(tmp_path / "nope")]) == 2
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "bad.records.json").write_text("{not json")
+    assert cli.main(["check", str(tmp_path / "empty")]) == 2
+    env = make_env()
+    store.write_records(tmp_path / "one", env, [rec()], name="one")
+    assert cli.main(["check", str(tmp_path / "one"), "--machine", "gpu-h200"]) == 2
+    err = capsys.readouterr().err
+    assert "no records" in err and "machines in these records: ci-synthetic" in err
 
 
 def test_check_cli_outputs_and_exit_code(tmp_path, capsys):

@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--confirm", action="store_true",
                    help="measure the alerted cases again (one process each) before raising the alerts")
     k.add_argument("--confirm-out", default=None,
-                   help="where the confirmation records go (default: <first path>/confirm)")
+                   help="where the confirmation records go (default: a new temporary folder; never the history)")
     k.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any alert is raised")
     return p
 
@@ -192,42 +192,73 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     import json
+    import os
+    import socket
+    import tempfile
 
     from . import regress
 
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"robocache-bench check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
     loaded = store.load(*args.paths)
     for path, why in loaded.bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
+    records = list(loaded.records)
+    if not records:
+        print(f"robocache-bench check: no records in {', '.join(args.paths)}"
+              + (f" ({len(loaded.bad)} bad file(s) skipped)" if loaded.bad else ""), file=sys.stderr)
+        return 2
     frontend = None if args.frontend == "all" else args.frontend
     kw = {"floor": args.floor} if args.floor is not None else {}
-    records = list(loaded.records)
     res = regress.check(records, machine=args.machine, frontend=frontend, **kw)
-    unconfirmed: list = []
+    if res.series == 0:
+        machines = sorted({str((r.get("env") or {}).get("machine")) for r in records})
+        print(f"robocache-bench check: no series for machine {args.machine!r} and front end {args.frontend!r}; "
+              f"machines in these records: {', '.join(machines)}", file=sys.stderr)
+        return 2
+    refuted: list = []
+    unconfirmable: list = []
     if args.confirm and res.alerts:
         from . import runner
 
-        out = args.confirm_out or str(Path(args.paths[0] if Path(args.paths[0]).is_dir() else ".") / "confirm")
-        keys = sorted({c.key for c in res.alerts})
-        machine = args.machine or res.alerts[0].series["machine"]
-        suite = res.alerts[0].after.suite
-        print(f"confirming {len(keys)} alerted case(s) by measuring them again into {out} ...", file=sys.stderr)
-        device = runner.detect_device()
-        rr = runner.run_suite(suite, device=device, cases=[specs.find(k, device=device) for k in keys],
-                              out_dir=out, machine=machine, progress=False)
-        again = store.load(rr.path).records if rr.path else []
-        res.alerts, unconfirmed = regress.confirm(res, again, **kw)
+        # capture_env's rule for this machine's name: a rerun here can only confirm this machine's series
+        here = args.machine or os.environ.get("ROBOCACHE_MACHINE", "").strip() or socket.gethostname() or "unknown"
+        mine = [c for c in res.alerts if c.series["machine"] == here]
+        keys = []
+        for c in mine:
+            try:
+                specs.find(c.key)
+                keys.append(c.key)
+            except KeyError:  # a case no longer in the grid cannot be measured again
+                pass
+        keys = sorted(set(keys))
+        again = []
+        if keys:
+            out = args.confirm_out or tempfile.mkdtemp(prefix="robocache-confirm-")
+            print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them again into {out} ...",
+                  file=sys.stderr)
+            device = runner.detect_device()
+            rr = runner.run_suite(res.alerts[0].after.suite, device=device,
+                                  cases=[specs.find(k, device=device) for k in keys], out_dir=out, machine=here,
+                                  progress=False)
+            again = store.load(rr.path).records if rr.path else []
+        kept, refuted, unconfirmable = regress.confirm(
+            res, again, measurable={c.fingerprint for c in mine if c.key in keys}, **kw)
+        res.alerts = kept + unconfirmable  # an alert that could not be measured again is raised, marked
     text = regress.check_markdown(res)
-    if unconfirmed:
-        text += "\nNot confirmed by the rerun (not raised): " + ", ".join(
-            regress._md(regress.alert_title(c)) for c in unconfirmed) + "\n"
+    if refuted:
+        text += "\nNot reproduced by the confirmation rerun (not raised): " + ", ".join(
+            regress._md(regress.alert_title(c)) for c in refuted) + "\n"
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
     if args.json:
         doc = regress.alerts_json(res)
-        doc["unconfirmed"] = [c.fingerprint for c in unconfirmed]
-        store_tmp = Path(args.json)
-        store_tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
+        doc["refuted"] = [c.fingerprint for c in refuted]
+        doc["confirm_asked"] = bool(args.confirm)
+        Path(args.json).write_text(json.dumps(doc, indent=1, allow_nan=False))
     return 1 if args.fail_on_regression and res.alerts else 0
 
 

@@ -48,6 +48,8 @@ from .schema import FAILED_STATUSES, series_key
 FLOOR = 0.03  # a change smaller than 3% is never a verdict or an alert, whatever the noise
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
+RECENT = 5  # PELT's last change point is a hypothesis tonight only within the newest RECENT runs (older: history)
+MAX_HISTORY = 150  # the newest healthy points per series that a check looks at
 MIN_HISTORY = 6  # healthy points a series needs before it can alert (fewer: its noise is a guess)
 PELT_BETA = 8.0  # PELT penalty: beta * sigma^2 * log(n) on log-times (twice BIC's: few spurious splits)
 NOISE_MIN = 0.002  # no series is assumed quieter than 0.2% between runs
@@ -184,6 +186,15 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
             v.reason = (f"new: {n['status']}" if n["status"] in FAILED_STATUSES else f"base: {b['status']}")
             out.append(v)
             continue
+        if b["frontend"] != n["frontend"]:
+            v.reason = f"front end {b['frontend']} vs {n['frontend']} (measured differently)"
+            out.append(v)
+            continue
+        ib, inn = (b.get("method") or {}).get("input_sets", 1), (n.get("method") or {}).get("input_sets", 1)
+        if ib != inn:
+            v.reason = f"input sets {ib} vs {inn} (a method change: L2-resident or rotated inputs)"
+            out.append(v)
+            continue
         why = _unhealthy(b) or _unhealthy(n)
         if why:
             v.reason = ("base " if _unhealthy(b) else "new ") + why
@@ -257,6 +268,10 @@ class Change:
     key: str
     before_level: float = 0.0  # mean log-time of the segment before the change
     q_value: float = 1.0
+    kind: str = "tail"  # "tail": the newest runs against the level before; "pelt": PELT's last change point
+    dof: float = 1.0
+    after_levels: list[float] = field(default_factory=list)  # log-times after the change
+    confirmed: bool | None = None  # None: no confirmation asked; False: could not be measured again
 
     @property
     def direction(self) -> str:
@@ -269,7 +284,8 @@ class CheckResult:
     alerts: list[Change] = field(default_factory=list)  # of those: current and slower
     improvements: list[Change] = field(default_factory=list)  # current and faster
     series: int = 0
-    series_checked: int = 0  # with enough healthy history
+    series_checked: int = 0  # current, with enough healthy history
+    series_stale: int = 0  # no healthy point in their machine's newest run: not tested tonight
     excluded_points: int = 0
     candidates: int = 0
     excluded_reasons: dict[str, int] = field(default_factory=dict)
@@ -338,11 +354,19 @@ def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -
 def check(records: Iterable[Any], *, machine: str | None = None, frontend: str | None = "cli",
           floor: float = FLOOR, q: float = FDR_Q, min_history: int = MIN_HISTORY,
           tail: Sequence[int] = (1, 2)) -> CheckResult:
-    """Change points over the history of every series in ``records`` (see the module doc)."""
+    """Change points over the history of every series in ``records`` (see the module doc).
+
+    Only *current* series are tested: those whose newest healthy point is in their machine's newest run (a
+    retired case, an old grid version or input rotation, or a series throttled tonight says nothing about
+    tonight). Per current series, the hypotheses are about tonight only: the newest one and two runs
+    against the level before them, and PELT's last change point when it lies within the newest ``RECENT``
+    runs (a slower step that needed a few nights of evidence); older change points are history, not
+    hypotheses, and stay out of Benjamini-Hochberg's denominator."""
     from scipy import stats
 
     res = CheckResult()
     by: dict[tuple[str, ...], list[Any]] = defaultdict(list)
+    newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
     for r in records:
         env = r.get("env") or {}
         if machine and env.get("machine") != machine:
@@ -350,6 +374,9 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
         if frontend and r["frontend"] != frontend:
             continue
         by[_noise_key(r)].append(r)  # a series: also one front end and one input rotation (a method change)
+        m, stamp = env.get("machine"), (r["created"], r["run_id"])
+        if m not in newest or stamp > newest[m]:
+            newest[m] = stamp
     res.series = len(by)
     cands: list[Change] = []
     for recs in by.values():
@@ -364,6 +391,11 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
                 continue
             pts.append(Point(r["run_id"], r.get("git_commit"), r["created"], math.log(_p50(r)), _within(r),
                              r["suite"]))
+        pts = pts[-MAX_HISTORY:]  # PELT's cost grows with the history; older levels say nothing of tonight
+        mach = (recs[-1].get("env") or {}).get("machine")
+        if not pts or pts[-1].run_id != newest[mach][1]:
+            res.series_stale += 1
+            continue
         if len(pts) < min_history:
             continue
         res.series_checked += 1
@@ -373,42 +405,55 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
         n = len(x)
         cps = _segments(x, sigma)
         bounds = [0, *cps, n]
-        tests: dict[int, tuple[int, int]] = {}  # change index -> (segment start, segment end)
-        for i in range(1, len(bounds) - 1):
-            tests[bounds[i]] = (bounds[i - 1], bounds[i + 1])
-        for k in tail:  # the newest runs against the level before them (the latest PELT segment with 3 runs)
+        tests: dict[int, tuple[int, int, str]] = {}  # change index -> (level start, end, kind)
+        if cps and cps[-1] >= n - RECENT:  # PELT's last change point, if recent: its segment reaches tonight
+            tests[cps[-1]] = (bounds[-3], n, "pelt")
+        # the newest runs against the level before them: from the latest PELT boundary that leaves 3 runs
+        # (a boundary among the newest runs is itself a candidate: PELT's minimum segment of 2 puts one at
+        # n-2 when only the last run moved; which split is right is decided below, by how much each explains)
+        for k in tail:
             idx = n - k
-            starts = [b for b in bounds[:-1] if idx - b >= 3]
-            if idx not in tests and starts:
-                tests[idx] = (starts[-1], n)
+            lo = max(b for b in bounds[:-1] if b <= idx - 3) if idx >= 3 else 0
+            if idx - lo >= 3:
+                tests[idx] = (lo, n, "tail")
         series = _series_dict(recs[-1])
         fp = fingerprint(series)
         key = case_key(recs[-1])
-        for idx, (lo, hi) in sorted(tests.items()):
+        for idx, (lo, hi, kind) in sorted(tests.items()):
             before, after = x[lo:idx], x[idx:hi]
             if len(before) < 3 or len(after) < 1:  # a level needs 3 runs before it can be departed from
                 continue
             # the noise without the differences across segment boundaries and this candidate
-            sig_c = _series_sigma(x, within, skip={b - 1 for b in cps} | {idx - 1})
-            d, se, p, tq = _test(before, after, sig_c, n - 2 - len(cps))
+            skip = {b - 1 for b in cps} | {idx - 1}
+            sig_c = _series_sigma(x, within, skip=skip)
+            # consecutive differences overlap: their SD has about 2/3 of the degrees of freedom of their count
+            dof = (2.0 / 3.0) * max(n - 1 - len(skip), 1)
+            d, se, p, tq = _test(before, after, sig_c, dof)
             cands.append(Change(series=series, fingerprint=fp, index=idx, n_before=len(before),
                                 n_after=len(after), ratio=math.exp(d),
                                 ratio_ci=(math.exp(d - tq * se), math.exp(d + tq * se)), p_value=p,
-                                before=pts[idx - 1], after=pts[idx], latest=(hi == n), sigma=sig_c, key=key,
-                                before_level=float(before.mean())))
+                                before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
+                                before_level=float(before.mean()), kind=kind, dof=dof,
+                                after_levels=[float(v) for v in after]))
     res.candidates = len(cands)
     if not cands:
         return res
     qv = stats.false_discovery_control(np.array([c.p_value for c in cands]), method="bh")
     for c, qq in zip(cands, qv):
         c.q_value = float(qq)
-        if qq <= q and abs(c.ratio - 1) >= floor and (c.ratio >= 1 + floor or c.ratio <= 1 / (1 + floor)):
+        if qq <= q and (c.ratio >= 1 + floor or c.ratio <= 1 / (1 + floor)):
             res.changes.append(c)
-    # one current change per series: of the significant ones that reach the newest point, the best supported
-    # (a step two nights ago also makes "last night vs before" significant, diluted: the smaller p is the step)
+    # one change per series: of its significant candidates (all about the newest runs: an older step is not
+    # a candidate, so it never hides tonight's), the split that explains the most variance,
+    # d^2 nb na / (nb + na) (the likelihood-ratio location: a step two nights ago also makes "last night vs
+    # before" significant, diluted, and the reverse)
+    def rank(c: Change) -> float:
+        d = math.log(c.ratio)
+        return -d * d * c.n_before * c.n_after / (c.n_before + c.n_after)
+
     current: dict[str, Change] = {}
     for c in res.changes:
-        if c.latest and (c.fingerprint not in current or c.p_value < current[c.fingerprint].p_value):
+        if c.fingerprint not in current or rank(c) < rank(current[c.fingerprint]):
             current[c.fingerprint] = c
     for c in current.values():
         (res.alerts if c.direction == "slower" else res.improvements).append(c)
@@ -417,15 +462,20 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     return res
 
 
-CONFIRM_P = 0.001  # a confirmation rerun must, on its own, be slower than the level before at this p-value
+CONFIRM_P = 0.001  # the confirmation's one-sided p-value bound
 
 
-def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR,
-            p_max: float = CONFIRM_P) -> tuple[list[Change], list[Change]]:
-    """Which alerts of ``first`` the confirmation rerun reproduces: the rerun's median time(s) of that series,
-    on their own, must be slower than the level before the change (one-sided p <= ``p_max`` with the
-    series' noise) and beyond the floor. A one-night outlier does not repeat in a fresh process; a real
-    slowdown does. Returns (kept, dropped); a series without rerun records is dropped (not confirmed)."""
+def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
+            measurable: Iterable[str] | None = None) -> tuple[list[Change], list[Change], list[Change]]:
+    """Which alerts of ``first`` the confirmation rerun reproduces: (kept, refuted, unconfirmable).
+
+    The rerun's median time(s) of the series, pooled with the runs already after the change (each one a
+    fresh process: a change seen on two nights has repeated already), must be slower than the level before
+    (one-sided p <= ``p_max`` with the series' noise) and beyond the floor, else the alert is refuted: a
+    one-night outlier does not repeat. An alert whose series the rerun did not measure healthily (crashed,
+    throttled, another machine: ``measurable`` lists the fingerprints this machine could rerun) is
+    *unconfirmable*: it is still raised, marked unconfirmed, never dropped because the check could not
+    measure. Kept alerts are marked confirmed."""
     from scipy import stats
 
     got: dict[str, list[float]] = defaultdict(list)
@@ -433,22 +483,29 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR,
         if _unhealthy(r):
             continue
         got[fingerprint(_series_dict(r))].append(math.log(_p50(r)))
-    kept, dropped = [], []
+    can = set(measurable) if measurable is not None else None
+    kept, refuted, unconfirmable = [], [], []
     for c in first.alerts:
         xs = got.get(c.fingerprint)
-        if not xs:
-            dropped.append(c)
+        if not xs or (can is not None and c.fingerprint not in can):
+            c.confirmed = False
+            unconfirmable.append(c)
             continue
-        d = float(np.mean(xs)) - c.before_level
-        se = c.sigma * math.sqrt(1.0 / c.n_before + 1.0 / len(xs))
-        p = float(stats.t.sf(d / se, max(c.n_before - 1, 1)))
-        (kept if p <= p_max and math.exp(d) >= 1 + floor else dropped).append(c)
-    return kept, dropped
+        pooled = xs + (c.after_levels if c.n_after >= 2 else [])
+        d = float(np.mean(pooled)) - c.before_level
+        se = c.sigma * math.sqrt(1.0 / c.n_before + 1.0 / len(pooled))
+        p = float(stats.t.sf(d / se, max(c.dof, 1.0)))
+        if p <= p_max and math.exp(d) >= 1 + floor:
+            c.confirmed = True
+            kept.append(c)
+        else:
+            refuted.append(c)
+    return kept, refuted, unconfirmable
 
 
 def reproduce_command(c: Change) -> str:
     s = c.series
-    before, after = (c.before.commit or "?")[:12], (c.after.commit or "?")[:12]
+    before, after = (shlex.quote((c.before.commit or "?")[:12]), shlex.quote((c.after.commit or "?")[:12]))
     run = (f"robocache-bench run --suite {shlex.quote(c.after.suite)} --cases {shlex.quote(c.key)} "
            f"--machine {shlex.quote(str(s['machine']))}")
     return (f"git checkout {before} && {run} && git checkout {after} && {run} && "
@@ -458,8 +515,9 @@ def reproduce_command(c: Change) -> str:
 def alert_title(c: Change) -> str:
     s = c.series
     where = f"{s['arch']} ({s['machine']})" if s.get("arch") else str(s["machine"])
-    return (f"{s['case_id']} {s['dtype']} {s['provider']} {(c.ratio - 1) * 100:+.1f}% slower on {where} "
-            f"since {(c.after.commit or '?')[:12]}")
+    span = (f"since {(c.after.commit or '?')[:12]}" if c.before.commit != c.after.commit
+            else f"at {(c.after.commit or '?')[:12]} (same commit before: an environment change?)")
+    return f"{s['case_id']} {s['dtype']} {s['provider']} {(c.ratio - 1) * 100:+.1f}% slower on {where} {span}"
 
 
 def alert_markdown(c: Change) -> str:
@@ -475,6 +533,8 @@ def alert_markdown(c: Change) -> str:
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
         f"- last commit before: `{_code(c.before.commit or '?')}` (run {_md(c.before.run_id)}, {_md(c.before.created)})",
         f"- first commit after: `{_code(c.after.commit or '?')}` (run {_md(c.after.run_id)}, {_md(c.after.created)})",
+        f"- confirmation: " + {True: "a rerun of the case reproduced it", False: "**unconfirmed**: the case "
+                               "could not be measured again here", None: "not asked (`check --confirm`)"}[c.confirmed],
         f"- reproduce: `{_code(reproduce_command(c))}`",
         f"- dashboard: History page, series {_md(s['case_id'])} / {_md(s['provider'])} / {_md(s['dtype'])} "
         f"on {_md(str(s['machine']))}",
@@ -489,7 +549,8 @@ def alerts_json(res: CheckResult) -> dict[str, Any]:
                 "p_value": c.p_value, "noise": c.sigma, "n_before": c.n_before, "n_after": c.n_after,
                 "before": {"commit": c.before.commit, "run_id": c.before.run_id, "created": c.before.created},
                 "after": {"commit": c.after.commit, "run_id": c.after.run_id, "created": c.after.created},
-                "case_key": c.key, "reproduce": reproduce_command(c), "markdown": alert_markdown(c)}
+                "case_key": c.key, "reproduce": reproduce_command(c), "markdown": alert_markdown(c),
+                "confirmed": c.confirmed}
 
     return {"schema": "robocache-alerts/1", "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "alerts": [one(c) for c in res.alerts], "improvements": [one(c) for c in res.improvements],
