@@ -4,6 +4,9 @@ Cases come from the grid (suite ``ROBOCACHE_SUITE``, default nightly; wall time 
 so asv holds no case list of its own. ``Resample`` reports the harness's device time (us) and bandwidth
 (GB/s), ``ResampleCeiling`` the % of the copy ceiling measured in the same run; ``ResampleWall`` times one call end to end with the GPU
 synchronized (quick suite, robocache and torch.compile: ``frontend.WALL_PROVIDERS``). Without a GPU the GPU-only cases raise NotImplementedError in setup (asv: skipped).
+With ``ROBOCACHE_SUITE=multigpu`` the classes above carry the multi-GPU cases (device time = the group's step),
+and ``ResampleMultiGPU`` (aggregate throughput, scaling efficiency) and ``ResampleGather`` (the gather's bandwidth next
+to the collective's own) exist; each case runs through torchrun, skipped with fewer GPUs than it needs.
 """
 from robocache.bench import frontend as F
 
@@ -20,3 +23,11 @@ class ResampleCeiling(F.CeilingBenchmark):
 
 class ResampleWall(F.WallBenchmark):
     params = [F.wall_cases("resample")]
+
+
+if F.multigpu_suite():  # not in the quick/nightly asv passes (see frontend.multigpu_suite)
+    class ResampleMultiGPU(F.MultiGPUBenchmark):
+        params = [F.suite_cases("resample")]
+
+    class ResampleGather(F.GatherBenchmark):
+        params = [F.gather_cases("resample")]

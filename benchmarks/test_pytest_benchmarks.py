@@ -10,6 +10,11 @@ blocked stream, noise-based stopping) and its per-call device-time samples are f
 through a virtual clock, so pytest-benchmark's stats, saved JSON and comparisons are GPU device times,
 not host times. The record also lands in our store (front end "pytest-benchmark"); extra_info carries
 GB/s, % of the copy ceiling and the timer used. Suite: ``ROBOCACHE_SUITE`` (default quick).
+
+``ROBOCACHE_SUITE=multigpu``: the multi-GPU cases, each through the same torchrun path as ``robocache-bench run
+--suite multigpu`` (a child launch of as many processes as the case has ranks; skipped with fewer GPUs than that
+or without torch.distributed); the samples are the slowest rank's step (the group's step time), and
+extra_info adds the ranks, aggregate throughput, scaling efficiency and gather/collective bandwidth.
 """
 from __future__ import annotations
 
@@ -70,6 +75,11 @@ def test_case(benchmark, rcb_session, key):
         "provider": case.provider, "dtype": case.dtype, "run_id": rec["run_id"],
         "flags": [k for k in ("throttled", "contended", "noisy") if rec["health"][k]],
     })
+    d = rec.get("distributed")
+    if d:
+        benchmark.extra_info.update({k: d[k] for k in (
+            "world_size", "nodes", "backend", "scaling", "gather", "per_rank_us", "step_us", "aggregate_items_per_s",
+            "efficiency", "gather_gb_per_s", "collective_gb_per_s", "collective_busbw_gb_per_s")})
     samples = extras["timing"].samples_us
     CLOCK.feed(samples)
     benchmark.pedantic(CLOCK.tick, rounds=len(samples), iterations=1)

@@ -124,3 +124,59 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
     fig.update_layout(title=plain(title or label), xaxis_title="run time (UTC)", yaxis_title=label,
                       legend_title="series", yaxis_type="log" if log_y else "linear")
     return fig
+
+
+# --- multi-GPU --------------------------------------------------------------------------------------
+
+MULTI_METRICS = {
+    "efficiency": ("scaling efficiency (1 = linear)", False),
+    "aggregate_items_per_s": ("aggregate items per second", True),
+    "step_us": ("step time, slowest rank (us)", True),
+}
+
+
+def multigpu_family(case_id: pd.Series) -> pd.Series:
+    """A multi-GPU case id without its GPU count: the points of one scaling line share it
+    (``resample/B4096-S100-T50-D32-weak-g4-allgather`` -> ``resample/B4096-S100-T50-D32-weak-allgather``)."""
+    return case_id.astype(str).str.replace(r"-g\d+-", "-", regex=True)
+
+
+def scaling_lines(df: pd.DataFrame, metric: str = "efficiency", title: str = "") -> go.Figure:
+    """One line per op/shape/scaling/gather and provider (and machine, when there are several) of ``metric``
+    against the GPU count; the 1x line marks linear scaling on the efficiency chart."""
+    label, log_y = MULTI_METRICS[metric]
+    d = df.dropna(subset=["world_size", metric]).sort_values("world_size")
+    if d.empty:
+        return _empty(title or f"{label} vs GPUs")
+    d = d.assign(family=multigpu_family(d["case_id"]))
+    several = d["machine"].astype(str).nunique() > 1
+    fig = go.Figure()
+    for (machine, family, prov), g in d.groupby(["machine", "family", "provider"], sort=True, observed=True):
+        name = f"{family} {prov}" + (f" ({machine})" if several else "")
+        fig.add_scatter(x=g["world_size"], y=g[metric], mode="lines+markers", name=plain(name),
+                        customdata=plain_col(g["case_id"]),
+                        hovertemplate="%{customdata}<br>%{x} GPUs<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+    if metric == "efficiency":
+        fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    ks = sorted({int(k) for k in d["world_size"]})
+    fig.update_layout(title=plain(title or f"{label} vs GPUs"), xaxis_title="GPUs (ranks)", yaxis_title=label,
+                      legend_title="op/shape-scaling-gather, provider", yaxis_type="log" if log_y else "linear",
+                      xaxis=dict(type="log", tickvals=ks, ticktext=[str(k) for k in ks]))
+    return fig
+
+
+def gather_bars(df: pd.DataFrame, title: str = "") -> go.Figure:
+    """The op's gather bandwidth next to the collective's own (an all_gather of a plain tensor of the same size,
+    measured in the same launch; algbw and nccl-tests' busbw), one group of bars per gather case."""
+    d = df.dropna(subset=["gather_gb_per_s"]).sort_values(["case_id", "world_size"])
+    if d.empty:
+        return _empty(title or "gather bandwidth (no gather case)")
+    x = plain_col(d["case_id"].astype(str) + " " + d["provider"].astype(str))
+    fig = go.Figure()
+    for col, name in (("gather_gb_per_s", "the op's gather (algbw)"),
+                      ("collective_gb_per_s", "all_gather alone (algbw)"),
+                      ("collective_busbw_gb_per_s", "all_gather alone (busbw)")):
+        fig.add_bar(x=x, y=d[col], name=name, hovertemplate="%{x}<br>%{y:.4g} GB/s<extra>%{fullData.name}</extra>")
+    fig.update_layout(title=plain(title or "gather bandwidth"), barmode="group", yaxis_title="GB/s",
+                      xaxis_title="case", legend_title="measured", height=_bar_height(d))
+    return fig

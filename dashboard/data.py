@@ -38,6 +38,11 @@ SHAPE_PARAMS = ("B", "S", "T", "D", "N")
 SERIES = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
 EXPECTED_ARCHES = ("A100", "H100", "H200")
 
+# From record.distributed (schema version 2): None for single-GPU records.
+MULTI_NUMERIC = ("world_size", "nodes", "step_us", "aggregate_items_per_s", "efficiency", "gather_us",
+                 "gather_gb_per_s", "collective_us", "collective_gb_per_s", "collective_busbw_gb_per_s")
+MULTI_COLUMNS = (*MULTI_NUMERIC, "backend", "scaling", "gather", "per_rank_us")
+
 COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
            "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "status", "reason", "p20", "p50",
            "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled", "contended",
@@ -45,7 +50,9 @@ COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "a
            # for the runs page
            "grid_version", "git_dirty", "health_reasons", "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported",
            "temperature_c_max", "power_w_max", "throttle_reasons", "other_processes", "gpu_count", "env",
-           "source"]
+           "source",
+           # multi-GPU cases (record.distributed; empty for the others)
+           *MULTI_COLUMNS]
 
 
 def results_dirs(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -196,10 +203,21 @@ def build_frame(records: Sequence[Any]) -> pd.DataFrame:
                 a[col](None)
             a["throttle_reasons"]("")
         a["source"](r.source)
+        dist = r.distributed
+        if dist is None:
+            for col in MULTI_COLUMNS:
+                a[col](None)
+        else:
+            for col in MULTI_NUMERIC:
+                a[col](getattr(dist, col))
+            a["backend"](dist.backend)
+            a["scaling"](dist.scaling)
+            a["gather"](dist.gather)
+            a["per_rank_us"](", ".join(f"{t:.1f}" for t in dist.per_rank_us))
     df = pd.DataFrame(cols, columns=COLUMNS)
     for col in ("p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s",
                 *SHAPE_PARAMS, "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max",
-                "power_w_max"):
+                "power_w_max", *MULTI_NUMERIC):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     # ISO 8601 with offsets or "Z": parse to UTC; an odd string becomes NaT instead of failing the page.
     df["created"] = pd.to_datetime(df["created"], utc=True, errors="coerce", format="ISO8601")

@@ -12,9 +12,14 @@
 #        (the files this run wrote, copied to OUTDIR/asv); with ASV_COMPARE=<commit> it ends with
 #        `asv compare <commit> HEAD`; ASV_TIMEOUT=<seconds> stops asv in time to copy what it has.
 # pytest: the pytest-benchmark suite (ROBOCACHE_SUITE, default quick) saved under OUTDIR/pytest.
+# multigpu: the multigpu suite on every GPU of the machine (GPUS=N to use fewer): one torchrun per world size
+#        1, 2, 4, 8 up to the GPU count; records under OUTDIR/records/<arch>-<machine>/ (one file per world
+#        size), OUTDIR/multigpu.log and OUTDIR/multigpu-report.md. Machine name nvidia-h200-x<N> unless
+#        ROBOCACHE_MACHINE is set (a 2-, 4- and 8-GPU machine are different series). MULTIGPU_DEVICE=cpu GPUS=2
+#        rehearses it with Gloo processes on a machine without GPUs; MULTIGPU_ARGS adds run options.
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest]}
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest|multigpu]}
 WHAT=${2:-all}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -112,5 +117,17 @@ if [ "$WHAT" = pytest ]; then
   prc=${PIPESTATUS[0]}
   echo "PYTEST-BENCHMARK SUMMARY: wall $(( $(date +%s) - start )) s; exit $prc"
   [ "$prc" = 0 ] || status=1
+fi
+if [ "$WHAT" = multigpu ]; then
+  NGPU=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+  MACHINE=${ROBOCACHE_MACHINE:-nvidia-h200-x$NGPU}
+  start=$(date +%s)
+  # NCCL_NVLS_ENABLE=0 is exported above; the launcher keeps it for every rank
+  $PY -m robocache.bench.cli run --suite multigpu --device "${MULTIGPU_DEVICE:-gpu}" --gpus "$NGPU" --out "$OUT/records" \
+      --machine "$MACHINE" ${MULTIGPU_ARGS:-} 2>&1 | tee "$OUT/multigpu.log"
+  mrc=${PIPESTATUS[0]}
+  $PY -m robocache.bench.cli report "$OUT/records" --out "$OUT/multigpu-report.md" 2>&1 | tail -1
+  echo "MULTIGPU SUMMARY: $NGPU GPUs, machine $MACHINE, wall $(( $(date +%s) - start )) s; exit $mrc"
+  [ "$mrc" = 0 ] || status=1
 fi
 exit $status

@@ -50,3 +50,18 @@ WRONG_DTYPE = Provider("fault_wrong_dtype", "float64 output", "cpu", {"resample"
 RAISE = Provider("fault_raise", "raises", "cpu", _all(_raise))
 MISSING = Provider("fault_missing", "needs a module that is not installed", "cpu", _all(_raise),
                    requires=("module_that_does_not_exist_rcb",))
+
+
+# Multi-GPU: rank 1 dies (os._exit, as a segfaulting or OOM-killed rank would) at its third call, i.e. mid-case
+# (after the correctness gate, while its op is being timed); every other rank behaves.
+_calls = {"n": 0}
+
+
+def _die_on_rank1(values, src_times, tgt_times):
+    _calls["n"] += 1
+    if os.environ.get("RANK") == "1" and _calls["n"] >= 3:
+        os._exit(1)
+    return reference.resample(values, src_times, tgt_times, out_dtype=values.dtype)
+
+
+DIE_RANK1 = Provider("fault_die_rank1", "rank 1 dies mid-case", "cpu", {"resample": _die_on_rank1})

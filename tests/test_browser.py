@@ -179,3 +179,50 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
                  "runs.png"):
         assert (shots / name).stat().st_size > 10_000, name  # a drawn page, not an empty image
     assert took < 90, took
+
+
+@pytest.fixture(scope="module")
+def multigpu_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SYNTHETIC multi-GPU records (1-8 GPUs, weak and strong, gathered or not) on two architectures, one machine
+    named with a link, a provider named with markup, a crashed case."""
+    from tests.test_dashboard import multigpu_record
+
+    out = tmp_path_factory.mktemp("browser-multigpu")
+    for arch, machine, scale in (("H200", "synthetic-h200-x8", 1.0), ("B200", f"synthetic-b200-x8 {LINK}", 0.6)):
+        recs = [multigpu_record(scale, "B4096-S100-T50-D32", s, g, k) for s in ("weak", "strong")
+                for g in ("none", "all") for k in (1, 2, 4, 8)]
+        recs += [multigpu_record(scale, "B4096-S100-T50-D32", "weak", "all", k, provider=BOLD) for k in (1, 2)]
+        crashed = multigpu_record(scale, "B4096-S100-T50-D32", "strong", "one", 8)
+        crashed.update(status="crash", reason="rank 5 died", metrics=None, method=None, distributed=None)
+        write_records(out, gpu_env(arch, machine), [*recs, crashed], name=f"{arch.lower()}-multigpu")
+    return out
+
+
+def test_multigpu_page_in_chromium(multigpu_results: Path, shots: Path, tmp_path: Path) -> None:
+    """The Multi-GPU page draws its scaling lines and bandwidth bars per architecture, redraws on a metric change,
+    and shows record text as typed."""
+    if MISSING:
+        pytest.fail(f"DASHBOARD BROWSER TEST NOT RUN: {MISSING} (ROBOCACHE_REQUIRE_BROWSER=1)", pytrace=False)
+    errors: list[str] = []
+    dialogs: list[str] = []
+    with browser.serve(["--no-default-results", "--results", str(multigpu_results)], log=tmp_path / "st.log") as url, \
+            browser.chromium(tmp_path / "profile") as page:
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url + "/multigpu")
+        assert browser.wait_for_charts(page, 4) >= 4  # two architectures x (efficiency lines, gather bars)
+        browser.wait_idle(page)
+        _no_exception(page, "multigpu")
+        _no_markup_in_charts(page, "multigpu")
+        legend = browser.chart_texts(page, ".legendtext")
+        assert f"resample/B4096-S100-T50-D32-weak-allgather {BOLD}" in legend, legend
+        assert any(LINK in t for t in browser.chart_texts(page, ".gtitle")) is False  # machines are not in titles
+        page.screenshot(path=str(shots / "multigpu.png"), full_page=True)
+        browser.select(page, "metric", "aggregate items per second")
+        browser.wait_idle(page)
+        assert browser.wait_for_charts(page, 4) >= 4
+        page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
+                               ".some(t => t.textContent.includes('aggregate items per second'))", timeout=30_000)
+        _no_exception(page, "multigpu (aggregate)")
+    assert not dialogs and not errors, (dialogs, errors)
+    assert (shots / "multigpu.png").stat().st_size > 10_000

@@ -410,3 +410,133 @@ def test_app_declares_pages(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) 
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Overview"]
     assert at.get("plotly_chart")
+
+
+# ---------------------------------------------------------------- the Multi-GPU page on synthetic multi-GPU records
+
+def multigpu_record(arch_scale: float, op_tag: str, scaling: str, gather: str, k: int, provider: str = "robocache",
+                    run: str = "synthetic-multigpu-run") -> dict[str, Any]:
+    """A SYNTHETIC multi-GPU record (schema version 2): made-up times that scale a little worse than linearly."""
+    b = 4096
+    r = make_record(b, run_id=run)
+    r["suite"] = "multigpu"
+    gtag = {"none": "nogather", "all": "allgather", "one": "gather"}[gather]
+    r["case"].update(id=f"resample/{op_tag}-{scaling}-g{k}-{gtag}",
+                     provider=provider, params={"B": b, "S": 100, "T": 50, "D": 32, "world_size": k,
+                                                "scaling": scaling, "gather": gather,
+                                                "B_rank": b if scaling == "weak" else b // k,
+                                                "B_total": b * k if scaling == "weak" else b},
+                     items=b * k if scaling == "weak" else b)
+    r["method"]["timer"] = "cuda_event"
+    t1 = 100.0 * arch_scale * (1.3 if gather != "none" else 1.0)
+    step = t1 * (1 + 0.05 * (k - 1)) if scaling == "weak" else t1 / k * (1 + 0.05 * (k - 1))
+    items = r["case"]["items"]
+    agg = items / (step * 1e-6)
+    eff = t1 / step if scaling == "weak" else t1 / (k * step)
+    r["metrics"]["time_us"] = {"p20": step * 0.99, "p50": step, "p80": step * 1.01, "min": step * 0.98,
+                               "max": step * 1.05, "mean": step}
+    r["metrics"]["items_per_s"] = agg
+    ag = 2 * 50 * 32 * 4 * (b if scaling == "weak" else b // k) * k if gather != "none" else None
+    r["distributed"] = {
+        "world_size": k, "nodes": 1, "backend": "nccl", "scaling": scaling, "gather": gather,
+        "items_per_rank": [items // k] * k, "per_rank_us": [step * 0.8] * k, "per_rank_step_us": [step] * k,
+        "step_us": step, "aggregate_items_per_s": agg, "efficiency": eff, "baseline_step_us": t1,
+        "gather_bytes": ag, "gather_us": 0.2 * step if ag else None,
+        "gather_gb_per_s": ag / (0.2 * step * 1e-6) / 1e9 if ag else None,
+        "collective_us": 0.15 * step if ag else None,
+        "collective_gb_per_s": ag / (0.15 * step * 1e-6) / 1e9 if ag else None,
+        "collective_busbw_gb_per_s": ag / (0.15 * step * 1e-6) / 1e9 * (k - 1) / k if ag else None}
+    return r
+
+
+@pytest.fixture(scope="module")
+def multigpu_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SYNTHETIC multi-GPU records of two architectures, 1-8 GPUs, weak/strong, gathered or not, a failed case,
+    and a <script> provider."""
+    out = tmp_path_factory.mktemp("dash-multigpu")
+    for arch, machine, scale in (("H200", "synthetic-h200-x8", 1.0), ("B200", "synthetic-b200-x8", 0.6)):
+        recs = []
+        for scaling in ("weak", "strong"):
+            for gather in ("none", "all"):
+                for k in (1, 2, 4, 8):
+                    recs.append(multigpu_record(scale, "B4096-S100-T50-D32", scaling, gather, k))
+        recs.append(multigpu_record(scale, "B4096-S100-T50-D32", "weak", "all", 2, provider=SCRIPT))
+        crashed = multigpu_record(scale, "B4096-S100-T50-D32", "weak", "one", 8)
+        crashed.update(status="crash", reason=f"rank 3 died without reporting an error {SCRIPT}", metrics=None,
+                       method=None, distributed=None)
+        recs.append(crashed)
+        write_records(out, gpu_env(arch, machine), recs, name=f"{machine}-multigpu")
+    return out
+
+
+def _values(v: Any) -> list[float]:
+    """A plotly array from a figure's JSON: a list, or plotly 6's typed-array form {"dtype", "bdata"}."""
+    if isinstance(v, dict) and "bdata" in v:
+        import base64
+
+        import numpy as np
+
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).tolist()
+    return list(v)
+
+
+def test_multigpu_page_on_synthetic_records(multigpu_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = app("multigpu", multigpu_dir, monkeypatch)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    assert "SYNTHETIC" in " ".join(w.value for w in at.warning)
+    assert any("failed" in w.value for w in at.warning)  # the crash is counted, never drawn
+    figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    # per architecture: the efficiency lines and the gather bars
+    assert len(figs) == 4, [f["layout"]["title"]["text"] for f in figs]
+    titles = [f["layout"]["title"]["text"] for f in figs]
+    assert any("B200" in t for t in titles) and any("H200" in t for t in titles)
+    lines = figs[0]
+    names = {t["name"] for t in lines["data"]}
+    assert "resample/B4096-S100-T50-D32-weak-nogather robocache" in names
+    assert any(charts.plain(SCRIPT) in n for n in names)  # escaped, drawn as text
+    weak = next(t for t in lines["data"] if t["name"] == "resample/B4096-S100-T50-D32-weak-nogather robocache")
+    assert _values(weak["x"]) == [1, 2, 4, 8]
+    assert _values(weak["y"])[0] == pytest.approx(1.0) and _values(weak["y"])[-1] < 1.0
+    bars = figs[1]
+    assert {t["name"] for t in bars["data"]} == {"the op's gather (algbw)", "all_gather alone (algbw)",
+                                                 "all_gather alone (busbw)"}
+    table = at.dataframe[0].value
+    assert set(table["world_size"].dropna()) == {1, 2, 4, 8}
+    assert (table["status"] == "crash").sum() == 2  # one per machine
+    # another metric and one scaling mode redraw without errors
+    at = next(s for s in at.selectbox if s.label == "metric").select("aggregate_items_per_s").run()
+    at = next(s for s in at.selectbox if s.label == "scaling").select("strong").run()
+    assert not at.exception and not at.error
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["yaxis"]["type"] == "log"
+    assert all("strong" in t["name"] for t in spec["data"])
+
+
+def test_multigpu_frame_columns(multigpu_dir: Path) -> None:
+    df, bad = data.load_frame([str(multigpu_dir)])
+    assert not bad and df["synthetic"].all()
+    for col in data.MULTI_COLUMNS:
+        assert col in df.columns, col
+    ok = df[df["status"] == "ok"]
+    assert ok["world_size"].notna().all() and set(ok["backend"]) == {"nccl"}
+    assert df[df["status"] == "crash"]["world_size"].isna().all()
+    one = ok[(ok["world_size"] == 1)]
+    assert (one["efficiency"].round(9) == 1.0).all()
+
+
+def test_multigpu_figures_escape_record_text(multigpu_dir: Path) -> None:
+    df, _ = data.load_frame([str(multigpu_dir)])
+    df = df[df["status"] == "ok"].copy()
+    for col in ("case_id", "machine"):
+        df[col] = (BOLD + " " + df[col].astype(str) + " " + LINK).astype("category")
+    evil_title = f"{BOLD} {LINK}"
+    for fig in (charts.scaling_lines(df, "efficiency", title=evil_title), charts.gather_bars(df, title=evil_title),
+                charts.scaling_lines(df.iloc[:0], "step_us", title=evil_title)):
+        doc = json.loads(fig.to_json())
+        for key, text in _strings(doc):
+            if key == "hovertemplate":
+                text = TEMPLATE_TAGS.sub("", text)
+            assert "<" not in text and ">" not in text, (key, text)
+        assert doc["layout"]["title"]["text"] == charts.plain(evil_title)

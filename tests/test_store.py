@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from robocache.bench import store
-from robocache.bench.schema import SchemaError, to_dict
+from robocache.bench.schema import SCHEMA_VERSION, SchemaError, to_dict
 from robocache.bench.store import (RECORDS_SUFFIX, load, orphaned_temporaries, safe_component,
                                    write_records)
 
@@ -242,7 +242,7 @@ def test_corrupt_corpus(tmp_path: Path) -> None:
     bad_texts += [good_text[: len(good_text) * k // 7].encode() for k in range(1, 7)]  # truncated mid-file
     bad_texts += [b"", b"   \n\t ", b"\n"]  # empty
     bad_texts += [wrong_type().encode(), json.dumps(make_doc(1, env={"hostname": 3})).encode()]
-    bad_texts += [json.dumps(make_doc(3, schema_version=2)).encode() for _ in range(3)]  # newer
+    bad_texts += [json.dumps(make_doc(3, schema_version=SCHEMA_VERSION + 1)).encode() for _ in range(3)]  # newer
     bad_texts += [with_value(("metrics", "gb_per_s"), math.nan).encode(),
                   with_value(("metrics", "time_us", "p50"), math.nan).encode(),
                   with_value(("case", "params", "scale"), math.nan).encode(),

@@ -1,5 +1,5 @@
-"""Multi-GPU: results of cases run over more than one GPU (none recorded yet)."""
-import json
+"""Multi-GPU: scaling efficiency and aggregate throughput against the GPU count, per architecture, and the
+gather's bandwidth next to the collective's own; from records carrying ``distributed`` (suite multigpu)."""
 import sys
 from pathlib import Path
 
@@ -9,19 +9,11 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from dashboard import data  # noqa: E402
+from dashboard import charts, data  # noqa: E402
 
-# A case is multi-GPU when its params say how many GPUs it spans.
-_GPU_KEYS = ("world_size", "gpus", "n_gpus")
-
-
-def _gpus(params: str) -> int:
-    p = json.loads(params)
-    for k in _GPU_KEYS:
-        v = p.get(k)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    return 1
+TABLE = ["machine", "arch", "op", "case_id", "provider", "dtype", "world_size", "nodes", "scaling", "gather", "status",
+         "step_us", "per_rank_us", "aggregate_items_per_s", "efficiency", "gather_gb_per_s", "collective_gb_per_s",
+         "collective_busbw_gb_per_s", "backend", "run_id", "reason"]
 
 
 def body() -> None:
@@ -29,14 +21,41 @@ def body() -> None:
     if got is None:
         return
     df, _ = got
-    n = df["params"].map(_gpus)
-    multi = df[n > 1].assign(gpus=n[n > 1])
+    # A multi-GPU record is one of the multigpu suite: its params name the world size (failed ones have no
+    # "distributed" section, so the suite is the test).
+    multi = df[(df["suite"] == "multigpu") | df["world_size"].notna()]
     if multi.empty:
         st.info("No multi-GPU results yet. Cases spanning several GPUs (2, 4 or 8 H200s) will show here once "
-                "the benchmark suite records them.")
+                "`robocache-bench run --suite multigpu` records them.")
         return
-    st.dataframe(multi[["machine", "arch", "op", "case_id", "provider", "dtype", "gpus", "timer", "cache", "status",
-                        "p50", "gb_per_s", "run_id"]], hide_index=True, width="stretch")
+    c = st.columns(3)
+    op = c[0].selectbox("op", data.options(multi, "op"))
+    metric = c[1].selectbox("metric", list(charts.MULTI_METRICS), format_func=lambda m: charts.MULTI_METRICS[m][0])
+    d = multi[multi["op"] == op]
+    scalings = data.options(d, "scaling")
+    scaling = c[2].selectbox("scaling", ["weak and strong", *scalings])
+    if scaling != "weak and strong":
+        d = d[d["scaling"] == scaling]
+    latest = data.latest(d)
+    ok = latest[latest["status"] == "ok"]
+    st.caption("Each rank times its own shard; the group's step is its slowest rank's median; efficiency is "
+               "against the one-GPU case of the same run (weak: t1/tk, strong: t1/(k tk)).")
+    for arch in data.options(ok, "arch"):
+        a = ok[ok["arch"] == arch]
+        st.subheader(data.md_escape(f"{arch}: {op}"))
+        st.plotly_chart(charts.scaling_lines(a, metric, title=f"{op} on {arch}: {charts.MULTI_METRICS[metric][0]} "
+                                                               "vs GPUs"), width="stretch")
+        g = a.dropna(subset=["gather_gb_per_s"])
+        if not g.empty:
+            st.plotly_chart(charts.gather_bars(g, title=f"{op} on {arch}: the gather next to the collective's own"),
+                            width="stretch")
+    if ok.empty:
+        st.info("No successful multi-GPU result for this selection; the table lists what was recorded.")
+    failed = latest[latest["status"] != "ok"]
+    if not failed.empty:
+        st.warning(f"{len(failed)} multi-GPU case(s) failed (the table says why); failed cases carry no aggregate.")
+    st.dataframe(latest[TABLE].sort_values(["machine", "case_id", "provider", "world_size"]), hide_index=True,
+                 width="stretch")
 
 
 data.run_page("Multi-GPU", body)

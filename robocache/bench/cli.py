@@ -1,6 +1,7 @@
 """robocache-bench: run the grid, look at a run, write the report, find regressions.
 
     robocache-bench run --suite quick                 # the best device present, results/ by default
+    robocache-bench run --suite multigpu --gpus 8     # multi-GPU cases through torchrun (NCCL; Gloo on --device cpu)
     robocache-bench list --suite nightly --ops fuse   # the cases and why each exists
     robocache-bench show results/                     # one run (the latest unless --run), every case
     robocache-bench report results/ --out report.md   # the markdown report of one run
@@ -34,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
                        description="Run a suite of the grid. Exit code 1 when any case failed (incorrect, crash, "
                                    "timeout, oom, error), 2 on bad arguments.")
     r.add_argument("--suite", choices=specs.SUITES, default="quick",
-                   help="quick: about a minute on one GPU; nightly: the full sweep (default: quick)")
+                   help="quick: about a minute on one GPU; nightly: the full sweep; multigpu: cases over 1-8 GPUs "
+                        "(and 16 over two nodes) through torchrun (default: quick)")
     r.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     r.add_argument("--providers", type=_csv,
                    help=f"comma-separated subset of {','.join(specs.GPU_PROVIDERS + ('numpy',))}")
@@ -55,6 +57,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated case keys op/tag/dtype/provider (as `list` and alerts print them); "
                         "they replace the suite's cases")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g = r.add_argument_group("multi-GPU (suite multigpu: torchrun, one process per GPU; NCCL, Gloo on --device cpu)")
+    g.add_argument("--gpus", type=int, default=None,
+                   help="GPUs per node (default: the GPUs visible here; on the CPU: 2 Gloo processes); every world "
+                        "size of the suite up to it runs, one torchrun each")
+    g.add_argument("--collective-timeout", type=float, default=None,
+                   help="seconds a collective waits for a peer before it fails: the process group's timeout "
+                        "(default 120); a dead rank ends the run within it plus a margin")
+    g.add_argument("--nnodes", type=int, default=1, help="machines in the run (default 1: torchrun --standalone)")
+    g.add_argument("--node-rank", type=int, default=0,
+                   help="this machine's rank among --nnodes (0 runs the one-GPU cases and writes the records)")
+    g.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
+                   help="torchrun's c10d rendezvous, the same on every node (needed with --nnodes > 1)")
+    g.add_argument("--rdzv-id", default="robocache-bench", help="rendezvous id, the same on every node")
 
     ls = sub.add_parser("list", help="list the cases of a suite and the reason for each grid point")
     ls.add_argument("--suite", choices=specs.SUITES, default="quick")
@@ -273,6 +288,16 @@ def _run(args: argparse.Namespace) -> int:
     if not cases:
         print("no cases match these filters; see `robocache-bench list`", file=sys.stderr)
         return 2
+    multi = [c for c in cases if c.distributed]
+    if multi and len(multi) != len(cases):
+        print("multi-GPU cases (suite multigpu) and single-GPU cases run separately: pick one kind", file=sys.stderr)
+        return 2
+    if multi:
+        return _run_multigpu(args, device, multi)
+    if args.gpus is not None or args.nnodes != 1 or args.rdzv_endpoint or args.collective_timeout is not None:
+        print("--gpus, --nnodes, --rdzv-endpoint and --collective-timeout apply to multi-GPU cases "
+              "(--suite multigpu)", file=sys.stderr)
+        return 2
     timing = {k: v for k, v in (("noise_target", args.noise_target), ("time_limit_s", args.time_limit))
               if v is not None}
     where = "GPU (device timers)" if device == "gpu" else "CPU only (host timer; no GPU found)"
@@ -289,6 +314,52 @@ def _run(args: argparse.Namespace) -> int:
     if res.ceiling_failed:
         print(f"  FAILED copy-ceiling measurement: {res.ceiling.get('reason')}; records carry no % of ceiling")
     return 1 if res.failed or res.ceiling_failed else 0
+
+
+def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
+    from . import launch
+
+    if args.nnodes > 1 and not args.rdzv_endpoint:
+        print("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)", file=sys.stderr)
+        return 2
+    ok, why = launch.available(device)
+    if not ok:
+        print(f"robocache-bench run: multi-GPU cases need torch.distributed: {why}", file=sys.stderr)
+        return 2
+    gpus = args.gpus if args.gpus is not None else (launch.gpu_count() if device == "gpu" else 2)
+    if gpus < 1:
+        print("no GPU visible here: pass --gpus N, or --device cpu for Gloo processes", file=sys.stderr)
+        return 2
+    timing = {k: v for k, v in (("noise_target", args.noise_target), ("time_limit_s", args.time_limit))
+              if v is not None}
+    coll = args.collective_timeout if args.collective_timeout is not None else launch.COLLECTIVE_TIMEOUT_S
+    where = (f"{gpus} GPU(s) per node, NCCL" if device == "gpu" else f"{gpus} Gloo process(es) per node, CPU only "
+             "(host timer)") + (f", {args.nnodes} nodes (this is node {args.node_rank})" if args.nnodes > 1 else "")
+    print(f"robocache-bench: {len(cases)} multi-GPU cases of suite {args.suite} on {where}; torchrun per world size, "
+          f"collective timeout {coll:g} s", file=sys.stderr)
+    say = None if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
+    res = launch.run_multigpu(cases, device=device, gpus=gpus, out_dir=args.out, suite=args.suite, timing=timing,
+                              machine=args.machine, collective_timeout_s=coll, case_timeout_s=args.timeout,
+                              nnodes=args.nnodes, node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
+                              rdzv_id=args.rdzv_id, log=say)
+    if res.not_run:
+        need = sorted({specs.find(k).world_size for k, _ in res.not_run})
+        print(f"not run: {len(res.not_run)} case(s) needing {', '.join(map(str, need))} ranks "
+              f"({res.not_run[0][1]})", file=sys.stderr)
+    if not res.records and not res.launches:
+        print("no multi-GPU case fits on this machine", file=sys.stderr)
+        return 2
+    if not res.writer:
+        rcs = ", ".join(f"{x['world_size']} ranks: exit {x['rc']}" for x in res.launches)
+        print(f"node {args.node_rank}: launches done ({rcs}); the records are written on the node with --node-rank 0")
+        return 1 if res.launch_failed else 0
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
+    print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s; records: {', '.join(str(p) for p in res.paths)}")
+    print(rep.multigpu(res.records))
+    for r in res.failed:
+        print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
+              f"{(r.get('reason') or '').splitlines()[0][:200]}")
+    return 1 if res.failed else 0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import re
 import socket
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
@@ -406,8 +406,9 @@ class ClockSampler:
     and :meth:`stats` reports unknowns.
     """
 
-    def __init__(self, device_index: int = 0, interval_s: float = 0.02) -> None:
+    def __init__(self, device_index: int = 0, interval_s: float = 0.02, ignore_pids: Iterable[int] = ()) -> None:
         self.device_index = device_index
+        self.ignore_pids = set(ignore_pids)  # a multi-GPU run's other ranks: not "other processes"
         self.interval_s = max(float(interval_s), 0.001)
         self.error: str | None = None  # why NVML is unknown, when it is
         self._nv: ModuleType | None = None
@@ -502,7 +503,7 @@ class ClockSampler:
             # The sampled process holds a CUDA context while it is timed, so NVML must list it; when it
             # does not (an empty list, or host PIDs in a container), NVML cannot see processes here:
             # unknown, never "0 others".
-            others = len(pids - {self._pid}) if self._pid in pids else None
+            others = len(pids - {self._pid} - self.ignore_pids) if self._pid in pids else None
         s = {
             "sm": sm if isinstance(sm, int) and sm > 0 else None,
             "mem": mem if isinstance(mem, int) and mem > 0 else None,

@@ -8,7 +8,9 @@ one pytest session) measures the copy ceiling once and writes one run file.
 
 Differences from ``robocache-bench run``: asv already runs each benchmark in its
 own process; pytest-benchmark runs in the pytest process (no isolation: a kernel
-fault ends the session, as it would for any pytest test).
+fault ends the session, as it would for any pytest test). Multi-GPU cases (suite
+``multigpu``) go through the CLI's torchrun launcher in a child process group
+(:func:`measure_multigpu`), skipped where fewer GPUs are present than a case needs.
 """
 from __future__ import annotations
 
@@ -170,6 +172,9 @@ def measure(key: str, session: Session, *, suite: str = "nightly", check_only: b
     device = device_here()
     if case.provider in GPU_ONLY and device != "gpu":
         raise Unavailable(f"{case.provider} needs a CUDA GPU; none found on this machine")
+    if case.distributed:
+        return measure_multigpu(case, session, suite=suite, check_only=check_only, timing=timing, extras=extras,
+                                store_record=store_record)
     commit = os.environ.get("ASV_COMMIT") or None
     dirty = None
     if commit is None:
@@ -186,6 +191,91 @@ def measure(key: str, session: Session, *, suite: str = "nightly", check_only: b
     if store_record and not check_only:
         session.append(rec)
     return rec
+
+
+def multigpu_unavailable(case: specs.Case) -> str | None:
+    """Why this machine cannot run the multi-GPU ``case`` (None when it can): its grid point is for another
+    device, torch.distributed or its backend is missing, or fewer GPUs are present than it needs."""
+    from . import launch
+
+    device = device_here()
+    if device not in specs.devices_of(case):
+        return f"{case.key} is a {'/'.join(specs.devices_of(case))} case; this machine runs the {device} ones"
+    ok, why = launch.available(device)
+    if not ok:
+        return why
+    if device == "gpu":
+        n = launch.gpu_count()
+        if n < case.world_size:
+            return f"needs {case.world_size} GPUs; {n} present"
+    return None
+
+
+def measure_multigpu(case: specs.Case, session: Session, *, suite: str = "multigpu", check_only: bool = False,
+                     timing: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
+                     store_record: bool = True) -> dict[str, Any]:
+    """A multi-GPU case through the same torchrun path as ``robocache-bench run --suite multigpu`` (a child
+    torchrun; rank 0's record). Its one-rank case is measured first in this session (once) when it has not
+    been, so the efficiency is against the same session's baseline. ``extras["timing"].samples_us``: the
+    slowest rank's step samples."""
+    import types
+
+    from . import launch
+
+    why = multigpu_unavailable(case)
+    if why:
+        raise Unavailable(why)
+    key = case.key
+    hit = None if check_only else session.cached("rec-" + key)
+    if hit is not None and hit.get("status") != "unavailable":
+        if extras is not None:
+            extras["timing"] = types.SimpleNamespace(samples_us=(session.cached("samples-" + key) or {}).get("us", []))
+        return hit
+    baselines: dict[str, dict[str, Any]] = {}
+    bk = case.baseline_key
+    if bk and not check_only:
+        try:
+            base_case = specs.find(bk)
+        except KeyError:
+            base_case = None
+        if base_case is not None:
+            try:
+                base = measure_multigpu(base_case, session, suite=suite, timing=timing, store_record=store_record)
+            except Unavailable:
+                base = None
+            if base and base.get("status") == "ok" and base.get("distributed"):
+                baselines[bk] = {"step_us": base["distributed"]["step_us"], "items": base["case"]["items"]}
+    commit = os.environ.get("ASV_COMMIT") or None
+    with tempfile.TemporaryDirectory(prefix="rcb-frontend-") as tmp:
+        res = launch.run_multigpu([case], device=device_here(), gpus=case.world_size, out_dir=tmp, suite=suite,
+                                  frontend=session.frontend, run_id=session.run_id, timing=timing or FRONTEND_TIMING,
+                                  check_only=check_only, baselines=baselines, add_baselines=False)
+    if not res.records:
+        raise RuntimeError(f"{key}: the launch returned no record ({res.launches})")
+    rec = res.records[0]
+    if commit:
+        rec["git_commit"], rec["git_dirty"] = commit, None
+    if rec["status"] == "skipped":
+        raise Unavailable(rec["reason"])
+    if extras is not None:
+        extras["timing"] = types.SimpleNamespace(samples_us=res.samples.get(key, []))
+    if not check_only:
+        if store_record:
+            session.append(rec)
+        session.cache("rec-" + key, store.to_plain(rec))
+        session.cache("samples-" + key, {"us": res.samples.get(key, [])})
+    return rec
+
+
+def multigpu_suite() -> bool:
+    """asv's multi-GPU classes exist only for ``ROBOCACHE_SUITE=multigpu``: on the nightly pass (one GPU) they
+    would add a torchrun launch per case to a run that must fit its 15 minutes."""
+    return os.environ.get("ROBOCACHE_SUITE", "") == "multigpu"
+
+
+def gather_cases(op: str) -> list[str]:
+    """The multi-GPU cases of ``op`` that gather their outputs (the bandwidth benchmarks)."""
+    return [k for k in suite_cases(op, suite="multigpu") if specs.find(k).params.get("gather") != "none"]
 
 
 def synchronize() -> None:
@@ -272,6 +362,59 @@ class CeilingBenchmark(_Measured):
         return self.rec["metrics"]["pct_of_ceiling"]
 
     track_pct_of_ceiling.unit = "%"
+
+
+class _MultiMeasured(_Measured):
+    """Setup of the multi-GPU classes: skipped (NotImplementedError) when the machine has fewer GPUs than the
+    case needs or no torch.distributed; otherwise one torchrun launch per case and asv invocation."""
+
+    timeout = 1800  # a torchrun launch per case (and its one-GPU baseline)
+
+    def setup(self, key: str) -> None:
+        super().setup(key)
+        if not self.rec.get("distributed"):
+            raise NotImplementedError(f"{key} is not a multi-GPU case")
+
+
+class MultiGPUBenchmark(_MultiMeasured):
+    """asv ``track_*`` of a multi-GPU case (suite multigpu): the group's step, aggregate throughput and scaling
+    efficiency against the one-GPU case of the same asv run."""
+
+    def track_step_us(self, key: str) -> float:
+        return self.rec["distributed"]["step_us"]
+
+    track_step_us.unit = "us"
+
+    def track_aggregate_items_per_s(self, key: str) -> float:
+        return self.rec["distributed"]["aggregate_items_per_s"]
+
+    track_aggregate_items_per_s.unit = "items/s"
+
+    def track_efficiency(self, key: str) -> float:
+        eff = self.rec["distributed"]["efficiency"]
+        return float("nan") if eff is None else eff  # asv shows n/a: the one-GPU case failed
+
+    track_efficiency.unit = "ratio"
+
+
+class GatherBenchmark(_MultiMeasured):
+    """asv bandwidth of the op's gather next to the collective's own (all_gather of a plain tensor of the same
+    size, measured in the same launch): algbw and nccl-tests' busbw, GB/s."""
+
+    def track_gather_gb_per_s(self, key: str) -> float:
+        return self.rec["distributed"]["gather_gb_per_s"]
+
+    track_gather_gb_per_s.unit = "GB/s"
+
+    def track_collective_gb_per_s(self, key: str) -> float:
+        return self.rec["distributed"]["collective_gb_per_s"]
+
+    track_collective_gb_per_s.unit = "GB/s"
+
+    def track_collective_busbw_gb_per_s(self, key: str) -> float:
+        return self.rec["distributed"]["collective_busbw_gb_per_s"]
+
+    track_collective_busbw_gb_per_s.unit = "GB/s"
 
 
 class WallBenchmark:

@@ -285,11 +285,61 @@ def health(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def is_multigpu(r: dict[str, Any]) -> bool:
+    """A record of a multi-GPU case (its params name the world size)."""
+    return "world_size" in (r["case"]["params"] or {})
+
+
+_UNIT = {"trajectories": "traj", "points": "pts"}
+
+
+def _gb(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def multigpu(records: list[dict[str, Any]]) -> str:
+    """Multi-GPU cases: per world size the group's step (slowest rank), aggregate throughput, efficiency
+    against the one-rank case of the run, and the gather's bandwidth beside the collective's own."""
+    rows = []
+
+    def order(r):
+        p = r["case"]["params"]
+        return (specs.OPS.index(r["case"]["op"]) if r["case"]["op"] in specs.OPS else 9, r["case"]["provider"],
+                p.get("scaling", ""), specs.GATHER_MODES.index(p["gather"]) if p.get("gather") in specs.GATHER_MODES
+                else 9, p.get("B", 0), p.get("world_size", 0))
+    for r in sorted((r for r in records if is_multigpu(r)), key=order):
+        p = r["case"]["params"]
+        d = r.get("distributed") or {}
+        ranks = d.get("per_rank_us") or []
+        spread = f"{min(ranks):.1f}-{max(ranks):.1f}" if len(ranks) > 1 else (_us(ranks[0]) if ranks else "-")
+        nodes = f" ({d['nodes']} nodes)" if d.get("nodes", 1) > 1 else ""
+        rows.append([r["case"]["id"], r["case"]["provider"], f"{p.get('world_size')}{nodes}", p.get("scaling"),
+                     p.get("gather"), r["status"], _us(d.get("step_us")), spread,
+                     _num(d.get("aggregate_items_per_s"), f" {_UNIT.get(r['case']['items_unit'], 'items')}/s"),
+                     f"{d['efficiency']:.2f}" if d.get("efficiency") is not None else "-",
+                     _gb(d.get("gather_gb_per_s")), _gb(d.get("collective_gb_per_s")),
+                     _gb(d.get("collective_busbw_gb_per_s")), _flags(r)])
+    if not rows:
+        return "_No multi-GPU case in this run._"
+    return ("Step = the slowest rank's median (op, plus the gather when there is one); efficiency against the "
+            "one-rank case of this run (weak: t1/tk, strong: t1/(k tk)); all_gather bandwidth of a plain tensor "
+            "of the same size, measured in the same run (algbw and nccl-tests' busbw).\n\n"
+            + table(["case", "provider", "ranks", "scaling", "gather", "status", "step us", "op us per rank",
+                     "aggregate", "efficiency", "gather GB/s", "all_gather algbw GB/s", "busbw GB/s", "flags"],
+                    rows))
+
+
 def report(records: list[dict[str, Any]]) -> str:
     """The markdown report of one run."""
     first_dtype = "float32"
+    everything = records
+    records = [r for r in everything if not is_multigpu(r)]
+    multi = [r for r in everything if is_multigpu(r)]
+    if multi and not records:  # a multi-GPU run: its own table, the single-GPU sections would be empty
+        return "\n\n".join(["# robocache-bench report", header(everything),
+                             "## Multi-GPU scaling", multigpu(multi), "## Health", health(everything)]) + "\n"
     parts = [
-        "# robocache-bench report", header(records),
+        "# robocache-bench report", header(everything),
         "## Headline: the classic case (B=256, 100 -> 50 frames, 32 features)", headline(records),
         "## Dtype comparison (robocache; speedup = float32 median / 16-bit median)", dtypes(records),
         "## Batch scaling (resample, 100 -> 50, D=32, float32)",
@@ -301,6 +351,7 @@ def report(records: list[dict[str, Any]]) -> str:
         "## Against the peers (speedup = peer median / robocache median, same run, same GPU)", peers(records),
         "## Roofline view (robocache)", roofline(records),
         "## Timer self-check", timer_check(records),
-        "## Health", health(records),
+        *(["## Multi-GPU scaling", multigpu(multi)] if multi else []),
+        "## Health", health(everything),
     ]
     return "\n\n".join(parts) + "\n"

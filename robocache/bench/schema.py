@@ -2,9 +2,14 @@
 
 A results file is JSON (never pickle or YAML) written by one run on one machine::
 
-    {"schema_version": 1, "kind": "robocache-bench/records",
+    {"schema_version": 2, "kind": "robocache-bench/records",
      "env": Env,                  # the machine, once per file
      "records": [Record, ...]}    # one per case measured
+
+Versions: 2 added the optional ``Record.distributed`` (multi-GPU cases: per-rank times, aggregate
+throughput, scaling efficiency, gather and collective bandwidth). Because readers refuse unknown fields,
+an older robocache-bench reports a version-2 file as "newer" instead of misreading it; this one reads
+versions 1 and 2 (a version-1 file has no ``distributed``, and one that carries it is refused).
 
 Each :class:`Record` names its case, how it was measured, the figures, the
 correctness check, the clocks during the case, the health flags and the status;
@@ -29,7 +34,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # what the loader accepts; writers always write SCHEMA_VERSION
 FILE_KIND = "robocache-bench/records"
 
 STATUSES = ("ok", "incorrect", "crash", "timeout", "oom", "skipped", "error")
@@ -169,7 +175,35 @@ class Env(_Rec):
     nvml: str  # "ok" or "unknown: <why>"
 
 
-class Record(_Rec):
+class Distributed(_Rec):
+    """A case run over several ranks (one GPU each; Gloo processes on a CPU run), schema version 2.
+
+    Each rank times its own shard; the group's step ends when its slowest rank does, so the step time is
+    the largest per-rank median and the aggregate throughput is the group's items over it
+    (:mod:`robocache.bench.scaling` holds the arithmetic).
+    """
+
+    world_size: Annotated[int, Meta(ge=1)]  # ranks (processes), one GPU each on a GPU run
+    nodes: Annotated[int, Meta(ge=1)]
+    backend: Literal["nccl", "gloo"]
+    scaling: Literal["weak", "strong"]  # weak: fixed batch per rank; strong: fixed total batch
+    gather: Literal["none", "all", "one"]  # outputs gathered to every rank (all_gather), to rank 0, or not
+    items_per_rank: list[Count]
+    per_rank_us: list[NonNeg]  # median time of the op alone, per rank (index = rank)
+    per_rank_step_us: list[NonNeg]  # median time of one step (op, plus the gather when there is one) per rank
+    step_us: NonNeg  # the slowest rank's step median: the group's step time
+    aggregate_items_per_s: NonNeg  # the group's items / step_us
+    efficiency: NonNeg | None  # vs the 1-rank case of the same run (None when it did not run)
+    baseline_step_us: NonNeg | None  # that 1-rank case's step time
+    gather_bytes: Count | None  # bytes the gather delivers: world_size x the output bytes of one rank
+    gather_us: NonNeg | None  # the gather alone, slowest rank's median
+    gather_gb_per_s: NonNeg | None  # gather_bytes / gather_us
+    collective_us: NonNeg | None  # all_gather of a plain uint8 tensor of the same size, slowest rank's median
+    collective_gb_per_s: NonNeg | None  # its algorithm bandwidth: world_size x bytes / time (nccl-tests algbw)
+    collective_busbw_gb_per_s: NonNeg | None  # algbw x (world_size - 1) / world_size (nccl-tests busbw)
+
+
+class Record(_Rec, omit_defaults=True):
     run_id: str
     created: str  # ISO 8601 UTC
     git_commit: str | None
@@ -186,13 +220,14 @@ class Record(_Rec):
     reason: str | None
     duration_s: NonNeg
     synthetic: bool  # generated fixtures say so; committed results never are
+    distributed: Distributed | None = None  # multi-GPU cases only (schema version 2); omitted when None
     # attached by the loader, never stored (the writer strips them):
     env: Env | None = None
     source: str | None = None
 
 
 class RecordsFile(_Rec):
-    schema_version: Literal[1]
+    schema_version: Literal[1, 2]
     kind: Literal["robocache-bench/records"]
     env: Env
     records: list[Record]
@@ -210,7 +245,7 @@ def parse_file_bytes(data: bytes) -> RecordsFile:
     if not data.strip():
         raise SchemaError("empty file")
     try:
-        return _DECODER.decode(data)
+        doc = _DECODER.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         version = _peek_version(data)
         if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
@@ -219,6 +254,16 @@ def parse_file_bytes(data: bytes) -> RecordsFile:
         raise SchemaError(str(e)) from None
     except RecursionError:
         raise SchemaError("nested too deeply to be a results file") from None
+    if doc.schema_version == 1:
+        _check_v1(doc.records)
+    return doc
+
+
+def _check_v1(records: list[Record]) -> None:
+    """A version-1 file cannot carry what version 2 added."""
+    for i, rec in enumerate(records):
+        if rec.distributed is not None:
+            raise SchemaError(f"Object contains unknown field `distributed` for schema_version 1 - at `$.records[{i}]`")
 
 
 def _peek_version(data: bytes) -> Any:

@@ -8,6 +8,12 @@ builds its own random, seeded inputs for the provider's array kind.
 
 ``GRID_VERSION`` goes up whenever the meaning of an existing case id changes
 (inputs, bytes, semantics), so the history never compares across such a change.
+
+The ``multigpu`` suite holds the cases that span several ranks (one GPU each; Gloo processes on the CPU):
+GPU count, scaling mode (weak: fixed batch per GPU; strong: fixed total batch) and gather mode (none, all:
+``all_gather`` to every rank, one: ``gather`` to rank 0) are axes of the grid and part of the case's tag
+(``B4096-S100-T50-D32-weak-g4-allgather``); :attr:`Case.world_size` says how many ranks a case needs.
+They run through ``torchrun`` (:mod:`robocache.bench.launch`), never through the single-process runner.
 """
 from __future__ import annotations
 
@@ -24,7 +30,16 @@ GPU_DTYPES = ("float32", "float16", "bfloat16")
 CPU_DTYPES = ("float32",)  # NumPy has no bfloat16 and its float16 math is emulated: not a peer a user picks
 GPU_PROVIDERS = ("robocache", "torch_eager", "torch_compile", "cupy")
 CPU_PROVIDERS = ("numpy", "torch_eager", "torch_compile")
-SUITES = ("quick", "nightly")
+SUITES = ("quick", "nightly", "multigpu")
+# Multi-GPU cases: one provider on the GPU (the library under test; its peers' scaling is the same
+# collective), the NumPy and torch-eager CPU providers for the Gloo rehearsal on the CPU.
+MULTIGPU_GPU_PROVIDERS = ("robocache",)
+MULTIGPU_CPU_PROVIDERS = ("numpy", "torch_eager")
+MULTIGPU_COUNTS = (1, 2, 4, 8)  # GPUs of one machine; 16 = two 8-GPU machines (resample only)
+MULTIGPU_CPU_COUNTS = (1, 2)  # Gloo processes on the CPU (CI)
+GATHER_MODES = ("none", "all", "one")
+GATHER_TAG = {"none": "nogather", "all": "allgather", "one": "gather"}
+_MULTI_KEYS = ("world_size", "scaling", "gather", "B_rank", "B_total")  # params only multi-GPU cases have
 SWEEP_DTYPES = ("float32", "bfloat16")  # scaling sweeps: fp32 and the 16-bit type robot learning uses
 ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 BOUNDS = ((-2.0, -2.0, -2.0), (2.0, 2.0, 2.0))
@@ -42,6 +57,7 @@ class Point:
     reason: str
     suites: tuple[str, ...]
     dtypes: tuple[str, ...] = GPU_DTYPES
+    devices: tuple[str, ...] = ("gpu", "cpu")  # where the point exists (multi-GPU points: one of them)
 
 
 @dataclass(frozen=True)
@@ -67,13 +83,54 @@ class Case:
         return f"{self.op}/{self.tag}/{self.dtype}/{self.provider}"
 
     @property
+    def distributed(self) -> bool:
+        """A case of the multi-GPU grid (run through torchrun, even with one rank)."""
+        return "world_size" in self.params
+
+    @property
+    def world_size(self) -> int:
+        """Ranks the case needs: one GPU each on a GPU run (1 for every single-process case)."""
+        return int(self.params.get("world_size", 1))
+
+    gpus = world_size  # what front ends compare with the GPUs present
+
+    def _total_params(self) -> dict[str, Any]:
+        p = self.params
+        return {**p, "B": p["B_total"]} if "B_total" in p else p
+
+    @property
     def bytes(self) -> int:
-        return case_bytes(self.op, self.params, self.dtype)
+        """Bytes the op must move; for a multi-GPU case, summed over the ranks' shards."""
+        return case_bytes(self.op, self._total_params(), self.dtype)
 
     @property
     def items(self) -> int:
-        p = self.params
+        """Items the op produces per call; for a multi-GPU case, over the whole group."""
+        p = self._total_params()
         return p["B"] * p["N"] if self.op == "voxelize" else p["B"]
+
+    def shard(self, rank: int) -> Case:
+        """Rank ``rank``'s part of a multi-GPU case: a single-process case with the per-rank batch.
+
+        Its id (``<op>/<tag>/rank<r>``) seeds its inputs, so every rank works on its own random data.
+        """
+        if not self.distributed:
+            return self
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank {rank} out of range for a case of {self.world_size} ranks")
+        own = {k: v for k, v in self.params.items() if k not in _MULTI_KEYS}
+        return Case(self.op, f"{self.tag}/rank{rank}", {**own, "B": self.params["B_rank"]}, self.dtype,
+                    self.provider, self.reason, self.suites)
+
+    @property
+    def baseline_key(self) -> str | None:
+        """Key of the one-rank case of the same op, shape, scaling and gather mode (the efficiency's
+        reference), or None for a single-process or one-rank case."""
+        if not self.distributed or self.world_size == 1:
+            return None
+        # The tag's B is the batch per rank (weak) or in all (strong): the one-rank case has the same B.
+        tag = self.tag.replace(f"-g{self.world_size}-", "-g1-")
+        return f"{self.op}/{tag}/{self.dtype}/{self.provider}"
 
     @property
     def items_unit(self) -> str:
@@ -174,7 +231,72 @@ POINTS: tuple[Point, ...] = (
 )
 
 
+# --- the multi-GPU grid -----------------------------------------------------------------------------
+# For each op, one shape the data loader of one GPU would run (weak scaling: that batch on every GPU) and
+# one fixed total batch (strong scaling: that batch split over the GPUs; with 8 GPUs each gets the weak
+# batch, so the two curves meet), at 1, 2, 4 and 8 GPUs, with the outputs left where they are, gathered to
+# every rank (all_gather: each rank trains on the whole batch) or to rank 0 (gather: one consumer).
+
+def _multi(base: Point, scaling: str, k: int, gather: str, total: int, why: str, devices: tuple[str, ...]) -> Point:
+    per_rank = total // k
+    if per_rank * k != total:
+        raise ValueError(f"{base.op} {base.tag}: total batch {total} does not split over {k} ranks")
+    where = "GPU" if devices == ("gpu",) else "process"
+    gather_why = {"none": "outputs stay on each rank",
+                  "all": "outputs all_gathered to every rank",
+                  "one": "outputs gathered to rank 0"}[gather]
+    if scaling == "weak":
+        reason = f"weak scaling: {why}, {per_rank} per {where} on {k} {where}(s); {gather_why}"
+    else:
+        reason = f"strong scaling: {why}, {total} in all split over {k} {where}(s) ({per_rank} each); {gather_why}"
+    params = {**base.params, "world_size": k, "scaling": scaling, "gather": gather, "B_rank": per_rank,
+              "B_total": total}
+    return Point(base.op, f"{base.tag}-{scaling}-g{k}-{GATHER_TAG[gather]}", params, reason, ("multigpu",),
+                 ("float32",), devices)
+
+
+def _multigpu_points(make, weak_b: int, strong_b: int, why: str, counts: tuple[int, ...],
+                     gathers: tuple[str, ...], devices: tuple[str, ...]) -> list[Point]:
+    out = []
+    for scaling, b in (("weak", weak_b), ("strong", strong_b)):
+        base = make(b)
+        for k in counts:
+            for g in gathers:
+                total = b * k if scaling == "weak" else b
+                out.append(_multi(base, scaling, k, g, total, why, devices))
+    return out
+
+
+_GPU, _CPU = ("gpu",), ("cpu",)
+MULTIGPU_POINTS: tuple[Point, ...] = (
+    # GPUs: 60 cases, one provider (robocache), float32
+    *_multigpu_points(lambda b: _resample(b, 100, 50, 32, ""), 4096, 32768,
+                      "trajectories at the classic shape (100 -> 50 frames, D=32)", MULTIGPU_COUNTS, GATHER_MODES,
+                      _GPU),
+    *_multigpu_points(lambda b: _resample(b, 100, 50, 32, ""), 4096, 32768,
+                      "two 8-GPU machines (torchrun over two nodes), classic shape", (16,), ("none", "all"), _GPU),
+    # fuse at the quick suite's batch per GPU (its float64 reference on the host costs ~2 s per 1000 windows,
+    # and every rank gates its shard first)
+    *_multigpu_points(lambda b: _fuse("robot", b, 100, ROBOT, ""), 256, 2048, "robot-mix windows (vision, "
+                      "proprio, force onto 50 Hz)", MULTIGPU_COUNTS, ("none", "all"), _GPU),
+    *_multigpu_points(lambda b: _vox(b, 100_000, 64, "count", "uniform", ""), 4, 32,
+                      "LiDAR sweeps of 100k points into 64^3 counts", MULTIGPU_COUNTS, ("none", "all"), _GPU),
+    # CPU: the same axes at tiny shapes, 1 and 2 Gloo processes, so CI runs the whole multi-rank path
+    *_multigpu_points(lambda b: _resample(b, 100, 50, 32, ""), 64, 128,
+                      "CPU rehearsal (Gloo), classic shape", MULTIGPU_CPU_COUNTS, GATHER_MODES, _CPU),
+    *_multigpu_points(lambda b: _fuse("robot", b, 100, ROBOT, ""), 8, 16, "CPU rehearsal (Gloo), robot mix",
+                      MULTIGPU_CPU_COUNTS, ("none", "all"), _CPU),
+    *_multigpu_points(lambda b: _vox(b, 10_000, 32, "count", "uniform", ""), 1, 2,
+                      "CPU rehearsal (Gloo), tiny clouds", MULTIGPU_CPU_COUNTS, ("none", "all"), _CPU),
+)
+POINTS = POINTS + MULTIGPU_POINTS
+
+
 def _providers_for(point: Point, dtype: str, device: str) -> tuple[str, ...]:
+    if device not in point.devices:
+        return ()
+    if "multigpu" in point.suites:
+        return MULTIGPU_GPU_PROVIDERS if device == "gpu" else MULTIGPU_CPU_PROVIDERS
     if device == "gpu":
         return GPU_PROVIDERS
     if dtype not in CPU_DTYPES or case_bytes(point.op, point.params, dtype) > CPU_MAX_BYTES:
@@ -216,6 +338,14 @@ def _filter(what: str, given: Iterable[str] | None, valid: tuple[str, ...],
     if bad:
         raise ValueError(f"unknown {what}: {', '.join(bad)}; expected some of {', '.join(valid)}")
     return items
+
+
+def devices_of(case: Case) -> tuple[str, ...]:
+    """Where ``case``'s grid point exists ("gpu", "cpu"); the multi-GPU points exist on one of them."""
+    for pt in POINTS:
+        if pt.op == case.op and pt.tag == case.tag:
+            return pt.devices
+    raise KeyError(f"no case {case.key!r} in grid version {GRID_VERSION}")
 
 
 def find(key: str, *, device: str = "gpu") -> Case:

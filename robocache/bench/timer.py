@@ -508,3 +508,85 @@ def copy_ceiling(nbytes: int = 2**31, *, noise_target: float = 0.005, time_limit
             "gb_per_s_max": moved / (q["min"] * 1e3) if q["min"] > 0 else 0.0,
             "bytes": nbytes, "time_us": q["p50"], "noise": t.noise, "timer": t.timer,
             "noise_target_met": t.noise_target_met}
+
+
+# --- lockstep timer (work with collectives inside) ----------------------------------------------
+
+def lockstep_plan(per_call_s: float, *, time_limit_s: float = 0.5, target_sample_s: float = 1e-3,
+                  min_samples: int = 10, max_samples: int = 200, max_reps: int = _MAX_REPS) -> tuple[int, int]:
+    """(reps per sample, samples) for :func:`time_lockstep`: samples of about ``target_sample_s``, as many as
+    fit in ``time_limit_s`` (within ``[min_samples, max_samples]``).
+
+    Every rank of a group must compute the same plan, so pass the same ``per_call_s`` on every rank (the
+    largest of the ranks' estimates, all-gathered).
+    """
+    if not (math.isfinite(per_call_s) and per_call_s >= 0):
+        raise ValueError(f"per_call_s must be finite and >= 0, got {per_call_s!r}")
+    if min_samples < 1 or max_samples < min_samples:
+        raise ValueError(f"need 1 <= min_samples <= max_samples, got {min_samples}, {max_samples}")
+    per_call_s = max(per_call_s, 1e-7)
+    reps = max(1, min(max_reps, round(target_sample_s / per_call_s)))
+    samples = int(time_limit_s / (reps * per_call_s))
+    return reps, max(min_samples, min(max_samples, samples))
+
+
+def time_lockstep(fn: Callable[[], Any], *, reps: int, samples: int, device: str, warmup_calls: int = 2,
+                  noise_target: float = 0.005, min_samples: int = 10, time_limit_s: float = 0.5) -> Timing:
+    """Per-call time of ``fn`` over exactly ``warmup_calls + reps * samples`` calls.
+
+    For work that contains collectives (an op followed by its ``all_gather``, or the collective alone): every
+    rank of the group must make the same number of calls, or the ranks that call more often wait forever for
+    the others. :func:`time_gpu` and :func:`time_host` stop on noise and on wall time, which differ between
+    ranks, so they cannot time such work; this timer takes a count fixed in advance (:func:`lockstep_plan`).
+
+    ``device="gpu"``: CUDA events around the ``reps`` calls of each sample, synchronized after each sample so
+    the ranks stay in step (no pre-blocked stream: a collective waits for its peers anyway, and a blocked
+    stream on one rank would be a slow peer for the others); timer ``cuda_event``. ``device="cpu"``:
+    ``perf_counter_ns`` around the calls; timer ``host``. The noise figure uses the same stop rule as the
+    other timers but stops nothing (``noise_target_met`` says whether it would have been met).
+    ``time_limit_s`` is the budget the plan was sized for (recorded, not enforced).
+    """
+    if not callable(fn):
+        raise TypeError("fn must be a zero-argument callable")
+    if reps < 1 or samples < 1 or warmup_calls < 0:
+        raise ValueError(f"need reps >= 1, samples >= 1, warmup_calls >= 0; got {reps}, {samples}, {warmup_calls}")
+    if device not in ("gpu", "cpu"):
+        raise ValueError(f"device must be 'gpu' or 'cpu', got {device!r}")
+    t0 = time.perf_counter()
+    out: list[float] = []
+    if device == "gpu":
+        torch = _torch_cuda()
+        for _ in range(warmup_calls):
+            fn()
+        torch.cuda.synchronize()
+        warm = time.perf_counter() - t0
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(samples):
+            e0.record()
+            for _ in range(reps):
+                fn()
+            e1.record()
+            e1.synchronize()
+            out.append(e0.elapsed_time(e1) * 1e3 / reps)
+        timer_name = "cuda_event"
+    else:
+        for _ in range(warmup_calls):
+            fn()
+        warm = time.perf_counter() - t0
+        clock = time.perf_counter_ns
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(samples):
+                a = clock()
+                for _ in range(reps):
+                    fn()
+                out.append((clock() - a) / 1e3 / reps)
+        finally:
+            if gc_was_on:
+                gc.enable()
+        timer_name = "host"
+    met, noise = stop_rule(out, noise_target, min(min_samples, samples))
+    return Timing(timer=timer_name, cache="warm", samples_us=out, reps_per_sample=reps, warmup_s=warm,
+                  noise=noise, noise_target=noise_target, noise_target_met=met, time_limit_s=time_limit_s,
+                  batches=samples)

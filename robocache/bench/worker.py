@@ -16,12 +16,14 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
-from . import gate, specs
+from . import gate as gate_mod
+from . import specs
 
 KIND = {"robocache": "torch", "torch_eager": "torch", "torch_compile": "torch", "cupy": "cupy", "numpy": "numpy"}
 NO_GRAPH = {"cupy": "CuPy launches on its own (legacy) stream, which a torch CUDA graph does not capture",
@@ -136,6 +138,76 @@ def base_record(task: dict[str, Any], case: specs.Case) -> dict[str, Any]:
             "status": "error", "reason": None, "duration_s": 0.0, "synthetic": False}
 
 
+@dataclass
+class Prepared:
+    """A case ready to call: the provider's op and its arguments on the provider's device."""
+
+    fn_op: Any
+    args: tuple
+    kwargs: dict
+    conv: Any  # (host array, role) -> the provider's array kind, for more input sets
+    call: Any  # the zero-argument call of fn_op on args, kwargs (a plain closure: what the timers time)
+
+
+def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | None, str | None]:
+    """The provider's op on the case's seeded inputs, or ``(None, why)`` when the case must be skipped."""
+    prov = resolve_provider(case.provider)
+    ok, why = prov.available()
+    if not ok:
+        return None, f"provider {case.provider} unavailable: {why}"
+    fn_op = prov.ops.get(case.op)
+    if fn_op is None:
+        return None, prov.not_applicable.get(case.op, f"{case.provider} has no {case.op}")
+    kind = KIND.get(case.provider, "numpy" if getattr(prov, "device", "cpu") == "cpu" else "torch")
+    conv = _converter(kind, case.dtype, case.params.get("time_dtype", "float32"), device)
+    args, kwargs = specs.call_args(case, specs.host_inputs(case, seed), conv)
+
+    def call():
+        return fn_op(*args, **kwargs)
+    return Prepared(fn_op, args, kwargs, conv, call), None
+
+
+def gate(case: specs.Case, prep: Prepared) -> tuple[Any, dict[str, Any], str | None]:
+    """Call once and compare with the float64 reference: (output, schema ``Check``, why it failed or None).
+
+    A wrong output dtype fails the gate too (it would move other bytes than the case counts).
+    """
+    out = prep.call()
+    got_dt, want_dt = dtype_name(out), expected_dtype(case)
+    ref = specs.reference_output(case, _rounded(case, prep.args))
+    chk = gate_mod.check(to_host(out), ref, case.dtype)
+    if got_dt != want_dt:
+        chk["passed"] = False
+        return out, chk, f"output dtype {got_dt}, expected {want_dt}"
+    if not chk["passed"]:
+        return out, chk, (f"output differs from the reference: max rel err {chk['max_rel_err']}, "
+                          f"{100 * (chk['bad_fraction'] or 0):.3g}% of elements beyond {chk['tolerance']}")
+    return out, chk, None
+
+
+def rotating_call(case: specs.Case, prep: Prepared, *, device: str, cache: str, seed: int = 0,
+                  rotate: bool = True) -> tuple[Any, int]:
+    """(the callable to time, input sets it walks). Warm mode on a GPU rotates input sets totalling at least
+    2x L2 (at most :data:`MAX_INPUT_SETS`), so a small case is timed from HBM, not from the L2 left by the
+    previous call."""
+    n_sets = 1
+    if device == "gpu" and cache == "warm" and rotate:
+        l2 = _l2_bytes()
+        if 0 < case.bytes < 2 * l2:
+            n_sets = min(MAX_INPUT_SETS, -(-2 * l2 // case.bytes))
+    if n_sets == 1:
+        return prep.call, 1
+    fn_op = prep.fn_op
+    sets = [(prep.args, prep.kwargs)] + [specs.call_args(case, specs.host_inputs(case, seed + i), prep.conv)
+                                         for i in range(1, n_sets)]
+    cycle = itertools.cycle(sets)
+
+    def call():
+        a, k = next(cycle)
+        return fn_op(*a, **k)
+    return call, n_sets
+
+
 def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one case task; returns a schema Record dict (without env). Never raises for case failures.
 
@@ -151,38 +223,18 @@ def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[
     rec = base_record(task, case)
     device = task["device"]
     try:
-        prov = resolve_provider(case.provider)
-        ok, why = prov.available()
-        if not ok:
-            rec.update(status="skipped", reason=f"provider {case.provider} unavailable: {why}")
+        prep, skip = prepare(case, device, task.get("seed", 0))
+        if prep is None:
+            rec.update(status="skipped", reason=skip)
             return rec
-        fn_op = prov.ops.get(case.op)
-        if fn_op is None:
-            rec.update(status="skipped", reason=prov.not_applicable.get(case.op, f"{case.provider} has no {case.op}"))
-            return rec
-        kind = KIND.get(case.provider, "numpy" if getattr(prov, "device", "cpu") == "cpu" else "torch")
-        conv = _converter(kind, case.dtype, case.params.get("time_dtype", "float32"), device)
-        args, kwargs = specs.call_args(case, specs.host_inputs(case, task.get("seed", 0)), conv)
-
-        def call():
-            return fn_op(*args, **kwargs)
+        call = prep.call
 
         # 1. correctness gate (also the warm-up that compiles torch.compile / loads CUDA modules)
-        out = call()
-        got_dt, want_dt = dtype_name(out), expected_dtype(case)
-        ref = specs.reference_output(case, _rounded(case, args))
-        chk = gate.check(to_host(out), ref, case.dtype)
-        if got_dt != want_dt:  # a wrong dtype moves other bytes than the case counts: never timed
-            chk["passed"] = False
+        out, chk, failed = gate(case, prep)
         rec["check"] = chk
         del out
-        if got_dt != want_dt:
-            rec.update(status="incorrect", reason=f"output dtype {got_dt}, expected {want_dt}")
-            return rec
-        if not chk["passed"]:
-            rec.update(status="incorrect", reason=f"output differs from the reference: max rel err "
-                       f"{chk['max_rel_err']}, {100 * (chk['bad_fraction'] or 0):.3g}% of elements beyond "
-                       f"{chk['tolerance']}")
+        if failed:
+            rec.update(status="incorrect", reason=failed)
             return rec
         if extras is not None:
             extras["call"] = call
@@ -190,23 +242,11 @@ def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[
             rec.update(status="ok", reason="correctness check only: not timed")
             return rec
 
-        # 2. timing, with clocks sampled. Warm mode rotates input sets totalling at least 2x L2 (when they
-        # fit in memory), so a small case is timed from HBM, not from the L2 left by the previous call.
+        # 2. timing, with clocks sampled.
         opts = task.get("timing", {})
         cache = task.get("cache", "warm")
-        n_sets = 1
-        if device == "gpu" and cache == "warm" and task.get("rotate_inputs", True):
-            l2 = _l2_bytes()
-            if 0 < case.bytes < 2 * l2:
-                n_sets = min(MAX_INPUT_SETS, -(-2 * l2 // case.bytes))
-        if n_sets > 1:
-            sets = [(args, kwargs)] + [specs.call_args(case, specs.host_inputs(case, task.get("seed", 0) + i), conv)
-                                       for i in range(1, n_sets)]
-            cycle = itertools.cycle(sets)
-
-            def call():  # noqa: F811 - the timed call walks the input sets
-                a, k = next(cycle)
-                return fn_op(*a, **k)
+        call, n_sets = rotating_call(case, prep, device=device, cache=cache, seed=task.get("seed", 0),
+                                     rotate=task.get("rotate_inputs", True))
         graph_us = None
         with envmod.ClockSampler(task.get("device_index", 0)) if device == "gpu" else _NullSampler() as cs:
             if device == "gpu":

@@ -1,0 +1,459 @@
+"""One rank of a multi-GPU launch: ``torchrun ... -m robocache.bench.distributed --task TASK.json``.
+
+:mod:`robocache.bench.launch` writes the task (the cases of one world size, timing options, the collective
+timeout, where records go) and starts ``torchrun``; every rank runs this module. Per case, all ranks go
+through the same sequence of collectives, whatever happens locally, so a local failure becomes a status
+instead of a hang:
+
+1. **gate**: each rank builds its own shard (:meth:`specs.Case.shard`: the per-rank batch, its own seeded
+   inputs), calls the provider once and checks its output against the NumPy reference of that shard
+   (:func:`worker.gate`); the ranks exchange their outcomes, and any failure (skipped, incorrect, error)
+   ends the case on every rank with that status, untimed;
+2. **op**: after a barrier each rank times its own op with the project's timer (CUDA events on a GPU,
+   the host timer on the CPU), independently: no collective inside, so the noise-based stop may differ
+   between ranks;
+3. **gather** (gather modes ``all`` and ``one``): op + gather end to end, the gather alone, and an
+   ``all_gather`` of a plain uint8 tensor of the same size (the collective's own bandwidth, measured in
+   the same run), each with :func:`timer.time_lockstep` (a call count agreed by all ranks: a rank that
+   called a collective more often than its peers would wait forever);
+4. **record**: the ranks' summaries are gathered; the writer (local rank 0 of node rank 0, which is global
+   rank 0 on one machine) builds the record with :mod:`robocache.bench.scaling` and writes it through the
+   store (validated, atomic) before the next case. Nothing is written for a case that did not finish on
+   every rank: a dead rank makes the other ranks' next collective fail (or torchrun's agent stops them),
+   and the launcher records the case as ``crash``.
+
+A failure inside a collective (a dead or hung peer: the process group's timeout) is fatal to this process:
+it prints the traceback and exits with code 1, without tearing down a process group that may hang.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from . import scaling, specs, store, worker
+
+
+class Rank:
+    """This process's place in the group, from torchrun's environment."""
+
+    def __init__(self, task: dict[str, Any]):
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world)))
+        self.nodes = int(os.environ.get("GROUP_WORLD_SIZE") or max(1, self.world // max(1, self.local_world)))
+        self.device = task["device"]
+        self.backend = "nccl" if self.device == "gpu" else "gloo"
+        # The writer is on the launcher's node that was given --node-rank 0 (torchrun's c10d rendezvous
+        # numbers nodes in its own order, so global rank 0 may live on another node).
+        self.writer = int(task.get("node_rank", 0)) == 0 and self.local_rank == 0
+        self.group_pids: set[int] = set()  # every rank's pid (NVML's view of "other processes" leaves them out)
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist
+
+
+def _init(task: dict[str, Any], me: Rank) -> None:
+    import torch
+
+    dist = _dist()
+    timeout = timedelta(seconds=float(task["collective_timeout"]))
+    kw: dict[str, Any] = {}
+    if me.device == "gpu":
+        torch.cuda.set_device(me.local_rank)
+        try:
+            import cupy
+
+            cupy.cuda.Device(me.local_rank).use()  # robocache's kernels launch through CuPy
+        except Exception:  # noqa: BLE001 - CuPy is optional for the torch providers
+            pass
+        kw["device_id"] = torch.device("cuda", me.local_rank)  # binds the communicator eagerly
+    try:
+        dist.init_process_group(me.backend, timeout=timeout, **kw)
+    except TypeError:  # a torch without device_id
+        dist.init_process_group(me.backend, timeout=timeout)
+    if dist.get_world_size() != int(task["world_size"]):
+        raise RuntimeError(f"torchrun started {dist.get_world_size()} ranks; the task's cases need "
+                           f"{task['world_size']}")
+    everyone = _all(task["cases"])
+    me.group_pids = {int(p) for p in _all(os.getpid())}
+    if any(c != task["cases"] for c in everyone):
+        raise RuntimeError("the nodes were given different case lists: start every node's launcher with the same "
+                           "arguments")
+
+
+def _all(obj: Any) -> list[Any]:
+    """Every rank's ``obj``, in rank order (a collective: every rank must call it)."""
+    dist = _dist()
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _barrier(me: Rank) -> None:
+    dist = _dist()
+    if me.backend == "nccl":
+        dist.barrier(device_ids=[me.local_rank])
+    else:
+        dist.barrier()
+
+
+def _sync(me: Rank) -> None:
+    if me.device == "gpu":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _as_bytes(x: Any):
+    """The op's output as a flat uint8 tensor (no copy when it is contiguous): gathers move bytes, whatever
+    the dtype (bfloat16, int32 counts, bool occupancy)."""
+    import numpy as np
+    import torch
+
+    if isinstance(x, np.ndarray):
+        t = torch.from_numpy(np.ascontiguousarray(x))
+    elif isinstance(x, torch.Tensor):
+        t = x
+    else:  # CuPy and other DLPack producers
+        t = torch.from_dlpack(x)
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+def _gatherer(mode: str, me: Rank, like):
+    """A function ``g(bytes_tensor)`` performing this case's gather into preallocated buffers, and the
+    receive buffers (for the correctness check of the gather)."""
+    import torch
+
+    dist = _dist()
+    n, k = like.numel(), me.world
+    if mode == "all":
+        recv = torch.empty(k * n, dtype=torch.uint8, device=like.device)
+        into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+        def g(t):
+            into(recv, t)
+        return g, recv
+    if mode == "one":
+        parts = [torch.empty(n, dtype=torch.uint8, device=like.device) for _ in range(k)] if me.rank == 0 else None
+
+        def g(t):
+            dist.gather(t, parts, dst=0)
+        return g, parts
+    raise ValueError(f"no gather for mode {mode!r}")
+
+
+def _plan(me: Rank, fn, limit_s: float) -> tuple[int, int]:
+    """Probe ``fn`` (3 calls, also its warm-up) and agree on one (reps, samples) on every rank."""
+    from . import timer
+
+    _barrier(me)
+    fn()
+    _sync(me)
+    t0 = time.perf_counter()
+    for _ in range(2):
+        fn()
+    _sync(me)
+    mine = ((time.perf_counter() - t0) / 2, limit_s)
+    everyone = _all(mine)
+    per_call = max(p for p, _ in everyone)
+    return timer.lockstep_plan(per_call, time_limit_s=everyone[0][1])  # rank 0's budget: one plan for all
+
+
+def _lockstep(me: Rank, fn, limit_s: float, noise_target: float):
+    from . import timer
+
+    reps, samples = _plan(me, fn, limit_s)
+    _barrier(me)
+    return timer.time_lockstep(fn, reps=reps, samples=samples, device=me.device, warmup_calls=1,
+                               time_limit_s=limit_s, noise_target=noise_target)
+
+
+def _timing_summary(t) -> dict[str, Any]:
+    return {"median_us": t.median_us, "quantiles": t.quantiles(), "method": t.method(), "samples_us": t.samples_us,
+            "uncovered": getattr(t, "uncovered_batches", 0), "batches": t.batches}
+
+
+def _first_failure(views: list[dict[str, Any]]) -> tuple[int, dict[str, Any]] | None:
+    for r, v in enumerate(views):
+        if v["status"] != "ok":
+            return r, v
+    return None
+
+
+def _combined_check(views: list[dict[str, Any]]) -> dict[str, Any] | None:
+    checks = [v.get("check") for v in views if v.get("check")]
+    if not checks:
+        return None
+
+    def most(key):
+        vals = [c[key] for c in checks if c[key] is not None]
+        return max(vals) if vals else None
+    return {"passed": all(c["passed"] for c in checks) and len(checks) == len(views),
+            "max_abs_err": most("max_abs_err"), "max_rel_err": most("max_rel_err"),
+            "tolerance": checks[0]["tolerance"], "bad_fraction": most("bad_fraction")}
+
+
+def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str, Any] | None, list[float]]:
+    """One case on this rank; returns (the record, the step samples) on the writer, (None, []) elsewhere."""
+    from . import env as envmod
+    from . import timer
+
+    t_start = time.perf_counter()
+    device = me.device
+    seed = int(task.get("seed", 0))
+    shard = case.shard(me.rank)
+    opts = dict(task.get("timing") or {})
+    limit = float(opts.get("time_limit_s", 1.0))
+    lock_limit = float(task.get("lockstep_time_limit_s") or max(0.05, limit / 2))
+    cache = task.get("cache", "warm")
+    gather = case.params["gather"]
+
+    # 1. prepare + gate, locally; the outcome is exchanged whatever it is
+    local: dict[str, Any] = {"status": "ok"}
+    prep = out = None
+    try:
+        prep, skip = worker.prepare(shard, device, seed)
+        if prep is None:
+            local.update(status="skipped", reason=skip)
+        else:
+            out, chk, failed = worker.gate(shard, prep)
+            local["check"] = chk
+            if failed:
+                local.update(status="incorrect", reason=failed)
+    except Exception as e:  # noqa: BLE001 - a provider failure is a status, the group goes on
+        local.update(status=worker._classify(e), reason=_tb(e))
+    views = _all(local)
+    rec = worker.base_record(task, case) if me.writer else None
+    check = _combined_check(views)
+    bad = _first_failure(views)
+    if bad is not None or task.get("check_only"):
+        if rec is not None:
+            rec["check"] = check
+            if bad is not None:
+                r, v = bad
+                rec.update(status=v["status"], reason=f"rank {r}: {v.get('reason')}")
+            else:
+                rec.update(status="ok", reason="correctness check only: not timed")
+            rec["duration_s"] = time.perf_counter() - t_start
+        return rec, []
+
+    # 2. the op alone, each rank on its own (no collective inside: the adaptive timer is safe)
+    # the group's other ranks are not contention (NVML may list a peer that maps this GPU's memory)
+    sampler = envmod.ClockSampler(me.local_rank, ignore_pids=me.group_pids) if device == "gpu" else None
+    if sampler is not None:
+        sampler.start()
+    summary: dict[str, Any] = {"status": "ok", "items": shard.items}
+    try:
+        _barrier(me)
+        try:
+            call, n_sets = worker.rotating_call(shard, prep, device=device, cache=cache, seed=seed,
+                                                rotate=task.get("rotate_inputs", True))
+            if device == "gpu":
+                t_op = timer.time_gpu(call, method="cuda_event", cache=cache, **opts)
+            else:
+                t_op = timer.time_host(call, **opts)
+            summary.update(op=_timing_summary(t_op), input_sets=n_sets)
+        except Exception as e:  # noqa: BLE001
+            summary = {"status": worker._classify(e), "reason": _tb(e)}
+        bad = _first_failure(_all({"status": summary["status"], "reason": summary.get("reason")}))
+        if bad is None and gather != "none":
+            # 3. in lockstep: op + gather, the gather alone, the collective on a plain tensor of the same size
+            import torch
+
+            out_bytes = _as_bytes(out)
+            g, recv = _gatherer(gather, me, out_bytes)
+            g(out_bytes)  # the gather delivers this rank's bytes where they belong
+            _sync(me)
+            n = out_bytes.numel()
+            if gather == "all":
+                delivered = bool(torch.equal(recv[me.rank * n:(me.rank + 1) * n], out_bytes))
+            else:
+                delivered = bool(torch.equal(recv[0], out_bytes)) if me.rank == 0 else True
+
+            def step():
+                g(_as_bytes(call()))
+
+            def gather_only():
+                g(out_bytes)
+            plain = torch.zeros(n, dtype=torch.uint8, device=out_bytes.device)
+            ag, _ = _gatherer("all", me, plain)
+
+            def collective():
+                ag(plain)
+            noise = float(opts.get("noise_target", 0.005 if device == "gpu" else 0.01))
+            t_step = _lockstep(me, step, lock_limit, noise)
+            t_gather = _lockstep(me, gather_only, lock_limit, noise)
+            t_coll = _lockstep(me, collective, lock_limit, noise)
+            summary.update(step=_timing_summary(t_step), gather_us=t_gather.median_us, coll_us=t_coll.median_us,
+                           out_bytes=n, delivered=delivered)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    if sampler is not None:
+        summary["clocks"] = sampler.stats()
+    if "op" in summary:
+        summary["health"] = envmod.assess_health(summary.get("clocks"), summary["op"]["method"]["noise_target_met"])
+    everyone = _all(summary)
+    if not me.writer:
+        return None, []
+    rec["check"] = check
+    bad = _first_failure(everyone)
+    if bad is not None:
+        r, v = bad
+        rec.update(status=v["status"], reason=f"rank {r}: {v.get('reason')}", duration_s=time.perf_counter() - t_start)
+        return rec, []
+    try:
+        samples = build_record(rec, case, task, me, everyone)
+    except Exception as e:  # noqa: BLE001 - e.g. a zero time from a coarse clock: a status, not a crash
+        rec.update(status="error", reason=_tb(e), metrics=None, method=None, distributed=None)
+        samples = []
+    rec["duration_s"] = time.perf_counter() - t_start
+    return rec, samples
+
+
+def build_record(rec: dict[str, Any], case: specs.Case, task: dict[str, Any], me: Rank,
+                 everyone: list[dict[str, Any]]) -> list[float]:
+    """Fill ``rec`` from every rank's summary (the writer only); returns the slowest rank's step samples."""
+    k = me.world
+    gather = case.params["gather"]
+    per_rank_op = [s["op"]["median_us"] for s in everyone]
+    steps = [s["step"] if gather != "none" else s["op"] for s in everyone]
+    per_rank_step = [s["median_us"] for s in steps]
+    slow = scaling.slowest_rank(per_rank_step)
+    step_us = scaling.step_time_us(per_rank_step)
+    items_per_rank = [int(s["items"]) for s in everyone]
+    total = sum(items_per_rank)
+    if total != case.items:
+        raise RuntimeError(f"the ranks' shards hold {total} items, the case {case.items}")
+    agg = scaling.aggregate_items_per_s(total, per_rank_step)
+    if k == 1:
+        base_step, base_items = step_us, total
+    else:
+        base = (task.get("baselines") or {}).get(case.baseline_key or "")
+        base_step, base_items = (base["step_us"], base["items"]) if base else (None, None)
+    eff = scaling.efficiency(case.params["scaling"], k, step_us=step_us, items=total, baseline_step_us=base_step,
+                             baseline_items=base_items)
+    gather_bytes = gather_us = gather_gb = coll_us = coll_gb = busbw = None
+    if gather != "none":
+        n = int(everyone[0]["out_bytes"])
+        gather_bytes = k * n
+        gather_us = max(s["gather_us"] for s in everyone)
+        coll_us = max(s["coll_us"] for s in everyone)
+        gather_gb = scaling.algbw_gb_per_s(gather_bytes, gather_us)
+        coll_gb = scaling.algbw_gb_per_s(gather_bytes, coll_us)
+        busbw = scaling.allgather_busbw_gb_per_s(coll_gb, k)
+        lost = [r for r, s in enumerate(everyone) if not s["delivered"]]
+        if lost:
+            rec.update(status="incorrect", reason=f"the gather did not deliver the bytes of rank(s) {lost}")
+            return []
+    slow_step = steps[slow]
+    rec["method"] = {**slow_step["method"], "input_sets": int(everyone[slow].get("input_sets", 1))}
+    rec["metrics"] = {"time_us": slow_step["quantiles"], "items_per_s": agg,
+                      "gb_per_s": case.bytes / (step_us * 1e-6) / 1e9, "ceiling_gb_per_s": None,
+                      "pct_of_ceiling": None, "graph_time_us": None, "event_vs_graph": None}
+    rec["clocks"] = everyone[slow].get("clocks") if me.device == "gpu" else None
+    health = {"throttled": False, "contended": False, "noisy": False, "reasons": []}
+    for r, s in enumerate(everyone):
+        h = s["health"]
+        for flag in ("throttled", "contended", "noisy"):
+            health[flag] = health[flag] or bool(h[flag])
+        reasons = [x for x in h["reasons"] if not (me.device == "cpu" and x.startswith("clocks unknown"))]
+        health["reasons"] += [f"rank {r}: {x}" for x in reasons]
+        if s["op"].get("uncovered"):
+            health["noisy"] = True
+            health["reasons"].append(f"rank {r}: noisy: {s['op']['uncovered']} of {s['op']['batches']} batches "
+                                     "could not be queued behind a blocked stream")
+    if gather != "none" and not slow_step["method"]["noise_target_met"]:
+        health["noisy"] = True
+        health["reasons"].append(f"rank {slow}: noisy: the step's noise target was not met")
+    rec["health"] = health
+    rec["distributed"] = {
+        "world_size": k, "nodes": me.nodes, "backend": me.backend, "scaling": case.params["scaling"],
+        "gather": gather, "items_per_rank": items_per_rank, "per_rank_us": per_rank_op,
+        "per_rank_step_us": per_rank_step, "step_us": step_us, "aggregate_items_per_s": agg, "efficiency": eff,
+        "baseline_step_us": base_step, "gather_bytes": gather_bytes, "gather_us": gather_us,
+        "gather_gb_per_s": gather_gb, "collective_us": coll_us, "collective_gb_per_s": coll_gb,
+        "collective_busbw_gb_per_s": busbw}
+    rec.update(status="ok", reason=None)
+    return list(slow_step["samples_us"])
+
+
+def _tb(e: BaseException) -> str:
+    tb = traceback.format_exc(limit=6).strip().splitlines()
+    return f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:])
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, allow_nan=False, default=float)
+    os.replace(tmp, path)
+
+
+def run(task: dict[str, Any]) -> int:
+    """Every case of the task on this rank; the writer checkpoints the records file after each case."""
+    me = Rank(task)
+    work = Path(task["workdir"])
+    if work.is_dir():  # the launcher's own node: it watches these files (other nodes have no such folder)
+        _write_json(work / f"pid-{me.rank}.json", {"pid": os.getpid(), "rank": me.rank})
+    _init(task, me)
+    records: list[Any] = []
+    folder, name = Path(task["records_folder"]), task["records_name"]
+    path = folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}"
+    if me.writer and path.exists():  # an earlier launch of this world size (before a failed case) wrote these
+        records = list(store.load(path).records)
+    watched = me.local_rank == 0 and work.is_dir()  # each node's launcher watches its local rank 0's progress
+    for i, key in enumerate(task["cases"]):
+        if watched:
+            _write_json(work / "progress.json", {"index": i, "key": key, "state": "start", "time": time.time()})
+        case = specs.find(key)
+        rec, samples = run_case(case, task, me)
+        if me.writer:
+            rec["synthetic"] = bool(task.get("synthetic", False))
+            records.append(rec)
+            store.write_records(folder, task["env"], records, name=name, unique=False)
+            _write_json(work / f"case-{i}.json", {"key": key, "record": rec, "samples_us": samples})
+        if watched:
+            _write_json(work / "progress.json", {"index": i, "key": key, "state": "done", "time": time.time()})
+    _barrier(me)
+    _dist().destroy_process_group()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m robocache.bench.distributed",
+                                description="One rank of a multi-GPU launch (started by torchrun; see "
+                                            "robocache.bench.launch).")
+    p.add_argument("--task", required=True, help="the task JSON written by the launcher")
+    args = p.parse_args(argv)
+    with open(args.task) as f:
+        task = json.load(f)
+    try:
+        return run(task)
+    except BaseException as e:  # noqa: BLE001 - a broken group: report and leave without tearing it down
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        work = Path(task.get("workdir", ""))
+        if work.is_dir():  # the launcher tells the rank that died first from the ranks that failed after it
+            try:
+                rank = int(os.environ.get("RANK", "-1"))
+                _write_json(work / f"fail-{rank}.json", {"rank": rank, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

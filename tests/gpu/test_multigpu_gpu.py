@@ -1,0 +1,54 @@
+"""The multi-GPU path on NCCL (skipped without a GPU; the 2-rank test needs two GPUs).
+
+The same launcher as ``robocache-bench run --suite multigpu``: torchrun, one process per GPU, NCCL. Short
+sampling: these tests check that the path works and its figures hang together; the suite's own run
+(``scripts/gpu_check.sh OUT multigpu``) measures.
+"""
+from __future__ import annotations
+
+import pytest
+
+from robocache.bench import launch, specs, store
+
+FAST = {"time_limit_s": 0.2}
+
+
+def _need(n: int) -> None:
+    ok, why = launch.available("gpu")
+    if not ok:
+        pytest.skip(why)
+    have = launch.gpu_count()
+    if have < n:
+        pytest.skip(f"needs {n} GPUs; {have} present")
+
+
+def test_one_rank_nccl(tmp_path):
+    _need(1)
+    case = specs.find("resample/B4096-S100-T50-D32-weak-g1-allgather/float32/robocache")
+    res = launch.run_multigpu([case], device="gpu", gpus=1, out_dir=tmp_path, timing=FAST, machine="gpu-test")
+    (rec,) = res.records
+    assert rec["status"] == "ok", rec["reason"]
+    d = rec["distributed"]
+    assert d["backend"] == "nccl" and d["world_size"] == 1 and d["efficiency"] == 1.0
+    assert rec["method"]["timer"] == "cuda_event" and d["gather_gb_per_s"] > 0
+    assert store.load(tmp_path).bad == []
+
+
+def test_two_ranks_nccl_weak_and_strong(tmp_path):
+    _need(2)
+    cases = [specs.find("resample/B4096-S100-T50-D32-weak-g2-allgather/float32/robocache"),
+             specs.find("voxelize/B32-N100000-G64-count-uniform-strong-g2-nogather/float32/robocache"),
+             specs.find("fuse/robot-B256-T100-weak-g2-allgather/float32/robocache")]
+    res = launch.run_multigpu(cases, device="gpu", gpus=2, out_dir=tmp_path, timing=FAST, machine="gpu-test")
+    assert res.counts() == {"ok": 6}, [(r["case"]["id"], r["status"], r["reason"]) for r in res.records]
+    assert store.load(tmp_path).bad == []
+    for r in res.records:
+        d = r["distributed"]
+        print(f"\n{r['case']['id']}: step {d['step_us']:.1f} us, per rank {d['per_rank_us']}, efficiency "
+              f"{d['efficiency']:.3f}, gather {d['gather_gb_per_s']}, all_gather busbw {d['collective_busbw_gb_per_s']}")
+        assert d["backend"] == "nccl" and len(d["per_rank_us"]) == d["world_size"]
+        assert not r["health"]["contended"], r["health"]["reasons"]  # the peer rank is not "another process"
+        if d["world_size"] == 2:
+            assert d["efficiency"] is not None and d["efficiency"] > 0
+            if d["gather"] != "none":
+                assert d["collective_busbw_gb_per_s"] == pytest.approx(d["collective_gb_per_s"] / 2)
