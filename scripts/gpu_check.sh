@@ -13,7 +13,7 @@
 #        `asv compare <commit> HEAD`; ASV_TIMEOUT=<seconds> stops asv in time to copy what it has.
 # pytest: the pytest-benchmark suite (ROBOCACHE_SUITE, default quick) saved under OUTDIR/pytest.
 # multigpu: the multigpu suite on every GPU of the machine (GPUS=N to use fewer): one torchrun per world size
-#        1, 2, 4, 8 up to the GPU count; records under OUTDIR/records/<arch>-<machine>/ (one file per world
+#        1, 2, 4, 8 up to the GPU count (gpu-env.txt adds nvidia-smi topo -m); records under OUTDIR/records/<arch>-<machine>/ (one file per world
 #        size), OUTDIR/multigpu.log and OUTDIR/multigpu-report.md. Machine name nvidia-h200-x<N> unless
 #        ROBOCACHE_MACHINE is set (a 2-, 4- and 8-GPU machine are different series). MULTIGPU_DEVICE=cpu GPUS=2
 #        rehearses it with Gloo processes on a machine without GPUs; MULTIGPU_ARGS adds run options.
@@ -49,6 +49,8 @@ for m in ("numpy", "cupy", "torch", "hypothesis", "pytest", "cuda.bindings", "ms
     except Exception as e:
         print(m, "missing:", type(e).__name__)
 PYEOF
+  # how the GPUs are linked (NVLink/NVSwitch or PCIe): the multi-GPU figures depend on it
+  [ "$WHAT" = multigpu ] && nvidia-smi topo -m 2>&1
 } 2>&1 | tee "$OUT/gpu-env.txt"
 
 if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
