@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         sh(["git", "add", "-A"], work)
         sh(["git", "commit", "-q", "-m", "rehearsal: base"], work, git_env)
         # the copy's code, not the installed one, runs (the forked case processes inherit PYTHONPATH)
-        run_env = {**os.environ, "PYTHONPATH": str(work), "ROBOCACHE_MACHINE": MACHINE}
+        # (and whatever PYTHONPATH already holds after it: packages installed with --target, as on the GPU machine)
+        path = os.pathsep.join([str(work)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+        run_env = {**os.environ, "PYTHONPATH": path, "ROBOCACHE_MACHINE": MACHINE}
         bench = [sys.executable, "-m", "robocache.bench.cli"]
 
         def night(label: str) -> str:

@@ -324,6 +324,17 @@ def test_schema_v1_loads_and_v2_round_trips(tmp_path):
         store.write_records(tmp_path / "x", make_env(), [broken], name="x")
 
 
+def test_report_marks_host_bound_steps():
+    from robocache.bench import report
+
+    r = _multigpu_record()
+    r["case"]["params"] = {**r["case"]["params"], "world_size": 2, "scaling": "weak", "gather": "all"}
+    r["health"] = {"throttled": False, "contended": False, "noisy": False, "reasons": []}
+    assert "host-bound" not in report.multigpu([r]).splitlines()[-1]
+    r["health"]["reasons"] = ["rank 1: host-bound: enqueueing op + gather took 120.0 of the step's 125.0 us per call"]
+    assert report.multigpu([r]).splitlines()[-1].endswith("| host-bound |")
+
+
 def test_committed_results_still_load():
     loaded = store.load(ROOT / "results")
     assert loaded.bad == [] and loaded.records

@@ -20,28 +20,40 @@ def _env(tmp_path, **extra):
             "ROBOCACHE_DEVICE": "cpu", **extra}
 
 
-def test_asv_params_come_from_the_grid():
-    sys.path.insert(0, str(ROOT))
-    try:
-        import benchmarks.bench_fuse as bf
-        import benchmarks.bench_resample as br
-        import benchmarks.bench_voxelize as bv
-    finally:
-        sys.path.pop(0)
+_ASV_CLASSES = r"""
+import json
+import benchmarks.bench_fuse as bf, benchmarks.bench_resample as br, benchmarks.bench_voxelize as bv
+out = {}
+for mod, op in ((br, "Resample"), (bf, "Fuse"), (bv, "Voxelize")):
+    out[op] = {"params": getattr(mod, op).params, "ceiling": getattr(mod, op + "Ceiling").params,
+               "wall": getattr(mod, op + "Wall").params, "version": getattr(mod, op).version,
+               "unit": getattr(mod, op).track_device_us.unit}
+print(json.dumps(out))
+"""
+
+
+def test_asv_params_come_from_the_grid(tmp_path):
+    # Imported in a fresh process, as asv does: on a GPU machine the benchmark modules preload torch and
+    # refuse a process where CUDA is already initialized (as this test process is after the GPU tests).
+    if any(os.environ.get(v) for v in ("ROBOCACHE_SUITE", "ROBOCACHE_PROVIDERS", "ROBOCACHE_WALL_PROVIDERS")):
+        pytest.skip("suite/provider filters set in the environment")
     dev = frontend.device_here()
-    for mod, op in ((br, "Resample"), (bf, "Fuse"), (bv, "Voxelize")):
+    env = {k: v for k, v in _env(tmp_path).items() if k != "ROBOCACHE_DEVICE"}
+    out = subprocess.run([sys.executable, "-c", _ASV_CLASSES], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    for op, classes in got.items():
         name = op.lower()
         nightly = [c.key for c in specs.cases("nightly", device=dev, ops=[name])]
         quick = [c.key for c in specs.cases("quick", device=dev, ops=[name])]
-        if any(os.environ.get(v) for v in ("ROBOCACHE_SUITE", "ROBOCACHE_PROVIDERS", "ROBOCACHE_WALL_PROVIDERS")):
-            pytest.skip("suite/provider filters set in the environment")
-        assert getattr(mod, op).params == [nightly]
-        assert getattr(mod, op + "Ceiling").params == [nightly]
+        assert classes["params"] == [nightly]
+        assert classes["ceiling"] == [nightly]
         wall = [k for k in quick if k.rsplit("/", 1)[1] in frontend.WALL_PROVIDERS]
         assert wall and "torch_compile" in {k.rsplit("/", 1)[1] for k in wall}
-        assert getattr(mod, op + "Wall").params == [wall]
-        assert getattr(mod, op).version == f"robocache-grid-{specs.GRID_VERSION}"
-        assert getattr(mod, op).track_device_us.unit == "us"
+        assert classes["wall"] == [wall]
+        assert classes["version"] == f"robocache-grid-{specs.GRID_VERSION}"
+        assert classes["unit"] == "us"
 
 
 def test_gpu_case_without_gpu_is_asv_skip(monkeypatch, tmp_path):

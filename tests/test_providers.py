@@ -315,7 +315,13 @@ def test_fork_safe_reports_a_poisoned_parent(monkeypatch):
 
     from robocache.providers import torch_compile
 
-    assert torch_compile.fork_safe()  # CPU machine or GPU untouched: a child could use CUDA
+    # In a fresh process (CPU machine, or GPU untouched) a forked child could use CUDA. This process may have
+    # initialized CUDA in earlier GPU tests, where fork_safe() is rightly False.
+    fresh = subprocess.run([sys.executable, "-c", "import sys; from robocache.providers import torch_compile; "
+                            "sys.exit(0 if torch_compile.fork_safe() else 3)"], capture_output=True, text=True,
+                           timeout=300)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    assert torch_compile.fork_safe() == (not torch.cuda.is_initialized())
     monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
     assert not torch_compile.fork_safe()
     monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: 1 / 0)  # a failing check is not "safe"

@@ -181,7 +181,8 @@ def _lockstep(me: Rank, fn, limit_s: float, noise_target: float):
 
 def _timing_summary(t) -> dict[str, Any]:
     return {"median_us": t.median_us, "quantiles": t.quantiles(), "method": t.method(), "samples_us": t.samples_us,
-            "uncovered": getattr(t, "uncovered_batches", 0), "batches": t.batches}
+            "uncovered": getattr(t, "uncovered_batches", 0), "batches": t.batches,
+            "launch_us": getattr(t, "launch_us", None)}
 
 
 def _first_failure(views: list[dict[str, Any]]) -> tuple[int, dict[str, Any]] | None:
@@ -374,6 +375,17 @@ def build_record(rec: dict[str, Any], case: specs.Case, task: dict[str, Any], me
             health["noisy"] = True
             health["reasons"].append(f"rank {r}: noisy: {s['op']['uncovered']} of {s['op']['batches']} batches "
                                      "could not be queued behind a blocked stream")
+    if gather != "none" and me.device == "gpu":
+        from .timer import HOST_BOUND_FRACTION
+
+        for r, s in enumerate(everyone):
+            launch, t = s["step"].get("launch_us"), s["step"]["median_us"]
+            if launch is not None and t > 0 and launch >= HOST_BOUND_FRACTION * t:
+                # no flag: the figure is what a Python loop of op + gather achieves, but not the GPU's limit
+                health["reasons"].append(
+                    f"rank {r}: host-bound: enqueueing op + gather took {launch:.1f} of the step's {t:.1f} us per "
+                    f"call; the GPU time of the op ({s['op']['median_us']:.1f} us) plus the gather alone "
+                    f"({s['gather_us']:.1f} us) is the GPU's side")
     if gather != "none" and not slow_step["method"]["noise_target_met"]:
         health["noisy"] = True
         health["reasons"].append(f"rank {slow}: noisy: the step's noise target was not met")

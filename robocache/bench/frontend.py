@@ -45,6 +45,11 @@ def preload_gpu_libraries() -> None:
     if device_here() == "gpu":
         from ..providers import torch_compile
 
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            raise RuntimeError("CUDA was initialized in this process before the benchmark modules were imported, so "
+                               "benchmarks forked from it could not use the GPU: import them in a fresh process "
+                               "(as asv does)")
         torch_compile.prepare_process_env()
         for mod in ("torch", "cupy", *torch_compile.PRELOAD):
             try:

@@ -297,6 +297,13 @@ def _gb(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
+def _mg_flags(r: dict[str, Any]) -> str:
+    f = [] if _flags(r) == "-" else [_flags(r)]
+    if any(": host-bound:" in x for x in (r.get("health") or {}).get("reasons") or []):
+        f.append("host-bound")
+    return ",".join(f) or "-"
+
+
 def multigpu(records: list[dict[str, Any]]) -> str:
     """Multi-GPU cases: per world size the group's step (slowest rank), aggregate throughput, efficiency
     against the one-rank case of the run, and the gather's bandwidth beside the collective's own."""
@@ -318,12 +325,13 @@ def multigpu(records: list[dict[str, Any]]) -> str:
                      _num(d.get("aggregate_items_per_s"), f" {_UNIT.get(r['case']['items_unit'], 'items')}/s"),
                      f"{d['efficiency']:.2f}" if d.get("efficiency") is not None else "-",
                      _gb(d.get("gather_gb_per_s")), _gb(d.get("collective_gb_per_s")),
-                     _gb(d.get("collective_busbw_gb_per_s")), _flags(r)])
+                     _gb(d.get("collective_busbw_gb_per_s")), _mg_flags(r)])
     if not rows:
         return "_No multi-GPU case in this run._"
     return ("Step = the slowest rank's median (op, plus the gather when there is one); efficiency against the "
             "one-rank case of this run (weak: t1/tk, strong: t1/(k tk)); all_gather bandwidth of a plain tensor "
-            "of the same size, measured in the same run (algbw and nccl-tests' busbw).\n\n"
+            "of the same size, measured in the same run (algbw and nccl-tests' busbw). host-bound: the host took "
+            "most of the step to enqueue op + gather, so the step is Python's launch rate, not the GPU's.\n\n"
             + table(["case", "provider", "ranks", "scaling", "gather", "status", "step us", "op us per rank",
                      "aggregate", "efficiency", "gather GB/s", "all_gather algbw GB/s", "busbw GB/s", "flags"],
                     rows))

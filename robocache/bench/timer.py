@@ -61,6 +61,10 @@ class GraphUnavailable(RuntimeError):
     """``fn`` cannot be captured into a CUDA graph (host copies, syncs, work on another stream)."""
 
 
+# A lockstep sample whose host enqueue time is at least this fraction of its GPU time was paced by the host.
+HOST_BOUND_FRACTION = 0.8
+
+
 @dataclass
 class Timing:
     """Per-call times of one measurement and how they were taken (schema ``Method``)."""
@@ -76,6 +80,7 @@ class Timing:
     time_limit_s: float
     batches: int = 0  # sampling batches kept (GPU) or samples (host)
     uncovered_batches: int = 0  # GPU batches whose pre-blocking sleep ended before the enqueueing did
+    launch_us: float | None = None  # time_lockstep on a GPU: median host time per call to enqueue the work
 
     @property
     def median_us(self) -> float:
@@ -545,6 +550,10 @@ def time_lockstep(fn: Callable[[], Any], *, reps: int, samples: int, device: str
     ``perf_counter_ns`` around the calls; timer ``host``. The noise figure uses the same stop rule as the
     other timers but stops nothing (``noise_target_met`` says whether it would have been met).
     ``time_limit_s`` is the budget the plan was sized for (recorded, not enforced).
+
+    Without a blocked stream the events time the host's launch rate when the host is the slower side: on a GPU
+    the host time to enqueue each sample's calls is kept too (``Timing.launch_us``, median per call); a value
+    close to the per-call time says the work was host-bound (see :data:`HOST_BOUND_FRACTION`).
     """
     if not callable(fn):
         raise TypeError("fn must be a zero-argument callable")
@@ -554,6 +563,7 @@ def time_lockstep(fn: Callable[[], Any], *, reps: int, samples: int, device: str
         raise ValueError(f"device must be 'gpu' or 'cpu', got {device!r}")
     t0 = time.perf_counter()
     out: list[float] = []
+    launch = None
     if device == "gpu":
         torch = _torch_cuda()
         for _ in range(warmup_calls):
@@ -561,14 +571,18 @@ def time_lockstep(fn: Callable[[], Any], *, reps: int, samples: int, device: str
         torch.cuda.synchronize()
         warm = time.perf_counter() - t0
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        host: list[float] = []
         for _ in range(samples):
+            h0 = time.perf_counter()
             e0.record()
             for _ in range(reps):
                 fn()
             e1.record()
+            host.append((time.perf_counter() - h0) * 1e6 / reps)
             e1.synchronize()
             out.append(e0.elapsed_time(e1) * 1e3 / reps)
         timer_name = "cuda_event"
+        launch = _quantile(sorted(host), 0.5)
     else:
         for _ in range(warmup_calls):
             fn()
@@ -589,4 +603,4 @@ def time_lockstep(fn: Callable[[], Any], *, reps: int, samples: int, device: str
     met, noise = stop_rule(out, noise_target, min(min_samples, samples))
     return Timing(timer=timer_name, cache="warm", samples_us=out, reps_per_sample=reps, warmup_s=warm,
                   noise=noise, noise_target=noise_target, noise_target_met=met, time_limit_s=time_limit_s,
-                  batches=samples)
+                  batches=samples, launch_us=launch)

@@ -6,6 +6,7 @@ self-check on the machine it ran on.
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -128,3 +129,29 @@ def test_host_blocking_callable_and_graph_unavailable(torch):
     assert torch.cuda.current_stream() == torch.cuda.default_stream()
     t = timer.time_gpu(lambda: torch.cuda._sleep(100_000), time_limit_s=0.3)
     assert t.samples_us and t.median_us > 0
+
+
+def test_lockstep_tells_host_bound_from_gpu_bound(torch):
+    """time_lockstep (no blocked stream) keeps the host's enqueue time per call: close to the per-call time
+    when the host paces the work, far below it when the GPU does."""
+    torch.cuda._sleep(100_000_000)
+    rate = timer._sleep_cycles_per_s(torch)
+    long = int(500e-6 * rate)  # 500 us of GPU work per call, a few us to enqueue it
+
+    gpu_bound = timer.time_lockstep(lambda: torch.cuda._sleep(long), reps=5, samples=10, device="gpu")
+
+    def host_paced():  # ~200 us of host work per call around a 1 us kernel
+        t_end = time.perf_counter() + 200e-6
+        while time.perf_counter() < t_end:
+            pass
+        torch.cuda._sleep(1000)
+
+    host_bound = timer.time_lockstep(host_paced, reps=5, samples=10, device="gpu")
+    for label, t in (("gpu-bound", gpu_bound), ("host-bound", host_bound)):
+        _show(label, t)
+        print(f"{label}: launch {t.launch_us:.1f} us per call of {t.median_us:.1f} us")
+        _finite(t)
+    assert gpu_bound.launch_us < 0.2 * gpu_bound.median_us
+    assert 400 < gpu_bound.median_us < 700  # the kernel's own 500 us
+    assert host_bound.launch_us >= timer.HOST_BOUND_FRACTION * host_bound.median_us
+    assert host_bound.median_us >= 190
