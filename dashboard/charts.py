@@ -161,22 +161,31 @@ def scaling_lines(df: pd.DataFrame, metric: str = "efficiency", title: str = "")
     ks = sorted({int(k) for k in d["world_size"]})
     fig.update_layout(title=plain(title or f"{label} vs GPUs"), xaxis_title="GPUs (ranks)", yaxis_title=label,
                       legend_title="op/shape-scaling-gather, provider", yaxis_type="log" if log_y else "linear",
+                      legend_orientation="h", legend_y=-0.2, legend_yanchor="top", height=520 + 22 * d["family"].nunique(),
                       xaxis=dict(type="log", tickvals=ks, ticktext=[str(k) for k in ks]))
     return fig
 
 
 def gather_bars(df: pd.DataFrame, title: str = "") -> go.Figure:
     """The op's gather bandwidth next to the collective's own (an all_gather of a plain tensor of the same size,
-    measured in the same launch; algbw and nccl-tests' busbw), one group of bars per gather case."""
-    d = df.dropna(subset=["gather_gb_per_s"]).sort_values(["case_id", "world_size"])
+    measured in the same launch; algbw and nccl-tests' busbw): one group of horizontal bars per gather case and
+    machine. One-rank cases are left out: their "gather" is a local copy that crosses no link."""
+    d = df.dropna(subset=["gather_gb_per_s"])
+    d = d[d["world_size"].fillna(1).astype(float) > 1] if "world_size" in d.columns else d
     if d.empty:
-        return _empty(title or "gather bandwidth (no gather case)")
-    x = plain_col(d["case_id"].astype(str) + " " + d["provider"].astype(str))
+        return _empty(title or "gather bandwidth (no gather case over several GPUs)")
+    d = d.sort_values(["case_id", "world_size"], ascending=False)
+    label = d["case_id"].astype(str) + " " + d["provider"].astype(str)
+    if d["machine"].astype(str).nunique() > 1:  # the same case on several machines: one group each
+        label = label + " (" + d["machine"].astype(str) + ")"
+    y = plain_col(label)
     fig = go.Figure()
     for col, name in (("gather_gb_per_s", "the op's gather (algbw)"),
                       ("collective_gb_per_s", "all_gather alone (algbw)"),
                       ("collective_busbw_gb_per_s", "all_gather alone (busbw)")):
-        fig.add_bar(x=x, y=d[col], name=name, hovertemplate="%{x}<br>%{y:.4g} GB/s<extra>%{fullData.name}</extra>")
-    fig.update_layout(title=plain(title or "gather bandwidth"), barmode="group", yaxis_title="GB/s",
-                      xaxis_title="case", legend_title="measured", height=_bar_height(d))
+        fig.add_bar(y=y, x=d[col], name=name, orientation="h",
+                    hovertemplate="%{y}<br>%{x:.4g} GB/s<extra>%{fullData.name}</extra>")
+    fig.update_layout(title=plain(title or "gather bandwidth"), barmode="group", xaxis_title="GB/s",
+                      yaxis_title=None, legend_title="measured", legend_orientation="h", legend_y=-0.15,
+                      height=int(max(400, min(1400, 160 + 60 * len(d)))))
     return fig

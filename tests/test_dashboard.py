@@ -179,8 +179,13 @@ def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -
         assert at.get("plotly_chart"), page
     if page == "architectures":
         assert "A100" in infos and "H100" in infos and "No H200" not in infos
-    if page == "multigpu":
-        assert "No multi-GPU results yet" in infos
+    if page == "multigpu":  # the committed H200 runs on 2- and 4-GPU machines
+        assert "No multi-GPU results yet" not in infos
+        assert len(at.get("plotly_chart")) == 2  # scaling lines and the gather bars of the first op
+        table = at.dataframe[0].value
+        assert {"nvidia-h200-x2", "nvidia-h200-x4"} <= set(table["machine"].astype(str))
+        assert {1, 2, 4} <= set(table["world_size"].dropna().astype(int))
+        assert (table["status"] == "ok").all()
 
 
 def test_empty_and_missing_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

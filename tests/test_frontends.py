@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _env(tmp_path, **extra):
     path = os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    return {**os.environ, "PYTHONPATH": path, "ROBOCACHE_RESULTS": str(tmp_path / "records"),
+    # asv drops PYTHONPATH for its benchmark processes unless ASV_PYTHONPATH says it (packages installed with
+    # --target, as on the GPU machine, live there)
+    return {**os.environ, "PYTHONPATH": path, "ASV_PYTHONPATH": path, "ROBOCACHE_RESULTS": str(tmp_path / "records"),
             "ROBOCACHE_DEVICE": "cpu", **extra}
 
 

@@ -39,7 +39,9 @@ def body() -> None:
     latest = data.latest(d)
     ok = latest[latest["status"] == "ok"]
     st.caption("Each rank times its own shard; the group's step is its slowest rank's median; efficiency is "
-               "against the one-GPU case of the same run (weak: t1/tk, strong: t1/(k tk)).")
+               "against the one-GPU case of the same run (weak: t1/tk, strong: t1/(k tk)). Gather bars: cases over "
+               "several GPUs (a one-GPU gather is a local copy); steps marked host-bound in the table's reason were "
+               "paced by Python's launches, not the GPU.")
     for arch in data.options(ok, "arch"):
         a = ok[ok["arch"] == arch]
         st.subheader(data.md_escape(f"{arch}: {op}"))
