@@ -255,11 +255,12 @@ def md_escape(text: Any) -> str:
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
 
 
-def latest(df: pd.DataFrame) -> pd.DataFrame:
-    """The newest record of each series (machine, arch, op, case, provider, dtype, timer, cache)."""
+def latest(df: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFrame:
+    """The newest record of each series (machine, arch, op, case, provider, dtype, timer, cache), or of each
+    group of ``keys``."""
     if df.empty:
         return df
-    return df.sort_values("created", kind="stable").drop_duplicates(SERIES, keep="last")
+    return df.sort_values("created", kind="stable").drop_duplicates(keys or SERIES, keep="last")
 
 
 def options(df: pd.DataFrame, col: str) -> list[Any]:

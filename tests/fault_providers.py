@@ -65,3 +65,17 @@ def _die_on_rank1(values, src_times, tgt_times):
 
 
 DIE_RANK1 = Provider("fault_die_rank1", "rank 1 dies mid-case", "cpu", {"resample": _die_on_rank1})
+
+
+# Multi-GPU: rank 1 finishes its cases, then hangs at interpreter exit (as a rank stuck tearing down NCCL would).
+def _hang_at_exit_on_rank1(values, src_times, tgt_times):
+    if os.environ.get("RANK") == "1" and not _calls.get("atexit"):
+        import atexit
+
+        _calls["atexit"] = 1
+        atexit.register(time.sleep, 3600)
+    return reference.resample(values, src_times, tgt_times, out_dtype=values.dtype)
+
+
+HANG_AT_EXIT_RANK1 = Provider("fault_hang_at_exit_rank1", "rank 1 hangs at exit", "cpu",
+                              {"resample": _hang_at_exit_on_rank1})

@@ -241,6 +241,54 @@ def test_dead_rank_is_a_crash_within_the_timeout_and_leaves_nothing(tmp_path):
     assert len({r["run_id"] for r in loaded.records}) == 1
 
 
+@pytest.mark.slow
+def test_group_stuck_after_its_last_case_is_stopped_and_its_records_kept(tmp_path):
+    """Rank 1 hangs at exit after the last case: the launcher stops the group within the collective timeout plus
+    the margin after that case, keeps its (complete) records and leaves no process."""
+    env = _env(tmp_path)
+    timeout = 5
+    case = "resample/B64-S100-T50-D32-weak-g2-nogather/float32/fault_providers:HANG_AT_EXIT_RANK1"
+    t0 = time.monotonic()
+    run = _cli(["--gpus", "2", "--collective-timeout", str(timeout), "--cases", case, "--out", str(tmp_path / "out")],
+               env, timeout=timeout + launch.MARGIN_S + 120)
+    wall = time.monotonic() - t0
+    print(f"\n{wall:.1f} s\n{run.stdout}\n{run.stderr[-2000:]}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "did not exit within" in run.stdout and "records are complete" in run.stdout
+    assert wall < timeout + launch.MARGIN_S + 60, wall
+    assert not _leftovers(env)
+    recs = _by_id(store.load(tmp_path / "out").records)
+    assert recs[case.replace("/float32", "")]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_launcher_stops_the_ranks(tmp_path):
+    """SIGTERM to robocache-bench while its ranks hang in a case: exit 143 at once, no process left behind."""
+    env = _env(tmp_path)
+    case = "resample/B64-S100-T50-D32-weak-g2-nogather/float32/fault_providers:HANG"
+    proc = subprocess.Popen([sys.executable, "-m", "robocache.bench.cli", "run", "--suite", "multigpu", "--device",
+                             "cpu", "--no-progress", *FAST, "--gpus", "2", "--cases", case,
+                             "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_leftovers(env)) < 3:  # torchrun and its 2 ranks
+            time.sleep(0.5)
+        assert len(_leftovers(env)) >= 3, "the launch did not start"
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(out, err[-2000:])
+    assert proc.returncode == 143, (out, err)
+    assert "SIGTERM" in err and "stopped" in err
+    deadline = time.monotonic() + 15
+    while _leftovers(env) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _leftovers(env)
+
+
 # ---------------------------------------------------------------- (d) two nodes, rehearsed on loopback
 
 def _free_port() -> int:
@@ -322,6 +370,23 @@ def test_schema_v1_loads_and_v2_round_trips(tmp_path):
     broken["distributed"]["efficiency"] = math.inf
     with pytest.raises(Exception):
         store.write_records(tmp_path / "x", make_env(), [broken], name="x")
+
+
+def test_gather_checksum_sees_changed_and_moved_bytes():
+    import torch
+
+    from robocache.bench import distributed
+
+    x = torch.randint(0, 256, (3 * (1 << 24) + 5,), dtype=torch.uint8)  # several chunks and a tail
+    base = distributed._checksum(x)
+    assert base == distributed._checksum(x.clone())
+    swapped = x.clone()
+    i = int(torch.nonzero(swapped[:-1] != swapped[1:])[0])  # two different neighbours
+    swapped[i], swapped[i + 1] = x[i + 1].item(), x[i].item()
+    changed = x.clone()
+    changed[-1] ^= 1
+    assert distributed._checksum(swapped) != base and distributed._checksum(changed) != base
+    assert distributed._checksum(x[:-1]) != base
 
 
 def test_report_marks_host_bound_steps():

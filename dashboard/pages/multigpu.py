@@ -36,7 +36,9 @@ def body() -> None:
     scaling = c[2].selectbox("scaling", ["weak and strong", *scalings])
     if scaling != "weak and strong":
         d = d[d["scaling"] == scaling]
-    latest = data.latest(d)
+    # newest record per case and machine, whatever its timer: a failed record has none, and must hide an older
+    # ok one rather than stand beside it
+    latest = data.latest(d, keys=[c for c in data.SERIES if c not in ("timer", "cache")])
     ok = latest[latest["status"] == "ok"]
     st.caption("Each rank times its own shard; the group's step is its slowest rank's median; efficiency is "
                "against the one-GPU case of the same run (weak: t1/tk, strong: t1/(k tk)). Gather bars: cases over "

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from . import report as rep
-from . import specs, store
+from . import launch, specs, store
 
 
 def _csv(text: str) -> list[str]:
@@ -134,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError) as e:
         print(f"robocache-bench {args.cmd}: {e}", file=sys.stderr)
         return 2
+    except launch.Stopped as e:  # SIGTERM/SIGHUP during a multi-GPU launch: its processes were killed
+        print(f"robocache-bench {args.cmd}: {e}; the launch's processes were stopped, the records written so far "
+              "are kept", file=sys.stderr)
+        return 143
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -356,6 +360,9 @@ def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
     print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s; records: {', '.join(str(p) for p in res.paths)}")
     print(rep.multigpu(res.records))
+    for x in res.launches:
+        if x.get("detail") and not x.get("status"):  # a group stopped after its last case: records complete
+            print(f"  note: the launch of {x['world_size']} rank(s): {x['detail']}")
     for r in res.failed:
         print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
               f"{(r.get('reason') or '').splitlines()[0][:200]}")

@@ -249,7 +249,8 @@ def measure_multigpu(case: specs.Case, session: Session, *, suite: str = "multig
             except Unavailable:
                 base = None
             if base and base.get("status") == "ok" and base.get("distributed"):
-                baselines[bk] = {"step_us": base["distributed"]["step_us"], "items": base["case"]["items"]}
+                baselines[bk] = {"step_us": base["distributed"]["step_us"], "items": base["case"]["items"],
+                                 "host_bound": any("host-bound" in x for x in base["health"]["reasons"])}
     commit = os.environ.get("ASV_COMMIT") or None
     with tempfile.TemporaryDirectory(prefix="rcb-frontend-") as tmp:
         res = launch.run_multigpu([case], device=device_here(), gpus=case.world_size, out_dir=tmp, suite=suite,

@@ -297,8 +297,17 @@ class _Launch:
     died: str | None = None  # which local rank died first, when one did
 
 
-def _launch(cmd: list[str], work: Path, *, k: int, case_timeout_s: float, collective_timeout_s: float,
-            env: dict[str, str], on_case: Callable[[dict[str, Any]], None] | None) -> _Launch:
+class Stopped(Exception):
+    """The launcher got SIGTERM or SIGHUP while a launch ran: its processes are killed before it exits."""
+
+
+def _raise_stopped(signum: int, _frame: Any) -> None:
+    raise Stopped(f"stopped by {signal.Signals(signum).name}")
+
+
+def _launch(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeout_s: float,
+            collective_timeout_s: float, env: dict[str, str],
+            on_case: Callable[[dict[str, Any]], None] | None) -> _Launch:
     launch_id = uuid.uuid4().hex
     env = {**env, LAUNCH_ENV: launch_id}
     log_path = work / "torchrun.log"
@@ -306,9 +315,22 @@ def _launch(cmd: list[str], work: Path, *, k: int, case_timeout_s: float, collec
     status, detail = None, ""
     seen: set[int] = set()
     dead_since: float | None = None
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+    # torchrun runs in a session of its own, so a SIGTERM to this process (timeout, a cancelled CI job, asv's
+    # own timeout) would not reach it: while it runs, SIGTERM/SIGHUP raise here and the finally below kills it.
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, _raise_stopped)
+        except ValueError:  # not the main thread: no handler, the caller's own cleanup applies
+            pass
+    try:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+    except BaseException:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        raise
     try:
         while True:
             try:
@@ -331,6 +353,18 @@ def _launch(cmd: list[str], work: Path, *, k: int, case_timeout_s: float, collec
                     detail = (f"no result within the {case_timeout_s:g} s timeout; the launch of {k} rank(s) was "
                               "stopped (process groups killed)")
                     break
+            elif prog and prog.get("state") == "done":
+                idle_for = time.time() - float(prog["time"])
+                if int(prog.get("index", -1)) >= n_cases - 1 and idle_for > collective_timeout_s + MARGIN_S:
+                    # every case is recorded; the group hangs in its final barrier or in tearing down NCCL
+                    detail = (f"the group did not exit within {collective_timeout_s + MARGIN_S:g} s after its last "
+                              "case; stopped (its records are complete)")
+                    break
+                if int(prog.get("index", -1)) < n_cases - 1 and idle_for > case_timeout_s:
+                    status = "timeout"
+                    detail = (f"the next case did not start within the {case_timeout_s:g} s timeout; the launch of "
+                              f"{k} rank(s) was stopped (process groups killed)")
+                    break
             elif not prog and now - t0 > case_timeout_s:
                 status = "timeout"
                 detail = (f"the launch of {k} rank(s) did not start its first case within {case_timeout_s:g} s "
@@ -345,7 +379,11 @@ def _launch(cmd: list[str], work: Path, *, k: int, case_timeout_s: float, collec
                           f"timeout + {MARGIN_S:g} s; stopped")
                 break
     finally:
-        _kill_launch(proc, launch_id)
+        try:
+            _kill_launch(proc, launch_id)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
     done = []
     for p in sorted(work.glob("case-*.json"), key=lambda p: int(p.stem.split("-")[1])):
@@ -361,7 +399,8 @@ def _launch(cmd: list[str], work: Path, *, k: int, case_timeout_s: float, collec
     failed = {int(x["rank"]): str(x["error"]) for x in (_read_json(p) for p in work.glob("fail-*.json")) if x}
     return _Launch(rc=rc, status=status, detail=detail, log=log_text, done=done,
                    progress=_read_json(work / "progress.json"), seconds=time.monotonic() - t0,
-                   died=who_died(log_text, ranks, failed) if rc != 0 or status else None)
+                   # a timeout is this launcher's kill: the ranks it stopped did not die on their own
+                   died=who_died(log_text, ranks, failed) if (rc != 0 or status) and status != "timeout" else None)
 
 
 def _capture_env(device: str, machine: str | None) -> dict[str, Any]:
@@ -498,18 +537,19 @@ def run_multigpu(cases: Sequence[specs.Case], *, device: str, gpus: int | None =
                         + (f"  step {d['step_us']:.1f} us, {d['aggregate_items_per_s']:.4g} items/s"
                            + (f", efficiency {eff:.2f}" if eff is not None else "") if d else
                            f"  {(r.get('reason') or '').splitlines()[0][:100] if r.get('reason') else ''}"))
-                got = _launch(cmd, work, k=k, case_timeout_s=case_timeout_s,
+                got = _launch(cmd, work, k=k, n_cases=len(remaining), case_timeout_s=case_timeout_s,
                               collective_timeout_s=collective_timeout_s, env=child_env,
                               on_case=on_case if res.writer else None)
                 res.launches.append({"world_size": k, "rc": got.rc, "seconds": got.seconds, "cases": len(remaining),
-                                     "status": got.status})
+                                     "status": got.status, "detail": got.detail})
             for d in got.done:
                 rec = d["record"]
                 res.records.append(rec)
                 if d.get("samples_us"):
                     res.samples[d["key"]] = d["samples_us"]
                 if k == 1 and rec["status"] == "ok" and rec.get("distributed"):
-                    known[d["key"]] = {"step_us": rec["distributed"]["step_us"], "items": rec["case"]["items"]}
+                    known[d["key"]] = {"step_us": rec["distributed"]["step_us"], "items": rec["case"]["items"],
+                                       "host_bound": any("host-bound" in x for x in rec["health"]["reasons"])}
             n_done = len(got.done)
             if n_done > 0 or (res.writer and (folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}").exists()):
                 path = folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}"
@@ -517,7 +557,8 @@ def run_multigpu(cases: Sequence[specs.Case], *, device: str, gpus: int | None =
                     res.paths.append(path)
             if n_done >= len(remaining):
                 if got.rc != 0 and got.status is None and res.writer:
-                    say(f"  (torchrun exited {got.rc} after its last case: {root_cause(got.log) or 'no root cause'})")
+                    say(f"  (torchrun exited {got.rc} after its last case: "
+                        f"{got.detail or root_cause(got.log) or 'no root cause'})")
                 break
             if not res.writer:  # the writer's node records what happened; this node just reports
                 if got.rc != 0 or got.status:

@@ -299,7 +299,7 @@ def _gb(x: float | None) -> str:
 
 def _mg_flags(r: dict[str, Any]) -> str:
     f = [] if _flags(r) == "-" else [_flags(r)]
-    if any(": host-bound:" in x for x in (r.get("health") or {}).get("reasons") or []):
+    if any("host-bound" in x for x in (r.get("health") or {}).get("reasons") or []):
         f.append("host-bound")
     return ",".join(f) or "-"
 
