@@ -299,8 +299,11 @@ def _gb(x: float | None) -> str:
 
 def _mg_flags(r: dict[str, Any]) -> str:
     f = [] if _flags(r) == "-" else [_flags(r)]
-    if any("host-bound" in x for x in (r.get("health") or {}).get("reasons") or []):
+    reasons = (r.get("health") or {}).get("reasons") or []
+    if any(": host-bound:" in x for x in reasons):
         f.append("host-bound")
+    elif any("host-bound one-GPU step" in x for x in reasons):
+        f.append("host-bound baseline")
     return ",".join(f) or "-"
 
 
@@ -331,7 +334,8 @@ def multigpu(records: list[dict[str, Any]]) -> str:
     return ("Step = the slowest rank's median (op, plus the gather when there is one); efficiency against the "
             "one-rank case of this run (weak: t1/tk, strong: t1/(k tk)); all_gather bandwidth of a plain tensor "
             "of the same size, measured in the same run (algbw and nccl-tests' busbw). host-bound: the host took "
-            "most of the step to enqueue op + gather, so the step is Python's launch rate, not the GPU's.\n\n"
+            "most of the step to enqueue op + gather, so the step is Python's launch rate, not the GPU's; host-bound "
+            "baseline: the one-GPU step the efficiency divides by was, so the efficiency is overstated.\n\n"
             + table(["case", "provider", "ranks", "scaling", "gather", "status", "step us", "op us per rank",
                      "aggregate", "efficiency", "gather GB/s", "all_gather algbw GB/s", "busbw GB/s", "flags"],
                     rows))
