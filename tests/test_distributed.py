@@ -400,6 +400,8 @@ def test_report_marks_host_bound_steps():
     assert report.multigpu([r]).splitlines()[-1].endswith("| host-bound |")
     r["health"]["reasons"] = ["efficiency against a host-bound one-GPU step (90.0 us, paced by the host's launches)"]
     assert report.multigpu([r]).splitlines()[-1].endswith("| host-bound baseline |")
+    r["health"]["reasons"].append("rank 0: host-bound: enqueueing op + gather took 120.0 of the step's 125.0 us")
+    assert report.multigpu([r]).splitlines()[-1].endswith("| host-bound,host-bound baseline |")
 
 
 def test_committed_results_still_load():

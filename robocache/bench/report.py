@@ -302,7 +302,7 @@ def _mg_flags(r: dict[str, Any]) -> str:
     reasons = (r.get("health") or {}).get("reasons") or []
     if any(": host-bound:" in x for x in reasons):
         f.append("host-bound")
-    elif any("host-bound one-GPU step" in x for x in reasons):
+    if any("host-bound one-GPU step" in x for x in reasons):
         f.append("host-bound baseline")
     return ",".join(f) or "-"
 
