@@ -7,16 +7,87 @@ measured in that same run.
 """
 from __future__ import annotations
 
+import functools
+import math
+import re
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from . import specs
 
-PEERS = ("torch_compile", "torch_eager", "cupy", "numpy")
-LABEL = {"robocache": "robocache", "torch_eager": "torch eager", "torch_compile": "torch.compile", "cupy": "CuPy",
-         "numpy": "NumPy (CPU)"}
+PEERS = ("torch_compile", "torch_compile@max-autotune", "torch_eager", "cupy", "numpy")
+LABEL = {"robocache": "robocache", "torch_eager": "torch eager", "torch_compile": "torch.compile",
+         "torch_compile@max-autotune": "torch.compile (max-autotune)", "cupy": "CuPy", "numpy": "NumPy (CPU)"}
 CLASSIC = {"B": 256, "S": 100, "T": 50, "D": 32}
+OURS = "robocache"
+VERSION_PREFIX = "robocache@"  # robocache@v1, robocache@v2, ...: kernel versions (the public API = the best one)
+COMPILE = "torch_compile"  # torch_compile (default mode) and torch_compile@<mode>: one peer, judged at its best
+_VERSION = re.compile(r"^v(\d+)$")
+
+
+def version_of(provider: str) -> str | None:
+    """The kernel version of a ``robocache@vN`` provider (``"v2"``), else None."""
+    if not provider.startswith(VERSION_PREFIX):
+        return None
+    v = provider[len(VERSION_PREFIX):]
+    return v if _VERSION.match(v) else None
+
+
+def version_number(provider: str) -> int:
+    """N of ``robocache@vN`` (a large number for anything else, so versions sort first and in order)."""
+    v = version_of(provider)
+    return int(v[1:]) if v else 1 << 30
+
+
+def compile_mode(provider: str) -> str | None:
+    """The torch.compile mode a provider measures (``default`` for ``torch_compile``), else None."""
+    if provider == COMPILE:
+        return "default"
+    if provider.startswith(COMPILE + "@"):
+        return provider.split("@", 1)[1] or "default"
+    return None
+
+
+def label(provider: str) -> str:
+    """A provider's readable name: ``robocache@v2`` -> ``robocache v2``,
+    ``torch_compile@max-autotune`` -> ``torch.compile (max-autotune)``; unknown names as they are."""
+    if provider in LABEL:
+        return LABEL[provider]
+    if version_of(provider):
+        return f"robocache {version_of(provider)}"
+    base, sep, variant = provider.partition("@")
+    if sep and base in LABEL:
+        return f"{LABEL[base]} ({variant})"
+    return provider
+
+
+def provider_order(provider: str) -> tuple[int, int, str]:
+    """Sort key: robocache, its versions (v1, v2, ...), the peers in ``PEERS`` order, then the rest by name."""
+    if provider == OURS:
+        return (0, 0, provider)
+    if version_of(provider):
+        return (1, version_number(provider), provider)
+    if provider in PEERS:
+        return (2, PEERS.index(provider), provider)
+    if compile_mode(provider):
+        return (2, 1, provider)
+    return (3, 0, provider)
+
+
+def is_dispatch(r: dict[str, Any]) -> bool:
+    """A call-cost ("dispatch") case: host time per call of a tiny call in a tight loop.
+
+    Recognised by its case id (``<op>/dispatch...``) or its params (``kind``/``mode`` == ``"dispatch"`` or a
+    true ``dispatch`` key), so the rest of the report can leave these host-time figures out of device-time
+    comparisons whatever the final field names are.
+    """
+    c = r["case"]
+    p = c.get("params") or {}
+    tag = str(c["id"]).split("/", 1)[-1]
+    return (tag.startswith("dispatch") or p.get("kind") == "dispatch" or p.get("mode") == "dispatch"
+            or bool(p.get("dispatch")))
 
 
 def runs(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -139,8 +210,24 @@ def _speed(ours: float | None, theirs: float | None) -> str:
 
 
 def _providers(records) -> list[str]:
-    present = {r["case"]["provider"] for r in records}
-    return [p for p in ("robocache",) + PEERS if p in present] + sorted(present - set(LABEL))
+    """The providers present, in :func:`provider_order`."""
+    return sorted({r["case"]["provider"] for r in records}, key=provider_order)
+
+
+def compile_best(idx: dict[tuple[str, str, str], dict[str, Any]], cid: str, dtype: str
+                 ) -> tuple[float, str, dict[str, Any]] | None:
+    """torch.compile at its best on one case: (median, mode, record) of the fastest ``ok`` compile mode.
+
+    Every ``torch_compile`` / ``torch_compile@<mode>`` record of the case competes; None when none is ``ok``.
+    """
+    best = None
+    for (c, dt, prov), r in idx.items():
+        if c != cid or dt != dtype or compile_mode(prov) is None:
+            continue
+        t = _ok_time(idx, cid, dtype, prov)
+        if t is not None and (best is None or t < best[0]):
+            best = (t, compile_mode(prov), r)
+    return best
 
 
 def headline(records: list[dict[str, Any]]) -> str:
@@ -153,7 +240,11 @@ def headline(records: list[dict[str, Any]]) -> str:
                                    specs.GPU_DTYPES else 9, _providers(records).index(r["case"]["provider"]))):
         m = r.get("metrics") or {}
         ours = _ok_time(idx, cid, r["case"]["dtype"], "robocache")
-        rows.append([r["case"]["dtype"], LABEL.get(r["case"]["provider"], r["case"]["provider"]), r["status"],
+        prov = r["case"]["provider"]
+        best = compile_best(idx, cid, r["case"]["dtype"]) if compile_mode(prov) else None
+        both = sum(1 for p in _providers(records) if compile_mode(p)) > 1
+        name = label(prov) + (" (faster mode)" if both and best and best[2] is r else "")
+        rows.append([r["case"]["dtype"], name, r["status"],
                      _us(_p50(r)), _num(m.get("items_per_s"), " traj/s"),
                      f"{m['gb_per_s']:.0f}" if m.get("gb_per_s") is not None else "-",
                      f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-",
@@ -203,30 +294,46 @@ def _scaling(records, op: str, axis: str, fixed: dict[str, int], dtype: str) -> 
         row += [f"{m['gb_per_s']:.0f}" if m.get("gb_per_s") else "-",
                 f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-"]
         rows.append(row)
-    return table([axis] + [f"{LABEL.get(p, p)} p50 us" for p in provs] + ["robocache GB/s", "% ceiling"], rows)
+    return table([axis] + [f"{label(p)} p50 us" for p in provs] + ["robocache GB/s", "% ceiling"], rows)
 
 
 def peers(records: list[dict[str, Any]]) -> str:
-    """Every case: robocache's median and its speedup over each peer (peer time / robocache time)."""
+    """Every case: robocache's median and its speedup over each peer (peer time / robocache time).
+
+    torch.compile is one column at its best: the faster of its measured modes on that case, named.
+    Kernel versions (``robocache@vN``) are not peers; the optimisation journey compares them.
+    """
     idx = _index(records)
-    provs = [p for p in _providers(records) if p != "robocache"]
+    provs = [p for p in _providers(records) if p != OURS and not version_of(p) and not compile_mode(p)]
+    has_compile = any(compile_mode(p) for p in _providers(records))
     keys = sorted({(r["case"]["id"], r["case"]["dtype"]) for r in records})
     rows = []
+
+    def cell(ours: float | None, theirs: float | None, mine: Any, other: Any, suffix: str = "") -> str:
+        s = _speed(ours, theirs)
+        if s == "-":
+            return s
+        s += suffix
+        if any(_flags(r) != "-" for r in (mine, other) if r):
+            s += " (flagged)"  # throttled, contended or noisy on either side: read with care
+        return s
+
     for cid, dt in keys:
-        ours = _ok_time(idx, cid, dt, "robocache")
-        if ours is None and not any(_ok_time(idx, cid, dt, p) for p in provs):
+        ours = _ok_time(idx, cid, dt, OURS)
+        best = compile_best(idx, cid, dt) if has_compile else None
+        if ours is None and best is None and not any(_ok_time(idx, cid, dt, p) for p in provs):
             continue
-        mine = idx.get((cid, dt, "robocache"))
+        mine = idx.get((cid, dt, OURS))
         cells = []
-        for p in provs:
-            s = _speed(ours, _ok_time(idx, cid, dt, p))
-            theirs = idx.get((cid, dt, p))
-            if s != "-" and any(_flags(r) != "-" for r in (mine, theirs) if r):
-                s += " (flagged)"  # throttled, contended or noisy on either side: read with care
-            cells.append(s)
+        if has_compile:
+            cells.append(cell(ours, best[0], mine, best[2], f" ({best[1]})") if best else "-")
+        cells += [cell(ours, _ok_time(idx, cid, dt, p), mine, idx.get((cid, dt, p))) for p in provs]
         rows.append([cid, dt, _us(ours)] + cells)
-    return ("Speedups marked (flagged) involve a record flagged throttled, contended or noisy (see Health).\n\n"
-            + table(["case", "dtype", "robocache p50 us"] + [f"vs {LABEL.get(p, p)}" for p in provs], rows))
+    head = ["case", "dtype", "robocache p50 us"] + (["vs torch.compile (best mode)"] if has_compile else []) \
+        + [f"vs {label(p)}" for p in provs]
+    return ("Speedups marked (flagged) involve a record flagged throttled, contended or noisy (see Health). "
+            "torch.compile is judged at its best: the faster of its measured modes on each case, named in "
+            "brackets.\n\n" + table(head, rows))
 
 
 def roofline(records: list[dict[str, Any]], provider: str = "robocache") -> str:
@@ -261,7 +368,7 @@ def timer_check(records: list[dict[str, Any]], min_us: float = 25.0) -> str:
     for prov in [p for p in _providers(records) if p in by]:
         d = sorted(by[prov])
         worst = d[-1]
-        rows.append([LABEL.get(prov, prov), len(d), f"{100 * d[len(d) // 2][0]:.2f}%",
+        rows.append([label(prov), len(d), f"{100 * d[len(d) // 2][0]:.2f}%",
                      f"{100 * worst[1]:+.2f}% ({worst[2]} {worst[3]})"])
     return (f"Cases of {min_us:g} us and more, (event - graph) / graph:\n\n"
             + table(["provider", "cases", "median |diff|", "worst"], rows))
@@ -341,12 +448,301 @@ def multigpu(records: list[dict[str, Any]]) -> str:
                     rows))
 
 
+# --- kernel versions and torch.compile at its best ---------------------------------------------------
+
+# The case each op's journey row is read on (the seed's standard case first), then fallbacks in order.
+REPRESENTATIVE: dict[str, tuple[tuple[str, str], ...]] = {
+    "resample": (("resample/B256-S100-T50-D32", "bfloat16"), ("resample/B256-S100-T50-D32", "float32")),
+    "fuse": (("fuse/robot-B256-T100", "bfloat16"), ("fuse/robot-B256-T100", "float32")),
+    "voxelize": (("voxelize/B4-N100000-G64-count-uniform", "float32"),),
+}
+
+
+def _machine(r: dict[str, Any]) -> tuple[str, str, str]:
+    """(machine, arch, GPU name) from the record's env; ``?`` where unknown."""
+    env = r.get("env") or {}
+    arch = env.get("arch") or ("CPU" if env.get("device") == "cpu" else env.get("gpu_name")) or "?"
+    return (str(env.get("machine") or "?"), str(arch), str(env.get("gpu_name") or env.get("cpu") or "?"))
+
+
+def _timed(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Single-GPU device-time records: multi-GPU and call-cost (dispatch) cases left out."""
+    return [r for r in records if not is_multigpu(r) and not is_dispatch(r)]
+
+
+def runs_per_op(records: Iterable[dict[str, Any]], want: Any = None
+                ) -> list[tuple[tuple[str, str, str], str, str, list[dict[str, Any]]]]:
+    """One run per machine and op: ``[((machine, arch, gpu), op, run_id, that run's records of op), ...]``.
+
+    Ratios are only taken inside one run (side by side on one GPU), so each machine and op contributes
+    one run: among the runs with a record of the op for which ``want(record)`` holds (any when ``want`` is
+    None), a ``nightly`` run (the whole grid) before any other, then the newest. Per op, because a
+    nightly asv pass runs each op in its own invocation (its own run id). Machines sorted, ops in grid order.
+    """
+    by: dict[tuple, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        by[(_machine(r), r["case"]["op"])][r["run_id"]].append(r)
+    out = []
+    for mach, op in sorted(by, key=lambda k: (k[0], specs.OPS.index(k[1]) if k[1] in specs.OPS else 9, k[1])):
+        cands = [(rid, rs) for rid, rs in by[(mach, op)].items() if want is None or any(want(r) for r in rs)]
+        if not cands:
+            continue
+        rid, rs = max(cands, key=lambda kv: (any(r["suite"] == "nightly" for r in kv[1]),
+                                             max(str(r["created"]) for r in kv[1]), kv[0]))
+        out.append((mach, op, rid, rs))
+    return out
+
+
+def _geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def _flagged(*recs: Any) -> bool:
+    return any(_flags(r) != "-" for r in recs if r)
+
+
+def _versions(records: Iterable[dict[str, Any]], op: str) -> list[str]:
+    return sorted({r["case"]["provider"] for r in records if r["case"]["op"] == op and version_of(r["case"]["provider"])},
+                  key=version_number)
+
+
+@functools.lru_cache(maxsize=1)
+def _grid_ids() -> dict[str, int]:
+    """Case id -> its position in the grid (ops and shapes in the order specs declares them)."""
+    out: dict[str, int] = {}
+    for pt in specs.POINTS:
+        out.setdefault(f"{pt.op}/{pt.tag}", len(out))
+    return out
+
+
+def _grid_order(key: tuple[str, str]) -> tuple[int, int, str, str]:
+    """Sort key of a (case id, dtype): grid order, then dtype order, unknown cases last."""
+    ids = _grid_ids()
+    cid, dt = key
+    return (ids.get(cid, len(ids)),
+            specs.GPU_DTYPES.index(dt) if dt in specs.GPU_DTYPES else 9, cid, dt)
+
+
+def representative(records: list[dict[str, Any]], op: str) -> tuple[str, str] | None:
+    """The (case id, dtype) an op's journey is read on: the first of :data:`REPRESENTATIVE` that every version
+    measured, else the case in grid order that the most versions measured (``ok``)."""
+    vers = _versions(records, op)
+    ok: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in records:
+        if r["case"]["op"] == op and r["status"] == "ok" and r["case"]["provider"] in vers and _p50(r):
+            ok[(r["case"]["id"], r["case"]["dtype"])].add(r["case"]["provider"])
+    if not ok:
+        return None
+    for key in REPRESENTATIVE.get(op, ()):
+        if ok.get(key) == set(vers):
+            return key
+    return min(ok, key=lambda k: (-len(ok[k]), _grid_order(k)))
+
+
+def journey_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The optimisation journey: per machine (one run each), op and kernel version, one row.
+
+    Columns: ``machine, arch, gpu, run_id, op, version, provider, case, dtype, p50_us, gb_per_s,
+    pct_of_ceiling, speedup_vs_v1`` (on the representative case), ``vs_compile`` (torch.compile at its best
+    / this version, ``compile_mode`` the mode that won), ``geomean_vs_v1`` with ``cases_vs_v1``, ``min_vs_v1``,
+    ``max_vs_v1`` (over every case and dtype of the run both measured), ``flagged``. A last row per op,
+    ``version == "public"``, is the public API (``robocache``) on the same case. The first version measured
+    is the base (v1 when it ran).
+    """
+    rows: list[dict[str, Any]] = []
+    timed = _timed(records)
+    for (machine, arch, gpu), op, rid, rs in runs_per_op(timed, lambda r: version_of(r["case"]["provider"])):
+        idx = _index(rs)
+        vers = _versions(rs, op)
+        rep = representative(rs, op)
+        base = vers[0]
+        keys = sorted({(r["case"]["id"], r["case"]["dtype"]) for r in rs if r["case"]["op"] == op})
+        for prov in vers + ([OURS] if any(r["case"]["provider"] == OURS and r["case"]["op"] == op
+                                          for r in rs) else []):
+            row: dict[str, Any] = {"machine": machine, "arch": arch, "gpu": gpu, "run_id": rid, "op": op,
+                                   "version": version_of(prov) or "public", "provider": prov,
+                                   "case": rep[0] if rep else None, "dtype": rep[1] if rep else None}
+            r = idx.get((rep[0], rep[1], prov)) if rep else None
+            m = (r.get("metrics") or {}) if r is not None and r["status"] == "ok" else {}
+            t = m["time_us"]["p50"] if m else None
+            t1 = _ok_time(idx, rep[0], rep[1], base) if rep else None
+            best = compile_best(idx, rep[0], rep[1]) if rep else None
+            row.update(status=r["status"] if r is not None else "not measured", p50_us=t,
+                       gb_per_s=m.get("gb_per_s"), pct_of_ceiling=m.get("pct_of_ceiling"),
+                       speedup_vs_v1=t1 / t if t and t1 else None,
+                       vs_compile=best[0] / t if t and best else None,
+                       compile_mode=best[1] if t and best else None,
+                       flagged=_flagged(r, idx.get((rep[0], rep[1], base)) if rep else None,
+                                        best[2] if best else None))
+            ratios = []
+            for cid, dt in keys:
+                a, b = _ok_time(idx, cid, dt, base), _ok_time(idx, cid, dt, prov)
+                if a and b:
+                    ratios.append(a / b)
+            row.update(base=version_of(base), geomean_vs_v1=_geomean(ratios), cases_vs_v1=len(ratios),
+                       min_vs_v1=min(ratios) if ratios else None, max_vs_v1=max(ratios) if ratios else None)
+            rows.append(row)
+    return rows
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
+
+
+def journey(records: Iterable[dict[str, Any]]) -> str:
+    """Markdown: one optimisation-journey table per op and GPU (the seed's table, from our records)."""
+    rows = journey_rows(records)
+    if not rows:
+        return "_No kernel versions (providers robocache@v1, robocache@v2, ...) in these records._"
+    out = []
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["machine"], r["arch"], r["gpu"], r["run_id"], r["op"])].append(r)
+    for (machine, arch, gpu, rid, op), rs in groups.items():
+        case = next((r["case"] for r in rs if r["case"]), None)
+        dtype = next((r["dtype"] for r in rs if r["dtype"]), None)
+        base = rs[0]["base"]
+        out.append(f"**{_esc(op)}** on {_esc(arch)} (`{_esc(machine)}`, {_esc(gpu)}), run `{_esc(rid)}`; "
+                   f"representative case {_esc(case or 'none')} {_esc(dtype or '')}")
+        body = []
+        for r in rs:
+            vs = _x(r["vs_compile"]) + (f" ({r['compile_mode']})" if r["compile_mode"] else "")
+            geo = "-" if r["geomean_vs_v1"] is None else (
+                f"{r['geomean_vs_v1']:.2f}x over {r['cases_vs_v1']} cases ({r['min_vs_v1']:.2f}-{r['max_vs_v1']:.2f}x)")
+            name = r["version"] if r["version"] != "public" else "public API (robocache)"
+            body.append([name, r["status"] if r["status"] != "ok" else _us(r["p50_us"]),
+                         "-" if r["gb_per_s"] is None else f"{r['gb_per_s']:.0f}", _pct(r["pct_of_ceiling"]),
+                         _x(r["speedup_vs_v1"]), vs, geo, "flagged" if r["flagged"] else "-"])
+        out.append(table(["version", "p50 us", "GB/s", "% of copy ceiling", f"speedup vs {base}",
+                          "vs torch.compile (best mode)", f"geomean speedup vs {base} (range)", "flags"], body))
+    return ("Kernel versions measured side by side in one run per GPU (providers `robocache@vN`; the public API "
+            "calls the best). Speedups are medians' ratios; vs torch.compile = torch.compile's faster mode / this "
+            "version (above 1: robocache faster); the geomean is over every case and dtype of the run both "
+            "versions measured.\n\n" + "\n\n".join(out))
+
+
+def vs_compile_cases(records: Iterable[dict[str, Any]], provider: str = OURS) -> list[dict[str, Any]]:
+    """Per machine (one run each), op, case and dtype: torch.compile at its best / ``provider`` (both ``ok``).
+
+    Columns: ``machine, arch, gpu, run_id, op, case, dtype, ours_us, compile_us, compile_mode, ratio,
+    flagged``. Ratio above 1: ``provider`` is faster.
+    """
+    out = []
+    timed = _timed(records)
+    want = (lambda r: r["case"]["provider"] == provider)  # noqa: E731
+    for (machine, arch, gpu), _op, rid, rs in runs_per_op(timed, want):
+        idx = _index(rs)
+        for cid, dt in sorted({(r["case"]["id"], r["case"]["dtype"]) for r in rs}, key=_grid_order):
+            ours = _ok_time(idx, cid, dt, provider)
+            best = compile_best(idx, cid, dt)
+            if not ours or not best:
+                continue
+            out.append({"machine": machine, "arch": arch, "gpu": gpu, "run_id": rid, "op": idx[(cid, dt, provider)]
+                        ["case"]["op"], "case": cid, "dtype": dt, "ours_us": ours, "compile_us": best[0],
+                        "compile_mode": best[1], "ratio": best[0] / ours,
+                        "flagged": _flagged(idx.get((cid, dt, provider)), best[2])})
+    return out
+
+
+def vs_compile_summary(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per machine and op over :func:`vs_compile_cases`: worst (named), median and best ratio, cases >= 1.0x,
+    how often each torch.compile mode was the faster one, and how many ratios involve a flagged record."""
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for c in cases:
+        groups[(c["machine"], c["arch"], c["gpu"], c["run_id"], c["op"])].append(c)
+    out = []
+    for (machine, arch, gpu, rid, op), cs in sorted(groups.items(), key=lambda kv: (
+            kv[0][0], specs.OPS.index(kv[0][4]) if kv[0][4] in specs.OPS else 9, kv[0][4])):
+        cs = sorted(cs, key=lambda c: c["ratio"])
+        modes: dict[str, int] = defaultdict(int)
+        for c in cs:
+            modes[c["compile_mode"]] += 1
+        out.append({"machine": machine, "arch": arch, "gpu": gpu, "run_id": rid, "op": op, "cases": len(cs),
+                    "worst": cs[0]["ratio"], "worst_case": f"{cs[0]['case']} {cs[0]['dtype']}",
+                    "median": statistics.median(c["ratio"] for c in cs), "best": cs[-1]["ratio"],
+                    "best_case": f"{cs[-1]['case']} {cs[-1]['dtype']}",
+                    "at_least_1x": sum(1 for c in cs if c["ratio"] >= 1.0),
+                    "compile_modes": ", ".join(f"{m} {n}" for m, n in sorted(modes.items())),
+                    "flagged": sum(1 for c in cs if c["flagged"])})
+    return out
+
+
+def vs_compile(records: Iterable[dict[str, Any]], provider: str = OURS) -> str:
+    """Markdown: per op and GPU, robocache against torch.compile at its best over every case of the run."""
+    rows = vs_compile_summary(vs_compile_cases(records, provider))
+    if not rows:
+        return f"_No case with both {_esc(label(provider))} and torch.compile measured._"
+    body = [[r["op"], f"{r['arch']} ({r['machine']})", r["run_id"], r["cases"], f"{r['worst']:.2f}x ({r['worst_case']})",
+             f"{r['median']:.2f}x", f"{r['best']:.2f}x ({r['best_case']})", f"{r['at_least_1x']} of {r['cases']}",
+             r["compile_modes"], r["flagged"]] for r in rows]
+    return ("Ratio = torch.compile's faster mode / robocache, per case and dtype of one run per GPU (above 1: "
+            "robocache faster); \"faster mode\" counts how often each torch.compile mode won.\n\n"
+            + table(["op", "GPU (machine)", "run", "cases", "worst", "median", "best", "cases >= 1.0x",
+                     "faster mode", "flagged"], body))
+
+
+BARE_HINTS = ("raw", "bare", "launch_floor")  # a provider timing a bare kernel launch (the call-cost floor)
+
+
+def call_cost_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Call-cost (dispatch) cases: host time per call of a tiny call, per machine (one run each), case and
+    provider; ``vs_bare`` = this / the bare-launch provider of the case when one ran (names containing
+    ``raw``, ``bare`` or ``launch_floor``). Empty when the records carry no dispatch case."""
+    out = []
+    disp = [r for r in records if is_dispatch(r) and not is_multigpu(r)]
+    for (machine, arch, gpu), _op, rid, rs in runs_per_op(disp):
+        by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        for r in rs:
+            by[(r["case"]["id"], r["case"]["dtype"])].append(r)
+        for (cid, dt), group in sorted(by.items()):
+            bare = [r for r in group if r["status"] == "ok" and _p50(r)
+                    and any(h in r["case"]["provider"].lower() for h in BARE_HINTS)]
+            floor = min((_p50(r) for r in bare), default=None)
+            for r in sorted(group, key=lambda r: provider_order(r["case"]["provider"])):
+                t = _p50(r) if r["status"] == "ok" else None
+                m = r.get("method") or {}
+                out.append({"machine": machine, "arch": arch, "run_id": rid, "case": cid, "dtype": dt,
+                            "provider": r["case"]["provider"], "status": r["status"], "timer": m.get("timer"),
+                            "us_per_call": t, "vs_bare": t / floor if t and floor else None,
+                            "flagged": _flagged(r)})
+    return out
+
+
+def call_cost(records: Iterable[dict[str, Any]]) -> str:
+    """Markdown: the call-cost table, or a line saying the records carry no dispatch case."""
+    rows = call_cost_rows(records)
+    if not rows:
+        return "_No call-cost (dispatch) case in these records._"
+    body = [[f"{r['arch']} ({r['machine']})", r["case"], r["dtype"], label(r["provider"]), r["timer"] or "-",
+             r["status"] if r["status"] != "ok" else _us(r["us_per_call"]), _x(r["vs_bare"]),
+             "flagged" if r["flagged"] else "-"] for r in rows]
+    return ("Host time per call of a tiny call in a tight loop (what a training loop pays per call); "
+            "x bare launch = this / a bare kernel launch measured in the same run.\n\n"
+            + table(["GPU (machine)", "case", "dtype", "provider", "timer", "us per call", "x bare launch",
+                     "flags"], body))
+
+
+def kernels(records: Iterable[dict[str, Any]]) -> str:
+    """Markdown over records of any number of runs and machines (one run per machine and op, see
+    :func:`runs_per_op`): the journey, robocache vs torch.compile at its best, and the call cost."""
+    records = list(records)
+    return "\n\n".join(["# robocache kernels: journey and torch.compile at its best",
+                          "## Optimisation journey", journey(records),
+                          "## Against torch.compile at its best", vs_compile(records),
+                          "## Call cost", call_cost(records)]) + "\n"
+
+
 def report(records: list[dict[str, Any]]) -> str:
     """The markdown report of one run."""
     first_dtype = "float32"
     everything = records
-    records = [r for r in everything if not is_multigpu(r)]
+    records = _timed(everything)
     multi = [r for r in everything if is_multigpu(r)]
+    dispatch = [r for r in everything if is_dispatch(r) and not is_multigpu(r)]
     if multi and not records:  # a multi-GPU run: its own table, the single-GPU sections would be empty
         return "\n\n".join(["# robocache-bench report", header(everything),
                              "## Multi-GPU scaling", multigpu(multi), "## Health", health(everything)]) + "\n"
@@ -361,6 +757,11 @@ def report(records: list[dict[str, Any]]) -> str:
         "## Dimension scaling (resample, B=256, 100 -> 50, float32)",
         _scaling(records, "resample", "D", {"B": 256, "S": 100, "T": 50}, first_dtype),
         "## Against the peers (speedup = peer median / robocache median, same run, same GPU)", peers(records),
+        *(["## Optimisation journey (kernel versions, this run)", journey(records)]
+          if any(version_of(r["case"]["provider"]) for r in records) else []),
+        *(["## Against torch.compile at its best (per op, over every case of this run)", vs_compile(records)]
+          if any(compile_mode(r["case"]["provider"]) for r in records) else []),
+        *(["## Call cost (host time per tiny call)", call_cost(dispatch)] if dispatch else []),
         "## Roofline view (robocache)", roofline(records),
         "## Timer self-check", timer_check(records),
         *(["## Multi-GPU scaling", multigpu(multi)] if multi else []),

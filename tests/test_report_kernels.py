@@ -1,0 +1,171 @@
+"""The report's kernel tables on SYNTHETIC records (tests/synthetic_kernels.py; made-up times, not
+measurements): the optimisation journey, torch.compile judged at its best mode, the vs-torch.compile summary,
+the call-cost table, readable provider labels, and graceful skips when the records lack what a table needs."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from robocache.bench import report, store
+from tests.synthetic_kernels import CASES, SCRIPT, write_fixture
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> list:
+    out = write_fixture(tmp_path_factory.mktemp("kernels"))
+    loaded = store.load(out)
+    assert not loaded.bad and all(r["synthetic"] for r in loaded.records)
+    return loaded.records
+
+
+def _run(records: list, run_id: str) -> list:
+    return report.runs(records)[run_id]
+
+
+def test_labels_and_order() -> None:
+    assert report.label("robocache@v2") == "robocache v2"
+    assert report.label("torch_compile@max-autotune") == "torch.compile (max-autotune)"
+    assert report.label("torch_compile@reduce-overhead") == "torch.compile (reduce-overhead)"
+    assert report.label("torch_compile") == "torch.compile"
+    assert report.label("mystery@x") == "mystery@x" and report.label(SCRIPT) == SCRIPT
+    assert report.version_of("robocache@v12") == "v12" and report.version_of("robocache@best") is None
+    assert report.compile_mode("torch_compile") == "default"
+    assert report.compile_mode("torch_compile@max-autotune") == "max-autotune"
+    assert report.compile_mode("torch_eager") is None
+    provs = ["cupy", "robocache@v10", "torch_compile@max-autotune", "zeta", "robocache", "robocache@v2",
+             "torch_compile", "torch_eager"]
+    assert sorted(provs, key=report.provider_order) == [
+        "robocache", "robocache@v2", "robocache@v10", "torch_compile", "torch_compile@max-autotune", "torch_eager",
+        "cupy", "zeta"]
+
+
+def test_journey_rows(records: list) -> None:
+    rows = report.journey_rows(records)
+    # one run per machine and op: the nightly runs (the newer quick run on the H200 is not picked)
+    assert {r["run_id"] for r in rows} == {"synthetic-nvidia-h100-x1-nightly", "synthetic-nvidia-h200-nightly"}
+    assert {(r["machine"], r["arch"]) for r in rows} == {("nvidia-h100-x1", "H100"), ("nvidia-h200", "H200")}
+    for machine in ("nvidia-h100-x1", "nvidia-h200"):
+        mine = [r for r in rows if r["machine"] == machine]
+        assert [(r["op"], r["version"]) for r in mine] == [
+            (op, v) for op in ("resample", "fuse", "voxelize") for v in ("v1", "v2", "public")]
+        res = {r["version"]: r for r in mine if r["op"] == "resample"}
+        assert (res["v1"]["case"], res["v1"]["dtype"]) == ("resample/B256-S100-T50-D32", "bfloat16")
+        assert res["v1"]["speedup_vs_v1"] == pytest.approx(1.0)
+        assert res["v2"]["speedup_vs_v1"] == pytest.approx(2.0)
+        # torch.compile at its best on the standard case: default mode (1.2 vs 1.5 x base)
+        assert res["v2"]["vs_compile"] == pytest.approx(1.2) and res["v2"]["compile_mode"] == "default"
+        assert res["v1"]["vs_compile"] == pytest.approx(0.6)
+        # geomean over the five resample cases both versions ran (the dispatch case is not one of them)
+        assert res["v2"]["cases_vs_v1"] == 5
+        assert res["v2"]["geomean_vs_v1"] == pytest.approx((2 * 2 * 4 * 3 * 1.5) ** 0.2)
+        assert (res["v2"]["min_vs_v1"], res["v2"]["max_vs_v1"]) == (pytest.approx(1.5), pytest.approx(4.0))
+        assert res["public"]["provider"] == "robocache" and res["public"]["speedup_vs_v1"] == pytest.approx(2.0)
+        fuse = {r["version"]: r for r in mine if r["op"] == "fuse"}
+        assert fuse["v2"]["case"] == "fuse/robot-B256-T100" and fuse["v2"]["geomean_vs_v1"] == pytest.approx(
+            math.sqrt(2.0))
+        vox = {r["version"]: r for r in mine if r["op"] == "voxelize"}
+        assert vox["v2"]["case"] == "voxelize/B4-N100000-G64-count-uniform"
+        assert vox["v2"]["speedup_vs_v1"] == pytest.approx(1.25)
+        assert vox["v2"]["pct_of_ceiling"] is not None
+
+
+def test_journey_representative_fallback(records: list) -> None:
+    """Without the standard case, the journey reads the first case in grid order every version measured."""
+    rs = [r for r in _run(records, "synthetic-nvidia-h200-nightly")
+          if not (r["case"]["id"] == "resample/B256-S100-T50-D32")]
+    assert report.representative(rs, "resample") == ("resample/B4096-S100-T50-D32", "bfloat16")
+    # a version missing on a case: a case every version measured wins
+    rs2 = [r for r in rs if not (r["case"]["id"] == "resample/B4096-S100-T50-D32"
+                                 and r["case"]["provider"] == "robocache@v1")]
+    assert report.representative(rs2, "resample") == ("resample/B16384-S100-T50-D32", "float32")
+
+
+def test_journey_markdown(records: list) -> None:
+    md = report.journey(records)
+    assert md.count("| version |") == 6  # three ops x two GPUs
+    assert "| v2 | 4.0 |" in md  # the H200's v2 on the standard case
+    assert "1.20x (default)" in md and "2.00x" in md
+    assert "public API (robocache)" in md
+    assert SCRIPT not in md  # record text is escaped in markdown
+
+
+def test_vs_compile_summary(records: list) -> None:
+    cases = report.vs_compile_cases(records)
+    h200 = [c for c in cases if c["machine"] == "nvidia-h200"]
+    assert len(h200) == len(CASES)  # the dispatch case is host time: never compared with device time
+    summary = {(s["machine"], s["op"]): s for s in report.vs_compile_summary(cases)}
+    for machine in ("nvidia-h100-x1", "nvidia-h200"):
+        res = summary[(machine, "resample")]
+        # ratios min(default, max-autotune) per case: 1.2, 0.9, 0.4 (max-autotune), 0.8, 1.0 (max-autotune)
+        assert res["cases"] == 5
+        assert res["worst"] == pytest.approx(0.4) and res["worst_case"] == "resample/B4096-S100-T50-D32 bfloat16"
+        assert res["median"] == pytest.approx(0.9)
+        assert res["best"] == pytest.approx(1.2) and res["best_case"] == "resample/B256-S100-T50-D32 bfloat16"
+        assert res["at_least_1x"] == 2
+        assert res["compile_modes"] == "default 3, max-autotune 2"
+        fuse = summary[(machine, "fuse")]
+        assert (fuse["worst"], fuse["median"], fuse["best"], fuse["at_least_1x"]) == (
+            pytest.approx(0.7), pytest.approx(1.6), pytest.approx(2.5), 1)
+        assert fuse["worst_case"] == "fuse/robot-B32-T100 float32"
+        vox = summary[(machine, "voxelize")]
+        assert (vox["worst"], vox["best"], vox["at_least_1x"]) == (pytest.approx(1.5), pytest.approx(4.0), 2)
+    md = report.vs_compile(records)
+    assert "0.40x (resample/B4096-S100-T50-D32 bfloat16)" in md and "2 of 5" in md
+    # a version against torch.compile: v1 is twice as slow on every resample case but one
+    v1 = {s["op"]: s for s in report.vs_compile_summary(report.vs_compile_cases(records, "robocache@v1"))
+          if s["machine"] == "nvidia-h200"}
+    assert v1["resample"]["best"] == pytest.approx(1.0 / 1.5 * 1.0)  # the <script> case: min(1.1, 1.0) / 1.5
+
+
+def test_call_cost(records: list) -> None:
+    rows = report.call_cost_rows(records)
+    h200 = {r["provider"]: r for r in rows if r["machine"] == "nvidia-h200"}
+    assert set(h200) == {"robocache", "robocache@v1", "cupy_raw"}
+    assert h200["robocache"]["vs_bare"] == pytest.approx(9.0 / 5.0) and h200["robocache"]["timer"] == "host"
+    assert h200["robocache@v1"]["vs_bare"] == pytest.approx(9.0)
+    md = report.call_cost(records)
+    assert "1.80x" in md and "robocache v1" in md
+    assert report.call_cost([r for r in records if not report.is_dispatch(r)]).startswith("_No call-cost")
+
+
+def test_report_of_one_run_has_the_kernel_sections(records: list) -> None:
+    text = report.report(_run(records, "synthetic-nvidia-h200-nightly"))
+    for section in ("## Optimisation journey", "## Against torch.compile at its best", "## Call cost",
+                    "## Headline", "## Against the peers", "## Roofline view", "## Health"):
+        assert section in text, section
+    assert "SYNTHETIC" in text
+    peers = text.split("## Against the peers")[1].split("##")[0]
+    head = next(line for line in peers.splitlines() if line.startswith("| case |"))
+    assert "vs torch.compile (best mode)" in head and "max-autotune" not in head and "robocache v1" not in head
+    assert "0.40x (max-autotune)" in peers  # the mode that won is named
+    assert "dispatch" not in peers  # host-time cases stay out of the device-time tables
+    headline = text.split("## Headline")[1].split("##")[0]
+    assert "torch.compile (faster mode)" in headline and "robocache v1" in headline
+    assert "torch.compile (max-autotune) |" in headline  # the slower mode on this case, not marked
+
+
+def test_kernel_sections_skip_gracefully(records: list) -> None:
+    """A run without versions, a second compile mode or dispatch cases: no empty sections, no errors."""
+    plain = [r for r in _run(records, "synthetic-nvidia-h200-nightly")
+             if r["case"]["provider"] in ("robocache", "torch_eager") and not report.is_dispatch(r)]
+    text = report.report(plain)
+    assert "## Optimisation journey" not in text and "## Call cost" not in text
+    assert "## Against torch.compile at its best" not in text
+    assert report.journey(plain).startswith("_No kernel versions")
+    assert report.vs_compile(plain).startswith("_No case with both")
+    assert report.journey([]).startswith("_No kernel versions") and report.call_cost_rows([]) == []
+    whole = report.kernels(records)
+    assert whole.count("| version |") == 6 and "| op | GPU (machine) |" in whole
+
+
+def test_cli_report_on_the_fixture(tmp_path: Path) -> None:
+    """The CLI's report of the newest nightly run carries the kernel sections (cli.py is unchanged)."""
+    from robocache.bench import cli
+
+    write_fixture(tmp_path)
+    out = tmp_path / "report.md"
+    assert cli.main(["report", str(tmp_path), "--run", "synthetic-nvidia-h100-x1", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "## Optimisation journey" in text and "nvidia-h100-x1" in text
