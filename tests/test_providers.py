@@ -245,10 +245,137 @@ def test_numpy_peer(dtype):
     np.testing.assert_array_equal(mean, reference.voxelize(pts, feats, GRID, BOUNDS, "mean").astype(dtype))
 
 
+# ---- CuPy peer's algorithm, run with NumPy as the array module -------------------------------
+
+def _cupy_alg_inputs(rng: np.random.Generator, b: int, s: int, t: int, d: int, dup: bool = True,
+                     start: float = 0.0, rate: float = 30.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Values, source times with repeated runs (when ``dup``), targets past both ends, on samples, and NaN."""
+    src = _times(rng, b, s, rate=rate, start=start)
+    if dup and s > 2:
+        rep = rng.random((b, s)) < 0.25
+        rep[:, 0] = False
+        idx = np.where(rep, 0, np.arange(s))  # a repeated sample copies the time before it
+        idx = np.maximum.accumulate(idx, axis=1)
+        src = np.take_along_axis(src, idx, axis=1)
+    tgt = _targets(rng, src, t)
+    if t > 1:
+        tgt[rng.random((b, t)) < 0.1] = np.nan
+    return rng.standard_normal((b, s, d)), src, tgt
+
+
+CUPY_ALG_DTYPES = ["float32", "float16"]  # bfloat16 runs on the GPU (CuPy holds it through ml_dtypes)
+
+
+@pytest.mark.parametrize("shape", SHAPES + [(1, 1, 1, 1), (64, 9, 3, 2)], ids=lambda s: "B{}_S{}_T{}_D{}".format(*s))
+@pytest.mark.parametrize("tdtype", TIME_DTYPES)
+@pytest.mark.parametrize("dtype", CUPY_ALG_DTYPES)
+def test_cupy_algorithm_resample_numpy(shape, tdtype, dtype):
+    from robocache.providers import cupy_provider
+
+    b, s, t, d = shape
+    v, src, tgt = _cupy_alg_inputs(_rng(("cupy", shape, tdtype, dtype)), b, s, t, d)
+    v, src, tgt = v.astype(dtype), src.astype(tdtype), tgt.astype(tdtype)
+    out = cupy_provider.resample_xp(np, v, src, tgt)
+    assert out.shape == (b, t, d) and out.dtype == v.dtype
+    ref = reference.resample(v.astype(np.float64), src.astype(np.float64), tgt.astype(np.float64))
+    _check(torch.from_numpy(out), ref, dtype)
+    assert np.array_equal(np.isnan(out), np.isnan(ref))  # NaN exactly at NaN targets
+
+
+@pytest.mark.parametrize("tdtype", TIME_DTYPES)
+def test_cupy_algorithm_resample_edges_numpy(tdtype):
+    from robocache.providers import cupy_provider
+
+    src = np.array([[0.0, 0.0, 1.0, 1.0, 2.0, 3.0, 3.0], [5.0, 6.0, 6.0, 6.0, 7.0, 8.0, 9.0]], dtype=tdtype)
+    tgt = np.array([[-1.0, 0.0, 0.5, 1.0, 1.5, 2.5, 3.0, 4.0, np.nan, np.inf, -np.inf],
+                    [6.0, 5.0, 9.0, 4.0, 10.0, 6.5, np.nan, 5.5, 8.0, -np.inf, np.inf]], dtype=tdtype)
+    v = np.random.default_rng(11).uniform(1.0, 2.0, size=(2, 7, 3)).astype(np.float32)
+    out = cupy_provider.resample_xp(np, v, src, tgt)
+    ref = reference.resample(v.astype(np.float64), src.astype(np.float64), tgt.astype(np.float64))
+    _check(torch.from_numpy(out), ref, "float32")
+    # equal source times: the last sample with that time wins, exactly; clamped ends are exact too
+    np.testing.assert_array_equal(out[0, [0, 1, 3, 6, 7, 9, 10]], v[0, [0, 1, 3, 6, 6, 6, 0]])
+    np.testing.assert_array_equal(out[1, [0, 1, 2, 3, 4]], v[1, [3, 0, 6, 0, 6]])
+    assert np.isnan(out[0, 8]).all() and np.isnan(out[1, 6]).all()
+
+
+def test_cupy_algorithm_exact_where_a_float_offset_rounds():
+    """Epoch-second float64 times one ulp apart, in many rows: the (row, time) key never merges them, where a
+    float offset ``row * span + time`` would (ulp(1.7e9 + 4096 * span) >> ulp(1.7e9))."""
+    from robocache.providers import cupy_provider
+
+    b = 4096
+    x = 1.7e9 + np.arange(b, dtype=np.float64)[:, None] * 1e-3
+    up = np.nextafter(x, np.inf)
+    src = np.concatenate([x, up, np.nextafter(up, np.inf)], axis=1)  # three times, one ulp apart
+    tgt = np.concatenate([x, up, (x + up) / 2, src[:, 2:]], axis=1)
+    v = np.random.default_rng(2).standard_normal((b, 3, 2)).astype(np.float32)
+    out = cupy_provider.resample_xp(np, v, src, tgt)
+    np.testing.assert_array_equal(out[:, 0], v[:, 0])
+    np.testing.assert_array_equal(out[:, 1], v[:, 1])
+    np.testing.assert_array_equal(out[:, 3], v[:, 2])
+    ref = reference.resample(v.astype(np.float64), src, tgt)
+    _check(torch.from_numpy(out), ref, "float32")
+
+
+def test_cupy_algorithm_epoch_seconds_float64_and_float32_times():
+    from robocache.providers import cupy_provider
+
+    rng = np.random.default_rng(17)
+    v, src, tgt = _cupy_alg_inputs(rng, 5, 80, 60, 4, start=1.7e9, rate=100.0)
+    v = v.astype(np.float32)
+    out = cupy_provider.resample_xp(np, v, src, tgt)
+    _check(torch.from_numpy(out), reference.resample(v.astype(np.float64), src, tgt), "float32")
+    # float32 times are what the caller gave: the reference sees the same rounded times
+    v2, src2, tgt2 = _cupy_alg_inputs(rng, 7, 50, 40, 3)
+    src2, tgt2 = src2.astype(np.float32), tgt2.astype(np.float32)
+    out2 = cupy_provider.resample_xp(np, v2.astype(np.float32), src2, tgt2)
+    ref2 = reference.resample(v2.astype(np.float32).astype(np.float64), src2.astype(np.float64),
+                              tgt2.astype(np.float64))
+    _check(torch.from_numpy(out2), ref2, "float32")
+
+
+@pytest.mark.parametrize("dtype", CUPY_ALG_DTYPES)
+def test_cupy_algorithm_fuse_numpy(dtype):
+    from robocache.providers import cupy_provider
+
+    rng = _rng(("cupy-fuse", dtype))
+    b, t = 3, 45
+    streams, ref_streams = [], []
+    for rate, d, tdt in ((30.0, 7, "float64"), (100.0, 12, "float32"), (333.0, 3, "float64"), (5.0, 1, "float32")):
+        v, ts, _ = _cupy_alg_inputs(rng, b, int(rate), 2, d, rate=rate)
+        v, ts = v.astype(dtype), ts.astype(tdt)
+        streams.append((v, ts))
+        ref_streams.append((v.astype(np.float64), ts.astype(np.float64)))
+    tgt = rng.uniform(-0.05, 1.05, size=(b, t))
+    tgt[0, 3] = np.nan
+    out = cupy_provider.fuse_xp(np, streams, tgt)
+    assert out.shape == (b, t, 23) and out.dtype == np.dtype(dtype)
+    _check(torch.from_numpy(out), reference.fuse(ref_streams, tgt), dtype)
+
+
+def test_cupy_algorithm_bad_shapes():
+    from robocache.providers import cupy_provider
+
+    v = np.ones((2, 3, 1), np.float32)
+    with pytest.raises(ValueError, match="shapes disagree"):
+        cupy_provider.resample_xp(np, v, np.zeros((2, 4)), np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="S >= 1"):
+        cupy_provider.resample_xp(np, np.ones((2, 0, 1), np.float32), np.zeros((2, 0)), np.zeros((2, 5)))
+    with pytest.raises(TypeError, match="int32"):
+        cupy_provider.resample_xp(np, v.astype(np.int32), np.zeros((2, 3)), np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="at least one"):
+        cupy_provider.fuse_xp(np, [], np.zeros((2, 5)))
+
+
 # ---- registry -------------------------------------------------------------------------------
 
 def test_registry_names_and_get():
-    assert providers.names() == ["robocache", "torch_eager", "torch_compile", "cupy", "numpy"]
+    names = providers.names()
+    versions = [n for n in names if n.startswith("robocache@")]  # robocache@v1, ...: right after robocache
+    assert names[:1 + len(versions)] == ["robocache", *versions]
+    assert names[1 + len(versions):] == ["torch_eager", "torch_compile", "torch_compile@max-autotune", "cupy",
+                                         "numpy"]
     assert [p.name for p in providers.all_providers()] == providers.names()
     assert providers.get("torch_eager").ops["resample"] is torch_eager.resample
     with pytest.raises(ValueError) as e:
@@ -307,6 +434,28 @@ def test_torch_compile_resample_cpu():
         pytest.skip(f"torch.compile cannot compile on this machine: {e}")
     _check(out, reference.resample(_np64(values), _np64(src), _np64(tgt)), "float32")
     assert torch_compile.compiled("resample") is torch_compile.compiled("resample")  # memoized
+    assert torch_compile.compiled("resample") is torch_compile.compiled("resample", "default")
+
+
+@pytest.mark.slow
+def test_torch_compile_max_autotune_resample_cpu():
+    """The second compiled peer: same body, mode max-autotune-no-cudagraphs, through the registry."""
+    from robocache.providers import torch_compile
+
+    rng = np.random.default_rng(14)
+    src_np = _times(rng, 2, 12)
+    values = _t(rng.standard_normal((2, 12, 3)), "float32")
+    src, tgt = _t(src_np, "float64"), _t(_targets(rng, src_np, 7), "float64")
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    try:
+        out = providers.get("torch_compile@max-autotune").ops["resample"](values, src, tgt)
+    except BackendCompilerFailed as e:
+        pytest.skip(f"torch.compile cannot compile on this machine: {e}")
+    _check(out, reference.resample(_np64(values), _np64(src), _np64(tgt)), "float32")
+    assert torch_compile.compiled("resample", "max-autotune") is not torch_compile.compiled("resample")
+    with pytest.raises(ValueError, match="compile mode"):
+        torch_compile.compiled("resample", "reduce-overhead")
 
 
 def test_fork_safe_reports_a_poisoned_parent(monkeypatch):

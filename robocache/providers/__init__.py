@@ -83,6 +83,9 @@ _PROVIDERS: tuple[Provider, ...] = (
              {"resample": _rc_resample, "fuse": _rc_fuse, "voxelize": _rc_voxelize}, requires=("cupy",)),
     Provider("torch_eager", "PyTorch eager", "any", _ops(torch_eager), requires=("torch",)),
     Provider("torch_compile", "PyTorch torch.compile", "any", _ops(torch_compile), requires=("torch",)),
+    # mode="max-autotune-no-cudagraphs": the second compiled peer; the faster mode is the one to beat
+    Provider("torch_compile@max-autotune", "PyTorch torch.compile max-autotune", "any",
+             torch_compile.ops("max-autotune"), requires=("torch",)),
     Provider("cupy", "CuPy", "cuda", _ops(cupy_provider), requires=("cupy",)),
     Provider("numpy", "NumPy (CPU)", "cpu", _ops(numpy_cpu)),
 )
