@@ -1,12 +1,18 @@
 // fuse(streams, tgt_times[B,T]) -> out[B,T,sum_k D_k]
 //
-// One launch for all K streams. Each stream k is described by five int64s in
+// Kernel versions (providers robocache@vN; docs/kernels.md):
+//   v1  fuse_v1_<T>_<TT>: below.
+//   v2  fuse_v2_<T>_<TT>: each stream is resample v2 (kernels/rows_v2.cuh) writing its columns of
+//       the shared output rows; the launch's blocks are split between the streams by a table.
+//
+// v1: one launch for all K streams. Each stream k is described by five int64s in
 // `desc`: values pointer ([B,S_k,D_k], contiguous), times pointer ([B,S_k]),
 // S_k, D_k and its first output column. One block per (row b, tile of targets):
 // the tile's target times are read once into shared memory, then for each
 // stream the block brackets every target (one binary search per target and
 // stream, never per feature) and writes that stream's D_k columns of the tile.
 #include "common.cuh"
+#include "rows_v2.cuh"
 
 #ifndef RC_TILE_T
 #define RC_TILE_T 32
@@ -65,9 +71,55 @@ __device__ __forceinline__ void fuse_body(
         fuse_body<T, TT>(desc, K, tgt, out, Tn, Dtot, tiles_per_row);                    \
     }
 
-RC_FUSE_ENTRY(fuse_float32_float32, float, float)
-RC_FUSE_ENTRY(fuse_float16_float32, rc_half, float)
-RC_FUSE_ENTRY(fuse_bfloat16_float32, rc_bf16, float)
-RC_FUSE_ENTRY(fuse_float32_float64, float, double)
-RC_FUSE_ENTRY(fuse_float16_float64, rc_half, double)
-RC_FUSE_ENTRY(fuse_bfloat16_float64, rc_bf16, double)
+RC_FUSE_ENTRY(fuse_v1_float32_float32, float, float)
+RC_FUSE_ENTRY(fuse_v1_float16_float32, rc_half, float)
+RC_FUSE_ENTRY(fuse_v1_bfloat16_float32, rc_bf16, float)
+RC_FUSE_ENTRY(fuse_v1_float32_float64, float, double)
+RC_FUSE_ENTRY(fuse_v1_float16_float64, rc_half, double)
+RC_FUSE_ENTRY(fuse_v1_bfloat16_float64, rc_bf16, double)
+
+// v2 table, passed by value (no host-to-device copy per call): RC_FUSE2_FIELDS int64 per stream:
+// values ptr, times ptr, S, D, first output column, vb | lg << 8 | tpg << 16, first block of the
+// stream, unused. Blocks [first_k, first_{k+1}) belong to stream k (a short uniform scan). More than
+// RC_FUSE2_MAX streams take v1.
+#define RC_FUSE2_FIELDS 8
+#define RC_FUSE2_MAX 16
+struct rc_fuse2_table { long long f[RC_FUSE2_FIELDS * RC_FUSE2_MAX]; };
+
+template <typename T, typename TT>
+__device__ __forceinline__ void fuse_v2_body(const rc_fuse2_table& table, int K,
+                                             const TT* __restrict__ tgt, T* __restrict__ out, int Tn,
+                                             int Dtot, long long n_targets, unsigned long long div_mult,
+                                             unsigned int div_shift) {
+    const long long blk = blockIdx.x;
+    int k = 0;
+    while (k + 1 < K && table.f[RC_FUSE2_FIELDS * (k + 1) + 6] <= blk) ++k;
+    const int base = RC_FUSE2_FIELDS * k;
+    const long long packed = table.f[base + 5];
+    rc_stream2 st;
+    st.values = reinterpret_cast<const void*>(table.f[base + 0]);
+    st.times = reinterpret_cast<const void*>(table.f[base + 1]);
+    st.S = (int)table.f[base + 2];
+    st.D = (int)table.f[base + 3];
+    st.col = (int)table.f[base + 4];
+    st.vb = (int)(packed & 0xff);
+    st.lg = (int)((packed >> 8) & 0xff);
+    st.tpg = (int)(packed >> 16);
+    const long long per_block = (long long)(blockDim.x >> st.lg) * st.tpg;
+    rc_rows_v2_any<T, TT>(st, tgt, out, n_targets, Tn, Dtot, div_mult, div_shift, (blk - table.f[base + 6]) * per_block);
+}
+
+#define RC_FUSE_V2_ENTRY(NAME, T, TT)                                                    \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                             \
+        const __grid_constant__ rc_fuse2_table table, int K, const TT* __restrict__ tgt, \
+        T* __restrict__ out, int Tn, int Dtot, long long n_targets, unsigned long long div_mult, \
+        unsigned int div_shift) {                                                        \
+        fuse_v2_body<T, TT>(table, K, tgt, out, Tn, Dtot, n_targets, div_mult, div_shift); \
+    }
+
+RC_FUSE_V2_ENTRY(fuse_v2_float32_float32, float, float)
+RC_FUSE_V2_ENTRY(fuse_v2_float16_float32, rc_half, float)
+RC_FUSE_V2_ENTRY(fuse_v2_bfloat16_float32, rc_bf16, float)
+RC_FUSE_V2_ENTRY(fuse_v2_float32_float64, float, double)
+RC_FUSE_V2_ENTRY(fuse_v2_float16_float64, rc_half, double)
+RC_FUSE_V2_ENTRY(fuse_v2_bfloat16_float64, rc_bf16, double)

@@ -1,12 +1,18 @@
 // resample(values[B,S,D], src_times[B,S], tgt_times[B,T]) -> out[B,T,D]
 //
-// One block per (row b, tile of TILE_T targets). Phase 1: the first TILE_T
+// Kernel versions (numbered variants beside the NumPy reference; each is a provider robocache@vN and
+// docs/kernels.md says what each changed and what it measured):
+//   v1  resample_v1_<T>_<TT>: the first kernel, below.
+//   v2  resample_v2_<T>_<TT>: kernels/rows_v2.cuh (groups of lanes per output row, 16-byte vectors).
+//
+// v1: one block per (row b, tile of TILE_T targets). Phase 1: the first TILE_T
 // threads each run one binary search for one target and leave (j0, j1, w) in
 // shared memory. Phase 2: all threads sweep the tile's TILE_T*D contiguous
 // outputs; consecutive threads touch consecutive features, so both the reads
 // of values[b, j, :] and the writes of out[b, t, :] are coalesced.
 // The search costs O(T log S) per row, independent of D.
 #include "common.cuh"
+#include "rows_v2.cuh"
 
 #ifndef RC_TILE_T
 #define RC_TILE_T 32
@@ -54,9 +60,29 @@ __device__ __forceinline__ void resample_body(
         resample_body<T, TT>(values, src, tgt, out, S, Tn, D, tiles_per_row);            \
     }
 
-RC_RESAMPLE_ENTRY(resample_float32_float32, float, float)
-RC_RESAMPLE_ENTRY(resample_float16_float32, rc_half, float)
-RC_RESAMPLE_ENTRY(resample_bfloat16_float32, rc_bf16, float)
-RC_RESAMPLE_ENTRY(resample_float32_float64, float, double)
-RC_RESAMPLE_ENTRY(resample_float16_float64, rc_half, double)
-RC_RESAMPLE_ENTRY(resample_bfloat16_float64, rc_bf16, double)
+RC_RESAMPLE_ENTRY(resample_v1_float32_float32, float, float)
+RC_RESAMPLE_ENTRY(resample_v1_float16_float32, rc_half, float)
+RC_RESAMPLE_ENTRY(resample_v1_bfloat16_float32, rc_bf16, float)
+RC_RESAMPLE_ENTRY(resample_v1_float32_float64, float, double)
+RC_RESAMPLE_ENTRY(resample_v1_float16_float64, rc_half, double)
+RC_RESAMPLE_ENTRY(resample_v1_bfloat16_float64, rc_bf16, double)
+
+// v2: the launch covers n_targets = B*T output rows, (blockDim / 2^lg) * tpg of them per block.
+#define RC_RESAMPLE_V2_ENTRY(NAME, T, TT)                                                \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                             \
+        const T* __restrict__ values, const TT* __restrict__ src,                        \
+        const TT* __restrict__ tgt, T* __restrict__ out, int S, int Tn, int D,           \
+        long long n_targets, int vb, int lg, int tpg, unsigned long long div_mult,             \
+        unsigned int div_shift) {                                                        \
+        const rc_stream2 st = {values, src, S, D, 0, vb, lg, tpg};                       \
+        const long long per_block = (long long)(blockDim.x >> lg) * tpg;                 \
+        rc_rows_v2_any<T, TT>(st, tgt, out, n_targets, Tn, D, div_mult, div_shift,      \
+                              (long long)blockIdx.x * per_block);                        \
+    }
+
+RC_RESAMPLE_V2_ENTRY(resample_v2_float32_float32, float, float)
+RC_RESAMPLE_V2_ENTRY(resample_v2_float16_float32, rc_half, float)
+RC_RESAMPLE_V2_ENTRY(resample_v2_bfloat16_float32, rc_bf16, float)
+RC_RESAMPLE_V2_ENTRY(resample_v2_float32_float64, float, double)
+RC_RESAMPLE_V2_ENTRY(resample_v2_float16_float64, rc_half, double)
+RC_RESAMPLE_V2_ENTRY(resample_v2_bfloat16_float64, rc_bf16, double)

@@ -1,5 +1,14 @@
 // voxelize(points[B,N,3], features[B,N,C] | None, grid (GX,GY,GZ), bounds, mode)
 //
+// Kernel versions (providers robocache@vN; docs/kernels.md):
+//   v1  voxel_{count,accumulate,mean}_v1_<T>: one thread per point, a 64-bit division per point for
+//       its batch row, one atomic per point (and per feature).
+//   v2  voxel_{count,accumulate,mean}_v2_<T>: blocks never straddle batch rows (one division per
+//       block), PPT points per thread in flight, and warp-aggregated atomics: the lanes of a warp
+//       that hit one voxel (__match_any_sync) add their count (and feature sums, combined by
+//       shuffles) with one atomic from a leader lane, so hot voxels of clustered clouds see up to
+//       32x fewer atomics; the mean kernel walks voxels, not elements (no division per element).
+//
 // A point p is kept when lo <= p < hi on every axis (fp32 compare; NaN and
 // +-inf fail it) and lands in voxel floor((p - lo) * inv) clamped to g - 1,
 // where inv = g / (hi - lo) is rounded to fp32 on the host. The voxel's flat
@@ -89,22 +98,132 @@ __device__ __forceinline__ void mean_body(const int* __restrict__ counts,
     }
 }
 
+// ---- v2 ---------------------------------------------------------------------------------------
+#ifndef RC_VOX_PPT
+#define RC_VOX_PPT 4  // points per thread: independent loads in flight before the first atomic
+#endif
+
+// The batch row and the first point of this block: blocks_per_row blocks per row, so a block never
+// straddles two rows (one division per block, none per point).
+__device__ __forceinline__ void rc_vox_block(int blocks_per_row, long long& b, long long& first) {
+    b = blockIdx.x / blocks_per_row;
+    first = (long long)(blockIdx.x - b * blocks_per_row) * blockDim.x * RC_VOX_PPT;
+}
+
+template <typename T>
+__device__ __forceinline__ void count_v2_body(const T* __restrict__ points, int N, int blocks_per_row,
+                                              int* __restrict__ counts, unsigned char* __restrict__ occ,
+                                              RC_VOX_ARGS) {
+    RC_VOX_LOCALS
+    long long b, first;
+    rc_vox_block(blocks_per_row, b, first);
+    const T* prow = points + b * (long long)N * 3;
+    int vox[RC_VOX_PPT];
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {  // all loads first: RC_VOX_PPT points in flight per thread
+        const long long i = first + (long long)k * blockDim.x + threadIdx.x;
+        vox[k] = i < N ? rc_voxel_of(prow + 3 * i, lo, hi, inv, g) : -1;
+    }
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {
+        // every lane of the warp takes part (blockDim is a multiple of 32; out-of-range points are -1)
+        const unsigned int peers = __match_any_sync(0xffffffffu, vox[k]);
+        if (vox[k] >= 0 && lane == __ffs(peers) - 1) {
+            const long long flat = b * V + vox[k];
+            if (counts) atomicAdd(counts + flat, __popc(peers));
+            if (occ) occ[flat] = 1;
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void accumulate_v2_body(const T* __restrict__ points, const T* __restrict__ feats,
+                                                   int N, int C, int blocks_per_row, int* __restrict__ counts,
+                                                   float* __restrict__ sums, RC_VOX_ARGS) {
+    RC_VOX_LOCALS
+    long long b, first;
+    rc_vox_block(blocks_per_row, b, first);
+    const T* prow = points + b * (long long)N * 3;
+    const T* frow = feats + b * (long long)N * C;
+    int vox[RC_VOX_PPT];
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {
+        const long long i = first + (long long)k * blockDim.x + threadIdx.x;
+        vox[k] = i < N ? rc_voxel_of(prow + 3 * i, lo, hi, inv, g) : -1;
+    }
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {
+        const long long i = first + (long long)k * blockDim.x + threadIdx.x;
+        const unsigned int peers = __match_any_sync(0xffffffffu, vox[k]);
+        const bool leader = vox[k] >= 0 && lane == __ffs(peers) - 1;
+        // rounds needed so every lane has summed its peers: the largest peer set of the warp, minus one
+        int rounds = __popc(peers);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) rounds = max(rounds, __shfl_xor_sync(0xffffffffu, rounds, o));
+        const long long flat = b * V + vox[k];
+        if (leader) atomicAdd(counts + flat, __popc(peers));
+        for (int c = 0; c < C; ++c) {
+            const float x = vox[k] >= 0 ? rc_to_float(frow[i * C + c]) : 0.0f;
+            float tot = x;
+            unsigned int rest = peers & ~(1u << lane);
+            for (int r = 1; r < rounds; ++r) {  // uniform trip count: every lane shuffles each round
+                const int src = rest ? __ffs(rest) - 1 : lane;
+                rest &= rest - 1;
+                const float y = __shfl_sync(0xffffffffu, x, src);
+                if (src != lane) tot += y;
+            }
+            if (leader) atomicAdd(sums + flat * C + c, tot);
+        }
+    }
+}
+
+// out[v, c] = sums[v, c] / counts[v] (0 where empty): one thread per voxel, its C features in a row.
+template <typename T>
+__device__ __forceinline__ void mean_v2_body(const int* __restrict__ counts, const float* __restrict__ sums,
+                                             T* __restrict__ out, long long BV, int C) {
+    for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < BV;
+         v += (long long)gridDim.x * blockDim.x) {
+        const int n = __ldg(counts + v);
+        const float r = n > 0 ? 1.0f / (float)n : 0.0f;
+        for (int c = 0; c < C; ++c)
+            out[v * C + c] = rc_from_float<T>(n > 0 ? __ldg(sums + v * C + c) * r : 0.0f);
+    }
+}
+
 #define RC_VOX_PASS lo0, lo1, lo2, hi0, hi1, hi2, inv0, inv1, inv2, g0, g1, g2
 #define RC_VOX_ENTRIES(SUFFIX, T)                                                        \
-    extern "C" __global__ void __launch_bounds__(256) voxel_count_##SUFFIX(              \
+    extern "C" __global__ void __launch_bounds__(256) voxel_count_v1_##SUFFIX(           \
         const T* __restrict__ points, long long B, int N, int* __restrict__ counts,      \
         unsigned char* __restrict__ occ, RC_VOX_ARGS) {                                  \
         count_body<T>(points, B, N, counts, occ, RC_VOX_PASS);                           \
     }                                                                                    \
-    extern "C" __global__ void __launch_bounds__(256) voxel_accumulate_##SUFFIX(         \
+    extern "C" __global__ void __launch_bounds__(256) voxel_accumulate_v1_##SUFFIX(      \
         const T* __restrict__ points, const T* __restrict__ feats, long long B, int N,   \
         int C, int* __restrict__ counts, float* __restrict__ sums, RC_VOX_ARGS) {        \
         accumulate_body<T>(points, feats, B, N, C, counts, sums, RC_VOX_PASS);           \
     }                                                                                    \
-    extern "C" __global__ void __launch_bounds__(256) voxel_mean_##SUFFIX(               \
+    extern "C" __global__ void __launch_bounds__(256) voxel_mean_v1_##SUFFIX(            \
         const int* __restrict__ counts, const float* __restrict__ sums,                  \
         T* __restrict__ out, long long BV, int C) {                                      \
         mean_body<T>(counts, sums, out, BV, C);                                          \
+    }                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256) voxel_count_v2_##SUFFIX(           \
+        const T* __restrict__ points, int N, int blocks_per_row, int* __restrict__ counts, \
+        unsigned char* __restrict__ occ, RC_VOX_ARGS) {                                  \
+        count_v2_body<T>(points, N, blocks_per_row, counts, occ, RC_VOX_PASS);           \
+    }                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256) voxel_accumulate_v2_##SUFFIX(      \
+        const T* __restrict__ points, const T* __restrict__ feats, int N, int C,         \
+        int blocks_per_row, int* __restrict__ counts, float* __restrict__ sums,          \
+        RC_VOX_ARGS) {                                                                   \
+        accumulate_v2_body<T>(points, feats, N, C, blocks_per_row, counts, sums, RC_VOX_PASS); \
+    }                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256) voxel_mean_v2_##SUFFIX(            \
+        const int* __restrict__ counts, const float* __restrict__ sums,                  \
+        T* __restrict__ out, long long BV, int C) {                                      \
+        mean_v2_body<T>(counts, sums, out, BV, C);                                       \
     }
 
 RC_VOX_ENTRIES(float32, float)

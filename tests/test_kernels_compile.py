@@ -11,6 +11,7 @@ import re
 import pytest
 
 from robocache import _cuda
+from robocache._versions import VERSIONS
 
 ARCHS = ("sm_80", "sm_90")
 ENTRY = re.compile(r"Compiling entry function '(\w+)' for '(sm_\d+)'")
@@ -18,10 +19,14 @@ USED = re.compile(r"Used (\d+) registers")
 SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 SMEM = re.compile(r"(\d+) bytes smem")
 
+# every kernel version of robocache._versions keeps its entry points (providers robocache@vN call them)
 EXPECTED_ENTRIES = {
-    "resample": {f"resample_{v}_{t}" for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")},
-    "fuse": {f"fuse_{v}_{t}" for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")},
-    "voxelize": {f"voxel_{k}_{v}" for k in ("count", "accumulate", "mean") for v in ("float32", "float16", "bfloat16")},
+    "resample": {f"resample_{n}_{v}_{t}" for n in VERSIONS["resample"] for v in ("float32", "float16", "bfloat16")
+                 for t in ("float32", "float64")},
+    "fuse": {f"fuse_{n}_{v}_{t}" for n in VERSIONS["fuse"] for v in ("float32", "float16", "bfloat16")
+             for t in ("float32", "float64")},
+    "voxelize": {f"voxel_{k}_{n}_{v}" for n in VERSIONS["voxelize"] for k in ("count", "accumulate", "mean")
+                 for v in ("float32", "float16", "bfloat16")},
 }
 
 

@@ -11,13 +11,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import functools
+
 import robocache
 from robocache import reference
+from robocache._versions import all_versions, VERSIONS
 
 VALUE_DTYPES = ("float32", "float16", "bfloat16")
 # max |err| / max(1, |ref|): fp32 math inside, so the error is the storage rounding of the output
 # (float16: 2^-11, bfloat16: 2^-8) plus the rounding of the inputs being compared in float64.
 TOL = {"float32": 2e-6, "float16": 2e-3, "bfloat16": 1.6e-2}
+
+
+@pytest.fixture(autouse=True, params=all_versions())
+def kernel_version(request, monkeypatch):
+    """Every test of this module runs once per kernel version (robocache@v1, @v2, ...): each version is
+    checked against the reference on the same inputs, the public API's best one included."""
+    v = request.param
+    for op in ("resample", "fuse", "voxelize"):
+        if v in VERSIONS[op]:
+            monkeypatch.setattr(robocache, op, functools.partial(getattr(robocache, op), _version=v))
+    return v
 
 
 # --- array plumbing for both kinds -----------------------------------------------------------------

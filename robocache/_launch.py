@@ -1,0 +1,160 @@
+"""The launch path of the newer kernel versions: geometry chosen from the problem, at the launch floor.
+
+Three things make a small call expensive in Python: validating the same shapes again, entering CuPy's
+device and stream context managers, and building kernel arguments. Here validation is done once per
+*signature* (array kind, shapes, dtypes, device, contiguity, pointer alignment: everything the checks
+read; never data), its result cached as a :class:`Plan` that holds the kernel, the launch shape and the
+constant arguments; a call then reads four pointers, allocates the output and launches on the caller's
+current stream (PyTorch's or CuPy's), entering no context manager unless the current device differs.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from . import _cuda
+
+BLOCK = 256
+PLAN_CACHE_SIZE = 1024  # signatures; a training loop has a handful
+
+
+def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:
+    """(multiplier, shift) with q // d == umul64hi(q, m) >> s for 0 <= q < 2**63 (FastDivmod, 64-bit)."""
+    if d == 1:
+        return np.uint64(0), np.uint32(0)
+    p = 63 + (d - 1).bit_length()
+    return np.uint64(((1 << p) + d - 1) // d), np.uint32(p - 64)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device_index: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceProperties(device_index)["multiProcessorCount"])
+
+
+def vector_bytes(itemsize: int, sizes_bytes: tuple[int, ...], ptrs: tuple[int, ...]) -> int:
+    """The widest access (16, 8, 4 bytes or one element) that every row size, offset and pointer allows."""
+    for vb in (16, 8, 4, 2):
+        if vb < itemsize:
+            break
+        if all(s % vb == 0 for s in sizes_bytes) and all(p % vb == 0 for p in ptrs):
+            return vb
+    return itemsize
+
+
+def row_geometry(d: int, itemsize: int, vb: int, n_targets: int, sms: int, streams_share: float = 1.0
+                 ) -> tuple[int, int, int]:
+    """(lg, tpg, blocks) for one stream: 2**lg lanes per output row, tpg rows per group per block.
+
+    Lanes per row: enough to cover the row's vectors in one pass, at most a warp. Rows per group: 1
+    while the launch has fewer than ~4 waves of full blocks; more when it has many more (amortises the
+    block start and keeps each group's loads independent), at most 8.
+    """
+    nvec = max(1, (d * itemsize) // vb)
+    lg = min(5, (nvec - 1).bit_length())
+    groups = BLOCK >> lg
+    want_blocks = max(1, int(sms * 8 * 4 * streams_share))  # 8 resident blocks per SM, 4 waves
+    tpg = int(min(8, max(1, n_targets // (groups * want_blocks))))
+    blocks = -(-n_targets // (groups * tpg))
+    return lg, tpg, blocks
+
+
+# --- the caller's stream, cheaply -----------------------------------------------------------------
+
+_EXT_STREAMS: dict[tuple[int, int], Any] = {}
+
+
+def stream_for(kind: str, device_index: int) -> Any:
+    """The stream to launch on: torch's current stream (as a cached CuPy ExternalStream) or CuPy's."""
+    import cupy
+
+    if kind == "torch":
+        torch = sys.modules["torch"]
+        try:
+            ptr = torch._C._cuda_getCurrentRawStream(device_index)  # what Triton's launcher uses: no object
+        except AttributeError:  # older torch
+            ptr = torch.cuda.current_stream(device_index).cuda_stream
+        key = (ptr, device_index)
+        s = _EXT_STREAMS.get(key)
+        if s is None:
+            import warnings
+
+            with warnings.catch_warnings():  # CuPy 14 deprecates ExternalStream; it works on 13 and 14
+                warnings.simplefilter("ignore", DeprecationWarning)
+                s = cupy.cuda.ExternalStream(ptr, device_index)
+            if len(_EXT_STREAMS) > 256:
+                _EXT_STREAMS.clear()
+            _EXT_STREAMS[key] = s
+        return s
+    return cupy.cuda.get_current_stream()
+
+
+def launch(fn: Any, grid: int, args: tuple, kind: str, device_index: int) -> None:
+    """Launch on the caller's current stream of ``device_index``, switching device only when needed."""
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() == device_index:
+        fn((grid,), (BLOCK,), args, stream=stream_for(kind, device_index))
+    else:
+        with cupy.cuda.Device(device_index):
+            fn((grid,), (BLOCK,), args, stream=stream_for(kind, device_index))
+
+
+def kernel(op: str, name: str, device_index: int) -> Any:
+    return _cuda.function(op, name, device_index)
+
+
+# --- signatures --------------------------------------------------------------------------------------
+
+def signature(x: Any) -> tuple | None:
+    """What validation reads of one array (kind, shape, dtype, device, contiguity, 16-byte alignment),
+    or None for anything that is not a CUDA tensor / CuPy array (those take the full path every call)."""
+    t = type(x)
+    mod = t.__module__
+    if mod.startswith("torch"):
+        if not x.is_cuda:
+            return None
+        return (t, x.shape, x.dtype, x.device, x.is_contiguous(), x.data_ptr() & 15)
+    if mod.startswith("cupy"):
+        return (t, x.shape, x.dtype, x.device.id, x.flags.c_contiguous, x.data.ptr & 15)
+    return None
+
+
+class PlanCache:
+    """Bounded LRU of plans by signature."""
+
+    def __init__(self, size: int = PLAN_CACHE_SIZE):
+        self._d: OrderedDict[tuple, Any] = OrderedDict()
+        self._size = size
+
+    def get(self, key: tuple) -> Any:
+        return self._d.get(key)
+
+    def put(self, key: tuple, plan: Any) -> None:
+        self._d[key] = plan
+        if len(self._d) > self._size:
+            self._d.popitem(last=False)
+
+    def clear(self) -> None:
+        self._d.clear()
+
+
+def empty(kind: str, shape: tuple[int, ...], like: Any, device_index: int) -> Any:
+    """An uninitialised output of ``like``'s dtype on its device, allocated by the caller's library."""
+    if kind == "torch":
+        return sys.modules["torch"].empty(shape, dtype=like.dtype, device=like.device)
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() == device_index:
+        return cupy.empty(shape, dtype=like.dtype)
+    with cupy.cuda.Device(device_index):
+        return cupy.empty(shape, dtype=like.dtype)
+
+
+def ptr(x: Any) -> int:
+    return x.data_ptr() if hasattr(x, "data_ptr") else x.data.ptr

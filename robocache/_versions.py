@@ -1,0 +1,32 @@
+"""Kernel versions of each op: numbered variants beside one reference (llm.c ``dev/cuda`` habit).
+
+Every version stays in its op's ``kernels/<op>.cu`` (entry points ``<op>_v<N>_...``) and is selectable
+as a benchmark provider ``robocache@v<N>``, so one nightly run measures the whole optimisation journey
+side by side. The public API (:func:`robocache.resample`, ...) always calls :data:`BEST`. What each
+version changed, and the measurement that justified it, is in ``docs/kernels.md``.
+"""
+from __future__ import annotations
+
+VERSIONS: dict[str, tuple[str, ...]] = {
+    "resample": ("v1", "v2"),
+    "fuse": ("v1", "v2"),
+    "voxelize": ("v1", "v2"),
+}
+BEST: dict[str, str] = {op: vs[-1] for op, vs in VERSIONS.items()}
+
+
+def check(op: str, version: str | None) -> str:
+    """``version`` (or the best one when None) after checking it exists for ``op``."""
+    if version is None:
+        return BEST[op]
+    if version not in VERSIONS[op]:
+        raise ValueError(f"{op} has kernel versions {', '.join(VERSIONS[op])}, not {version!r}")
+    return version
+
+
+def all_versions() -> tuple[str, ...]:
+    """Every version name any op has, in order (``v1``, ``v2``, ...)."""
+    seen: list[str] = []
+    for vs in VERSIONS.values():
+        seen += [v for v in vs if v not in seen]
+    return tuple(sorted(seen, key=lambda v: int(v[1:])))

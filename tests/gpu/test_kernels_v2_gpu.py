@@ -1,0 +1,164 @@
+"""Kernel version 2 edge cases on the GPU: every vector width, misaligned inputs, the plan cache, wide rows.
+
+v2 picks a vector width (16, 8, 4 bytes or one element) per stream from the row size, the column offset
+and the pointers, and caches a validated launch plan per signature. These tests drive each choice on
+random inputs (never zeros) against the NumPy reference and poison every output first. Every version
+runs (the journey providers robocache@v1, @v2, ...). Skipped, loudly, without a GPU (conftest.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import robocache
+from robocache import reference
+from robocache._versions import VERSIONS
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("PyTorch sees no CUDA device", allow_module_level=True)
+
+TOL = {torch.float32: 2e-6, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _times(rng, b, s, ties=False):
+    t = np.sort(rng.uniform(0.0, 1.0, (b, s)), axis=1)
+    if ties:
+        t = np.sort(np.round(t * 8) / 8, axis=1)
+    return t
+
+
+def _check(got, want, dtype, what):
+    g = got.double().cpu().numpy()
+    err = np.abs(g - want) / np.maximum(1.0, np.abs(want))
+    assert np.array_equal(np.isnan(g), np.isnan(want)), f"{what}: NaN pattern differs"
+    worst = float(np.nanmax(err, initial=0.0))
+    assert worst <= TOL[dtype], f"{what}: max rel err {worst:.3g} > {TOL[dtype]}"
+
+
+@pytest.mark.parametrize("version", VERSIONS["resample"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 24, 31, 33, 64, 100, 1024])
+def test_resample_every_width(version, dtype, d):
+    rng = np.random.default_rng(d)
+    b, s, t = 9, 23, 17
+    vals = rng.standard_normal((b, s, d))
+    src = _times(rng, b, s, ties=d % 2 == 1)
+    tgt = rng.uniform(-0.2, 1.2, (b, t))  # unsorted, outside the range on both sides
+    tgt[0, 0] = np.nan
+    v = torch.from_numpy(vals).cuda().to(dtype)
+    out = torch.full((b, t, d), float("nan"), device="cuda", dtype=dtype)
+    robocache.resample(v, torch.from_numpy(src).cuda(), torch.from_numpy(tgt).cuda(), out=out, _version=version)
+    want = reference.resample(v.double().cpu().numpy(), src, tgt)
+    _check(out, want, dtype, f"{version} D={d}")
+
+
+@pytest.mark.parametrize("version", VERSIONS["resample"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("offset", [1, 2, 3, 5])
+def test_resample_misaligned_slices(version, dtype, offset):
+    """Sliced inputs and outputs start off the 16-byte grid: v2 must fall back to narrower accesses."""
+    rng = np.random.default_rng(offset)
+    b, s, t, d = 6, 40, 21, 16
+    big = torch.from_numpy(rng.standard_normal(b * s * d + offset)).cuda().to(dtype)
+    v = big[offset:].view(b, s, d)
+    src = _times(rng, b, s)
+    tbig = torch.from_numpy(np.concatenate([[0.0] * offset, rng.uniform(0, 1, b * t)])).cuda().float()
+    tg = tbig[offset:].view(b, t)
+    obig = torch.full((b * t * d + offset,), float("nan"), device="cuda", dtype=dtype)
+    out = obig[offset:].view(b, t, d)
+    robocache.resample(v, torch.from_numpy(src).cuda().float(), tg, out=out, _version=version)
+    want = reference.resample(v.double().cpu().numpy(), src.astype(np.float32).astype(np.float64),
+                              tg.double().cpu().numpy())
+    _check(out, want, dtype, f"{version} offset {offset}")
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (1, 1, 7, 3), (65536, 2, 1, 1), (3, 300, 1, 5), (2, 3, 4000, 1)])
+def test_resample_extreme_shapes(shape):
+    b, s, t, d = shape
+    rng = np.random.default_rng(sum(shape))
+    vals, src, tgt = rng.standard_normal((b, s, d)), _times(rng, b, s), rng.uniform(-0.1, 1.1, (b, t))
+    got = robocache.resample(torch.from_numpy(vals).cuda().float(), torch.from_numpy(src).cuda(),
+                             torch.from_numpy(tgt).cuda())
+    _check(got, reference.resample(vals.astype(np.float32).astype(np.float64), src, tgt), torch.float32, str(shape))
+
+
+def test_plan_cache_uses_new_data_each_call():
+    """A cached plan launches on the pointers of each call, never on the first call's data."""
+    rng = np.random.default_rng(7)
+    b, s, t, d = 16, 30, 12, 8
+    src = torch.from_numpy(_times(rng, b, s)).cuda()
+    tgt = torch.from_numpy(rng.uniform(0, 1, (b, t))).cuda()
+    for i in range(3):
+        vals = rng.standard_normal((b, s, d))
+        got = robocache.resample(torch.from_numpy(vals).cuda().float(), src, tgt)
+        _check(got, reference.resample(vals.astype(np.float32).astype(np.float64), src.cpu().numpy(),
+                                       tgt.cpu().numpy()), torch.float32, f"call {i}")
+
+
+def test_plan_cache_cupy_and_torch_streams():
+    """The fast path launches on the caller's current stream (torch side stream, CuPy stream)."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(3)
+    vals, src, tgt = rng.standard_normal((4, 10, 6)), _times(rng, 4, 10), rng.uniform(0, 1, (4, 5))
+    want = reference.resample(vals.astype(np.float32).astype(np.float64), src, tgt)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        tv, ts, tt = (torch.from_numpy(x).cuda() for x in (vals.astype(np.float32), src, tgt))
+        for _ in range(2):  # second call takes the cached plan
+            got = robocache.resample(tv, ts, tt)
+    side.synchronize()
+    _check(got, want, torch.float32, "torch side stream")
+    cs = cupy.cuda.Stream(non_blocking=True)
+    with cs:
+        cv, csrc, ctgt = cupy.asarray(vals.astype(np.float32)), cupy.asarray(src), cupy.asarray(tgt)
+        for _ in range(2):
+            gc = robocache.resample(cv, csrc, ctgt)
+    cs.synchronize()
+    _check(torch.from_numpy(cupy.asnumpy(gc)), want, torch.float32, "cupy stream")
+
+
+@pytest.mark.parametrize("version", VERSIONS["fuse"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_fuse_mixed_widths_and_many_streams(version, dtype):
+    """Streams whose widths and column offsets give every vector width, and more streams than v2's table."""
+    rng = np.random.default_rng(11)
+    b, t = 7, 19
+    widths = [256, 14, 6, 1, 8, 3, 16, 5, 32, 2, 9, 4, 7, 12, 20, 11, 13, 1, 2]  # 19 streams > 16
+    for k in (3, len(widths)):
+        streams, np_streams = [], []
+        for j, d in enumerate(widths[:k]):
+            s = 5 + 7 * j
+            vals, ts = rng.standard_normal((b, s, d)), _times(rng, b, s, ties=j % 3 == 0)
+            v = torch.from_numpy(vals).cuda().to(dtype)
+            streams.append((v, torch.from_numpy(ts).cuda().float()))
+            np_streams.append((v.double().cpu().numpy(), ts.astype(np.float32).astype(np.float64)))
+        tgt = rng.uniform(-0.1, 1.1, (b, t))
+        out = torch.full((b, t, sum(widths[:k])), float("nan"), device="cuda", dtype=dtype)
+        robocache.fuse(streams, torch.from_numpy(tgt).cuda().float(), out=out, _version=version)
+        want = reference.fuse(np_streams, tgt.astype(np.float32).astype(np.float64))
+        _check(out, want, dtype, f"{version} {k} streams")
+
+
+@pytest.mark.parametrize("version", VERSIONS["voxelize"])
+@pytest.mark.parametrize("mode", ["count", "occupancy", "mean"])
+def test_voxelize_hot_voxels(version, mode):
+    """Every point of a warp in one voxel (the warp-aggregated atomics' worst and best case) and a mix."""
+    rng = np.random.default_rng(5)
+    b, n, c = 3, 5000, 5
+    pts = rng.uniform(-1, 1, (b, n, 3))
+    pts[:, : n // 2] = 0.01  # half the cloud in one voxel
+    pts[1, 7] = np.nan
+    feats = rng.standard_normal((b, n, c))
+    p = torch.from_numpy(pts).cuda().float()
+    f = torch.from_numpy(feats).cuda().float() if mode == "mean" else None
+    got = robocache.voxelize(p, f, (8, 8, 8), ((-1, -1, -1), (1, 1, 1)), mode, _version=version)
+    want = reference.voxelize(pts.astype(np.float32).astype(np.float64),
+                              feats.astype(np.float32).astype(np.float64) if f is not None else None,
+                              (8, 8, 8), ((-1, -1, -1), (1, 1, 1)), mode)
+    g = got.double().cpu().numpy() if mode != "occupancy" else got.cpu().numpy()
+    if mode == "mean":
+        assert np.allclose(g, want, rtol=1e-4, atol=1e-5), f"{version} mean"
+    else:
+        assert np.array_equal(g, want), f"{version} {mode}"
