@@ -10,6 +10,7 @@ st.navigation([
     st.Page(_PAGES / "overview.py", title="Overview", default=True),
     st.Page(_PAGES / "sweeps.py", title="Sweeps"),
     st.Page(_PAGES / "architectures.py", title="Architectures"),
+    st.Page(_PAGES / "kernels.py", title="Kernels"),
     st.Page(_PAGES / "history.py", title="History"),
     st.Page(_PAGES / "multigpu.py", title="Multi-GPU"),
     st.Page(_PAGES / "runs.py", title="Runs"),

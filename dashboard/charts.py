@@ -8,10 +8,13 @@ the page titles built from them) therefore passes through :func:`plain` before i
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
+
+from robocache.bench import report as _report
 
 METRICS = {
     "p50": ("median time per call (us)", True),
@@ -19,6 +22,42 @@ METRICS = {
     "gb_per_s": ("bandwidth (GB/s)", True),
     "pct_of_ceiling": ("% of the copy ceiling", False),
 }
+
+
+# One colour per provider, the same on every page and every run: robocache blue, its kernel versions a
+# light-to-dark purple ramp (v1 lightest), torch.compile orange (max-autotune darker), the other peers fixed.
+COLORS = {"robocache": "#1f77b4", "torch_compile": "#ff7f0e", "torch_compile@max-autotune": "#a64d00",
+          "torch_eager": "#d62728", "cupy": "#2ca02c", "numpy": "#7f7f7f"}
+VERSION_COLORS = ("#c7b8e3", "#a58fd0", "#8466bb", "#663fa3", "#4b2386", "#33105f")
+OTHER_COLORS = ("#17becf", "#bcbd22", "#e377c2", "#8c564b", "#9edae5", "#dbdb8d", "#f7b6d2", "#c49c94")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def _stable_pick(text: str, palette: tuple[str, ...]) -> str:
+    """A palette entry chosen by a hash of ``text`` that does not change between processes (unlike hash())."""
+    return palette[int(hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:8], 16) % len(palette)]
+
+
+def provider_color(provider: Any) -> str:
+    """The provider's colour: fixed for the known ones, by version for ``robocache@vN``, stable otherwise."""
+    p = str(provider)
+    if p in COLORS:
+        return COLORS[p]
+    if _report.version_of(p):
+        return VERSION_COLORS[min(_report.version_number(p), len(VERSION_COLORS)) - 1]
+    if _report.compile_mode(p):
+        return _stable_pick(p, ("#fdb863", "#e08214", "#7f3b08"))
+    return _stable_pick(p, OTHER_COLORS)
+
+
+def provider_label(provider: Any) -> str:
+    """The provider's readable name (``robocache@v2`` -> ``robocache v2``; the report's one definition)."""
+    return _report.label(str(provider))
+
+
+def provider_name(provider: Any) -> str:
+    """The provider's readable legend label, escaped for plotly."""
+    return plain(provider_label(provider))
 
 
 def plain(text: Any) -> str:
@@ -50,7 +89,8 @@ def speedup_bars(speed: pd.DataFrame, title: str = "robocache speedup over each 
         return _empty(title)
     fig = go.Figure()
     for peer, g in speed.groupby("peer", sort=True):
-        fig.add_bar(x=_case_labels(g), y=g["speedup"], name=plain(peer), customdata=plain_col(g["run_id"]),
+        fig.add_bar(x=_case_labels(g), y=g["speedup"], name=provider_name(peer), marker_color=provider_color(peer),
+                    customdata=plain_col(g["run_id"]),
                     hovertemplate="%{x}<br>%{y:.2f}x vs " + "%{fullData.name}<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
     fig.update_layout(title=plain(title), barmode="group", yaxis_type="log", height=_bar_height(speed),
@@ -71,7 +111,7 @@ def ceiling_bars(df: pd.DataFrame, title: str = "% of the copy ceiling") -> go.F
         return _empty(title + " (no ceiling measured)")
     fig = go.Figure()
     for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_bar(x=_case_labels(g), y=g["pct_of_ceiling"], name=plain(prov))
+        fig.add_bar(x=_case_labels(g), y=g["pct_of_ceiling"], name=provider_name(prov), marker_color=provider_color(prov))
     fig.update_layout(title=plain(title), barmode="group", yaxis_title="% of copy ceiling", legend_title="provider",
                       height=_bar_height(d))
     return fig
@@ -85,8 +125,8 @@ def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") 
         return _empty(title or f"{label} vs {x}")
     fig = go.Figure()
     for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=plain(prov),
-                        customdata=plain_col(g["case_id"]),
+        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=provider_name(prov),
+                        line_color=provider_color(prov), customdata=plain_col(g["case_id"]),
                         hovertemplate="%{customdata}<br>" + plain(x) + "=%{x}<br>%{y:.4g}"
                                       "<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or f"{label} vs {x}"), xaxis_title=plain(x), yaxis_title=label,
@@ -115,9 +155,12 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
     if d.empty:
         return _empty(title or label)
     fig = go.Figure()
+    dtypes = sorted(d["dtype"].astype(str).unique())
     for (prov, dtype), g in d.groupby(["provider", "dtype"], sort=True, observed=True):
         commit = plain_col(g["git_commit"].fillna("unknown").astype(str).str[:10])
-        fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=plain(f"{prov} {dtype}"),
+        fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers",
+                        name=plain(f"{provider_label(prov)} {dtype}"), line_color=provider_color(prov),
+                        line_dash=DASHES[dtypes.index(str(dtype)) % len(DASHES)],
                         customdata=pd.DataFrame({"c": commit, "r": plain_col(g["run_id"])}),
                         hovertemplate="%{x}<br>commit %{customdata[0]}<br>run %{customdata[1]}<br>%{y:.4g}"
                                       "<extra>%{fullData.name}</extra>")
@@ -188,4 +231,68 @@ def gather_bars(df: pd.DataFrame, title: str = "") -> go.Figure:
     fig.update_layout(title=plain(title or "gather bandwidth"), barmode="group", xaxis_title="GB/s",
                       yaxis_title=None, legend_title="measured", legend_orientation="h", legend_y=-0.15,
                       height=int(max(400, min(1400, 160 + 60 * len(d)))))
+    return fig
+
+
+# --- kernels: the optimisation journey and torch.compile at its best ----------------------------------
+
+def _machine_names(d: pd.DataFrame) -> pd.Series:
+    """``arch (machine)`` per row, the legend name of a machine."""
+    return d["arch"].astype(str) + " (" + d["machine"].astype(str) + ")"
+
+
+def journey_bars(journey: pd.DataFrame, title: str = "") -> go.Figure:
+    """Grouped bars over :func:`robocache.bench.report.journey_rows` rows of one op: per kernel version, its
+    geometric-mean speedup over the first version across every case both measured, one colour per machine;
+    the 1x line is the first version."""
+    d = journey[journey["version"] != "public"].dropna(subset=["geomean_vs_v1"]) if not journey.empty else journey
+    if d.empty:
+        return _empty(title or "kernel versions: geomean speedup (no versions measured)")
+    fig = go.Figure()
+    d = d.assign(_who=_machine_names(d))
+    for who, g in d.groupby("_who", sort=True):
+        fig.add_bar(x=plain_col(g["version"]), y=g["geomean_vs_v1"], name=plain(who),
+                    customdata=g[["cases_vs_v1", "min_vs_v1", "max_vs_v1"]].to_numpy(),
+                    hovertemplate="%{x}: %{y:.2f}x over %{customdata[0]} cases (%{customdata[1]:.2f}-"
+                                  "%{customdata[2]:.2f}x)<extra>%{fullData.name}</extra>")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    fig.update_layout(title=plain(title or "kernel versions: geomean speedup over the first version"),
+                      barmode="group", xaxis_title="kernel version", yaxis_title="geomean speedup (x)",
+                      legend_title="GPU (machine)")
+    return fig
+
+
+def ratio_bars(cases: pd.DataFrame, title: str = "") -> go.Figure:
+    """Bars over :func:`robocache.bench.report.vs_compile_cases` rows: per case and dtype, torch.compile at
+    its best / robocache (above the 1x line: robocache faster), one colour per machine; log y. The winning
+    torch.compile mode is in the hover."""
+    if cases.empty:
+        return _empty(title or "robocache vs torch.compile at its best (no case with both)")
+    d = cases.assign(_who=_machine_names(cases), _x=plain_col(cases["case"].astype(str) + " " + cases["dtype"].astype(str)))
+    fig = go.Figure()
+    for who, g in d.groupby("_who", sort=True):
+        fig.add_bar(x=g["_x"], y=g["ratio"], name=plain(who), customdata=plain_col(g["compile_mode"]),
+                    hovertemplate="%{x}<br>%{y:.2f}x (torch.compile %{customdata})<extra>%{fullData.name}</extra>")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    n = d["_x"].nunique()
+    fig.update_layout(title=plain(title or "robocache vs torch.compile at its best"), barmode="group",
+                      yaxis_type="log", yaxis_title="torch.compile (faster mode) p50 / robocache p50",
+                      xaxis_title="case", legend_title="GPU (machine)", height=int(max(450, min(800, 300 + 10 * n))))
+    return fig
+
+
+def machine_ratio_bars(ratio: pd.DataFrame, base: str, other: str, title: str = "") -> go.Figure:
+    """Bars of a :func:`dashboard.tables.machine_ratio` table: per case, ``base`` p50 / ``other`` p50 (above 1:
+    ``other`` faster), one colour per provider; the 1x line is parity."""
+    d = ratio.dropna(subset=["ratio"]) if not ratio.empty else ratio
+    if d.empty:
+        return _empty(title or f"{base} vs {other} (no case measured on both)")
+    fig = go.Figure()
+    for prov, g in d.groupby("provider", sort=True, observed=True):
+        fig.add_bar(x=_case_labels(g), y=g["ratio"], name=provider_name(prov), marker_color=provider_color(prov),
+                    hovertemplate="%{x}<br>%{y:.2f}x<extra>%{fullData.name}</extra>")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    fig.update_layout(title=plain(title or f"{other} speedup over {base}"), barmode="group",
+                      yaxis_title=plain(f"{base} p50 / {other} p50"), xaxis_title="case", legend_title="provider",
+                      height=_bar_height(d))
     return fig

@@ -5,7 +5,12 @@ machine, with the same timer, cache mode and dtype; never across runs or machine
 """
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pandas as pd
+
+from robocache.bench import report
 
 KEYS = ["machine", "arch", "op", "timer", "cache", "case_id", "dtype"]
 OURS = "robocache"
@@ -47,13 +52,15 @@ def providers_in(wide: pd.DataFrame) -> list[str]:
 def speedups(wide: pd.DataFrame) -> pd.DataFrame:
     """Long table: robocache's speedup over each peer (peer p50 / robocache p50) per case.
 
+    Kernel versions (``robocache@vN``) are not peers and are left out (the Kernels page compares them).
+
     Columns: the keys, ``peer`` and ``speedup`` (> 1: robocache is faster). Cases without a robocache
     or peer figure are left out.
     """
     provs = providers_in(wide)
     if OURS not in provs or wide.empty:
         return pd.DataFrame(columns=[*KEYS, "run_id", "peer", "speedup"])
-    peers = [p for p in provs if p != OURS]
+    peers = [p for p in provs if p != OURS and not report.version_of(p)]  # versions: the Kernels page
     long = wide.melt(id_vars=[*KEYS, "run_id", OURS], value_vars=peers, var_name="peer", value_name="peer_p50")
     long = long.dropna(subset=[OURS, "peer_p50"])
     long["speedup"] = long["peer_p50"] / long[OURS]
@@ -71,3 +78,119 @@ def health_counts(df: pd.DataFrame) -> dict[str, int]:
         "contended": int(df["contended"].sum()),
         "noisy": int(df["noisy"].sum()),
     }
+
+
+# --- the report's own tables (one definition: robocache.bench.report), fed from the frame -------------
+
+_REC_COLUMNS = ["run_id", "created", "suite", "machine", "arch", "gpu_name", "device", "op", "case_id", "provider",
+                "dtype", "params", "timer", "cache", "status", "p50", "gb_per_s", "pct_of_ceiling",
+                "ceiling_gb_per_s", "throttled", "contended", "noisy", "world_size"]
+
+
+def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Frame rows as the record dicts :mod:`robocache.bench.report` reads (only the fields its kernel tables use),
+    so the dashboard shows the report's tables computed by the report's own functions."""
+    if df.empty:
+        return []
+    d = df[[c for c in _REC_COLUMNS if c in df.columns]]
+    out = []
+    envs: dict[tuple, dict[str, Any]] = {}
+    for row in d.itertuples(index=False):
+        r = row._asdict()
+        ek = (str(r["machine"]), str(r["arch"]), r["gpu_name"], str(r["device"]))
+        env = envs.setdefault(ek, {"machine": ek[0], "arch": ek[1], "gpu_name": ek[2], "device": ek[3]})
+        params = json.loads(r["params"]) if isinstance(r["params"], str) else {}
+        ok = r["status"] == "ok" and pd.notna(r["p50"])
+        out.append({
+            "run_id": str(r["run_id"]), "created": str(r["created"]), "suite": str(r["suite"]), "env": env,
+            "case": {"id": str(r["case_id"]), "op": str(r["op"]), "provider": str(r["provider"]),
+                     "dtype": str(r["dtype"]), "params": params},
+            "method": {"timer": str(r["timer"]), "cache": str(r["cache"])},
+            "metrics": {"time_us": {"p50": float(r["p50"])},
+                        "gb_per_s": None if pd.isna(r["gb_per_s"]) else float(r["gb_per_s"]),
+                        "pct_of_ceiling": None if pd.isna(r["pct_of_ceiling"]) else float(r["pct_of_ceiling"])}
+            if ok else None,
+            "status": str(r["status"]),
+            "health": {"throttled": bool(r["throttled"]), "contended": bool(r["contended"]), "noisy": bool(r["noisy"])},
+        })
+    return out
+
+
+def kernel_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The records the kernel tables read: single-GPU robocache (and versions) and torch.compile (every mode)."""
+    if df.empty:
+        return []
+    prov = df["provider"].astype(str)
+    keep = prov.eq(report.OURS) | prov.str.startswith(report.VERSION_PREFIX) | prov.str.startswith(report.COMPILE)
+    if "world_size" in df.columns:
+        keep &= df["world_size"].isna()
+    return as_records(df[keep])
+
+
+def journey(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`robocache.bench.report.journey_rows` over the frame, as a DataFrame."""
+    return pd.DataFrame(report.journey_rows(kernel_records(df)))
+
+
+def vs_compile(df: pd.DataFrame, provider: str = OURS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-case ratios, per machine and op summary): :func:`robocache.bench.report.vs_compile_cases` and
+    :func:`~robocache.bench.report.vs_compile_summary` over the frame."""
+    cases = report.vs_compile_cases(kernel_records(df), provider)
+    return pd.DataFrame(cases), pd.DataFrame(report.vs_compile_summary(cases))
+
+
+def call_cost(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`robocache.bench.report.call_cost_rows` over the frame (empty without dispatch cases)."""
+    if df.empty:
+        return pd.DataFrame()
+    params = df["params"].astype(str)
+    maybe = df["case_id"].astype(str).str.contains("dispatch", regex=False) | params.str.contains("dispatch",
+                                                                                                   regex=False)
+    return pd.DataFrame(report.call_cost_rows(as_records(df[maybe])))
+
+
+def machine_ratio(df: pd.DataFrame, base: str, other: str) -> pd.DataFrame:
+    """The same cases on two machines: per (case, dtype, provider, timer, cache) the latest p50 on each, and
+    ``ratio`` = base p50 / other p50 (above 1: ``other`` is faster), with each machine's % of its own copy
+    ceiling. Only ``ok`` single-GPU records."""
+    cols = ["case_id", "dtype", "provider", "timer", "cache"]
+    ok = df[(df["status"] == "ok") & df["p50"].notna()]
+    if "world_size" in ok.columns:
+        ok = ok[ok["world_size"].isna()]
+    ok = ok.sort_values("created", kind="stable")
+    sides = []
+    for who, tag in ((base, "base"), (other, "other")):
+        d = ok[ok["machine"].astype(str) == who].drop_duplicates(cols, keep="last")
+        d = d[cols + ["p50", "pct_of_ceiling", "ceiling_gb_per_s", "run_id"]].copy()
+        for c in cols:
+            d[c] = d[c].astype(str)
+        sides.append(d.rename(columns={"p50": f"{tag}_p50", "pct_of_ceiling": f"{tag}_pct_of_ceiling",
+                                       "ceiling_gb_per_s": f"{tag}_ceiling_gb_per_s", "run_id": f"{tag}_run_id"}))
+    both = sides[0].merge(sides[1], on=cols, how="inner")
+    both["ratio"] = both["base_p50"] / both["other_p50"]
+    return both.sort_values(["case_id", "dtype", "provider"], kind="stable").reset_index(drop=True)
+
+
+def machine_pair(df: pd.DataFrame, order: tuple[str, ...] = ("A100", "H100", "H200", "B200")
+                 ) -> tuple[str, str] | None:
+    """Two machines to compare by default: the single-GPU machine with the most ``ok`` records of each of the first
+    two architectures present (in ``order``, then by name; H100 before H200), else the two machines with the most
+    records; None with fewer than two machines."""
+    ok = df[df["status"] == "ok"]
+    if "world_size" in ok.columns:
+        ok = ok[ok["world_size"].isna()]
+    if ok.empty:
+        return None
+    counts = ok.groupby(["arch", "machine"], observed=True).size().reset_index(name="n")
+    counts = counts[counts["n"] > 0]
+    counts["arch"] = counts["arch"].astype(str)
+    counts["machine"] = counts["machine"].astype(str)
+    if counts["machine"].nunique() < 2:
+        return None
+    arches = sorted(counts["arch"].unique(), key=lambda a: (order.index(a) if a in order else len(order), a))
+    if len(arches) >= 2:
+        pick = [counts[counts["arch"] == a].sort_values(["n", "machine"], ascending=[False, True])["machine"].iloc[0]
+                for a in arches[:2]]
+        return pick[0], pick[1]
+    top = counts.sort_values(["n", "machine"], ascending=[False, True])["machine"].tolist()
+    return top[0], top[1]

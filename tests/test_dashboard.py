@@ -25,7 +25,7 @@ from robocache.bench.store import write_records  # noqa: E402
 from tests.test_store import make_env, make_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ["overview", "sweeps", "architectures", "history", "multigpu", "runs"]
+PAGES = ["overview", "sweeps", "architectures", "kernels", "history", "multigpu", "runs"]
 SCRIPT = "<script>alert(1)</script>"
 UNESCAPED_LT = re.compile(r"(?<!\\)<")
 BAD_NAME = "<img src=x onerror=alert(1)>.records.json"
@@ -135,6 +135,8 @@ def test_page_on_fixtures(page: str, fixture_dir: Path, monkeypatch: pytest.Monk
         assert "regression issue" in infos
     if page == "multigpu":
         assert "No multi-GPU results yet" in infos and not charts_
+    if page == "kernels":  # neither kernel versions nor torch.compile in these fixtures: said, not drawn
+        assert "No kernel versions" in infos and "No case with both robocache and torch.compile" in infos
     if page == "runs":
         assert any("onerror" in w.value for w in at.warning)  # the bad file is listed, escaped
         assert len(at.dataframe) == 2  # clocks/health and the failed case
@@ -162,7 +164,10 @@ def test_sweep_axis_and_metric(fixture_dir: Path, monkeypatch: pytest.MonkeyPatc
     assert not at.exception and not at.error
     fig = at.get("plotly_chart")[0]
     spec = json.loads(fig.proto.spec)
-    assert {t["name"] for t in spec["data"]} == {"robocache", "torch_eager", "cupy"}
+    assert {t["name"] for t in spec["data"]} == {"robocache", "torch eager", "CuPy"}  # readable labels
+    assert {t["name"]: t["line"]["color"] for t in spec["data"]} == {
+        "robocache": charts.COLORS["robocache"], "torch eager": charts.COLORS["torch_eager"],
+        "CuPy": charts.COLORS["cupy"]}  # the same colour for a provider on every page
     assert spec["layout"]["xaxis"]["type"] == "log"
 
 
@@ -178,7 +183,11 @@ def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -
     if page in ("overview", "sweeps", "architectures", "history"):
         assert at.get("plotly_chart"), page
     if page == "architectures":
-        assert "A100" in infos and "H100" in infos and "No H200" not in infos
+        assert "A100" in infos and "No H200" not in infos
+        has_h100 = any(p.name.startswith("h100-") for p in (REPO / "results").iterdir())
+        assert ("No H100" in infos) != has_h100  # the H100 joins once its records are committed
+    if page == "kernels":  # the committed H200 runs measured torch.compile beside robocache
+        assert any(df.value.shape[0] for df in at.dataframe)
     if page == "multigpu":  # the committed H200 runs on 2- and 4-GPU machines
         assert "No multi-GPU results yet" not in infos
         assert len(at.get("plotly_chart")) == 2  # scaling lines and the gather bars of the first op
@@ -539,6 +548,129 @@ def test_multigpu_figures_escape_record_text(multigpu_dir: Path) -> None:
     evil_title = f"{BOLD} {LINK}"
     for fig in (charts.scaling_lines(df, "efficiency", title=evil_title), charts.gather_bars(df, title=evil_title),
                 charts.scaling_lines(df.iloc[:0], "step_us", title=evil_title)):
+        doc = json.loads(fig.to_json())
+        for key, text in _strings(doc):
+            if key == "hovertemplate":
+                text = TEMPLATE_TAGS.sub("", text)
+            assert "<" not in text and ">" not in text, (key, text)
+        assert doc["layout"]["title"]["text"] == charts.plain(evil_title)
+
+
+# ---------------------------------------------------------------- the Kernels page, labels and colours, two GPUs
+
+@pytest.fixture(scope="module")
+def kernels_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SYNTHETIC nightly runs on machines named like the lent H100 and H200 (tests/synthetic_kernels.py)."""
+    from tests.synthetic_kernels import write_fixture
+
+    return write_fixture(tmp_path_factory.mktemp("dash-kernels"))
+
+
+def test_kernels_page_on_synthetic_records(kernels_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = app("kernels", kernels_dir, monkeypatch)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    assert "SYNTHETIC" in " ".join(w.value for w in at.warning)
+    assert [h.value for h in at.header] == ["Optimisation journey", "Against torch.compile at its best", "Call cost"]
+    journey, summary, cases, cost = (df.value for df in at.dataframe)
+    # the resample journey of both GPUs, from the nightly runs (the newer quick run is not picked)
+    assert set(journey["machine"]) == {"nvidia-h100-x1", "nvidia-h200"}
+    assert journey["version"].tolist() == ["v1", "v2", "public"] * 2
+    assert journey["speedup vs first"].round(6).tolist() == [1.0, 2.0, 2.0] * 2
+    assert set(journey["torch.compile mode"].dropna()) == {"default"}
+    assert journey["run"].str.endswith("-nightly").all()
+    # torch.compile at its best: the worst resample case is the max-autotune one
+    assert summary["worst"].round(6).tolist() == [0.4, 0.4]
+    assert (summary["worst case"] == "resample/B4096-S100-T50-D32 bfloat16").all()
+    assert summary["cases >= 1.0x"].tolist() == [2, 2]
+    assert any(SCRIPT in c for c in cases["case"])  # record text stays data in the dataframe
+    assert cost["vs_bare"].dropna().round(6).tolist() == [1.8, 9.0, 1.0] * 2
+    figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    assert len(figs) == 2
+    assert {t["name"] for t in figs[0]["data"]} == {"H100 (nvidia-h100-x1)", "H200 (nvidia-h200)"}
+    assert any(charts.plain(SCRIPT) in x for t in figs[1]["data"] for x in t["x"])  # escaped in the chart
+    # another op, and a kernel version against torch.compile
+    at = next(s for s in at.selectbox if s.label == "op").select("voxelize").run()
+    assert not at.exception and not at.error
+    assert set(at.dataframe[0].value["case"]) == {"voxelize/B4-N100000-G64-count-uniform"}
+    at = next(s for s in at.selectbox if s.label == "robocache provider").select("robocache@v1").run()
+    assert not at.exception and not at.error
+    assert at.dataframe[1].value["worst"].round(6).tolist() == [1.5, 1.5]  # mean-clustered: min(2, 1.5) / 1.0
+    # one machine only
+    at = next(m for m in at.multiselect if m.label == "machines").unselect("nvidia-h100-x1").run()
+    assert not at.exception and set(at.dataframe[0].value["machine"]) == {"nvidia-h200"}
+
+
+def test_architectures_page_compares_h100_and_h200(kernels_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = app("architectures", kernels_dir, monkeypatch)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    infos = " ".join(i.value for i in at.info)
+    assert "No H100" not in infos and "No H200" not in infos and "A100" in infos
+    boxes = {s.label: s for s in at.selectbox}
+    assert boxes["baseline machine"].value == "nvidia-h100-x1" and boxes["compared machine"].value == "nvidia-h200"
+    ratio = at.dataframe[-1].value
+    # the latest record of each series: the fixture's H100 is 1.4x slower than the H200's nightly run, and the
+    # H200's newer quick run measured the standard case 3x slower again
+    got = dict(zip(ratio["case_id"], ratio["ratio"].round(6)))
+    assert got == {"resample/B4096-S100-T50-D32": 1.4, "resample/B256-S100-T50-D32": round(1.4 / 3.0, 6)}
+    figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    assert len(figs) == 3 and "nvidia-h200 speedup over nvidia-h100-x1" in figs[-1]["layout"]["title"]["text"]
+    # torch.compile in both modes beside robocache, with their readable labels
+    at = next(m for m in at.multiselect if m.label == "providers").select("torch_compile@max-autotune").run()
+    assert not at.exception and not at.error
+    names = {t["name"] for t in json.loads(at.get("plotly_chart")[-1].proto.spec)["data"]}
+    assert names == {"robocache", "torch.compile (max-autotune)"}
+
+
+def test_provider_labels_and_colours() -> None:
+    assert charts.provider_label("robocache@v3") == "robocache v3"
+    assert charts.provider_label("torch_compile@max-autotune") == "torch.compile (max-autotune)"
+    versions = [charts.provider_color(f"robocache@v{n}") for n in range(1, 5)]
+    assert len(set(versions)) == 4 and charts.COLORS["robocache"] not in versions
+    assert charts.provider_color("torch_compile@max-autotune") != charts.provider_color("torch_compile")
+    # an unknown provider gets a colour from its name alone: the same in every process and page
+    assert charts.provider_color("new_peer") == charts.provider_color("new_peer") == charts._stable_pick(
+        "new_peer", charts.OTHER_COLORS)
+    assert charts.provider_color("robocache@v99") == charts.VERSION_COLORS[-1]
+
+
+def test_kernel_tables_from_the_frame(kernels_dir: Path) -> None:
+    """The dashboard's kernel tables are the report's functions over the frame: the same numbers."""
+    from robocache.bench import report, store
+
+    df, bad = data.load_frame([str(kernels_dir)])
+    assert not bad
+    recs = store.load(kernels_dir).records
+    frame_rows = tables.journey(df).to_dict("records")
+    report_rows = report.journey_rows(recs)
+    assert len(frame_rows) == len(report_rows) == 18
+    for a, b in zip(frame_rows, report_rows):
+        for k in ("machine", "op", "version", "case", "dtype", "p50_us", "speedup_vs_v1", "vs_compile",
+                  "geomean_vs_v1", "cases_vs_v1"):
+            assert a[k] == pytest.approx(b[k]) if isinstance(b[k], float) else a[k] == b[k], k
+    cases, summary = tables.vs_compile(df)
+    assert summary.to_dict("records") == report.vs_compile_summary(report.vs_compile_cases(recs))
+    assert len(tables.call_cost(df)) == 6
+    # robocache@vN are kernel versions, not peers: the overview's speedups leave them out
+    peers = set(tables.speedups(tables.side_by_side(df))["peer"])
+    assert peers == {"torch_compile", "torch_compile@max-autotune", "torch_eager", "cupy_raw"}
+    assert tables.machine_pair(df) == ("nvidia-h100-x1", "nvidia-h200")
+    assert tables.machine_pair(df[df["machine"] == "nvidia-h200"]) is None
+
+
+def test_kernel_figures_escape_record_text(kernels_dir: Path) -> None:
+    df, _ = data.load_frame([str(kernels_dir)])
+    for col in ("machine", "arch", "case_id"):
+        df[col] = (BOLD + " " + df[col].astype(str) + " " + LINK).astype("category")
+    evil_title = f"{BOLD} {LINK}"
+    cases, _ = tables.vs_compile(df)
+    two = data.options(df, "machine")
+    for fig in (charts.journey_bars(tables.journey(df), title=evil_title), charts.ratio_bars(cases, title=evil_title),
+                charts.machine_ratio_bars(tables.machine_ratio(df, two[0], two[1]), two[0], two[1], title=evil_title),
+                charts.journey_bars(tables.journey(df.iloc[:0]), title=evil_title)):
         doc = json.loads(fig.to_json())
         for key, text in _strings(doc):
             if key == "hovertemplate":

@@ -7,9 +7,10 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from dashboard import charts, data  # noqa: E402
+from dashboard import charts, data, tables  # noqa: E402
 
 
 def body() -> None:
@@ -17,6 +18,7 @@ def body() -> None:
     if got is None:
         return
     df, _ = got
+    df = df[df["world_size"].isna()]  # single-GPU cases; multi-GPU ones have their own page
     present = data.options(df, "arch")
     missing = [a for a in data.EXPECTED_ARCHES if a not in present]
     for a in missing:
@@ -41,6 +43,35 @@ def body() -> None:
     st.plotly_chart(charts.arch_bars(d, "pct_of_ceiling", title="% of each GPU's own copy ceiling"), width="stretch")
     st.dataframe(d[["arch", "machine", "gpu_name", "case_id", "p50", "gb_per_s", "ceiling_gb_per_s", "pct_of_ceiling",
                     "run_id"]].sort_values(["case_id", "arch"]), hide_index=True, width="stretch")
+    two_gpus(df[(df["op"] == op) & (df["dtype"] == dtype) & (df["timer"] == timer) & (df["cache"] == cache)],
+             provider)
+
+
+def two_gpus(d: pd.DataFrame, provider: str) -> None:
+    """Two machines side by side on the same cases (by default one H100 and one H200 when both have records):
+    the speedup of one over the other per case, and each one's % of its own copy ceiling."""
+    st.subheader("Two GPUs side by side")
+    pair = tables.machine_pair(d)
+    machines = data.options(d[d["status"] == "ok"], "machine")
+    if pair is None:
+        st.caption("One machine has results for this selection; a second one (an H100 beside the H200, say) "
+                   "joins it here once its records are committed.")
+        return
+    c = st.columns(3)
+    base = c[0].selectbox("baseline machine", machines, index=machines.index(pair[0]))
+    other = c[1].selectbox("compared machine", machines, index=machines.index(pair[1]))
+    provs = data.options(d, "provider")
+    chosen = c[2].multiselect("providers", provs, default=[provider] if provider in provs else provs[:1],
+                              format_func=charts.provider_label)
+    ratio = tables.machine_ratio(d[d["provider"].isin(chosen)], base, other)
+    if ratio.empty:
+        st.info("No case of this selection was measured on both machines.")
+        return
+    st.caption("Latest record of each series on each machine; ratio = baseline p50 / compared p50 (above 1: the "
+               "compared machine is faster). A bandwidth-bound kernel runs about as much faster as the copy "
+               "ceilings differ.")
+    st.plotly_chart(charts.machine_ratio_bars(ratio, base, other), width="stretch")
+    st.dataframe(ratio, hide_index=True, width="stretch")
 
 
 data.run_page("Architectures", body)
