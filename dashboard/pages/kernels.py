@@ -46,7 +46,8 @@ def body() -> None:
                "between medians measured side by side in that run.")
 
     st.header("Optimisation journey")
-    journey = tables.journey(d)
+    recs = tables.kernel_records(d)
+    journey = tables.journey(recs)
     if journey.empty:
         st.info("No kernel versions (providers robocache@v1, robocache@v2, ...) measured for this op yet. "
                 "`robocache-bench run` measures them with the rest of the grid.")
@@ -65,7 +66,7 @@ def body() -> None:
         return
     ours = c[2].selectbox("robocache provider", provs, index=provs.index(tables.OURS) if tables.OURS in provs else 0,
                           format_func=charts.provider_label)
-    cases, summary = tables.vs_compile(d, ours)
+    cases, summary = tables.vs_compile(recs, ours)
     if summary.empty:
         st.info("No case with both robocache and torch.compile measured for this op.")
     else:
