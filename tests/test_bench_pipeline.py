@@ -40,7 +40,11 @@ def test_pipeline_cpu_end_to_end(tmp_path):
         assert r["metrics"]["gb_per_s"] > 0 and r["metrics"]["items_per_s"] > 0
         assert r["metrics"]["pct_of_ceiling"] is None  # no copy ceiling on a CPU run
         assert r["env"]["device"] == "cpu" and r["env"]["machine"] == "ci-test"
-        assert r["case"]["bytes"] == specs.find(f"{r['case']['id']}/float32/numpy").bytes
+        # the record's bytes: the minimum traffic of the inputs timed (a CPU run times one input set)
+        case = specs.find(f"{r['case']['id']}/float32/numpy")
+        assert r["case"]["bytes"] == specs.moved_bytes(case, specs.host_inputs(case)) <= case.bytes
+        assert r["case"]["grid_version"] == specs.GRID_VERSION == 2
+        assert r["metrics"]["gb_per_s"] == pytest.approx(r["case"]["bytes"] / q["p50"] / 1e3)
     text = report.report(loaded.records)
     for heading in ("Headline", "Batch scaling", "Against the peers", "Roofline", "Health"):
         assert heading in text

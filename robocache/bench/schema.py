@@ -2,14 +2,16 @@
 
 A results file is JSON (never pickle or YAML) written by one run on one machine::
 
-    {"schema_version": 2, "kind": "robocache-bench/records",
+    {"schema_version": 3, "kind": "robocache-bench/records",
      "env": Env,                  # the machine, once per file
      "records": [Record, ...]}    # one per case measured
 
 Versions: 2 added the optional ``Record.distributed`` (multi-GPU cases: per-rank times, aggregate
-throughput, scaling efficiency, gather and collective bandwidth). Because readers refuse unknown fields,
-an older robocache-bench reports a version-2 file as "newer" instead of misreading it; this one reads
-versions 1 and 2 (a version-1 file has no ``distributed``, and one that carries it is refused).
+throughput, scaling efficiency, gather and collective bandwidth); 3 added the timer ``host_loop`` and the
+optional ``Record.dispatch`` (call-cost cases: the device time per call beside the host's). Because
+readers refuse unknown fields, an older robocache-bench reports a newer file as "newer" instead of
+misreading it; this one reads versions 1 to 3 (a file of an older version carrying what a later one
+added is refused).
 
 Each :class:`Record` names its case, how it was measured, the figures, the
 correctness check, the clocks during the case, the health flags and the status;
@@ -34,14 +36,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # what the loader accepts; writers always write SCHEMA_VERSION
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # what the loader accepts; writers always write SCHEMA_VERSION
 FILE_KIND = "robocache-bench/records"
 
 STATUSES = ("ok", "incorrect", "crash", "timeout", "oom", "skipped", "error")
 FAILED_STATUSES = ("incorrect", "crash", "timeout", "oom", "error")
 Status = Literal["ok", "incorrect", "crash", "timeout", "oom", "skipped", "error"]
-Timer = Literal["cuda_event", "cuda_graph", "host"]
+Timer = Literal["cuda_event", "cuda_graph", "host", "host_loop"]
 Cache = Literal["warm", "cold"]
 
 _BIG = 1.0e300  # finite bounds make NaN (every comparison false) and +-Inf fail validation
@@ -83,7 +85,10 @@ class Case(_Rec):
     dtype: str
     params: dict[str, Any]  # JSON scalars and lists of them (shapes, grid sizes, stream lists)
     grid_version: int  # bumped when a case's meaning changes: never compared across versions
-    bytes: Count  # bytes the op must move: each input read once, each output written once
+    # Bytes the op must move: grid version >= 2, the minimum traffic of the inputs measured (the source
+    # rows the targets use, every time, the output: specs.moved_bytes); grid version 1, every input read
+    # once and every output written once, from the params.
+    bytes: Count
     items: Count  # trajectories (resample, fuse) or points (voxelize) per call
     items_unit: str
     reason: str = ""  # why this grid point exists
@@ -203,6 +208,14 @@ class Distributed(_Rec):
     collective_busbw_gb_per_s: NonNeg | None  # algbw x (world_size - 1) / world_size (nccl-tests busbw)
 
 
+class Dispatch(_Rec):
+    """A call-cost case (timer ``host_loop``), schema version 3: ``metrics.time_us`` is the host's time per
+    call in a tight loop; this is the device's beside it."""
+
+    device_us: NonNeg | None  # median device time per call (CUDA events, pre-blocked stream); None on a CPU run
+    gpu_keeps_up: bool | None  # device_us < host time per call: the loop's rate is the host's (None on a CPU run)
+
+
 class Record(_Rec, omit_defaults=True):
     run_id: str
     created: str  # ISO 8601 UTC
@@ -221,13 +234,14 @@ class Record(_Rec, omit_defaults=True):
     duration_s: NonNeg
     synthetic: bool  # generated fixtures say so; committed results never are
     distributed: Distributed | None = None  # multi-GPU cases only (schema version 2); omitted when None
+    dispatch: Dispatch | None = None  # call-cost cases only (schema version 3); omitted when None
     # attached by the loader, never stored (the writer strips them):
     env: Env | None = None
     source: str | None = None
 
 
 class RecordsFile(_Rec):
-    schema_version: Literal[1, 2]
+    schema_version: Literal[1, 2, 3]
     kind: Literal["robocache-bench/records"]
     env: Env
     records: list[Record]
@@ -254,16 +268,23 @@ def parse_file_bytes(data: bytes) -> RecordsFile:
         raise SchemaError(str(e)) from None
     except RecursionError:
         raise SchemaError("nested too deeply to be a results file") from None
-    if doc.schema_version == 1:
-        _check_v1(doc.records)
+    if doc.schema_version < SCHEMA_VERSION:
+        _check_older(doc.schema_version, doc.records)
     return doc
 
 
-def _check_v1(records: list[Record]) -> None:
-    """A version-1 file cannot carry what version 2 added."""
+def _check_older(version: int, records: list[Record]) -> None:
+    """A file of an older version cannot carry what a later version added."""
     for i, rec in enumerate(records):
-        if rec.distributed is not None:
-            raise SchemaError(f"Object contains unknown field `distributed` for schema_version 1 - at `$.records[{i}]`")
+        if version < 2 and rec.distributed is not None:
+            raise SchemaError(f"Object contains unknown field `distributed` for schema_version {version} - at "
+                              f"`$.records[{i}]`")
+        if version < 3 and rec.dispatch is not None:
+            raise SchemaError(f"Object contains unknown field `dispatch` for schema_version {version} - at "
+                              f"`$.records[{i}]`")
+        if version < 3 and rec.method is not None and rec.method.timer == "host_loop":
+            raise SchemaError(f"Invalid enum value 'host_loop' for schema_version {version} - at "
+                              f"`$.records[{i}].method.timer`")
 
 
 def _peek_version(data: bytes) -> Any:

@@ -2,9 +2,17 @@
 
 asv, pytest-benchmark, the CLI and the nightly job all enumerate cases from here;
 nothing else may hold a case list. A :class:`Case` is one (op, shape, dtype,
-provider) point; it knows the bytes the op must move (each input read once, each
-output written once: the memory-bound floor) and the items it produces, and it
-builds its own random, seeded inputs for the provider's array kind.
+provider) point; it knows an upper bound of the bytes the op must move from its
+parameters alone (:attr:`Case.bytes`), the items it produces, and it builds its
+own random, seeded inputs for the provider's array kind. The figure a record
+carries is :func:`moved_bytes`: the minimum traffic of the very inputs measured
+(the source rows the targets actually use), so a % of the copy ceiling can never
+pass 100%.
+
+The ``dispatch`` points (one per op, tag ``dispatch-...``, ``params["kind"] == "dispatch"``) measure the
+host cost of one tiny call through the public API in a tight loop (timer ``host_loop``), for robocache on
+PyTorch tensors, robocache on CuPy arrays (provider ``robocache@cupy``) and a bare CuPy RawKernel launch
+(``bare_launch``: the launch floor the public call is judged against).
 
 ``GRID_VERSION`` goes up whenever the meaning of an existing case id changes
 (inputs, bytes, semantics), so the history never compares across such a change.
@@ -24,13 +32,18 @@ from typing import Any
 
 import numpy as np
 
-GRID_VERSION = 1  # unchanged by adding/removing points or dtypes; bump when an existing case id's meaning changes
+# Unchanged by adding/removing points or dtypes; bumped when an existing case id's meaning changes.
+# 2: a record's bytes are the inputs' minimum traffic (moved_bytes), no longer the params-only bound.
+GRID_VERSION = 2
 OPS = ("resample", "fuse", "voxelize")
 GPU_DTYPES = ("float32", "float16", "bfloat16")
 CPU_DTYPES = ("float32",)  # NumPy has no bfloat16 and its float16 math is emulated: not a peer a user picks
 GPU_PROVIDERS = ("robocache", "torch_eager", "torch_compile", "cupy")
 CPU_PROVIDERS = ("numpy", "torch_eager", "torch_compile")
 SUITES = ("quick", "nightly", "multigpu")
+# Dispatch (call-cost) points: the public call on torch CUDA tensors, the same on CuPy arrays, and the
+# bare CuPy RawKernel launch of a kernel with the same arguments (the floor). GPU only.
+DISPATCH_PROVIDERS = ("robocache", "robocache@cupy", "bare_launch")
 # Multi-GPU cases: one provider on the GPU (the library under test; its peers' scaling is the same
 # collective), the NumPy and torch-eager CPU providers for the Gloo rehearsal on the CPU.
 MULTIGPU_GPU_PROVIDERS = ("robocache",)
@@ -100,8 +113,18 @@ class Case:
 
     @property
     def bytes(self) -> int:
-        """Bytes the op must move; for a multi-GPU case, summed over the ranks' shards."""
+        """An upper bound of the bytes the op must move, from the params alone (every source row read);
+        for a multi-GPU case, summed over the ranks' shards.
+
+        What ``list``, the CPU size limit and the input rotation use; a record carries
+        :func:`moved_bytes` of its inputs instead (never more than this).
+        """
         return case_bytes(self.op, self._total_params(), self.dtype)
+
+    @property
+    def dispatch(self) -> bool:
+        """A call-cost case: host time per call of a tiny call in a tight loop (timer ``host_loop``)."""
+        return self.params.get("kind") == "dispatch"
 
     @property
     def items(self) -> int:
@@ -136,15 +159,19 @@ class Case:
     def items_unit(self) -> str:
         return "points" if self.op == "voxelize" else "trajectories"
 
-    def to_record_case(self) -> dict[str, Any]:
-        """The schema's ``Case`` dict."""
+    def to_record_case(self, moved: int | None = None) -> dict[str, Any]:
+        """The schema's ``Case`` dict; ``bytes`` is ``moved`` (:func:`moved_bytes` of the inputs measured)
+        when given, else the params-only bound (a record whose inputs were never built)."""
         return {"id": self.id, "op": self.op, "provider": self.provider, "dtype": self.dtype,
-                "params": dict(self.params), "grid_version": GRID_VERSION, "bytes": self.bytes,
+                "params": dict(self.params), "grid_version": GRID_VERSION,
+                "bytes": int(moved) if moved is not None else self.bytes,
                 "items": self.items, "items_unit": self.items_unit, "reason": self.reason}
 
 
 def case_bytes(op: str, p: dict[str, Any], dtype: str) -> int:
-    """Bytes the op must move through device memory at the least (inputs once, outputs once)."""
+    """An upper bound of the bytes the op must move, from the params alone: every input read once (all
+    ``S`` source rows of every stream), every output written once. :func:`moved_bytes` is the exact
+    minimum for given inputs and never exceeds it."""
     es, ts = ITEM_SIZE[dtype], ITEM_SIZE[p.get("time_dtype", "float32")]
     if op == "resample":
         b, s, t, d = p["B"], p["S"], p["T"], p["D"]
@@ -161,6 +188,106 @@ def case_bytes(op: str, p: dict[str, Any], dtype: str) -> int:
         feats = b * n * c * es if p["mode"] == "mean" else 0
         return b * n * 3 * es + feats + out
     raise ValueError(f"unknown op {op!r}")
+
+
+# --- the bytes these inputs need (the record's figure) -----------------------------------------------
+
+# Rows of a batch searched at once: bounds the temporaries (16 bytes per element) to ~64 MB.
+_SEARCH_CHUNK = 1 << 22
+
+
+def rows_needed(src_times: np.ndarray, tgt_times: np.ndarray) -> np.ndarray:
+    """Per batch row, how many distinct source rows (``values[b, j, :]``) interpolating ``tgt_times`` needs.
+
+    ``numpy.interp``'s bracket rule: ``j`` = the last index with ``src[j] <= t``. A target before the
+    first source time needs row 0, one at or after the last needs row ``S - 1`` (clamped); inside, row
+    ``j``, and row ``j + 1`` only where the weight is non-zero (``t > src[j]``: an exact hit needs one
+    row). A NaN target needs none (its output is NaN whatever the rows hold). Exact for any finite or
+    infinite times; ``src_times`` must be non-decreasing per row and free of NaN (what the op requires).
+
+    Vectorised: each time becomes the complex number ``row + 1j * time``, which NumPy orders
+    lexicographically, so one ``searchsorted`` over the flattened source times finds every row's
+    brackets with no offset added to (and no rounding of) the times.
+    """
+    src = np.asarray(src_times, dtype=np.float64)
+    tgt = np.asarray(tgt_times, dtype=np.float64)
+    if src.ndim != 2 or tgt.ndim != 2 or src.shape[0] != tgt.shape[0] or src.shape[1] < 1:
+        raise ValueError(f"need src_times[B, S] (S >= 1) and tgt_times[B, T], got {src.shape} and {tgt.shape}")
+    if np.isnan(src).any():
+        raise ValueError("src_times must be free of NaN")
+    b, s = src.shape
+    t = tgt.shape[1]
+    out = np.zeros(b, dtype=np.int64)
+    step = max(1, _SEARCH_CHUNK // max(s + t, 1))
+    for lo in range(0, b, step):
+        hi = min(b, lo + step)
+        out[lo:hi] = _rows_needed_chunk(src[lo:hi], tgt[lo:hi])
+    return out
+
+
+def _rows_needed_chunk(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+    b, s = src.shape
+    t = tgt.shape[1]
+    row = np.arange(b)
+    nan = np.isnan(tgt)
+    keys = np.empty((b, s), dtype=np.complex128)
+    keys.real = row[:, None]
+    keys.imag = src
+    q = np.empty((b, t), dtype=np.complex128)
+    q.real = row[:, None]
+    q.imag = np.where(nan, -np.inf, tgt)  # searched anywhere in its own row, then ignored
+    # the number of this row's source times <= t, minus one
+    j = np.searchsorted(keys.ravel(), q.ravel(), side="right").reshape(b, t) - (row * s)[:, None] - 1
+    j0 = np.clip(j, 0, s - 1)
+    used = np.zeros((b, s), dtype=bool)
+    rr = np.broadcast_to(row[:, None], (b, t))
+    keep = ~nan
+    used[rr[keep], j0[keep]] = True
+    inside = keep & (j >= 0) & (j < s - 1)
+    if inside.any():
+        x0 = np.take_along_axis(src, j0, axis=1)
+        second = inside & (tgt > x0)  # non-zero weight: the next row is needed too
+        used[rr[second], j0[second] + 1] = True
+    return used.sum(axis=1)
+
+
+def _round_times(times: np.ndarray, time_dtype: str) -> np.ndarray:
+    # The provider sees its times in the time dtype; rounding can turn a near-hit into an exact hit.
+    return np.asarray(times).astype(time_dtype).astype(np.float64)
+
+
+def moved_bytes(case: Case, inputs: dict[str, Any]) -> int:
+    """The minimum traffic of ``case`` on these host inputs (:func:`host_inputs`), in bytes.
+
+    resample: the distinct source rows the targets use (:func:`rows_needed`) x D x the value size, plus
+    every source time and every target time read once and the output written once; fuse: the same per
+    stream, the targets read once for all streams; voxelize: the params model (:func:`case_bytes`: points,
+    features in mean mode, the dense output). Times are rounded to the case's time dtype first, as the
+    provider sees them. Never more than :attr:`Case.bytes`.
+    """
+    p = case.params
+    es, ts_ = ITEM_SIZE[case.dtype], ITEM_SIZE[p.get("time_dtype", "float32")]
+    tdt = p.get("time_dtype", "float32")
+    if case.op == "resample":
+        tgt = _round_times(inputs["tgt_times"], tdt)
+        src = _round_times(inputs["src_times"], tdt)
+        b, t = tgt.shape
+        d = np.shape(inputs["values"])[2]
+        rows = int(rows_needed(src, tgt).sum())
+        return rows * d * es + src.size * ts_ + tgt.size * ts_ + b * t * d * es
+    if case.op == "fuse":
+        tgt = _round_times(inputs["tgt_times"], tdt)
+        b, t = tgt.shape
+        total, d_total = tgt.size * ts_, 0
+        for values, times in inputs["streams"]:
+            src = _round_times(times, tdt)
+            d = np.shape(values)[2]
+            total += int(rows_needed(src, tgt).sum()) * d * es + src.size * ts_
+            d_total += d
+        return total + b * t * d_total * es
+    if case.op == "voxelize":
+        return case_bytes("voxelize", p, case.dtype)
+    raise ValueError(f"unknown op {case.op!r}")
 
 
 # --- the grid ---------------------------------------------------------------------------------------
@@ -231,6 +358,27 @@ POINTS: tuple[Point, ...] = (
 )
 
 
+# --- dispatch (call cost) ----------------------------------------------------------------------------
+# One tiny call per op through the public API in a tight loop: the host's cost per call, which is what a
+# training loop pays when the batch is small. Shapes as small as the op allows, so the GPU keeps up.
+
+_DISPATCH_WHY = ("call cost: host time per call of a tiny {what} through the public API in a tight loop, "
+                 "against a bare CuPy RawKernel launch (the floor; issue 12: public call <= 2x bare)")
+DISPATCH_POINTS: tuple[Point, ...] = (
+    Point("resample", "dispatch-B1-S4-T2-D1",
+          {"B": 1, "S": 4, "T": 2, "D": 1, "time_dtype": "float32", "kind": "dispatch"},
+          _DISPATCH_WHY.format(what="resample (B1 S4 T2 D1)"), Q, ("float32",), ("gpu",)),
+    Point("fuse", "dispatch-B1-T2",
+          {"B": 1, "T": 2, "streams": [[4, 1], [3, 2]], "mix": "dispatch", "time_dtype": "float32",
+           "kind": "dispatch"},
+          _DISPATCH_WHY.format(what="fuse (2 streams, B1 T2)"), Q, ("float32",), ("gpu",)),
+    Point("voxelize", "dispatch-B1-N16-G4-count-uniform",
+          {"B": 1, "N": 16, "grid": [4, 4, 4], "C": 0, "mode": "count", "cloud": "uniform", "kind": "dispatch"},
+          _DISPATCH_WHY.format(what="voxelize (16 points into 4^3 counts)"), Q, ("float32",), ("gpu",)),
+)
+POINTS = POINTS + DISPATCH_POINTS
+
+
 # --- the multi-GPU grid -----------------------------------------------------------------------------
 # For each op, one shape the data loader of one GPU would run (weak scaling: that batch on every GPU) and
 # one fixed total batch (strong scaling: that batch split over the GPUs; with 8 GPUs each gets the weak
@@ -297,6 +445,8 @@ def _providers_for(point: Point, dtype: str, device: str) -> tuple[str, ...]:
         return ()
     if "multigpu" in point.suites:
         return MULTIGPU_GPU_PROVIDERS if device == "gpu" else MULTIGPU_CPU_PROVIDERS
+    if point.params.get("kind") == "dispatch":
+        return DISPATCH_PROVIDERS
     if device == "gpu":
         return GPU_PROVIDERS
     if dtype not in CPU_DTYPES or case_bytes(point.op, point.params, dtype) > CPU_MAX_BYTES:
@@ -312,7 +462,8 @@ def cases(suite: str = "nightly", *, device: str = "gpu", ops: Iterable[str] | N
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu' or 'cpu', got {device!r}")
     ops_f = _filter("ops", ops, OPS)
-    prov_f = _filter("providers", providers, GPU_PROVIDERS + ("numpy",), allow_import_path=True)
+    known = tuple(dict.fromkeys(GPU_PROVIDERS + ("numpy",) + DISPATCH_PROVIDERS))
+    prov_f = _filter("providers", providers, known, allow_import_path=True)
     dt_f = _filter("dtypes", dtypes, GPU_DTYPES)
     out: list[Case] = []
     for pt in POINTS:
