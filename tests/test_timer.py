@@ -4,6 +4,7 @@ The GPU side (events, graphs, cold L2, the copy ceiling) is in tests/gpu/test_ti
 """
 from __future__ import annotations
 
+import gc
 import math
 import random
 import subprocess
@@ -121,6 +122,71 @@ def test_quantiles_ordered_and_method_matches_schema():
     assert set(m) == set(schema.Method.__annotations__) - {"input_sets"}
     msgspec.convert(m, schema.Method)
     assert m["samples"] == len(t.samples_us)
+
+
+# --- time_host_loop (dispatch cases) ------------------------------------------------------------
+
+
+class _Queue:
+    """A fake device: calls enqueue work, ``sync`` drains it; records how deep the queue got."""
+
+    def __init__(self) -> None:
+        self.pending = self.deepest = self.syncs = 0
+        self.sync_at: list[int] = []
+        self.calls = 0
+
+    def call(self) -> None:
+        self.calls += 1
+        self.pending += 1
+        self.deepest = max(self.deepest, self.pending)
+        time.sleep(2e-5)
+
+    def sync(self) -> None:
+        self.syncs += 1
+        self.pending = 0
+
+
+def test_host_loop_drains_between_loops_and_caps_the_loop():
+    q = _Queue()
+    t = timer.time_host_loop(q.call, sync=q.sync, time_limit_s=0.3, max_calls_per_loop=16, warmup_s=0.02)
+    assert t.timer == "host_loop" and t.cache == "warm"
+    assert 1 <= t.reps_per_sample <= 16 and q.deepest <= 16  # a loop never outgrows the launch queue
+    assert q.syncs >= len(t.samples_us)  # the queue is drained before every loop
+    assert 20 <= t.median_us <= 2000, t.quantiles()  # the 20 us sleep plus its slack
+    msgspec.convert(t.method(), schema.Method)
+
+
+def test_host_loop_sample_is_many_calls_of_target_length():
+    t = timer.time_host_loop(lambda: sum(range(50)), time_limit_s=0.3, target_sample_s=1e-3)
+    assert t.reps_per_sample == 200  # ~1 us calls: capped at the launch-queue bound
+    t = timer.time_host_loop(lambda: time.sleep(1e-3), time_limit_s=0.3, target_sample_s=1e-3)
+    assert t.reps_per_sample == 1 and 950 <= t.median_us <= 3000
+
+
+def test_host_loop_keeps_the_garbage_collector_on():
+    seen = []
+    timer.time_host_loop(lambda: seen.append(gc.isenabled()), time_limit_s=0.05, warmup_s=0.0)
+    assert all(seen)
+
+
+def test_host_loop_stop_rule_and_time_limit():
+    t = timer.time_host_loop(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
+                             warmup_s=0.0)
+    assert len(t.samples_us) == 7
+    r = random.Random(5)
+    t0 = time.perf_counter()
+    t = timer.time_host_loop(lambda: time.sleep(r.random() * 3e-4), noise_target=1e-9, max_samples=10**7,
+                             time_limit_s=0.3, warmup_s=0.02)
+    assert not t.noise_target_met and 0.3 <= time.perf_counter() - t0 < 0.3 + 0.02 + 0.3
+
+
+@pytest.mark.parametrize("kw", [{"noise_target": -1.0}, {"min_samples": 0}, {"time_limit_s": 0.0},
+                                {"max_calls_per_loop": 0}])
+def test_host_loop_bad_arguments_refused(kw):
+    with pytest.raises(ValueError):
+        timer.time_host_loop(lambda: None, **kw)
+    with pytest.raises(TypeError):
+        timer.time_host_loop(None)  # type: ignore[arg-type]
 
 
 def test_empty_timing_is_finite():

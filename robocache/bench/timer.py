@@ -27,6 +27,11 @@ How a GPU sample is taken (DESIGN.md section 5; triton's ``do_bench`` read first
   (:func:`stop_rule`), or at the time limit, or at ``max_samples``; the record says
   which (``noise_target_met``).
 
+The call cost of a tiny call (the ``dispatch`` cases) is host time, not device time:
+:func:`time_host_loop` times calls in a tight loop with the GPU drained between loops, and
+:class:`BareLaunch` is the floor it is judged against (a bare CuPy RawKernel launch with
+precomputed arguments), as :func:`copy_ceiling` is the ceiling of a memory-bound kernel.
+
 Nothing here runs at import time: torch is imported inside the functions.
 """
 from __future__ import annotations
@@ -69,7 +74,7 @@ HOST_BOUND_FRACTION = 0.8
 class Timing:
     """Per-call times of one measurement and how they were taken (schema ``Method``)."""
 
-    timer: str  # "cuda_event" | "cuda_graph" | "host"
+    timer: str  # "cuda_event" | "cuda_graph" | "host" | "host_loop"
     cache: str  # "warm" | "cold"
     samples_us: list[float]  # per-call time of each sample, microseconds
     reps_per_sample: int
@@ -210,6 +215,142 @@ def time_host(fn: Callable[[], Any], *, noise_target: float = 0.01, min_samples:
     return Timing(timer="host", cache="warm", samples_us=samples, reps_per_sample=reps, warmup_s=warm,
                   noise=noise, noise_target=noise_target, noise_target_met=met, time_limit_s=time_limit_s,
                   batches=len(samples))
+
+
+# --- host cost per call (dispatch cases) ---------------------------------------------------------
+
+# Calls per loop at most: each call enqueues one to a few operations (an output zeroing, a launch),
+# and a loop must fit in the driver's launch queue (~1000) so the host never blocks on a full queue.
+_LOOP_MAX_CALLS = 200
+
+
+def time_host_loop(fn: Callable[[], Any], *, sync: Callable[[], Any] | None = None, noise_target: float = 0.01,
+                   min_samples: int = 10, max_samples: int = 2000, time_limit_s: float = 2.0,
+                   warmup_s: float = 0.05, target_sample_s: float = 1e-3,
+                   max_calls_per_loop: int = _LOOP_MAX_CALLS) -> Timing:
+    """Host time per call of ``fn`` called in a tight loop (timer ``host_loop``): what a training loop
+    pays to issue a small call, validation, allocation and launch included.
+
+    Each sample is ``perf_counter_ns`` around ``calls`` back-to-back calls (``reps_per_sample``; about
+    ``target_sample_s``, at most ``max_calls_per_loop``), divided by ``calls``. ``sync`` (the device's
+    synchronize) runs before every loop, outside the clock, so the launch queue starts empty and never
+    fills: a full queue would block the host and time the GPU instead. The garbage collector stays on
+    (unlike :func:`time_host`): the collections a call's allocations trigger are part of what it costs;
+    one collection runs before sampling so an old debt does not land in the samples. The stop rule is
+    the other timers' (:func:`stop_rule`); ``time_limit_s`` bounds the sampling.
+    """
+    if not callable(fn):
+        raise TypeError("fn must be a zero-argument callable")
+    _check_args(noise_target, min_samples, max_samples, time_limit_s, warmup_s, target_sample_s)
+    if max_calls_per_loop < 1:
+        raise ValueError(f"max_calls_per_loop must be >= 1, got {max_calls_per_loop}")
+    drain = sync if sync is not None else (lambda: None)
+    clock = time.perf_counter_ns
+    t0 = time.perf_counter()
+    fn()  # the first call may import, compile or allocate a cache: not in the estimate
+    drain()
+    calls, ns, chunk = 0, 0, 1
+    while calls < 2 or time.perf_counter() - t0 < warmup_s:
+        a = clock()
+        for _ in range(chunk):
+            fn()
+        ns += clock() - a
+        calls += chunk
+        drain()
+        chunk = min(2 * chunk, max_calls_per_loop)
+    per_call_s = ns / calls / 1e9
+    reps = max(1, min(max_calls_per_loop, round(target_sample_s / per_call_s) if per_call_s > 0 else 1))
+    gc.collect()
+    warm = time.perf_counter() - t0
+    samples: list[float] = []
+    met, noise = False, None
+    start = time.perf_counter()
+    while True:
+        drain()
+        a = clock()
+        for _ in range(reps):
+            fn()
+        samples.append((clock() - a) / 1e3 / reps)
+        met, noise = stop_rule(samples, noise_target, min_samples)
+        if met or len(samples) >= max_samples or time.perf_counter() - start >= time_limit_s:
+            break
+    drain()
+    return Timing(timer="host_loop", cache="warm", samples_us=samples, reps_per_sample=reps, warmup_s=warm,
+                  noise=noise, noise_target=noise_target, noise_target_met=met, time_limit_s=time_limit_s,
+                  batches=len(samples))
+
+
+# Each op's entry point's argument list (kernels/<op>.cu, v1: what the wrappers pass), for the bare
+# launch: "ptr" a device pointer (uint64), "out" the one-element int32 output, "i32"/"i64" integers,
+# "f32" floats. The launch cost grows with the argument count, so the floor keeps the same count.
+LAUNCH_FLOOR_ARGS: dict[str, tuple[str, ...]] = {
+    "resample": ("ptr", "ptr", "ptr", "out", "i32", "i32", "i32", "i32"),  # values, src, tgt, out, S, T, D, tiles
+    "fuse": ("ptr", "i32", "ptr", "out", "i32", "i32", "i32"),  # stream table, K, tgt, out, T, sum D, tiles
+    # points, B, N, counts, occupancy, lo xyz, hi xyz, 1/size xyz, grid xyz
+    "voxelize": ("ptr", "i64", "i32", "out", "ptr", *("f32",) * 9, *("i32",) * 3),
+}
+_C_TYPE = {"ptr": "const void*", "out": "int*", "i32": "int", "i64": "long long", "f32": "float"}
+
+
+def launch_floor_source(op: str) -> str:
+    """CUDA source of the bare kernel for ``op``: the op's argument list; thread 0 of block 0 writes the sum
+    of the integer arguments to the output (so a launch can be checked), nothing else."""
+    kinds = LAUNCH_FLOOR_ARGS[op]
+    params = ", ".join(f"{_C_TYPE[k]} a{i}" for i, k in enumerate(kinds))
+    out = next(f"a{i}" for i, k in enumerate(kinds) if k == "out")
+    total = " + ".join(f"(int)a{i}" for i, k in enumerate(kinds) if k in ("i32", "i64")) or "0"
+    return (f'extern "C" __global__ void rc_launch_floor_{op}({params}) {{\n'
+            f"    if (blockIdx.x == 0 && threadIdx.x == 0) {{ *{out} = {total}; }}\n}}\n")
+
+
+class BareLaunch:
+    """The launch floor of one op: a bare CuPy RawKernel launch with precomputed arguments and a
+    preallocated output, no validation and no allocation per call (what :meth:`launch` does is all a
+    call costs). ``pointers``, ``ints`` and ``floats`` fill the op's :data:`LAUNCH_FLOOR_ARGS` in order
+    (the output pointer is this object's own); ``keep`` holds arrays they point into. The kernel is compiled once (CuPy's RawKernel cache) on the
+    current CuPy device, launched as one block of 32 threads on CuPy's current stream.
+    """
+
+    def __init__(self, op: str, pointers: list[int], ints: list[int], floats: list[float] = (),
+                 keep: list[Any] = ()) -> None:
+        import numpy as np
+
+        if op not in LAUNCH_FLOOR_ARGS:
+            raise ValueError(f"no bare launch for op {op!r}; expected one of {', '.join(LAUNCH_FLOOR_ARGS)}")
+        kinds = LAUNCH_FLOOR_ARGS[op]
+        want = {k: sum(1 for x in kinds if x in ks) for k, ks in (("ptr", ("ptr",)), ("int", ("i32", "i64")),
+                                                                   ("f32", ("f32",)))}
+        if (len(pointers), len(ints), len(floats)) != (want["ptr"], want["int"], want["f32"]):
+            raise ValueError(f"{op}: the bare launch takes {want['ptr']} pointers, {want['int']} integers and "
+                             f"{want['f32']} floats, got {len(pointers)}, {len(ints)}, {len(floats)}")
+        import cupy  # after the checks above, which need no GPU
+
+        self.op = op
+        self.keep = tuple(keep)  # device arrays the pointers point into (e.g. a stream table): kept alive
+        self.out = cupy.zeros(1, dtype=cupy.int32)
+        self.expected = int(np.int32(sum(int(np.int32(x)) for x in ints)))
+        ps, is_, fs = iter(pointers), iter(ints), iter(floats)
+        conv = {"ptr": lambda: np.uint64(next(ps)), "out": lambda: np.uint64(self.out.data.ptr),
+                "i32": lambda: np.int32(next(is_)), "i64": lambda: np.int64(next(is_)),
+                "f32": lambda: np.float32(next(fs))}
+        self.args = tuple(conv[k]() for k in kinds)
+        self.kernel = cupy.RawKernel(launch_floor_source(op), f"rc_launch_floor_{op}")
+        kernel, args = self.kernel, self.args
+
+        def launch() -> None:
+            kernel((1,), (32,), args)
+        self.launch = launch  # a closure over locals: no attribute lookups in the timed call
+
+    def check(self) -> dict[str, Any]:
+        """Launch once, synchronize, and check the output (schema ``Check``; exact, tolerance 0)."""
+        import cupy
+
+        self.out.fill(-1)
+        self.launch()
+        got = int(cupy.asnumpy(self.out)[0])
+        diff = abs(got - self.expected)
+        return {"passed": diff == 0, "max_abs_err": float(diff), "max_rel_err": None, "tolerance": 0.0,
+                "bad_fraction": float(diff != 0)}
 
 
 # --- GPU timer ----------------------------------------------------------------------------------

@@ -6,9 +6,14 @@ and a hang must be killable), passes a task dict, and reads back one record dict
 seeded random inputs -> call once -> compare with the float64 reference (a
 mismatch is recorded as ``incorrect`` with its error figures and is never timed)
 -> time with the project's timer while NVML samples the clocks -> health flags.
+
+The record's ``case.bytes`` is :func:`specs.moved_bytes` of the inputs timed (averaged over the input
+sets a warm run rotates through), not the params-only bound. A dispatch case (call cost) is timed with
+:func:`timer.time_host_loop` instead, with the device time per call beside it (``Record.dispatch``).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import json
@@ -25,19 +30,42 @@ import numpy as np
 from . import gate as gate_mod
 from . import specs
 
-KIND = {"robocache": "torch", "torch_eager": "torch", "torch_compile": "torch", "cupy": "cupy", "numpy": "numpy"}
+KIND = {"robocache": "torch", "torch_eager": "torch", "torch_compile": "torch", "cupy": "cupy", "numpy": "numpy",
+        "robocache@cupy": "cupy", "bare_launch": "cupy"}
 NO_GRAPH = {"cupy": "CuPy launches on its own (legacy) stream, which a torch CUDA graph does not capture",
             "numpy": "CPU provider"}
+# The dispatch cases' providers that the provider registry does not hold: the public API on CuPy arrays
+# (robocache's own ops; the array kind comes from KIND) and the launch floor (timer.BareLaunch).
+CUPY_ARRAYS = {"robocache@cupy": "robocache"}
+BARE = "bare_launch"
+# Dispatch cases time these providers' public function itself (robocache.<op>): the registry's wrapper
+# imports robocache on every call, a cost that is not the public API's.
+PUBLIC_API = ("robocache", "robocache@cupy")
 
 
 def resolve_provider(name: str):
-    """A registered provider, or ``module:attr`` (test-only fault injectors and experiments)."""
+    """A registered provider, ``module:attr`` (test-only fault injectors and experiments), or one of the
+    dispatch cases' own: ``robocache@cupy`` (robocache on CuPy arrays) and ``bare_launch``."""
     if ":" in name:
         mod, attr = name.split(":", 1)
         return getattr(importlib.import_module(mod), attr)
-    from ..providers import get
+    from ..providers import Provider, get
 
-    return get(name)
+    try:
+        return get(name)
+    except ValueError:
+        if name in CUPY_ARRAYS:
+            base = get(CUPY_ARRAYS[name])
+            return Provider(name, f"{base.label} on CuPy arrays", base.device, base.ops, base.not_applicable,
+                            (*base.requires, "cupy"))
+        if name == BARE:
+            return Provider(BARE, "bare CuPy RawKernel launch", "cuda", {op: _bare_op for op in specs.OPS},
+                            requires=("cupy",))
+        raise
+
+
+def _bare_op(*args: Any, **kwargs: Any) -> Any:
+    raise TypeError("bare_launch is the launch floor of a dispatch case, not an implementation of the op")
 
 
 def _converter(kind: str, dtype: str, time_dtype: str, device: str):
@@ -147,6 +175,8 @@ class Prepared:
     kwargs: dict
     conv: Any  # (host array, role) -> the provider's array kind, for more input sets
     call: Any  # the zero-argument call of fn_op on args, kwargs (a plain closure: what the timers time)
+    moved_bytes: int | None = None  # specs.moved_bytes of these inputs
+    bare: Any = None  # timer.BareLaunch of a bare_launch case (then ``call`` is its launch)
 
 
 def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | None, str | None]:
@@ -160,18 +190,57 @@ def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | No
         return None, prov.not_applicable.get(case.op, f"{case.provider} has no {case.op}")
     kind = KIND.get(case.provider, "numpy" if getattr(prov, "device", "cpu") == "cpu" else "torch")
     conv = _converter(kind, case.dtype, case.params.get("time_dtype", "float32"), device)
-    args, kwargs = specs.call_args(case, specs.host_inputs(case, seed), conv)
+    host = specs.host_inputs(case, seed)
+    moved = specs.moved_bytes(case, host)
+    args, kwargs = specs.call_args(case, host, conv)
+    del host
+    if case.provider == BARE:
+        from . import timer
+
+        bare = timer.BareLaunch(case.op, *_bare_args(case, args))
+        return Prepared(fn_op, args, kwargs, conv, bare.launch, moved, bare), None
+    if case.dispatch and case.provider in PUBLIC_API:
+        fn_op = getattr(importlib.import_module("robocache"), case.op)
+        return Prepared(fn_op, args, kwargs, conv, functools.partial(fn_op, *args, **kwargs), moved), None
 
     def call():
         return fn_op(*args, **kwargs)
-    return Prepared(fn_op, args, kwargs, conv, call), None
+    return Prepared(fn_op, args, kwargs, conv, call, moved), None
+
+
+def _bare_args(case: specs.Case, args: tuple) -> tuple[list[int], list[int], list[float], list[Any]]:
+    """(pointers, integers, floats, arrays to keep alive) of the bare launch, from the case's CuPy arrays, in
+    the order of :data:`timer.LAUNCH_FLOOR_ARGS` (the output is the launch's own). Built once, untimed."""
+    import cupy
+
+    p = case.params
+    if case.op == "resample":
+        values, src, tgt = args
+        return [values.data.ptr, src.data.ptr, tgt.data.ptr], [p["S"], p["T"], p["D"], p["B"]], [], []
+    if case.op == "fuse":
+        streams, tgt = args
+        table = cupy.asarray(np.array([[v.data.ptr, t.data.ptr, v.shape[1], v.shape[2], 0] for v, t in streams],
+                                      dtype=np.int64))
+        d_total = sum(v.shape[2] for v, _ in streams)
+        return [table.data.ptr, tgt.data.ptr], [len(streams), p["T"], d_total, p["B"]], [], [table]
+    from ..reference.voxelize import voxel_geometry
+
+    points = args[0]
+    g, lo, hi, inv = voxel_geometry(tuple(p["grid"]), specs.BOUNDS)
+    return ([points.data.ptr, 0], [p["B"], p["N"], *(int(x) for x in g)],
+            [float(x) for x in (*lo, *hi, *inv)], [])
 
 
 def gate(case: specs.Case, prep: Prepared) -> tuple[Any, dict[str, Any], str | None]:
     """Call once and compare with the float64 reference: (output, schema ``Check``, why it failed or None).
 
-    A wrong output dtype fails the gate too (it would move other bytes than the case counts).
+    A wrong output dtype fails the gate too (it would move other bytes than the case counts). A bare
+    launch has no op output: its check is that the kernel ran with the arguments it was given.
     """
+    if prep.bare is not None:
+        chk = prep.bare.check()
+        return None, chk, None if chk["passed"] else (f"the bare launch wrote {prep.bare.expected} "
+                                                      f"+/- {chk['max_abs_err']:g}")
     out = prep.call()
     got_dt, want_dt = dtype_name(out), expected_dtype(case)
     ref = specs.reference_output(case, _rounded(case, prep.args))
@@ -186,20 +255,27 @@ def gate(case: specs.Case, prep: Prepared) -> tuple[Any, dict[str, Any], str | N
 
 
 def rotating_call(case: specs.Case, prep: Prepared, *, device: str, cache: str, seed: int = 0,
-                  rotate: bool = True) -> tuple[Any, int]:
+                  rotate: bool = True, moved: list[int] | None = None) -> tuple[Any, int]:
     """(the callable to time, input sets it walks). Warm mode on a GPU rotates input sets totalling at least
-    2x L2 (at most :data:`MAX_INPUT_SETS`), so a small case is timed from HBM, not from the L2 left by the
-    previous call."""
+    2x L2 (at most :data:`MAX_INPUT_SETS`; counted with the params-only bound :attr:`specs.Case.bytes`), so a
+    small case is timed from HBM, not from the L2 left by the previous call. ``moved``, when given, gets
+    :func:`specs.moved_bytes` of every set walked appended (the first set's from ``prep``)."""
     n_sets = 1
     if device == "gpu" and cache == "warm" and rotate:
         l2 = _l2_bytes()
         if 0 < case.bytes < 2 * l2:
             n_sets = min(MAX_INPUT_SETS, -(-2 * l2 // case.bytes))
+    if moved is not None and prep.moved_bytes is not None:
+        moved.append(prep.moved_bytes)
     if n_sets == 1:
         return prep.call, 1
     fn_op = prep.fn_op
-    sets = [(prep.args, prep.kwargs)] + [specs.call_args(case, specs.host_inputs(case, seed + i), prep.conv)
-                                         for i in range(1, n_sets)]
+    sets = [(prep.args, prep.kwargs)]
+    for i in range(1, n_sets):
+        host = specs.host_inputs(case, seed + i)
+        if moved is not None:
+            moved.append(specs.moved_bytes(case, host))
+        sets.append(specs.call_args(case, host, prep.conv))
     cycle = itertools.cycle(sets)
 
     def call():
@@ -222,12 +298,18 @@ def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[
     case = specs.find(task["case_key"])
     rec = base_record(task, case)
     device = task["device"]
+    if case.dispatch and task.get("cache", "warm") != "warm" and not task.get("check_only"):
+        rec.update(status="skipped", reason="a call-cost (dispatch) case is timed warm only: its figure is the "
+                                            "host's time per call, which an L2 flush does not change")
+        return rec
     try:
         prep, skip = prepare(case, device, task.get("seed", 0))
         if prep is None:
             rec.update(status="skipped", reason=skip)
             return rec
         call = prep.call
+        if prep.moved_bytes is not None:
+            rec["case"]["bytes"] = prep.moved_bytes
 
         # 1. correctness gate (also the warm-up that compiles torch.compile / loads CUDA modules)
         out, chk, failed = gate(case, prep)
@@ -245,8 +327,14 @@ def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[
         # 2. timing, with clocks sampled.
         opts = task.get("timing", {})
         cache = task.get("cache", "warm")
+        if case.dispatch:
+            _time_dispatch(rec, case, prep, device, opts, task, extras)
+            return rec
+        moved: list[int] = []
         call, n_sets = rotating_call(case, prep, device=device, cache=cache, seed=task.get("seed", 0),
-                                     rotate=task.get("rotate_inputs", True))
+                                     rotate=task.get("rotate_inputs", True), moved=moved)
+        if moved:  # bytes per call: the mean over the input sets the timer walks
+            rec["case"]["bytes"] = round(sum(moved) / len(moved))
         graph_us = None
         with envmod.ClockSampler(task.get("device_index", 0)) if device == "gpu" else _NullSampler() as cs:
             if device == "gpu":
@@ -267,7 +355,7 @@ def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[
                     note = f"no graph replay check: {e}"
         med_s = t.median_us * 1e-6
         ceiling = task.get("ceiling_gb_per_s")
-        gbps = case.bytes / med_s / 1e9 if med_s > 0 else 0.0
+        gbps = rec["case"]["bytes"] / med_s / 1e9 if med_s > 0 else 0.0
         rec["method"] = {**t.method(), "input_sets": n_sets}
         rec["metrics"] = {
             "time_us": t.quantiles(),
@@ -297,6 +385,59 @@ def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[
     finally:
         rec["duration_s"] = time.perf_counter() - t_start
     return rec
+
+
+_HOST_LOOP_OPTS = ("noise_target", "min_samples", "max_samples", "time_limit_s", "warmup_s", "target_sample_s")
+# The device time of a dispatch case only has to be compared with the host's (a factor of several
+# apart when the GPU keeps up): a short, looser measurement is enough.
+_DISPATCH_DEVICE_OPTS = {"noise_target": 0.02, "time_limit_s": 0.3, "warmup_s": 0.02}
+
+
+def _time_dispatch(rec: dict[str, Any], case: specs.Case, prep: Prepared, device: str,
+                   opts: dict[str, Any], task: dict[str, Any], extras: dict[str, Any] | None) -> None:
+    """Time a dispatch case into ``rec``: host time per call in a tight loop (``timer.time_host_loop``),
+    then the device time per call (``timer.time_gpu``) for the GPU-keeps-up check (``Record.dispatch``)."""
+    from . import env as envmod
+    from . import timer
+
+    on_gpu = device == "gpu"
+    sync = None
+    if on_gpu:
+        import torch
+
+        sync = torch.cuda.synchronize  # device-wide: covers CuPy's stream and torch's alike
+    host_opts = {k: v for k, v in opts.items() if k in _HOST_LOOP_OPTS}
+    with envmod.ClockSampler(task.get("device_index", 0)) if on_gpu else _NullSampler() as cs:
+        t = timer.time_host_loop(prep.call, sync=sync, **host_opts)
+    clocks = cs.stats()
+    device_us = None
+    if on_gpu:
+        dev_opts = {**_DISPATCH_DEVICE_OPTS, "time_limit_s": min(_DISPATCH_DEVICE_OPTS["time_limit_s"],
+                                                                 float(opts.get("time_limit_s", 2.0)))}
+        device_us = timer.time_gpu(prep.call, method="cuda_event", cache="warm", **dev_opts).median_us
+    if extras is not None:
+        extras["timing"] = t
+    host_us = t.median_us
+    med_s = host_us * 1e-6
+    rec["method"] = {**t.method(), "input_sets": 1}
+    rec["metrics"] = {
+        "time_us": t.quantiles(),
+        "items_per_s": case.items / med_s if med_s > 0 else 0.0,
+        # bytes over host time: a true figure, never judged against the copy ceiling
+        "gb_per_s": rec["case"]["bytes"] / med_s / 1e9 if med_s > 0 else 0.0,
+        "ceiling_gb_per_s": None, "pct_of_ceiling": None, "graph_time_us": None, "event_vs_graph": None,
+    }
+    keeps_up = device_us < host_us if device_us is not None else None
+    rec["dispatch"] = {"device_us": device_us, "gpu_keeps_up": keeps_up}
+    rec["clocks"] = clocks if on_gpu else None
+    rec["health"] = envmod.assess_health(clocks if on_gpu else None, t.noise_target_met)
+    if keeps_up is False:
+        rec["health"]["reasons"].append(
+            f"gpu-bound: {device_us:.2f} us of device time per call >= {host_us:.2f} us of host time: "
+            "a loop of these calls runs at the GPU's rate, not the host's")
+    if not on_gpu:
+        rec["health"]["reasons"] = [r for r in rec["health"]["reasons"] if not r.startswith("clocks unknown")]
+    rec.update(status="ok", reason=None)
 
 
 class _NullSampler:
