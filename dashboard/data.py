@@ -52,7 +52,9 @@ COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "a
            "temperature_c_max", "power_w_max", "throttle_reasons", "other_processes", "gpu_count", "env",
            "source",
            # multi-GPU cases (record.distributed; empty for the others)
-           *MULTI_COLUMNS]
+           *MULTI_COLUMNS,
+           # call-cost (dispatch) cases (record.dispatch, schema v3; empty for the others and older schemas)
+           "dispatch_device_us", "dispatch_gpu_keeps_up"]
 
 
 def results_dirs(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -203,6 +205,9 @@ def build_frame(records: Sequence[Any]) -> pd.DataFrame:
                 a[col](None)
             a["throttle_reasons"]("")
         a["source"](r.source)
+        dsp = getattr(r, "dispatch", None)
+        a["dispatch_device_us"](getattr(dsp, "device_us", None) if dsp is not None else None)
+        a["dispatch_gpu_keeps_up"](getattr(dsp, "gpu_keeps_up", None) if dsp is not None else None)
         dist = r.distributed
         if dist is None:
             for col in MULTI_COLUMNS:
@@ -217,7 +222,7 @@ def build_frame(records: Sequence[Any]) -> pd.DataFrame:
     df = pd.DataFrame(cols, columns=COLUMNS)
     for col in ("p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s",
                 *SHAPE_PARAMS, "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max",
-                "power_w_max", *MULTI_NUMERIC):
+                "power_w_max", *MULTI_NUMERIC, "dispatch_device_us"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     # ISO 8601 with offsets or "Z": parse to UTC; an odd string becomes NaT instead of failing the page.
     df["created"] = pd.to_datetime(df["created"], utc=True, errors="coerce", format="ISO8601")

@@ -84,7 +84,15 @@ def health_counts(df: pd.DataFrame) -> dict[str, int]:
 
 _REC_COLUMNS = ["run_id", "created", "suite", "machine", "arch", "gpu_name", "device", "op", "case_id", "provider",
                 "dtype", "params", "timer", "cache", "status", "p50", "gb_per_s", "pct_of_ceiling",
-                "ceiling_gb_per_s", "throttled", "contended", "noisy", "world_size"]
+                "ceiling_gb_per_s", "throttled", "contended", "noisy", "world_size", "dispatch_device_us",
+                "dispatch_gpu_keeps_up"]
+
+
+def _opt(v: Any) -> Any:
+    """A frame cell as a plain value, missing (None/NaN) as None."""
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    return v.item() if hasattr(v, "item") else v
 
 
 def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -112,6 +120,7 @@ def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
             if ok else None,
             "status": str(r["status"]),
             "health": {"throttled": bool(r["throttled"]), "contended": bool(r["contended"]), "noisy": bool(r["noisy"])},
+            "dispatch": {"device_us": _opt(r.get("dispatch_device_us")), "gpu_keeps_up": _opt(r.get("dispatch_gpu_keeps_up"))},
         })
     return out
 

@@ -592,7 +592,8 @@ def test_kernels_page_on_synthetic_records(kernels_dir: Path, monkeypatch: pytes
     assert (summary["worst case"] == "resample/B4096-S100-T50-D32 bfloat16").all()
     assert summary["cases >= 1.0x"].tolist() == [2, 2]
     assert any(SCRIPT in c for c in cases["case"])  # record text stays data in the dataframe
-    assert cost["vs_bare"].dropna().round(6).tolist() == [1.8, 9.0, 1.0] * 2
+    assert cost["vs_bare"].dropna().round(6).tolist() == [1.8, 9.0, 1.0, 1.4] * 2
+    assert "robocache@cupy" not in next(s for s in at.selectbox if s.label == "robocache provider").options
     figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
     assert len(figs) == 2
     assert {t["name"] for t in figs[0]["data"]} == {"H100 (nvidia-h100-x1)", "H200 (nvidia-h200)"}
@@ -660,10 +661,10 @@ def test_kernel_tables_from_the_frame(kernels_dir: Path) -> None:
             assert a[k] == pytest.approx(b[k]) if isinstance(b[k], float) else a[k] == b[k], k
     cases, summary = tables.vs_compile(tables.kernel_records(df))
     assert summary.to_dict("records") == report.vs_compile_summary(report.vs_compile_cases(recs))
-    assert len(tables.call_cost(df)) == 6
+    assert len(tables.call_cost(df)) == 8
     # robocache@vN are kernel versions, not peers: the overview's speedups leave them out
     peers = set(tables.speedups(tables.side_by_side(df))["peer"])
-    assert peers == {"torch_compile", "torch_compile@max-autotune", "torch_eager", "cupy_raw"}
+    assert peers == {"torch_compile", "torch_compile@max-autotune", "torch_eager", "bare_launch", "robocache@cupy"}
     assert tables.machine_pair(df) == ("nvidia-h100-x1", "nvidia-h200")
     assert tables.machine_pair(df[df["machine"] == "nvidia-h200"]) is None
 

@@ -122,12 +122,32 @@ def test_vs_compile_summary(records: list) -> None:
 def test_call_cost(records: list) -> None:
     rows = report.call_cost_rows(records)
     h200 = {r["provider"]: r for r in rows if r["machine"] == "nvidia-h200"}
-    assert set(h200) == {"robocache", "robocache@v1", "cupy_raw"}
+    assert set(h200) == {"robocache", "robocache@cupy", "robocache@v1", "bare_launch"}
     assert h200["robocache"]["vs_bare"] == pytest.approx(9.0 / 5.0) and h200["robocache"]["timer"] == "host"
+    assert h200["robocache@cupy"]["vs_bare"] == pytest.approx(7.0 / 5.0)
     assert h200["robocache@v1"]["vs_bare"] == pytest.approx(9.0)
+    assert h200["robocache"]["device_us"] is None  # no dispatch section in these records
     md = report.call_cost(records)
-    assert "1.80x" in md and "robocache v1" in md
+    assert "1.80x" in md and "robocache v1" in md and "robocache (cupy)" in md
     assert report.call_cost([r for r in records if not report.is_dispatch(r)]).startswith("_No call-cost")
+
+
+def test_call_cost_reads_the_dispatch_section() -> None:
+    """A record's ``dispatch`` section (the GPU's own time per call; schema v3) shows when present."""
+    from tests.synthetic_kernels import gpu_env, record
+
+    recs = [record("fuse/dispatch-B1-T2", "fuse", "float32", {"B": 1, "T": 2, "kind": "dispatch"}, prov, t,
+                   run="synthetic-r", created="2026-03-01T00:00:00Z", suite="quick", ceiling=1.0, timer="host")
+            for prov, t in (("robocache", 8.0), ("bare_launch", 4.0))]
+    recs[0]["dispatch"] = {"device_us": 2.5, "gpu_keeps_up": True}
+    for r in recs:
+        r["env"] = gpu_env("H200", "nvidia-h200")
+    rows = report.call_cost_rows(recs)
+    assert [(r["provider"], r["vs_bare"], r["device_us"], r["gpu_keeps_up"]) for r in rows] == [
+        ("robocache", 2.0, 2.5, True), ("bare_launch", 1.0, None, None)]
+    assert "| 2.5 | yes |" in report.call_cost(recs)
+    assert report.is_dispatch(recs[0]) and not report.is_dispatch({"case": {"id": "fuse/robot-B32-T100",
+                                                                            "params": {"B": 32}}})
 
 
 def test_report_of_one_run_has_the_kernel_sections(records: list) -> None:

@@ -705,9 +705,11 @@ def call_cost_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             for r in sorted(group, key=lambda r: provider_order(r["case"]["provider"])):
                 t = _p50(r) if r["status"] == "ok" else None
                 m = r.get("method") or {}
+                dsp = r.get("dispatch") or {}  # schema v3: the GPU's own time per call, and whether it kept up
                 out.append({"machine": machine, "arch": arch, "run_id": rid, "case": cid, "dtype": dt,
                             "provider": r["case"]["provider"], "status": r["status"], "timer": m.get("timer"),
                             "us_per_call": t, "vs_bare": t / floor if t and floor else None,
+                            "device_us": dsp.get("device_us"), "gpu_keeps_up": dsp.get("gpu_keeps_up"),
                             "flagged": _flagged(r)})
     return out
 
@@ -718,12 +720,14 @@ def call_cost(records: Iterable[dict[str, Any]]) -> str:
     if not rows:
         return "_No call-cost (dispatch) case in these records._"
     body = [[f"{r['arch']} ({r['machine']})", r["case"], r["dtype"], label(r["provider"]), r["timer"] or "-",
-             r["status"] if r["status"] != "ok" else _us(r["us_per_call"]), _x(r["vs_bare"]),
-             "flagged" if r["flagged"] else "-"] for r in rows]
+             r["status"] if r["status"] != "ok" else _us(r["us_per_call"]), _x(r["vs_bare"]), _us(r["device_us"]),
+             {True: "yes", False: "no"}.get(r["gpu_keeps_up"], "-"), "flagged" if r["flagged"] else "-"]
+            for r in rows]
     return ("Host time per call of a tiny call in a tight loop (what a training loop pays per call); "
-            "x bare launch = this / a bare kernel launch measured in the same run.\n\n"
+            "x bare launch = this / a bare kernel launch measured in the same run; device us = the GPU's own "
+            "time per call where recorded (the host cost only counts when the GPU keeps up).\n\n"
             + table(["GPU (machine)", "case", "dtype", "provider", "timer", "us per call", "x bare launch",
-                     "flags"], body))
+                     "device us", "GPU keeps up", "flags"], body))
 
 
 def kernels(records: Iterable[dict[str, Any]]) -> str:
