@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated case keys op/tag/dtype/provider (as `list` and alerts print them); "
                         "they replace the suite's cases")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--precompile-jobs", type=_nonneg_int, default=0, metavar="N",
+                   help="before timing, compile the torch.compile cases in N parallel processes so each timing "
+                        "process loads its compiled code from Inductor's on-disk cache; what is timed is "
+                        "unchanged (default 0: off)")
     g = r.add_argument_group("multi-GPU (suite multigpu: torchrun, one process per GPU; NCCL, Gloo on --device cpu)")
     g.add_argument("--gpus", type=int, default=None,
                    help="GPUs per node (default: the GPUs visible here; on the CPU: 2 Gloo processes); every world "
@@ -281,6 +285,13 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if args.fail_on_regression and res.alerts else 0
 
 
+def _nonneg_int(text: str) -> int:
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return n
+
+
 def _run(args: argparse.Namespace) -> int:
     from . import runner
 
@@ -308,7 +319,13 @@ def _run(args: argparse.Namespace) -> int:
     print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
     res = runner.run_suite(args.suite, device=device, cases=cases, out_dir=args.out, cache=args.cache,
                            timeout_s=args.timeout, timing=timing, machine=args.machine,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress, precompile_jobs=args.precompile_jobs)
+    if res.precompile is not None:
+        pre = res.precompile
+        print(f"precompile: {pre.get('ok', 0)} of {pre.get('cases', 0)} torch.compile cases compiled in "
+              f"{pre.get('wall_s', 0.0):.0f} s with {pre['jobs']} processes"
+              + "".join(f"; {f['case']}: {f['status']}" for f in pre.get("failed", []))
+              + (f"; pre-pass error: {pre['error']}" if pre.get("error") else ""))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
     ceiling = f"; copy ceiling {res.ceiling['gb_per_s']:.0f} GB/s" if res.ceiling and "gb_per_s" in res.ceiling else ""
     print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s{ceiling}; records: {res.path}")

@@ -8,14 +8,24 @@ finish within its timeout has its whole process group killed (``timeout``); an
 out-of-memory is ``oom``; an unavailable provider is ``skipped`` with the reason;
 a wrong result is ``incorrect``. The run goes on, records are checkpointed to the
 run's file as they come, and the exit code says whether anything failed.
+
+Optional compile pre-pass (``precompile_jobs > 0``): before the ceiling and the timing
+pass, each ``torch_compile*`` case is called once, with its own inputs, in up to N
+processes at a time, so Inductor's on-disk caches (FX graph, AOT autograd, Triton
+binaries) hold its compiled code when the case's timing process compiles it again. The
+timing pass is unchanged: its process still compiles (now from the cache), checks and
+warms up as before. A pre-pass failure is only counted; the case then compiles as
+without the pre-pass.
 """
 from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -29,7 +39,8 @@ from ..providers import torch_compile
 from .schema import FAILED_STATUSES
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
-           "robocache.bench.timer", "robocache.bench.env", *torch_compile.PRELOAD]
+           "robocache.bench.timer", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
+COMPILED_PREFIX = "torch_compile"  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
 _CTX: Any = None
 
 
@@ -54,6 +65,8 @@ class RunResult:
     env: dict[str, Any] = field(default_factory=dict)
     ceiling: dict[str, Any] | None = None
     wall_s: float = 0.0
+
+    precompile: dict[str, Any] | None = None  # the pre-pass's summary (see precompile()), None when off
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -139,6 +152,116 @@ def _kill_group(pid: int | None) -> None:
         pass
 
 
+def compiles(provider: str) -> bool:
+    """Whether cases of ``provider`` compile with torch.compile (``module:attr`` test providers by their attr)."""
+    return provider.rsplit(":", 1)[-1].lower().startswith(COMPILED_PREFIX)
+
+
+def precompile_task(task: dict[str, Any], result_path: str) -> None:
+    """Pre-pass process entry point: the case's op called once on its own inputs, which compiles it and leaves
+    the compiled code in Inductor's on-disk caches. No check, no timing. Writes ``{"status", "compile_s",
+    "fxgraph_cache_hit", "fxgraph_cache_miss"}`` (or a failure status and reason) to ``result_path``."""
+    if hasattr(os, "setsid"):
+        try:
+            os.setsid()  # own process group, so a timeout kills its compile workers too
+        except OSError:
+            pass
+    t0 = time.perf_counter()
+    res: dict[str, Any] = {"status": "ok"}
+    try:
+        _no_tuning_cache()
+        case = specs.find(task["case_key"])
+        prep, skip = worker.prepare(case, task["device"], task.get("seed", 0))
+        if prep is None:
+            res = {"status": "skipped", "reason": skip}
+        else:
+            prep.call()
+            torch = sys.modules.get("torch")
+            if task["device"] == "gpu" and torch is not None and torch.cuda.is_initialized():
+                torch.cuda.synchronize()  # a fault in the call surfaces here, in this process
+            from torch._dynamo.utils import counters
+
+            res.update({k: int(counters["inductor"][k]) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss")})
+    except BaseException as e:  # noqa: BLE001 - every failure is a status; the timing pass compiles anyway
+        res = {"status": worker._classify(e), "reason": f"{type(e).__name__}: {str(e)[:400]}"}
+    res["compile_s"] = time.perf_counter() - t0
+    tmp = result_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(res, f, allow_nan=False, default=float)
+    os.replace(tmp, result_path)
+
+
+def _no_tuning_cache() -> None:
+    """Keep the pre-pass from storing tuning decisions: only compiled code may reach the timing pass.
+
+    Inductor benchmarks Triton configurations on the GPU at a kernel's first launch (more of them, plus
+    coordinate descent, in max-autotune) and caches the winner on disk. The pre-pass shares the GPU among N
+    processes, so its timings, and the winners they pick, are distorted. With ``autotune_local_cache`` off
+    (a flag Inductor leaves out of the FX-graph cache key, so the timing process still hits that cache) the
+    pre-pass stores no winner, and the kernels it generates carry the flag, so the timing process tunes
+    them itself, in its own first call on an otherwise idle GPU, as a process with a cold cache does.
+    """
+    try:
+        from torch._inductor import config as inductor_config
+    except Exception:  # noqa: BLE001 - no torch/inductor: nothing compiles, nothing to keep
+        return
+    inductor_config.autotune_local_cache = False
+
+
+def precompile(cases: list[specs.Case], base_task: dict[str, Any], jobs: int, timeout_s: float,
+               progress: bool = False) -> dict[str, Any]:
+    """Run :func:`precompile_task` for every torch.compile case of ``cases``, at most ``jobs`` processes at a
+    time, each killed after ``timeout_s``. Returns a summary; never raises for a task's failure."""
+    todo = [c for c in cases if compiles(c.provider)]
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"jobs": jobs, "cases": len(todo), "ok": 0, "failed": [], "compile_s": [],
+                           "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0, "wall_s": 0.0}
+    if not todo or jobs < 1:
+        return out
+    ctx = _context()
+    queue = list(todo)
+    running: dict[Any, tuple[specs.Case, str, float]] = {}  # process -> (case, result path, start)
+    with tempfile.TemporaryDirectory(prefix="rcb-pre-") as tmp:
+        while queue or running:
+            while queue and len(running) < jobs:
+                case = queue.pop(0)
+                path = os.path.join(tmp, f"{len(queue)}-{uuid.uuid4().hex[:6]}.json")
+                proc = ctx.Process(target=precompile_task, args=({**base_task, "case_key": case.key}, path),
+                                   daemon=False)
+                proc.start()
+                running[proc] = (case, path, time.monotonic())
+            mp.connection.wait([p.sentinel for p in running], timeout=0.2)
+            for proc, (case, path, start) in list(running.items()):
+                late = time.monotonic() - start > timeout_s
+                if proc.is_alive() and not late:
+                    continue
+                _kill_group(proc.pid)  # leftovers of a finished task, or the whole task on timeout
+                proc.join(10)
+                del running[proc]
+                result = None
+                if os.path.exists(path):
+                    with open(path) as f:
+                        result = json.load(f)
+                if result is None:
+                    why = (f"no result within the {timeout_s:g} s timeout" if late
+                           else f"process exited with code {proc.exitcode} without a result")
+                    result = {"status": "timeout" if late else "crash", "reason": why}
+                if result.get("status") == "ok":
+                    out["ok"] += 1
+                    out["compile_s"].append(round(float(result.get("compile_s", 0.0)), 3))
+                    for k in ("fxgraph_cache_hit", "fxgraph_cache_miss"):
+                        out[k] += int(result.get(k) or 0)
+                else:
+                    out["failed"].append({"case": case.key, "status": result.get("status"),
+                                          "reason": result.get("reason")})
+    out["wall_s"] = time.perf_counter() - t0
+    if progress:
+        print(f"precompile: {out['ok']} of {len(todo)} torch.compile cases compiled in {out['wall_s']:.0f} s "
+              f"with {jobs} processes" + (f"; {len(out['failed'])} failed (they compile in the timing pass)"
+                                          if out["failed"] else ""), file=sys.stderr)
+    return out
+
+
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
@@ -147,8 +270,12 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
               out_dir: str | Path = "results", cache: str = "warm", timeout_s: float = 600.0,
               timing: dict[str, Any] | None = None, frontend: str = "cli", machine: str | None = None,
               progress: bool = True, cases: list[specs.Case] | None = None, seed: int = 0,
-              measure_ceiling: bool = True, synthetic: bool = False) -> RunResult:
-    """Run the cases of ``suite`` (or the given ``cases``) and write them to one run file under ``out_dir``."""
+              measure_ceiling: bool = True, synthetic: bool = False, precompile_jobs: int = 0) -> RunResult:
+    """Run the cases of ``suite`` (or the given ``cases``) and write them to one run file under ``out_dir``.
+
+    ``precompile_jobs``: when > 0, first compile the torch.compile cases in that many parallel processes
+    (:func:`precompile`), so the serial timing pass loads their compiled code from Inductor's cache.
+    """
     from . import env as envmod
 
     t0 = time.perf_counter()
@@ -166,6 +293,12 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
     name = f"{run_id}-{suite}"
     base_task = {"run_id": run_id, "suite": suite, "frontend": frontend, "device": device, "cache": cache,
                  "git_commit": commit, "git_dirty": dirty, "timing": timing or {}, "seed": seed}
+
+    if precompile_jobs > 0:  # before the ceiling, so the copy bandwidth is measured on an idle GPU
+        try:
+            res.precompile = precompile(todo, base_task, precompile_jobs, timeout_s, progress)
+        except Exception as e:  # noqa: BLE001 - the pre-pass only saves time; the run goes on without it
+            res.precompile = {"jobs": precompile_jobs, "error": f"{type(e).__name__}: {e}"}
 
     if device == "gpu" and measure_ceiling:
         outcome, result, detail = run_in_process({**base_task, "kind": "ceiling"}, timeout_s)
