@@ -22,8 +22,8 @@ def test_compiles_selects_torch_compile_providers():
 
 def test_prepass_failures_never_stop_the_run(tmp_path):
     """An abort and an exception in the pre-pass are counted; the timing pass runs every case as without it."""
-    keys = ["precompile_providers:TORCH_COMPILE_ABORT_IN_PREPASS", "precompile_providers:TORCH_COMPILE_RAISE_IN_PREPASS",
-            "numpy"]
+    keys = ["precompile_providers:TORCH_COMPILE_ABORT_IN_PREPASS",
+            "precompile_providers:TORCH_COMPILE_RAISE_IN_PREPASS", "numpy"]
     cases = [specs.find(BASE + k, device="cpu") for k in keys]
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, timeout_s=60,
                            progress=False, precompile_jobs=2)

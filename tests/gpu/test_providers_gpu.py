@@ -36,7 +36,7 @@ def _cuda_present() -> bool:
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not _cuda_present(), reason="no CUDA GPU: GPU provider tests not run")]
 
-PEERS = ["torch_eager", "torch_compile", "cupy"]
+PEERS = ["torch_eager", "torch_compile", "torch_compile@max-autotune", "cupy"]
 # (rtol, atol) against the float64 reference; see tests/test_providers.py for the reasoning.
 TOL = {"float32": (1e-5, 2e-6), "float16": (1e-3, 1e-3), "bfloat16": (8e-3, 8e-3)}
 DTYPES = list(TOL)
@@ -62,9 +62,15 @@ class _Lib:
                 pytest.skip("torch has no CUDA device here")
             if peer == "torch_eager":
                 from robocache.providers import torch_eager as mod
-            else:
+            elif peer == "torch_compile":
                 from robocache.providers import torch_compile as mod
+            else:  # another compile mode: the registered provider's ops
+                import types
 
+                from robocache import providers
+
+                mod = types.SimpleNamespace(**providers.get(peer).ops)
+            if peer.startswith("torch_compile"):
                 # A fresh compile per test: keeps each shape under dynamo's recompile limit
                 # (past it torch silently runs eager, and this test would not test compile).
                 self.xp._dynamo.reset()
@@ -74,8 +80,8 @@ class _Lib:
         self.mod = mod
 
     def check_compiled(self) -> None:
-        """For torch_compile: the op ran as compiled graphs without graph breaks (not eager)."""
-        if self.peer == "torch_compile":
+        """For torch_compile (every mode): the op ran as compiled graphs without graph breaks (not eager)."""
+        if self.peer.startswith("torch_compile"):
             from torch._dynamo.utils import counters
 
             assert counters["stats"]["unique_graphs"] >= 1, dict(counters["stats"])
@@ -211,3 +217,62 @@ def test_voxelize(peer, dtype, mode):
         assert tuple(out.shape) == (b, *GRID)
         assert lib.dtype_name(out) == ("int32" if mode == "count" else "bool")
         np.testing.assert_array_equal(lib.host(out), ref)
+
+
+# ---- the CuPy peer's batched search on the GPU: the same code as the CPU tests run with NumPy ----------
+
+@pytest.mark.parametrize("tdtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(64, 40, 33, 5), (3, 1, 7, 2), (5, 9, 1, 3), (1, 30, 20, 1)],
+                         ids=lambda s: "B{}_S{}_T{}_D{}".format(*s))
+def test_cupy_batched_search_edges(shape, tdtype):
+    """Repeated source times, targets outside the range, on samples, NaN and +-inf, S=1, T=1: CuPy's
+    complex-key search agrees with NumPy running the same code, and with the reference."""
+    cupy = pytest.importorskip("cupy")
+    from robocache.providers import cupy_provider
+
+    b, s, t, d = shape
+    rng = _rng("cupy-edges", shape, tdtype)
+    src = _times(rng, b, s)
+    if s > 2:
+        idx = np.maximum.accumulate(np.where(rng.random((b, s)) < 0.25, 0, np.arange(s)), axis=1)
+        src = np.take_along_axis(src, idx, axis=1)  # runs of repeated times
+    tgt = _targets(rng, src, t)
+    if t > 3:
+        tgt[:, :3] = [np.nan, np.inf, -np.inf]
+    src, tgt = src.astype(tdtype), tgt.astype(tdtype)
+    v = rng.standard_normal((b, s, d)).astype(np.float32)
+    got = cupy.asnumpy(cupy_provider.resample_xp(cupy, cupy.asarray(v), cupy.asarray(src), cupy.asarray(tgt)))
+    np.testing.assert_allclose(got, cupy_provider.resample_xp(np, v, src, tgt), rtol=1e-6, atol=1e-7,
+                               equal_nan=True)
+    _check(got, reference.resample(v.astype(np.float64), src.astype(np.float64), tgt.astype(np.float64)),
+           "float32")
+
+
+def test_cupy_batched_search_exact_at_epoch_seconds():
+    """float64 epoch times one ulp apart in 4096 rows: the (row, time) keys keep every bracket exact."""
+    cupy = pytest.importorskip("cupy")
+    from robocache.providers import cupy_provider
+
+    b = 4096
+    x = 1.7e9 + np.arange(b, dtype=np.float64)[:, None] * 1e-3
+    up = np.nextafter(x, np.inf)
+    src = np.concatenate([x, up, np.nextafter(up, np.inf)], axis=1)
+    tgt = np.concatenate([x, up, src[:, 2:]], axis=1)
+    v = np.random.default_rng(2).standard_normal((b, 3, 2)).astype(np.float32)
+    got = cupy.asnumpy(cupy_provider.resample(cupy.asarray(v), cupy.asarray(src), cupy.asarray(tgt)))
+    np.testing.assert_array_equal(got, v)  # each target sits on a sample: exactly that sample
+
+
+def test_cupy_resample_is_one_search():
+    """The batched path launches one searchsorted for the whole batch, not one per row."""
+    cupy = pytest.importorskip("cupy")
+    from unittest import mock
+
+    from robocache.providers import cupy_provider
+
+    rng = _rng("cupy-one-search")
+    src = _times(rng, 256, 20)
+    v = cupy.asarray(rng.standard_normal((256, 20, 4)).astype(np.float32))
+    with mock.patch.object(cupy, "searchsorted", wraps=cupy.searchsorted) as spy:
+        cupy_provider.resample(v, cupy.asarray(src), cupy.asarray(_targets(rng, src, 10)))
+    assert spy.call_count == 1
