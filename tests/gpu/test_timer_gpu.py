@@ -110,6 +110,52 @@ def test_copy_ceiling_is_plausible(torch):
     assert res["timer"] == "cuda_event" and res["bytes"] > 0
 
 
+def test_bare_launch_is_checked_and_is_the_floor(torch):
+    """The launch floor of each op: the bare kernel writes its marker, and its host cost per call in a
+    tight loop is a few microseconds (the issue measured ~5 us for a bare CuPy launch)."""
+    cupy = pytest.importorskip("cupy")
+    buf = cupy.ones(64, dtype=cupy.float32)
+    ptr = buf.data.ptr
+    args = {"resample": ([ptr, ptr, ptr], [4, 2, 1, 1], []), "fuse": ([ptr, ptr], [2, 2, 3, 1], []),
+            "voxelize": ([ptr, 0], [1, 16, 4, 4, 4], [-2.0] * 3 + [2.0] * 3 + [1.0] * 3)}
+    for op, (ptrs, ints, floats) in args.items():
+        bare = timer.BareLaunch(op, ptrs, ints, floats)
+        chk = bare.check()
+        assert chk["passed"] and bare.expected == sum(ints), (op, chk)
+        t = timer.time_host_loop(bare.launch, sync=torch.cuda.synchronize, time_limit_s=0.5)
+        dev = timer.time_gpu(bare.launch, time_limit_s=0.3, noise_target=0.02)
+        _show(f"bare launch {op} (host loop)", t)
+        _show(f"bare launch {op} (device)", dev)
+        _finite(t)
+        assert t.timer == "host_loop" and 0.5 < t.median_us < 30
+
+
+def test_dispatch_cases_measure_host_cost_per_call(torch):
+    """The quick suite's dispatch cases through the worker: gated, timed as host_loop, device time beside;
+    prints the issue's figure (public call vs bare launch, target <= 2x)."""
+    from robocache.bench import specs, worker
+
+    recs = {}
+    for case in (c for c in specs.cases("quick", device="gpu") if c.dispatch):
+        rec = worker.measure({"run_id": "gpu-test", "suite": "quick", "device": "gpu", "case_key": case.key,
+                              "timing": {"time_limit_s": 1.0}})
+        assert rec["status"] == "ok", (case.key, rec["status"], rec["reason"])
+        assert rec["check"]["passed"] and rec["method"]["timer"] == "host_loop"
+        d = rec["dispatch"]
+        assert d["device_us"] is not None and d["device_us"] > 0 and d["gpu_keeps_up"] is not None
+        recs[(case.op, case.provider)] = rec
+    for op in specs.OPS:
+        host = {p: recs[(op, p)]["metrics"]["time_us"]["p50"] for p in specs.DISPATCH_PROVIDERS}
+        dev = {p: recs[(op, p)]["dispatch"]["device_us"] for p in specs.DISPATCH_PROVIDERS}
+        bare = host["bare_launch"]
+        print(f"\n{op}: host cost per call: public torch {host['robocache']:.2f} us, public cupy "
+              f"{host['robocache@cupy']:.2f} us, bare launch {bare:.2f} us; ratio "
+              f"{host['robocache'] / bare:.2f}x / {host['robocache@cupy'] / bare:.2f}x (target <= 2x); "
+              f"device per call {', '.join(f'{p} {v:.2f} us' for p, v in dev.items())}")
+        assert host["robocache"] > 0.5 * bare and host["robocache@cupy"] > 0.5 * bare  # the floor is a floor
+        assert recs[(op, "robocache")]["dispatch"]["gpu_keeps_up"]  # a tiny call: the host is the bottleneck
+
+
 def test_host_blocking_callable_and_graph_unavailable(torch):
     """Last in the file: a failed capture is the one thing here that can disturb the process."""
     host = torch.ones(1 << 16)  # pageable: the copy waits for the stream
