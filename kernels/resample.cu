@@ -72,7 +72,7 @@ RC_RESAMPLE_ENTRY(resample_v1_bfloat16_float64, rc_bf16, double)
     extern "C" __global__ void __launch_bounds__(256) NAME(                             \
         const T* __restrict__ values, const TT* __restrict__ src,                        \
         const TT* __restrict__ tgt, T* __restrict__ out, int S, int Tn, int D,           \
-        long long n_targets, int vb, int lg, int tpg, unsigned long long div_mult,             \
+        long long n_targets, int vb, int lg, int tpg, unsigned long long div_mult,        \
         unsigned int div_shift) {                                                        \
         const rc_stream2 st = {values, src, S, D, 0, vb, lg, tpg};                       \
         const long long per_block = (long long)(blockDim.x >> lg) * tpg;                 \

@@ -29,6 +29,34 @@ __device__ __forceinline__ void rc_fast_divmod(unsigned long long q, unsigned lo
     rem = (long long)(q - qq * d);
 }
 
+// (x - x0) / (x1 - x0) as a float weight, 0 <= num < den. float64 times (epoch seconds): the
+// subtractions stay in double (that is where precision matters); the quotient is taken in float
+// after scaling by den's binary exponent (exact), since a double division is a called subroutine
+// whose stack frame spills. The weight is a float either way.
+__device__ __forceinline__ float rc_weight2(float num, float den) { return num / den; }
+__device__ __forceinline__ float rc_weight2(double num, double den) {
+    int e;
+    const double m = frexp(den, &e);  // den = m * 2^e, m in [0.5, 1)
+    return (float)ldexp(num, -e) / (float)m;
+}
+
+// rc_bracket of common.cuh with the weight of rc_weight2 (v2 only: v1 stays as it was measured).
+template <typename TT>
+__device__ __forceinline__ void rc_bracket2(const TT* __restrict__ row, int n, TT x, int& j0, int& j1, float& w) {
+    int j = rc_upper_bound_minus_one(row, n, x);
+    if (x != x) {
+        j0 = 0; j1 = 0; w = __int_as_float(0x7fc00000);
+    } else if (j < 0) {
+        j0 = 0; j1 = 0; w = 0.0f;
+    } else if (j >= n - 1) {
+        j0 = n - 1; j1 = n - 1; w = 0.0f;
+    } else {
+        const TT x0 = __ldg(row + j), x1 = __ldg(row + j + 1);
+        j0 = j; j1 = j + 1;
+        w = rc_weight2(x - x0, x1 - x0);
+    }
+}
+
 // VB bytes of T (VB / sizeof(T) elements) as floats, and back. VB == sizeof(T) is a scalar.
 template <int VB> struct rc_word;
 template <> struct rc_word<16> { typedef uint4 type; };
@@ -96,8 +124,10 @@ struct rc_stream2 {
 };
 
 // Targets [first, first + per_block) of one stream: group `grp` of the block takes targets
-// first + it * groups + grp for it < tpg, so a warp's groups write neighbouring output rows.
-template <typename T, typename TT, int VB>
+// first + it * groups + grp for it < tpg, so a warp's groups write neighbouring output rows. U targets
+// per group are in flight at once (their searches, then all their loads, then the stores): more
+// independent memory requests per thread where each target's row is short.
+template <typename T, typename TT, int VB, int U>
 __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __restrict__ tgt,
                                            T* __restrict__ out, long long n_targets, int Tn,
                                            int out_stride, unsigned long long div_mult, unsigned int div_shift,
@@ -110,25 +140,55 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
     const int nvec = st.D / N;
     const T* __restrict__ values = static_cast<const T*>(st.values);
     const TT* __restrict__ times = static_cast<const TT*>(st.times);
-    for (int it = 0; it < st.tpg; ++it) {
-        const long long q = first + (long long)it * groups + grp;
-        if (q >= n_targets) return;
-        long long b, t;
-        rc_fast_divmod((unsigned long long)q, (unsigned long long)Tn, div_mult, div_shift, b, t);
-        int j0, j1; float w;
-        rc_bracket(times + b * st.S, st.S, __ldg(tgt + q), j0, j1, w);
-        const T* r0 = values + (b * st.S + j0) * (long long)st.D;
-        const T* r1 = values + (b * st.S + j1) * (long long)st.D;
-        T* o = out + q * (long long)out_stride + st.col;
-        for (int v = lane_in_group; v < nvec; v += g) {
-            float a[N], c[N];
-            rc_vec<T, VB>::load(r0 + v * N, a);
-            rc_vec<T, VB>::load(r1 + v * N, c);
+    for (int it = 0; it < st.tpg; it += U) {
+        const T* r0[U];
+        const T* r1[U];
+        T* o[U];
+        float w[U];
+        bool live[U];
 #pragma unroll
-            for (int i = 0; i < N; ++i) a[i] = rc_lerp(a[i], c[i], w);
-            rc_vec<T, VB>::store(o + v * N, a);
+        for (int u = 0; u < U; ++u) {
+            const long long q = first + (long long)(it + u) * groups + grp;
+            live[u] = it + u < st.tpg && q < n_targets;
+            const long long qq = live[u] ? q : 0;
+            long long b, t;
+            rc_fast_divmod((unsigned long long)qq, (unsigned long long)Tn, div_mult, div_shift, b, t);
+            int j0, j1;
+            rc_bracket2(times + b * st.S, st.S, __ldg(tgt + qq), j0, j1, w[u]);
+            r0[u] = values + (b * st.S + j0) * (long long)st.D;
+            r1[u] = values + (b * st.S + j1) * (long long)st.D;
+            o[u] = out + qq * (long long)out_stride + st.col;
+        }
+        if (!live[0]) return;
+        for (int v = lane_in_group; v < nvec; v += g) {
+            float a[U][N], c[U][N];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (live[u]) {
+                    rc_vec<T, VB>::load(r0[u] + v * N, a[u]);
+                    rc_vec<T, VB>::load(r1[u] + v * N, c[u]);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (live[u]) {
+#pragma unroll
+                    for (int i = 0; i < N; ++i) a[u][i] = rc_lerp(a[u][i], c[u][i], w[u]);
+                    rc_vec<T, VB>::store(o[u] + v * N, a[u]);
+                }
+            }
         }
     }
+}
+
+#ifndef RC_V2_UNROLL
+#define RC_V2_UNROLL 1  // targets in flight per group; a compile-time choice (registers decide occupancy)
+#endif
+template <typename T, typename TT, int VB>
+__device__ __forceinline__ void rc_rows_v2_u(const rc_stream2& st, const TT* __restrict__ tgt,
+                                             T* __restrict__ out, long long n_targets, int Tn, int out_stride,
+                                             unsigned long long div_mult, unsigned int div_shift, long long first) {
+    rc_rows_v2<T, TT, VB, RC_V2_UNROLL>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first);
 }
 
 template <typename T, typename TT>
@@ -138,17 +198,17 @@ __device__ __forceinline__ void rc_rows_v2_any(const rc_stream2& st, const TT* _
                                                unsigned int div_shift, long long first) {
     // The vector width is uniform per stream, so this branch never diverges.
     switch (st.vb) {
-        case 16: rc_rows_v2<T, TT, 16>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first); break;
-        case 8: rc_rows_v2<T, TT, 8>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first); break;
+        case 16: rc_rows_v2_u<T, TT, 16>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first); break;
+        case 8: rc_rows_v2_u<T, TT, 8>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first); break;
         default:
             if constexpr (sizeof(T) == 2) {
                 if (st.vb == 4) {
-                    rc_rows_v2<T, TT, 4>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first);
+                    rc_rows_v2_u<T, TT, 4>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first);
                 } else {
-                    rc_rows_v2<T, TT, 2>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first);
+                    rc_rows_v2_u<T, TT, 2>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first);
                 }
             } else {
-                rc_rows_v2<T, TT, 4>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first);
+                rc_rows_v2_u<T, TT, 4>(st, tgt, out, n_targets, Tn, out_stride, div_mult, div_shift, first);
             }
     }
 }

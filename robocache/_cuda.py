@@ -18,6 +18,9 @@ from typing import Any
 
 OPS = ("resample", "fuse", "voxelize")
 COMPILE_OPTIONS = ("--std=c++17",)
+# Extra NVRTC options (e.g. ("-DRC_V2_UNROLL=2",)) for kernel experiments (scripts/kernel_dev.py); part of
+# the module cache key, so changing it compiles a fresh module. Empty in normal use.
+EXTRA_OPTIONS: tuple[str, ...] = ()
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+\.cuh)"\s*$', re.MULTILINE)
 
 
@@ -53,17 +56,21 @@ def source(op: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _module(op: str, device_id: int) -> Any:
+def _module(op: str, device_id: int, extra: tuple[str, ...] = ()) -> Any:
     import cupy
 
     with cupy.cuda.Device(device_id):
-        return cupy.RawModule(code=source(op), options=COMPILE_OPTIONS)
+        return cupy.RawModule(code=source(op), options=COMPILE_OPTIONS + extra)
+
+
+def function(op: str, name: str, device_id: int) -> Any:
+    """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized)."""
+    return _function(op, name, device_id, EXTRA_OPTIONS)
 
 
 @functools.lru_cache(maxsize=None)
-def function(op: str, name: str, device_id: int) -> Any:
-    """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized)."""
+def _function(op: str, name: str, device_id: int, extra: tuple[str, ...]) -> Any:
     import cupy
 
     with cupy.cuda.Device(device_id):
-        return _module(op, device_id).get_function(name)
+        return _module(op, device_id, extra).get_function(name)

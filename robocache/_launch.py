@@ -20,6 +20,9 @@ from . import _cuda
 
 BLOCK = 256
 PLAN_CACHE_SIZE = 1024  # signatures; a training loop has a handful
+# Launch-shape switches for kernel experiments (scripts/kernel_dev.py); None = the measured default.
+# Plans built under one setting are cached: clear the op's plan cache after changing one.
+TUNING: dict[str, Any] = {"vox_hash": None}
 
 
 def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:
@@ -71,8 +74,7 @@ _EXT_STREAMS: dict[tuple[int, int], Any] = {}
 
 def stream_for(kind: str, device_index: int) -> Any:
     """The stream to launch on: torch's current stream (as a cached CuPy ExternalStream) or CuPy's."""
-    import cupy
-
+    cupy = sys.modules.get("cupy") or __import__("cupy")
     if kind == "torch":
         torch = sys.modules["torch"]
         try:
@@ -94,15 +96,14 @@ def stream_for(kind: str, device_index: int) -> Any:
     return cupy.cuda.get_current_stream()
 
 
-def launch(fn: Any, grid: int, args: tuple, kind: str, device_index: int) -> None:
+def launch(fn: Any, grid: int, args: tuple, kind: str, device_index: int, shared_mem: int = 0) -> None:
     """Launch on the caller's current stream of ``device_index``, switching device only when needed."""
-    import cupy
-
+    cupy = sys.modules["cupy"]  # imported by the plan's kernel lookup
     if cupy.cuda.runtime.getDevice() == device_index:
-        fn((grid,), (BLOCK,), args, stream=stream_for(kind, device_index))
+        fn((grid,), (BLOCK,), args, shared_mem=shared_mem, stream=stream_for(kind, device_index))
     else:
         with cupy.cuda.Device(device_index):
-            fn((grid,), (BLOCK,), args, stream=stream_for(kind, device_index))
+            fn((grid,), (BLOCK,), args, shared_mem=shared_mem, stream=stream_for(kind, device_index))
 
 
 def kernel(op: str, name: str, device_index: int) -> Any:
@@ -111,18 +112,41 @@ def kernel(op: str, name: str, device_index: int) -> Any:
 
 # --- signatures --------------------------------------------------------------------------------------
 
+def _sig_torch(x: Any) -> tuple | None:
+    dev = x.get_device()  # an int (-1 on the CPU): cheaper than building a torch.device
+    if dev < 0:
+        return None
+    return (x.shape, x.dtype, dev, x.is_contiguous(), x.data_ptr() & 15)
+
+
+def _sig_cupy(x: Any) -> tuple:
+    return (x.shape, x.dtype, x.device.id, x.flags.c_contiguous, x.data.ptr & 15, 1)
+
+
+_SIG_OF: dict[type, Any] = {}
+
+
 def signature(x: Any) -> tuple | None:
     """What validation reads of one array (kind, shape, dtype, device, contiguity, 16-byte alignment),
-    or None for anything that is not a CUDA tensor / CuPy array (those take the full path every call)."""
-    t = type(x)
-    mod = t.__module__
-    if mod.startswith("torch"):
-        if not x.is_cuda:
+    or None for anything that is not a CUDA tensor / CuPy array (those take the full path every call).
+    Keyed by exact type (one dict lookup); a subclass is learned on first sight."""
+    f = _SIG_OF.get(type(x))
+    if f is None:
+        f = _learn(type(x))
+        if f is None:
             return None
-        return (t, x.shape, x.dtype, x.device, x.is_contiguous(), x.data_ptr() & 15)
-    if mod.startswith("cupy"):
-        return (t, x.shape, x.dtype, x.device.id, x.flags.c_contiguous, x.data.ptr & 15)
-    return None
+    return f(x)
+
+
+def _learn(t: type) -> Any:
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    if torch is not None and issubclass(t, torch.Tensor):
+        _SIG_OF[t] = _sig_torch
+    elif cupy is not None and issubclass(t, cupy.ndarray):
+        _SIG_OF[t] = _sig_cupy
+    else:
+        return None
+    return _SIG_OF[t]
 
 
 class PlanCache:
@@ -147,9 +171,8 @@ class PlanCache:
 def empty(kind: str, shape: tuple[int, ...], like: Any, device_index: int) -> Any:
     """An uninitialised output of ``like``'s dtype on its device, allocated by the caller's library."""
     if kind == "torch":
-        return sys.modules["torch"].empty(shape, dtype=like.dtype, device=like.device)
-    import cupy
-
+        return like.new_empty(shape)
+    cupy = sys.modules["cupy"]
     if cupy.cuda.runtime.getDevice() == device_index:
         return cupy.empty(shape, dtype=like.dtype)
     with cupy.cuda.Device(device_index):
@@ -157,4 +180,8 @@ def empty(kind: str, shape: tuple[int, ...], like: Any, device_index: int) -> An
 
 
 def ptr(x: Any) -> int:
-    return x.data_ptr() if hasattr(x, "data_ptr") else x.data.ptr
+    """Device address of a CUDA tensor or CuPy array."""
+    try:
+        return x.data_ptr()
+    except AttributeError:
+        return x.data.ptr

@@ -68,8 +68,9 @@ class _Plan:
     def __call__(self, values: Any, src: Any, tgt: Any, out: Any = None) -> Any:
         if out is None:
             out = L.empty(self.kind, self.shape, values, self.dev)
-        L.launch(self.fn, self.grid, (np.uint64(L.ptr(values)), np.uint64(L.ptr(src)), np.uint64(L.ptr(tgt)),
-                                      np.uint64(L.ptr(out)), *self.consts), self.kind, self.dev)
+        u64 = np.uint64
+        L.launch(self.fn, self.grid, (u64(L.ptr(values)), u64(L.ptr(src)), u64(L.ptr(tgt)), u64(L.ptr(out)),
+                                      *self.consts), self.kind, self.dev)
         return out
 
 
@@ -105,8 +106,7 @@ def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool =
     if out is None and not check_times and _version is None:  # the launch floor: one dict lookup
         sig = L.signature(values)
         if sig is not None:
-            key = (sig, L.signature(src_times), L.signature(tgt_times))
-            plan = _PLANS.get(key)
+            plan = _PLANS.get((sig, L.signature(src_times), L.signature(tgt_times)))
             if plan is not None:
                 return plan(values, src_times, tgt_times)
     version = _versions.check("resample", _version)

@@ -55,35 +55,60 @@ class _Plan:
     """A validated v2 voxelize of one signature (shapes, dtypes, grid, bounds, mode)."""
 
     __slots__ = ("fns", "grid", "mgrid", "geom", "kind", "dev", "out_shape", "out_dtype", "mode", "b", "n", "c",
-                 "vox", "bpr")
+                 "vox", "bpr", "hashed", "ppb", "hs_log2", "smem")
 
     def __init__(self, **kw: Any):
         for k, v in kw.items():
             setattr(self, k, v)
 
     def __call__(self, points: Any, features: Any | None, out: Any = None) -> Any:
-        if self.mode != "mean":
+        u64, i32 = np.uint64, np.int32
+        mean = self.mode == "mean"
+        if not mean:
             if out is None:
                 out = _zeros(self.kind, self.out_shape, self.out_dtype, points, self.dev)
             else:
                 out[...] = 0
-            if self.grid:
-                cnt = np.uint64(L.ptr(out)) if self.mode == "count" else np.uint64(0)
-                occ = np.uint64(L.ptr(out)) if self.mode == "occupancy" else np.uint64(0)
-                L.launch(self.fns[0], self.grid, (np.uint64(L.ptr(points)), np.int32(self.n), np.int32(self.bpr),
-                                                  cnt, occ, *self.geom), self.kind, self.dev)
-            return out
-        counts = _zeros(self.kind, (self.b * self.vox,), "int32", points, self.dev)
-        sums = _zeros(self.kind, (self.b * self.vox * self.c,), "float32", points, self.dev)
-        if out is None:
-            out = L.empty(self.kind, self.out_shape, features, self.dev)
+            counts, sums = out, None
+        else:
+            counts = _zeros(self.kind, (self.b * self.vox,), "int32", points, self.dev)
+            sums = _zeros(self.kind, (self.b * self.vox * self.c,), "float32", points, self.dev)
+            if out is None:
+                out = L.empty(self.kind, self.out_shape, features, self.dev)
         if self.grid:
-            L.launch(self.fns[0], self.grid, (np.uint64(L.ptr(points)), np.uint64(L.ptr(features)), np.int32(self.n),
-                                              np.int32(self.c), np.int32(self.bpr), np.uint64(L.ptr(counts)),
-                                              np.uint64(L.ptr(sums)), *self.geom), self.kind, self.dev)
-        L.launch(self.fns[1], self.mgrid, (np.uint64(L.ptr(counts)), np.uint64(L.ptr(sums)), np.uint64(L.ptr(out)),
-                                           np.int64(self.b * self.vox), np.int32(self.c)), self.kind, self.dev)
+            if self.hashed:  # count or mean: block-aggregated in shared memory
+                L.launch(self.fns[0], self.grid,
+                         (u64(L.ptr(points)), u64(L.ptr(features)) if mean else u64(0), i32(self.n), i32(self.c),
+                          i32(self.bpr), i32(self.ppb), i32(self.hs_log2), u64(L.ptr(counts)),
+                          u64(L.ptr(sums)) if mean else u64(0), *self.geom), self.kind, self.dev, self.smem)
+            elif not mean:
+                cnt = u64(L.ptr(out)) if self.mode == "count" else u64(0)
+                occ = u64(L.ptr(out)) if self.mode == "occupancy" else u64(0)
+                L.launch(self.fns[0], self.grid, (u64(L.ptr(points)), i32(self.n), i32(self.bpr), cnt, occ,
+                                                  *self.geom), self.kind, self.dev)
+            else:
+                L.launch(self.fns[0], self.grid, (u64(L.ptr(points)), u64(L.ptr(features)), i32(self.n),
+                                                  i32(self.c), i32(self.bpr), u64(L.ptr(counts)), u64(L.ptr(sums)),
+                                                  *self.geom), self.kind, self.dev)
+        if mean:
+            L.launch(self.fns[1], self.mgrid, (u64(L.ptr(counts)), u64(L.ptr(sums)), u64(L.ptr(out)),
+                                               np.int64(self.b * self.vox), i32(self.c)), self.kind, self.dev)
         return out
+
+
+HASH_SMEM = 48 * 1024  # shared memory per block for the hash table (no opt-in needed up to 48 KB)
+
+
+def _hash_shape(c: int) -> tuple[int, int, int] | None:
+    """(hs_log2, points per block, shared bytes) of the block-aggregated kernel, or None when the table
+    would hold fewer than 512 slots (too many features per point to aggregate in shared memory)."""
+    words = 2 + c  # key, count, c sums
+    hs = 4096
+    while hs * words * 4 > HASH_SMEM:
+        hs //= 2
+    if hs < 512:
+        return None
+    return hs.bit_length() - 1, hs // 2, hs * words * 4
 
 
 def _zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, dev: int) -> Any:
@@ -173,16 +198,24 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
     if version != "v1":
         pp = A.contiguous(p)
         ff = A.contiguous(f) if f is not None else None
-        bpr = max(1, -(-n // (BLOCK * PPT)))  # blocks per batch row
+        acc = mode == "mean"
+        c = f.shape[2] if acc else 0  # features given with count/occupancy are ignored, never read
+        use_hash = L.TUNING["vox_hash"]
+        shape = _hash_shape(c if acc else 0) if mode != "occupancy" and use_hash is not False else None
+        if shape is not None:
+            hs_log2, ppb, smem = shape
+            name = f"voxel_hashed_v2_{p.dtype}"
+        else:
+            hs_log2, ppb, smem = 0, BLOCK * PPT, 0
+            name = f"voxel_accumulate_v2_{p.dtype}" if acc else f"voxel_count_v2_{p.dtype}"
+        bpr = max(1, -(-n // ppb))  # blocks per batch row
         grid_blocks = b * bpr if n else 0
         A.check_grid(grid_blocks, "points")
-        acc = mode == "mean"
-        name = f"voxel_accumulate_v2_{p.dtype}" if acc else f"voxel_count_v2_{p.dtype}"
         fns = (L.kernel("voxelize", name, p.device_index),
                L.kernel("voxelize", f"voxel_mean_v2_{p.dtype}", p.device_index) if acc else None)
         plan = _Plan(fns=fns, grid=grid_blocks, mgrid=max(1, min(-(-(b * vox) // BLOCK), 65536)), geom=geom,
                      kind=p.kind, dev=p.device_index, out_shape=out_shape, out_dtype=out_dtype, mode=mode, b=b, n=n,
-                     c=f.shape[2] if f is not None else 0, vox=vox, bpr=bpr)
+                     c=c, vox=vox, bpr=bpr, hashed=shape is not None, ppb=ppb, hs_log2=hs_log2, smem=smem)
         if out is None and _version is None and pp is points and ff is features:
             key = _key(points, features, grid, bounds, mode)
             if key is not None:

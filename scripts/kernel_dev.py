@@ -5,9 +5,12 @@ next to time, and the copy ceiling measured in the same process.
 
     python3 scripts/kernel_dev.py [--quick] [--no-autotune] [--ops resample,fuse,voxelize] [--json OUT]
 
-Needs a CUDA GPU, torch, CuPy and Triton (for ``triton.testing.do_bench``: median of events around each
-call after an L2 flush). This is a development aid; the project's measurements of record come from
-``robocache-bench run`` (its own timer, one process per case, records in results/).
+Needs a CUDA GPU, torch and CuPy. Times are device times from the project's timer
+(``robocache.bench.timer.time_gpu``: events around back-to-back calls on a pre-blocked stream, warm, no
+input rotation, so small cases run from L2 for every contender alike). Besides every kernel version it
+times experimental launch variants (``--variants``): v2 built with ``-DRC_V2_UNROLL=2``, voxelize v2
+without its shared-memory aggregation. This is a development aid; the project's measurements of record
+come from ``robocache-bench run`` (one process per case, input rotation, records in results/).
 """
 from __future__ import annotations
 
@@ -26,20 +29,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--no-autotune", action="store_true", help="skip torch.compile max-autotune-no-cudagraphs")
+    ap.add_argument("--autotune-cases", type=int, default=1000,
+                    help="max-autotune only on the first N cases of each op (its compile takes long)")
     ap.add_argument("--ops", default="resample,fuse,voxelize")
     ap.add_argument("--json", help="write all rows to this JSON file")
+    ap.add_argument("--variants", action="store_true", help="also time the experimental launch variants")
     args = ap.parse_args()
     try:
         import torch
-        import triton.testing
     except ImportError as e:
-        print(f"kernel_dev: needs torch and triton ({e})", file=sys.stderr)
+        print(f"kernel_dev: needs torch ({e})", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("kernel_dev: no CUDA device", file=sys.stderr)
         return 2
     import robocache
-    from robocache import reference
+    from robocache import _cuda, _launch, reference
+    from robocache.bench.timer import time_gpu
     from robocache._versions import VERSIONS
     from robocache.providers import torch_compile, torch_eager
 
@@ -49,7 +55,7 @@ def main() -> int:
     rows: list[dict] = []
 
     def bench(fn) -> float:
-        return float(triton.testing.do_bench(fn, warmup=25, rep=80, return_mode="median")) * 1e3  # us
+        return float(time_gpu(fn, time_limit_s=0.25).median_us)
 
     # copy ceiling: bytes read + written of a 2 GiB device-to-device copy
     a = torch.empty(2**29, dtype=torch.float32, device=dev).uniform_()
@@ -66,22 +72,40 @@ def main() -> int:
         if key not in compiled:
             body = {"resample": torch_eager.resample, "fuse": torch_eager.fuse,
                     "voxelize": torch_eager.voxelize_with_geometry}[op]
-            torch._dynamo.reset()
+            torch._dynamo.config.recompile_limit = 64  # one compile per shape, never eager fallback
             compiled[key] = torch.compile(body, dynamic=False, mode=None if mode == "default" else mode)
         return compiled[key]
 
     def tdt(name):
         return getattr(torch, name)
 
+    # (label, version, extra NVRTC options, TUNING overrides, ops it applies to)
+    variants = [(f"robocache@{v}", v, (), {}, VERSIONS.keys()) for v in ("v1", "v2")]
+    if args.variants:
+        variants += [("v2+unroll2", "v2", ("-DRC_V2_UNROLL=2",), {}, ("resample", "fuse")),
+                     ("v2-nohash", "v2", (), {"vox_hash": False}, ("voxelize",))]
+
     def run_case(op, label, call_of, ref, nbytes, dtype):
         results = {}
-        for v in VERSIONS[op]:
-            fn = call_of(f"robocache@{v}")
-            out = fn()
-            err = _err(out, ref)
-            ok = err <= {"float32": 2e-5, "float16": 3e-3, "bfloat16": 2e-2}[dtype]
-            results[f"robocache@{v}"] = (bench(fn) if ok else float("nan"), err, ok)
-        modes = ["default"] + ([] if args.no_autotune else ["max-autotune-no-cudagraphs"])
+        for name, v, extra, tuning, ops_ in variants:
+            if op not in ops_ or v not in VERSIONS[op]:
+                continue
+            saved = dict(_launch.TUNING)
+            _cuda.EXTRA_OPTIONS = extra
+            _launch.TUNING.update(tuning)
+            try:
+                fn = call_of(f"robocache@{v}")
+                out = fn()
+                err = _err(out, ref)
+                ok = err <= {"float32": 2e-5, "float16": 3e-3, "bfloat16": 2e-2}[dtype]
+                results[name] = (bench(fn) if ok else float("nan"), err, ok)
+            finally:
+                _cuda.EXTRA_OPTIONS = ()
+                _launch.TUNING.clear()
+                _launch.TUNING.update(saved)
+        n_op = sum(r["op"] == op for r in rows)
+        autotune = not args.no_autotune and n_op < args.autotune_cases
+        modes = ["default"] + (["max-autotune-no-cudagraphs"] if autotune else [])
         for m in modes:
             fn = call_of(f"torch_compile:{m}")
             t0 = time.perf_counter()
