@@ -74,11 +74,17 @@ def test_multigpu_grid():
     cpu = specs.cases("multigpu", device="cpu")
     assert {c.provider for c in cpu} == {"numpy", "torch_eager"} and {c.world_size for c in cpu} == {1, 2}
     assert not {c.key for c in cpu} & {c.key for c in gpu}
-    # the quick and nightly suites are what they were
-    assert len(specs.cases("quick", device="gpu")) == 44 and len(specs.cases("nightly", device="gpu")) == 216
+    # the quick and nightly suites hold no multi-GPU point: every single-GPU point of theirs and nothing else,
+    # each dtype with the GPU peers (every kernel version included) or, for call-cost points, the dispatch ones
+    for suite in ("quick", "nightly"):
+        single = [pt for pt in specs.POINTS if suite in pt.suites and "multigpu" not in pt.suites
+                  and "gpu" in pt.devices]
+        want = sum(len(pt.dtypes) * len(specs.DISPATCH_PROVIDERS if pt.params.get("kind") == "dispatch"
+                                        else specs.GPU_PROVIDERS) for pt in single)
+        assert len(specs.cases(suite, device="gpu")) == want > 0, suite
     assert not any(c.distributed for s in ("quick", "nightly") for d in ("gpu", "cpu")
                    for c in specs.cases(s, device=d))
-    assert specs.GRID_VERSION == 1
+    assert specs.GRID_VERSION == 2  # tripwire: 2 = bytes are the inputs' minimum traffic (specs.moved_bytes)
 
 
 # ---------------------------------------------------------------- (b) the arithmetic
@@ -342,20 +348,20 @@ def _multigpu_record() -> dict:
     return r
 
 
-def test_schema_v1_loads_and_v2_round_trips(tmp_path):
-    assert SCHEMA_VERSION == 2
+def test_schema_v1_loads_and_multigpu_round_trips(tmp_path):
+    assert SCHEMA_VERSION == 3  # tripwire: 2 added the distributed section, 3 timer host_loop and dispatch
     v1 = tmp_path / "old.records.json"
     v1.write_text(json.dumps(make_doc(3)))  # a file as robocache-bench wrote it before version 2
     got = store.load(v1)
     assert got.bad == [] and len(got.records) == 3 and all(r["distributed"] is None for r in got.records)
     assert "distributed" not in store.to_plain(got.records[0])  # omitted when None: v1 records stay as they were
-    # v2: written with the new section, read back identical
+    # the current version: written with the distributed section, read back identical
     recs = [make_record(1), _multigpu_record()]
     path = store.write_records(tmp_path / "new", make_env(), recs, name="v2")
-    assert json.loads(path.read_text())["schema_version"] == 2
+    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
     back = store.load(path)
     assert back.bad == [] and [store.to_plain(r) for r in back.records] == recs
-    # loaded v1 records can be written again (as v2)
+    # loaded v1 records can be written again (as the current version)
     again = store.write_records(tmp_path / "again", make_env(), got.records, name="again")
     assert store.load(again).bad == []
     # a version-1 file cannot carry what version 2 added; a newer version is reported as such
@@ -364,7 +370,7 @@ def test_schema_v1_loads_and_v2_round_trips(tmp_path):
     with pytest.raises(Exception, match="unknown field `distributed`"):
         parse_file_bytes(json.dumps(bad).encode())
     with pytest.raises(Exception, match="newer"):
-        parse_file_bytes(json.dumps(make_doc(1, schema_version=3)).encode())
+        parse_file_bytes(json.dumps(make_doc(1, schema_version=SCHEMA_VERSION + 1)).encode())
     # a distributed section must be whole and finite
     broken = _multigpu_record()
     broken["distributed"]["efficiency"] = math.inf

@@ -32,13 +32,19 @@ from typing import Any
 
 import numpy as np
 
+from .. import _versions
+
 # Unchanged by adding/removing points or dtypes; bumped when an existing case id's meaning changes.
 # 2: a record's bytes are the inputs' minimum traffic (moved_bytes), no longer the params-only bound.
 GRID_VERSION = 2
 OPS = ("resample", "fuse", "voxelize")
 GPU_DTYPES = ("float32", "float16", "bfloat16")
 CPU_DTYPES = ("float32",)  # NumPy has no bfloat16 and its float16 math is emulated: not a peer a user picks
-GPU_PROVIDERS = ("robocache", "torch_eager", "torch_compile", "cupy")
+# The GPU peers of every single-GPU point: the public API (the best kernel version), every kernel version
+# (robocache@v1, robocache@v2, ...: the optimisation journey, measured side by side in one run), PyTorch eager,
+# torch.compile in its default mode and in max-autotune-no-cudagraphs (the faster one is the peer to beat), CuPy.
+GPU_PROVIDERS = ("robocache", *(f"robocache@{v}" for v in _versions.all_versions()),
+                 "torch_eager", "torch_compile", "torch_compile@max-autotune", "cupy")
 CPU_PROVIDERS = ("numpy", "torch_eager", "torch_compile")
 SUITES = ("quick", "nightly", "multigpu")
 # Dispatch (call-cost) points: the public call on torch CUDA tensors, the same on CuPy arrays, and the
