@@ -19,6 +19,14 @@
 #pragma once
 #include "common.cuh"
 
+#ifndef RC_V2_PREFETCH_BYTES
+// A row of source times up to this size is prefetched into L1 by the group's lanes, one line each,
+// before its binary search: the search's dependent probes then wait for one memory latency, not one
+// per line they touch (S=100 float32 times span 4 lines). Longer rows are searched as they are.
+#define RC_V2_PREFETCH_BYTES 4096
+#endif
+
+
 // q / d and q % d for 0 <= q < 2^63 by multiply-shift (CUTLASS FastDivmod, 64-bit): mult == 0 means
 // d == 1. A few integer multiplies per target instead of a 64-bit division (a called subroutine).
 __device__ __forceinline__ void rc_fast_divmod(unsigned long long q, unsigned long long d,
@@ -153,6 +161,12 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
             const long long qq = live[u] ? q : 0;
             long long b, t;
             rc_fast_divmod((unsigned long long)qq, (unsigned long long)Tn, div_mult, div_shift, b, t);
+            if ((long long)st.S * (long long)sizeof(TT) <= RC_V2_PREFETCH_BYTES) {
+                const char* row = reinterpret_cast<const char*>(times + b * st.S);
+                const int nbytes = st.S * (int)sizeof(TT);
+                for (int off = lane_in_group * 128; off < nbytes; off += 128 * g)
+                    asm volatile("prefetch.global.L1 [%0];" ::"l"(row + off));
+            }
             int j0, j1;
             rc_bracket2(times + b * st.S, st.S, __ldg(tgt + qq), j0, j1, w[u]);
             r0[u] = values + (b * st.S + j0) * (long long)st.D;

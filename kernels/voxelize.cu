@@ -3,11 +3,11 @@
 // Kernel versions (providers robocache@vN; docs/kernels.md):
 //   v1  voxel_{count,accumulate,mean}_v1_<T>: one thread per point, a 64-bit division per point for
 //       its batch row, one atomic per point (and per feature).
-//   v2  voxel_{count,accumulate,mean}_v2_<T>: blocks never straddle batch rows (one division per
-//       block), PPT points per thread in flight, and warp-aggregated atomics: the lanes of a warp
-//       that hit one voxel (__match_any_sync) add their count (and feature sums, combined by
-//       shuffles) with one atomic from a leader lane, so hot voxels of clustered clouds see up to
-//       32x fewer atomics; the mean kernel walks voxels, not elements (no division per element).
+//   v2  voxel_{count,accumulate,hashed,mean}_v2_<T>: blocks never straddle batch rows (one division
+//       per block), PPT points per thread in flight; mean (and count where chosen) adds each block's
+//       points into a shared-memory hash table first and flushes one atomic per distinct voxel
+//       (vector atomics for the sums on sm_90); accumulate (the fallback for many channels) combines
+//       the lanes of a warp that hit one voxel (__match_any_sync); the mean kernel walks voxels.
 //
 // A point p is kept when lo <= p < hi on every axis (fp32 compare; NaN and
 // +-inf fail it) and lands in voxel floor((p - lo) * inv) clamped to g - 1,
@@ -124,14 +124,13 @@ __device__ __forceinline__ void count_v2_body(const T* __restrict__ points, int 
         const long long i = first + (long long)k * blockDim.x + threadIdx.x;
         vox[k] = i < N ? rc_voxel_of(prow + 3 * i, lo, hi, inv, g) : -1;
     }
-    const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int k = 0; k < RC_VOX_PPT; ++k) {
-        // every lane of the warp takes part (blockDim is a multiple of 32; out-of-range points are -1)
-        const unsigned int peers = __match_any_sync(0xffffffffu, vox[k]);
-        if (vox[k] >= 0 && lane == __ffs(peers) - 1) {
+        // one atomic per point: warp aggregation (__match_any_sync) was measured no faster on an H100
+        // (uniform and clustered clouds; clustered points of a warp rarely share a voxel)
+        if (vox[k] >= 0) {
             const long long flat = b * V + vox[k];
-            if (counts) atomicAdd(counts + flat, __popc(peers));
+            if (counts) atomicAdd(counts + flat, 1);
             if (occ) occ[flat] = 1;
         }
     }

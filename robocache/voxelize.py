@@ -200,8 +200,11 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
         ff = A.contiguous(f) if f is not None else None
         acc = mode == "mean"
         c = f.shape[2] if acc else 0  # features given with count/occupancy are ignored, never read
+        # Shared-memory aggregation pays for mean (H100, B4 N100k G64: 44 us vs 55 us without, clustered;
+        # 47 vs 59 uniform) but not for count (14.4 vs 10.3 us uniform): mean only unless TUNING says.
         use_hash = L.TUNING["vox_hash"]
-        shape = _hash_shape(c if acc else 0) if mode != "occupancy" and use_hash is not False else None
+        wanted = acc if use_hash is None else (use_hash and mode != "occupancy")
+        shape = _hash_shape(c if acc else 0) if wanted else None
         if shape is not None:
             hs_log2, ppb, smem = shape
             name = f"voxel_hashed_v2_{p.dtype}"

@@ -82,8 +82,9 @@ def main() -> int:
     # (label, version, extra NVRTC options, TUNING overrides, ops it applies to)
     variants = [(f"robocache@{v}", v, (), {}, VERSIONS.keys()) for v in ("v1", "v2")]
     if args.variants:
-        variants += [("v2+unroll2", "v2", ("-DRC_V2_UNROLL=2",), {}, ("resample", "fuse")),
-                     ("v2-nohash", "v2", (), {"vox_hash": False}, ("voxelize",))]
+        variants += [("v2-noprefetch", "v2", ("-DRC_V2_PREFETCH_BYTES=0",), {}, ("resample", "fuse")),
+                     ("v2-nohash", "v2", (), {"vox_hash": False}, ("voxelize",)),
+                     ("v2+hash", "v2", (), {"vox_hash": True}, ("voxelize",))]
 
     def run_case(op, label, call_of, ref, nbytes, dtype):
         results = {}
