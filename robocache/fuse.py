@@ -100,26 +100,25 @@ def _device_descriptor(ctx: A.GpuContext, desc: np.ndarray, like: Any) -> Any:
 
 
 class _Plan:
-    """A validated v2 launch of one signature: the kernel, its grid, the stream table without pointers."""
+    """A validated v2 launch of one signature: the kernel with its argument block (the stream table by
+    value, its pointers filled per call), grid and shape."""
 
-    __slots__ = ("fn", "grid", "table", "consts", "kind", "dev", "shape", "slots")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots")
 
-    def __init__(self, fn: Any, grid: int, table: np.ndarray, consts: tuple, kind: str, dev: int,
-                 shape: tuple[int, int, int], slots: list[int]):
-        self.fn, self.grid, self.table, self.consts = fn, grid, table, consts
-        self.kind, self.dev, self.shape, self.slots = kind, dev, shape, slots
+    def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int],
+                 slots: list[int]):
+        self.fl, self.grid, self.kind, self.dev, self.shape, self.slots = fl, grid, kind, dev, shape, slots
 
     def __call__(self, streams: Sequence[tuple[Any, Any]], tgt: Any, out: Any = None) -> Any:
-        tab = self.table.copy()  # a fresh table per call: another thread may launch this plan meanwhile
-        f = tab["f"][0]
+        table: dict[int, int] = {}
+        ptr = L.ptr
         for k, (v, t) in enumerate(streams):  # stream k sits in table slot slots[k]
             i = FUSE2_FIELDS * self.slots[k]
-            f[i] = L.ptr(v)
-            f[i + 1] = L.ptr(t)
+            table[i] = ptr(v)
+            table[i + 1] = ptr(t)
         if out is None:
             out = L.empty(self.kind, self.shape, streams[0][0], self.dev)
-        L.launch(self.fn, self.grid, (tab[0], self.consts[0], np.uint64(L.ptr(tgt)), np.uint64(L.ptr(out)),
-                                      *self.consts[1:]), self.kind, self.dev)
+        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptr(tgt), 3: ptr(out)}, struct_ptrs=table)
         return out
 
 
@@ -154,11 +153,13 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     A.check_grid(block0, "tgt_times")
     mult, shift = L.fast_divmod(n_tgt)
     fn = L.kernel("fuse", f"fuse_v2_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
-    consts = (np.int32(len(pairs)), np.int32(n_tgt), np.int32(total), np.int64(n_targets), mult, shift)
+    # (table, K, tgt, out, T, Dtot, n_targets, div_mult, div_shift): kernels/fuse.cu
+    fl = L.FastLaunch(fn, [("struct", tab.tobytes()), ("i32", len(pairs)), ("ptr", None), ("ptr", None), ("i32", n_tgt),
+                           ("i32", total), ("i64", n_targets), ("u64", mult), ("u32", shift)])
     slots = [0] * len(pairs)
     for slot, k in enumerate(order):
         slots[k] = slot
-    return _Plan(fn, block0, tab, consts, t.kind, t.device_index, (b, n_tgt, total), slots)
+    return _Plan(fl, block0, t.kind, t.device_index, (b, n_tgt, total), slots)
 
 
 def _signature(streams: Any, tgt_times: Any) -> tuple | None:

@@ -58,19 +58,19 @@ def _validate(values: Any, src_times: Any, tgt_times: Any) -> tuple[A.Arr, A.Arr
 
 
 class _Plan:
-    """A validated v2 launch for one signature: the kernel, its grid and constant arguments."""
+    """A validated v2 launch for one signature: the kernel with its argument block, grid and shape."""
 
-    __slots__ = ("fn", "grid", "consts", "kind", "dev", "shape")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape")
 
-    def __init__(self, fn: Any, grid: int, consts: tuple, kind: str, dev: int, shape: tuple[int, int, int]):
-        self.fn, self.grid, self.consts, self.kind, self.dev, self.shape = fn, grid, consts, kind, dev, shape
+    def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int]):
+        self.fl, self.grid, self.kind, self.dev, self.shape = fl, grid, kind, dev, shape
 
     def __call__(self, values: Any, src: Any, tgt: Any, out: Any = None) -> Any:
         if out is None:
             out = L.empty(self.kind, self.shape, values, self.dev)
-        u64 = np.uint64
-        L.launch(self.fn, self.grid, (u64(L.ptr(values)), u64(L.ptr(src)), u64(L.ptr(tgt)), u64(L.ptr(out)),
-                                      *self.consts), self.kind, self.dev)
+        ptr = L.ptr
+        L.fast_launch(self.fl, self.grid, self.kind, self.dev,
+                      {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)})
         return out
 
 
@@ -86,9 +86,11 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int) -> _Plan:
     A.check_grid(grid, "values/tgt_times")
     mult, shift = L.fast_divmod(n_tgt)
     fn = L.kernel("resample", f"resample_v2_{v.dtype}_{s.dtype}", v.device_index)
-    consts = (np.int32(n_src), np.int32(n_tgt), np.int32(d), np.int64(n_targets), np.int32(vb), np.int32(lg),
-              np.int32(tpg), mult, shift)
-    return _Plan(fn, grid, consts, v.kind, v.device_index, (b, n_tgt, d))
+    # (values, src, tgt, out, S, T, D, n_targets, vb, lg, tpg, div_mult, div_shift): kernels/resample.cu
+    fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
+                           ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", vb), ("i32", lg), ("i32", tpg),
+                           ("u64", mult), ("u32", shift)])
+    return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d))
 
 
 def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool = False,

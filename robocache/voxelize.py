@@ -52,63 +52,42 @@ def _validate_grid_bounds(grid: Any, bounds: Any) -> tuple[tuple[int, int, int],
 
 
 class _Plan:
-    """A validated v2 voxelize of one signature (shapes, dtypes, grid, bounds, mode)."""
+    """A validated v2 voxelize of one signature (shapes, dtypes, grid, bounds, mode): its kernels with
+    their argument blocks, grids and scratch shapes."""
 
-    __slots__ = ("fns", "grid", "mgrid", "geom", "kind", "dev", "out_shape", "out_dtype", "mode", "b", "n", "c",
-                 "vox", "bpr", "hashed", "ppb", "hs_log2", "smem")
+    __slots__ = ("main", "mean", "grid", "mgrid", "kind", "dev", "out_shape", "out_dtype", "mode", "b", "c", "vox",
+                 "smem")
 
     def __init__(self, **kw: Any):
         for k, v in kw.items():
             setattr(self, k, v)
 
     def __call__(self, points: Any, features: Any | None, out: Any = None) -> Any:
-        u64, i32 = np.uint64, np.int32
-        mean = self.mode == "mean"
-        if not mean:
+        ptr = L.ptr
+        if self.mode != "mean":
             if out is None:
                 out = _zeros(self.kind, self.out_shape, self.out_dtype, points, self.dev)
             else:
                 out[...] = 0
-            counts, sums = out, None
-        else:
-            counts = _zeros(self.kind, (self.b * self.vox,), "int32", points, self.dev)
-            sums = _zeros(self.kind, (self.b * self.vox * self.c,), "float32", points, self.dev)
-            if out is None:
-                out = L.empty(self.kind, self.out_shape, features, self.dev)
-        if self.grid:
-            if self.hashed:  # count or mean: block-aggregated in shared memory
-                L.launch(self.fns[0], self.grid,
-                         (u64(L.ptr(points)), u64(L.ptr(features)) if mean else u64(0), i32(self.n), i32(self.c),
-                          i32(self.bpr), i32(self.ppb), i32(self.hs_log2), u64(L.ptr(counts)),
-                          u64(L.ptr(sums)) if mean else u64(0), *self.geom), self.kind, self.dev, self.smem)
-            elif not mean:
-                cnt = u64(L.ptr(out)) if self.mode == "count" else u64(0)
-                occ = u64(L.ptr(out)) if self.mode == "occupancy" else u64(0)
-                L.launch(self.fns[0], self.grid, (u64(L.ptr(points)), i32(self.n), i32(self.bpr), cnt, occ,
-                                                  *self.geom), self.kind, self.dev)
-            else:
-                L.launch(self.fns[0], self.grid, (u64(L.ptr(points)), u64(L.ptr(features)), i32(self.n),
-                                                  i32(self.c), i32(self.bpr), u64(L.ptr(counts)), u64(L.ptr(sums)),
-                                                  *self.geom), self.kind, self.dev)
-        if mean:
-            L.launch(self.fns[1], self.mgrid, (u64(L.ptr(counts)), u64(L.ptr(sums)), u64(L.ptr(out)),
-                                               np.int64(self.b * self.vox), i32(self.c)), self.kind, self.dev)
+            if self.grid:  # main: count/occupancy (0 points, 3 counts, 4 occ) or hashed (0, 7 counts)
+                L.fast_launch(self.main, self.grid, self.kind, self.dev,
+                              {0: ptr(points), self.main_out_slot(): ptr(out)}, self.smem)
+            return out
+        counts = _zeros(self.kind, (self.b * self.vox,), "int32", points, self.dev)
+        sums = _zeros(self.kind, (self.b * self.vox * self.c,), "float32", points, self.dev)
+        if out is None:
+            out = L.empty(self.kind, self.out_shape, features, self.dev)
+        if self.grid:  # hashed (points 0, feats 1, counts 7, sums 8) or accumulate (0, 1, counts 5, sums 6)
+            slots = (7, 8) if self.smem else (5, 6)
+            L.fast_launch(self.main, self.grid, self.kind, self.dev,
+                          {0: ptr(points), 1: ptr(features), slots[0]: ptr(counts), slots[1]: ptr(sums)}, self.smem)
+        L.fast_launch(self.mean, self.mgrid, self.kind, self.dev, {0: ptr(counts), 1: ptr(sums), 2: ptr(out)})
         return out
 
-
-HASH_SMEM = 48 * 1024  # shared memory per block for the hash table (no opt-in needed up to 48 KB)
-
-
-def _hash_shape(c: int) -> tuple[int, int, int] | None:
-    """(hs_log2, points per block, shared bytes) of the block-aggregated kernel, or None when the table
-    would hold fewer than 512 slots (too many features per point to aggregate in shared memory)."""
-    words = 2 + c  # key, count, c sums
-    hs = 4096
-    while hs * words * 4 > HASH_SMEM:
-        hs //= 2
-    if hs < 512:
-        return None
-    return hs.bit_length() - 1, hs // 2, hs * words * 4
+    def main_out_slot(self) -> int:
+        if self.smem:
+            return 7  # hashed: counts
+        return 3 if self.mode == "count" else 4
 
 
 def _zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, dev: int) -> Any:
@@ -214,11 +193,24 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
         bpr = max(1, -(-n // ppb))  # blocks per batch row
         grid_blocks = b * bpr if n else 0
         A.check_grid(grid_blocks, "points")
-        fns = (L.kernel("voxelize", name, p.device_index),
-               L.kernel("voxelize", f"voxel_mean_v2_{p.dtype}", p.device_index) if acc else None)
-        plan = _Plan(fns=fns, grid=grid_blocks, mgrid=max(1, min(-(-(b * vox) // BLOCK), 65536)), geom=geom,
-                     kind=p.kind, dev=p.device_index, out_shape=out_shape, out_dtype=out_dtype, mode=mode, b=b, n=n,
-                     c=c, vox=vox, bpr=bpr, hashed=shape is not None, ppb=ppb, hs_log2=hs_log2, smem=smem)
+        geo = [("f32", x) for x in (*lo, *hi, *inv)] + [("i32", x) for x in g]  # RC_VOX_ARGS
+        fn = L.kernel("voxelize", name, p.device_index)
+        # argument lists: kernels/voxelize.cu (pointers filled per call)
+        if shape is not None:
+            main = L.FastLaunch(fn, [("ptr", None), ("ptr", 0), ("i32", n), ("i32", c), ("i32", bpr), ("i32", ppb),
+                                     ("i32", hs_log2), ("ptr", None), ("ptr", 0), *geo])
+        elif acc:
+            main = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("i32", n), ("i32", c), ("i32", bpr),
+                                     ("ptr", None), ("ptr", None), *geo])
+        else:
+            main = L.FastLaunch(fn, [("ptr", None), ("i32", n), ("i32", bpr), ("ptr", 0), ("ptr", 0), *geo])
+        mean = None
+        if acc:
+            mean = L.FastLaunch(L.kernel("voxelize", f"voxel_mean_v2_{p.dtype}", p.device_index),
+                                [("ptr", None), ("ptr", None), ("ptr", None), ("i64", b * vox), ("i32", c)])
+        plan = _Plan(main=main, mean=mean, grid=grid_blocks, mgrid=max(1, min(-(-(b * vox) // BLOCK), 65536)),
+                     kind=p.kind, dev=p.device_index, out_shape=out_shape, out_dtype=out_dtype, mode=mode, b=b, c=c,
+                     vox=vox, smem=smem)
         if out is None and _version is None and pp is points and ff is features:
             key = _key(points, features, grid, bounds, mode)
             if key is not None:

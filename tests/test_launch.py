@@ -1,0 +1,75 @@
+"""The v2 launch path's host arithmetic, without a GPU: multiply-shift division, vector width and launch
+shape choice, the per-signature plan key, and the argument block handed to cuLaunchKernel (read back
+through a fake CuPy driver)."""
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from robocache import _launch as L
+
+
+def test_fast_divmod_matches_integer_division():
+    rng = np.random.default_rng(0)
+    divisors = [1, 2, 3, 7, 50, 100, 127, 128, 129, 5000, 2**31 - 1] + list(rng.integers(1, 2**31, 200))
+    for d in divisors:
+        m, s = L.fast_divmod(int(d))
+        for q in [0, 1, int(d) - 1, int(d), int(d) + 1, 2**62, 2**63 - 1, *rng.integers(0, 2**63 - 1, 50)]:
+            q = int(q)
+            got = ((q * int(m)) >> 64) >> int(s) if int(m) else q
+            assert got == q // int(d), (q, d)
+
+
+@pytest.mark.parametrize("itemsize,row,ptrs,want", [
+    (4, 128, (0, 256), 16), (2, 64, (0, 512), 16), (2, 14, (0, 0), 2), (4, 28, (0, 0), 4),
+    (2, 24, (0, 0), 8), (4, 128, (4, 0), 4), (2, 64, (2, 0), 2), (4, 24, (8, 0), 8),
+])
+def test_vector_bytes(itemsize, row, ptrs, want):
+    assert L.vector_bytes(itemsize, (row,), ptrs) == want
+
+
+@pytest.mark.parametrize("d,itemsize,vb,n", [(1, 4, 4, 10), (32, 2, 16, 1_638_400), (1024, 2, 16, 5), (7, 4, 4, 3),
+                                           (270, 4, 8, 12800)])
+def test_row_geometry_covers_every_target(d, itemsize, vb, n):
+    lg, tpg, blocks = L.row_geometry(d, itemsize, vb, n, sms=132)
+    assert 0 <= lg <= 5 and 1 <= tpg <= 8
+    nvec = d * itemsize // vb
+    assert (1 << lg) >= min(32, nvec)  # one pass covers the row (or a whole warp loops over it)
+    assert blocks * (L.BLOCK >> lg) * tpg >= n  # every target is someone's
+    assert (blocks - 1) * (L.BLOCK >> lg) * tpg < n  # and no block is wholly idle
+
+
+def test_fast_launch_argument_block(monkeypatch):
+    seen = {}
+
+    def launchKernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):  # noqa: N802 - CUDA's name
+        ptrs = (ctypes.c_void_p * 5).from_address(params)
+        seen.update(f=f, grid=(gx, gy, gz), block=(bx, by, bz), smem=smem, stream=stream,
+                    p0=ctypes.c_uint64.from_address(ptrs[0]).value,
+                    i32=ctypes.c_int32.from_address(ptrs[1]).value,
+                    f32=ctypes.c_float.from_address(ptrs[2]).value,
+                    i64=ctypes.c_int64.from_address(ptrs[3]).value,
+                    table=bytes((ctypes.c_char * 16).from_address(ptrs[4])))
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(driver=types.SimpleNamespace(launchKernel=launchKernel)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    table = np.zeros(2, dtype=np.int64)
+    fl = L.FastLaunch(types.SimpleNamespace(ptr=1234),
+                      [("ptr", None), ("i32", -5), ("f32", 1.5), ("i64", 2**40), ("struct", table.tobytes())])
+    fl(77, 99, 4096, {0: 0xDEADBEEF00}, {1: 42})
+    assert seen["f"] == 1234 and seen["grid"] == (77, 1, 1) and seen["block"] == (L.BLOCK, 1, 1)
+    assert seen["smem"] == 4096 and seen["stream"] == 99
+    assert seen["p0"] == 0xDEADBEEF00 and seen["i32"] == -5 and seen["f32"] == 1.5 and seen["i64"] == 2**40
+    assert struct.unpack("<qq", seen["table"]) == (0, 42)
+
+
+def test_signature_is_none_for_host_arrays():
+    assert L.signature(np.zeros(3)) is None
+    assert L.signature([1, 2]) is None
+    torch = pytest.importorskip("torch")
+    assert L.signature(torch.zeros(3)) is None  # CPU tensors take the full (reference) path
