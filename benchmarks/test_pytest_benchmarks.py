@@ -11,6 +11,10 @@ through a virtual clock, so pytest-benchmark's stats, saved JSON and comparisons
 not host times. The record also lands in our store (front end "pytest-benchmark"); extra_info carries
 GB/s, % of the copy ceiling and the timer used. Suite: ``ROBOCACHE_SUITE`` (default quick).
 
+The call-cost ("dispatch") cases are the exception, by design: their samples are host time per call in a
+tight loop (timer ``host_loop``), and extra_info says so (``kind: dispatch``, the host p50, the device time per
+call beside it) instead of GB/s and a % of the ceiling, which a host time must never feed.
+
 ``ROBOCACHE_SUITE=multigpu``: the multi-GPU cases, each through the same torchrun path as ``robocache-bench run
 --suite multigpu`` (a child launch of as many processes as the case has ranks; skipped with fewer GPUs than that
 or without torch.distributed); the samples are the slowest rank's step (the group's step time), and
@@ -69,12 +73,17 @@ def test_case(benchmark, rcb_session, key):
         pytest.skip(str(e))
     assert rec["status"] == "ok", f"{rec['status']}: {rec['reason']}"
     m = rec["metrics"]
-    benchmark.extra_info.update({
-        "timer": rec["method"]["timer"], "cache": rec["method"]["cache"], "device_time_us_p50": m["time_us"]["p50"],
-        "gb_per_s": m["gb_per_s"], "pct_of_ceiling": m["pct_of_ceiling"], "items_per_s": m["items_per_s"],
-        "provider": case.provider, "dtype": case.dtype, "run_id": rec["run_id"],
-        "flags": [k for k in ("throttled", "contended", "noisy") if rec["health"][k]],
-    })
+    common = {"timer": rec["method"]["timer"], "provider": case.provider, "dtype": case.dtype, "run_id": rec["run_id"],
+              "flags": [k for k in ("throttled", "contended", "noisy") if rec["health"][k]]}
+    if case.dispatch:  # call cost: the samples are host time per call in a tight loop, not device time
+        dsp = rec.get("dispatch") or {}
+        benchmark.extra_info.update({**common, "kind": "dispatch", "host_time_us_p50": m["time_us"]["p50"],
+                                     "device_us_per_call": dsp.get("device_us"),
+                                     "gpu_keeps_up": dsp.get("gpu_keeps_up")})
+    else:
+        benchmark.extra_info.update({
+            **common, "cache": rec["method"]["cache"], "device_time_us_p50": m["time_us"]["p50"],
+            "gb_per_s": m["gb_per_s"], "pct_of_ceiling": m["pct_of_ceiling"], "items_per_s": m["items_per_s"]})
     d = rec.get("distributed")
     if d:
         benchmark.extra_info.update({k: d[k] for k in (

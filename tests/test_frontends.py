@@ -27,9 +27,10 @@ import json
 import benchmarks.bench_fuse as bf, benchmarks.bench_resample as br, benchmarks.bench_voxelize as bv
 out = {}
 for mod, op in ((br, "Resample"), (bf, "Fuse"), (bv, "Voxelize")):
+    cc = getattr(mod, op + "CallCost", None)
     out[op] = {"params": getattr(mod, op).params, "ceiling": getattr(mod, op + "Ceiling").params,
                "wall": getattr(mod, op + "Wall").params, "version": getattr(mod, op).version,
-               "unit": getattr(mod, op).track_device_us.unit}
+               "unit": getattr(mod, op).track_device_us.unit, "callcost": cc.params if cc else None}
 print(json.dumps(out))
 """
 
@@ -47,13 +48,16 @@ def test_asv_params_come_from_the_grid(tmp_path):
     got = json.loads(out.stdout.strip().splitlines()[-1])
     for op, classes in got.items():
         name = op.lower()
-        nightly = [c.key for c in specs.cases("nightly", device=dev, ops=[name])]
-        quick = [c.key for c in specs.cases("quick", device=dev, ops=[name])]
+        every = specs.cases("nightly", device=dev, ops=[name])
+        nightly = [c.key for c in every if not c.dispatch]  # call-cost cases never feed device-time benchmarks
+        quick = [c.key for c in specs.cases("quick", device=dev, ops=[name]) if not c.dispatch]
         assert classes["params"] == [nightly]
         assert classes["ceiling"] == [nightly]
         wall = [k for k in quick if k.rsplit("/", 1)[1] in frontend.WALL_PROVIDERS]
         assert wall and "torch_compile" in {k.rsplit("/", 1)[1] for k in wall}
         assert classes["wall"] == [wall]
+        dispatch = [c.key for c in every if c.dispatch]  # GPU only: no CallCost class on a CPU machine
+        assert classes["callcost"] == ([dispatch] if dispatch else None)
         assert classes["version"] == f"robocache-grid-{specs.GRID_VERSION}"
         assert classes["unit"] == "us"
 
@@ -68,6 +72,38 @@ def test_gpu_case_without_gpu_is_asv_skip(monkeypatch, tmp_path):
             bench.setup("resample/B256-S100-T50-D32/float32/robocache")
         with pytest.raises(NotImplementedError):
             frontend.WallBenchmark().setup("resample/B256-S100-T50-D32/bfloat16/cupy")
+    finally:
+        frontend.device_here.cache_clear()
+
+
+def test_dispatch_cases_feed_only_host_time_benchmarks(monkeypatch):
+    """On a GPU grid the call-cost cases go to <Op>CallCost (host time) and never to the device-time or
+    %-of-ceiling benchmarks; kernel versions and torch.compile max-autotune are ordinary device-time cases."""
+    for v in ("ROBOCACHE_SUITE", "ROBOCACHE_PROVIDERS", "ROBOCACHE_DTYPES"):
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("ROBOCACHE_DEVICE", "gpu")
+    frontend.device_here.cache_clear()
+    try:
+        dev, disp = frontend.device_cases("resample"), frontend.dispatch_cases("resample")
+        assert disp and sorted(k.rsplit("/", 1)[1] for k in disp) == sorted(specs.DISPATCH_PROVIDERS)
+        assert not set(dev) & set(disp) and set(dev) | set(disp) == set(frontend.suite_cases("resample"))
+        provs = {k.rsplit("/", 1)[1] for k in dev}
+        assert {"robocache@v1", "torch_compile@max-autotune"} <= provs and "bare_launch" not in provs
+        assert not any(specs.find(k).dispatch for k in frontend.wall_cases("resample"))
+        assert frontend.gpu_only("robocache@v2") and frontend.gpu_only("bare_launch")
+        assert not frontend.gpu_only("torch_compile@max-autotune")
+        # a dispatch record never reaches a device-time figure, whichever class is asked
+        rec = {"status": "ok", "method": {"timer": "host_loop"}, "dispatch": {"device_us": 2.5},
+               "metrics": {"time_us": {"p50": 7.0}, "gb_per_s": 0.1, "pct_of_ceiling": None}}
+        monkeypatch.setattr(frontend, "asv_record", lambda key: rec)
+        for cls in (frontend.DeviceBenchmark, frontend.CeilingBenchmark):
+            with pytest.raises(NotImplementedError, match="call-cost"):
+                cls().setup(disp[0])
+        cc = frontend.CallCostBenchmark()
+        cc.setup(disp[0])
+        assert cc.track_host_us(disp[0]) == 7.0 and cc.track_device_us_per_call(disp[0]) == 2.5
+        with pytest.raises(NotImplementedError, match="not a call-cost"):
+            cc.setup(dev[0])
     finally:
         frontend.device_here.cache_clear()
 

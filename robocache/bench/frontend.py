@@ -11,6 +11,11 @@ own process; pytest-benchmark runs in the pytest process (no isolation: a kernel
 fault ends the session, as it would for any pytest test). Multi-GPU cases (suite
 ``multigpu``) go through the CLI's torchrun launcher in a child process group
 (:func:`measure_multigpu`), skipped where fewer GPUs are present than a case needs.
+
+Call-cost ("dispatch") cases (``specs.Case.dispatch``) are host time per call in a tight loop, not device
+time: they never feed the device-time, bandwidth or %-of-ceiling benchmarks (:func:`device_cases`) and get
+their own host-time benchmark (:func:`dispatch_cases`, asv ``<Op>CallCost.track_host_us``; pytest-benchmark
+times them with the host-loop samples and says so in ``extra_info``).
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from . import runner, specs, store, worker
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_ENV = "ROBOCACHE_RESULTS"  # where front-end records go; default <repo>/results/local (not committed)
 DEVICE_ENV = "ROBOCACHE_DEVICE"  # "gpu" | "cpu" to skip detection
-GPU_ONLY = ("robocache", "cupy")
+GPU_ONLY = ("robocache", "cupy", "bare_launch")  # and every robocache@<variant> (kernel versions, robocache@cupy)
 # Front ends sample for at most 1 s per case (the CLI: 2 s) and skip the CUDA-graph self-check, which
 # `robocache-bench run` records: asv's nightly pass over the whole grid with every peer must fit 15 minutes.
 FRONTEND_TIMING = {"time_limit_s": float(os.environ.get("ROBOCACHE_TIME_LIMIT", "1.0"))}
@@ -75,31 +80,52 @@ def device_here() -> str:
     return runner.detect_device()
 
 
+def gpu_only(provider: str) -> bool:
+    """Whether ``provider`` needs a CUDA GPU (robocache and its ``robocache@...`` variants, CuPy, the bare launch)."""
+    return provider in GPU_ONLY or provider.split("@", 1)[0] == "robocache"
+
+
+def _suite(op: str | None, suite: str | None, default_suite: str) -> list[specs.Case]:
+    suite = suite or os.environ.get("ROBOCACHE_SUITE", default_suite)
+    provs = [x for x in os.environ.get("ROBOCACHE_PROVIDERS", "").split(",") if x.strip()] or None
+    dts = [x for x in os.environ.get("ROBOCACHE_DTYPES", "").split(",") if x.strip()] or None
+    return specs.cases(suite, device=device_here(), ops=[op] if op else None, providers=provs, dtypes=dts)
+
+
 def suite_cases(op: str | None = None, suite: str | None = None, default_suite: str = "nightly") -> list[str]:
-    """Case keys in the suite (``ROBOCACHE_SUITE`` or ``default_suite``) for this device.
+    """Case keys in the suite (``ROBOCACHE_SUITE`` or ``default_suite``) for this device, call-cost ones included.
 
     ``ROBOCACHE_PROVIDERS`` / ``ROBOCACHE_DTYPES`` (comma-separated) narrow it, as ``robocache-bench run``'s
     filters do; the grid itself stays the one in ``specs``.
     """
-    suite = suite or os.environ.get("ROBOCACHE_SUITE", default_suite)
-    provs = [x for x in os.environ.get("ROBOCACHE_PROVIDERS", "").split(",") if x.strip()] or None
-    dts = [x for x in os.environ.get("ROBOCACHE_DTYPES", "").split(",") if x.strip()] or None
-    return [c.key for c in specs.cases(suite, device=device_here(), ops=[op] if op else None, providers=provs,
-                                       dtypes=dts)]
+    return [c.key for c in _suite(op, suite, default_suite)]
+
+
+def device_cases(op: str | None = None, suite: str | None = None, default_suite: str = "nightly") -> list[str]:
+    """:func:`suite_cases` without the call-cost (dispatch) cases: the ones with a device time, GB/s and a %
+    of the copy ceiling."""
+    return [c.key for c in _suite(op, suite, default_suite) if not c.dispatch]
+
+
+def dispatch_cases(op: str | None = None, suite: str | None = None, default_suite: str = "nightly") -> list[str]:
+    """The call-cost (dispatch) cases of :func:`suite_cases`: host time per tiny call (GPU only; none on a CPU)."""
+    return [c.key for c in _suite(op, suite, default_suite) if c.dispatch]
 
 
 # Wall-time benchmarks (one call end to end, asv's own timer) cover the quick suite for the judged pair,
 # robocache and torch.compile (NumPy on a CPU run), not every peer: each case costs a process, the correctness
 # gate and a compile, and on an H200 the walls of all four GPU providers took ~90 s of fuse's 256 s asv pass,
 # which with the rest put the nightly asv run over its 15-minute budget. ROBOCACHE_WALL_PROVIDERS widens it.
+# torch_compile@max-autotune is left out: its setup autotunes (minutes per shape in a fresh process), not cheap.
 WALL_PROVIDERS = ("robocache", "torch_compile", "numpy")
 
 
 def wall_cases(op: str) -> list[str]:
     """Case keys for ``<Op>Wall``: the quick suite, providers from ``ROBOCACHE_WALL_PROVIDERS`` (comma-separated)
-    or :data:`WALL_PROVIDERS`, intersected with ``ROBOCACHE_PROVIDERS`` when that is set."""
+    or :data:`WALL_PROVIDERS`, intersected with ``ROBOCACHE_PROVIDERS`` when that is set. Call-cost cases are
+    left out: ``<Op>CallCost`` times them (host time per call in a tight loop, the figure they exist for)."""
     wanted = [x.strip() for x in os.environ.get("ROBOCACHE_WALL_PROVIDERS", "").split(",") if x.strip()]
-    keys = suite_cases(op, suite="quick")
+    keys = device_cases(op, suite="quick")
     provs = set(wanted or WALL_PROVIDERS)
     return [k for k in keys if k.rsplit("/", 1)[1] in provs]
 
@@ -175,7 +201,7 @@ def measure(key: str, session: Session, *, suite: str = "nightly", check_only: b
     """
     case = specs.find(key)
     device = device_here()
-    if case.provider in GPU_ONLY and device != "gpu":
+    if gpu_only(case.provider) and device != "gpu":
         raise Unavailable(f"{case.provider} needs a CUDA GPU; none found on this machine")
     if case.distributed:
         return measure_multigpu(case, session, suite=suite, check_only=check_only, timing=timing, extras=extras,
@@ -342,8 +368,18 @@ class _Measured:
             raise RuntimeError(f"{key}: {self.rec['status']}: {self.rec.get('reason')}")
 
 
+def _not_dispatch(key: str, rec: dict[str, Any]) -> None:
+    """A call-cost case's figures are host times: never reported as a device time, GB/s or % of the ceiling."""
+    if rec["method"].get("timer") == "host_loop" or specs.find(key).dispatch:
+        raise NotImplementedError(f"{key} is a call-cost case (host time per call): see <Op>CallCost.track_host_us")
+
+
 class DeviceBenchmark(_Measured):
     """asv ``track_*`` benchmarks of one case: the harness's device time and bandwidth."""
+
+    def setup(self, key: str) -> None:
+        super().setup(key)
+        _not_dispatch(key, self.rec)
 
     def track_device_us(self, key: str) -> float:
         return self.rec["metrics"]["time_us"]["p50"]
@@ -361,6 +397,7 @@ class CeilingBenchmark(_Measured):
 
     def setup(self, key: str) -> None:
         super().setup(key)
+        _not_dispatch(key, self.rec)
         if self.rec["metrics"]["pct_of_ceiling"] is None:
             raise NotImplementedError("no copy-bandwidth ceiling on a CPU run")
 
@@ -368,6 +405,28 @@ class CeilingBenchmark(_Measured):
         return self.rec["metrics"]["pct_of_ceiling"]
 
     track_pct_of_ceiling.unit = "%"
+
+
+class CallCostBenchmark(_Measured):
+    """asv ``track_*`` of a call-cost (dispatch) case: host time per tiny call in a tight loop (the public API
+    on torch tensors and on CuPy arrays, and the bare CuPy launch that is their floor), and the device time per
+    call beside it (the GPU keeps up when it is the smaller)."""
+
+    def setup(self, key: str) -> None:
+        super().setup(key)
+        if not specs.find(key).dispatch:
+            raise NotImplementedError(f"{key} is not a call-cost case")
+
+    def track_host_us(self, key: str) -> float:
+        return self.rec["metrics"]["time_us"]["p50"]
+
+    track_host_us.unit = "us"
+
+    def track_device_us_per_call(self, key: str) -> float:
+        dev = (self.rec.get("dispatch") or {}).get("device_us")
+        return float("nan") if dev is None else dev  # asv shows n/a: no device time (a CPU run)
+
+    track_device_us_per_call.unit = "us"
 
 
 class _MultiMeasured(_Measured):
