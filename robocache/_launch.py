@@ -187,7 +187,12 @@ def launch(fn: Any, grid: int, args: tuple, kind: str, device_index: int, shared
 
 
 def kernel(op: str, name: str, device_index: int) -> Any:
-    return _cuda.function(op, name, device_index)
+    """The loaded ``cupy.cuda.Function`` (its ``ptr`` is the CUfunction) of one entry point on one device."""
+    import cupy
+
+    fn = _cuda.function(op, name, device_index)
+    with cupy.cuda.Device(device_index):
+        return getattr(fn, "kernel", fn)  # a RawKernel's Function for the current device
 
 
 # --- signatures --------------------------------------------------------------------------------------
