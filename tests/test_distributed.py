@@ -169,6 +169,11 @@ def test_cli_multigpu_two_gloo_processes(tmp_path):
         assert d["aggregate_items_per_s"] == pytest.approx(r["case"]["items"] / (d["step_us"] * 1e-6))
         assert r["metrics"]["items_per_s"] == d["aggregate_items_per_s"]
         assert r["check"]["passed"] and r["method"]["timer"] == "host"
+        # honest bytes: every rank's shard's minimum traffic summed, never above the params-only bound
+        case = specs.find(f"{r['case']['id']}/{r['case']['dtype']}/{r['case']['provider']}")
+        moved = sum(specs.moved_bytes(case.shard(i), specs.host_inputs(case.shard(i), 0)) for i in range(k))
+        assert r["case"]["bytes"] == moved <= case.bytes
+        assert r["metrics"]["gb_per_s"] == pytest.approx(moved / (d["step_us"] * 1e-6) / 1e9)
         if r["case"]["params"]["gather"] == "none":
             assert d["gather_us"] is None and d["collective_gb_per_s"] is None
         else:

@@ -245,6 +245,7 @@ def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str
         if prep is None:
             local.update(status="skipped", reason=skip)
         else:
+            local["moved_bytes"] = prep.moved_bytes  # this shard's minimum traffic (specs.moved_bytes)
             out, chk, failed = worker.gate(shard, prep)
             local["check"] = chk
             if failed:
@@ -258,6 +259,7 @@ def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str
     if bad is not None or task.get("check_only"):
         if rec is not None:
             rec["check"] = check
+            _set_moved_bytes(rec, views)
             if bad is not None:
                 r, v = bad
                 rec.update(status=v["status"], reason=f"rank {r}: {v.get('reason')}")
@@ -275,8 +277,11 @@ def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str
     try:
         _barrier(me)
         try:
+            moved: list[int] = []
             call, n_sets = worker.rotating_call(shard, prep, device=device, cache=cache, seed=seed,
-                                                rotate=task.get("rotate_inputs", True))
+                                                rotate=task.get("rotate_inputs", True), moved=moved)
+            if moved:  # bytes per call of this shard: the mean over the input sets the timer walks
+                summary["moved_bytes"] = round(sum(moved) / len(moved))
             if device == "gpu":
                 t_op = timer.time_gpu(call, method="cuda_event", cache=cache, **opts)
             else:
@@ -351,10 +356,20 @@ def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str
     return rec, samples
 
 
+def _set_moved_bytes(rec: dict[str, Any], views: list[dict[str, Any]]) -> None:
+    """The record's bytes: the sum over ranks of each shard's :func:`specs.moved_bytes` (as a single-GPU record
+    carries its inputs' minimum traffic); left at the params-only bound when a rank has none (it failed early)."""
+    per_rank = [v.get("moved_bytes") for v in views]
+    if per_rank and all(isinstance(b, int) for b in per_rank):
+        rec["case"]["bytes"] = sum(per_rank)
+
+
 def build_record(rec: dict[str, Any], case: specs.Case, task: dict[str, Any], me: Rank,
                  everyone: list[dict[str, Any]]) -> list[float]:
-    """Fill ``rec`` from every rank's summary (the writer only); returns the slowest rank's step samples."""
+    """Fill ``rec`` from every rank's summary (the writer only); returns the slowest rank's step samples.
+    Its bytes (and GB/s) are the ranks' moved bytes summed over the group's step."""
     k = me.world
+    _set_moved_bytes(rec, everyone)
     gather = case.params["gather"]
     per_rank_op = [s["op"]["median_us"] for s in everyone]
     steps = [s["step"] if gather != "none" else s["op"] for s in everyone]
@@ -393,7 +408,7 @@ def build_record(rec: dict[str, Any], case: specs.Case, task: dict[str, Any], me
     slow_step = steps[slow]
     rec["method"] = {**slow_step["method"], "input_sets": int(everyone[slow].get("input_sets", 1))}
     rec["metrics"] = {"time_us": slow_step["quantiles"], "items_per_s": agg,
-                      "gb_per_s": case.bytes / (step_us * 1e-6) / 1e9, "ceiling_gb_per_s": None,
+                      "gb_per_s": rec["case"]["bytes"] / (step_us * 1e-6) / 1e9, "ceiling_gb_per_s": None,
                       "pct_of_ceiling": None, "graph_time_us": None, "event_vs_graph": None}
     rec["clocks"] = everyone[slow].get("clocks") if me.device == "gpu" else None
     health = {"throttled": False, "contended": False, "noisy": False, "reasons": []}
