@@ -189,3 +189,23 @@ def test_cli_report_on_the_fixture(tmp_path: Path) -> None:
     assert cli.main(["report", str(tmp_path), "--run", "synthetic-nvidia-h100-x1", "--out", str(out)]) == 0
     text = out.read_text()
     assert "## Optimisation journey" in text and "nvidia-h100-x1" in text
+
+
+def test_cli_report_kernels_over_every_machine(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``report --kernels``: the kernel tables over every machine of PATHS (not one run); --run is a usage error."""
+    from robocache.bench import cli
+
+    write_fixture(tmp_path)
+    out = tmp_path / "kernels.md"
+    assert cli.main(["report", str(tmp_path), "--kernels", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text == report.kernels(store.load(tmp_path).records)
+    assert "## Optimisation journey" in text and "## Call cost" in text
+    machines = {r["env"]["machine"] for r in store.load(tmp_path).records}
+    assert len(machines) > 1 and all(m in text for m in machines)
+    assert cli.main(["report", str(tmp_path), "--kernels", "--run", "synthetic"]) == 2
+    assert "drop --run" in capsys.readouterr().err
+    assert cli.main(["report", str(tmp_path / "nothing-here"), "--kernels"]) == 2
+    with pytest.raises(SystemExit) as e:
+        cli.main(["report", str(tmp_path), "--kernels", "--headline"])
+    assert e.value.code == 2

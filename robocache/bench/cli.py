@@ -5,6 +5,7 @@
     robocache-bench list --suite nightly --ops fuse   # the cases and why each exists
     robocache-bench show results/                     # one run (the latest unless --run), every case
     robocache-bench report results/ --out report.md   # the markdown report of one run
+    robocache-bench report results/ --kernels         # every machine: kernel journey, vs torch.compile, call cost
     robocache-bench compare BASE NEW --history results/   # per case: same / faster / slower / ...
     robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
 """
@@ -20,6 +21,13 @@ from . import launch, specs, store
 
 def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
+
+
+# Every provider a case can name: the GPU peers (robocache, each kernel version robocache@vN, torch eager,
+# torch.compile in both modes, CuPy), NumPy on the CPU, and the call-cost cases' own (robocache@cupy, bare_launch).
+ALL_PROVIDERS = tuple(dict.fromkeys(specs.GPU_PROVIDERS + specs.CPU_PROVIDERS + specs.DISPATCH_PROVIDERS))
+_PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} (robocache@cupy and bare_launch: the "
+                   "call-cost cases only)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,8 +46,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="quick: about a minute on one GPU; nightly: the full sweep; multigpu: cases over 1-8 GPUs "
                         "(and 16 over two nodes) through torchrun (default: quick)")
     r.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
-    r.add_argument("--providers", type=_csv,
-                   help=f"comma-separated subset of {','.join(specs.GPU_PROVIDERS + ('numpy',))}")
+    r.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     r.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
     r.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
                    help="gpu: CUDA providers with device timers; cpu: NumPy/PyTorch-CPU with a host timer "
@@ -75,22 +82,32 @@ def _parser() -> argparse.ArgumentParser:
                    help="torchrun's c10d rendezvous, the same on every node (needed with --nnodes > 1)")
     g.add_argument("--rdzv-id", default="robocache-bench", help="rendezvous id, the same on every node")
 
-    ls = sub.add_parser("list", help="list the cases of a suite and the reason for each grid point")
+    ls = sub.add_parser("list", help="list the cases of a suite and the reason for each grid point",
+                        description="List the cases of a suite. The bytes column is the upper bound from the "
+                                    "case's parameters alone (every source row read); a record carries the "
+                                    "minimum traffic of the inputs it timed (specs.moved_bytes), never more.")
     ls.add_argument("--suite", choices=specs.SUITES, default="quick")
     ls.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
-    ls.add_argument("--ops", type=_csv)
-    ls.add_argument("--providers", type=_csv)
-    ls.add_argument("--dtypes", type=_csv)
+    ls.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
+    ls.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
+    ls.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
 
     for name, helptext in (("show", "a table of one run: every case, status, time, throughput, bandwidth"),
-                           ("report", "the markdown report of one run: headline, scaling, peers, roofline")):
+                           ("report", "the markdown report of one run (headline, scaling, peers, roofline), or with "
+                                      "--kernels the kernel tables over every machine")):
         s = sub.add_parser(name, help=helptext)
         s.add_argument("paths", nargs="*", default=["results"], help="record files or folders (default: results/)")
         s.add_argument("--run", help="run id (or a unique prefix); default: the latest run found")
         if name == "report":
             s.add_argument("--out", help="write the report to this file instead of stdout")
-            s.add_argument("--headline", action="store_true",
-                           help="only the header and the headline table (the classic case)")
+            what = s.add_mutually_exclusive_group()
+            what.add_argument("--headline", action="store_true",
+                              help="only the header and the headline table (the classic case)")
+            what.add_argument("--kernels", action="store_true",
+                              help="the kernel tables over every machine in PATHS, not one run: the optimisation "
+                                   "journey (robocache@v1, @v2, ...), robocache against torch.compile at its faster "
+                                   "mode, and the call cost; one run per machine and op (a nightly run first, then "
+                                   "the newest), so --run does not apply; see docs/report.md")
 
     c = sub.add_parser(
         "compare", help="per case verdicts between two runs: same, faster, slower, incomparable, failed",
@@ -148,16 +165,26 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "list":
         cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
                             dtypes=args.dtypes)
-        rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f} MB", c.reason] for c in cases]
-        print(rep.table(["case", "dtype", "provider", "bytes", "why"], rows))
-        print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION})")
+        rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f}", c.reason] for c in cases]
+        print(rep.table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows))
+        print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}); "
+              "bytes: the upper bound from the parameters, a record carries its inputs' moved bytes")
         return 0
     if args.cmd in ("show", "report"):
         loaded = store.load(*args.paths)
         for path, why in loaded.bad:
             print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-        _, records = rep.pick_run(loaded.records, args.run)
-        if args.cmd == "show":
+        if args.cmd == "report" and args.kernels:
+            if args.run:
+                raise ValueError("--kernels picks one run per machine and op itself: drop --run")
+            if not loaded.records:
+                raise ValueError(f"no records in {', '.join(args.paths)}")
+            records = loaded.records
+        else:
+            _, records = rep.pick_run(loaded.records, args.run)
+        if args.cmd == "report" and args.kernels:
+            text = rep.kernels(records)
+        elif args.cmd == "show":
             text = rep.show(records)
         elif args.headline:
             text = rep.header(records) + "\n\n" + rep.headline(records)
