@@ -3,10 +3,16 @@
 #   bash scripts/gpu_check.sh OUTDIR [tests|bench|all]     (default: all)
 # tests: the whole test suite (CPU tests, kernel compile checks, and the GPU tests that skip
 #        elsewhere) with the machine's own python3 and packages, then the demo;
-# bench: the quick suite through robocache-bench, records under OUTDIR/results/, and its report.
+# bench: the quick suite through robocache-bench (SUITE="quick nightly" runs each in turn), records of every
+#        suite under OUTDIR/results/, one report per suite (OUTDIR/report-<suite>.md) and the kernel tables over
+#        all of them (OUTDIR/kernels.md: journey, vs torch.compile, call cost). The torch.compile cases are
+#        compiled first in PRECOMPILE_JOBS parallel processes (default 4; 0: off), see `run --precompile-jobs`.
+# Machine name (bench, asv, pytest, multigpu): ROBOCACHE_MACHINE when set, else from nvidia-smi's GPU name and
+#        count: one H100 -> nvidia-h100-x1, one H200 -> nvidia-h200, N of them -> nvidia-h100-xN / nvidia-h200-xN
+#        (the lent machines' names); another GPU -> the hostname (never a name that claims another machine).
 # Needs no network: Python packages missing on the machine (msgspec) are installed from the
 # wheels in .whl/ if present (see docs/gpu.md). Writes OUTDIR/gpu-env.txt, gpu-tests.log,
-# gpu-tests.xml (JUnit), bench.log, report.md and ends with one summary line per part.
+# gpu-tests.xml (JUnit), bench.log, report-<suite>.md, kernels.md and ends with one summary line per part.
 # asv:   OUTDIR, then "asv" and asv's --bench regex: the nightly grid through asv --python=same
 #        (ROBOCACHE_SUITE overrides), our records under OUTDIR/records, asv's under results/asv
 #        (the files this run wrote, copied to OUTDIR/asv); with ASV_COMPARE=<commit> it ends with
@@ -14,8 +20,8 @@
 # pytest: the pytest-benchmark suite (ROBOCACHE_SUITE, default quick) saved under OUTDIR/pytest.
 # multigpu: the multigpu suite on every GPU of the machine (GPUS=N to use fewer): one torchrun per world size
 #        1, 2, 4, 8 up to the GPU count (gpu-env.txt adds nvidia-smi topo -m); records under OUTDIR/records/<arch>-<machine>/ (one file per world
-#        size), OUTDIR/multigpu.log and OUTDIR/multigpu-report.md. Machine name nvidia-h200-x<N> unless
-#        ROBOCACHE_MACHINE is set (a 2-, 4- and 8-GPU machine are different series). MULTIGPU_DEVICE=cpu GPUS=2
+#        size), OUTDIR/multigpu.log and OUTDIR/multigpu-report.md. Machine name nvidia-h200-x<N> (H100: -h100-)
+#        unless ROBOCACHE_MACHINE is set (a 2-, 4- and 8-GPU machine are different series). MULTIGPU_DEVICE=cpu GPUS=2
 #        rehearses it with Gloo processes on a machine without GPUs; MULTIGPU_ARGS adds run options.
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
@@ -34,6 +40,21 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export ASV_PYTHONPATH="$PYTHONPATH"  # asv drops PYTHONPATH for benchmark processes unless told
 status=0
+
+# The lent machines' names from the GPUs present (see the header); ROBOCACHE_MACHINE, when set, wins. $1: "multi"
+# names even one GPU -xN (the multigpu suite's series), $2: the GPU count to name (default: all present).
+machine_name() {
+  if [ -n "${ROBOCACHE_MACHINE:-}" ]; then echo "$ROBOCACHE_MACHINE"; return; fi
+  local gpu n base
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  n=${2:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+  case "$gpu" in
+    *H100*) base=nvidia-h100 ;;
+    *H200*) base=nvidia-h200 ;;
+    *) hostname; return ;;
+  esac
+  if [ "$base" = nvidia-h100 ] || [ "${1:-}" = multi ] || [ "${n:-1}" -gt 1 ]; then echo "$base-x${n:-1}"; else echo "$base"; fi
+}
 
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
@@ -77,13 +98,19 @@ PYEOF
 fi
 
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
-  start=$(date +%s)
-  $PY -m robocache.bench.cli run --suite "${SUITE:-quick}" --device gpu --out "$OUT/results" \
-      --machine "${ROBOCACHE_MACHINE:-nvidia-h200}" --no-progress 2>&1 | tee "$OUT/bench.log"
-  brc=${PIPESTATUS[0]}
-  $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report.md" 2>&1 | tail -1
-  echo "BENCH SUMMARY: suite ${SUITE:-quick} wall $(( $(date +%s) - start )) s; exit $brc"
-  [ "$brc" = 0 ] || status=1
+  MACHINE=$(machine_name)
+  : > "$OUT/bench.log"
+  for S in ${SUITE:-quick}; do
+    start=$(date +%s)
+    $PY -m robocache.bench.cli run --suite "$S" --device gpu --out "$OUT/results" --machine "$MACHINE" \
+        --precompile-jobs "${PRECOMPILE_JOBS:-4}" --no-progress 2>&1 | tee -a "$OUT/bench.log"
+    brc=${PIPESTATUS[0]}
+    # the latest run in OUT/results is the one just measured
+    $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-$S.md" 2>&1 | tail -1
+    echo "BENCH SUMMARY: suite $S machine $MACHINE wall $(( $(date +%s) - start )) s; exit $brc"
+    [ "$brc" = 0 ] || status=1
+  done
+  $PY -m robocache.bench.cli report "$OUT/results" --kernels --out "$OUT/kernels.md" 2>&1 | tail -1
 fi
 if [ "$WHAT" = asv ]; then
   COMMIT=${ROBOCACHE_GIT_COMMIT:-$(git rev-parse HEAD)}
@@ -92,7 +119,7 @@ if [ "$WHAT" = asv ]; then
   if ! git rev-parse -q --verify "$COMMIT^{commit}" >/dev/null 2>&1 && [ -f .gitbundle/repo.bundle ]; then
     git fetch -q --update-head-ok .gitbundle/repo.bundle "+refs/heads/*:refs/heads/*" 2>&1 | tail -2
   fi
-  MACHINE=${ROBOCACHE_MACHINE:-nvidia-h200}
+  MACHINE=$(machine_name)
   export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="$MACHINE" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
   mkdir -p "$OUT/asv"
@@ -112,9 +139,10 @@ if [ "$WHAT" = asv ]; then
 fi
 
 if [ "$WHAT" = pytest ]; then
-  export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="${ROBOCACHE_MACHINE:-nvidia-h200}" ROBOCACHE_DEVICE=gpu
+  MACHINE=$(machine_name)
+  export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="$MACHINE" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
-  $PY -m pytest benchmarks -q -p no:cacheprovider --benchmark-save="h200-${ROBOCACHE_SUITE:-quick}" \
+  $PY -m pytest benchmarks -q -p no:cacheprovider --benchmark-save="$MACHINE-${ROBOCACHE_SUITE:-quick}" \
       --benchmark-storage="file://$OUT/pytest" --benchmark-columns=min,median,max,rounds 2>&1 | tail -25
   prc=${PIPESTATUS[0]}
   echo "PYTEST-BENCHMARK SUMMARY: wall $(( $(date +%s) - start )) s; exit $prc"
@@ -122,7 +150,7 @@ if [ "$WHAT" = pytest ]; then
 fi
 if [ "$WHAT" = multigpu ]; then
   NGPU=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
-  MACHINE=${ROBOCACHE_MACHINE:-nvidia-h200-x$NGPU}
+  MACHINE=$(machine_name multi "$NGPU")
   start=$(date +%s)
   # NCCL_NVLS_ENABLE=0 is exported above; the launcher keeps it for every rank
   $PY -m robocache.bench.cli run --suite multigpu --device "${MULTIGPU_DEVICE:-gpu}" --gpus "$NGPU" --out "$OUT/records" \
