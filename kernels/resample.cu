@@ -69,7 +69,7 @@ RC_RESAMPLE_ENTRY(resample_v1_bfloat16_float64, rc_bf16, double)
 
 // v2: the launch covers n_targets = B*T output rows, (blockDim / 2^lg) * tpg of them per block.
 #define RC_RESAMPLE_V2_ENTRY(NAME, T, TT)                                                \
-    extern "C" __global__ void __launch_bounds__(256) NAME(                             \
+    extern "C" __global__ void __launch_bounds__(256, 4) NAME(                             \
         const T* __restrict__ values, const TT* __restrict__ src,                        \
         const TT* __restrict__ tgt, T* __restrict__ out, int S, int Tn, int D,           \
         long long n_targets, int vb, int lg, int tpg, unsigned long long div_mult,        \

@@ -48,10 +48,43 @@ __device__ __forceinline__ float rc_weight2(double num, double den) {
     return (float)ldexp(num, -e) / (float)m;
 }
 
-// rc_bracket of common.cuh with the weight of rc_weight2 (v2 only: v1 stays as it was measured).
+// The last index j with row[j] <= x (or -1; NaN x gives -1), for a non-decreasing row, searched from a
+// guess: where x falls between the row's first and last time, scaled to the row's length. Sensor
+// timestamps are close to uniform, so the guess is within a step or two and the search costs ~3
+// dependent loads instead of log2(n) (14 at S = 10000): gallop from the guess (1, 2, 4, ... steps)
+// until x is bracketed, then bisect. Any non-decreasing row gives the exact answer; an adversarial
+// one costs at most about twice a plain binary search.
+template <typename TT>
+__device__ __forceinline__ int rc_upper_bound_guess(const TT* __restrict__ row, int n, TT x) {
+    const TT first = __ldg(row), last = __ldg(row + n - 1);
+    const float span = (float)(last - first);
+    float gf = (float)(x - first) / span * (float)(n - 1);
+    if (!(gf >= 0.0f)) gf = 0.0f;  // NaN (x or span) and below the row
+    if (gf > (float)(n - 1)) gf = (float)(n - 1);
+    int lo, hi;
+    const int j = (int)gf;
+    if (__ldg(row + j) <= x) {  // answer in [j, n): gallop up to an hi with row[hi] > x (or n)
+        lo = j; hi = j + 1;
+#pragma unroll 1
+        for (int step = 1; hi < n && __ldg(row + hi) <= x; step <<= 1) { lo = hi; hi = min(n, hi + 2 * step); }
+    } else {                    // answer in [-1, j): gallop down to a lo with row[lo] <= x (or -1)
+        hi = j; lo = j - 1;
+#pragma unroll 1
+        for (int step = 1; lo >= 0 && !(__ldg(row + lo) <= x); step <<= 1) { hi = lo; lo = max(-1, lo - 2 * step); }
+    }
+#pragma unroll 1
+    while (hi - lo > 1) {       // row[lo] <= x (or lo == -1), !(row[hi] <= x) (or hi == n)
+        const int mid = lo + ((hi - lo) >> 1);
+        if (__ldg(row + mid) <= x) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// rc_bracket of common.cuh with the guessed search and the weight of rc_weight2 (v2 only: v1 stays as
+// it was measured).
 template <typename TT>
 __device__ __forceinline__ void rc_bracket2(const TT* __restrict__ row, int n, TT x, int& j0, int& j1, float& w) {
-    int j = rc_upper_bound_minus_one(row, n, x);
+    int j = rc_upper_bound_guess(row, n, x);
     if (x != x) {
         j0 = 0; j1 = 0; w = __int_as_float(0x7fc00000);
     } else if (j < 0) {

@@ -60,17 +60,17 @@ def _validate(values: Any, src_times: Any, tgt_times: Any) -> tuple[A.Arr, A.Arr
 class _Plan:
     """A validated v2 launch for one signature: the kernel with its argument block, grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "block")
 
-    def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int]):
-        self.fl, self.grid, self.kind, self.dev, self.shape = fl, grid, kind, dev, shape
+    def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int], block: int):
+        self.fl, self.grid, self.kind, self.dev, self.shape, self.block = fl, grid, kind, dev, shape, block
 
     def __call__(self, values: Any, src: Any, tgt: Any, out: Any = None) -> Any:
         if out is None:
             out = L.empty(self.kind, self.shape, values, self.dev)
         ptr = L.ptr
         L.fast_launch(self.fl, self.grid, self.kind, self.dev,
-                      {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)})
+                      {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)}, block=self.block)
         return out
 
 
@@ -82,7 +82,9 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int) -> _Plan:
     es = vv.element_size() if v.kind == "torch" else vv.itemsize
     vb = L.vector_bytes(es, (d * es,), (L.ptr(vv), out_ptr))
     n_targets = b * n_tgt
-    lg, tpg, grid = L.row_geometry(d, es, vb, n_targets, L.sm_count(v.device_index))
+    sms = L.sm_count(v.device_index)
+    block = L.block_threads(d, es, vb, n_targets, sms)
+    lg, tpg, grid = L.row_geometry(d, es, vb, n_targets, sms, threads=block)
     A.check_grid(grid, "values/tgt_times")
     mult, shift = L.fast_divmod(n_tgt)
     fn = L.kernel("resample", f"resample_v2_{v.dtype}_{s.dtype}", v.device_index)
@@ -90,7 +92,7 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int) -> _Plan:
     fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
                            ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", vb), ("i32", lg), ("i32", tpg),
                            ("u64", mult), ("u32", shift)])
-    return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d))
+    return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), block)
 
 
 def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool = False,

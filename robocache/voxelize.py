@@ -90,6 +90,21 @@ class _Plan:
         return 3 if self.mode == "count" else 4
 
 
+HASH_SMEM = 48 * 1024  # shared memory per block for the hash table (no opt-in needed up to 48 KB)
+
+
+def _hash_shape(c: int) -> tuple[int, int, int] | None:
+    """(hs_log2, points per block, shared bytes) of the block-aggregated kernel, or None when the table
+    would hold fewer than 512 slots (too many features per point to aggregate in shared memory)."""
+    words = 2 + c  # key, count, c sums
+    hs = 4096
+    while hs * words * 4 > HASH_SMEM:
+        hs //= 2
+    if hs < 512:
+        return None
+    return hs.bit_length() - 1, hs // 2, hs * words * 4
+
+
 def _zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, dev: int) -> Any:
     if kind == "torch":
         import torch

@@ -73,3 +73,14 @@ def test_signature_is_none_for_host_arrays():
     assert L.signature([1, 2]) is None
     torch = pytest.importorskip("torch")
     assert L.signature(torch.zeros(3)) is None  # CPU tensors take the full (reference) path
+
+
+@pytest.mark.parametrize("d,n", [(1, 12800), (32, 12800), (1024, 4), (32, 1_638_400), (1, 1)])
+def test_block_threads_spreads_small_problems(d, n):
+    threads = L.block_threads(d, 4, 4 if d < 4 else 16, n, sms=132)
+    assert threads in (32, 64, 128, 256)
+    lg, tpg, blocks = L.row_geometry(d, 4, 4 if d < 4 else 16, n, 132, threads=threads)
+    assert blocks * (threads >> lg) * tpg >= n
+    if threads < 256:  # halved only because bigger blocks left SMs idle
+        lg2, tpg2, blocks2 = L.row_geometry(d, 4, 4 if d < 4 else 16, n, 132, threads=threads * 2)
+        assert blocks2 < 2 * 132

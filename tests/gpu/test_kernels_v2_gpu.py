@@ -162,3 +162,34 @@ def test_voxelize_hot_voxels(version, mode):
         assert np.allclose(g, want, rtol=1e-4, atol=1e-5), f"{version} mean"
     else:
         assert np.array_equal(g, want), f"{version} {mode}"
+
+
+@pytest.mark.parametrize("version", VERSIONS["resample"])
+@pytest.mark.parametrize("rows", ["exponential", "all_equal", "two_clusters", "steps", "epoch_f64"])
+def test_resample_adversarial_time_rows(version, rows):
+    """Rows far from uniform, where v2's guessed search starts far from the answer and gallops."""
+    rng = np.random.default_rng(len(rows))
+    b, s, t, d = 5, 700, 300, 3
+    if rows == "exponential":
+        src = np.tile(np.cumsum(np.exp(np.linspace(0, 12, s))), (b, 1))
+    elif rows == "all_equal":
+        src = np.full((b, s), 0.5)
+    elif rows == "two_clusters":
+        src = np.sort(np.concatenate([rng.uniform(0, 1e-3, (b, s // 2)), rng.uniform(1e3, 1e3 + 1e-3, (b, s - s // 2))],
+                                     axis=1), axis=1)
+    elif rows == "steps":
+        src = np.sort(np.round(rng.uniform(0, 1, (b, s)) * 4) / 4, axis=1)
+    else:
+        src = 1.7e9 + np.sort(rng.uniform(0, 2, (b, s)), axis=1)
+    lo, hi = src.min(), src.max()
+    span = hi - lo if hi > lo else 1.0
+    tgt = rng.uniform(lo - 0.1 * span, hi + 0.1 * span, (b, t))
+    tgt[:, :20] = src[:, rng.integers(0, s, 20)]  # exact hits, repeated times included
+    tgt[0, -1] = np.nan
+    vals = rng.standard_normal((b, s, d))
+    tdt = torch.float64 if rows == "epoch_f64" or rows == "exponential" else torch.float32
+    st, tt = torch.from_numpy(src).cuda().to(tdt), torch.from_numpy(tgt).cuda().to(tdt)
+    got = robocache.resample(torch.from_numpy(vals).cuda().float(), st, tt, _version=version)
+    want = reference.resample(vals.astype(np.float32).astype(np.float64), st.double().cpu().numpy(),
+                              tt.double().cpu().numpy())
+    _check(got, want, torch.float32, f"{version} {rows}")
