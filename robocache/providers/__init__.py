@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import cupy_provider, numpy_cpu, torch_compile, torch_eager
+from .._versions import VERSIONS
 
 OPS = ("resample", "fuse", "voxelize")
 
@@ -74,6 +75,26 @@ def _rc_voxelize(*args: Any, **kwargs: Any) -> Any:
     return robocache.voxelize(*args, **kwargs)
 
 
+def _rc_version(op: str, version: str) -> Callable[..., Any]:
+    """One kernel version of ``op`` through the public wrapper's validation (provider ``robocache@<v>``)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import robocache
+
+        return getattr(robocache, op)(*args, _version=version, **kwargs)
+    call.__name__ = f"{op}_{version}"
+    return call
+
+
+def _versioned() -> tuple[Provider, ...]:
+    names_ = sorted({v for vs in VERSIONS.values() for v in vs}, key=lambda v: int(v[1:]))
+    out = []
+    for v in names_:
+        ops = {op: _rc_version(op, v) for op, vs in VERSIONS.items() if v in vs}
+        missing = {op: f"robocache has no kernel version {v} of {op}" for op in VERSIONS if op not in ops}
+        out.append(Provider(f"robocache@{v}", f"robocache {v} (CUDA)", "cuda", ops, missing, requires=("cupy",)))
+    return tuple(out)
+
+
 def _ops(mod: Any) -> dict[str, Callable[..., Any]]:
     return {op: getattr(mod, op) for op in OPS}
 
@@ -81,6 +102,7 @@ def _ops(mod: Any) -> dict[str, Callable[..., Any]]:
 _PROVIDERS: tuple[Provider, ...] = (
     Provider("robocache", "robocache (CUDA)", "cuda",
              {"resample": _rc_resample, "fuse": _rc_fuse, "voxelize": _rc_voxelize}, requires=("cupy",)),
+    *_versioned(),  # robocache@v1, robocache@v2, ...: every kernel version, for the optimisation journey
     Provider("torch_eager", "PyTorch eager", "any", _ops(torch_eager), requires=("torch",)),
     Provider("torch_compile", "PyTorch torch.compile", "any", _ops(torch_compile), requires=("torch",)),
     # mode="max-autotune-no-cudagraphs": the issue's second compiled peer; the faster mode is the one to beat
