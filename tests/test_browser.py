@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from dashboard import browser
+from robocache.bench.report import label
 
 REQUIRED = os.environ.get("ROBOCACHE_REQUIRE_BROWSER", "") == "1"
 
@@ -114,7 +115,7 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
         _no_exception(page, "overview")
         assert page.get_by_text("SYNTHETIC", exact=False).count() >= 1  # the fixture says what it is
         legend = browser.chart_texts(page, ".legendtext")
-        assert "cupy" in legend and BOLD not in legend, legend
+        assert label("cupy") in legend and BOLD not in legend, legend  # providers by their readable label
         page.screenshot(path=str(shots / "overview-b200.png"))
 
         # change a filter: H200; the speedup chart redraws with that machine's peers
@@ -126,7 +127,7 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
         assert browser.wait_for_charts(page, 2) >= 2
         _no_exception(page, "overview, H200")
         legend = browser.chart_texts(page, ".legendtext")
-        assert {BOLD, "torch_eager"} <= set(legend) and "cupy" not in legend, legend  # shown as typed
+        assert {BOLD, label("torch_eager")} <= set(legend) and label("cupy") not in legend, legend  # BOLD as typed
         # x categories: the <script> case id as text on the axis
         assert any(SCRIPT in t for t in browser.chart_texts(page, ".xtick")), browser.chart_texts(page, ".xtick")
         _no_markup_in_charts(page, "overview, H200")
@@ -149,7 +150,7 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
         browser.select(page, "machine", "synthetic-h200")
         page.wait_for_function(
             "t => [...document.querySelectorAll('.js-plotly-plot .legendtext')].some(e => e.textContent === t)",
-            arg="torch_eager float32", timeout=30_000)
+            arg=f"{label('torch_eager')} float32", timeout=30_000)
         browser.wait_idle(page)
         browser.select(page, "case", CASE)
         want = f"{CASE}: median time per call (us)"
