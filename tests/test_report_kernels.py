@@ -209,3 +209,33 @@ def test_cli_report_kernels_over_every_machine(tmp_path: Path, capsys: pytest.Ca
     with pytest.raises(SystemExit) as e:
         cli.main(["report", str(tmp_path), "--kernels", "--headline"])
     assert e.value.code == 2
+
+
+def test_runs_of_one_commit_and_suite_are_one_measurement():
+    """A nightly split over two invocations at one commit (a lease ran out; `run --cases` finished it)
+    is read as one measurement; a run at another commit never joins it. SYNTHETIC records."""
+    from synthetic_kernels import CASES, nightly_records
+
+    from robocache.bench import report as rep
+
+    def tag(recs, env, commit):
+        for r in recs:
+            r["env"] = env
+            r["git_commit"] = commit
+        return recs
+
+    env = {"machine": "nvidia-h200", "arch": "H200", "gpu_name": "synthetic", "device": "gpu"}
+    first = [r for r in nightly_records(1.0, 4300.0, "run-a", "2026-03-01T00:00:00Z", with_dispatch=False)
+             if r["case"]["id"] == CASES[0][0]]
+    rest = [r for r in nightly_records(1.0, 4300.0, "run-b", "2026-03-01T01:00:00Z", with_dispatch=False)
+            if r["case"]["id"] != CASES[0][0]]
+    other = nightly_records(2.0, 4300.0, "run-c", "2026-02-01T00:00:00Z", with_dispatch=False)
+    recs = tag(first, env, "c1") + tag(rest, env, "c1") + tag(other, env, "c0")
+    got = {op: (rid, rs) for _, op, rid, rs in rep.runs_per_op(recs)}
+    op0 = CASES[0][1]
+    rid, rs = got[op0]
+    assert all(r["git_commit"] == "c1" for r in rs)
+    want_ids = {c[0] for c in CASES if c[1] == op0}
+    assert {r["case"]["id"] for r in rs} == want_ids  # both invocations' cases of the op
+    if len(want_ids) > 1:
+        assert rid == "run-a+run-b"

@@ -472,24 +472,34 @@ def _timed(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def runs_per_op(records: Iterable[dict[str, Any]], want: Any = None
                 ) -> list[tuple[tuple[str, str, str], str, str, list[dict[str, Any]]]]:
-    """One run per machine and op: ``[((machine, arch, gpu), op, run_id, that run's records of op), ...]``.
+    """One measurement per machine and op: ``[((machine, arch, gpu), op, run label, its records of op), ...]``.
 
-    Ratios are only taken inside one run (side by side on one GPU), so each machine and op contributes
-    one run: among the runs with a record of the op for which ``want(record)`` holds (any when ``want`` is
-    None), a ``nightly`` run (the whole grid) before any other, then the newest. Per op, because a
-    nightly asv pass runs each op in its own invocation (its own run id). Machines sorted, ops in grid order.
+    Ratios are only taken inside one measurement of one commit on one GPU, so each machine and op
+    contributes one: the runs of one suite at one git commit count as one measurement (a suite split
+    over several invocations: asv's nightly pass runs each op in its own, and a run cut short by a
+    device lease is finished with ``run --cases``), its label the run ids joined by ``+``, each case
+    and provider from its newest run. Among those with a record of the op for which ``want(record)``
+    holds (any when ``want`` is None): a ``nightly`` one (the whole grid) before any other, then the
+    newest. Records without a commit are their own run. Machines sorted, ops in grid order.
     """
-    by: dict[tuple, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    by: dict[tuple, dict[tuple, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        by[(_machine(r), r["case"]["op"])][r["run_id"]].append(r)
+        commit = r.get("git_commit")
+        group = (r["suite"], commit) if commit else (r["suite"], None, r["run_id"])
+        by[(_machine(r), r["case"]["op"])][group].append(r)
     out = []
     for mach, op in sorted(by, key=lambda k: (k[0], specs.OPS.index(k[1]) if k[1] in specs.OPS else 9, k[1])):
-        cands = [(rid, rs) for rid, rs in by[(mach, op)].items() if want is None or any(want(r) for r in rs)]
+        cands = [rs for rs in by[(mach, op)].values() if want is None or any(want(r) for r in rs)]
         if not cands:
             continue
-        rid, rs = max(cands, key=lambda kv: (any(r["suite"] == "nightly" for r in kv[1]),
-                                             max(str(r["created"]) for r in kv[1]), kv[0]))
-        out.append((mach, op, rid, rs))
+        rs = max(cands, key=lambda rs: (any(r["suite"] == "nightly" for r in rs),
+                                        max(str(r["created"]) for r in rs), max(r["run_id"] for r in rs)))
+        newest: dict[tuple, dict[str, Any]] = {}
+        for r in sorted(rs, key=lambda r: (str(r["created"]), r["run_id"])):
+            c = r["case"]
+            newest[(c["id"], c["dtype"], c["provider"])] = r
+        rids = sorted({r["run_id"] for r in newest.values()})
+        out.append((mach, op, "+".join(rids), list(newest.values())))
     return out
 
 
@@ -688,13 +698,21 @@ def vs_compile(records: Iterable[dict[str, Any]], provider: str = OURS) -> str:
 BARE_HINTS = ("raw", "bare", "launch_floor")  # a provider timing a bare kernel launch (the call-cost floor)
 
 
+def _is_bare(provider: str) -> bool:
+    return any(h in provider for h in BARE_HINTS)
+
+
 def call_cost_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Call-cost (dispatch) cases: host time per call of a tiny call, per machine (one run each), case and
     provider; ``vs_bare`` = this / the bare-launch provider of the case when one ran (names containing
     ``raw``, ``bare`` or ``launch_floor``). Empty when the records carry no dispatch case."""
     out = []
     disp = [r for r in records if is_dispatch(r) and not is_multigpu(r)]
-    for (machine, arch, gpu), _op, rid, rs in runs_per_op(disp):
+    # a measurement with the launch floor beside the public call (a run narrowed to some providers may
+    # hold the public call alone); any measurement when none has one
+    floor = [x for x in runs_per_op(disp, want=lambda r: _is_bare(r["case"]["provider"]))]
+    seen = {(m, op) for m, op, _, _ in floor}
+    for (machine, arch, gpu), _op, rid, rs in floor + [x for x in runs_per_op(disp) if (x[0], x[1]) not in seen]:
         by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for r in rs:
             by[(r["case"]["id"], r["case"]["dtype"])].append(r)
