@@ -18,6 +18,7 @@
 #   HISTORY  folder with the results history; missing or empty: the night is checked against itself only
 #   CONFIRM  non-empty: `check --confirm` (re-measures alerted cases into OUTDIR/confirm first)
 #   ASV      0 skips step 2
+#   PRECOMPILE_JOBS  parallel torch.compile pre-pass processes of step 1 (default 4; 0: off)
 #   PYTHON   the interpreter with robocache's dependencies (default python3); robocache itself is
 #            imported from this checkout (PYTHONPATH), as in scripts/gpu_check.sh
 # Exit code: 0 when every step succeeded and no confirmed regression; otherwise 1 (a confirmed regression,
@@ -62,8 +63,10 @@ status=0
 # 1. the CLI run (the series the alerts come from), and its headline table, before asv adds a second run
 start=$(date +%s)
 run_rc=0
+# the torch.compile cases compile first in parallel (their timing processes then load from Inductor's cache):
+# the grid holds every kernel version and both compile modes (387 cases at grid version 2)
 rcb run --suite "$SUITE" --device "$DEVICE" --out "$OUT/records" --machine "$MACHINE" --no-progress \
-  2>&1 | tee "$OUT/run.log" || run_rc=${PIPESTATUS[0]}
+  --precompile-jobs "${PRECOMPILE_JOBS:-4}" 2>&1 | tee "$OUT/run.log" || run_rc=${PIPESTATUS[0]}
 echo "NIGHTLY run: suite $SUITE on $MACHINE ($DEVICE) at $COMMIT: exit $run_rc in $(( $(date +%s) - start )) s"
 report_rc=0
 rcb report "$OUT/records" --headline > "$OUT/report.md" 2> "$OUT/report.err" || report_rc=$?

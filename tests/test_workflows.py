@@ -335,7 +335,7 @@ def test_nightly_sh_steps_and_arguments(stub, tmp_path):
     assert [_cmd(c) for c in calls] == ["run", "report", "asv machine", "asv run", "check"]
     run, report, machine, asv, check = (c["args"][2:] for c in calls)
     assert run == ["run", "--suite", "nightly", "--device", "gpu", "--out", f"{out}/records",
-                   "--machine", "gpu-h100", "--no-progress"]
+                   "--machine", "gpu-h100", "--no-progress", "--precompile-jobs", "4"]
     assert report == ["report", f"{out}/records", "--headline"]
     assert machine == ["machine", "--machine", "gpu-h100", "--yes"]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
