@@ -62,19 +62,25 @@ __device__ __forceinline__ int rc_upper_bound_guess(const TT* __restrict__ row, 
     if (!(gf >= 0.0f)) gf = 0.0f;  // NaN (x or span) and below the row
     if (gf > (float)(n - 1)) gf = (float)(n - 1);
     int lo, hi;
-    const int j = (int)gf;
+    const int j = min((int)gf, n - 1);  // (float)(n - 1) rounds up past n - 1 once n > 2^24
     if (__ldg(row + j) <= x) {  // answer in [j, n): gallop up to an hi with row[hi] > x (or n)
         lo = j; hi = j + 1;
 #pragma unroll 1
-        for (int step = 1; hi < n && __ldg(row + hi) <= x; step <<= 1) { lo = hi; hi = min(n, hi + 2 * step); }
+        for (long long step = 2; hi < n && __ldg(row + hi) <= x; step <<= 1) {  // 64-bit: S near 2^31
+            lo = hi;
+            hi = (int)min((long long)n, (long long)hi + step);
+        }
     } else {                    // answer in [-1, j): gallop down to a lo with row[lo] <= x (or -1)
         hi = j; lo = j - 1;
 #pragma unroll 1
-        for (int step = 1; lo >= 0 && !(__ldg(row + lo) <= x); step <<= 1) { hi = lo; lo = max(-1, lo - 2 * step); }
+        for (long long step = 2; lo >= 0 && !(__ldg(row + lo) <= x); step <<= 1) {
+            hi = lo;
+            lo = (int)max(-1LL, (long long)lo - step);
+        }
     }
 #pragma unroll 1
-    while (hi - lo > 1) {       // row[lo] <= x (or lo == -1), !(row[hi] <= x) (or hi == n)
-        const int mid = lo + ((hi - lo) >> 1);
+    while ((long long)hi - lo > 1) {  // row[lo] <= x (or lo == -1), !(row[hi] <= x) (or hi == n); 64-bit: -1 .. 2^31-1
+        const int mid = (int)(lo + (((long long)hi - lo) >> 1));
         if (__ldg(row + mid) <= x) lo = mid; else hi = mid;
     }
     return lo;

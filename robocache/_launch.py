@@ -9,6 +9,7 @@ current stream (PyTorch's or CuPy's), entering no context manager unless the cur
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import struct
@@ -275,6 +276,14 @@ def empty(kind: str, shape: tuple[int, ...], like: Any, device_index: int) -> An
         return cupy.empty(shape, dtype=like.dtype)
     with cupy.cuda.Device(device_index):
         return cupy.empty(shape, dtype=like.dtype)
+
+
+def on_device(kind: str, device_index: int) -> Any:
+    """The context in which to copy or fill a caller's arrays: CuPy allocates and launches on the *current*
+    device and its stream, so enter the arrays' device (torch ops run on the tensor's own device)."""
+    if kind == "cupy":
+        return sys.modules["cupy"].cuda.Device(device_index)
+    return contextlib.nullcontext()
 
 
 def ptr(x: Any) -> int:

@@ -209,8 +209,9 @@ def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: boo
         return A.fill_out(out, A.from_numpy_like(v0, res, v0.dtype))
 
     if version != "v1" and len(pairs) <= FUSE2_MAX:
-        tt = A.contiguous(t)
-        arrays = [(A.contiguous(v), A.contiguous(s)) for v, s in pairs]
+        with L.on_device(t.kind, t.device_index):  # copies of non-contiguous CuPy inputs on their own device
+            tt = A.contiguous(t)
+            arrays = [(A.contiguous(v), A.contiguous(s)) for v, s in pairs]
         if check_times:
             with A.GpuContext(t.kind, t.device_index):
                 for (_, s), (_, ss) in zip(pairs, arrays):

@@ -126,7 +126,8 @@ def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool =
         return A.fill_out(out, A.from_numpy_like(v, res, v.dtype))
 
     if version != "v1":
-        vv, ss, tt = A.contiguous(v), A.contiguous(s), A.contiguous(t)
+        with L.on_device(v.kind, v.device_index):  # copies of non-contiguous CuPy inputs on their own device
+            vv, ss, tt = A.contiguous(v), A.contiguous(s), A.contiguous(t)
         if check_times:
             with A.GpuContext(v.kind, v.device_index):
                 check_sorted_gpu("src_times", ss)

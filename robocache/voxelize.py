@@ -68,7 +68,8 @@ class _Plan:
             if out is None:
                 out = _zeros(self.kind, self.out_shape, self.out_dtype, points, self.dev)
             else:
-                out[...] = 0
+                with L.on_device(self.kind, self.dev):  # the fill on the output's device and stream
+                    out[...] = 0
             if self.grid:  # main: count/occupancy (0 points, 3 counts, 4 occ) or hashed (0, 7 counts)
                 L.fast_launch(self.main, self.grid, self.kind, self.dev,
                               {0: ptr(points), self.main_out_slot(): ptr(out)}, self.smem)
@@ -123,7 +124,15 @@ def _key(points: Any, features: Any | None, grid: Any, bounds: Any, mode: str) -
     sp = L.signature(points)
     if sp is None or type(grid) is not tuple or not all(type(x) is int for x in grid):
         return None  # only plain int grids: True == 1 would otherwise reuse a plan the checks never saw
-    key = (sp, L.signature(features) if features is not None else None, grid, bounds, mode)
+    if type(bounds) is not tuple or len(bounds) != 2 or not all(
+            type(c) is tuple and all(type(x) in (int, float) for x in c) for c in bounds):
+        return None  # only plain number tuples: arrays or tensors could change in place under a cached plan
+    sf = None
+    if features is not None:
+        sf = L.signature(features)
+        if sf is None:  # host features with GPU points: the full path raises the mixed-kinds error
+            return None
+    key = (sp, sf, grid, bounds, mode)
     try:
         hash(key)  # lists or arrays as grid/bounds: not hashable, so no plan (the full path every call)
     except TypeError:
@@ -190,8 +199,9 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
     geom = (*(np.float32(x) for x in lo), *(np.float32(x) for x in hi), *(np.float32(x) for x in inv),
             *(np.int32(x) for x in g))
     if version != "v1":
-        pp = A.contiguous(p)
-        ff = A.contiguous(f) if f is not None else None
+        with L.on_device(p.kind, p.device_index):  # copies of non-contiguous CuPy inputs on their own device
+            pp = A.contiguous(p)
+            ff = A.contiguous(f) if f is not None else None
         acc = mode == "mean"
         c = f.shape[2] if acc else 0  # features given with count/occupancy are ignored, never read
         # Shared-memory aggregation pays for mean (H100, B4 N100k G64: 44 us vs 55 us without, clustered;

@@ -84,3 +84,80 @@ def test_block_threads_spreads_small_problems(d, n):
     if threads < 256:  # halved only because bigger blocks left SMs idle
         lg2, tpg2, blocks2 = L.row_geometry(d, 4, 4 if d < 4 else 16, n, 132, threads=threads * 2)
         assert blocks2 < 2 * 132
+
+
+class _FakeGpuArray:
+    """Stands in for a CUDA array in the plan-key tests (no GPU here)."""
+
+
+def test_voxelize_plan_key_refuses_what_could_change_or_mislead(monkeypatch):
+    import importlib
+
+    vox = importlib.import_module("robocache.voxelize")  # the module (the package exports the function)
+
+    monkeypatch.setitem(L._SIG_OF, _FakeGpuArray, lambda x: ("fake", id(type(x))))
+    pts = _FakeGpuArray()
+    bounds = ((-1.0, -1.0, -1.0), (1.0, 1.0, 1.0))
+    assert vox._key(pts, None, (8, 8, 8), bounds, "count") is not None
+    assert vox._key(pts, None, (8, 8, 8), ((-1, -1, -1), (1, 1, 1)), "count") is not None
+    assert vox._key(pts, None, (True, 8, 8), bounds, "count") is None  # True == 1 must not share a plan
+    assert vox._key(pts, None, [8, 8, 8], bounds, "count") is None
+    assert vox._key(pts, None, (8, 8, 8), np.array(bounds), "count") is None  # arrays change in place
+    assert vox._key(pts, None, (8, 8, 8), ((-1.0, -1.0, True), (1.0, 1.0, 1.0)), "count") is None
+    torch = pytest.importorskip("torch")
+    assert vox._key(pts, None, (8, 8, 8), (torch.zeros(3), torch.ones(3)), "count") is None
+    # host features beside GPU points: never the features=None plan (the full path raises mixed kinds)
+    assert vox._key(pts, np.zeros((1, 4, 2)), (8, 8, 8), bounds, "count") is None
+
+
+def _guess_search(row: np.ndarray, x: float) -> tuple[int, int]:
+    """A line-by-line emulation of rc_upper_bound_guess (kernels/rows_v2.cuh) with float32 guess arithmetic:
+    (answer, the largest index it read)."""
+    n = len(row)
+    f32 = np.float32
+    read = [0, n - 1]
+    with np.errstate(all="ignore"):
+        span = f32(row[-1] - row[0])
+        gf = f32(f32(x - row[0]) / span) * f32(n - 1)
+        if not gf >= 0:
+            gf = f32(0)
+        if gf > f32(n - 1):
+            gf = f32(n - 1)
+    j = min(int(gf) if gf < 2**31 else 2**31 - 1, n - 1)
+    read.append(j)
+    if row[j] <= x:
+        lo, hi, step = j, j + 1, 2
+        while hi < n and (read.append(hi) or row[hi] <= x):
+            lo, hi, step = hi, min(n, hi + step), step * 2
+    else:
+        hi, lo, step = j, j - 1, 2
+        while lo >= 0 and (read.append(lo) or not row[lo] <= x):
+            hi, lo, step = lo, max(-1, lo - step), step * 2
+    while hi - lo > 1:
+        mid = lo + ((hi - lo) >> 1)
+        read.append(mid)
+        if row[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    return lo, max(read)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 100, 2**24 + 4])
+def test_guessed_search_is_exact_and_stays_in_the_row(n):
+    """numpy.interp's bracket (last index with row[j] <= x) from the guessed, galloping search, on rows
+    near-uniform, clustered, with repeats and all equal; no read past the row (2**24 + 4: float32 rounds
+    n - 1 up to n)."""
+    rng = np.random.default_rng(n)
+    rows = [np.sort(rng.uniform(0, 1, n)), np.sort(np.round(rng.uniform(0, 1, n) * 4) / 4), np.full(n, 0.5),
+            np.sort(np.concatenate([rng.uniform(0, 1e-3, n // 2), rng.uniform(1e3, 1e3 + 1, n - n // 2)]))]
+    if n > 10**6:
+        rows = [np.arange(n, dtype=np.float64)]  # uniform and huge: the float32 guess lands at n - 1 or beyond
+    for row in rows:
+        xs = np.concatenate([rng.uniform(row[0] - 1, row[-1] + 1, 40), row[rng.integers(0, n, 10)],
+                             [row[0], row[-1], np.inf, -np.inf, np.nan]])
+        for x in xs:
+            got, top = _guess_search(row, float(x))
+            want = -1 if np.isnan(x) else int(np.searchsorted(row, x, side="right")) - 1
+            assert got == want, (n, x)
+            assert top <= n - 1

@@ -177,7 +177,9 @@ def test_host_loop_stop_rule_and_time_limit():
     t0 = time.perf_counter()
     t = timer.time_host_loop(lambda: time.sleep(r.random() * 3e-4), noise_target=1e-9, max_samples=10**7,
                              time_limit_s=0.3, warmup_s=0.02)
-    assert not t.noise_target_met and 0.3 <= time.perf_counter() - t0 < 0.3 + 0.02 + 0.3
+    # the limit is honoured (without it 10**7 samples would take minutes); the bound leaves a machine four
+    # times slower than a quiet one room (CI shares its cores: 1.03 s was seen under load)
+    assert not t.noise_target_met and 0.3 <= time.perf_counter() - t0 < 4 * (0.3 + 0.02 + 0.3)
 
 
 @pytest.mark.parametrize("kw", [{"noise_target": -1.0}, {"min_samples": 0}, {"time_limit_s": 0.0},
