@@ -104,7 +104,9 @@ def test_rows_needed_chunks_agree(monkeypatch):
     src = np.sort(rng.uniform(0, 1, (50, 20)), axis=1)
     tgt = rng.uniform(-0.1, 1.1, (50, 7))
     whole = specs.rows_needed(src, tgt)
-    monkeypatch.setattr(specs, "_SEARCH_CHUNK", 60)  # 2 rows per chunk
+    from robocache.bench.ops import base
+
+    monkeypatch.setattr(base, "_SEARCH_CHUNK", 60)  # 2 rows per chunk
     assert (specs.rows_needed(src, tgt) == whole).all()
 
 

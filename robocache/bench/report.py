@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from . import specs
+from . import ops, specs
 
 PEERS = ("torch_compile", "torch_compile@max-autotune", "torch_eager", "cupy", "numpy")
 LABEL = {"robocache": "robocache", "torch_eager": "torch eager", "torch_compile": "torch.compile",
@@ -230,10 +230,16 @@ def compile_best(idx: dict[tuple[str, str, str], dict[str, Any]], cid: str, dtyp
     return best
 
 
+def headline_case() -> tuple[str, str] | None:
+    """(title, case id) of the report's headline: the first registered op's that declares one (resample's
+    classic case: B256, 100 -> 50, D32)."""
+    return next((op.headline for op in ops.registered() if op.headline), None)
+
+
 def headline(records: list[dict[str, Any]]) -> str:
-    """The classic case (B256, 100 -> 50, D32) per dtype and provider, with robocache's speedup."""
+    """The headline case (:func:`headline_case`) per dtype and provider, with robocache's speedup."""
     idx = _index(records)
-    cid = "resample/B256-S100-T50-D32"
+    cid = (headline_case() or ("", ""))[1]
     rows = []
     for r in sorted((r for r in records if r["case"]["id"] == cid),
                     key=lambda r: (specs.GPU_DTYPES.index(r["case"]["dtype"]) if r["case"]["dtype"] in
@@ -421,7 +427,7 @@ def multigpu(records: list[dict[str, Any]]) -> str:
 
     def order(r):
         p = r["case"]["params"]
-        return (specs.OPS.index(r["case"]["op"]) if r["case"]["op"] in specs.OPS else 9, r["case"]["provider"],
+        return (ops.order(r["case"]["op"]), r["case"]["provider"],
                 p.get("scaling", ""), specs.GATHER_MODES.index(p["gather"]) if p.get("gather") in specs.GATHER_MODES
                 else 9, p.get("B", 0), p.get("world_size", 0))
     for r in sorted((r for r in records if is_multigpu(r)), key=order):
@@ -449,14 +455,6 @@ def multigpu(records: list[dict[str, Any]]) -> str:
 
 
 # --- kernel versions and torch.compile at its best ---------------------------------------------------
-
-# The case each op's journey row is read on (the seed's standard case first), then fallbacks in order.
-REPRESENTATIVE: dict[str, tuple[tuple[str, str], ...]] = {
-    "resample": (("resample/B256-S100-T50-D32", "bfloat16"), ("resample/B256-S100-T50-D32", "float32")),
-    "fuse": (("fuse/robot-B256-T100", "bfloat16"), ("fuse/robot-B256-T100", "float32")),
-    "voxelize": (("voxelize/B4-N100000-G64-count-uniform", "float32"),),
-}
-
 
 def _machine(r: dict[str, Any]) -> tuple[str, str, str]:
     """(machine, arch, GPU name) from the record's env; ``?`` where unknown."""
@@ -488,7 +486,7 @@ def runs_per_op(records: Iterable[dict[str, Any]], want: Any = None
         group = (r["suite"], commit) if commit else (r["suite"], None, r["run_id"])
         by[(_machine(r), r["case"]["op"])][group].append(r)
     out = []
-    for mach, op in sorted(by, key=lambda k: (k[0], specs.OPS.index(k[1]) if k[1] in specs.OPS else 9, k[1])):
+    for mach, op in sorted(by, key=lambda k: (k[0], ops.order(k[1]), k[1])):
         cands = [rs for rs in by[(mach, op)].values() if want is None or any(want(r) for r in rs)]
         if not cands:
             continue
@@ -534,7 +532,7 @@ def _grid_order(key: tuple[str, str]) -> tuple[int, int, str, str]:
 
 
 def representative(records: list[dict[str, Any]], op: str) -> tuple[str, str] | None:
-    """The (case id, dtype) an op's journey is read on: the first of :data:`REPRESENTATIVE` that every version
+    """The (case id, dtype) an op's journey is read on: the first of the op's ``representative`` that every version
     measured, else the case in grid order that the most versions measured (``ok``)."""
     vers = _versions(records, op)
     ok: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -543,7 +541,7 @@ def representative(records: list[dict[str, Any]], op: str) -> tuple[str, str] | 
             ok[(r["case"]["id"], r["case"]["dtype"])].add(r["case"]["provider"])
     if not ok:
         return None
-    for key in REPRESENTATIVE.get(op, ()):
+    for key in (ops.get(op).representative if op in ops.names() else ()):
         if ok.get(key) == set(vers):
             return key
     return min(ok, key=lambda k: (-len(ok[k]), _grid_order(k)))
@@ -666,7 +664,7 @@ def vs_compile_summary(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         groups[(c["machine"], c["arch"], c["gpu"], c["run_id"], c["op"])].append(c)
     out = []
     for (machine, arch, gpu, rid, op), cs in sorted(groups.items(), key=lambda kv: (
-            kv[0][0], specs.OPS.index(kv[0][4]) if kv[0][4] in specs.OPS else 9, kv[0][4])):
+            kv[0][0], ops.order(kv[0][4]), kv[0][4])):
         cs = sorted(cs, key=lambda c: c["ratio"])
         modes: dict[str, int] = defaultdict(int)
         for c in cs:
@@ -770,14 +768,10 @@ def report(records: list[dict[str, Any]]) -> str:
                              "## Multi-GPU scaling", multigpu(multi), "## Health", health(everything)]) + "\n"
     parts = [
         "# robocache-bench report", header(everything),
-        "## Headline: the classic case (B=256, 100 -> 50 frames, 32 features)", headline(records),
+        f"## Headline: {(headline_case() or ('no headline case', ''))[0]}", headline(records),
         "## Dtype comparison (robocache; speedup = float32 median / 16-bit median)", dtypes(records),
-        "## Batch scaling (resample, 100 -> 50, D=32, float32)",
-        _scaling(records, "resample", "B", {"S": 100, "T": 50, "D": 32}, first_dtype),
-        "## Length scaling (resample, B=256, T=S/2, D=32, float32)",
-        _scaling(records, "resample", "S", {"B": 256, "D": 32, "T": lambda p: p["S"] // 2}, first_dtype),
-        "## Dimension scaling (resample, B=256, 100 -> 50, float32)",
-        _scaling(records, "resample", "D", {"B": 256, "S": 100, "T": 50}, first_dtype),
+        *(part for op in ops.registered() for title, axis, fixed in op.scaling_views
+          for part in (f"## {title}", _scaling(records, op.name, axis, fixed, first_dtype))),
         "## Against the peers (speedup = peer median / robocache median, same run, same GPU)", peers(records),
         *(["## Optimisation journey (kernel versions, this run)", journey(records)]
           if any(version_of(r["case"]["provider"]) for r in records) else []),

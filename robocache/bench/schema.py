@@ -80,7 +80,9 @@ class Case(_Rec):
     """What was measured."""
 
     id: str  # stable across runs, e.g. "resample/B256-S100-T50-D32"; with provider+dtype+method: a series
-    op: Literal["resample", "fuse", "voxelize"]
+    # Any string on load (an older reader keeps loading files of ops added later); checked against the op
+    # registry (robocache.bench.ops) when written, by validate_records.
+    op: str
     provider: str
     dtype: str
     params: dict[str, Any]  # JSON scalars and lists of them (shapes, grid sizes, stream lists)
@@ -300,9 +302,17 @@ def validate_records(env: Any, records: list[Any]) -> RecordsFile:
     doc = {"schema_version": SCHEMA_VERSION, "kind": FILE_KIND, "env": to_dict(env),
            "records": [to_dict(r) for r in records]}
     try:
-        return msgspec.convert(doc, RecordsFile)
+        out = msgspec.convert(doc, RecordsFile)
     except msgspec.ValidationError as e:
         raise SchemaError(str(e)) from None
+    from . import ops
+
+    known = ops.names()
+    for i, rec in enumerate(out.records):
+        if rec.case.op not in known:
+            raise SchemaError(f"unknown op {rec.case.op!r} (registered: {', '.join(known)}) - at "
+                              f"`$.records[{i}].case.op`")
+    return out
 
 
 def to_dict(obj: Any) -> Any:

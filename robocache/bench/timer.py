@@ -280,22 +280,29 @@ def time_host_loop(fn: Callable[[], Any], *, sync: Callable[[], Any] | None = No
                   batches=len(samples))
 
 
-# Each op's entry point's argument list (kernels/<op>.cu, v1: what the wrappers pass), for the bare
-# launch: "ptr" a device pointer (uint64), "out" the one-element int32 output, "i32"/"i64" integers,
-# "f32" floats. The launch cost grows with the argument count, so the floor keeps the same count.
-LAUNCH_FLOOR_ARGS: dict[str, tuple[str, ...]] = {
-    "resample": ("ptr", "ptr", "ptr", "out", "i32", "i32", "i32", "i32"),  # values, src, tgt, out, S, T, D, tiles
-    "fuse": ("ptr", "i32", "ptr", "out", "i32", "i32", "i32"),  # stream table, K, tgt, out, T, sum D, tiles
-    # points, B, N, counts, occupancy, lo xyz, hi xyz, 1/size xyz, grid xyz
-    "voxelize": ("ptr", "i64", "i32", "out", "ptr", *("f32",) * 9, *("i32",) * 3),
-}
+# Each op's entry point's argument list (kernels/<op>.cu, v1: what the wrappers pass) is the op's
+# ``launch_floor_args`` (robocache/bench/ops/<op>.py), for the bare launch: "ptr" a device pointer (uint64),
+# "out" the one-element int32 output, "i32"/"i64" integers, "f32" floats. The launch cost grows with the
+# argument count, so the floor keeps the same count.
+def _launch_floor_args() -> dict[str, tuple[str, ...]]:
+    from . import ops
+
+    return {op.name: op.launch_floor_args for op in ops.registered() if op.launch_floor_args}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LAUNCH_FLOOR_ARGS":  # the registered ops' argument lists, op -> kinds
+        return _launch_floor_args()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _C_TYPE = {"ptr": "const void*", "out": "int*", "i32": "int", "i64": "long long", "f32": "float"}
 
 
 def launch_floor_source(op: str) -> str:
     """CUDA source of the bare kernel for ``op``: the op's argument list; thread 0 of block 0 writes the sum
     of the integer arguments to the output (so a launch can be checked), nothing else."""
-    kinds = LAUNCH_FLOOR_ARGS[op]
+    kinds = _launch_floor_args()[op]
     params = ", ".join(f"{_C_TYPE[k]} a{i}" for i, k in enumerate(kinds))
     out = next(f"a{i}" for i, k in enumerate(kinds) if k == "out")
     total = " + ".join(f"(int)a{i}" for i, k in enumerate(kinds) if k in ("i32", "i64")) or "0"
@@ -306,7 +313,7 @@ def launch_floor_source(op: str) -> str:
 class BareLaunch:
     """The launch floor of one op: a bare CuPy RawKernel launch with precomputed arguments and a
     preallocated output, no validation and no allocation per call (what :meth:`launch` does is all a
-    call costs). ``pointers``, ``ints`` and ``floats`` fill the op's :data:`LAUNCH_FLOOR_ARGS` in order
+    call costs). ``pointers``, ``ints`` and ``floats`` fill the op's ``launch_floor_args`` in order
     (the output pointer is this object's own); ``keep`` holds arrays they point into. The kernel is compiled once (CuPy's RawKernel cache) on the
     current CuPy device, launched as one block of 32 threads on CuPy's current stream.
     """
@@ -315,9 +322,10 @@ class BareLaunch:
                  keep: list[Any] = ()) -> None:
         import numpy as np
 
-        if op not in LAUNCH_FLOOR_ARGS:
-            raise ValueError(f"no bare launch for op {op!r}; expected one of {', '.join(LAUNCH_FLOOR_ARGS)}")
-        kinds = LAUNCH_FLOOR_ARGS[op]
+        floor_args = _launch_floor_args()
+        if op not in floor_args:
+            raise ValueError(f"no bare launch for op {op!r}; expected one of {', '.join(floor_args)}")
+        kinds = floor_args[op]
         want = {k: sum(1 for x in kinds if x in ks) for k, ks in (("ptr", ("ptr",)), ("int", ("i32", "i64")),
                                                                    ("f32", ("f32",)))}
         if (len(pointers), len(ints), len(floats)) != (want["ptr"], want["int"], want["f32"]):

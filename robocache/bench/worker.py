@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import gate as gate_mod
-from . import specs
+from . import ops, specs
 
 KIND = {"robocache": "torch", "torch_eager": "torch", "torch_compile": "torch", "cupy": "cupy", "numpy": "numpy",
         "robocache@cupy": "cupy", "bare_launch": "cupy"}
@@ -59,7 +59,7 @@ def resolve_provider(name: str):
             return Provider(name, f"{base.label} on CuPy arrays", base.device, base.ops, base.not_applicable,
                             (*base.requires, "cupy"))
         if name == BARE:
-            return Provider(BARE, "bare CuPy RawKernel launch", "cuda", {op: _bare_op for op in specs.OPS},
+            return Provider(BARE, "bare CuPy RawKernel launch", "cuda", {op: _bare_op for op in ops.names()},
                             requires=("cupy",))
         raise
 
@@ -110,11 +110,7 @@ def to_host(x: Any) -> np.ndarray:
 
 def _rounded(case: specs.Case, args: tuple) -> dict[str, Any]:
     """The inputs as the provider sees them (rounded to its dtype), back on the host in float64."""
-    if case.op == "resample":
-        return {"values": to_host(args[0]), "src_times": to_host(args[1]), "tgt_times": to_host(args[2])}
-    if case.op == "fuse":
-        return {"streams": [(to_host(v), to_host(t)) for v, t in args[0]], "tgt_times": to_host(args[1])}
-    return {"points": to_host(args[0]), "features": to_host(args[1]) if args[1] is not None else None}
+    return ops.get(case.op).rounded(case, args, to_host)
 
 
 # Errors after which the CUDA context is unusable: the case crashed (not a Python-level error).
@@ -141,11 +137,8 @@ def dtype_name(x: Any) -> str:
 
 
 def expected_dtype(case: specs.Case) -> str:
-    if case.op == "voxelize" and case.params["mode"] == "count":
-        return "int32"
-    if case.op == "voxelize" and case.params["mode"] == "occupancy":
-        return "bool"
-    return case.dtype
+    """The dtype the case's output must have (the op's: voxel counts int32, occupancy bool, else the case's)."""
+    return ops.get(case.op).expected_dtype(case)
 
 
 MAX_INPUT_SETS = 64
@@ -210,25 +203,8 @@ def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | No
 
 def _bare_args(case: specs.Case, args: tuple) -> tuple[list[int], list[int], list[float], list[Any]]:
     """(pointers, integers, floats, arrays to keep alive) of the bare launch, from the case's CuPy arrays, in
-    the order of :data:`timer.LAUNCH_FLOOR_ARGS` (the output is the launch's own). Built once, untimed."""
-    import cupy
-
-    p = case.params
-    if case.op == "resample":
-        values, src, tgt = args
-        return [values.data.ptr, src.data.ptr, tgt.data.ptr], [p["S"], p["T"], p["D"], p["B"]], [], []
-    if case.op == "fuse":
-        streams, tgt = args
-        table = cupy.asarray(np.array([[v.data.ptr, t.data.ptr, v.shape[1], v.shape[2], 0] for v, t in streams],
-                                      dtype=np.int64))
-        d_total = sum(v.shape[2] for v, _ in streams)
-        return [table.data.ptr, tgt.data.ptr], [len(streams), p["T"], d_total, p["B"]], [], [table]
-    from ..reference.voxelize import voxel_geometry
-
-    points = args[0]
-    g, lo, hi, inv = voxel_geometry(tuple(p["grid"]), specs.BOUNDS)
-    return ([points.data.ptr, 0], [p["B"], p["N"], *(int(x) for x in g)],
-            [float(x) for x in (*lo, *hi, *inv)], [])
+    the order of the op's ``launch_floor_args`` (the output is the launch's own). Built once, untimed."""
+    return ops.get(case.op).bare_args(case, args)
 
 
 def gate(case: specs.Case, prep: Prepared) -> tuple[Any, dict[str, Any], str | None]:
