@@ -195,26 +195,37 @@ def time_host(fn: Callable[[], Any], *, noise_target: float = 0.01, min_samples:
     warm = time.perf_counter() - t0
     per_call_s = later_ns / (calls - 1) / 1e9
     reps = 1 if per_call_s <= 0 else max(1, min(10**6, round(target_sample_s / per_call_s)))
-    samples: list[float] = []
-    met, noise = False, None
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        start = time.perf_counter()
-        while True:
-            a = clock()
-            for _ in range(reps):
-                fn()
-            samples.append((clock() - a) / 1e3 / reps)
-            met, noise = stop_rule(samples, noise_target, min_samples)
-            if met or len(samples) >= max_samples or time.perf_counter() - start >= time_limit_s:
-                break
+        samples, met, noise = _sample_loops(fn, reps, noise_target, min_samples, max_samples, time_limit_s)
     finally:
         if gc_was_on:
             gc.enable()
     return Timing(timer="host", cache="warm", samples_us=samples, reps_per_sample=reps, warmup_s=warm,
                   noise=noise, noise_target=noise_target, noise_target_met=met, time_limit_s=time_limit_s,
                   batches=len(samples))
+
+
+def _sample_loops(fn: Callable[[], Any], reps: int, noise_target: float, min_samples: int, max_samples: int,
+                  time_limit_s: float, before: Callable[[], Any] | None = None
+                  ) -> tuple[list[float], bool, float | None]:
+    """The host timers' sampling: ``perf_counter_ns`` around ``reps`` calls per sample (us per call), until
+    the stop rule is met, ``max_samples`` or ``time_limit_s``; ``before`` runs ahead of each loop, unclocked."""
+    clock = time.perf_counter_ns
+    samples: list[float] = []
+    met, noise = False, None
+    start = time.perf_counter()
+    while True:
+        if before is not None:
+            before()
+        a = clock()
+        for _ in range(reps):
+            fn()
+        samples.append((clock() - a) / 1e3 / reps)
+        met, noise = stop_rule(samples, noise_target, min_samples)
+        if met or len(samples) >= max_samples or time.perf_counter() - start >= time_limit_s:
+            return samples, met, noise
 
 
 # --- host cost per call (dispatch cases) ---------------------------------------------------------
@@ -262,18 +273,8 @@ def time_host_loop(fn: Callable[[], Any], *, sync: Callable[[], Any] | None = No
     reps = max(1, min(max_calls_per_loop, round(target_sample_s / per_call_s) if per_call_s > 0 else 1))
     gc.collect()
     warm = time.perf_counter() - t0
-    samples: list[float] = []
-    met, noise = False, None
-    start = time.perf_counter()
-    while True:
-        drain()
-        a = clock()
-        for _ in range(reps):
-            fn()
-        samples.append((clock() - a) / 1e3 / reps)
-        met, noise = stop_rule(samples, noise_target, min_samples)
-        if met or len(samples) >= max_samples or time.perf_counter() - start >= time_limit_s:
-            break
+    samples, met, noise = _sample_loops(fn, reps, noise_target, min_samples, max_samples, time_limit_s,
+                                        before=drain)
     drain()
     return Timing(timer="host_loop", cache="warm", samples_us=samples, reps_per_sample=reps, warmup_s=warm,
                   noise=noise, noise_target=noise_target, noise_target_met=met, time_limit_s=time_limit_s,
