@@ -2,6 +2,7 @@
 """Nsight Compute counters of grid cases: why a kernel misses its target, in hardware figures.
 
     python3 scripts/ncu_cases.py OUTDIR KEY [KEY ...]      # KEY: <op>/<tag>/<dtype>/<provider> (robocache-bench list)
+    NCU_TIMEOUT_S (120): one key's limit (its process group is killed); NCU_BUDGET_S: all keys' limit
 
 For each key, one process under ``ncu --clock-control none --profile-from-start off`` (METHOD.md: leave the
 clocks alone) prepares the case exactly as the harness does (``worker.prepare``: seeded inputs, the provider's
@@ -19,8 +20,10 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,12 +45,14 @@ METRICS = {
 
 def inner(key: str) -> int:
     """Run under ncu: prepare, gate, warm up, profile one call."""
+    t0 = time.monotonic()
     import cupy
 
     from robocache.bench import specs, worker
 
     case = specs.find(key)
     prep, why = worker.prepare(case, "gpu")
+    print(f"ncu_cases: {key}: imported and prepared in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
     if prep is None:
         print(f"ncu_cases: {key}: skipped: {why}", file=sys.stderr)
         return 3
@@ -58,6 +63,7 @@ def inner(key: str) -> int:
     for _ in range(5):
         prep.call()
     cupy.cuda.runtime.deviceSynchronize()
+    print(f"ncu_cases: {key}: gated and warm at {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
     try:
         import torch
 
@@ -100,22 +106,42 @@ def outer(outdir: Path, keys: list[str]) -> int:
         return 2
     outdir.mkdir(parents=True, exist_ok=True)
     results, status = [], 0
+    per_key = float(os.environ.get("NCU_TIMEOUT_S", "120"))  # one key's process, ncu included
+    budget = float(os.environ.get("NCU_BUDGET_S", "1e9"))  # all keys: the rest are skipped, said so
+    t_all = time.monotonic()
     for key in keys:
-        cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
-               "--metrics", ",".join(METRICS), sys.executable, __file__, "--inner", key]
-        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        rows = parse(p.stdout)
+        left = budget - (time.monotonic() - t_all)
+        if left < 20:
+            status = 1
+            print(f"ncu_cases: {key}: not profiled, NCU_BUDGET_S={budget:g} spent", file=sys.stderr, flush=True)
+            continue
+        cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes",
+               "application-only", "--csv", "--page", "raw", "--metrics", ",".join(METRICS),
+               sys.executable, __file__, "--inner", key]
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=min(per_key, left))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # ncu and the profiled python: the whole group
+            stdout, stderr = proc.communicate()
+            stderr += f"\ntimed out after {time.monotonic() - t0:.0f} s"
+        rows = parse(stdout)
         moved = None
-        for ln in p.stdout.splitlines():
+        for ln in stdout.splitlines():
             if ln.startswith("NCU_CASE"):
                 moved = int(ln.rsplit("moved_bytes=", 1)[1]) if "moved_bytes=None" not in ln else None
-        if p.returncode != 0 or not rows:
+        if proc.returncode != 0 or not rows:
             status = 1
-            print(f"ncu_cases: {key}: exit {p.returncode}, {len(rows)} kernels; "
-                  f"{(p.stderr or p.stdout).strip().splitlines()[-1:] }", file=sys.stderr)
+            tail = (stderr or stdout).strip().splitlines()[-3:]
+            print(f"ncu_cases: {key}: exit {proc.returncode}, {len(rows)} kernels, {time.monotonic() - t0:.0f} s; "
+                  f"{tail}", file=sys.stderr, flush=True)
+        else:
+            print(f"ncu_cases: {key}: {len(rows)} kernels, {time.monotonic() - t0:.0f} s", flush=True)
         for r in rows:
             results.append({"key": key, "moved_bytes": moved, **r})
-    (outdir / "ncu.json").write_text(json.dumps(results, indent=1))
+        (outdir / "ncu.json").write_text(json.dumps(results, indent=1))  # after every key: a cut run keeps them
     hdr = ("| case | kernel | ncu us | DRAM % peak | DRAM MB r/w | SM % | occupancy % | L2 hit % | regs | grid x block |\n"
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 
