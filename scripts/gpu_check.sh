@@ -109,11 +109,12 @@ if part bench; then
   for S in ${SUITE:-quick}; do
     start=$(date +%s)
     # PROVIDERS_<suite> (e.g. PROVIDERS_nightly=robocache,robocache@v1,torch_compile) narrows a suite's
-    # providers when the device time cannot cover all of them; TIME_LIMIT caps each case's sampling (s).
+    # providers when the device time cannot cover all of them; OPS (e.g. fuse,voxelize) narrows the ops;
+    # TIME_LIMIT caps each case's sampling (s).
     pvar="PROVIDERS_$S"
     $PY -m robocache.bench.cli run --suite "$S" --device gpu --out "$OUT/results" --machine "$MACHINE" \
         --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${!pvar:+--providers "${!pvar}"} \
-        ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress 2>&1 | tee -a "$OUT/bench.log"
+        ${OPS:+--ops "$OPS"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress 2>&1 | tee -a "$OUT/bench.log"
     brc=${PIPESTATUS[0]}
     # the latest run in OUT/results is the one just measured
     $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-$S.md" 2>&1 | tail -1
