@@ -134,11 +134,12 @@ def test_dispatch_cases_measure_host_cost_per_call(torch):
     """The quick suite's dispatch cases through the worker: gated, timed as host_loop, device time beside;
     prints the issue's figure (public call vs bare launch, target <= 2x)."""
     from robocache.bench import specs, worker
+    from robocache.bench.messages import Task, TimingOptions
 
     recs = {}
     for case in (c for c in specs.cases("quick", device="gpu") if c.dispatch):
-        rec = worker.measure({"run_id": "gpu-test", "suite": "quick", "device": "gpu", "case_key": case.key,
-                              "timing": {"time_limit_s": 1.0}})
+        rec = worker.measure(Task(run_id="gpu-test", suite="quick", frontend="test", device="gpu", case_key=case.key,
+                                  timing=TimingOptions(time_limit_s=1.0)))
         assert rec["status"] == "ok", (case.key, rec["status"], rec["reason"])
         assert rec["check"]["passed"] and rec["method"]["timer"] == "host_loop"
         d = rec["dispatch"]
