@@ -32,6 +32,7 @@ their one-rank cases on its own (for the efficiency), then joins; its local rank
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -298,100 +299,115 @@ def _raise_stopped(signum: int, _frame: Any) -> None:
     raise Stopped(f"stopped by {signal.Signals(signum).name}")
 
 
-def _launch(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeout_s: float,
-            collective_timeout_s: float, env: dict[str, str],
-            on_case: Callable[[CaseDone], None] | None) -> _Launch:
-    launch_id = uuid.uuid4().hex
-    env = {**env, LAUNCH_ENV: launch_id}
-    log_path = work / "torchrun.log"
-    t0 = time.monotonic()
-    status, detail = None, ""
-    seen: set[int] = set()
-    dead_since: float | None = None
-    # torchrun runs in a session of its own, so a SIGTERM to this process (timeout, a cancelled CI job, asv's
-    # own timeout) would not reach it: while it runs, SIGTERM/SIGHUP raise here and the finally below kills it.
+@contextlib.contextmanager
+def _stop_on_signals():
+    """While a launch runs, SIGTERM/SIGHUP raise :class:`Stopped` here: torchrun runs in a session of its own, so
+    a SIGTERM to this process (a timeout, a cancelled CI job, asv's own timeout) would not reach it, and the
+    launch's ``finally`` kills it instead. Not in the main thread: no handler, the caller's own cleanup applies."""
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:
             previous[sig] = signal.signal(sig, _raise_stopped)
-        except ValueError:  # not the main thread: no handler, the caller's own cleanup applies
+        except ValueError:
             pass
     try:
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
-    except BaseException:
+        yield
+    finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        raise
-    try:
-        while True:
-            try:
-                proc.wait(POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            for p in sorted(work.glob("case-*.json")):
-                i = int(p.stem.split("-")[1])
-                if i not in seen and (got := messages.read_json(p, CaseDone)) is not None:
-                    seen.add(i)
-                    if on_case is not None:
-                        on_case(got)
-            prog = messages.read_json(work / "progress.json", Progress)
-            if prog and prog.state == "start":
-                running_for = time.time() - prog.time
-                if running_for > case_timeout_s:
-                    status = "timeout"
-                    detail = (f"no result within the {case_timeout_s:g} s timeout; the launch of {k} rank(s) was "
-                              "stopped (process groups killed)")
-                    break
-            elif prog and prog.state == "done":
-                idle_for = time.time() - prog.time
-                if prog.index >= n_cases - 1 and idle_for > collective_timeout_s + MARGIN_S:
-                    # every case is recorded; the group hangs in its final barrier or in tearing down NCCL
-                    detail = (f"the group did not exit within {collective_timeout_s + MARGIN_S:g} s after its last "
-                              "case; stopped (its records are complete)")
-                    break
-                if prog.index < n_cases - 1 and idle_for > case_timeout_s:
-                    status = "timeout"
-                    detail = (f"the next case did not start within the {case_timeout_s:g} s timeout; the launch of "
-                              f"{k} rank(s) was stopped (process groups killed)")
-                    break
-            elif not prog and now - t0 > case_timeout_s:
-                status = "timeout"
-                detail = (f"the launch of {k} rank(s) did not start its first case within {case_timeout_s:g} s "
-                          "(rendezvous or process-group setup); stopped")
-                break
-            pids = [x for x in (messages.read_json(p, RankPid) for p in work.glob("pid-*.json")) if x]
-            if dead_since is None and any(not _alive(x.pid) for x in pids):
-                dead_since = now
-            if dead_since is not None and now - dead_since > collective_timeout_s + MARGIN_S:
-                status = "crash"
-                detail = (f"a rank died and the group did not end within the {collective_timeout_s:g} s collective "
-                          f"timeout + {MARGIN_S:g} s; stopped")
-                break
-    finally:
-        try:
-            _kill_launch(proc, launch_id)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
-    done = []
-    for p in sorted(work.glob("case-*.json"), key=lambda p: int(p.stem.split("-")[1])):
-        got = messages.read_json(p, CaseDone)
-        if got is not None:
-            done.append(got)
+
+
+def _launch(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeout_s: float,
+            collective_timeout_s: float, env: dict[str, str],
+            on_case: Callable[[CaseDone], None] | None) -> _Launch:
+    """Run one torchrun and watch it (:func:`_watch`) until it exits or must be stopped; then kill whatever of
+    it is left and read what the ranks wrote (:func:`_outcome`)."""
+    launch_id = uuid.uuid4().hex
+    log_path = work / "torchrun.log"
+    t0 = time.monotonic()
+    seen: set[int] = set()
+
+    def new_cases() -> None:  # each case's record, once, as it arrives
+        for p in sorted(work.glob("case-*.json"), key=lambda p: int(p.stem.split("-")[1])):
             i = int(p.stem.split("-")[1])
-            if i not in seen and on_case is not None:
+            if i not in seen and (got := messages.read_json(p, CaseDone)) is not None:
                 seen.add(i)
-                on_case(got)
+                if on_case is not None:
+                    on_case(got)
+
+    with _stop_on_signals():
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env={**env, LAUNCH_ENV: launch_id}, start_new_session=True)
+        try:
+            status, detail = _watch(proc, work, t0, new_cases, k=k, n_cases=n_cases, case_timeout_s=case_timeout_s,
+                                    collective_timeout_s=collective_timeout_s)
+        finally:
+            _kill_launch(proc, launch_id)
+    new_cases()
+    return _outcome(proc, work, log_path, status, detail, time.monotonic() - t0)
+
+
+def _watch(proc: subprocess.Popen, work: Path, t0: float, new_cases: Callable[[], None], *, k: int, n_cases: int,
+           case_timeout_s: float, collective_timeout_s: float) -> tuple[str | None, str]:
+    """Poll a running launch: (None, "") when torchrun exits on its own, else why this launcher stops it:
+    a stall (:func:`_stalled`), or a dead rank whose group did not end within the collective timeout."""
+    dead_since: float | None = None
+    while True:
+        try:
+            proc.wait(POLL_S)
+            return None, ""
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        new_cases()
+        stop = _stalled(messages.read_json(work / "progress.json", Progress), now - t0, k=k, n_cases=n_cases,
+                        case_timeout_s=case_timeout_s, collective_timeout_s=collective_timeout_s)
+        if stop is not None:
+            return stop
+        pids = [x for x in (messages.read_json(p, RankPid) for p in work.glob("pid-*.json")) if x]
+        if dead_since is None and any(not _alive(x.pid) for x in pids):
+            dead_since = now
+        if dead_since is not None and now - dead_since > collective_timeout_s + MARGIN_S:
+            return "crash", (f"a rank died and the group did not end within the {collective_timeout_s:g} s collective "
+                             f"timeout + {MARGIN_S:g} s; stopped")
+
+
+def _stalled(prog: Progress | None, running_s: float, *, k: int, n_cases: int, case_timeout_s: float,
+             collective_timeout_s: float) -> tuple[str | None, str] | None:
+    """(status, why) when the launch must be stopped from its progress file (None: let it run). Status None:
+    every case is recorded and only the group's exit hangs."""
+    if prog is None:
+        if running_s > case_timeout_s:
+            return "timeout", (f"the launch of {k} rank(s) did not start its first case within {case_timeout_s:g} s "
+                               "(rendezvous or process-group setup); stopped")
+        return None
+    since = time.time() - prog.time
+    if prog.state == "start" and since > case_timeout_s:
+        return "timeout", (f"no result within the {case_timeout_s:g} s timeout; the launch of {k} rank(s) was "
+                           "stopped (process groups killed)")
+    if prog.state == "done" and prog.index >= n_cases - 1 and since > collective_timeout_s + MARGIN_S:
+        # every case is recorded; the group hangs in its final barrier or in tearing down NCCL
+        return None, (f"the group did not exit within {collective_timeout_s + MARGIN_S:g} s after its last case; "
+                      "stopped (its records are complete)")
+    if prog.state == "done" and prog.index < n_cases - 1 and since > case_timeout_s:
+        return "timeout", (f"the next case did not start within the {case_timeout_s:g} s timeout; the launch of "
+                           f"{k} rank(s) was stopped (process groups killed)")
+    return None
+
+
+def _outcome(proc: subprocess.Popen, work: Path, log_path: Path, status: str | None, detail: str,
+             seconds: float) -> _Launch:
+    """What an ended launch did: its exit code, log, records, last progress and, when it failed on its own,
+    which rank died first."""
+    log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    done = [got for p in sorted(work.glob("case-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+            if (got := messages.read_json(p, CaseDone)) is not None]
     rc = proc.returncode if proc.returncode is not None else -9
     ranks = [x.rank for x in (messages.read_json(p, RankPid) for p in work.glob("pid-*.json")) if x]
     failed = {x.rank: x.error for x in (messages.read_json(p, RankFailure) for p in work.glob("fail-*.json")) if x}
     return _Launch(rc=rc, status=status, detail=detail, log=log_text, done=done,
-                   progress=messages.read_json(work / "progress.json", Progress), seconds=time.monotonic() - t0,
+                   progress=messages.read_json(work / "progress.json", Progress), seconds=seconds,
                    # a timeout is this launcher's kill: the ranks it stopped did not die on their own
                    died=who_died(log_text, ranks, failed) if (rc != 0 or status) and status != "timeout" else None)
 
