@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robocache.bench import runner, schema, specs, store, timer, worker
+from robocache.bench import runner, schema, specs, store, timing, worker
 from robocache.bench.messages import Task, TimingOptions
 from robocache.bench.schema import Dispatch
 
@@ -276,17 +276,17 @@ def test_dispatch_providers_resolve():
 
 def test_launch_floor_kernels_match_the_entry_points_and_compile():
     counts = {"resample": 8, "fuse": 7, "voxelize": 17}  # the v1 entry points' argument counts
-    for op, kinds in timer.LAUNCH_FLOOR_ARGS.items():
+    for op, kinds in timing.LAUNCH_FLOOR_ARGS.items():
         assert len(kinds) == counts[op] and kinds.count("out") == 1
-        src = timer.launch_floor_source(op)
+        src = timing.launch_floor_source(op)
         assert f"rc_launch_floor_{op}(" in src and src.count(" a") >= counts[op]
     with pytest.raises(ValueError, match="3 pointers, 4 integers and 0 floats"):
-        timer.BareLaunch("resample", [1, 2], [1, 2, 3, 4])
+        timing.BareLaunch("resample", [1, 2], [1, 2, 3, 4])
     with pytest.raises(ValueError, match="no bare launch"):
-        timer.BareLaunch("sort", [], [])
+        timing.BareLaunch("sort", [], [])
     nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
-    for op in timer.LAUNCH_FLOOR_ARGS:
-        err, prog = nvrtc.nvrtcCreateProgram(timer.launch_floor_source(op).encode(), b"floor.cu", 0, [], [])
+    for op in timing.LAUNCH_FLOOR_ARGS:
+        err, prog = nvrtc.nvrtcCreateProgram(timing.launch_floor_source(op).encode(), b"floor.cu", 0, [], [])
         assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS
         (res,) = nvrtc.nvrtcCompileProgram(prog, 1, [b"-arch=sm_90"])
         nvrtc.nvrtcDestroyProgram(prog)

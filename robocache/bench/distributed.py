@@ -15,7 +15,7 @@ instead of a hang:
    between ranks;
 3. **gather** (gather modes ``all`` and ``one``): op + gather end to end, the gather alone, and an
    ``all_gather`` of a plain uint8 tensor of the same size (the collective's own bandwidth, measured in
-   the same run), each with :func:`timer.time_lockstep` (a call count agreed by all ranks: a rank that
+   the same run), each with :func:`timing.time_lockstep` (a call count agreed by all ranks: a rank that
    called a collective more often than its peers would wait forever);
 4. **record**: the ranks' summaries are gathered; the writer (local rank 0 of node rank 0, which is global
    rank 0 on one machine) builds the record with :mod:`robocache.bench.scaling` and writes it through the
@@ -177,7 +177,7 @@ def _gatherer(mode: str, me: Rank, like):
 
 def _plan(me: Rank, fn, limit_s: float) -> tuple[int, int]:
     """Probe ``fn`` (3 calls, also its warm-up) and agree on one (reps, samples) on every rank."""
-    from . import timer
+    from . import timing
 
     _barrier(me)
     fn()
@@ -189,15 +189,15 @@ def _plan(me: Rank, fn, limit_s: float) -> tuple[int, int]:
     mine = ((time.perf_counter() - t0) / 2, limit_s)
     everyone = _all(mine)
     per_call = max(p for p, _ in everyone)
-    return timer.lockstep_plan(per_call, time_limit_s=everyone[0][1])  # rank 0's budget: one plan for all
+    return timing.lockstep_plan(per_call, time_limit_s=everyone[0][1])  # rank 0's budget: one plan for all
 
 
 def _lockstep(me: Rank, fn, limit_s: float, noise_target: float):
-    from . import timer
+    from . import timing
 
     reps, samples = _plan(me, fn, limit_s)
     _barrier(me)
-    return timer.time_lockstep(fn, reps=reps, samples=samples, device=me.device, warmup_calls=1,
+    return timing.time_lockstep(fn, reps=reps, samples=samples, device=me.device, warmup_calls=1,
                                time_limit_s=limit_s, noise_target=noise_target)
 
 
@@ -229,7 +229,7 @@ def _combined_check(views: list[dict[str, Any]]) -> Check | None:
 def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None, list[float]]:
     """One case on this rank; returns (the record, the step samples) on the writer, (None, []) elsewhere."""
     from . import env as envmod
-    from . import timer
+    from . import timing
 
     t_start = time.perf_counter()
     device = me.device
@@ -287,9 +287,9 @@ def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None,
             if moved:  # bytes per call of this shard: the mean over the input sets the timer walks
                 summary["moved_bytes"] = round(sum(moved) / len(moved))
             if device == "gpu":
-                t_op = timer.time_gpu(call, method="cuda_event", cache=cache, **opts)
+                t_op = timing.time_gpu(call, method="cuda_event", cache=cache, **opts)
             else:
-                t_op = timer.time_host(call, **opts)
+                t_op = timing.time_host(call, **opts)
             summary.update(op=_timing_summary(t_op), input_sets=n_sets)
         except Exception as e:  # noqa: BLE001
             summary = {"status": worker._classify(e), "reason": _tb(e)}
@@ -429,7 +429,7 @@ def build_record(rec: Record, case: specs.Case, lt: LaunchTask, me: Rank, everyo
             health.reasons.append(f"rank {r}: noisy: {s['op']['uncovered']} of {s['op']['batches']} batches "
                                      "could not be queued behind a blocked stream")
     if gather != "none" and me.device == "gpu":
-        from .timer import HOST_BOUND_FRACTION
+        from .timing import HOST_BOUND_FRACTION
 
         for r, s in enumerate(everyone):
             launch, t = s["step"].get("launch_us"), s["step"]["median_us"]

@@ -36,7 +36,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 class TimingOptions(Message, omit_defaults=True):
-    """Options of the project's timers (``timer.time_gpu`` / ``time_host`` / ``time_host_loop``); None: the
+    """Options of the project's timers (``timing.time_gpu`` / ``time_host`` / ``time_host_loop``); None: the
     timer's own default."""
 
     noise_target: float | None = None
@@ -88,7 +88,7 @@ class Task(Message):
 
 
 class Ceiling(Message, omit_defaults=True):
-    """The device-to-device copy bandwidth measured by a worker (``timer.copy_ceiling``), or why it failed."""
+    """The device-to-device copy bandwidth measured by a worker (``timing.copy_ceiling``), or why it failed."""
 
     status: str
     reason: str | None = None

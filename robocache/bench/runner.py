@@ -41,7 +41,7 @@ from .messages import Ceiling, Precompiled, Task
 from .schema import FAILED_STATUSES, Record
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
-           "robocache.bench.timer", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
+           "robocache.bench.timing", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
 COMPILED_PREFIX = "torch_compile"  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
 _CTX: Any = None
 

@@ -11,7 +11,7 @@ mismatch is recorded as ``incorrect`` with its error figures and is never timed)
 
 The record's ``case.bytes`` is :func:`specs.moved_bytes` of the inputs timed (averaged over the input
 sets a warm run rotates through), not the params-only bound. A dispatch case (call cost) is timed with
-:func:`timer.time_host_loop` instead, with the device time per call beside it (``Record.dispatch``).
+:func:`timing.time_host_loop` instead, with the device time per call beside it (``Record.dispatch``).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ KIND = {"robocache": "torch", "torch_eager": "torch", "torch_compile": "torch", 
 NO_GRAPH = {"cupy": "CuPy launches on its own (legacy) stream, which a torch CUDA graph does not capture",
             "numpy": "CPU provider"}
 # The dispatch cases' providers that the provider registry does not hold: the public API on CuPy arrays
-# (robocache's own ops; the array kind comes from KIND) and the launch floor (timer.BareLaunch).
+# (robocache's own ops; the array kind comes from KIND) and the launch floor (timing.BareLaunch).
 CUPY_ARRAYS = {"robocache@cupy": "robocache"}
 BARE = "bare_launch"
 # Dispatch cases time these providers' public function itself (robocache.<op>): the registry's wrapper
@@ -185,7 +185,7 @@ class Prepared:
     conv: Any  # (host array, role) -> the provider's array kind, for more input sets
     call: Any  # the zero-argument call of fn_op on args, kwargs (a plain closure: what the timers time)
     moved_bytes: int | None = None  # specs.moved_bytes of these inputs
-    bare: Any = None  # timer.BareLaunch of a bare_launch case (then ``call`` is its launch)
+    bare: Any = None  # timing.BareLaunch of a bare_launch case (then ``call`` is its launch)
 
 
 def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | None, str | None]:
@@ -204,9 +204,9 @@ def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | No
     args, kwargs = specs.call_args(case, host, conv)
     del host
     if case.provider == BARE:
-        from . import timer
+        from . import timing
 
-        bare = timer.BareLaunch(case.op, *_bare_args(case, args))
+        bare = timing.BareLaunch(case.op, *_bare_args(case, args))
         return Prepared(fn_op, args, kwargs, conv, bare.launch, moved, bare), None
     if case.dispatch and case.provider in PUBLIC_API:
         fn_op = getattr(importlib.import_module("robocache"), case.op)
@@ -279,11 +279,11 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
     """Run one case task; returns its schema :class:`Record` (without env). Never raises for case failures.
 
     ``task.check_only``: stop after the correctness gate (front ends running as tests).
-    ``extras``: when given, filled with ``timing`` (the :class:`timer.Timing`) and ``call`` (the
+    ``extras``: when given, filled with ``timing`` (the :class:`timing.Timing`) and ``call`` (the
     zero-argument callable that was timed), for front ends that report samples in their own format.
     """
     from . import env as envmod
-    from . import timer
+    from . import timing
 
     t_start = time.perf_counter()
     case = specs.find(task.case_key)
@@ -327,9 +327,9 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
         graph_us = None
         with envmod.ClockSampler(0) if device == "gpu" else _NullSampler() as cs:
             if device == "gpu":
-                t = timer.time_gpu(call, method="cuda_event", cache=task.cache, **opts)
+                t = timing.time_gpu(call, method="cuda_event", cache=task.cache, **opts)
             else:
-                t = timer.time_host(call, **opts)
+                t = timing.time_host(call, **opts)
         clocks = Clocks(**cs.stats()) if device == "gpu" else None
         if extras is not None:
             extras["timing"] = t
@@ -339,8 +339,8 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
                 note = f"no graph replay check: {NO_GRAPH[case.provider]}"
             else:
                 try:
-                    graph_us = timer.time_gpu(call, method="cuda_graph", cache="warm", **opts).median_us
-                except timer.GraphUnavailable as e:
+                    graph_us = timing.time_gpu(call, method="cuda_graph", cache="warm", **opts).median_us
+                except timing.GraphUnavailable as e:
                     note = f"no graph replay check: {e}"
         med_s = t.median_us * 1e-6
         ceiling = task.ceiling_gb_per_s
@@ -375,12 +375,12 @@ _HOST_LOOP_OPTS = ("noise_target", "min_samples", "max_samples", "time_limit_s",
 _DISPATCH_DEVICE_OPTS = {"noise_target": 0.02, "time_limit_s": 0.3, "warmup_s": 0.02}
 
 
-def _time_dispatch(rec: Record, case: specs.Case, prep: Prepared, device: str, timing: messages.TimingOptions,
+def _time_dispatch(rec: Record, case: specs.Case, prep: Prepared, device: str, options: messages.TimingOptions,
                    extras: dict[str, Any] | None) -> None:
-    """Time a dispatch case into ``rec``: host time per call in a tight loop (``timer.time_host_loop``),
-    then the device time per call (``timer.time_gpu``) for the GPU-keeps-up check (``Record.dispatch``)."""
+    """Time a dispatch case into ``rec``: host time per call in a tight loop (``timing.time_host_loop``),
+    then the device time per call (``timing.time_gpu``) for the GPU-keeps-up check (``Record.dispatch``)."""
     from . import env as envmod
-    from . import timer
+    from . import timing
 
     on_gpu = device == "gpu"
     sync = None
@@ -389,13 +389,13 @@ def _time_dispatch(rec: Record, case: specs.Case, prep: Prepared, device: str, t
 
         sync = torch.cuda.synchronize  # device-wide: covers CuPy's stream and torch's alike
     with envmod.ClockSampler(0) if on_gpu else _NullSampler() as cs:
-        t = timer.time_host_loop(prep.call, sync=sync, **timing.kwargs(*_HOST_LOOP_OPTS))
+        t = timing.time_host_loop(prep.call, sync=sync, **options.kwargs(*_HOST_LOOP_OPTS))
     clocks = Clocks(**cs.stats()) if on_gpu else None
     device_us = None
     if on_gpu:
         dev_opts = {**_DISPATCH_DEVICE_OPTS, "time_limit_s": min(_DISPATCH_DEVICE_OPTS["time_limit_s"],
-                                                                 float(timing.time_limit_s or 2.0))}
-        device_us = timer.time_gpu(prep.call, method="cuda_event", cache="warm", **dev_opts).median_us
+                                                                 float(options.time_limit_s or 2.0))}
+        device_us = timing.time_gpu(prep.call, method="cuda_event", cache="warm", **dev_opts).median_us
     if extras is not None:
         extras["timing"] = t
     host_us = t.median_us
@@ -429,10 +429,10 @@ class _NullSampler:
 
 def ceiling_task(task: Task | None = None) -> Ceiling:
     """Measure the device-to-device copy bandwidth (the roofline ceiling of this run)."""
-    from . import timer
+    from . import timing
 
     try:
-        return Ceiling(status="ok", **timer.copy_ceiling())
+        return Ceiling(status="ok", **timing.copy_ceiling())
     except BaseException as e:  # noqa: BLE001
         return Ceiling(status=_classify(e), reason=f"{type(e).__name__}: {str(e)[:800]}")
 
