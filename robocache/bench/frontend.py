@@ -4,7 +4,9 @@ Both ask the harness for a case by its key (``specs``), measure it with the same
 worker (correctness gate, then the device timer, then NVML clocks), report the
 figure in the host tool's own format, and also append the record to our store,
 tagged with the front end. A front-end "session" (one ``asv run`` invocation,
-one pytest session) measures the copy ceiling once and writes one run file.
+one pytest session) measures the copy ceiling once and writes one run file, through the
+same :class:`~robocache.bench.context.RunContext` as ``robocache-bench run`` (its tasks, its
+results folder rule, its run file).
 
 Differences from ``robocache-bench run``: asv already runs each benchmark in its
 own process; pytest-benchmark runs in the pytest process (no isolation: a kernel
@@ -224,8 +226,10 @@ def measure(key: str, session: Session, *, suite: str = "nightly", check_only: b
     if case.distributed:
         return measure_multigpu(case, session, suite=suite, check_only=check_only, timing=timing, extras=extras,
                                 store_record=store_record)
-    run = session.context(suite)
+    # the ceiling first, in a child process, while this one holds no CUDA context (capturing the environment
+    # for the session's context initialises CUDA here)
     ceiling = session.ceiling() if not check_only else None
+    run = session.context(suite)
     task = run.task(key, timing=timing or FRONTEND_TIMING, check_only=check_only, graph_check=False,
                     ceiling_gb_per_s=ceiling.gb_per_s if ceiling else None)
     rec = worker.measure(task, extras)
