@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from robocache.bench import runner, specs
+from robocache.bench.context import RunContext
+from tests.test_store import make_env
 
 FAST = {"time_limit_s": 0.3, "noise_target": 0.05, "warmup_s": 0.01}
 BASE = "resample/B32-S100-T50-D32/float32/"
@@ -61,12 +63,12 @@ def test_prepass_fills_the_cache_the_next_compile_hits(tmp_path):
     cache the first one filled (the timing process loads from it the same way), and the timed run is ok."""
     pytest.importorskip("torch")
     case = specs.find(BASE + "torch_compile", device="cpu")
-    base = {"device": "cpu", "seed": 0}
-    first = runner.precompile([case], base, jobs=1, timeout_s=600)
+    base = RunContext.start(suite="quick", device="cpu", out_dir=tmp_path, env=make_env(), git=(None, None))
+    first = runner.precompile([case], base, jobs=1, timeout_s=600, seed=0)
     if first["failed"] and "BackendCompilerFailed" in (first["failed"][0]["reason"] or ""):
         pytest.skip(f"torch.compile cannot compile on this machine: {first['failed'][0]['reason']}")
     assert first["ok"] == 1 and first["cases"] == 1, first
-    second = runner.precompile([case], base, jobs=1, timeout_s=600)
+    second = runner.precompile([case], base, jobs=1, timeout_s=600, seed=0)
     assert second["ok"] == 1 and second["fxgraph_cache_hit"] == 1 and second["fxgraph_cache_miss"] == 0, second
     res = runner.run_suite("quick", device="cpu", cases=[case], out_dir=tmp_path, timing=FAST, progress=False,
                            precompile_jobs=1)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import report as rep
 from . import launch, specs, store
+from .messages import TimingOptions
 
 
 def _csv(text: str) -> list[str]:
@@ -340,8 +341,7 @@ def _run(args: argparse.Namespace) -> int:
         print("--gpus, --nnodes, --rdzv-endpoint and --collective-timeout apply to multi-GPU cases "
               "(--suite multigpu)", file=sys.stderr)
         return 2
-    timing = {k: v for k, v in (("noise_target", args.noise_target), ("time_limit_s", args.time_limit))
-              if v is not None}
+    timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     where = "GPU (device timers)" if device == "gpu" else "CPU only (host timer; no GPU found)"
     print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
     res = runner.run_suite(args.suite, device=device, cases=cases, out_dir=args.out, cache=args.cache,
@@ -354,13 +354,14 @@ def _run(args: argparse.Namespace) -> int:
               + "".join(f"; {f['case']}: {f['status']}" for f in pre.get("failed", []))
               + (f"; pre-pass error: {pre['error']}" if pre.get("error") else ""))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
-    ceiling = f"; copy ceiling {res.ceiling['gb_per_s']:.0f} GB/s" if res.ceiling and "gb_per_s" in res.ceiling else ""
+    ceiling = (f"; copy ceiling {res.ceiling.gb_per_s:.0f} GB/s" if res.ceiling and res.ceiling.gb_per_s is not None
+               else "")
     print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s{ceiling}; records: {res.path}")
     for r in res.failed:
         print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
               f"{(r.get('reason') or '').splitlines()[0][:160]}")
     if res.ceiling_failed:
-        print(f"  FAILED copy-ceiling measurement: {res.ceiling.get('reason')}; records carry no % of ceiling")
+        print(f"  FAILED copy-ceiling measurement: {res.ceiling.reason}; records carry no % of ceiling")
     return 1 if res.failed or res.ceiling_failed else 0
 
 
@@ -378,8 +379,7 @@ def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
     if gpus < 1:
         print("no GPU visible here: pass --gpus N, or --device cpu for Gloo processes", file=sys.stderr)
         return 2
-    timing = {k: v for k, v in (("noise_target", args.noise_target), ("time_limit_s", args.time_limit))
-              if v is not None}
+    timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     coll = args.collective_timeout if args.collective_timeout is not None else launch.COLLECTIVE_TIMEOUT_S
     where = (f"{gpus} GPU(s) per node, NCCL" if device == "gpu" else f"{gpus} Gloo process(es) per node, CPU only "
              "(host timer)") + (f", {args.nnodes} nodes (this is node {args.node_rank})" if args.nnodes > 1 else "")
