@@ -74,7 +74,7 @@ def inner(key: str) -> int:
     prep.call()
     cupy.cuda.runtime.deviceSynchronize()
     cupy.cuda.profiler.stop()
-    print(f"NCU_CASE {key} gate max_rel_err={chk['max_rel_err']} moved_bytes={prep.moved_bytes}")
+    print(f"NCU_CASE {key} gate max_rel_err={chk.max_rel_err} moved_bytes={prep.moved_bytes}")
     return 0
 
 
