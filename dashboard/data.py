@@ -34,8 +34,10 @@ DEFAULT_RESULTS = REPO / "results"
 ENV_VAR = "ROBOCACHE_RESULTS_DIRS"  # folders added to results/
 NO_DEFAULT_ENV_VAR = "ROBOCACHE_NO_DEFAULT_RESULTS"  # "1": results/ left out
 SHAPE_PARAMS = ("B", "S", "T", "D", "N")
-# A series is compared only with itself: never across machines, timers or warm/cold.
-SERIES = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
+# The snapshot pages (Overview, Sweeps, Architectures, Multi-GPU) show the newest figure of each of these; never
+# across machines, timers or warm/cold. A *series* (what History draws as one line, and compare/check compare) is
+# finer: robocache.bench.schema.series_key, which also splits by front end, grid version and input rotation.
+LATEST_KEYS = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
 EXPECTED_ARCHES = ("A100", "H100", "H200")
 
 # From record.distributed (schema version 2): None for single-GPU records.
@@ -261,11 +263,11 @@ def md_escape(text: Any) -> str:
 
 
 def latest(df: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFrame:
-    """The newest record of each series (machine, arch, op, case, provider, dtype, timer, cache), or of each
-    group of ``keys``."""
+    """The newest record of each :data:`LATEST_KEYS` group (machine, arch, op, case, provider, dtype, timer,
+    cache), or of each group of ``keys``."""
     if df.empty:
         return df
-    return df.sort_values("created", kind="stable").drop_duplicates(keys or SERIES, keep="last")
+    return df.sort_values("created", kind="stable").drop_duplicates(keys or LATEST_KEYS, keep="last")
 
 
 def options(df: pd.DataFrame, col: str) -> list[Any]:

@@ -11,6 +11,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from dashboard import charts, data, tables  # noqa: E402
+from robocache import providers  # noqa: E402
 
 
 def body() -> None:
@@ -28,8 +29,8 @@ def body() -> None:
     op = c[0].selectbox("op", data.options(df, "op"))
     d = df[(df["op"] == op) & (df["status"] == "ok")]
     provider = c[1].selectbox("provider", data.options(d, "provider"),
-                              index=data.options(d, "provider").index("robocache")
-                              if "robocache" in data.options(d, "provider") else 0)
+                              index=data.options(d, "provider").index(providers.OURS)
+                              if providers.OURS in data.options(d, "provider") else 0)
     d = d[d["provider"] == provider]
     dtype = c[2].selectbox("dtype", data.options(d, "dtype"))
     d = d[d["dtype"] == dtype]

@@ -36,8 +36,11 @@ def body() -> None:
     if d["run_id"].nunique() < 2:
         st.caption("Only one run has measured this case so far: history starts with the second.")
     st.plotly_chart(charts.history_lines(d, metric, title=f"{case}: {charts.METRICS[metric][0]}"), width="stretch")
-    st.dataframe(d[["created", "git_commit", "run_id", "provider", "dtype", "p50", "gb_per_s", "throttled",
-                    "contended", "noisy"]].sort_values("created"), hide_index=True, width="stretch")
+    st.caption("One line per series (provider, dtype, front end, input rotation, grid version: the series that "
+               "`robocache-bench compare` and `check` compare); its id in the hover is the fingerprint an alert names.")
+    st.dataframe(d[["created", "git_commit", "run_id", "provider", "dtype", "frontend", "input_sets", "p50",
+                    "gb_per_s", "throttled", "contended", "noisy"]].sort_values("created"), hide_index=True,
+                 width="stretch")
 
 
 data.run_page("History", body)

@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from dashboard import charts, data, tables  # noqa: E402
-from robocache.bench import report  # noqa: E402
+from robocache import providers  # noqa: E402
 
 JOURNEY_COLUMNS = {"arch": "GPU", "machine": "machine", "version": "version", "case": "case", "dtype": "dtype",
                    "status": "status", "p50_us": "p50 us", "gb_per_s": "GB/s", "pct_of_ceiling": "% of copy ceiling",
@@ -61,7 +61,7 @@ def body() -> None:
                         width="stretch")
 
     st.header("Against torch.compile at its best")
-    provs = [p for p in data.options(d, "provider") if p == tables.OURS or report.version_of(str(p))]
+    provs = [p for p in data.options(d, "provider") if providers.role(str(p)) in ("ours", "version")]
     if not provs:
         st.info("No robocache records for this op in the chosen machines.")
         return

@@ -38,7 +38,7 @@ def body() -> None:
         d = d[d["scaling"] == scaling]
     # newest record per case and machine, whatever its timer: a failed record has none, and must hide an older
     # ok one rather than stand beside it
-    latest = data.latest(d, keys=[c for c in data.SERIES if c not in ("timer", "cache")])
+    latest = data.latest(d, keys=[c for c in data.LATEST_KEYS if c not in ("timer", "cache")])
     ok = latest[latest["status"] == "ok"]
     st.caption("Each rank times its own shard; the group's step is its slowest rank's median; efficiency is "
                "against the one-GPU case of the same run (weak: t1/tk, strong: t1/(k tk)). Gather bars: cases over "

@@ -32,7 +32,6 @@ ruptures is maintained, numpy/scipy-only, with wheels for our Pythons.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import shlex
 from collections import defaultdict
@@ -43,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import FAILED_STATUSES, series_key
+from .schema import FAILED_STATUSES, Series, fingerprint, series_key  # noqa: F401 - fingerprint: regress's API
 
 FLOOR = 0.03  # a change smaller than 3% is never a verdict or an alert, whatever the noise
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
@@ -108,31 +107,27 @@ def case_key(rec: Any) -> str:
     return f"{c['id']}/{c['dtype']}/{c['provider']}"
 
 
-def _match_key(rec: Any) -> tuple[str, ...]:
-    # compare() matches records of two runs by everything in the series key but the machine (checked apart,
-    # so a different machine reads "incomparable: machine" instead of "missing")
-    return series_key(rec)[1:]
+# compare() names these in its verdict ("incomparable: machine ...", "front end ...", "input sets ...") instead of
+# matching on them, so a run measured differently reads as incomparable, not as missing.
+_SAID_APART = {"machine": None, "frontend": None, "input_sets": None}
 
 
-def _noise_key(rec: Any) -> tuple[Any, ...]:
-    """Runs whose spread is noise of one measurement: the series, measured the same way (front end, and the
-    number of rotated input sets: the H200 quick runs before input rotation timed L2-resident inputs)."""
-    m = rec.get("method") or {}
-    return (*series_key(rec), rec["frontend"], m.get("input_sets", 1))
+def _match_key(rec: Any) -> Series:
+    return series_key(rec)._replace(**_SAID_APART)
 
 
-def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[tuple[str, ...], float]:
+def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[Series, float]:
     """Between-run noise per series (one sigma of log-time per run) from its healthy runs, in run order.
 
     Robust to the steps that code changes put in a history: the MAD of consecutive differences (a step moves
     one difference only), scaled to one run's sigma; kept only with at least 4 runs.
     """
     skip = set(exclude_runs)
-    pts: dict[tuple[str, ...], list[tuple[str, float]]] = defaultdict(list)
+    pts: dict[Series, list[tuple[str, float]]] = defaultdict(list)
     for r in records:
         if r["run_id"] in skip or _unhealthy(r):
             continue
-        pts[_noise_key(r)].append((r["created"], math.log(_p50(r))))
+        pts[series_key(r)].append((r["created"], math.log(_p50(r))))
     out = {}
     for k, xs in pts.items():
         if len(xs) >= 4:
@@ -201,7 +196,7 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
             out.append(v)
             continue
         tb, tn = _p50(b), _p50(n)
-        sk = _noise_key(n)
+        sk = series_key(n)
         # the prior is a floor: a few runs of history can look quieter than the machine is (H200 A/A: a
         # series whose history said 0.4% moved 3.5% between two runs of one commit)
         prior = prior_noise(min(tb, tn))
@@ -292,19 +287,8 @@ class CheckResult:
 
 
 def _series_dict(rec: Any) -> dict[str, Any]:
-    env = rec.get("env") or {}
-    m = rec.get("method") or {}
-    c = rec["case"]
-    return {"machine": env.get("machine"), "arch": env.get("arch"), "op": c["op"], "case_id": c["id"],
-            "provider": c["provider"], "dtype": c["dtype"], "timer": m.get("timer"), "cache": m.get("cache"),
-            "grid_version": c["grid_version"], "frontend": rec["frontend"], "input_sets": m.get("input_sets", 1)}
-
-
-def fingerprint(series: dict[str, Any]) -> str:
-    """12 hex digits, stable per series (one issue per series, however many nights it stays slow)."""
-    text = "|".join(str(series.get(k)) for k in ("machine", "case_id", "provider", "dtype", "timer", "cache",
-                                                   "grid_version", "frontend", "input_sets"))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    """The record's series (:func:`schema.series_key`) as a dict, with the machine's architecture for the alert."""
+    return {**series_key(rec)._asdict(), "arch": (rec.get("env") or {}).get("arch")}
 
 
 def _segments(x: np.ndarray, sigma: float) -> list[int]:
@@ -365,7 +349,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     from scipy import stats
 
     res = CheckResult()
-    by: dict[tuple[str, ...], list[Any]] = defaultdict(list)
+    by: dict[Series, list[Any]] = defaultdict(list)
     newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
     for r in records:
         env = r.get("env") or {}
@@ -373,7 +357,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             continue
         if frontend and r["frontend"] != frontend:
             continue
-        by[_noise_key(r)].append(r)  # a series: also one front end and one input rotation (a method change)
+        by[series_key(r)].append(r)
         m, stamp = env.get("machine"), (r["created"], r["run_id"])
         if m not in newest or stamp > newest[m]:
             newest[m] = stamp
@@ -482,7 +466,7 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     for r in rerun:
         if _unhealthy(r):
             continue
-        got[fingerprint(_series_dict(r))].append(math.log(_p50(r)))
+        got[fingerprint(series_key(r))].append(math.log(_p50(r)))
     can = set(measurable) if measurable is not None else None
     kept, refuted, unconfirmable = [], [], []
     for c in first.alerts:
