@@ -281,6 +281,14 @@ def options(df: pd.DataFrame, col: str) -> list[Any]:
     return sorted(vals, key=str)
 
 
+def pick_method(d: pd.DataFrame, timer_col: Any, cache_col: Any) -> tuple[str, str, pd.DataFrame]:
+    """The timer and cache-mode selectboxes (in the two given columns; the cache modes offered are the chosen
+    timer's): ``(timer, cache, the rows of d measured so)``. Figures are never mixed across them."""
+    timer = timer_col.selectbox("timer", options(d, "timer"))
+    cache = cache_col.selectbox("cache", options(d[d["timer"] == timer], "cache"))
+    return timer, cache, d[(d["timer"] == timer) & (d["cache"] == cache)]
+
+
 def run_page(title: str, body: Callable[[], None]) -> None:
     """Render a page; any error becomes an ``st.error`` with its message, never a traceback."""
     st.title(title)

@@ -406,6 +406,9 @@ def test_table_facts():
     assert not providers.gpu_only("tests.fault_providers:RAISE") and providers.gpu_only("robocache@v9")
     with pytest.raises(ValueError, match="unknown grid"):
         providers.names("tpu")
+    for p in providers.all_providers():
+        assert p.role in providers.ROLES and set(p.grids) <= set(providers.GRIDS), p.name
+        assert p.array_kind in ("torch", "cupy", "numpy") and p.label, p.name
     # every provider has a distinct fixed colour, none of them one the palette of unknown names can pick
     colours = [get(n).color for n in providers.names()]
     assert all(c.startswith("#") and len(c) == 7 for c in colours) and len(set(colours)) == len(colours)

@@ -1,15 +1,8 @@
 """Multi-GPU: scaling efficiency and aggregate throughput against the GPU count, per architecture, and the
 gather's bandwidth next to the collective's own; from records carrying ``distributed`` (suite multigpu)."""
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import charts, data  # noqa: E402
+from dashboard import charts, data
 
 TABLE = ["machine", "arch", "op", "case_id", "provider", "dtype", "world_size", "nodes", "scaling", "gather", "status",
          "step_us", "per_rank_us", "aggregate_items_per_s", "efficiency", "gather_gb_per_s", "collective_gb_per_s",

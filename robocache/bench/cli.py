@@ -291,7 +291,7 @@ def _check(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             device = runner.detect_device()
             rr = runner.run_suite(res.alerts[0].after.suite, device=device,
-                                  cases=[specs.find(k, device=device) for k in keys], out_dir=out, machine=here,
+                                  cases=[specs.find(k) for k in keys], out_dir=out, machine=here,
                                   progress=False)
             again = store.load(rr.path).records if rr.path else []
         kept, refuted, unconfirmable = regress.confirm(
@@ -300,7 +300,7 @@ def _check(args: argparse.Namespace) -> int:
     text = regress.check_markdown(res)
     if refuted:
         text += "\nNot reproduced by the confirmation rerun (not raised): " + ", ".join(
-            regress._md(regress.alert_title(c)) for c in refuted) + "\n"
+            regress.md_text(regress.alert_title(c)) for c in refuted) + "\n"
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
@@ -324,7 +324,7 @@ def _run(args: argparse.Namespace) -> int:
 
     device = runner.detect_device() if args.device == "auto" else args.device
     if args.cases:
-        cases = [specs.find(k, device=device) for k in args.cases]
+        cases = [specs.find(k) for k in args.cases]
     else:
         cases = specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes)
     if not cases:

@@ -218,17 +218,17 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
 
 def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str) -> str:
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
-    lines = [f"## robocache-bench compare: {_md(base_name)} -> {_md(new_name)}", "",
+    lines = [f"## robocache-bench compare: {md_text(base_name)} -> {md_text(new_name)}", "",
              " | ".join(f"{k} {counts[k]}" for k in VERDICTS), "",
              "| verdict | case | base | new | ratio | needs | noise | reason |",
              "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
     order = {k: i for i, k in enumerate(VERDICTS)}
     for v in sorted(verdicts, key=lambda v: (order[v.verdict], -(abs(math.log(v.ratio)) if v.ratio else 0))):
         lines.append("| " + " | ".join([
-            f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, _md(v.case),
+            f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, md_text(v.case),
             _us(v.base_us), _us(v.new_us), f"{v.ratio:.3f}" if v.ratio else "",
             f"±{v.threshold * 100:.1f}%" if v.threshold is not None else "",
-            f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", _md(v.reason)]) + " |")
+            f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", md_text(v.reason)]) + " |")
     lines += ["", f"A verdict needs a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
               "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base))."]
     return "\n".join(lines) + "\n"
@@ -508,20 +508,20 @@ def alert_markdown(c: Change) -> str:
     s = c.series
     lo, hi = c.ratio_ci
     return "\n".join([
-        f"### {_md(alert_title(c))}", "",
-        f"- series: machine `{_code(s['machine'])}` ({_md(str(s['arch'] or 'arch unknown'))}), op `{_code(s['op'])}`, case "
+        f"### {md_text(alert_title(c))}", "",
+        f"- series: machine `{_code(s['machine'])}` ({md_text(str(s['arch'] or 'arch unknown'))}), op `{_code(s['op'])}`, case "
         f"`{_code(s['case_id'])}`, provider `{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, "
-        f"timer {_md(str(s['timer']))}, cache {_md(str(s['cache']))}, front end {_md(str(s['frontend']))}",
+        f"timer {md_text(str(s['timer']))}, cache {md_text(str(s['cache']))}, front end {md_text(str(s['frontend']))}",
         f"- change: median time x{c.ratio:.3f} (95% interval x{lo:.3f} to x{hi:.3f}); "
         f"{c.n_before} runs before, {c.n_after} after; series noise {c.sigma * 100:.2f}% per run; "
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
-        f"- last commit before: `{_code(c.before.commit or '?')}` (run {_md(c.before.run_id)}, {_md(c.before.created)})",
-        f"- first commit after: `{_code(c.after.commit or '?')}` (run {_md(c.after.run_id)}, {_md(c.after.created)})",
+        f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
+        f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
         f"- confirmation: " + {True: "a rerun of the case reproduced it", False: "**unconfirmed**: the case "
                                "could not be measured again here", None: "not asked (`check --confirm`)"}[c.confirmed],
         f"- reproduce: `{_code(reproduce_command(c))}`",
-        f"- dashboard: History page, series {_md(s['case_id'])} / {_md(s['provider'])} / {_md(s['dtype'])} "
-        f"on {_md(str(s['machine']))}",
+        f"- dashboard: History page, series {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "
+        f"on {md_text(str(s['machine']))}",
     ]) + "\n"
 
 
@@ -557,7 +557,7 @@ def check_markdown(res: CheckResult) -> str:
         lines.append("No performance regression.")
     if res.improvements:
         lines += ["", f"{len(res.improvements)} improvement(s):", ""]
-        lines += [f"- {_md(alert_title(c).replace('slower', 'faster'))} (x{c.ratio:.3f})" for c in res.improvements]
+        lines += [f"- {md_text(alert_title(c).replace('slower', 'faster'))} (x{c.ratio:.3f})" for c in res.improvements]
     return "\n".join(lines) + "\n"
 
 
@@ -565,7 +565,7 @@ def _us(x: float | None) -> str:
     return "" if x is None else (f"{x:.2f} us" if x < 1000 else f"{x / 1000:.2f} ms")
 
 
-def _md(text: Any) -> str:
+def md_text(text: Any) -> str:
     """Markdown-safe text: record strings never become markup (or HTML) in a report or an issue."""
     s = str(text)
     for ch in "\\`*_{}[]()<>#+!|":

@@ -183,7 +183,7 @@ def precompile_task(task: dict[str, Any], result_path: str) -> None:
 
             res.update({k: int(counters["inductor"][k]) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss")})
     except BaseException as e:  # noqa: BLE001 - every failure is a status; the timing pass compiles anyway
-        res = {"status": worker._classify(e), "reason": f"{type(e).__name__}: {str(e)[:400]}"}
+        res = {"status": worker.classify(e), "reason": f"{type(e).__name__}: {str(e)[:400]}"}
     res["compile_s"] = time.perf_counter() - t0
     tmp = result_path + ".tmp"
     with open(tmp, "w") as f:

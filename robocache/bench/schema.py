@@ -41,7 +41,6 @@ from msgspec import Meta
 SCHEMA_VERSION = 3  # the loader reads 1 to SCHEMA_VERSION (RecordsFile.schema_version); writers write this one
 FILE_KIND = "robocache-bench/records"
 
-STATUSES = ("ok", "incorrect", "crash", "timeout", "oom", "skipped", "error")
 FAILED_STATUSES = ("incorrect", "crash", "timeout", "oom", "error")
 Status = Literal["ok", "incorrect", "crash", "timeout", "oom", "skipped", "error"]
 Timer = Literal["cuda_event", "cuda_graph", "host", "host_loop"]

@@ -274,7 +274,7 @@ def devices_of(case: Case) -> tuple[str, ...]:
     raise KeyError(f"no case {case.key!r} in grid version {GRID_VERSION}")
 
 
-def find(key: str, *, device: str = "gpu") -> Case:
+def find(key: str) -> Case:
     """The case with ``key`` (``<op>/<tag>/<dtype>/<provider>``) in the full grid."""
     op, tag, dtype, provider = key.split("/", 3)
     for pt in all_points():

@@ -93,7 +93,8 @@ _FATAL_CUDA = ("illegal memory access", "illegal address", "misaligned address",
                "cuda_error_launch_failed")
 
 
-def _classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> str:
+    """A failed case's status from its exception: ``oom``, ``crash`` (the CUDA context is unusable) or ``error``."""
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or "out of memory" in text or "outofmemory" in text:
         return "oom"
@@ -331,7 +332,7 @@ def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[
         rec.update(status="ok", reason=note)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a status, the run goes on
         tb = traceback.format_exc(limit=6).strip().splitlines()
-        rec.update(status=_classify(e), reason=f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:]))
+        rec.update(status=classify(e), reason=f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:]))
     finally:
         rec["duration_s"] = time.perf_counter() - t_start
     return rec
@@ -408,7 +409,7 @@ def ceiling_task(task: dict[str, Any]) -> dict[str, Any]:
     try:
         return {"status": "ok", **timer.copy_ceiling(**task.get("ceiling", {}))}
     except BaseException as e:  # noqa: BLE001
-        return {"status": _classify(e), "reason": f"{type(e).__name__}: {str(e)[:800]}"}
+        return {"status": classify(e), "reason": f"{type(e).__name__}: {str(e)[:800]}"}
 
 
 def run_task(task: dict[str, Any], result_path: str) -> None:
