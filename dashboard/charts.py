@@ -130,8 +130,13 @@ def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figu
     return fig
 
 
-# What tells two series of one provider and dtype apart in a legend, when the drawn ones differ in it.
+# What tells two series of one provider and dtype apart in a legend, when they differ in it.
 _SERIES_EXTRAS = (("frontend", "{}"), ("input_sets", "{} input sets"), ("grid_version", "grid v{}"))
+
+
+def _whole(v: Any) -> Any:
+    """A float that holds a whole number (a frame column with gaps) as the int it is: ``21.0`` -> ``21``."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
 def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
@@ -145,7 +150,10 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
     if d.empty:
         return _empty(title or label)
     d = d.assign(_series=tables.series_ids(d))
-    extras = [(c, fmt) for c, fmt in _SERIES_EXTRAS if c in d.columns and d[c].astype(str).nunique() > 1]
+    # a legend names what tells apart the series of one provider and dtype
+    pd_groups = d.assign(**{c: d[c].astype(str) for c, _ in _SERIES_EXTRAS if c in d.columns}).groupby(
+        ["provider", "dtype"], observed=True)
+    extras = [(c, fmt) for c, fmt in _SERIES_EXTRAS if c in d.columns and int(pd_groups[c].nunique().max()) > 1]
     fig = go.Figure()
     dtypes = sorted(d["dtype"].astype(str).unique())
     first = d.groupby("_series", sort=False).first()
@@ -154,7 +162,7 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
     for key in order:
         g = d[d["_series"] == key]
         prov, dtype = str(first.at[key, "provider"]), str(first.at[key, "dtype"])
-        name = " ".join([provider_label(prov), dtype, *(fmt.format(first.at[key, c]) for c, fmt in extras)])
+        name = " ".join([provider_label(prov), dtype, *(fmt.format(_whole(first.at[key, c])) for c, fmt in extras)])
         commit = plain_col(g["git_commit"].fillna("unknown").astype(str).str[:10])
         fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=plain(name),
                         line_color=provider_color(prov), line_dash=DASHES[dtypes.index(dtype) % len(DASHES)],

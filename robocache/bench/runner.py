@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from . import specs, store, worker
-from ..providers import torch_compile
+from ..providers import COMPILE, torch_compile
 from .schema import FAILED_STATUSES
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
            "robocache.bench.timer", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
-COMPILED_PREFIX = "torch_compile"  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
+COMPILED_PREFIX = COMPILE  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
 _CTX: Any = None
 
 
