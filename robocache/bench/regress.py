@@ -9,21 +9,22 @@ Two questions, one noise model:
     ``method.noise``) plus, twice, the *between-run* noise: on the H200 two runs of one commit differed by
     up to 18x their within-run intervals (a fresh process, other input addresses, clocks), so within-run
     intervals alone would cry wolf. The between-run noise comes from the series' own history when given
-    (``history=``: every healthy run of the same series, front end and input rotation except the two
-    compared) and is never taken below :func:`prior_noise`, fitted to H200 runs of unchanged kernel code.
+    (``history=``: every healthy run of the same series except the two compared) and is never taken below
+    :func:`prior_noise`, fitted to H200 runs of unchanged kernel code.
 
 ``check(records)``
-    Over the history (every series: machine, case, provider, dtype, timer, cache, grid version, front end),
-    in run order, with unhealthy points dropped (failed or incorrect status, throttled, contended): change
-    points from ``ruptures`` (PELT, exact optimal segmentation under a penalty; the penalty is scaled by the
-    series' own noise, so a quiet series segments at small steps and a noisy one only at large ones), plus
-    the newest one and two runs as candidate segments (a regression must be found the night it lands, before
-    PELT's minimum segment could see it). Each candidate gets a p-value (difference of segment means of
-    log-times over the series' robust noise, Student t), all candidates of all series together go through
-    Benjamini-Hochberg (``scipy.stats.false_discovery_control``): false discoveries are controlled across
-    the grid, not per series. An alert is a significant change that still holds at the newest run, beyond
-    the floor, in the slower direction; it names the series, the ratio with its 95% interval, the last
-    commit before and the first after, and the command that reproduces it.
+    Over the history (every series, :func:`schema.series_key`: machine, case, provider, dtype, timer, cache,
+    grid version, front end, input rotation), in run order, with unhealthy points dropped (failed or
+    incorrect status, throttled, contended): change points from ``ruptures`` (PELT, exact optimal
+    segmentation under a penalty; the penalty is scaled by the series' own noise, so a quiet series segments
+    at small steps and a noisy one only at large ones), plus the newest one and two runs as candidate
+    segments (a regression must be found the night it lands, before PELT's minimum segment could see it).
+    Each candidate gets a p-value (difference of segment means of log-times over the series' robust noise,
+    Student t), all candidates of all series together go through Benjamini-Hochberg
+    (``scipy.stats.false_discovery_control``): false discoveries are controlled across the grid, not per
+    series. An alert is a significant change that still holds at the newest run, beyond the floor, in the
+    slower direction; it names the series, the ratio with its 95% interval, the last commit before and the
+    first after, and the command that reproduces it.
 
 Why ruptures + SciPy rather than Apache Otava (E-Divisive + t-test, the method this mirrors) or MongoDB's
 signal-processing-algorithms: apache-otava 0.8.0 pins numpy 2.2 (we pin 2.4) and pulls database, BigQuery
@@ -42,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import FAILED_STATUSES, Series, fingerprint, series_key  # noqa: F401 - fingerprint: regress's API
+from .schema import FAILED_STATUSES, Series, fingerprint, series_key
 
 FLOOR = 0.03  # a change smaller than 3% is never a verdict or an alert, whatever the noise
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
@@ -517,7 +518,7 @@ def alert_markdown(c: Change) -> str:
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
         f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
         f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
-        f"- confirmation: " + {True: "a rerun of the case reproduced it", False: "**unconfirmed**: the case "
+        "- confirmation: " + {True: "a rerun of the case reproduced it", False: "**unconfirmed**: the case "
                                "could not be measured again here", None: "not asked (`check --confirm`)"}[c.confirmed],
         f"- reproduce: `{_code(reproduce_command(c))}`",
         f"- dashboard: History page, series {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import providers
-from ..providers import COMPILE, OURS, VERSION_PREFIX, compile_mode, label, version_of, version_number  # noqa: F401
+from ..providers import OURS, compile_mode, label, version_of, version_number
 from . import ops, specs
 from .schema import Series, series_key
 
