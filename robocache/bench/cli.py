@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import providers
 from . import report as rep
 from . import launch, specs, store
 
@@ -23,10 +24,11 @@ def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-# Every provider a case can name: the GPU peers (robocache, each kernel version robocache@vN, torch eager,
-# torch.compile in both modes, CuPy), NumPy on the CPU, and the call-cost cases' own (robocache@cupy, bare_launch).
-ALL_PROVIDERS = tuple(dict.fromkeys(specs.GPU_PROVIDERS + specs.CPU_PROVIDERS + specs.DISPATCH_PROVIDERS))
-_PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} (robocache@cupy and bare_launch: the "
+# Every provider a case can name (the provider table's: the GPU peers, robocache's kernel versions, NumPy on the
+# CPU, and the call-cost cases' own).
+ALL_PROVIDERS = tuple(providers.names())
+_CALL_ONLY = [p for p in ALL_PROVIDERS if providers.get(p).grids == ("dispatch",)]
+_PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} ({' and '.join(_CALL_ONLY)}: the "
                    "call-cost cases only)")
 
 
