@@ -272,12 +272,16 @@ def latest(df: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFrame:
 
 def options(df: pd.DataFrame, col: str) -> list[Any]:
     """Distinct values of ``col`` present in ``df`` (categories that no row uses are left out), sorted; ops in
-    the grid's order (resample, the classic case, first), other values alphabetically."""
-    from robocache.bench.specs import OPS
+    the grid's order (resample, the classic case, first), providers in the provider table's (robocache, its
+    kernel versions, the peers), other values alphabetically."""
+    from robocache import providers
+    from robocache.bench import ops
 
     vals = df[col].dropna().unique().tolist()
     if col == "op":
-        return sorted(vals, key=lambda v: (OPS.index(v) if v in OPS else len(OPS), str(v)))
+        return sorted(vals, key=lambda v: (ops.order(str(v)), str(v)))
+    if col == "provider":
+        return sorted(vals, key=lambda v: providers.order(str(v)))
     return sorted(vals, key=str)
 
 

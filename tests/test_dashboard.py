@@ -650,6 +650,9 @@ def test_provider_labels_and_colours() -> None:
     assert charts.provider_color("new_peer") == charts.provider_color("new_peer") == providers.stable_pick(
         "new_peer", providers.OTHER_COLORS)
     assert charts.provider_color("robocache@v99") == providers.VERSION_COLORS[-1]
+    # pickers list providers in the table's order too (robocache, its versions, the peers, unknown names last)
+    frame = pd.DataFrame({"provider": ["zeta", "cupy", "robocache@v2", "torch_compile", "robocache"]})
+    assert data.options(frame, "provider") == ["robocache", "robocache@v2", "torch_compile", "cupy", "zeta"]
 
 
 def test_a_provider_has_one_colour_in_every_chart(fixture_dir: Path) -> None:
