@@ -308,3 +308,16 @@ def _write(recs: list) -> list[str]:
     for r in recs:
         store.write_records(out, make_env(), [copy.deepcopy(r)], name=r["run_id"])
     return [str(out)]
+
+
+def test_compare_a_crash_without_a_method_beside_a_timed_record():
+    """A record never timed (a crash before timing: no method) is the same case as the other run's timed record:
+    "failed", not "missing" and "only in the new run"."""
+    base = rec(t=100.0)
+    new = rec(t=100.0, run="run-b", status="crash")
+    new["method"] = None
+    new["metrics"] = None
+    v = regress.compare([base], [new])
+    assert [(x.verdict, x.reason) for x in v] == [("failed", "new: crash")]
+    v = regress.compare([new], [rec(t=100.0, run="run-c")])  # the other way round
+    assert [(x.verdict, x.reason) for x in v] == [("failed", "base: crash")]

@@ -117,6 +117,16 @@ def _match_key(rec: Any) -> Series:
     return series_key(rec)._replace(**_SAID_APART)
 
 
+def _match_untimed(b_idx: dict[Series, Any], n_idx: dict[Series, Any]) -> None:
+    """A record never timed (a crash or a failed check before timing: no method, timer "-") stands for its case
+    whatever timer and cache the other run measured it with, so it reads "failed", not "missing" (in place)."""
+    for idx, other in ((n_idx, b_idx), (b_idx, n_idx)):
+        for k in [k for k in idx if k.timer == "-" and k not in other]:
+            match = [o for o in other if o._replace(timer="-", cache="-") == k and o not in idx]
+            if len(match) == 1:
+                idx[match[0]] = idx.pop(k)
+
+
 def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[Series, float]:
     """Between-run noise per series (one sigma of log-time per run) from its healthy runs, in run order.
 
@@ -161,10 +171,11 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
     """Verdicts for every case in either run (see the module doc)."""
     b_idx = {_match_key(r): r for r in base}
     n_idx = {_match_key(r): r for r in new}
+    _match_untimed(b_idx, n_idx)
     runs = {r["run_id"] for r in (*base, *new)}
     hist = history_noise(history, exclude_runs=runs)
     out: list[Verdict] = []
-    for k in sorted(set(b_idx) | set(n_idx)):
+    for k in sorted(set(b_idx) | set(n_idx), key=lambda k: tuple(str(x) for x in k)):
         b, n = b_idx.get(k), n_idx.get(k)
         ref = n if n is not None else b
         v = Verdict(case=case_label(ref), key=case_key(ref), verdict="incomparable")

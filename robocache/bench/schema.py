@@ -338,8 +338,8 @@ class Series(NamedTuple):
     case_id: str  # op and shape: "resample/B256-S100-T50-D32"
     provider: str  # provider and variant: "robocache@v2", "torch_compile@max-autotune"
     dtype: str
-    timer: str | None  # how it was timed: cuda_event, cuda_graph, host, host_loop (None: never timed)
-    cache: str | None  # warm or cold
+    timer: str  # how it was timed: cuda_event, cuda_graph, host, host_loop ("-": never timed, as the dashboard)
+    cache: str  # warm or cold ("-": never timed)
     grid_version: int  # a case's meaning (the bytes it is judged by): bumped, it is a new series
     frontend: str | None  # cli, asv, pytest-benchmark, ...: each one times its own way, so it changes the figure
     input_sets: int  # the method's version today: 1 = the same (L2-resident) inputs every call, >1 rotated
@@ -355,7 +355,8 @@ def series_key(rec: Any) -> Series:
     c = rec["case"]
     env = rec.get("env") or {}
     return Series(machine=env.get("machine"), op=c["op"], case_id=c["id"], provider=c["provider"],
-                  dtype=c["dtype"], timer=m.get("timer"), cache=m.get("cache"), grid_version=c["grid_version"],
+                  dtype=c["dtype"], timer=m.get("timer") or "-", cache=m.get("cache") or "-",
+                  grid_version=c["grid_version"],
                   frontend=rec.get("frontend"), input_sets=m.get("input_sets", 1))
 
 
