@@ -79,7 +79,7 @@ class _Rec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class Case(_Rec):
     """What was measured."""
 
-    id: str  # stable across runs, e.g. "resample/B256-S100-T50-D32"; with provider+dtype+method: a series
+    id: str  # stable across runs, e.g. "resample/B256-S100-T50-D32"; part of its series (series_key)
     # Any string on load (an older reader keeps loading files of ops added later); checked against the op
     # registry (robocache.bench.ops) when written, by validate_records.
     op: str
