@@ -257,3 +257,67 @@ def test_alert_text_cannot_mention_or_inject_markup():
     assert "@octocat" not in md  # a word joiner follows every @
     outside_code = re.sub(r"`[^`]*`", "", md)  # inside a code span markup is shown as text
     assert "<img" not in outside_code.replace("\\<", "")
+
+
+# ------------------------------------------------------------------ one definition of a series
+
+def test_compare_check_report_and_history_share_one_series():
+    """One case, provider and dtype measured nightly by the CLI and by asv on one machine (asv's figure 30% higher:
+    another timer) is two series for check, compare, the report and the History chart alike; schema.series_key
+    is the one definition, and its fingerprint is the alert's."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("plotly")
+    from dashboard import charts, data
+    from robocache.bench import report, schema
+
+    cli_runs = series(FLAT)
+    asv_runs = series([v * 1.3 for v in FLAT])
+    for r in asv_runs:
+        r["frontend"] = "asv"
+        r["run_id"] += "-asv"
+    both = cli_runs + asv_runs
+    keys = {schema.series_key(r) for r in both}
+    assert len(keys) == 2 and {k.frontend for k in keys} == {"cli", "asv"}
+    # check: two series (one per front end; the newest run's is tested), each flat: no alert (one series through
+    # both would step by 30%)
+    res = regress.check(both, frontend=None)
+    assert res.series == 2 and res.series_checked == 1 and res.alerts == [] and res.changes == []
+    # compare: the same series match; the other front end is said apart, not matched
+    assert regress.compare(cli_runs[:1], cli_runs[1:2])[0].verdict == "same"
+    v = regress.compare(cli_runs[:1], asv_runs[1:2])[0]
+    assert v.verdict == "incomparable" and "front end" in v.reason
+    # the alert's fingerprint is the series' (unchanged by the one series function: the value the code before it computed)
+    alert = regress.check(series(FLAT + [130.0])).alerts[0]
+    assert alert.fingerprint == schema.fingerprint(schema.series_key(series(FLAT)[0])) == "159382eb6b1d"
+    # the report's runs: a measurement is one front end's, each series from its newest run
+    ((_, _, _, picked),) = report.runs_per_op([*cli_runs[-1:], *asv_runs[-1:]])
+    assert len(picked) == 1
+    # History: one line per series, never one line through both
+    frame = data.build_frame(store.load(*_write(both)).records)
+    fig = charts.history_lines(frame, "p50")
+    assert len(fig.data) == 2 and sorted(len(t.x) for t in fig.data) == [len(FLAT), len(FLAT)]
+    assert {t.name.rsplit(" ", 1)[-1] for t in fig.data} == {"cli", "asv"}
+    ids = {t.customdata[0][2] for t in fig.data}
+    assert ids == {schema.fingerprint(k) for k in keys}
+
+
+def _write(recs: list) -> list[str]:
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="series-"))
+    for r in recs:
+        store.write_records(out, make_env(), [copy.deepcopy(r)], name=r["run_id"])
+    return [str(out)]
+
+
+def test_compare_a_crash_without_a_method_beside_a_timed_record():
+    """A record never timed (a crash before timing: no method) is the same case as the other run's timed record:
+    "failed", not "missing" and "only in the new run"."""
+    base = rec(t=100.0)
+    new = rec(t=100.0, run="run-b", status="crash")
+    new["method"] = None
+    new["metrics"] = None
+    v = regress.compare([base], [new])
+    assert [(x.verdict, x.reason) for x in v] == [("failed", "new: crash")]
+    v = regress.compare([new], [rec(t=100.0, run="run-c")])  # the other way round
+    assert [(x.verdict, x.reason) for x in v] == [("failed", "base: crash")]

@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import providers
 from . import report as rep
 from . import launch, specs, store
 from .messages import TimingOptions
@@ -24,10 +25,11 @@ def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-# Every provider a case can name: the GPU peers (robocache, each kernel version robocache@vN, torch eager,
-# torch.compile in both modes, CuPy), NumPy on the CPU, and the call-cost cases' own (robocache@cupy, bare_launch).
-ALL_PROVIDERS = tuple(dict.fromkeys(specs.GPU_PROVIDERS + specs.CPU_PROVIDERS + specs.DISPATCH_PROVIDERS))
-_PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} (robocache@cupy and bare_launch: the "
+# Every provider a case can name (the provider table's: the GPU peers, robocache's kernel versions, NumPy on the
+# CPU, and the call-cost cases' own).
+ALL_PROVIDERS = tuple(providers.names())
+_CALL_ONLY = [p for p in ALL_PROVIDERS if providers.get(p).grids == ("dispatch",)]
+_PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} ({' and '.join(_CALL_ONLY)}: the "
                    "call-cost cases only)")
 
 
@@ -292,7 +294,7 @@ def _check(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             device = runner.detect_device()
             rr = runner.run_suite(res.alerts[0].after.suite, device=device,
-                                  cases=[specs.find(k, device=device) for k in keys], out_dir=out, machine=here,
+                                  cases=[specs.find(k) for k in keys], out_dir=out, machine=here,
                                   progress=False)
             again = store.load(rr.path).records if rr.path else []
         kept, refuted, unconfirmable = regress.confirm(
@@ -301,7 +303,7 @@ def _check(args: argparse.Namespace) -> int:
     text = regress.check_markdown(res)
     if refuted:
         text += "\nNot reproduced by the confirmation rerun (not raised): " + ", ".join(
-            regress._md(regress.alert_title(c)) for c in refuted) + "\n"
+            regress.md_text(regress.alert_title(c)) for c in refuted) + "\n"
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
@@ -325,7 +327,7 @@ def _run(args: argparse.Namespace) -> int:
 
     device = runner.detect_device() if args.device == "auto" else args.device
     if args.cases:
-        cases = [specs.find(k, device=device) for k in args.cases]
+        cases = [specs.find(k) for k in args.cases]
     else:
         cases = specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes)
     if not cases:

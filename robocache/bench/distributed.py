@@ -256,7 +256,7 @@ def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None,
             if failed:
                 local.update(status="incorrect", reason=failed)
     except Exception as e:  # noqa: BLE001 - a provider failure is a status, the group goes on
-        local.update(status=worker._classify(e), reason=_tb(e))
+        local.update(status=worker.classify(e), reason=_tb(e))
     views = _all(local)
     rec = worker.base_record(task, case) if me.writer else None
     check = _combined_check(views)
@@ -292,7 +292,7 @@ def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None,
                 t_op = timing.time_host(call, **opts)
             summary.update(op=_timing_summary(t_op), input_sets=n_sets)
         except Exception as e:  # noqa: BLE001
-            summary = {"status": worker._classify(e), "reason": _tb(e)}
+            summary = {"status": worker.classify(e), "reason": _tb(e)}
         bad = _first_failure(_all({"status": summary["status"], "reason": summary.get("reason")}))
         if bad is None and gather != "none":
             # 3. in lockstep: op + gather, the gather alone, the collective on a plain tensor of the same size
@@ -308,7 +308,7 @@ def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None,
                 ag, _ = _gatherer("all", me, plain)
                 sums = _checksum(out_bytes)
             except Exception as e:  # noqa: BLE001
-                summary = {"status": worker._classify(e), "reason": _tb(e)}
+                summary = {"status": worker.classify(e), "reason": _tb(e)}
             bad = _first_failure(_all({"status": summary["status"], "reason": summary.get("reason")}))
         if bad is None and gather != "none":
             g(out_bytes)  # the gather delivers every rank's bytes where they belong: checked on every receiver

@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from .. import providers as _providers
 from . import messages, runner, specs, store, worker
 from .context import RunContext, git_state, new_run_id
 from .messages import Baseline, Ceiling, TimingOptions
@@ -39,7 +40,6 @@ from .schema import Record
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_ENV = "ROBOCACHE_RESULTS"  # where front-end records go; default <repo>/results/local (not committed)
 DEVICE_ENV = "ROBOCACHE_DEVICE"  # "gpu" | "cpu" to skip detection
-GPU_ONLY = ("robocache", "cupy", "bare_launch")  # and every robocache@<variant> (kernel versions, robocache@cupy)
 # Front ends sample for at most 1 s per case (the CLI: 2 s) and skip the CUDA-graph self-check, which
 # `robocache-bench run` records: asv's nightly pass over the whole grid with every peer must fit 15 minutes.
 FRONTEND_TIMING = TimingOptions(time_limit_s=float(os.environ.get("ROBOCACHE_TIME_LIMIT", "1.0")))
@@ -87,8 +87,8 @@ def device_here() -> str:
 
 
 def gpu_only(provider: str) -> bool:
-    """Whether ``provider`` needs a CUDA GPU (robocache and its ``robocache@...`` variants, CuPy, the bare launch)."""
-    return provider in GPU_ONLY or provider.split("@", 1)[0] == "robocache"
+    """Whether ``provider`` needs a CUDA GPU (the provider table's :func:`robocache.providers.gpu_only`)."""
+    return _providers.gpu_only(provider)
 
 
 def _suite(op: str | None, suite: str | None, default_suite: str) -> list[specs.Case]:
@@ -122,8 +122,8 @@ def dispatch_cases(op: str | None = None, suite: str | None = None, default_suit
 # robocache and torch.compile (NumPy on a CPU run), not every peer: each case costs a process, the correctness
 # gate and a compile, and on an H200 the walls of all four GPU providers took ~90 s of fuse's 256 s asv pass,
 # which with the rest put the nightly asv run over its 15-minute budget. ROBOCACHE_WALL_PROVIDERS widens it.
-# torch_compile@max-autotune is left out: its setup autotunes (minutes per shape in a fresh process), not cheap.
-WALL_PROVIDERS = ("robocache", "torch_compile", "numpy")
+# The provider table marks them (``wall``); torch_compile@max-autotune is not: its setup autotunes.
+WALL_PROVIDERS = tuple(_providers.names(wall=True))
 
 
 def wall_cases(op: str) -> list[str]:

@@ -9,21 +9,22 @@ Two questions, one noise model:
     ``method.noise``) plus, twice, the *between-run* noise: on the H200 two runs of one commit differed by
     up to 18x their within-run intervals (a fresh process, other input addresses, clocks), so within-run
     intervals alone would cry wolf. The between-run noise comes from the series' own history when given
-    (``history=``: every healthy run of the same series, front end and input rotation except the two
-    compared) and is never taken below :func:`prior_noise`, fitted to H200 runs of unchanged kernel code.
+    (``history=``: every healthy run of the same series except the two compared) and is never taken below
+    :func:`prior_noise`, fitted to H200 runs of unchanged kernel code.
 
 ``check(records)``
-    Over the history (every series: machine, case, provider, dtype, timer, cache, grid version, front end),
-    in run order, with unhealthy points dropped (failed or incorrect status, throttled, contended): change
-    points from ``ruptures`` (PELT, exact optimal segmentation under a penalty; the penalty is scaled by the
-    series' own noise, so a quiet series segments at small steps and a noisy one only at large ones), plus
-    the newest one and two runs as candidate segments (a regression must be found the night it lands, before
-    PELT's minimum segment could see it). Each candidate gets a p-value (difference of segment means of
-    log-times over the series' robust noise, Student t), all candidates of all series together go through
-    Benjamini-Hochberg (``scipy.stats.false_discovery_control``): false discoveries are controlled across
-    the grid, not per series. An alert is a significant change that still holds at the newest run, beyond
-    the floor, in the slower direction; it names the series, the ratio with its 95% interval, the last
-    commit before and the first after, and the command that reproduces it.
+    Over the history (every series, :func:`schema.series_key`: machine, case, provider, dtype, timer, cache,
+    grid version, front end, input rotation), in run order, with unhealthy points dropped (failed or
+    incorrect status, throttled, contended): change points from ``ruptures`` (PELT, exact optimal
+    segmentation under a penalty; the penalty is scaled by the series' own noise, so a quiet series segments
+    at small steps and a noisy one only at large ones), plus the newest one and two runs as candidate
+    segments (a regression must be found the night it lands, before PELT's minimum segment could see it).
+    Each candidate gets a p-value (difference of segment means of log-times over the series' robust noise,
+    Student t), all candidates of all series together go through Benjamini-Hochberg
+    (``scipy.stats.false_discovery_control``): false discoveries are controlled across the grid, not per
+    series. An alert is a significant change that still holds at the newest run, beyond the floor, in the
+    slower direction; it names the series, the ratio with its 95% interval, the last commit before and the
+    first after, and the command that reproduces it.
 
 Why ruptures + SciPy rather than Apache Otava (E-Divisive + t-test, the method this mirrors) or MongoDB's
 signal-processing-algorithms: apache-otava 0.8.0 pins numpy 2.2 (we pin 2.4) and pulls database, BigQuery
@@ -32,7 +33,6 @@ ruptures is maintained, numpy/scipy-only, with wheels for our Pythons.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import shlex
 from collections import defaultdict
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import FAILED_STATUSES, series_key
+from .schema import FAILED_STATUSES, Series, fingerprint, series_key
 
 FLOOR = 0.03  # a change smaller than 3% is never a verdict or an alert, whatever the noise
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
@@ -108,31 +108,37 @@ def case_key(rec: Any) -> str:
     return f"{c['id']}/{c['dtype']}/{c['provider']}"
 
 
-def _match_key(rec: Any) -> tuple[str, ...]:
-    # compare() matches records of two runs by everything in the series key but the machine (checked apart,
-    # so a different machine reads "incomparable: machine" instead of "missing")
-    return series_key(rec)[1:]
+# compare() names these in its verdict ("incomparable: machine ...", "front end ...", "input sets ...") instead of
+# matching on them, so a run measured differently reads as incomparable, not as missing.
+_SAID_APART = {"machine": None, "frontend": None, "input_sets": None}
 
 
-def _noise_key(rec: Any) -> tuple[Any, ...]:
-    """Runs whose spread is noise of one measurement: the series, measured the same way (front end, and the
-    number of rotated input sets: the H200 quick runs before input rotation timed L2-resident inputs)."""
-    m = rec.get("method") or {}
-    return (*series_key(rec), rec["frontend"], m.get("input_sets", 1))
+def _match_key(rec: Any) -> Series:
+    return series_key(rec)._replace(**_SAID_APART)
 
 
-def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[tuple[str, ...], float]:
+def _match_untimed(b_idx: dict[Series, Any], n_idx: dict[Series, Any]) -> None:
+    """A record never timed (a crash or a failed check before timing: no method, timer "-") stands for its case
+    whatever timer and cache the other run measured it with, so it reads "failed", not "missing" (in place)."""
+    for idx, other in ((n_idx, b_idx), (b_idx, n_idx)):
+        for k in [k for k in idx if k.timer == "-" and k not in other]:
+            match = [o for o in other if o._replace(timer="-", cache="-") == k and o not in idx]
+            if len(match) == 1:
+                idx[match[0]] = idx.pop(k)
+
+
+def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[Series, float]:
     """Between-run noise per series (one sigma of log-time per run) from its healthy runs, in run order.
 
     Robust to the steps that code changes put in a history: the MAD of consecutive differences (a step moves
     one difference only), scaled to one run's sigma; kept only with at least 4 runs.
     """
     skip = set(exclude_runs)
-    pts: dict[tuple[str, ...], list[tuple[str, float]]] = defaultdict(list)
+    pts: dict[Series, list[tuple[str, float]]] = defaultdict(list)
     for r in records:
         if r["run_id"] in skip or _unhealthy(r):
             continue
-        pts[_noise_key(r)].append((r["created"], math.log(_p50(r))))
+        pts[series_key(r)].append((r["created"], math.log(_p50(r))))
     out = {}
     for k, xs in pts.items():
         if len(xs) >= 4:
@@ -165,10 +171,11 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
     """Verdicts for every case in either run (see the module doc)."""
     b_idx = {_match_key(r): r for r in base}
     n_idx = {_match_key(r): r for r in new}
+    _match_untimed(b_idx, n_idx)
     runs = {r["run_id"] for r in (*base, *new)}
     hist = history_noise(history, exclude_runs=runs)
     out: list[Verdict] = []
-    for k in sorted(set(b_idx) | set(n_idx)):
+    for k in sorted(set(b_idx) | set(n_idx), key=lambda k: tuple(str(x) for x in k)):
         b, n = b_idx.get(k), n_idx.get(k)
         ref = n if n is not None else b
         v = Verdict(case=case_label(ref), key=case_key(ref), verdict="incomparable")
@@ -201,7 +208,7 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
             out.append(v)
             continue
         tb, tn = _p50(b), _p50(n)
-        sk = _noise_key(n)
+        sk = series_key(n)
         # the prior is a floor: a few runs of history can look quieter than the machine is (H200 A/A: a
         # series whose history said 0.4% moved 3.5% between two runs of one commit)
         prior = prior_noise(min(tb, tn))
@@ -223,17 +230,17 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
 
 def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str) -> str:
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
-    lines = [f"## robocache-bench compare: {_md(base_name)} -> {_md(new_name)}", "",
+    lines = [f"## robocache-bench compare: {md_text(base_name)} -> {md_text(new_name)}", "",
              " | ".join(f"{k} {counts[k]}" for k in VERDICTS), "",
              "| verdict | case | base | new | ratio | needs | noise | reason |",
              "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
     order = {k: i for i, k in enumerate(VERDICTS)}
     for v in sorted(verdicts, key=lambda v: (order[v.verdict], -(abs(math.log(v.ratio)) if v.ratio else 0))):
         lines.append("| " + " | ".join([
-            f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, _md(v.case),
+            f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, md_text(v.case),
             _us(v.base_us), _us(v.new_us), f"{v.ratio:.3f}" if v.ratio else "",
             f"±{v.threshold * 100:.1f}%" if v.threshold is not None else "",
-            f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", _md(v.reason)]) + " |")
+            f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", md_text(v.reason)]) + " |")
     lines += ["", f"A verdict needs a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
               "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base))."]
     return "\n".join(lines) + "\n"
@@ -292,19 +299,8 @@ class CheckResult:
 
 
 def _series_dict(rec: Any) -> dict[str, Any]:
-    env = rec.get("env") or {}
-    m = rec.get("method") or {}
-    c = rec["case"]
-    return {"machine": env.get("machine"), "arch": env.get("arch"), "op": c["op"], "case_id": c["id"],
-            "provider": c["provider"], "dtype": c["dtype"], "timer": m.get("timer"), "cache": m.get("cache"),
-            "grid_version": c["grid_version"], "frontend": rec["frontend"], "input_sets": m.get("input_sets", 1)}
-
-
-def fingerprint(series: dict[str, Any]) -> str:
-    """12 hex digits, stable per series (one issue per series, however many nights it stays slow)."""
-    text = "|".join(str(series.get(k)) for k in ("machine", "case_id", "provider", "dtype", "timer", "cache",
-                                                   "grid_version", "frontend", "input_sets"))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    """The record's series (:func:`schema.series_key`) as a dict, with the machine's architecture for the alert."""
+    return {**series_key(rec)._asdict(), "arch": (rec.get("env") or {}).get("arch")}
 
 
 def _segments(x: np.ndarray, sigma: float) -> list[int]:
@@ -365,7 +361,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     from scipy import stats
 
     res = CheckResult()
-    by: dict[tuple[str, ...], list[Any]] = defaultdict(list)
+    by: dict[Series, list[Any]] = defaultdict(list)
     newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
     for r in records:
         env = r.get("env") or {}
@@ -373,7 +369,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             continue
         if frontend and r["frontend"] != frontend:
             continue
-        by[_noise_key(r)].append(r)  # a series: also one front end and one input rotation (a method change)
+        by[series_key(r)].append(r)
         m, stamp = env.get("machine"), (r["created"], r["run_id"])
         if m not in newest or stamp > newest[m]:
             newest[m] = stamp
@@ -482,7 +478,7 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     for r in rerun:
         if _unhealthy(r):
             continue
-        got[fingerprint(_series_dict(r))].append(math.log(_p50(r)))
+        got[fingerprint(series_key(r))].append(math.log(_p50(r)))
     can = set(measurable) if measurable is not None else None
     kept, refuted, unconfirmable = [], [], []
     for c in first.alerts:
@@ -524,20 +520,20 @@ def alert_markdown(c: Change) -> str:
     s = c.series
     lo, hi = c.ratio_ci
     return "\n".join([
-        f"### {_md(alert_title(c))}", "",
-        f"- series: machine `{_code(s['machine'])}` ({_md(str(s['arch'] or 'arch unknown'))}), op `{_code(s['op'])}`, case "
+        f"### {md_text(alert_title(c))}", "",
+        f"- series: machine `{_code(s['machine'])}` ({md_text(str(s['arch'] or 'arch unknown'))}), op `{_code(s['op'])}`, case "
         f"`{_code(s['case_id'])}`, provider `{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, "
-        f"timer {_md(str(s['timer']))}, cache {_md(str(s['cache']))}, front end {_md(str(s['frontend']))}",
+        f"timer {md_text(str(s['timer']))}, cache {md_text(str(s['cache']))}, front end {md_text(str(s['frontend']))}",
         f"- change: median time x{c.ratio:.3f} (95% interval x{lo:.3f} to x{hi:.3f}); "
         f"{c.n_before} runs before, {c.n_after} after; series noise {c.sigma * 100:.2f}% per run; "
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
-        f"- last commit before: `{_code(c.before.commit or '?')}` (run {_md(c.before.run_id)}, {_md(c.before.created)})",
-        f"- first commit after: `{_code(c.after.commit or '?')}` (run {_md(c.after.run_id)}, {_md(c.after.created)})",
-        f"- confirmation: " + {True: "a rerun of the case reproduced it", False: "**unconfirmed**: the case "
+        f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
+        f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
+        "- confirmation: " + {True: "a rerun of the case reproduced it", False: "**unconfirmed**: the case "
                                "could not be measured again here", None: "not asked (`check --confirm`)"}[c.confirmed],
         f"- reproduce: `{_code(reproduce_command(c))}`",
-        f"- dashboard: History page, series {_md(s['case_id'])} / {_md(s['provider'])} / {_md(s['dtype'])} "
-        f"on {_md(str(s['machine']))}",
+        f"- dashboard: History page, series {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "
+        f"on {md_text(str(s['machine']))}",
     ]) + "\n"
 
 
@@ -573,7 +569,7 @@ def check_markdown(res: CheckResult) -> str:
         lines.append("No performance regression.")
     if res.improvements:
         lines += ["", f"{len(res.improvements)} improvement(s):", ""]
-        lines += [f"- {_md(alert_title(c).replace('slower', 'faster'))} (x{c.ratio:.3f})" for c in res.improvements]
+        lines += [f"- {md_text(alert_title(c).replace('slower', 'faster'))} (x{c.ratio:.3f})" for c in res.improvements]
     return "\n".join(lines) + "\n"
 
 
@@ -581,7 +577,7 @@ def _us(x: float | None) -> str:
     return "" if x is None else (f"{x:.2f} us" if x < 1000 else f"{x / 1000:.2f} ms")
 
 
-def _md(text: Any) -> str:
+def md_text(text: Any) -> str:
     """Markdown-safe text: record strings never become markup (or HTML) in a report or an issue."""
     s = str(text)
     for ch in "\\`*_{}[]()<>#+!|":

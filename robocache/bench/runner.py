@@ -35,14 +35,14 @@ from typing import Any
 import msgspec
 
 from . import messages, specs, worker
-from ..providers import torch_compile
+from ..providers import COMPILE, torch_compile
 from .context import RunContext
 from .messages import Ceiling, Precompiled, Task
 from .schema import FAILED_STATUSES, Record
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
            "robocache.bench.timing", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
-COMPILED_PREFIX = "torch_compile"  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
+COMPILED_PREFIX = COMPILE  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
 _CTX: Any = None
 
 
@@ -176,7 +176,7 @@ def precompile_task(data: bytes, result_path: str) -> None:
             counts = {k: int(counters["inductor"][k]) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss")}
             status, reason = "ok", None
     except BaseException as e:  # noqa: BLE001 - every failure is a status; the timing pass compiles anyway
-        status, reason, counts = worker._classify(e), f"{type(e).__name__}: {str(e)[:400]}", {}
+        status, reason, counts = worker.classify(e), f"{type(e).__name__}: {str(e)[:400]}", {}
     res = Precompiled(status=status, reason=reason, compile_s=time.perf_counter() - t0, **counts)
     tmp = result_path + ".tmp"
     with open(tmp, "wb") as f:

@@ -34,42 +34,15 @@ from . import messages, ops, specs
 from .messages import Ceiling, Task
 from .schema import Case, Check, Clocks, Dispatch, Health, Method, Metrics, Quantiles, Record
 
-KIND = {"robocache": "torch", "torch_eager": "torch", "torch_compile": "torch", "cupy": "cupy", "numpy": "numpy",
-        "robocache@cupy": "cupy", "bare_launch": "cupy"}
-NO_GRAPH = {"cupy": "CuPy launches on its own (legacy) stream, which a torch CUDA graph does not capture",
-            "numpy": "CPU provider"}
-# The dispatch cases' providers that the provider registry does not hold: the public API on CuPy arrays
-# (robocache's own ops; the array kind comes from KIND) and the launch floor (timing.BareLaunch).
-CUPY_ARRAYS = {"robocache@cupy": "robocache"}
-BARE = "bare_launch"
-# Dispatch cases time these providers' public function itself (robocache.<op>): the registry's wrapper
-# imports robocache on every call, a cost that is not the public API's.
-PUBLIC_API = ("robocache", "robocache@cupy")
-
-
 def resolve_provider(name: str):
-    """A registered provider, ``module:attr`` (test-only fault injectors and experiments), or one of the
-    dispatch cases' own: ``robocache@cupy`` (robocache on CuPy arrays) and ``bare_launch``."""
+    """A provider of the table (:mod:`robocache.providers`, the call-cost cases' own included) or ``module:attr``
+    (test-only fault injectors and experiments)."""
     if ":" in name:
         mod, attr = name.split(":", 1)
         return getattr(importlib.import_module(mod), attr)
-    from ..providers import Provider, get
+    from ..providers import get
 
-    try:
-        return get(name)
-    except ValueError:
-        if name in CUPY_ARRAYS:
-            base = get(CUPY_ARRAYS[name])
-            return Provider(name, f"{base.label} on CuPy arrays", base.device, base.ops, base.not_applicable,
-                            (*base.requires, "cupy"))
-        if name == BARE:
-            return Provider(BARE, "bare CuPy RawKernel launch", "cuda", {op: _bare_op for op in ops.names()},
-                            requires=("cupy",))
-        raise
-
-
-def _bare_op(*args: Any, **kwargs: Any) -> Any:
-    raise TypeError("bare_launch is the launch floor of a dispatch case, not an implementation of the op")
+    return get(name)
 
 
 def _converter(kind: str, dtype: str, time_dtype: str, device: str):
@@ -124,7 +97,8 @@ _FATAL_CUDA = ("illegal memory access", "illegal address", "misaligned address",
                "cuda_error_launch_failed")
 
 
-def _classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> str:
+    """A failed case's status from its exception: ``oom``, ``crash`` (the CUDA context is unusable) or ``error``."""
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or "out of memory" in text or "outofmemory" in text:
         return "oom"
@@ -197,18 +171,18 @@ def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | No
     fn_op = prov.ops.get(case.op)
     if fn_op is None:
         return None, prov.not_applicable.get(case.op, f"{case.provider} has no {case.op}")
-    kind = KIND.get(case.provider, "numpy" if getattr(prov, "device", "cpu") == "cpu" else "torch")
+    kind = getattr(prov, "array_kind", None) or ("numpy" if getattr(prov, "device", "cpu") == "cpu" else "torch")
     conv = _converter(kind, case.dtype, case.params.get("time_dtype", "float32"), device)
     host = specs.host_inputs(case, seed)
     moved = specs.moved_bytes(case, host)
     args, kwargs = specs.call_args(case, host, conv)
     del host
-    if case.provider == BARE:
+    if getattr(prov, "role", "") == "floor":
         from . import timing
 
         bare = timing.BareLaunch(case.op, *_bare_args(case, args))
         return Prepared(fn_op, args, kwargs, conv, bare.launch, moved, bare), None
-    if case.dispatch and case.provider in PUBLIC_API:
+    if case.dispatch and getattr(prov, "public_call", False):
         fn_op = getattr(importlib.import_module("robocache"), case.op)
         return Prepared(fn_op, args, kwargs, conv, functools.partial(fn_op, *args, **kwargs), moved), None
 
@@ -335,8 +309,9 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
             extras["timing"] = t
         note = None
         if device == "gpu" and task.cache == "warm" and task.graph_check:
-            if case.provider in NO_GRAPH:
-                note = f"no graph replay check: {NO_GRAPH[case.provider]}"
+            no_graph = getattr(resolve_provider(case.provider), "no_graph", "")
+            if no_graph:
+                note = f"no graph replay check: {no_graph}"
             else:
                 try:
                     graph_us = timing.time_gpu(call, method="cuda_graph", cache="warm", **opts).median_us
@@ -363,7 +338,7 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
         rec.status, rec.reason = "ok", note
     except BaseException as e:  # noqa: BLE001 - every failure becomes a status, the run goes on
         tb = traceback.format_exc(limit=6).strip().splitlines()
-        rec.status, rec.reason = _classify(e), f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:])
+        rec.status, rec.reason = classify(e), f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:])
     finally:
         rec.duration_s = time.perf_counter() - t_start
     return rec
@@ -434,7 +409,7 @@ def ceiling_task(task: Task | None = None) -> Ceiling:
     try:
         return Ceiling(status="ok", **timing.copy_ceiling())
     except BaseException as e:  # noqa: BLE001
-        return Ceiling(status=_classify(e), reason=f"{type(e).__name__}: {str(e)[:800]}")
+        return Ceiling(status=classify(e), reason=f"{type(e).__name__}: {str(e)[:800]}")
 
 
 def run_task(data: bytes, result_path: str) -> None:
