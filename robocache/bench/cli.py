@@ -83,6 +83,14 @@ def terminal_text(markdown: str) -> str:
     return _TERMINAL.sub(lambda m: m.group(1) or "", markdown)
 
 
+def _stderr_is_tty() -> bool:
+    """The progress bar (tqdm, on stderr) only where someone watches: a log or pipe gets the plain lines."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def _for_stdout(markdown: str) -> str:
     try:
         tty = sys.stdout.isatty()
@@ -444,7 +452,6 @@ def _compare(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import json
     import os
-    import socket
     import tempfile
 
     from . import regress
@@ -475,7 +482,9 @@ def _check(args: argparse.Namespace) -> int:
         from . import runner
 
         # capture_env's rule for this machine's name: a rerun here can only confirm this machine's series
-        here = args.machine or os.environ.get("ROBOCACHE_MACHINE", "").strip() or socket.gethostname() or "unknown"
+        from . import env as envmod  # capture_env's rule (argument, ROBOCACHE_MACHINE, the GPU's name, hostname)
+
+        here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
         mine = [c for c in res.alerts if c.series["machine"] == here]
         keys = []
         for c in mine:
@@ -540,7 +549,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
     res = runner.run_suite(args.suite, device=device, cases=cases, out_dir=args.out, cache=args.cache,
                            timeout_s=args.timeout, timing=timing, machine=args.machine,
-                           progress=not args.no_progress, precompile_jobs=args.precompile_jobs)
+                           progress=not args.no_progress and _stderr_is_tty(), precompile_jobs=args.precompile_jobs)
     if res.precompile is not None:
         pre = res.precompile
         print(f"precompile: {pre.get('ok', 0)} of {pre.get('cases', 0)} torch.compile cases compiled in "

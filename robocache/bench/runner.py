@@ -267,7 +267,7 @@ def new_run_id() -> str:
 
 
 def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers=None, dtypes=None,
-              out_dir: str | Path = "results", cache: str = "warm", timeout_s: float = 600.0,
+              out_dir: str | Path = "results/local", cache: str = "warm", timeout_s: float = 600.0,
               timing: dict[str, Any] | None = None, frontend: str = "cli", machine: str | None = None,
               progress: bool = True, cases: list[specs.Case] | None = None, seed: int = 0,
               measure_ceiling: bool = True, synthetic: bool = False, precompile_jobs: int = 0) -> RunResult:
