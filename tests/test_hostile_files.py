@@ -112,3 +112,16 @@ def test_folder_reached_through_a_link_still_loads(tmp_path: Path) -> None:
     (tmp_path / "alias").symlink_to(real, target_is_directory=True)
     res = store.load(tmp_path / "alias")
     assert not res.bad and len(res.records) == 2
+
+
+def test_link_to_a_folder_outside_is_listed_not_walked(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    _write(outside / "theirs.records.json", make_doc(2, run_id="run-outside"))
+    d = tmp_path / "res"
+    d.mkdir()
+    _write(d / "mine.records.json", make_doc(1, run_id="run-mine"))
+    (d / "linked").symlink_to(outside, target_is_directory=True)
+    res = store.load(d)
+    assert {r["run_id"] for r in res.records} == {"run-mine"}
+    assert [p for p, _ in res.bad] == [str(d / "linked")] and "not followed" in res.bad[0][1]

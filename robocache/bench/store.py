@@ -152,12 +152,19 @@ def _scan(root: str, recursive: bool, bad: list[tuple[str, str]]) -> list[str]:
     """``*.records.json`` under ``root``, skipping in-flight/orphaned ``.tmp-*`` files.
 
     A link whose target lies outside ``root`` is not this folder's results: it goes to ``bad`` (its target
-    is never opened, so nothing of it reaches a reason); a link to a file inside is loaded once.
+    is never opened, so nothing of it reaches a reason), a link to a folder outside likewise (not walked);
+    a link to a file inside is loaded once.
     """
     found = []
     root_real = os.path.realpath(root)
     for dirpath, dirnames, filenames in os.walk(root):  # followlinks=False: no symlink loops
         dirnames.sort()
+        for dn in dirnames:
+            sub = os.path.join(dirpath, dn)
+            if os.path.islink(sub) and not _inside(os.path.realpath(sub), root_real):
+                # not walked (never was): said, so a folder of results reached by a link is not silently missing
+                bad.append((sub, f"a link to a folder outside {display_path(root)}: not followed (name it "
+                                 "itself to load it)"))
         for fn in filenames:
             if fn.endswith(RECORDS_SUFFIX) and not fn.startswith(TMP_PREFIX):
                 path = os.path.join(dirpath, fn)
