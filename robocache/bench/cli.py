@@ -1,6 +1,6 @@
 """robocache-bench: run the grid, look at a run, write the report, find regressions.
 
-    robocache-bench run --suite quick                 # the best device present, results/ by default
+    robocache-bench run --suite quick                 # the best device present, into results/local/ by default
     robocache-bench run --suite multigpu --gpus 8     # multi-GPU cases through torchrun (NCCL; Gloo on --device cpu)
     robocache-bench list --suite nightly --ops fuse   # the cases and why each exists
     robocache-bench show results/                     # one run (the latest unless --run), every case
