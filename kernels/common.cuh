@@ -92,22 +92,40 @@ __device__ __forceinline__ float rc_lerp(float a, float b, float w) {
     return w == 0.0f ? a : fmaf(w, b - a, a);
 }
 
-// numpy.interp's arithmetic for one output, in double as numpy computes (no FMA contraction), rounded to
-// float: the slow path of every resample/fuse kernel, taken only where the lerp's inputs or result are not
-// finite, or the target is exceptional (rc_bracket's NaN weight), via rc_interp_checked. x0 == x1: a
-// clamped target (one sample). Out of line (a call on the rare path, no registers inlined into the loops).
+// numpy.interp's result for one output (docs/semantics.md, "Infinite and extreme values"), rounded to float:
+// the slow path of every resample/fuse kernel, taken only where the lerp's inputs or result are not finite,
+// or the target is exceptional (rc_bracket's NaN weight), via rc_interp_checked. numpy computes
+// r = slope*(x - x0) + a, slope = (c - a)/(x1 - x0); if NaN, slope*(x - x1) + c; if NaN and a == c, a. Its
+// outcomes in closed form, so no double division (a called subroutine whose registers would count against
+// the hot loops): the value itself is a + w*(c - a) in double with w = (x - x0) * (1/(x1 - x0)).
+// x0 == x1: a clamped target (one sample).
 template <typename TT>
-__device__ __noinline__ float rc_interp_exact(float a, float c, TT x0, TT x1, TT x) {
-    const double xd = (double)x, lo = (double)x0, hi = (double)x1, ad = (double)a, cd = (double)c;
-    if (xd != xd) return __int_as_float(0x7fc00000);  // a NaN target is NaN (also for S = 1)
-    if (lo == hi || xd == lo) return a;                // a sample: clamped, the last time, an exact hit
-    const double slope = __ddiv_rn(__dsub_rn(cd, ad), __dsub_rn(hi, lo));
-    double r = __dadd_rn(__dmul_rn(slope, __dsub_rn(xd, lo)), ad);
-    if (r != r) {  // numpy: "if we get nan in one direction, try the other"
-        r = __dadd_rn(__dmul_rn(slope, __dsub_rn(xd, hi)), cd);
-        if (r != r && ad == cd) r = ad;
+__device__ __forceinline__ float rc_interp_exact(float a, float c, TT x0, TT x1, TT x) {
+    const float nan = __int_as_float(0x7fc00000);
+    if (x != x) return nan;                  // a NaN target is NaN (also for S = 1)
+    if (x0 == x1 || x == x0) return a;       // a sample: clamped, the last time, an exact hit
+    const double gap = (double)x1 - (double)x0;  // > 0; inf for an infinite time or an overflow
+    const double d0 = (double)x - (double)x0;    // in (0, gap]
+    const double d1 = (double)x - (double)x1;    // in [-gap, 0)
+    const double dv = (double)c - (double)a;     // exact for float a, c
+    if (dv != dv) return a == c ? a : nan;       // slope NaN (a NaN, or a = c = +-inf): numpy's last resort
+    if (!rc_finite(dv)) {                        // slope +-inf, or NaN over an infinite gap
+        if (!rc_finite(gap)) return nan;         // inf/inf (a != c here)
+        if (rc_finite(a)) return c;              // r = +-inf*d0 + a = c
+        if (rc_finite(c)) return a;              // r NaN; slope*d1 + c = a
+        return nan;                              // a = -c = +-inf
     }
-    return (float)r;
+    if (!rc_finite(gap)) {                       // slope = +-0
+        if (rc_finite(d0)) return a;             // r = a
+        if (rc_finite(d1)) return c;             // 0*inf NaN; then c
+        return a == c ? a : nan;
+    }
+    if (gap < 1.0 && fabs(dv) > gap * 1.7976931348623157e308)  // the slope overflows: +-inf*d0 + a
+        return dv > 0.0 ? __int_as_float(0x7f800000) : __int_as_float(0xff800000);
+    double g = gap, n = d0;
+    if (g < 0x1p-900) { g *= 0x1p600; n *= 0x1p600; }  // exact: 1/g stays finite for subnormal gaps
+    const float w = (float)(n * __drcp_rn(g));          // in [0, 1]
+    return (float)((double)a + (double)w * dv);
 }
 
 // The documented rule for one output: the float lerp where it and its inputs are finite (the weight is

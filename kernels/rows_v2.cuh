@@ -176,7 +176,7 @@ struct rc_stream2 {
 // every output of the target again, each by rc_interp_checked; the times from the row pointers (values row
 // b*S + j <-> times[b*S + j]; output row q <-> tgt[q]).
 template <typename T, typename TT, int VB>
-__device__ __forceinline__ void rc_rows_v2_fix(const T* r0, const T* r1, T* o, float w, const T* values,
+__device__ __noinline__ void rc_rows_v2_fix(const T* r0, const T* r1, T* o, float w, const T* values,
                                             const TT* times, const TT* tgt, const T* out, int D, int col,
                                             int out_stride, int nvec, int lane_in_group, int g) {
     constexpr int N = VB / (int)sizeof(T);

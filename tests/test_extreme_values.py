@@ -94,18 +94,54 @@ def test_property_reference_is_numpy_interp_bitwise(case):
     np.testing.assert_array_equal(f[:, :, : vals.shape[2]], interp_rows(vals, src, tgt))
 
 
+def interp_exact_model(a: float, c: float, x0: float, x1: float, x: float) -> np.float32:
+    """kernels/common.cuh ``rc_interp_exact`` line by line in Python (numpy.interp's outcomes in closed form,
+    the value ``a + w*(c - a)`` in double with ``w`` from ``1/(x1 - x0)``); ``a``, ``c`` float32 values."""
+    f32, nan = np.float32, np.float32(np.nan)
+    a, c, x0, x1, x = float(a), float(c), float(x0), float(x1), float(x)
+    if x != x:
+        return nan
+    if x0 == x1 or x == x0:
+        return f32(a)
+    with np.errstate(all="ignore"):
+        gap, d0, d1, dv = np.float64(x1) - x0, np.float64(x) - x0, np.float64(x) - x1, np.float64(c) - a
+        fin = np.isfinite
+        if dv != dv:
+            return f32(a) if a == c else nan
+        if not fin(dv):
+            if not fin(gap):
+                return nan
+            if fin(a):
+                return f32(c)
+            if fin(c):
+                return f32(a)
+            return nan
+        if not fin(gap):
+            if fin(d0):
+                return f32(a)
+            if fin(d1):
+                return f32(c)
+            return f32(a) if a == c else nan
+        if gap < 1.0 and abs(dv) > gap * 1.7976931348623157e308:
+            return f32(np.inf) if dv > 0 else f32(-np.inf)
+        g, n = gap, d0
+        if g < 2.0 ** -900:
+            g, n = g * 2.0 ** 600, n * 2.0 ** 600
+        w = f32(n * (1.0 / g))
+        return f32(np.float64(a) + np.float64(w) * dv)
+
+
 def gpu_rule(vals32: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
     """The kernels' documented rule (docs/semantics.md) in NumPy, for one time dtype ``src.dtype``.
 
     Per target: the bracket; ``w = (t - x0) / (x1 - x0)`` in the time dtype, replaced by NaN ("exceptional")
     when ``x1 - x0`` or ``t - x0`` is not finite or (float64 times) ``x1 - x0 < 1e-260``. Per element: the float32
     lerp ``a + w*(c - a)`` (exactly ``a`` when ``w == 0``); where ``a``, ``c`` or that result is not finite,
-    numpy.interp's own algorithm in float64, rounded to float32.
+    :func:`interp_exact_model` (the kernels' slow path).
     """
     tt = src.dtype.type
     b_, s_, d_ = vals32.shape
     out = np.empty((b_, tgt.shape[1], d_), np.float32)
-    exact = reference.resample(vals32.astype(np.float64), src.astype(np.float64), tgt.astype(np.float64))
     with np.errstate(all="ignore"):
         for b in range(b_):
             j0, j1, _ = reference.bracket(src[b], tgt[b])
@@ -119,7 +155,9 @@ def gpu_rule(vals32: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray
             a, c = vals32[b, j0], vals32[b, j1]
             r = np.where(w == 0, a, a + w * (c - a)).astype(np.float32)
             slow = ~(np.isfinite(a) & np.isfinite(c) & np.isfinite(r))
-            out[b] = np.where(slow, exact[b].astype(np.float32), r)
+            for i, k in zip(*np.nonzero(slow)):
+                r[i, k] = interp_exact_model(a[i, k], c[i, k], x0[i], x1[i], t[i])
+            out[b] = r
     return out
 
 
