@@ -205,3 +205,9 @@ def test_internal_error_is_not_exit_1(capsys, monkeypatch) -> None:
     monkeypatch.setattr(report, "show", lambda recs: 1 / 0)
     rc, _, err = _main(["show", str(RESULTS)], capsys)
     assert rc == 3 and "internal error" in err.strip().splitlines()[-1]
+
+
+def test_usage_error_is_one_line(capsys) -> None:
+    rc, _, err = _main(["run", "--noise-target", "nan"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--noise-target" in err and "--help" in err

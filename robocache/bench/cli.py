@@ -108,8 +108,15 @@ _PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} (roboca
                    "call-cost cases only)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (the option and what to fix, then where the help is), exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="robocache-bench",
         description="Benchmark robocache's CUDA kernels against PyTorch eager, torch.compile, CuPy and NumPy. "
                     "Each case is checked against the NumPy reference, then timed on the device (CUDA events, "
