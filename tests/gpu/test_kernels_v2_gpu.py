@@ -225,3 +225,10 @@ def test_resample_infinite_and_extreme_values(version, tdtype):
     fin = np.isfinite(want)
     np.testing.assert_allclose(out[fin], want[fin], rtol=1e-6)
     np.testing.assert_array_equal(np.isnan(gpu_rule(v32, s_t, t_t)), np.isnan(want))
+    if version in VERSIONS["fuse"]:  # fuse's kernels of the same version: each stream follows the same rule
+        vt, st_ = torch.from_numpy(v32).cuda(), torch.from_numpy(s_t).cuda()
+        fused = robocache.fuse([(vt, st_), (vt[:, :, :2], st_)], torch.from_numpy(t_t).cuda(),
+                               _version=version).cpu().numpy()
+        both = np.concatenate([want, want[:, :, :2]], axis=2)
+        for name, f in (("nan", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+            assert np.array_equal(f(fused), f(both)), f"fuse {version} {tdtype.__name__}: {name} pattern differs"
