@@ -11,11 +11,12 @@ shows on its own.
 The frame is built column-wise (one pass over the records appending to plain lists, then one
 ``DataFrame`` from a dict of columns): for 100,000 records that is a fraction of the msgspec load,
 where building per-row dicts first doubled it. The cache key includes every results file's path,
-size and mtime, so a new run shows up on the next rerun without clearing anything.
+size and mtime (hashed, paths as bytes), so a new run shows up on the next rerun without clearing anything.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import traceback
@@ -27,7 +28,7 @@ import msgspec
 import pandas as pd
 import streamlit as st
 
-from robocache.bench.store import RECORDS_SUFFIX, TMP_PREFIX, load
+from robocache.bench.store import RECORDS_SUFFIX, TMP_PREFIX, display_path, load
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RESULTS = REPO / "results"
@@ -107,13 +108,18 @@ def _dedup(paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _fingerprint(dirs: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
-    """Every results file's (path, size, mtime): the cache key, so new or rewritten files reload."""
-    out = []
+def _fingerprint(dirs: Sequence[str]) -> str:
+    """The cache key of what is on disk: a sha256 over every results file's (path, size, mtime), so new or
+    rewritten files reload. Paths enter as bytes (``os.fsencode``): a file name that is not UTF-8 (a str with
+    lone surrogates, which Streamlit's hasher cannot encode) is a key like any other."""
+    h = hashlib.sha256()
+
+    def add(p: str, st_: os.stat_result) -> None:
+        h.update(os.fsencode(p) + b"\0" + f"{st_.st_size}:{st_.st_mtime_ns}".encode() + b"\0")
+
     for d in dirs:
         if os.path.isfile(d):
-            st_ = os.stat(d)
-            out.append((d, st_.st_size, st_.st_mtime_ns))
+            add(d, os.stat(d))
             continue
         for dirpath, dirnames, filenames in os.walk(d):
             dirnames.sort()
@@ -124,8 +130,8 @@ def _fingerprint(dirs: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
                         st_ = os.stat(p)
                     except OSError:
                         continue
-                    out.append((p, st_.st_size, st_.st_mtime_ns))
-    return tuple(out)
+                    add(p, st_)
+    return h.hexdigest()
 
 
 def build_frame(records: Sequence[Any]) -> pd.DataFrame:
@@ -206,7 +212,7 @@ def build_frame(records: Sequence[Any]) -> pd.DataFrame:
                         "other_processes"):
                 a[col](None)
             a["throttle_reasons"]("")
-        a["source"](r.source)
+        a["source"](display_path(r.source) if r.source else r.source)
         dsp = getattr(r, "dispatch", None)
         a["dispatch_device_us"](getattr(dsp, "device_us", None) if dsp is not None else None)
         a["dispatch_gpu_keeps_up"](getattr(dsp, "gpu_keeps_up", None) if dsp is not None else None)
@@ -235,20 +241,21 @@ def build_frame(records: Sequence[Any]) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner="Loading results ...", max_entries=4)
-def _load_cached(dirs: tuple[str, ...], fingerprint: tuple[tuple[str, int, int], ...]
-                 ) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+def _load_cached(dirs: tuple[bytes, ...], fingerprint: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     del fingerprint  # part of the cache key only
-    res = load(*dirs)
-    return build_frame(res.records), list(res.bad)
+    res = load(*(os.fsdecode(d) for d in dirs))
+    # every path a page shows is text the browser can take (a name that is not UTF-8 shows as \xNN escapes)
+    return build_frame(res.records), [(display_path(p), why) for p, why in res.bad]
 
 
 def load_frame(dirs: Sequence[str] | None = None) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """All records under ``dirs`` (default: :func:`results_dirs`) as one DataFrame, and the bad files.
 
-    Bad files are ``(path, reason)`` pairs the loader skipped; a missing folder is one of them.
+    Bad files are ``(path, reason)`` pairs the loader skipped; a missing folder is one of them. The cache key
+    is the folders as bytes and :func:`_fingerprint`, so any file name the OS allows can be hashed.
     """
     dirs = tuple(str(d) for d in (results_dirs() if dirs is None else dirs))
-    return _load_cached(dirs, _fingerprint(dirs))
+    return _load_cached(tuple(os.fsencode(d) for d in dirs), _fingerprint(dirs))
 
 
 # --- helpers the pages share (no rendering of record text as HTML anywhere) ------------------------------
@@ -258,7 +265,7 @@ _MD_SPECIAL = "\\`*_{}[]()<>#+-.!|~$"
 
 def md_escape(text: Any) -> str:
     """Record text made inert for ``st.markdown``-family calls: every markdown/HTML character escaped."""
-    s = " ".join(str(text).split())
+    s = " ".join(display_path(str(text)).split())  # lone surrogates (a non-UTF-8 file name) as \xNN
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
 
 
@@ -310,7 +317,7 @@ def loaded() -> tuple[pd.DataFrame, list[tuple[str, str]]] | None:
     if bad:
         st.warning(f"{len(bad)} results file(s) skipped as unreadable; the Runs page lists them.")
     if df.empty:
-        st.info("No records found in " + ", ".join(md_escape(d) for d in dirs)
+        st.info("No records found in " + ", ".join(md_escape(display_path(d)) for d in dirs)
                 + ". Run `robocache-bench run` or pass `-- --results DIR` to `streamlit run`.")
         return None
     if bool(df["synthetic"].any()):

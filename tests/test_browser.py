@@ -179,7 +179,7 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
     for name in ("overview-b200.png", "overview-h200.png", "architectures.png", "history-script-case.png",
                  "runs.png"):
         assert (shots / name).stat().st_size > 10_000, name  # a drawn page, not an empty image
-    assert took < 90, took
+    # its wall time is printed above, never asserted: a busy machine must not fail this test (issue 16)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The dashboard: every page smoke-tested with AppTest on generated fixtures and on the committed
-results, record text never rendered as markup, and the loader's speed on 100,000 records.
+results, record text never rendered as markup (the loader's speed: scripts/bench_load.py).
 
 The fixture records are synthetic (``"synthetic": True``); nothing touches a GPU.
 """
@@ -9,7 +9,6 @@ import copy
 import json
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -334,58 +333,8 @@ def test_figures_escape_record_text(fixture_dir: Path) -> None:
 
 
 # ---------------------------------------------------------------- speed
-
-def _write_bulk(out: Path, n_files: int = 100, per_file: int = 1000) -> None:
-    """100,000 schema-valid records in 100 files, json.dumps directly (write_records validates: slow)."""
-    env = gpu_env("H200", "synthetic-bulk")
-    base = make_record(0)
-    providers = ("robocache", "torch_eager", "torch_compile", "cupy")
-    for f in range(n_files):
-        recs = []
-        for i in range(per_file):
-            r = copy.deepcopy(base)
-            b = 1 + i // len(providers)
-            t = 1.0 + b * 0.01 + f * 1e-4
-            r["run_id"] = f"bulk-{f:03d}"
-            r["created"] = f"2026-02-{1 + f % 28:02d}T{f % 24:02d}:00:00Z"
-            r["git_commit"] = f"{f:040x}"
-            r["case"].update(id=f"resample/B{b}-S100-T50-D32", provider=providers[i % len(providers)],
-                             params={"B": b, "S": 100, "T": 50, "D": 32})
-            r["method"]["timer"] = "cuda_event"
-            r["metrics"]["time_us"] = {"p20": t, "p50": t * (1 + i % len(providers)), "p80": t * 5, "min": t,
-                                       "max": t * 5, "mean": t * 2}
-            recs.append(r)
-        doc = {"schema_version": 1, "kind": "robocache-bench/records", "env": env, "records": recs}
-        (out / f"bulk-{f:03d}.records.json").write_text(json.dumps(doc), encoding="utf-8")
-
-
-def test_load_100k_records_fast(tmp_path: Path) -> None:
-    _write_bulk(tmp_path)
-    dirs = [str(tmp_path)]
-    t0 = time.perf_counter()
-    df, bad = data.load_frame(dirs)
-    first = time.perf_counter() - t0
-    assert len(df) == 100_000 and not bad
-
-    t0 = time.perf_counter()
-    df2, _ = data.load_frame(dirs)  # cached
-    cached = time.perf_counter() - t0
-    d = df2[(df2["arch"] == "H200") & (df2["op"] == "resample") & (df2["timer"] == "cuda_event")
-            & (df2["cache"] == "warm")]
-    fig = charts.speedup_bars(tables.speedups(tables.side_by_side(d)))
-    second = time.perf_counter() - t0
-    assert len(fig.data) == 3
-    print(f"\n100,000 records: first load {first:.2f} s; cached load {cached:.2f} s, "
-          f"+ overview figure {second:.2f} s")
-    assert first < 5.0, first
-    assert second < 2.0, second
-    t0 = time.perf_counter()  # the Kernels page's tables: runs narrowed before rows become records
-    recs = tables.kernel_records(df2)
-    _, summary = tables.vs_compile(recs)
-    tables.journey(recs)
-    kernels = time.perf_counter() - t0
-    print(f"kernel tables over 100,000 records: {kernels:.2f} s")
-    assert summary["cases"].tolist() == [250] and kernels < 2.0, kernels
+# The 100,000-record load is a benchmark, not a test (a busy machine must not fail a test):
+# scripts/bench_load.py, figures in docs/harness.md.
 
 
 def test_no_html_rendering_in_source() -> None:

@@ -98,7 +98,9 @@ def test_host_honours_time_limit_when_target_unreachable():
     wall = time.perf_counter() - t0
     assert not t.noise_target_met
     assert t.noise is not None and t.noise > 1e-9
-    assert 0.3 <= wall < 0.3 + 0.02 + 0.25, wall
+    # the limit is honoured (10**7 samples would take minutes); the bound leaves a machine four times slower
+    # than a quiet one room (issue 16: no test may fail on a busy machine)
+    assert 0.3 <= wall < 4 * (0.3 + 0.02 + 0.3), wall
     assert t.method()["noise_target_met"] is False
 
 

@@ -1,6 +1,6 @@
 """robocache-bench: run the grid, look at a run, write the report, find regressions.
 
-    robocache-bench run --suite quick                 # the best device present, results/ by default
+    robocache-bench run --suite quick                 # the best device present, into results/local/ by default
     robocache-bench run --suite multigpu --gpus 8     # multi-GPU cases through torchrun (NCCL; Gloo on --device cpu)
     robocache-bench list --suite nightly --ops fuse   # the cases and why each exists
     robocache-bench show results/                     # one run (the latest unless --run), every case
@@ -12,7 +12,13 @@
 from __future__ import annotations
 
 import argparse
+import io
+import math
+import os
+import re
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 from .. import providers
@@ -25,6 +31,78 @@ def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def number(kind: type = float, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+           hi_open: bool = False):
+    """An argparse ``type`` for a finite number of ``kind`` (int or float) in a range; the one validator of
+    every numeric option (NaN, inf, overflow such as 1e400 and out-of-range values are refused at parse time,
+    so a bad value never reaches a measurement)."""
+    def rng() -> str:
+        parts = []
+        if lo is not None:
+            parts.append(f"{'>' if lo_open else '>='} {lo:g}")
+        if hi is not None:
+            parts.append(f"{'<' if hi_open else '<='} {hi:g}")
+        return ("a finite " if kind is float else "an ") + ("number" if kind is float else "integer") + \
+            (" " + " and ".join(parts) if parts else "")
+
+    def parse(text: str):
+        try:
+            x = kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected {rng()}, got {text!r}") from None
+        if isinstance(x, float) and not math.isfinite(x):
+            raise argparse.ArgumentTypeError(f"expected {rng()}, got {text!r}")
+        if lo is not None and (x <= lo if lo_open else x < lo):
+            raise argparse.ArgumentTypeError(f"expected {rng()}, got {text!r}")
+        if hi is not None and (x >= hi if hi_open else x > hi):
+            raise argparse.ArgumentTypeError(f"expected {rng()}, got {text!r}")
+        return x
+
+    parse.__name__ = kind.__name__  # argparse names the type in its message
+    return parse
+
+
+_POSITIVE_S = number(float, lo=0, lo_open=True)
+_NONNEG_INT = number(int, lo=0)
+_POSITIVE_INT = number(int, lo=1)
+
+
+def _endpoint(text: str) -> str:
+    """HOST:PORT with a port in 1..65535 (torchrun's c10d rendezvous)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a port in 1..65535, got {text!r}")
+    return text
+
+
+_TERMINAL = re.compile(r"\\([\\|<>`*_\[\]])|\*\*|`")
+
+
+def terminal_text(markdown: str) -> str:
+    """Markdown made plain for a terminal: escapes undone (``torch\\_eager`` -> ``torch_eager``), ``**`` and
+    backticks dropped; tables keep their pipes. ``list`` and ``show`` always print this; ``report`` (and other
+    markdown) when stdout is a terminal; a pipe or file gets the markdown itself."""
+    return _TERMINAL.sub(lambda m: m.group(1) or "", markdown)
+
+
+def _stderr_is_tty() -> bool:
+    """The progress bar (tqdm, on stderr) only where someone watches: a log or pipe gets the plain lines."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _for_stdout(markdown: str) -> str:
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return terminal_text(markdown) if tty else markdown
+
+
+# Where `run` writes without --out: ignored by git (.gitignore), so an ad-hoc run never lands in the committed tree.
+ADHOC_OUT = "results/local"
 # Every provider a case can name (the provider table's: the GPU peers, robocache's kernel versions, NumPy on the
 # CPU, and the call-cost cases' own).
 ALL_PROVIDERS = tuple(providers.names())
@@ -33,8 +111,15 @@ _PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} ({' and
                    "call-cost cases only)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (the option and what to fix, then where the help is), exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="robocache-bench",
         description="Benchmark robocache's CUDA kernels against PyTorch eager, torch.compile, CuPy and NumPy. "
                     "Each case is checked against the NumPy reference, then timed on the device (CUDA events, "
@@ -54,34 +139,37 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
                    help="gpu: CUDA providers with device timers; cpu: NumPy/PyTorch-CPU with a host timer "
                         "(default: gpu when CuPy sees a CUDA device)")
-    r.add_argument("--out", default="results", help="results folder (default: results/)")
+    r.add_argument("--out", default=ADHOC_OUT,
+                   help=f"results folder (default: {ADHOC_OUT}/, ignored by git; the committed records under "
+                        "results/<arch>-<machine>/ come from the GPU machines' runs)")
     r.add_argument("--cache", choices=("warm", "cold"), default="warm",
                    help="warm: steady state; cold: L2 flushed before every timed call (a separate series)")
-    r.add_argument("--timeout", type=float, default=600.0, help="seconds per case before it is killed (600)")
-    r.add_argument("--noise-target", type=float, default=None,
+    r.add_argument("--timeout", type=_POSITIVE_S, default=600.0, help="seconds per case before it is killed (600)")
+    r.add_argument("--noise-target", type=number(float, lo=0, hi=1, lo_open=True, hi_open=True), default=None,
                    help="relative half-width of the median's 95%% interval to stop at (GPU 0.005, CPU 0.01)")
-    r.add_argument("--time-limit", type=float, default=None, help="max seconds of sampling per case (2)")
-    r.add_argument("--machine", help="stable machine name for the history (default: $ROBOCACHE_MACHINE or "
-                                     "the hostname)")
+    r.add_argument("--time-limit", type=_POSITIVE_S, default=None, help="max seconds of sampling per case (2)")
+    r.add_argument("--machine", help="stable machine name for the history (default: $ROBOCACHE_MACHINE, else "
+                                     "from the GPU: its name and count, e.g. nvidia-h200-x4; the hostname on the "
+                                     "CPU)")
     r.add_argument("--cases", type=_csv,
                    help="comma-separated case keys op/tag/dtype/provider (as `list` and alerts print them); "
                         "they replace the suite's cases")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    r.add_argument("--precompile-jobs", type=_nonneg_int, default=0, metavar="N",
+    r.add_argument("--precompile-jobs", type=_NONNEG_INT, default=0, metavar="N",
                    help="before timing, compile the torch.compile cases in N parallel processes so each timing "
                         "process loads its compiled code from Inductor's on-disk cache; what is timed is "
                         "unchanged (default 0: off)")
     g = r.add_argument_group("multi-GPU (suite multigpu: torchrun, one process per GPU; NCCL, Gloo on --device cpu)")
-    g.add_argument("--gpus", type=int, default=None,
+    g.add_argument("--gpus", type=_POSITIVE_INT, default=None,
                    help="GPUs per node (default: the GPUs visible here; on the CPU: 2 Gloo processes); every world "
                         "size of the suite up to it runs, one torchrun each")
-    g.add_argument("--collective-timeout", type=float, default=None,
+    g.add_argument("--collective-timeout", type=_POSITIVE_S, default=None,
                    help="seconds a collective waits for a peer before it fails: the process group's timeout "
                         "(default 120); a dead rank ends the run within it plus a margin")
-    g.add_argument("--nnodes", type=int, default=1, help="machines in the run (default 1: torchrun --standalone)")
-    g.add_argument("--node-rank", type=int, default=0,
+    g.add_argument("--nnodes", type=_POSITIVE_INT, default=1, help="machines in the run (default 1: torchrun --standalone)")
+    g.add_argument("--node-rank", type=_NONNEG_INT, default=0,
                    help="this machine's rank among --nnodes (0 runs the one-GPU cases and writes the records)")
-    g.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
+    g.add_argument("--rdzv-endpoint", metavar="HOST:PORT", type=_endpoint,
                    help="torchrun's c10d rendezvous, the same on every node (needed with --nnodes > 1)")
     g.add_argument("--rdzv-id", default="robocache-bench", help="rendezvous id, the same on every node")
 
@@ -151,17 +239,145 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# Exit codes (docs/harness.md "Exit codes"): 0 done; 1 a case failed / a regression or slower case was found
+# (only with --fail-on-*) / a launch failed; 2 a usage error (bad option or value, unknown case, unreadable input,
+# unwritable output, nothing to work on); 3 an internal error (a bug: the traceback is printed); 130 interrupted;
+# 143 a multi-GPU launch stopped by SIGTERM/SIGHUP. A reader that closes the pipe does not change the code.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STOPPED = 0, 1, 2, 3, 130, 143
+
+
+class _QuietPipe(io.TextIOBase):
+    """stdout that ends quietly when the reader goes away (``report | head``): the first BrokenPipeError points
+    the descriptor at /dev/null and drops the rest, so the command finishes its work (a run still writes its
+    records) and returns its own exit code, with no traceback."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._inner.write(text)
+            except BrokenPipeError:
+                self._break()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._inner.flush()
+            except BrokenPipeError:
+                self._break()
+
+    def _break(self) -> None:
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._inner.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+
+    def isatty(self) -> bool:
+        return not self.broken and self._inner.isatty()
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._inner, "encoding", "utf-8")
+
+    def writable(self) -> bool:
+        return True
+
+
+def _writable_dir(flag: str, path: str) -> None:
+    """``path`` is (or can be made) a folder this process can write a file into; else ValueError naming ``flag``."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=p, prefix=".tmp-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: cannot write there ({e.strerror or e}); name a writable folder") from None
+
+
+def _writable_file(flag: str, path: str) -> None:
+    """``path`` can be written as a file (its folder exists and is writable; it is not a folder)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{flag} {path}: is a folder; name a file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {path}: the folder {parent} does not exist; create it or name another file")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise ValueError(f"{flag} {path}: not writable")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".tmp-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: cannot write in {parent} ({e.strerror or e})") from None
+
+
+# Every output option of every command: checked before any measurement, load or analysis (shared plumbing).
+_OUTPUT_FILES = {"report": ("out",), "compare": ("out",), "check": ("json", "markdown")}
+_OUTPUT_DIRS = {"run": ("out",), "check": ("confirm_out",)}
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    for attr in _OUTPUT_FILES.get(args.cmd, ()):
+        if getattr(args, attr, None):
+            _writable_file("--" + attr.replace("_", "-"), getattr(args, attr))
+    for attr in _OUTPUT_DIRS.get(args.cmd, ()):
+        if getattr(args, attr, None):
+            _writable_dir("--" + attr.replace("_", "-"), getattr(args, attr))
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Relations between options argparse cannot see on its own."""
+    if args.cmd == "run" and args.node_rank >= args.nnodes:
+        raise ValueError(f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    out = sys.stdout
+    guard = out if isinstance(out, _QuietPipe) else _QuietPipe(out)
+    sys.stdout = guard
     try:
+        _check_options(args)
+        check_outputs(args)
         return _dispatch(args)
     except (ValueError, KeyError) as e:
-        print(f"robocache-bench {args.cmd}: {e}", file=sys.stderr)
-        return 2
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"robocache-bench {args.cmd}: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:  # a file or folder the command needed (not a bug: say which and why)
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"robocache-bench {args.cmd}:{where} {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
     except launch.Stopped as e:  # SIGTERM/SIGHUP during a multi-GPU launch: its processes were killed
         print(f"robocache-bench {args.cmd}: {e}; the launch's processes were stopped, the records written so far "
               "are kept", file=sys.stderr)
-        return 143
+        return EXIT_STOPPED
+    except KeyboardInterrupt:
+        print(f"robocache-bench {args.cmd}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - a bug: the traceback for the report, never exit 1 ("a case failed")
+        traceback.print_exc()
+        print(f"robocache-bench {args.cmd}: internal error (a bug, please report it with the traceback above): "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001
+            pass
+        sys.stdout = out
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -169,7 +385,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
                             dtypes=args.dtypes)
         rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f}", c.reason] for c in cases]
-        print(rep.table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows))
+        print(terminal_text(rep.table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows)))
         print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}); "
               "bytes: the upper bound from the parameters, a record carries its inputs' moved bytes")
         return 0
@@ -197,7 +413,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             Path(args.out).write_text(text)
             print(f"report written to {args.out}")
         else:
-            print(text)
+            print(terminal_text(text) if args.cmd == "show" else _for_stdout(text))
         return 0
     if args.cmd == "compare":
         return _compare(args)
@@ -246,7 +462,6 @@ def _compare(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import json
     import os
-    import socket
     import tempfile
 
     from . import regress
@@ -277,7 +492,9 @@ def _check(args: argparse.Namespace) -> int:
         from . import runner
 
         # capture_env's rule for this machine's name: a rerun here can only confirm this machine's series
-        here = args.machine or os.environ.get("ROBOCACHE_MACHINE", "").strip() or socket.gethostname() or "unknown"
+        from . import env as envmod  # capture_env's rule (argument, ROBOCACHE_MACHINE, the GPU's name, hostname)
+
+        here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
         mine = [c for c in res.alerts if c.series["machine"] == here]
         keys = []
         for c in mine:
@@ -315,13 +532,6 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if args.fail_on_regression and res.alerts else 0
 
 
-def _nonneg_int(text: str) -> int:
-    n = int(text)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
-    return n
-
-
 def _run(args: argparse.Namespace) -> int:
     from . import runner
 
@@ -348,7 +558,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
     res = runner.run_suite(args.suite, device=device, cases=cases, out_dir=args.out, cache=args.cache,
                            timeout_s=args.timeout, timing=timing, machine=args.machine,
-                           progress=not args.no_progress, precompile_jobs=args.precompile_jobs)
+                           progress=not args.no_progress and _stderr_is_tty(), precompile_jobs=args.precompile_jobs)
     if res.precompile is not None:
         pre = res.precompile
         print(f"precompile: {pre.get('ok', 0)} of {pre.get('cases', 0)} torch.compile cases compiled in "

@@ -317,7 +317,9 @@ def _torch_gpu(device_index: int) -> dict[str, Any]:
 def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None = None) -> dict:
     """The schema ``Env`` of this process: NVML first, torch for what NVML lacks; never raises.
 
-    ``machine`` names the series (argument, else ``ROBOCACHE_MACHINE``, else the hostname).
+    ``machine`` names the series: the argument, else ``ROBOCACHE_MACHINE``, else on a GPU run
+    :func:`gpu_machine_name` (from the GPU's name and the machine's GPU count, so a default can never
+    name an H100 after an H200), else the hostname (a CPU run, or a GPU whose name is unknown).
     ``gpu_count`` counts the machine's GPUs (NVML ignores ``CUDA_VISIBLE_DEVICES``); sizes are
     binary (GiB, MiB).
     """
@@ -351,7 +353,22 @@ def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None 
         gpu.setdefault(key, value)  # NVML wins; torch only completes
     env.update({k: v for k, v in gpu.items() if k in _GPU_FIELDS})
     env["arch"] = normalize_arch(env["gpu_name"], env["compute_capability"])
+    if not (machine or os.environ.get("ROBOCACHE_MACHINE", "").strip()):
+        env["machine"] = gpu_machine_name(env.get("gpu_name"), env.get("gpu_count")) or hostname
     return env
+
+
+def gpu_machine_name(gpu_name: str | None, gpu_count: int | None) -> str | None:
+    """The default machine name of a GPU run: the GPU's name as a file-name-safe lower-case slug, ``-x<N>`` when
+    the machine has N > 1 GPUs ("NVIDIA H200" x4 -> ``nvidia-h200-x4``, "NVIDIA H100 80GB HBM3" ->
+    ``nvidia-h100-80gb-hbm3``); ``None`` when the name is unknown. The lent machines' own names
+    (``nvidia-h100-x1``) are used only when asked (``--machine``, ``ROBOCACHE_MACHINE``, scripts/gpu_check.sh)."""
+    if not gpu_name or not str(gpu_name).strip():
+        return None
+    from .store import safe_component
+
+    slug = safe_component(str(gpu_name).strip().lower(), max_len=60)
+    return slug + (f"-x{int(gpu_count)}" if gpu_count and int(gpu_count) > 1 else "")
 
 
 # --- clocks during a case ---------------------------------------------------------------------

@@ -260,7 +260,7 @@ def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: f
 
 
 def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers=None, dtypes=None,
-              out_dir: str | Path = "results", cache: str = "warm", timeout_s: float = 600.0,
+              out_dir: str | Path = "results/local", cache: str = "warm", timeout_s: float = 600.0,
               timing: dict[str, Any] | None = None, frontend: str = "cli", machine: str | None = None,
               progress: bool = True, cases: list[specs.Case] | None = None, seed: int = 0,
               measure_ceiling: bool = True, synthetic: bool = False, precompile_jobs: int = 0) -> RunResult:

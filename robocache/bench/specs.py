@@ -29,6 +29,8 @@ They run through ``torchrun`` (:mod:`robocache.bench.launch`), never through the
 """
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -274,9 +276,27 @@ def devices_of(case: Case) -> tuple[str, ...]:
     raise KeyError(f"no case {case.key!r} in grid version {GRID_VERSION}")
 
 
+_MODULE_PROVIDER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # module:attr (fault injectors, experiments)
+
+
 def find(key: str) -> Case:
-    """The case with ``key`` (``<op>/<tag>/<dtype>/<provider>``) in the full grid."""
-    op, tag, dtype, provider = key.split("/", 3)
+    """The case with ``key`` (``<op>/<tag>/<dtype>/<provider>``) in the full grid.
+
+    ``KeyError`` with one line naming what is wrong: not four non-empty parts, an unknown op, dtype or
+    provider (a known name or ``module:attr``), or no such grid point.
+    """
+    parts = key.split("/", 3)
+    if len(parts) != 4 or not all(parts):
+        raise KeyError(f"case key {key!r} must be op/tag/dtype/provider, as `robocache-bench list` prints them")
+    op, tag, dtype, provider = parts
+    if op not in ops.names():
+        raise KeyError(f"case key {key!r}: unknown op {op!r}; expected one of {', '.join(ops.names())}")
+    if dtype not in GPU_DTYPES:
+        raise KeyError(f"case key {key!r}: unknown dtype {dtype!r}; expected one of {', '.join(GPU_DTYPES)}")
+    known = dict.fromkeys(provider_table.names())
+    if provider not in known and not _MODULE_PROVIDER.match(provider):
+        raise KeyError(f"case key {key!r}: unknown provider {provider!r}; expected one of {', '.join(known)} "
+                       "(or module:attr)")
     for pt in all_points():
         if pt.op == op and pt.tag == tag:
             return Case(op, tag, pt.params, dtype, provider, pt.reason, pt.suites)

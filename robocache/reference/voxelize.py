@@ -24,8 +24,13 @@ def voxel_geometry(grid: Sequence[int], bounds) -> tuple[np.ndarray, np.ndarray,
     """
     g = np.asarray(grid, dtype=np.int64).reshape(3)
     b = np.asarray(bounds, dtype=np.float64).reshape(2, 3)
-    lo = b[0].astype(np.float32)
-    hi = b[1].astype(np.float32)
+    with np.errstate(over="ignore"):
+        lo = b[0].astype(np.float32)
+        hi = b[1].astype(np.float32)
+    big = np.isfinite(b) & ~np.isfinite(np.stack([lo, hi]))
+    if big.any():  # e.g. 1e39: finite in float64, inf in float32, and every count would be wrong
+        raise ValueError(f"bounds must be finite in float32 (|bound| <= {float(np.finfo(np.float32).max):.8g}), "
+                         f"got {b[big].tolist()}")
     with np.errstate(divide="ignore", over="ignore"):  # lo == hi is rejected by the public API
         inv = (g.astype(np.float64) / (hi.astype(np.float64) - lo.astype(np.float64))).astype(np.float32)
     return g, lo, hi, inv
@@ -35,15 +40,18 @@ def voxel_index(points: np.ndarray, grid: Sequence[int], bounds) -> np.ndarray:
     """Flat voxel index ``(ix*GY + iy)*GZ + iz`` per point of ``points[..., 3]``, -1 if dropped.
 
     Kept iff ``lo <= p < hi`` on every axis in float32 (NaN, +-inf dropped);
-    ``ix = min(floor((p - lo) * inv), g - 1)`` in float32 arithmetic.
+    ``ix = min(floor((p - lo) * inv), g - 1)`` in float32 arithmetic (a ``p - lo`` that overflows to
+    +inf gives ``g - 1``).
     """
     g, lo, hi, inv = voxel_geometry(grid, bounds)
     p = np.asarray(points).astype(np.float32)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         keep = np.all((p >= lo) & (p < hi), axis=-1)
-        q = np.floor((p - lo) * inv)  # float32 ops, as in the kernel
-    q = np.where(keep[..., None], q, 0).astype(np.int64)
-    q = np.minimum(q, g - 1)
+        q = np.floor((p - lo) * inv)  # float32 ops, as in the kernel; p - lo may overflow to +inf
+        # min(.., g - 1) before the integer cast: +inf (an overflowed p - lo) is the last voxel, as in the
+        # kernel, whose float-to-int conversion saturates
+        q = np.minimum(np.where(keep[..., None], q, 0), (g - 1).astype(np.float64))  # exact for any g
+    q = q.astype(np.int64)
     flat = (q[..., 0] * g[1] + q[..., 1]) * g[2] + q[..., 2]
     return np.where(keep, flat, -1)
 

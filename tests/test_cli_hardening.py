@@ -1,0 +1,213 @@
+"""robocache-bench's options, outputs and exit codes (issue 16): nothing here measures a case.
+
+Exit codes (docs/harness.md "Exit codes"): 2 for every usage error, with one line naming what to fix and no
+traceback, before anything is measured or written; 1 only for a failed case or a regression; a reader closing
+the pipe ends the output quietly; terminal text carries no markdown escapes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robocache.bench import cli, env as envmod, specs
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results" / "h200-nvidia-h200"
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    try:
+        rc = cli.main(argv)
+    except SystemExit as e:  # argparse's usage errors
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_line_usage_error(rc: int, err: str, *words: str) -> None:
+    assert rc == 2, (rc, err)
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    for w in words:
+        assert w in last, (w, last)
+
+
+@pytest.fixture
+def not_a_folder(tmp_path: Path) -> Path:
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    return f / "sub"  # under a regular file: no one can create it, root included
+
+
+# --- numeric options ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--time-limit", "-1"), ("--time-limit", "0"), ("--time-limit", "nan"), ("--time-limit", "inf"),
+    ("--noise-target", "nan"), ("--noise-target", "0"), ("--noise-target", "-0.1"), ("--noise-target", "1.5"),
+    ("--timeout", "0"), ("--timeout", "-5"), ("--timeout", "nan"), ("--timeout", "1e400"),
+    ("--collective-timeout", "-1"), ("--collective-timeout", "inf"), ("--gpus", "0"), ("--gpus", "-2"),
+    ("--gpus", "1.5"), ("--nnodes", "0"), ("--node-rank", "-1"), ("--precompile-jobs", "-1"),
+    ("--precompile-jobs", "x"), ("--rdzv-endpoint", "nohost"), ("--rdzv-endpoint", "h:99999"),
+])
+def test_run_numeric_options_refused_before_running(flag: str, value: str, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("robocache.bench.runner.run_suite", lambda *a, **k: pytest.fail("measured"))
+    rc, _, err = _main(["run", "--device", "cpu", flag, value], capsys)
+    _one_line_usage_error(rc, err, flag)
+
+
+def test_node_rank_must_be_below_nnodes(capsys, monkeypatch) -> None:
+    monkeypatch.setattr("robocache.bench.runner.run_suite", lambda *a, **k: pytest.fail("measured"))
+    rc, _, err = _main(["run", "--device", "cpu", "--suite", "multigpu", "--nnodes", "2", "--node-rank", "2",
+                        "--rdzv-endpoint", "h:29500"], capsys)
+    _one_line_usage_error(rc, err, "--node-rank")
+
+
+def test_number_validator_is_generic() -> None:
+    """One validator for every numeric option (check's --floor can use it too)."""
+    ratio = cli.number(float, lo=0, hi=1, lo_open=True, hi_open=True)
+    assert ratio("0.5") == 0.5
+    for bad in ("0", "1", "nan", "inf", "-0.2", "x", "1e999"):
+        with pytest.raises(Exception, match="expected"):
+            ratio(bad)
+
+
+# --- case keys --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("key", "words"), [
+    ("garbage", ["op/tag/dtype/provider"]),
+    ("resample/B256-S100-T50-D32/float99/robocache", ["dtype", "float99"]),
+    ("resample/B256-S100-T50-D32/float32/no_such_provider", ["provider", "no_such_provider"]),
+    ("nope/B256-S100-T50-D32/float32/robocache", ["op", "nope"]),
+    ("resample/B0-S0/float32/robocache", ["no case"]),
+    ("resample//float32/robocache", ["op/tag/dtype/provider"]),
+])
+def test_run_cases_keys_validated(key: str, words: list[str], capsys, monkeypatch) -> None:
+    monkeypatch.setattr("robocache.bench.runner.run_suite", lambda *a, **k: pytest.fail("measured"))
+    rc, _, err = _main(["run", "--device", "cpu", "--cases", key], capsys)
+    _one_line_usage_error(rc, err, *words)
+
+
+def test_module_providers_still_accepted() -> None:
+    case = specs.find("resample/B256-S100-T50-D32/float32/fault_providers:DIE_RANK1")
+    assert case.provider == "fault_providers:DIE_RANK1"
+
+
+# --- outputs checked before any work ---------------------------------------------------------------------
+
+def test_run_out_unwritable_before_measuring(not_a_folder: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("robocache.bench.runner.run_suite", lambda *a, **k: pytest.fail("measured"))
+    rc, _, err = _main(["run", "--device", "cpu", "--out", str(not_a_folder)], capsys)
+    _one_line_usage_error(rc, err, "--out")
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", str(RESULTS), "--out", "{bad}/r.md"],
+    ["compare", str(RESULTS), str(RESULTS), "--out", "{bad}/c.md"],
+    ["check", str(RESULTS), "--json", "{bad}/a.json"],
+    ["check", str(RESULTS), "--markdown", "{bad}/a.md"],
+    ["check", str(RESULTS), "--confirm-out", "{bad}"],
+])
+def test_unwritable_outputs_are_usage_errors(argv: list[str], not_a_folder: Path, capsys, monkeypatch) -> None:
+    from robocache.bench import regress
+
+    monkeypatch.setattr(regress, "check", lambda *a, **k: pytest.fail("analysed before checking the outputs"))
+    argv = [a.replace("{bad}", str(not_a_folder)) for a in argv]
+    flag = next(a for a in argv if a.startswith("--"))
+    rc, _, err = _main(argv, capsys)
+    _one_line_usage_error(rc, err, flag)
+
+
+def test_output_that_is_a_folder(tmp_path: Path, capsys) -> None:
+    rc, _, err = _main(["report", str(RESULTS), "--out", str(tmp_path)], capsys)
+    _one_line_usage_error(rc, err, "--out")
+
+
+def test_report_out_written(tmp_path: Path, capsys) -> None:
+    rc, out, _ = _main(["report", str(RESULTS), "--out", str(tmp_path / "r.md")], capsys)
+    assert rc == 0 and (tmp_path / "r.md").read_text().startswith("#")
+
+
+# --- terminal text ----------------------------------------------------------------------------------------
+
+def test_list_and_show_have_no_markdown_escapes(capsys) -> None:
+    assert cli.main(["list", "--suite", "quick"]) == 0
+    out = capsys.readouterr().out
+    assert "torch_eager" in out and "\\_" not in out and "**" not in out
+    assert cli.main(["show", str(RESULTS)]) == 0
+    out = capsys.readouterr().out
+    assert "torch_compile" in out and "\\_" not in out and "**" not in out and "`" not in out
+
+
+def test_report_to_a_pipe_stays_markdown(capsys) -> None:
+    assert cli.main(["report", str(RESULTS), "--headline"]) == 0
+    assert "**device**" in capsys.readouterr().out  # a pipe or file gets the markdown document itself
+
+
+def test_terminal_text() -> None:
+    assert cli.terminal_text("**device**: `torch\\_eager` a\\|b \\` ") == "device: torch_eager a|b ` "
+
+
+def _cli(args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m robocache.bench.cli {args} | head -1"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_closed_pipe_is_quiet() -> None:
+    run = _cli(f"report {RESULTS}")
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr and "BrokenPipe" not in run.stderr, run.stderr
+    assert run.stdout.strip()
+
+
+# --- where an ad-hoc run goes, and its machine name -------------------------------------------------------
+
+def test_run_default_out_is_ignored_folder() -> None:
+    args = cli._parser().parse_args(["run"])
+    assert Path(args.out) == Path("results/local")
+    ignored = subprocess.run(["git", "check-ignore", "-q", "results/local/x/y.records.json"], cwd=ROOT)
+    assert ignored.returncode == 0
+
+
+@pytest.mark.parametrize(("name", "count", "machine"), [
+    ("NVIDIA H100 80GB HBM3", 1, "nvidia-h100-80gb-hbm3"), ("NVIDIA H200", 1, "nvidia-h200"),
+    ("NVIDIA H200", 4, "nvidia-h200-x4"), ("NVIDIA H100 80GB HBM3", 8, "nvidia-h100-80gb-hbm3-x8")])
+def test_machine_name_from_the_gpu(name: str, count: int, machine: str, monkeypatch) -> None:
+    monkeypatch.delenv("ROBOCACHE_MACHINE", raising=False)
+    monkeypatch.setattr(envmod, "_nvml", lambda: (None, "stubbed"))
+    monkeypatch.setattr(envmod, "_torch_gpu", lambda i: {"gpu_name": name, "gpu_count": count})
+    env = envmod.capture_env("gpu")
+    assert env["machine"] == machine
+    assert not env["machine"].endswith("-x1")  # lent-machine names only when asked
+    assert envmod.capture_env("gpu", machine="nvidia-h100-x1")["machine"] == "nvidia-h100-x1"
+    monkeypatch.setenv("ROBOCACHE_MACHINE", "lab")
+    assert envmod.capture_env("gpu")["machine"] == "lab"
+
+
+def test_cpu_and_unknown_gpu_keep_the_hostname(monkeypatch) -> None:
+    import socket
+
+    monkeypatch.delenv("ROBOCACHE_MACHINE", raising=False)
+    assert envmod.capture_env("cpu")["machine"] == socket.gethostname()
+    monkeypatch.setattr(envmod, "_nvml", lambda: (None, "stubbed"))
+    monkeypatch.setattr(envmod, "_torch_gpu", lambda i: {})
+    assert envmod.capture_env("gpu")["machine"] == socket.gethostname()
+
+
+def test_internal_error_is_not_exit_1(capsys, monkeypatch) -> None:
+    from robocache.bench import report
+
+    monkeypatch.setattr(report, "show", lambda recs: 1 / 0)
+    rc, _, err = _main(["show", str(RESULTS)], capsys)
+    assert rc == 3 and "internal error" in err.strip().splitlines()[-1]
+
+
+def test_usage_error_is_one_line(capsys) -> None:
+    rc, _, err = _main(["run", "--noise-target", "nan"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--noise-target" in err and "--help" in err
