@@ -218,6 +218,39 @@ class Dispatch(_Rec):
     gpu_keeps_up: bool | None  # device_us < host time per call: the loop's rate is the host's (None on a CPU run)
 
 
+class KernelRow(_Rec):
+    """One row of a profile's kernel table (torch.profiler): a kernel (GPU) or an operator (CPU run)."""
+
+    name: str
+    calls: Count
+    total_us: NonNeg  # self time summed over the profiled steps
+    avg_us: NonNeg
+    share: NonNeg  # of the table's total self time (0..1)
+
+
+class Pipeline(_Rec):
+    """An end-to-end case (suite ``pipelines``: data loading, training step, policy inference), optional.
+
+    ``metrics.time_us`` holds the per-batch (dataload), per-step (train) or per-call (infer) wall time;
+    this section holds what only a pipeline has. ``figures`` are named scalars (see docs/pipelines.md:
+    ``traj_per_s``, ``ms_p50``, ``ms_p90``, ``steps_per_s``, ``data_wait_share``, ``latency_ms_p50``,
+    ``latency_ms_p99``, ``peak_mem_mb``, ``speedup_vs_baseline``, ...); ``split_ms`` the time split per batch
+    or step; ``resample_on`` where the resampling ran (``cpu_workers``, ``gpu`` or ``numpy_fallback``: the
+    robocache path on a machine without a GPU).
+    """
+
+    kind: Literal["dataload", "train", "infer"]
+    resample_on: Literal["cpu_workers", "gpu", "numpy_fallback"] | None = None
+    figures: dict[str, Finite | None] = {}
+    split_ms: dict[str, NonNeg] = {}
+    gpu_util_pct: NonNeg | None = None  # NVML utilisation, mean over the timed part
+    gpu_util: str = "unavailable"  # "ok" or "unavailable: <why>"
+    loss: list[Finite] = []  # train: the loss per step (the gate compares the two pipelines' curves)
+    kernels: list[KernelRow] = []  # the profile's kernel table, largest share first
+    trace_file: str | None = None  # the Chrome/Perfetto trace, relative to the records file's folder
+    notes: list[str] = []
+
+
 class Record(_Rec, omit_defaults=True):
     run_id: str
     created: str  # ISO 8601 UTC
@@ -237,6 +270,7 @@ class Record(_Rec, omit_defaults=True):
     synthetic: bool  # generated fixtures say so; committed results never are
     distributed: Distributed | None = None  # multi-GPU cases only (schema version 2); omitted when None
     dispatch: Dispatch | None = None  # call-cost cases only (schema version 3); omitted when None
+    pipeline: Pipeline | None = None  # end-to-end cases only (suite pipelines); omitted when None
     # attached by the loader, never stored (the writer strips them):
     env: Env | None = None
     source: str | None = None
