@@ -538,11 +538,16 @@ def pipeline_dataload(records: Iterable[dict[str, Any]]) -> str:
                      "GPU util (robocache)", "robocache resample on", "status"], body))
 
 
-def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
+TRAINING_HEADER = ["machine", "model", "pipeline", "batch", "workers", "steps/s", "data share",
+                   "ms wait / transfer / resample / compute", "GPU util", "speedup", "loss gate", "status"]
+INFERENCE_HEADER = ["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup vs eager", "peak MB", "max rel err",
+                    "flags", "status"]
+
+
+def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """The training table's rows (:data:`TRAINING_HEADER`)."""
     recs = sorted((r for r in records if is_pipeline(r) and r["case"]["op"] == "train"),
                   key=lambda r: (_machine(r), r["case"]["id"], r["case"]["provider"]))
-    if not recs:
-        return "_No training case in these records._"
     body = []
     for r in recs:
         pipe = r.get("pipeline") or {}
@@ -555,28 +560,38 @@ def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
                      " / ".join(_f(sp.get(k), "{:.2f}") for k in ("data_wait", "transfer", "resample", "compute")),
                      _util(r), _x(_fig(r, "speedup_vs_baseline")),
                      "-" if chk.get("max_rel_err") is None else f"{chk['max_rel_err']:.1e}", r["status"]])
+    return body
+
+
+def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
+    body = pipeline_training_rows(records)
+    if not body:
+        return "_No training case in these records._"
     return ("Fixed optimizer steps from each pipeline; data share = time waiting for the batch, copying it and "
             "(robocache) resampling it, over the step; split per step in ms; loss gate = largest relative "
             "difference of the loss curve against the CPU workers' on the same seed.\n\n"
-            + table(["machine", "model", "pipeline", "batch", "workers", "steps/s", "data share",
-                     "ms wait / transfer / resample / compute", "GPU util", "speedup", "loss gate", "status"], body))
+            + table(TRAINING_HEADER, body))
 
 
-def pipeline_inference(records: Iterable[dict[str, Any]]) -> str:
+def pipeline_inference_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """The inference table's rows (:data:`INFERENCE_HEADER`)."""
     order = {"eager": 0, "sdpa": 1, "torch_compile": 2, "torch_compile@max-autotune": 3}
     recs = sorted((r for r in records if is_pipeline(r) and r["case"]["op"] == "infer"),
                   key=lambda r: (_machine(r), r["case"]["params"].get("B", 0), order.get(r["case"]["provider"], 9)))
-    if not recs:
-        return "_No inference case in these records._"
-    body = [[f"{_machine(r)[1]} ({_machine(r)[0]})", r["case"]["params"].get("B"), r["case"]["provider"],
+    return [[f"{_machine(r)[1]} ({_machine(r)[0]})", r["case"]["params"].get("B"), r["case"]["provider"],
              _f(_fig(r, "latency_ms_p50"), "{:.3f}"), _f(_fig(r, "latency_ms_p99"), "{:.3f}"),
              _x(_fig(r, "speedup_vs_eager")), _f(_fig(r, "peak_mem_mb"), "{:.1f}"),
              "-" if (r.get("check") or {}).get("max_rel_err") is None else f"{r['check']['max_rel_err']:.1e}",
              _flags(r), r["status"]] for r in recs]
+
+
+def pipeline_inference(records: Iterable[dict[str, Any]]) -> str:
+    body = pipeline_inference_rows(records)
+    if not body:
+        return "_No inference case in these records._"
     return ("Latency of one call of the transformer policy, device synchronized, p50 / p99; speedup = eager p50 / "
             "this p50; peak memory over the timed calls (GPU only); max rel err against eager's output.\n\n"
-            + table(["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup vs eager", "peak MB",
-                     "max rel err", "flags", "status"], body))
+            + table(INFERENCE_HEADER, body))
 
 
 def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
