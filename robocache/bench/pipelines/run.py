@@ -106,9 +106,9 @@ def points(cfg: Config, info: dict[str, Any]) -> list[dict[str, Any]]:
                                        "steps": cfg.train_steps, **dsp},
                             "reason": "training step (seed 001/002): where a step's time goes, data vs model, "
                                       "from each data-loading pipeline"})
-    if "infer" in cfg.parts:
-        for b in cfg.infer_batches:
-            for be in cfg.backends:
+    if "infer" in cfg.parts:  # backend-major: eager at every batch first, the slowest compile last
+        for be in cfg.backends:
+            for b in cfg.infer_batches:
                 out.append({"kind": "infer", "tag": f"transformer-B{b}", "provider": be,
                             "params": {"B": b, "obs_steps": inference.OBS_STEPS, "d_model": inference.D_MODEL,
                                        "layers": inference.LAYERS, "horizon": inference.HORIZON},
@@ -389,7 +389,8 @@ def default_config(device: str) -> Config:
     ``pipelines`` part; on the CPU, a small sweep (no torch.compile: Inductor's CPU compile alone takes
     minutes on a small machine)."""
     if device == "gpu":
-        return Config(device="gpu", size_mb=256.0, batch_sizes=(32, 128), workers=(4, 8))
+        return Config(device="gpu", size_mb=128.0, batch_sizes=(32, 128), workers=(4, 8), load_batches=15,
+                      train_steps=15, profile_steps=2)
     return Config(device="cpu", size_mb=4.0, min_s=2.0, max_s=5.0, batch_sizes=(8,), workers=(2,), load_batches=8,
                   load_warmup=2, train_steps=6, train_warmup=2, profile_steps=1, infer_batches=(1, 8),
                   backends=("eager", "sdpa"), infer_time_s=0.3)
