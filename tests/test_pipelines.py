@@ -248,7 +248,7 @@ def test_suite_records_through_the_store(suite_run) -> None:
     assert dl["cpu_workers"].pipeline.resample_on == "cpu_workers"
     f = dl["robocache"].pipeline.figures
     assert f["speedup_vs_baseline"] == pytest.approx(f["traj_per_s"] / dl["cpu_workers"].pipeline.figures["traj_per_s"])
-    assert set(dl["cpu_workers"].pipeline.split_ms) == {"read", "decode", "resample", "collate", "wait", "transfer"}
+    assert set(dl["cpu_workers"].pipeline.split_ms) == {"read", "decode", "resampling", "collate", "wait", "transfer"}
     tr = [r for r in loaded.records if r.case.op == "train"]
     assert all(0 < r.pipeline.figures["data_wait_share"] < 1 and len(r.pipeline.loss) == 4 for r in tr)
     assert all(r.pipeline.kernels and r.pipeline.trace_file for r in tr)

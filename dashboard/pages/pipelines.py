@@ -33,14 +33,14 @@ def _gpu(r: dict) -> str:
 
 def _latest_run_per_machine(recs: list[dict]) -> list[dict]:
     """Per machine, the newest pipelines run's records (a run may hold only some of the parts)."""
+    def key(r: dict) -> tuple[str, str]:
+        return (r.get("env") or {}).get("machine", "?"), str(report.pipeline_kind(r))
+
     newest: dict[tuple[str, str], str] = {}
     for r in recs:
-        for kind in ("dataload", "train", "infer"):
-            if r["case"]["op"] == kind:
-                key = ((r.get("env") or {}).get("machine", "?"), kind)
-                if key not in newest or r["run_id"] > newest[key]:
-                    newest[key] = r["run_id"]
-    return [r for r in recs if newest.get(((r.get("env") or {}).get("machine", "?"), r["case"]["op"])) == r["run_id"]]
+        if key(r) not in newest or r["run_id"] > newest[key(r)]:
+            newest[key(r)] = r["run_id"]
+    return [r for r in recs if newest[key(r)] == r["run_id"]]
 
 
 def dataload_chart(rows: list[dict], title: str) -> go.Figure:

@@ -480,6 +480,14 @@ def is_pipeline(r: dict[str, Any]) -> bool:
     return r.get("pipeline") is not None or r["case"]["op"] in PIPELINE_KINDS and r.get("suite") == "pipelines"
 
 
+def pipeline_kind(r: dict[str, Any]) -> str | None:
+    """``dataload``, ``train`` or ``infer`` for a pipeline record (its section's kind; a failed case without
+    the section: its case's kind), None for any other record."""
+    if not is_pipeline(r):
+        return None
+    return ((r.get("pipeline") or {}).get("kind")) or r["case"]["op"]
+
+
 def _fig(r: dict[str, Any] | None, key: str) -> float | None:
     return ((r or {}).get("pipeline") or {}).get("figures", {}).get(key) if r else None
 
@@ -503,7 +511,7 @@ def pipeline_dataload_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, 
     """Per (machine, dataset tag, B, workers): both pipelines' figures and the speedup (one run's records)."""
     pairs: dict[tuple, dict[str, Any]] = defaultdict(dict)
     for r in records:
-        if is_pipeline(r) and r["case"]["op"] == "dataload":
+        if pipeline_kind(r) == "dataload":
             pairs[(_machine(r), r["case"]["id"])][r["case"]["provider"]] = r
     rows = []
     for (mach, cid), by in pairs.items():
@@ -546,7 +554,7 @@ INFERENCE_HEADER = ["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup 
 
 def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
     """The training table's rows (:data:`TRAINING_HEADER`)."""
-    recs = sorted((r for r in records if is_pipeline(r) and r["case"]["op"] == "train"),
+    recs = sorted((r for r in records if pipeline_kind(r) == "train"),
                   key=lambda r: (_machine(r), r["case"]["id"], r["case"]["provider"]))
     body = []
     for r in recs:
@@ -557,7 +565,7 @@ def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]
                      _PIPE_LABEL.get(r["case"]["provider"], r["case"]["provider"]), r["case"]["params"].get("B"),
                      r["case"]["params"].get("workers"), _f(_fig(r, "steps_per_s"), "{:.2f}"),
                      _pct_share(_fig(r, "data_wait_share")),
-                     " / ".join(_f(sp.get(k), "{:.2f}") for k in ("data_wait", "transfer", "resample", "compute")),
+                     " / ".join(_f(sp.get(k), "{:.2f}") for k in ("data_wait", "transfer", "resampling", "compute")),
                      _util(r), _x(_fig(r, "speedup_vs_baseline")),
                      "-" if chk.get("max_rel_err") is None else f"{chk['max_rel_err']:.1e}", r["status"]])
     return body
@@ -576,7 +584,7 @@ def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
 def pipeline_inference_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
     """The inference table's rows (:data:`INFERENCE_HEADER`)."""
     order = {"eager": 0, "sdpa": 1, "torch_compile": 2, "torch_compile@max-autotune": 3}
-    recs = sorted((r for r in records if is_pipeline(r) and r["case"]["op"] == "infer"),
+    recs = sorted((r for r in records if pipeline_kind(r) == "infer"),
                   key=lambda r: (_machine(r), r["case"]["params"].get("B", 0), order.get(r["case"]["provider"], 9)))
     return [[f"{_machine(r)[1]} ({_machine(r)[0]})", r["case"]["params"].get("B"), r["case"]["provider"],
              _f(_fig(r, "latency_ms_p50"), "{:.3f}"), _f(_fig(r, "latency_ms_p99"), "{:.3f}"),
@@ -595,7 +603,7 @@ def pipeline_inference(records: Iterable[dict[str, Any]]) -> str:
 
 
 def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
-    recs = [r for r in records if is_pipeline(r) and (r.get("pipeline") or {}).get("kernels")]
+    recs = [r for r in records if pipeline_kind(r) and (r.get("pipeline") or {}).get("kernels")]
     if not recs:
         return "_No profile in these records._"
     parts = []

@@ -35,7 +35,7 @@ FUSED = tuple(s.name for s in ds.STREAMS)
 FUSED_DIM = sum(s.dim for s in ds.STREAMS)
 OBS_DIM = FUSED_DIM - ds.STREAMS[-1].dim  # the model's input: everything but the action
 PROVIDERS = ("cpu_workers", "robocache")
-SPLIT = ("read", "decode", "resample", "collate")  # worker-side, per batch (summed over its items)
+SPLIT = ("read", "decode", "resampling", "collate")  # worker-side, per batch (summed over its items)
 
 
 def target_times(duration: float, rate: float = RATE_HZ) -> np.ndarray:

@@ -250,7 +250,7 @@ def _dataload(cfg, ctx, path, pts, emit, say) -> None:
             mean = lambda xs: 1e3 * sum(xs) / len(xs)  # noqa: E731
             split.update(wait=mean(r["wait_s"]), transfer=mean(r["transfer_s"]))
             if prov == "robocache":
-                split["resample"] = mean(r["resample_s"])  # the main process's fuse call, not the workers'
+                split["resampling"] = mean(r["resample_s"])  # the main process's fuse call, not the workers'
             speed = tps / base[(b, w)] if prov == "robocache" and base.get((b, w)) else None
             pipe = {"kind": "dataload", "resample_on": p_resample_on(prov, cfg.device),
                     "figures": {"traj_per_s": tps, "ms_p50": ms["p50"], "ms_p90": ms["p90"],
@@ -311,7 +311,7 @@ def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
             share = sum(r["data_s"]) / total if total > 0 else None
             split = {"data_wait": mean([d - tr - rs for d, tr, rs in zip(r["data_s"], r["transfer_s"],
                                                                           r["resample_s"])]),
-                     "transfer": mean(r["transfer_s"]), "resample": mean(r["resample_s"]),
+                     "transfer": mean(r["transfer_s"]), "resampling": mean(r["resample_s"]),
                      "compute": mean(r["compute_s"])}
             base = results.get((m, "cpu_workers"))
             sps = len(r["per_s"]) / total if total > 0 else 0.0
