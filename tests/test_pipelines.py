@@ -197,6 +197,19 @@ def test_models_shapes() -> None:
         loss = training.loss_fn(m, training.build(m), {"x": x, "mask": mask}, g)
         assert loss.ndim == 0 and torch.isfinite(loss)
     assert training.build("mlp")(x[..., :loading.OBS_DIM]).shape == (2, 5, 7)
+
+    class Wrapped(torch.nn.Module):  # what DistributedDataParallel looks like to the loss: the model in .module
+        def __init__(self, m):
+            super().__init__()
+            self.module = m
+
+        def forward(self, *a):
+            return self.module(*a)
+
+    net = training.build("diffusion")
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    assert torch.equal(training.loss_fn("diffusion", Wrapped(net), {"x": x, "mask": mask}, g1),
+                       training.loss_fn("diffusion", net, {"x": x, "mask": mask}, g2))
     with pytest.raises(ValueError, match="unknown model"):
         training.build("resnet")
 

@@ -546,7 +546,7 @@ def pipeline_dataload(records: Iterable[dict[str, Any]]) -> str:
                      "GPU util (robocache)", "robocache resample on", "status"], body))
 
 
-TRAINING_HEADER = ["machine", "model", "pipeline", "batch", "workers", "steps/s", "data share",
+TRAINING_HEADER = ["machine", "model", "pipeline", "ranks", "batch", "workers", "steps/s", "data share",
                    "ms wait / transfer / resample / compute", "GPU util", "speedup", "loss gate", "status"]
 INFERENCE_HEADER = ["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup vs eager", "peak MB", "max rel err",
                     "flags", "status"]
@@ -562,7 +562,8 @@ def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]
         sp = pipe.get("split_ms") or {}
         chk = r.get("check") or {}
         body.append([f"{_machine(r)[1]} ({_machine(r)[0]})", r["case"]["params"].get("model"),
-                     _PIPE_LABEL.get(r["case"]["provider"], r["case"]["provider"]), r["case"]["params"].get("B"),
+                     _PIPE_LABEL.get(r["case"]["provider"], r["case"]["provider"]),
+                     r["case"]["params"].get("ranks", 1), r["case"]["params"].get("B"),
                      r["case"]["params"].get("workers"), _f(_fig(r, "steps_per_s"), "{:.2f}"),
                      _pct_share(_fig(r, "data_wait_share")),
                      " / ".join(_f(sp.get(k), "{:.2f}") for k in ("data_wait", "transfer", "resampling", "compute")),

@@ -51,6 +51,9 @@ def parser() -> argparse.ArgumentParser:
         r.add_argument("--backends", type=_names,
                        help="comma-separated subset of eager,sdpa,torch_compile,torch_compile@max-autotune")
         r.add_argument("--infer-time", type=float, help="seconds of calls per inference case")
+        r.add_argument("--ddp-ranks", type=_ints,
+                       help="DDP training over these rank counts through torchrun (GPUs; Gloo processes with "
+                            "--device cpu), e.g. 1,2,4,8")
         if name == "run":
             r.add_argument("--out", default="results", help="results folder (default results/)")
             r.add_argument("--machine", help="stable machine name (default $ROBOCACHE_MACHINE or the hostname)")
@@ -61,7 +64,7 @@ _MAP = {"dataset": "dataset", "size_mb": "size_mb", "min_s": "min_s", "max_s": "
         "parts": "parts", "batch_sizes": "batch_sizes", "workers": "workers", "load_batches": "load_batches",
         "models": "models", "train_batch": "train_batch", "train_workers": "train_workers",
         "train_steps": "train_steps", "profile_steps": "profile_steps", "infer_batches": "infer_batches",
-        "backends": "backends", "infer_time": "infer_time_s"}
+        "backends": "backends", "infer_time": "infer_time_s", "ddp_ranks": "ddp_ranks"}
 
 
 def config_from(args: argparse.Namespace, device: str):

@@ -48,6 +48,7 @@ class Config:
     infer_batches: tuple[int, ...] = (1, 32)
     backends: tuple[str, ...] = inference.BACKENDS
     infer_time_s: float = 1.0
+    ddp_ranks: tuple[int, ...] = ()  # DDP training launches (torchrun; NCCL on GPUs, Gloo processes on the CPU)
     notes: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
@@ -67,6 +68,8 @@ class Config:
         bad = [m for m in self.models if m not in training.MODELS]
         if bad:
             raise ValueError(f"unknown models: {', '.join(bad)}; expected some of {', '.join(training.MODELS)}")
+        if self.ddp_ranks and min(self.ddp_ranks) < 1:
+            raise ValueError("ddp_ranks must be integers >= 1")
         bad = [b for b in self.backends if b not in inference.BACKENDS]
         if bad:
             raise ValueError(f"unknown backends: {', '.join(bad)}; expected some of {', '.join(inference.BACKENDS)}")
@@ -189,7 +192,7 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
 
     try:
         path_ds = cfg.dataset
-        if path_ds is None and ("dataload" in cfg.parts or "train" in cfg.parts):
+        if path_ds is None and ("dataload" in cfg.parts or "train" in cfg.parts or cfg.ddp_ranks):
             tmp = tempfile.mkdtemp(prefix="robocache-pipelines-")
             path_ds = str(Path(tmp) / "robot.h5")
             t0 = time.perf_counter()
@@ -203,6 +206,13 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
             _dataload(cfg, ctx, path_ds, [p for p in pts if p["kind"] == "dataload"], emit, say)
         if "train" in cfg.parts:
             _train(cfg, ctx, path_ds, [p for p in pts if p["kind"] == "train"], emit, say, folder, run_id)
+        if cfg.ddp_ranks:
+            from . import ddp
+
+            tr = [p for p in points(Config(**{**cfg.__dict__, "parts": ("train",)}), info)]
+            for rec in ddp.run_ddp(cfg, ctx, env, folder, path_ds, info, tr, log=say):
+                records.append(rec)
+                say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}")
         if "infer" in cfg.parts:
             _infer(cfg, ctx, [p for p in pts if p["kind"] == "infer"], emit, say)
     finally:

@@ -70,16 +70,17 @@ def loss_fn(model_name: str, net, batch: dict[str, Any], gen) -> Any:
         b = x.shape[0]
         level = torch.randint(0, NOISE_LEVELS, (b,), device=x.device, generator=gen)
         noise = torch.randn(act.shape, device=x.device, generator=gen)
-        ab = net.abar[level][:, None, None]
+        ab = getattr(net, "module", net).abar[level][:, None, None]
         noisy = ab.sqrt() * act + (1 - ab).sqrt() * noise
         err = (net(obs, noisy, level) - noise) ** 2
     return (err.mean(-1) * mask).sum() / mask.sum().clamp_min(1)
 
 
 def train(p: Pipeline, model_name: str, *, steps: int, warmup: int, seed: int, util=None,
-          profile_steps: int = 0, trace_path: str | None = None) -> dict[str, Any]:
+          profile_steps: int = 0, trace_path: str | None = None, wrap=None) -> dict[str, Any]:
     """``warmup + steps`` optimizer steps from ``p``; the last ``steps`` are timed. Returns the per-step
-    times, the split, the loss of every step, and (``profile_steps`` > 0) a profile of that many more steps."""
+    times, the split, the loss of every step, and (``profile_steps`` > 0) a profile of that many more steps.
+    ``wrap``: applied to the model before the optimizer is built (DDP)."""
     import torch
 
     from .common import sync, torch_device
@@ -87,6 +88,8 @@ def train(p: Pipeline, model_name: str, *, steps: int, warmup: int, seed: int, u
     dev = torch_device(p.device)
     torch.manual_seed(seed)
     net = build(model_name).to(dev)
+    if wrap is not None:  # DistributedDataParallel (pipelines/ddp.py): gradients all-reduced in backward
+        net = wrap(net)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
     gen = torch.Generator(device=dev)
     gen.manual_seed(seed)
