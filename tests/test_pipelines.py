@@ -348,3 +348,6 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     from robocache.bench import cli
 
     assert cli._parser().parse_args(["run", "--suite", "pipelines"]).suite == "pipelines"
+    assert cli.main(["run", "--suite", "pipelines", "--ops", "fuse", "--out", str(tmp_path)]) == 2
+    assert "--suite pipelines takes --device, --out and --machine only (got --ops)" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

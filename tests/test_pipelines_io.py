@@ -75,6 +75,8 @@ def test_pipelines_page_per_gpu(results: Path, monkeypatch: pytest.MonkeyPatch) 
     assert not at.exception and not at.error
     warnings = " ".join(w.value for w in at.warning)
     assert "SYNTHETIC" in warnings and "NumPy fallback" not in warnings
+    assert list(at.dataframe[0].value.columns[:6]) == ["GPU", "machine", "batch", "workers", "CPU workers traj/s",
+                                                       "robocache traj/s"]
     ids = set(at.dataframe[0].value["case"])
     assert any(SCRIPT in i for i in ids)  # record text shown as data in a dataframe
     for kind in ("markdown", "caption", "subheader", "info", "warning", "text"):

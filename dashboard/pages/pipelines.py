@@ -18,6 +18,12 @@ from robocache.bench import report, store  # noqa: E402
 from robocache.bench.schema import to_dict  # noqa: E402
 
 PIPE_COLORS = {"cpu_workers": "#7f7f7f", "robocache": "#1f77b4"}
+DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers": "workers",
+                    "base_tps": "CPU workers traj/s", "ours_tps": "robocache traj/s", "speedup": "speedup",
+                    "base_p50": "CPU workers ms p50", "base_p90": "CPU workers ms p90", "ours_p50": "robocache ms p50",
+                    "ours_p90": "robocache ms p90", "base_util": "GPU util (CPU workers)",
+                    "ours_util": "GPU util (robocache)", "resample_on": "robocache resampled on", "status": "status",
+                    "case": "case"}
 
 
 @st.cache_data(show_spinner="Loading pipeline records ...", max_entries=4)
@@ -81,7 +87,8 @@ def body() -> None:
     rows = report.pipeline_dataload_rows(mine)
     if rows:
         st.plotly_chart(dataload_chart(rows, f"Data loading on {gpu}"), width="stretch")
-        st.dataframe(pd.DataFrame(rows).drop(columns=["flagged"]), hide_index=True, width="stretch")
+        df = pd.DataFrame(rows)
+        st.dataframe(df[list(DATALOAD_COLUMNS)].rename(columns=DATALOAD_COLUMNS), hide_index=True, width="stretch")
     else:
         st.info("No data-loading case for this GPU.")
     for title, fn, header in (

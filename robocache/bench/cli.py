@@ -330,6 +330,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.suite == PIPELINES:
         from .pipelines import __main__ as pipelines
 
+        given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
+                                      ("--cases", args.cases), ("--gpus", args.gpus)) if v]
+        if given or args.cache != "warm" or args.precompile_jobs:
+            print(f"--suite pipelines takes --device, --out and --machine only (got {', '.join(given) or 'other options'}"
+                  "); every knob: python -m robocache.bench.pipelines run --help", file=sys.stderr)
+            return 2
         device = pipelines.detect_device(args.device)
         return pipelines.run_and_print(pipelines.config_from(argparse.Namespace(), device), args.out, args.machine)
     device = runner.detect_device() if args.device == "auto" else args.device
