@@ -280,6 +280,17 @@ def test_report_tables(suite_run) -> None:
     rows = report.pipeline_dataload_rows(store.load(out).records)
     assert len(rows) == 1 and rows[0]["B"] == 2 and rows[0]["speedup"] > 0
     assert "## Headline" not in text  # a pipelines run is not judged by the kernel sections
+    # report --kernels (every machine): the pipelines tables of the newest run per machine and kind
+    loaded = store.load(out).records
+    older = copy.deepcopy(res.records)
+    for r in older:
+        r["run_id"], r["created"] = "19990101T000000Z-old", "1999-01-01T00:00:00+00:00"
+        r["env"] = schema.to_dict(loaded[0].env)  # the same machine, an older run
+    both = [*loaded, *older]
+    assert {r["run_id"] for r in report.latest_pipeline_runs(both)} == {res.run_id}
+    kern = report.kernels(both)
+    assert "# End-to-end pipelines (the newest run per machine)" in kern and "## Data loading by batch size" in kern
+    assert "End-to-end" not in report.kernels([])
 
 
 def test_regression_check_covers_pipeline_series(suite_run, tmp_path: Path) -> None:

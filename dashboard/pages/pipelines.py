@@ -37,18 +37,6 @@ def _gpu(r: dict) -> str:
     return str(env.get("arch") or ("CPU" if env.get("device") == "cpu" else env.get("gpu_name")) or "?")
 
 
-def _latest_run_per_machine(recs: list[dict]) -> list[dict]:
-    """Per machine, the newest pipelines run's records (a run may hold only some of the parts)."""
-    def key(r: dict) -> tuple[str, str]:
-        return (r.get("env") or {}).get("machine", "?"), str(report.pipeline_kind(r))
-
-    newest: dict[tuple[str, str], str] = {}
-    for r in recs:
-        if key(r) not in newest or r["run_id"] > newest[key(r)]:
-            newest[key(r)] = r["run_id"]
-    return [r for r in recs if newest[key(r)] == r["run_id"]]
-
-
 def dataload_chart(rows: list[dict], title: str) -> go.Figure:
     fig = go.Figure()
     for prov, key in (("cpu_workers", "base_tps"), ("robocache", "ours_tps")):
@@ -74,7 +62,7 @@ def body() -> None:
         st.info("No pipeline results yet. `robocache-bench run --suite pipelines` (or `python -m "
                 "robocache.bench.pipelines run`) records data loading, training steps and policy inference here.")
         return
-    recs = _latest_run_per_machine(recs)
+    recs = report.latest_pipeline_runs(recs)
     gpus = sorted({_gpu(r) for r in recs})
     gpu = st.selectbox("GPU", gpus)
     mine = [r for r in recs if _gpu(r) == gpu]

@@ -621,6 +621,20 @@ def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
             "kernel (a CPU run: self CPU time per operator).\n\n" + "\n\n".join(parts))
 
 
+def latest_pipeline_runs(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pipeline records of the newest run per machine and kind (a run may hold only some of the kinds)."""
+    def key(r: dict[str, Any]) -> tuple[str, str]:
+        return str((r.get("env") or {}).get("machine", "?")), str(pipeline_kind(r))
+
+    recs = [r for r in records if is_pipeline(r)]
+    newest: dict[tuple[str, str], tuple[str, str]] = {}
+    for r in recs:
+        stamp = (r["created"], r["run_id"])
+        if key(r) not in newest or stamp > newest[key(r)]:
+            newest[key(r)] = stamp
+    return [r for r in recs if newest[key(r)][1] == r["run_id"]]
+
+
 def pipelines(records: Iterable[dict[str, Any]]) -> str:
     """The seed's four end-to-end tables from pipeline records (any number of runs and machines)."""
     records = list(records)
@@ -912,10 +926,13 @@ def kernels(records: Iterable[dict[str, Any]]) -> str:
     """Markdown over records of any number of runs and machines (one run per machine and op, see
     :func:`runs_per_op`): the journey, robocache vs torch.compile at its best, and the call cost."""
     records = list(records)
+    pipe = latest_pipeline_runs(records)
     return "\n\n".join(["# robocache kernels: journey and torch.compile at its best",
                           "## Optimisation journey", journey(records),
                           "## Against torch.compile at its best", vs_compile(records),
-                          "## Call cost", call_cost(records)]) + "\n"
+                          "## Call cost", call_cost(records),
+                          *(["# End-to-end pipelines (the newest run per machine)", pipelines(pipe)] if pipe else [])
+                          ]) + "\n"
 
 
 def report(records: list[dict[str, Any]]) -> str:
