@@ -30,7 +30,8 @@
 #        traces/ beside them), OUTDIR/pipelines.log and OUTDIR/report-pipelines.md. Planned for <= 4 minutes (not
 #        yet timed on a lent GPU); PIPELINES_TIMEOUT (default 300 s) stops it, keeping the records of every case
 #        finished (the run file is rewritten after each); PIPELINES_ARGS adds options of
-#        `python -m robocache.bench.pipelines run`.
+#        `python -m robocache.bench.pipelines run`. Then, where ncu is on PATH (PROFILE=0: not), the profile
+#        suite: Nsight Compute metrics of each op's representative kernel (OUT/profile.log; PROFILE_TIMEOUT, 180 s).
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest|multigpu|pipelines]}
@@ -188,5 +189,14 @@ if [ "$WHAT" = pipelines ]; then
   $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-pipelines.md" 2>&1 | tail -1
   echo "PIPELINES SUMMARY: machine $MACHINE wall $(( $(date +%s) - start )) s; exit $prc"
   [ "$prc" = 0 ] || status=1
+  # suite profile: Nsight Compute metrics of each op's representative kernel (skipped without ncu or PROFILE=0)
+  if [ "${PROFILE:-1}" != 0 ] && command -v ncu >/dev/null 2>&1; then
+    start=$(date +%s)
+    timeout "${PROFILE_TIMEOUT:-180}" $PY -m robocache.bench.pipelines profile --device gpu --out "$OUT/results" \
+        --machine "$MACHINE" 2>&1 | tee "$OUT/profile.log"
+    nrc=${PIPESTATUS[0]}
+    echo "PROFILE SUMMARY: machine $MACHINE wall $(( $(date +%s) - start )) s; exit $nrc"
+    [ "$nrc" = 0 ] || status=1
+  fi
 fi
 exit $status

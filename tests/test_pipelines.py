@@ -362,3 +362,41 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     assert cli.main(["run", "--suite", "pipelines", "--ops", "fuse", "--out", str(tmp_path)]) == 2
     assert "--suite pipelines takes --device, --out and --machine only (got --ops)" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------- the Nsight Compute profile suite
+
+# The shape of `ncu --csv --metrics ...` output (details page): a parser fixture, not a measurement.
+NCU_CSV = '''==PROF== Connected to process 123 (/usr/bin/python3)
+==PROF== Profiling "rc_fuse2_kernel" - 0: 0%....50%....100% - 3 passes
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","123","python3","127.0.0.1","rc_fuse2_kernel","1","7","(128, 1, 1)","(2048, 1, 1)","0","9.0","Command line profiler metrics","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","71.25"
+"0","123","python3","127.0.0.1","rc_fuse2_kernel","1","7","(128, 1, 1)","(2048, 1, 1)","0","9.0","Command line profiler metrics","lts__t_sector_hit_rate.pct","%","40.10"
+"0","123","python3","127.0.0.1","rc_fuse2_kernel","1","7","(128, 1, 1)","(2048, 1, 1)","0","9.0","Command line profiler metrics","sm__warps_active.avg.pct_of_peak_sustained_active","%","1,003.5"
+"1","123","python3","127.0.0.1","other_kernel","1","7","(32, 1, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","lts__t_sector_hit_rate.pct","%","n/a"
+==PROF== Disconnected from process 123
+'''
+
+
+def test_ncu_csv_parsing() -> None:
+    from robocache.bench.pipelines import ncu
+
+    got = ncu.parse_csv(NCU_CSV)
+    assert got == [{"kernel": "rc_fuse2_kernel", "dram_pct_of_peak": 71.25, "l2_hit_rate_pct": 40.1,
+                    "achieved_occupancy_pct": 1003.5},
+                   {"kernel": "other_kernel", "l2_hit_rate_pct": None}]
+    assert ncu.parse_csv("==PROF== nothing profiled\n") == []
+
+
+def test_profile_suite_without_a_gpu(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from robocache.bench.pipelines import ncu
+
+    keys = ncu.default_cases()
+    assert keys and all(k.endswith("/float32/robocache") for k in keys)
+    assert pcli.main(["profile", "--device", "cpu", "--out", str(tmp_path), "--machine", "ci-cpu"]) == 0
+    loaded = store.load(tmp_path)
+    assert not loaded.bad and len(loaded.records) == len(keys)
+    assert all(r.suite == "profile" and r.status == "skipped" and "no GPU" in r.reason for r in loaded.records)
+    assert "Nsight Compute: robocache's kernels" in report.report(loaded.records)
+    assert pcli.main(["profile", "--device", "cpu", "--cases", "resample/nope/float32/robocache",
+                      "--out", str(tmp_path)]) == 2

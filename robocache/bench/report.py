@@ -475,17 +475,22 @@ _PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fus
 _RESAMPLE_ON = {"cpu_workers": "CPU workers", "gpu": "GPU", "numpy_fallback": "NumPy fallback (no GPU)"}
 
 
-def is_pipeline(r: dict[str, Any]) -> bool:
-    """A record of the pipelines suite (data loading, training step, inference)."""
-    return r.get("pipeline") is not None or r["case"]["op"] in PIPELINE_KINDS and r.get("suite") == "pipelines"
-
-
 def pipeline_kind(r: dict[str, Any]) -> str | None:
-    """``dataload``, ``train`` or ``infer`` for a pipeline record (its section's kind; a failed case without
-    the section: its case's kind), None for any other record."""
-    if not is_pipeline(r):
-        return None
-    return ((r.get("pipeline") or {}).get("kind")) or r["case"]["op"]
+    """``dataload``, ``train``, ``infer`` or ``profile`` for a record of the pipelines or profile suites (its
+    section's kind; a failed or skipped case without the section: from its suite and case), None otherwise."""
+    sec = r.get("pipeline")
+    if sec is not None:
+        return sec["kind"]
+    if r.get("suite") == "profile":
+        return "profile"
+    if r.get("suite") == "pipelines" and r["case"]["op"] in PIPELINE_KINDS:
+        return r["case"]["op"]
+    return None
+
+
+def is_pipeline(r: dict[str, Any]) -> bool:
+    """A record of the end-to-end suites (data loading, training step, inference, Nsight Compute profile)."""
+    return pipeline_kind(r) is not None
 
 
 def _fig(r: dict[str, Any] | None, key: str) -> float | None:
@@ -621,6 +626,24 @@ def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
             "kernel (a CPU run: self CPU time per operator).\n\n" + "\n\n".join(parts))
 
 
+PROFILE_HEADER = ["machine", "case", "dtype", "kernel", "DRAM % of peak", "achieved occupancy %", "L2 hit rate %",
+                  "status"]
+
+
+def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """The Nsight Compute table's rows (:data:`PROFILE_HEADER`)."""
+    recs = sorted((r for r in records if pipeline_kind(r) == "profile"),
+                  key=lambda r: (_machine(r), ops.order(r["case"]["op"]), r["case"]["id"]))
+    out = []
+    for r in recs:
+        ks = ((r.get("pipeline") or {}).get("kernels")) or []
+        out.append([f"{_machine(r)[1]} ({_machine(r)[0]})", r["case"]["id"], r["case"]["dtype"],
+                    ks[0]["name"][:60] if ks else "-", _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"),
+                    _f(_fig(r, "achieved_occupancy_pct"), "{:.1f}"), _f(_fig(r, "l2_hit_rate_pct"), "{:.1f}"),
+                    r["status"] + (f": {(r.get('reason') or '').splitlines()[0][:60]}" if r["status"] != "ok" else "")])
+    return out
+
+
 def latest_pipeline_runs(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pipeline records of the newest run per machine and kind (a run may hold only some of the kinds)."""
     def key(r: dict[str, Any]) -> tuple[str, str]:
@@ -638,10 +661,14 @@ def latest_pipeline_runs(records: Iterable[dict[str, Any]]) -> list[dict[str, An
 def pipelines(records: Iterable[dict[str, Any]]) -> str:
     """The seed's four end-to-end tables from pipeline records (any number of runs and machines)."""
     records = list(records)
+    prof = pipeline_profile_rows(records)
     return "\n\n".join(["## Data loading by batch size", pipeline_dataload(records),
                          "## Training step: where the time goes", pipeline_training(records),
                          "## Policy inference by backend", pipeline_inference(records),
-                         "## Kernel breakdown of a training step", pipeline_kernels(records)])
+                         "## Kernel breakdown of a training step", pipeline_kernels(records),
+                         *(["## Nsight Compute: robocache's kernels",
+                            "One profiled call per case under ncu (its first kernel's metrics).\n\n"
+                            + table(PROFILE_HEADER, prof)] if prof else [])])
 
 
 def runs_per_op(records: Iterable[dict[str, Any]], want: Any = None

@@ -239,7 +239,7 @@ class Pipeline(_Rec):
     robocache path on a machine without a GPU).
     """
 
-    kind: Literal["dataload", "train", "infer"]
+    kind: Literal["dataload", "train", "infer", "profile"]  # profile: Nsight Compute metrics of a kernel case
     resample_on: Literal["cpu_workers", "gpu", "numpy_fallback"] | None = None
     figures: dict[str, Finite | None] = {}
     split_ms: dict[str, NonNeg] = {}

@@ -29,6 +29,12 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("dataset", help="write a synthetic robot dataset (see `dataset --help`)", add_help=False)
+    pr = sub.add_parser("profile", help="Nsight Compute metrics of robocache's kernels (suite profile; GPU, ncu)")
+    pr.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
+    pr.add_argument("--cases", type=_names, help="case keys op/tag/dtype/provider (default: each op's "
+                                                 "representative case, float32, robocache)")
+    pr.add_argument("--out", default="results")
+    pr.add_argument("--machine")
     for name in ("run", "list"):
         r = sub.add_parser(name, help="run the suite" if name == "run" else "list the suite's cases")
         r.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
@@ -98,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         return dataset.main(argv[1:])
     args = parser().parse_args(argv)
     device = detect_device(args.device)
+    if args.cmd == "profile":
+        return profile(args, device)
     try:
         cfg = config_from(args, device)
         if args.dataset:
@@ -110,6 +118,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "list":
         return list_cases(cfg)
     return run_and_print(cfg, args.out, args.machine)
+
+
+def profile(args: argparse.Namespace, device: str) -> int:
+    from .. import env as envmod
+    from .. import report as rep
+    from .. import runner, specs, store
+    from . import ncu
+
+    keys = list(args.cases) if args.cases else ncu.default_cases()
+    try:
+        for k in keys:
+            specs.find(k)
+    except (KeyError, ValueError) as e:
+        print(f"pipelines profile: {e}", file=sys.stderr)
+        return 2
+    env = envmod.capture_env(device, machine=args.machine)
+    commit, dirty = runner.git_state()
+    run_id = runner.new_run_id()
+    ctx = {"run_id": run_id, "git_commit": commit, "git_dirty": dirty, "frontend": "cli", "device": device}
+    recs = ncu.run_profile(keys, device=device, ctx=ctx)
+    slug = (env.get("arch") or "gpu").lower() if device == "gpu" else "cpu"
+    from pathlib import Path
+
+    path = store.write_records(Path(args.out) / store.safe_component(f"{slug}-{env['machine']}"), env, recs,
+                               name=f"{run_id}-{ncu.SUITE}", unique=False)
+    print(rep.table(rep.PROFILE_HEADER, rep.pipeline_profile_rows(
+        [{**r, "env": env} for r in recs])))
+    failed = [r for r in recs if r["status"] in ("error", "timeout", "crash", "oom", "incorrect")]
+    print(f"run {run_id}: {len(recs)} case(s), {len(failed)} failed; records: {path}")
+    return 1 if failed else 0
 
 
 def list_cases(cfg) -> int:
