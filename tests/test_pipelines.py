@@ -351,8 +351,10 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     assert pcli.main(["run", "--device", "cpu", "--parts", "dataload,warp", "--out", str(tmp_path)]) == 2
     assert pcli.main(["run", "--device", "cpu", "--dataset", str(tmp_path / "none.h5"), "--out", str(tmp_path)]) == 2
     assert pcli.main(["run", "--device", "cpu", "--backends", "onnx", "--out", str(tmp_path)]) == 2
+    assert pcli.main(["run", "--device", "cpu", "--parts", "", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "batch_sizes must be" in err and "unknown parts: warp" in err and "not a readable HDF5" in err
+    assert "nothing to run" in err
     assert not any(tmp_path.iterdir())
     assert pcli.main(["list", "--device", "cpu"]) == 0
     assert "dataload/B8-W2-Nep-s0" in capsys.readouterr().out

@@ -57,6 +57,8 @@ class Config:
         bad = [p for p in self.parts if p not in PARTS]
         if bad:
             raise ValueError(f"unknown parts: {', '.join(bad)}; expected some of {', '.join(PARTS)}")
+        if not self.parts and not self.ddp_ranks:
+            raise ValueError(f"nothing to run: give some of {', '.join(PARTS)} or DDP rank counts")
         for name in ("batch_sizes", "infer_batches"):
             if not getattr(self, name) or min(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be one or more integers >= 1")
