@@ -11,7 +11,8 @@ throughput, scaling efficiency, gather and collective bandwidth); 3 added the ti
 optional ``Record.dispatch`` (call-cost cases: the device time per call beside the host's). Because
 readers refuse unknown fields, an older robocache-bench reports a newer file as "newer" instead of
 misreading it; this one reads versions 1 to 3 (a file of an older version carrying what a later one
-added is refused).
+added is refused). The optional ``Record.pipeline`` (the end-to-end suites ``pipelines`` and ``profile``,
+docs/pipelines.md) came within version 3: a reader from before it refuses such a record as an unknown field.
 
 Each :class:`Record` names its case, how it was measured, the figures, the
 correctness check, the clocks during the case, the health flags and the status;

@@ -25,10 +25,6 @@ from typing import Any
 from .. import store
 
 
-def _points(task: dict[str, Any]) -> list[dict[str, Any]]:
-    return task["points"]
-
-
 def _train_case(pt: dict[str, Any], task: dict[str, Any], me, results: dict) -> dict[str, Any]:
     import torch
 
@@ -100,7 +96,7 @@ def rank_main(task: dict[str, Any]) -> int:
     records: list[dict[str, Any]] = []
     results: dict = {}
     folder, name = Path(task["records_folder"]), task["records_name"]
-    for i, pt in enumerate(_points(task)):
+    for i, pt in enumerate(task["points"]):
         if me.local_rank == 0:
             dist_mod._write_json(work / "progress.json", {"index": i, "key": pt["tag"], "state": "start",
                                                           "time": time.time()})

@@ -247,7 +247,7 @@ def _dataload(cfg, ctx, path, pts, emit, say) -> None:
                                    duration_s=time.perf_counter() - t0))
                 continue
             n = cfg.load_warmup + cfg.load_batches
-            idx = loading.sample_indices(info_episodes(path), n * b, cfg.seed)
+            idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed)
             p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb)
             util = common.UtilSampler(cfg.device)
             with _clock_sampler(cfg.device) as cs:
@@ -287,10 +287,6 @@ def p_resample_on(provider: str, device: str) -> str:
     return "gpu" if device == "gpu" else "numpy_fallback"
 
 
-def info_episodes(path: str) -> int:
-    return dataset.describe(path)["episodes"]
-
-
 def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
     results: dict[tuple[str, str], dict[str, Any]] = {}
     for pt in pts:
@@ -298,7 +294,7 @@ def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
         t0 = time.perf_counter()
         try:
             n = cfg.train_warmup + cfg.train_steps + cfg.profile_steps
-            idx = loading.sample_indices(info_episodes(path), n * b, cfg.seed + 1)
+            idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed + 1)
             p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb)
             trace_rel = None
             if cfg.profile_steps > 0:
