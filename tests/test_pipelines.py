@@ -318,8 +318,15 @@ def test_regression_check_covers_pipeline_series(suite_run, tmp_path: Path) -> N
 
 
 def test_schema_pipeline_section(suite_run, tmp_path: Path) -> None:
+    from robocache.bench import ops
+
+    assert not set(ops.names()) & set(schema.PIPELINE_KINDS)  # the kernel grid's op registry is untouched
     res, _ = suite_run
     env = json.loads(res.path.read_text())["env"]
+    rec = copy.deepcopy(res.records[0])
+    rec["suite"] = "quick"  # a pipeline kind is no op of the kernel suites
+    with pytest.raises(schema.SchemaError, match="unknown op 'dataload'"):
+        store.write_records(tmp_path, env, [rec], name="bad")
     rec = copy.deepcopy(res.records[0])
     rec["pipeline"]["kind"] = "teleport"
     with pytest.raises(schema.SchemaError, match="kind"):

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import ops, specs
+from .schema import PIPELINE_KINDS  # the pipelines suite's case kinds: dataload, train, infer
 
 PEERS = ("torch_compile", "torch_compile@max-autotune", "torch_eager", "cupy", "numpy")
 LABEL = {"robocache": "robocache", "torch_eager": "torch eager", "torch_compile": "torch.compile",
@@ -470,7 +471,6 @@ def _timed(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # --- end-to-end pipelines (suite pipelines: docs/pipelines.md) ----------------------------------------
 
-PIPELINE_KINDS = ("dataload", "train", "infer")
 _PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse"}
 _RESAMPLE_ON = {"cpu_workers": "CPU workers", "gpu": "GPU", "numpy_fallback": "NumPy fallback (no GPU)"}
 

@@ -7,6 +7,4 @@ the transformer policy's backends, :mod:`.run` the sweep and its records. See do
 """
 from __future__ import annotations
 
-from . import kinds  # noqa: F401 - registers dataload, train, infer in the op registry
-
-KINDS = tuple(kinds.KINDS)
+from .kinds import KINDS  # noqa: F401 - dataload, train, infer: the case kinds of the suite

@@ -1,26 +1,11 @@
-"""The pipeline benchmark kinds in the op registry, so their records pass the schema's op check.
+"""The pipeline benchmark kinds: what a record of the ``pipelines`` suite names as its case's ``op``.
 
-They hold no single-process grid points (the quick and nightly suites are unchanged): the ``pipelines``
-suite's grid is :func:`robocache.bench.pipelines.run.points`, swept by :func:`robocache.bench.pipelines.run.run`.
+They are not ops of the kernel grid (``robocache.bench.ops``: the quick and nightly suites and every view of the
+op registry are unchanged); the schema accepts them for records of this suite
+(``schema.PIPELINE_KINDS``), with the unit their ``items`` count.
 """
 from __future__ import annotations
 
-from typing import Any
+from ..schema import PIPELINE_KINDS
 
-from .. import ops
-from ..ops.base import Op
-
-
-class PipelineKind(Op):
-    def __init__(self, name: str, unit: str) -> None:
-        self.name = name
-        self.items_unit = unit
-
-    def case_bytes(self, p: dict[str, Any], dtype: str) -> int:
-        return 0  # a pipeline's bytes are what it read, counted when it runs
-
-
-KINDS = {"dataload": "trajectories", "train": "trajectories", "infer": "observations"}
-for _name, _unit in KINDS.items():
-    if _name not in ops.names():
-        ops.register(PipelineKind(_name, _unit))
+KINDS = dict(zip(PIPELINE_KINDS, ("trajectories", "trajectories", "observations")))

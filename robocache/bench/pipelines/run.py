@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import store
-from . import common, dataset, inference, kinds, loading, training  # noqa: F401 - kinds registers the ops
+from . import common, dataset, inference, kinds, loading, training
 
 PARTS = ("dataload", "train", "infer")
 
