@@ -24,5 +24,6 @@ st.navigation([
     st.Page(_PAGES / "kernels.py", title="Kernels"),
     st.Page(_PAGES / "history.py", title="History"),
     st.Page(_PAGES / "multigpu.py", title="Multi-GPU"),
+    st.Page(_PAGES / "pipelines.py", title="Pipelines"),
     st.Page(_PAGES / "runs.py", title="Runs"),
 ]).run()

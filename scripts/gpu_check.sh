@@ -27,9 +27,18 @@
 #        rehearses it with Gloo processes on a machine without GPUs; MULTIGPU_ARGS adds run options.
 # ncu:   Nsight Compute counters (DRAM % of peak, occupancy, L2 hit rate, registers) of the cases named in NCU_KEYS,
 #        one profiled call each after the reference gate (scripts/ncu_cases.py): OUTDIR/ncu/ncu.{json,md}.
+# pipelines: the end-to-end suite (docs/pipelines.md) on one GPU: a generated robot dataset (PIPELINES_MB, default
+#        128 MB), data loading at batch 32 and 128 with 4 and 8 workers (CPU workers vs robocache.fuse), the training
+#        step of both models, inference at batch 1 and 32 for eager, SDPA, torch.compile and max-autotune (in that
+#        order, so a cut leaves the slowest compile out); records under OUTDIR/results/<arch>-<machine>/ (traces in
+#        traces/ beside them), OUTDIR/pipelines.log and OUTDIR/report-pipelines.md. Planned for <= 4 minutes (not
+#        yet timed on a lent GPU); PIPELINES_TIMEOUT (default 300 s) stops it, keeping the records of every case
+#        finished (the run file is rewritten after each); PIPELINES_ARGS adds options of
+#        `python -m robocache.bench.pipelines run`. Then, where ncu is on PATH (PROFILE=0: not), the profile
+#        suite: Nsight Compute metrics of each op's representative kernel (OUT/profile.log; PROFILE_TIMEOUT, 180 s).
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest|multigpu]}
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest|multigpu|pipelines]}
 WHAT=${2:-all}
 # WHAT may name several parts, comma-separated (e.g. tests,bench,ncu): one device call, several parts
 part() { [ "$WHAT" = all ] && { [ "$1" = tests ] || [ "$1" = bench ]; } && return 0; [[ ",$WHAT," == *",$1,"* ]]; }
@@ -179,5 +188,31 @@ if part ncu; then
   nrc=${PIPESTATUS[0]}
   echo "NCU SUMMARY: wall $(( $(date +%s) - start )) s; exit $nrc"
   [ "$nrc" = 0 ] || status=1
+fi
+if part pipelines; then
+  # the dataset is HDF5: h5py from a wheel in .whl/ when the machine lacks it (docs/pipelines.md)
+  if ! $PY -c "import h5py" 2>/dev/null && ls .whl/h5py-*.whl >/dev/null 2>&1; then
+    [ -d /tmp/rcb-h5py ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/rcb-h5py .whl/h5py-*.whl
+    export PYTHONPATH="/tmp/rcb-h5py:$PYTHONPATH"
+  fi
+  MACHINE=$(machine_name)
+  start=$(date +%s)
+  timeout "${PIPELINES_TIMEOUT:-300}" $PY -m robocache.bench.pipelines run --device gpu --out "$OUT/results" \
+      --machine "$MACHINE" --size-mb "${PIPELINES_MB:-128}" --batch-sizes 32,128 --workers 4,8 --load-batches 15 \
+      --train-steps 15 --profile-steps 2 --infer-batches 1,32 --infer-time 1 ${PIPELINES_ARGS:-} 2>&1 | tee "$OUT/pipelines.log"
+  prc=${PIPESTATUS[0]}
+  # the latest run in OUT/results is the one just measured
+  $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-pipelines.md" 2>&1 | tail -1
+  echo "PIPELINES SUMMARY: machine $MACHINE wall $(( $(date +%s) - start )) s; exit $prc"
+  [ "$prc" = 0 ] || status=1
+  # suite profile: Nsight Compute metrics of each op's representative kernel (skipped without ncu or PROFILE=0)
+  if [ "${PROFILE:-1}" != 0 ] && command -v ncu >/dev/null 2>&1; then
+    start=$(date +%s)
+    timeout "${PROFILE_TIMEOUT:-180}" $PY -m robocache.bench.pipelines profile --device gpu --out "$OUT/results" \
+        --machine "$MACHINE" 2>&1 | tee "$OUT/profile.log"
+    nrc=${PIPESTATUS[0]}
+    echo "PROFILE SUMMARY: machine $MACHINE wall $(( $(date +%s) - start )) s; exit $nrc"
+    [ "$nrc" = 0 ] || status=1
+  fi
 fi
 exit $status

@@ -27,6 +27,9 @@ from . import launch, specs, store
 from .messages import TimingOptions
 
 
+PIPELINES = "pipelines"  # the end-to-end suite (robocache.bench.pipelines), outside the kernel grid
+
+
 def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
@@ -130,9 +133,11 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a suite, one process per case, and store the records",
                        description="Run a suite of the grid. Exit code 1 when any case failed (incorrect, crash, "
                                    "timeout, oom, error), 2 on bad arguments.")
-    r.add_argument("--suite", choices=specs.SUITES, default="quick",
+    r.add_argument("--suite", choices=(*specs.SUITES, PIPELINES), default="quick",
                    help="quick: about a minute on one GPU; nightly: the full sweep; multigpu: cases over 1-8 GPUs "
-                        "(and 16 over two nodes) through torchrun (default: quick)")
+                        "(and 16 over two nodes) through torchrun; pipelines: data loading, training step, policy "
+                        "inference end to end, at default sizes (every knob: python -m robocache.bench.pipelines "
+                        "run --help; docs/pipelines.md) (default: quick)")
     r.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     r.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     r.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
@@ -535,6 +540,17 @@ def _check(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from . import runner
 
+    if args.suite == PIPELINES:
+        from .pipelines import __main__ as pipelines
+
+        given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
+                                      ("--cases", args.cases), ("--gpus", args.gpus)) if v]
+        if given or args.cache != "warm" or args.precompile_jobs:
+            print(f"--suite pipelines takes --device, --out and --machine only (got {', '.join(given) or 'other options'}"
+                  "); every knob: python -m robocache.bench.pipelines run --help", file=sys.stderr)
+            return 2
+        device = pipelines.detect_device(args.device)
+        return pipelines.run_and_print(pipelines.config_from(argparse.Namespace(), device), args.out, args.machine)
     device = runner.detect_device() if args.device == "auto" else args.device
     if args.cases:
         cases = [specs.find(k) for k in args.cases]

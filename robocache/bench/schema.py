@@ -11,7 +11,8 @@ throughput, scaling efficiency, gather and collective bandwidth); 3 added the ti
 optional ``Record.dispatch`` (call-cost cases: the device time per call beside the host's). Because
 readers refuse unknown fields, an older robocache-bench reports a newer file as "newer" instead of
 misreading it; this one reads versions 1 to 3 (a file of an older version carrying what a later one
-added is refused).
+added is refused). The optional ``Record.pipeline`` (the end-to-end suites ``pipelines`` and ``profile``,
+docs/pipelines.md) came within version 3: a reader from before it refuses such a record as an unknown field.
 
 Each :class:`Record` names its case, how it was measured, the figures, the
 correctness check, the clocks during the case, the health flags and the status;
@@ -218,6 +219,43 @@ class Dispatch(_Rec):
     gpu_keeps_up: bool | None  # device_us < host time per call: the loop's rate is the host's (None on a CPU run)
 
 
+PIPELINES_SUITE = "pipelines"
+PIPELINE_KINDS = ("dataload", "train", "infer")  # the case "op" of a pipelines record (docs/pipelines.md)
+
+
+class KernelRow(_Rec):
+    """One row of a profile's kernel table (torch.profiler): a kernel (GPU) or an operator (CPU run)."""
+
+    name: str
+    calls: Count
+    total_us: NonNeg  # self time summed over the profiled steps
+    avg_us: NonNeg
+    share: NonNeg  # of the table's total self time (0..1)
+
+
+class Pipeline(_Rec):
+    """An end-to-end case (suite ``pipelines``: data loading, training step, policy inference), optional.
+
+    ``metrics.time_us`` holds the per-batch (dataload), per-step (train) or per-call (infer) wall time;
+    this section holds what only a pipeline has. ``figures`` are named scalars (see docs/pipelines.md:
+    ``traj_per_s``, ``ms_p50``, ``ms_p90``, ``steps_per_s``, ``data_wait_share``, ``latency_ms_p50``,
+    ``latency_ms_p99``, ``peak_mem_mb``, ``speedup_vs_baseline``, ...); ``split_ms`` the time split per batch
+    or step; ``resample_on`` where the resampling ran (``cpu_workers``, ``gpu`` or ``numpy_fallback``: the
+    robocache path on a machine without a GPU).
+    """
+
+    kind: Literal["dataload", "train", "infer", "profile"]  # profile: Nsight Compute metrics of a kernel case
+    resample_on: Literal["cpu_workers", "gpu", "numpy_fallback"] | None = None
+    figures: dict[str, Finite | None] = {}
+    split_ms: dict[str, NonNeg] = {}
+    gpu_util_pct: NonNeg | None = None  # NVML utilisation, mean over the timed part
+    gpu_util: str = "unavailable"  # "ok" or "unavailable: <why>"
+    loss: list[Finite] = []  # train: the loss per step (the gate compares the two pipelines' curves)
+    kernels: list[KernelRow] = []  # the profile's kernel table, largest share first
+    trace_file: str | None = None  # the Chrome/Perfetto trace, relative to the records file's folder
+    notes: list[str] = []
+
+
 class Record(_Rec, omit_defaults=True):
     run_id: str
     created: str  # ISO 8601 UTC
@@ -237,6 +275,7 @@ class Record(_Rec, omit_defaults=True):
     synthetic: bool  # generated fixtures say so; committed results never are
     distributed: Distributed | None = None  # multi-GPU cases only (schema version 2); omitted when None
     dispatch: Dispatch | None = None  # call-cost cases only (schema version 3); omitted when None
+    pipeline: Pipeline | None = None  # end-to-end cases only (suite pipelines); omitted when None
     # attached by the loader, never stored (the writer strips them):
     env: Env | None = None
     source: str | None = None
@@ -309,7 +348,8 @@ def validate_records(env: Any, records: list[Any]) -> RecordsFile:
 
     known = ops.names()
     for i, rec in enumerate(out.records):
-        if rec.case.op not in known:
+        # the pipelines suite's cases are benchmark kinds (data loading, training step, inference), not ops
+        if rec.case.op not in known and not (rec.suite == PIPELINES_SUITE and rec.case.op in PIPELINE_KINDS):
             raise SchemaError(f"unknown op {rec.case.op!r} (registered: {', '.join(known)}) - at "
                               f"`$.records[{i}].case.op`")
     return out

@@ -1,0 +1,101 @@
+"""Pipelines: the end-to-end benchmarks (suite ``pipelines``) per GPU: data loading by batch size (CPU workers
+vs robocache.fuse, with the speedup), the training step's time split, policy inference by backend, and the
+kernel breakdown of a training step. The tables are the CLI report's own (``robocache.bench.report``), built
+from the pipeline records under the dashboard's results folders (the one store loader)."""
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import pandas as pd  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from dashboard import charts, data  # noqa: E402
+from robocache.bench import report, store  # noqa: E402
+from robocache.bench.schema import to_dict  # noqa: E402
+
+PIPE_COLORS = {"cpu_workers": "#7f7f7f", "robocache": "#1f77b4"}
+DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers": "workers",
+                    "base_tps": "CPU workers traj/s", "ours_tps": "robocache traj/s", "speedup": "speedup",
+                    "base_p50": "CPU workers ms p50", "base_p90": "CPU workers ms p90", "ours_p50": "robocache ms p50",
+                    "ours_p90": "robocache ms p90", "base_util": "GPU util (CPU workers)",
+                    "ours_util": "GPU util (robocache)", "resample_on": "robocache resampled on", "status": "status",
+                    "case": "case"}
+
+
+@st.cache_data(show_spinner="Loading pipeline records ...", max_entries=4)
+def _records(dirs: tuple[str, ...], fingerprint: tuple) -> list[dict]:
+    del fingerprint  # part of the cache key only
+    return [to_dict(r) for r in store.load(*dirs).records if report.is_pipeline(r)]
+
+
+def _gpu(r: dict) -> str:
+    env = r.get("env") or {}
+    return str(env.get("arch") or ("CPU" if env.get("device") == "cpu" else env.get("gpu_name")) or "?")
+
+
+def dataload_chart(rows: list[dict], title: str) -> go.Figure:
+    fig = go.Figure()
+    for prov, key in (("cpu_workers", "base_tps"), ("robocache", "ours_tps")):
+        xs = [f"B{r['B']} W{r['workers']}" for r in rows]
+        fig.add_bar(name=charts.plain("CPU workers (NumPy)" if prov == "cpu_workers" else "robocache.fuse"),
+                    x=[charts.plain(x) for x in xs], y=[r[key] for r in rows], marker_color=PIPE_COLORS[prov])
+    fig.update_layout(title=charts.plain(title), barmode="group", yaxis_title="trajectories per second",
+                      xaxis_title="batch size and workers", height=380)
+    return fig
+
+
+def _frame(rows: list[list], header: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([[str(c) for c in row] for row in rows], columns=header)
+
+
+def body() -> None:
+    got = data.loaded()
+    if got is None:
+        return
+    dirs = data.results_dirs()
+    recs = _records(tuple(dirs), data._fingerprint(tuple(dirs)))
+    if not recs:
+        st.info("No pipeline results yet. `robocache-bench run --suite pipelines` (or `python -m "
+                "robocache.bench.pipelines run`) records data loading, training steps and policy inference here.")
+        return
+    recs = report.latest_pipeline_runs(recs)
+    gpus = sorted({_gpu(r) for r in recs})
+    gpu = st.selectbox("GPU", gpus)
+    mine = [r for r in recs if _gpu(r) == gpu]
+    if any((r.get("pipeline") or {}).get("resample_on") == "numpy_fallback" for r in mine):
+        st.warning("These records come from a machine without a GPU: robocache ran its NumPy fallback; they are "
+                   "not GPU figures.")
+    st.caption("Newest pipelines run per machine. Data loading: trajectories per second through the same "
+               "DataLoader (workers, pinned memory, prefetch), batches checked equal before timing.")
+    st.subheader(data.md_escape(f"Data loading by batch size on {gpu}"))
+    rows = report.pipeline_dataload_rows(mine)
+    if rows:
+        st.plotly_chart(dataload_chart(rows, f"Data loading on {gpu}"), width="stretch")
+        df = pd.DataFrame(rows)
+        st.dataframe(df[list(DATALOAD_COLUMNS)].rename(columns=DATALOAD_COLUMNS), hide_index=True, width="stretch")
+    else:
+        st.info("No data-loading case for this GPU.")
+    for title, fn, header in (
+            ("Training step: where the time goes", report.pipeline_training_rows, report.TRAINING_HEADER),
+            ("Policy inference by backend", report.pipeline_inference_rows, report.INFERENCE_HEADER)):
+        st.subheader(title)
+        rows_ = fn(mine)
+        if rows_:
+            st.dataframe(_frame(rows_, header), hide_index=True, width="stretch")
+        else:
+            st.info("None for this GPU.")
+    st.subheader("Kernel breakdown of a training step")
+    prof = [r for r in mine if (r.get("pipeline") or {}).get("kernels")]
+    if not prof:
+        st.info("No profile for this GPU.")
+    for r in prof:
+        st.text(f"{r['case']['id']} ({r['case']['provider']})"
+                + (f": trace {r['pipeline']['trace_file']}" if r["pipeline"].get("trace_file") else ""))
+        st.dataframe(pd.DataFrame(r["pipeline"]["kernels"]), hide_index=True, width="stretch")
+
+
+data.run_page("Pipelines", body)

@@ -1,0 +1,11 @@
+"""The pipeline benchmark kinds: what a record of the ``pipelines`` suite names as its case's ``op``.
+
+They are not ops of the kernel grid (``robocache.bench.ops``: the quick and nightly suites and every view of the
+op registry are unchanged); the schema accepts them for records of this suite
+(``schema.PIPELINE_KINDS``), with the unit their ``items`` count.
+"""
+from __future__ import annotations
+
+from ..schema import PIPELINE_KINDS
+
+KINDS = dict(zip(PIPELINE_KINDS, ("trajectories", "trajectories", "observations")))

@@ -1,0 +1,404 @@
+"""The ``pipelines`` suite: its grid (:func:`points`), the sweep (:func:`run`) and its records.
+
+Order: the dataset (given, or generated into a temporary folder and removed at the end), then per batch size
+the data-loading equality gate and both pipelines at every worker count, then the training step of each
+model from both pipelines (the loss-curve gate, then a short ``torch.profiler`` profile of each), then
+inference at each batch size for each backend (eager first: the others are checked against it). Every case
+is one record in the one schema (``robocache.bench.schema``), written to
+``<out>/<arch or cpu>-<machine>/<run id>-pipelines.records.json`` (rewritten after every case, atomically);
+traces go to ``traces/`` beside it. A failure is the case's status (``incorrect``, ``error``, ``oom``);
+the sweep goes on.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import store
+from . import common, dataset, inference, kinds, loading, training
+
+PARTS = ("dataload", "train", "infer")
+
+
+@dataclass
+class Config:
+    device: str = "cpu"
+    dataset: str | None = None  # an existing dataset file; else one of size_mb is generated
+    size_mb: float = 8.0
+    min_s: float = 3.0
+    max_s: float = 10.0
+    rgb: bool = False
+    seed: int = 0
+    parts: tuple[str, ...] = PARTS
+    batch_sizes: tuple[int, ...] = (32, 128)
+    workers: tuple[int, ...] = (4,)
+    load_batches: int = 20
+    load_warmup: int = 3
+    models: tuple[str, ...] = training.MODELS
+    train_batch: int | None = None  # default: the first batch size
+    train_workers: int | None = None  # default: the largest worker count
+    train_steps: int = 20
+    train_warmup: int = 3
+    profile_steps: int = 3
+    infer_batches: tuple[int, ...] = (1, 32)
+    backends: tuple[str, ...] = inference.BACKENDS
+    infer_time_s: float = 1.0
+    ddp_ranks: tuple[int, ...] = ()  # DDP training launches (torchrun; NCCL on GPUs, Gloo processes on the CPU)
+    notes: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        if self.device not in ("gpu", "cpu"):
+            raise ValueError(f"device must be gpu or cpu, got {self.device!r}")
+        bad = [p for p in self.parts if p not in PARTS]
+        if bad:
+            raise ValueError(f"unknown parts: {', '.join(bad)}; expected some of {', '.join(PARTS)}")
+        if not self.parts and not self.ddp_ranks:
+            raise ValueError(f"nothing to run: give some of {', '.join(PARTS)} or DDP rank counts")
+        for name in ("batch_sizes", "infer_batches"):
+            if not getattr(self, name) or min(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be one or more integers >= 1")
+        if not self.workers or min(self.workers) < 0:
+            raise ValueError("workers must be one or more integers >= 0")
+        for name in ("load_batches", "train_steps"):
+            if getattr(self, name) < 3:
+                raise ValueError(f"{name} must be >= 3 (quantiles need a few samples)")
+        bad = [m for m in self.models if m not in training.MODELS]
+        if bad:
+            raise ValueError(f"unknown models: {', '.join(bad)}; expected some of {', '.join(training.MODELS)}")
+        if self.ddp_ranks and min(self.ddp_ranks) < 1:
+            raise ValueError("ddp_ranks must be integers >= 1")
+        bad = [b for b in self.backends if b not in inference.BACKENDS]
+        if bad:
+            raise ValueError(f"unknown backends: {', '.join(bad)}; expected some of {', '.join(inference.BACKENDS)}")
+
+    @property
+    def t_batch(self) -> int:
+        return self.train_batch or self.batch_sizes[0]
+
+    @property
+    def t_workers(self) -> int:
+        return self.train_workers if self.train_workers is not None else max(self.workers)
+
+
+def _ds_tag(info: dict[str, Any]) -> str:
+    return f"{info['episodes']}ep-s{info['seed']}" + ("-rgb" if info["rgb"] else "")
+
+
+def points(cfg: Config, info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The suite's cases for this config and dataset: kind, tag, provider, params, reason (the grid)."""
+    dtag = _ds_tag(info)
+    dsp = {"dataset_episodes": info["episodes"], "dataset_seed": info["seed"], "dataset_mb": round(
+        info["payload_bytes"] / 1e6, 1), "rgb": info["rgb"], "rate_hz": loading.RATE_HZ}
+    out = []
+    if "dataload" in cfg.parts:
+        for b in cfg.batch_sizes:
+            for w in cfg.workers:
+                for prov in loading.PROVIDERS:
+                    out.append({"kind": "dataload", "tag": f"B{b}-W{w}-{dtag}", "provider": prov,
+                                "params": {"B": b, "workers": w, **dsp},
+                                "reason": "data loading (seed 001): DataLoader with N workers, CPU resampling to 50 Hz "
+                                          "in the workers vs read+pad in the workers and one robocache.fuse per batch"})
+    if "train" in cfg.parts:
+        for m in cfg.models:
+            for prov in loading.PROVIDERS:
+                out.append({"kind": "train", "tag": f"{m}-B{cfg.t_batch}-W{cfg.t_workers}-{dtag}", "provider": prov,
+                            "params": {"B": cfg.t_batch, "workers": cfg.t_workers, "model": m,
+                                       "steps": cfg.train_steps, **dsp},
+                            "reason": "training step (seed 001/002): where a step's time goes, data vs model, "
+                                      "from each data-loading pipeline"})
+    if "infer" in cfg.parts:  # backend-major: eager at every batch first, the slowest compile last
+        for be in cfg.backends:
+            for b in cfg.infer_batches:
+                out.append({"kind": "infer", "tag": f"transformer-B{b}", "provider": be,
+                            "params": {"B": b, "obs_steps": inference.OBS_STEPS, "d_model": inference.D_MODEL,
+                                       "layers": inference.LAYERS, "horizon": inference.HORIZON},
+                            "reason": "policy inference (seed 004): latency of a small transformer policy, "
+                                      "eager vs SDPA vs torch.compile"})
+    return out
+
+
+def _case(pt: dict[str, Any], items: int, nbytes: int = 0) -> dict[str, Any]:
+    return common.case(pt["kind"], pt["tag"], pt["provider"], pt["params"], items, kinds.KINDS[pt["kind"]],
+                       pt["reason"], nbytes)
+
+
+def _failed(ctx, pt, e: BaseException, t0: float) -> dict[str, Any]:
+    from ..worker import _classify
+
+    tb = traceback.format_exc(limit=6).strip().splitlines()
+    return common.record(ctx, _case(pt, pt["params"]["B"]), status=_classify(e),
+                         reason=f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:]),
+                         duration_s=time.perf_counter() - t0)
+
+
+def _clock_sampler(device: str):
+    from .. import env as envmod
+    from ..worker import _NullSampler
+
+    return envmod.ClockSampler(0) if device == "gpu" else _NullSampler()
+
+
+def _ms(xs: list[float]) -> dict[str, float]:
+    return {"p50": 1e3 * common.quantile(xs, 0.5), "p90": 1e3 * common.quantile(xs, 0.9),
+            "p99": 1e3 * common.quantile(xs, 0.99)}
+
+
+@dataclass
+class Result:
+    run_id: str
+    path: Path | None
+    records: list[dict[str, Any]]
+    wall_s: float
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        from ..schema import FAILED_STATUSES
+
+        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+
+
+def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = None, frontend: str = "cli",
+        log=None) -> Result:
+    """Run the suite; returns the records and the path of the run file."""
+    from .. import env as envmod
+    from .. import runner
+
+    cfg.validate()
+    say = log or (lambda s: None)
+    t_run = time.perf_counter()
+    env = envmod.capture_env(cfg.device, machine=machine)
+    commit, dirty = runner.git_state()
+    run_id = runner.new_run_id()
+    ctx = {"run_id": run_id, "git_commit": commit, "git_dirty": dirty, "frontend": frontend, "device": cfg.device}
+    slug = (env.get("arch") or "gpu").lower() if cfg.device == "gpu" else "cpu"
+    folder = Path(out_dir) / store.safe_component(f"{slug}-{env['machine']}")
+    name = f"{run_id}-{common.SUITE}"
+    tmp = None
+    records: list[dict[str, Any]] = []
+    path: Path | None = None
+
+    def emit(rec: dict[str, Any]) -> None:
+        nonlocal path
+        records.append(rec)
+        path = store.write_records(folder, env, records, name=name, unique=False)
+        m = rec.get("metrics") or {}
+        p50 = m.get("time_us", {}).get("p50")
+        say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}"
+            + (f", p50 {p50 / 1e3:.2f} ms" if p50 else "") + (f" ({rec['reason'].splitlines()[0][:120]})"
+                                                               if rec["status"] != "ok" and rec.get("reason") else ""))
+
+    try:
+        path_ds = cfg.dataset
+        if path_ds is None and ("dataload" in cfg.parts or "train" in cfg.parts or cfg.ddp_ranks):
+            tmp = tempfile.mkdtemp(prefix="robocache-pipelines-")
+            path_ds = str(Path(tmp) / "robot.h5")
+            t0 = time.perf_counter()
+            out = dataset.generate(path_ds, dataset.Spec(cfg.size_mb, cfg.seed, cfg.min_s, cfg.max_s, cfg.rgb))
+            say(f"dataset: {out['episodes']} episodes, {out['payload_bytes'] / 1e6:.0f} MB in "
+                f"{time.perf_counter() - t0:.1f} s")
+        info = dataset.describe(path_ds) if path_ds else {"episodes": 0, "seed": cfg.seed, "rgb": False,
+                                                          "payload_bytes": 0}
+        pts = points(cfg, info)
+        if "dataload" in cfg.parts:
+            _dataload(cfg, ctx, path_ds, [p for p in pts if p["kind"] == "dataload"], emit, say)
+        if "train" in cfg.parts:
+            _train(cfg, ctx, path_ds, [p for p in pts if p["kind"] == "train"], emit, say, folder, run_id)
+        if cfg.ddp_ranks:
+            from . import ddp
+
+            tr = [p for p in points(Config(**{**cfg.__dict__, "parts": ("train",)}), info)]
+            for rec in ddp.run_ddp(cfg, ctx, env, folder, path_ds, info, tr, log=say):
+                records.append(rec)
+                say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}")
+        if "infer" in cfg.parts:
+            _infer(cfg, ctx, [p for p in pts if p["kind"] == "infer"], emit, say)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return Result(run_id, path, records, time.perf_counter() - t_run)
+
+
+def _resample_note(device: str, provider: str) -> list[str]:
+    if provider == "robocache" and device != "gpu":
+        return ["no GPU: robocache.fuse ran its NumPy fallback in the main process (not a GPU figure)"]
+    return []
+
+
+def _dataload(cfg, ctx, path, pts, emit, say) -> None:
+    by_b: dict[int, dict[str, Any]] = {}
+    base: dict[tuple[int, int], float] = {}
+    for pt in pts:
+        b, w, prov = pt["params"]["B"], pt["params"]["workers"], pt["provider"]
+        t0 = time.perf_counter()
+        try:
+            if b not in by_b:
+                say(f"dataload B={b}: equality gate (both pipelines' first batches)")
+                by_b[b] = loading.gate(path, batch=b, workers=min(cfg.workers), device=cfg.device, seed=cfg.seed,
+                                       rgb=cfg.rgb)
+            chk = dict(by_b[b])
+            why = chk.pop("why", None)
+            if why and prov == "robocache":
+                emit(common.record(ctx, _case(pt, b), status="incorrect", reason=why, check=chk,
+                                   duration_s=time.perf_counter() - t0))
+                continue
+            n = cfg.load_warmup + cfg.load_batches
+            idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed)
+            p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb)
+            util = common.UtilSampler(cfg.device)
+            with _clock_sampler(cfg.device) as cs:
+                r = loading.time_pipeline(p, warmup=cfg.load_warmup, batches=cfg.load_batches, util=util)
+            del p
+            total = sum(r["per_s"])
+            tps = b * len(r["per_s"]) / total if total > 0 else 0.0
+            if prov == "cpu_workers":
+                base[(b, w)] = tps
+            ms = _ms(r["per_s"])
+            split = dict(zip(loading.SPLIT, (1e3 * x for x in r["split_s"])))
+            mean = lambda xs: 1e3 * sum(xs) / len(xs)  # noqa: E731
+            split.update(wait=mean(r["wait_s"]), transfer=mean(r["transfer_s"]))
+            if prov == "robocache":
+                split["resampling"] = mean(r["resample_s"])  # the main process's fuse call, not the workers'
+            speed = tps / base[(b, w)] if prov == "robocache" and base.get((b, w)) else None
+            pipe = {"kind": "dataload", "resample_on": p_resample_on(prov, cfg.device),
+                    "figures": {"traj_per_s": tps, "ms_p50": ms["p50"], "ms_p90": ms["p90"],
+                                "speedup_vs_baseline": speed, "gpu_util_pct": util.mean_pct},
+                    "split_ms": split, "gpu_util_pct": util.mean_pct, "gpu_util": util.status,
+                    "notes": _resample_note(cfg.device, prov) + [
+                        "split: read/decode/collate (and resample for cpu_workers) are worker CPU time per batch, "
+                        "summed over its items (workers run in parallel); wait, transfer (and resample for "
+                        "robocache) are the main process's"]}
+            t = common.timing([x * 1e6 for x in r["per_s"]], r["warmup_s"])
+            emit(common.record(ctx, _case(pt, b, int(r["bytes"])), t=t, items=b, check=chk, pipeline=pipe,
+                               clocks=cs.stats(), duration_s=time.perf_counter() - t0))
+        except BaseException as e:  # noqa: BLE001 - a case's failure is its status
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            emit(_failed(ctx, pt, e, t0))
+
+
+def p_resample_on(provider: str, device: str) -> str:
+    if provider == "cpu_workers":
+        return "cpu_workers"
+    return "gpu" if device == "gpu" else "numpy_fallback"
+
+
+def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    for pt in pts:
+        m, prov, b, w = pt["params"]["model"], pt["provider"], pt["params"]["B"], pt["params"]["workers"]
+        t0 = time.perf_counter()
+        try:
+            n = cfg.train_warmup + cfg.train_steps + cfg.profile_steps
+            idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed + 1)
+            p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb)
+            trace_rel = None
+            if cfg.profile_steps > 0:
+                trace_rel = f"traces/{run_id}-train-{m}-{prov}.json.gz"
+                (folder / "traces").mkdir(parents=True, exist_ok=True)
+            util = common.UtilSampler(cfg.device)
+            with _clock_sampler(cfg.device) as cs:
+                r = training.train(p, m, steps=cfg.train_steps, warmup=cfg.train_warmup, seed=cfg.seed, util=util,
+                                   profile_steps=cfg.profile_steps,
+                                   trace_path=str(folder / trace_rel) if trace_rel else None)
+            del p
+            results[(m, prov)] = r
+            if prov == "cpu_workers":
+                chk = training.curves_agree(r["loss"], r["loss"])
+                chk_note = "baseline: the reference loss curve"
+            else:
+                ref = results.get((m, "cpu_workers"))
+                chk = training.curves_agree(ref["loss"], r["loss"]) if ref else None
+                chk_note = "loss curve vs the cpu_workers pipeline's, same seed"
+            total = sum(r["per_s"])
+            mean = lambda xs: 1e3 * sum(xs) / len(xs)  # noqa: E731
+            share = sum(r["data_s"]) / total if total > 0 else None
+            split = {"data_wait": mean([d - tr - rs for d, tr, rs in zip(r["data_s"], r["transfer_s"],
+                                                                          r["resample_s"])]),
+                     "transfer": mean(r["transfer_s"]), "resampling": mean(r["resample_s"]),
+                     "compute": mean(r["compute_s"])}
+            base = results.get((m, "cpu_workers"))
+            sps = len(r["per_s"]) / total if total > 0 else 0.0
+            speed = None
+            if prov == "robocache" and base and sum(base["per_s"]) > 0:
+                speed = sps / (len(base["per_s"]) / sum(base["per_s"]))
+            pipe = {"kind": "train", "resample_on": p_resample_on(prov, cfg.device),
+                    "figures": {"steps_per_s": sps, "traj_per_s": sps * b, "data_wait_share": share,
+                                "ms_p50": 1e3 * common.quantile(r["per_s"], 0.5), "speedup_vs_baseline": speed,
+                                "final_loss": r["loss"][-1] if r["loss"] else None, "gpu_util_pct": util.mean_pct},
+                    "split_ms": split, "gpu_util_pct": util.mean_pct, "gpu_util": util.status,
+                    "loss": r["loss"], "kernels": r["kernels"],
+                    "trace_file": trace_rel if trace_rel and (folder / trace_rel).exists() else None,
+                    "notes": _resample_note(cfg.device, prov) + [
+                        chk_note, "data share = (wait + transfer + resample) / step; compute = forward, backward, "
+                                  "optimizer (loss.item() synchronizes)",
+                        f"kernel table: {cfg.profile_steps} profiled steps after the timed ones, "
+                        + ("GPU kernels by self device time" if cfg.device == "gpu" else
+                           "CPU operators by self CPU time (no GPU)")]}
+            t = common.timing([x * 1e6 for x in r["per_s"]], r["warmup_s"])
+            status, reason = "ok", None
+            if chk is not None and not chk["passed"]:
+                status, reason = "incorrect", (f"loss curve differs from the cpu_workers pipeline's: max rel diff "
+                                               f"{chk['max_rel_err']} > {chk['tolerance']}")
+            emit(common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
+                               pipeline=pipe, clocks=cs.stats(), duration_s=time.perf_counter() - t0))
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            emit(_failed(ctx, pt, e, t0))
+
+
+def _infer(cfg, ctx, pts, emit, say) -> None:
+    ref: dict[int, Any] = {}
+    eager_p50: dict[int, float] = {}
+    for pt in pts:
+        b, be = pt["params"]["B"], pt["provider"]
+        t0 = time.perf_counter()
+        try:
+            if b not in ref and be != "eager":
+                ref[b] = inference.measure("eager", b, cfg.device, seed=cfg.seed, time_limit_s=0.0,
+                                           min_calls=1)["out"]
+            with _clock_sampler(cfg.device) as cs:
+                r = inference.measure(be, b, cfg.device, seed=cfg.seed, time_limit_s=cfg.infer_time_s,
+                                      reference=ref.get(b))
+            if be == "eager":
+                ref[b] = r["out"]
+            lat = r["lat_s"]
+            p50 = common.quantile(lat, 0.5)
+            if be == "eager":
+                eager_p50[b] = p50
+            chk = r["check"] or {"passed": True, "max_abs_err": 0.0, "max_rel_err": 0.0,
+                                 "tolerance": inference.OUT_RTOL, "bad_fraction": 0.0}
+            pipe = {"kind": "infer", "figures": {
+                        "latency_ms_p50": 1e3 * p50, "latency_ms_p99": 1e3 * common.quantile(lat, 0.99),
+                        "peak_mem_mb": r["peak_mb"], "calls": float(len(lat)),
+                        "speedup_vs_eager": eager_p50[b] / p50 if b in eager_p50 and p50 > 0 else None},
+                    "notes": (["peak memory: not measured on a CPU run"] if cfg.device != "gpu" else [])
+                    + ["output checked against eager's" if be != "eager" else "eager: the reference output"]}
+            t = common.timing([x * 1e6 for x in lat], r["warmup_s"])
+            status, reason = "ok", None
+            if not chk["passed"]:
+                status, reason = "incorrect", (f"output differs from eager's: max rel err {chk['max_rel_err']} > "
+                                               f"{chk['tolerance']}")
+            emit(common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
+                               pipeline=pipe, clocks=cs.stats(), duration_s=time.perf_counter() - t0))
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            emit(_failed(ctx, pt, e, t0))
+
+
+def default_config(device: str) -> Config:
+    """What ``robocache-bench run --suite pipelines`` runs: on a GPU, the sizes of scripts/gpu_check.sh's
+    ``pipelines`` part; on the CPU, a small sweep (no torch.compile: Inductor's CPU compile alone takes
+    minutes on a small machine)."""
+    if device == "gpu":
+        return Config(device="gpu", size_mb=128.0, batch_sizes=(32, 128), workers=(4, 8), load_batches=15,
+                      train_steps=15, profile_steps=2)
+    return Config(device="cpu", size_mb=4.0, min_s=2.0, max_s=5.0, batch_sizes=(8,), workers=(2,), load_batches=8,
+                  load_warmup=2, train_steps=6, train_warmup=2, profile_steps=1, infer_batches=(1, 8),
+                  backends=("eager", "sdpa"), infer_time_s=0.3)
