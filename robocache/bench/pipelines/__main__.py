@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
 def profile(args: argparse.Namespace, device: str) -> int:
     from .. import env as envmod
     from .. import report as rep
-    from .. import runner, specs, store
+    from .. import context, specs, store
     from . import ncu
 
     keys = list(args.cases) if args.cases else ncu.default_cases()
@@ -134,8 +134,8 @@ def profile(args: argparse.Namespace, device: str) -> int:
         print(f"pipelines profile: {e}", file=sys.stderr)
         return 2
     env = envmod.capture_env(device, machine=args.machine)
-    commit, dirty = runner.git_state()
-    run_id = runner.new_run_id()
+    commit, dirty = context.git_state()
+    run_id = context.new_run_id()
     ctx = {"run_id": run_id, "git_commit": commit, "git_dirty": dirty, "frontend": "cli", "device": device}
     recs = ncu.run_profile(keys, device=device, ctx=ctx)
     slug = (env.get("arch") or "gpu").lower() if device == "gpu" else "cpu"

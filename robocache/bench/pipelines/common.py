@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import specs
-from .. import timer as timer_mod
+from .. import timing as timer_mod
+from ..timing.stats import quantile as _quantile
 
 SUITE = "pipelines"
 NOISE_TARGET = 0.05  # a pipeline's per-batch times are spread by design (workers, prefetch): 5% on the median
@@ -93,11 +94,11 @@ class UtilSampler:
 
 
 def quantile(xs: list[float], q: float) -> float:
-    return timer_mod._quantile(sorted(xs), q)
+    return _quantile(sorted(xs), q)
 
 
 def timing(samples_us: list[float], warmup_s: float, time_limit_s: float = 0.0) -> timer_mod.Timing:
-    """The harness's :class:`~robocache.bench.timer.Timing` of per-batch/step/call wall times (timer host)."""
+    """The harness's :class:`~robocache.bench.timing.Timing` of per-batch/step/call wall times (timer host)."""
     met, noise = timer_mod.stop_rule(samples_us, NOISE_TARGET, 5) if samples_us else (False, None)
     return timer_mod.Timing("host", "warm", list(samples_us), 1, warmup_s, noise, NOISE_TARGET, met,
                             time_limit_s, len(samples_us))

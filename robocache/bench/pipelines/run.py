@@ -166,14 +166,14 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
         log=None) -> Result:
     """Run the suite; returns the records and the path of the run file."""
     from .. import env as envmod
-    from .. import runner
+    from .. import context
 
     cfg.validate()
     say = log or (lambda s: None)
     t_run = time.perf_counter()
     env = envmod.capture_env(cfg.device, machine=machine)
-    commit, dirty = runner.git_state()
-    run_id = runner.new_run_id()
+    commit, dirty = context.git_state()
+    run_id = context.new_run_id()
     ctx = {"run_id": run_id, "git_commit": commit, "git_dirty": dirty, "frontend": frontend, "device": cfg.device}
     slug = (env.get("arch") or "gpu").lower() if cfg.device == "gpu" else "cpu"
     folder = Path(out_dir) / store.safe_component(f"{slug}-{env['machine']}")
