@@ -118,6 +118,7 @@ class Method(_Rec):
     noise_target_met: bool
     time_limit_s: NonNeg
     input_sets: Count = 1  # warm mode rotates this many input sets (>= 2x L2 in all, capped) between calls
+    version: Count = 1  # the measuring method's version (METHOD_VERSION when written; absent: 1): part of a series
 
 
 class Metrics(_Rec):
@@ -180,6 +181,8 @@ class Env(_Rec):
     python: str
     libs: dict[str, str]
     nvml: str  # "ok" or "unknown: <why>"
+    kernel: str | None = None  # the OS kernel release (platform.release()); absent in older records
+    host_id: str | None = None  # 12 hex of sha256(/etc/machine-id): the physical runner, not its name
 
 
 class Distributed(_Rec):
@@ -324,13 +327,19 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+# The measuring method's version: bump it when the way a case is timed changes (what a series' points mean),
+# e.g. input rotation added to warm mode. A record without it was measured with version 1.
+METHOD_VERSION = 1
+
+
 def series_key(rec: Any) -> tuple[str, ...]:
-    """Results compare only within a series: machine, case, provider, dtype, timer, cache, grid version."""
+    """Results compare only within a series: machine, case, provider, dtype, timer, cache, grid version, and
+    the measuring method's version (``method.version``; 1 when absent)."""
     m = rec.get("method") or {}
     c = rec["case"]
     env = rec.get("env") or {}
     return (env.get("machine", "?"), c["id"], c["provider"], c["dtype"], m.get("timer", "-"),
-            m.get("cache", "-"), str(c["grid_version"]))
+            m.get("cache", "-"), str(c["grid_version"]), str(m.get("version", 1)))
 
 
 def json_schema() -> dict[str, Any]:
