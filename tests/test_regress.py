@@ -313,3 +313,159 @@ def test_alert_text_cannot_mention_or_inject_markup():
     assert "@octocat" not in md  # a word joiner follows every @
     outside_code = re.sub(r"`[^`]*`", "", md)  # inside a code span markup is shown as text
     assert "<img" not in outside_code.replace("\\<", "")
+
+
+# ------------------------------------------------------------------ issue 14: confirmation, noise, persistence,
+# drift, breaks, options
+
+def _write_hist(path, recs):
+    env = make_env()
+    for r in recs:
+        store.write_records(path, env, [copy.deepcopy(r)], name=r["run_id"])
+
+
+@pytest.mark.parametrize("provider", ["os:system", "subprocess:run", "robocache.bench.worker:resolve_provider",
+                                      "not_a_provider"])
+def test_confirm_never_measures_a_provider_read_from_a_record(tmp_path, capsys, monkeypatch, provider):
+    from robocache.bench import runner
+
+    def boom(*a, **k):
+        raise AssertionError("run_suite must not be called for an unregistered provider")
+
+    monkeypatch.setattr(runner, "run_suite", boom)
+    _write_hist(tmp_path / "hist", series(FLAT + [130.0], provider=provider))
+    js = tmp_path / "alerts.json"
+    rc = cli.main(["check", str(tmp_path / "hist"), "--machine", "ci-synthetic", "--confirm", "--json", str(js),
+                   "--fail-on-regression"])
+    err = capsys.readouterr().err
+    assert rc == 1  # raised, unconfirmed: never dropped because it could not be measured
+    assert f"refusing to measure" in err and repr(provider) in err and "not a registered provider" in err
+    doc = json.loads(js.read_text())
+    assert doc["alerts"][0]["confirmed"] is False and "not a registered provider" in doc["alerts"][0]["confirm_note"]
+
+
+def test_two_state_series_raises_nothing():
+    # a series alternating 100/108 us with nothing changed (two states), and one that sits in its quiet state
+    # 80% of the time: neither alerts, whatever night it is
+    alt = [100.0 if i % 2 else 108.0 for i in range(40)]
+    rng = __import__("random").Random(5)
+    mostly = [108.0 if rng.random() < 0.2 else 100.0 * (1 + 0.001 * rng.uniform(-1, 1)) for _ in range(40)]
+    for vals in (alt, mostly):
+        for n in range(regress.MIN_HISTORY + 2, len(vals) + 1):
+            res = regress.check(series(vals[:n]))
+            assert res.alerts == [] and res.drifts == [], (n, [regress.alert_title(c) for c in res.alerts])
+
+
+def test_extreme_values_do_not_crash_check(tmp_path, capsys):
+    # schema-valid times at the ends of the float range: a clear report, finite numbers, no OverflowError
+    recs = series([1e-300] * 8 + [1e300])
+    for r in recs:
+        t = r["metrics"]["time_us"]
+        t.update(p20=t["p50"], p80=t["p50"], min=t["p50"], max=t["p50"], mean=t["p50"])
+    _write_hist(tmp_path / "hist", recs)
+    js = tmp_path / "alerts.json"
+    rc = cli.main(["check", str(tmp_path / "hist"), "--json", str(js), "--fail-on-regression"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "performance regression" in out
+    a = json.loads(js.read_text())["alerts"][0]  # allow_nan=False wrote it: every number is finite
+    assert a["ratio"] > 1e300
+    f0, f8 = (next((tmp_path / "hist").glob(f"{n}-*")) for n in ("n000", "n008"))
+    rc = cli.main(["compare", str(f0), str(f8), "--format", "json"])
+    assert rc == 0 and '"slower"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cmd", ["check", "compare"])
+@pytest.mark.parametrize("floor", ["nan", "-0.01", "inf", "abc"])
+def test_floor_must_be_a_finite_nonnegative_number(tmp_path, capsys, cmd, floor):
+    _write_hist(tmp_path / "hist", series(FLAT))
+    args = ["check", str(tmp_path / "hist")] if cmd == "check" else [
+        "compare", *(str(next((tmp_path / "hist").glob(f"{n}-*"))) for n in ("n000", "n001"))]
+    with pytest.raises(SystemExit) as e:
+        cli.main([*args, "--floor", floor])
+    assert e.value.code == 2 and "--floor" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="floor"):
+        regress.check(series(FLAT), floor=float(floor) if floor != "abc" else -1.0)
+
+
+def test_unfixed_regression_stays_alerted_past_the_recent_window_and_recovery_ends_it():
+    # a +6% step that a noisy start hid: it stays under test (PELT's last change point, whatever its age)
+    vals = FLAT + [106.0, 106.2, 105.8, 106.1, 106.0, 105.9, 106.2, 106.1, 105.9, 106.0]
+    res = regress.check(series(vals))
+    assert len(res.alerts) == 1 and res.alerts[0].n_after == 10 > regress.RECENT
+    a = res.alerts[0]
+    assert a.after.commit.startswith(f"{len(FLAT):04d}") and len(a.change_id) == 12
+    # the same change on the next night keeps its change id (one issue, updated)
+    res2 = regress.check(series(vals + [106.1]))
+    assert [c.change_id for c in res2.alerts] == [a.change_id]
+    # the series returns: no alert, and the series is listed as checked (its issue can be closed)
+    res3 = regress.check(series(vals + [100.1, 99.9, 100.0]))
+    assert res3.alerts == [] and a.fingerprint in res3.checked
+
+
+def test_drift_is_reported_with_slope_and_window_not_blamed_on_a_commit():
+    rng = __import__("random").Random(3)
+    flat = [100.0 * (1 + 0.003 * rng.gauss(0, 1)) for _ in range(20)]
+    found = None
+    for k in range(1, 16):  # +0.5% per night from night 20
+        vals = flat + [100.0 * 1.005 ** i * (1 + 0.003 * rng.gauss(0, 1)) for i in range(1, k + 1)]
+        res = regress.check(series(vals))
+        if res.drifts:
+            found = (k, res)
+            break
+    assert found is not None, "a +0.5%/night drift on a 0.3% series was never reported"
+    k, res = found
+    assert 1.005 ** k - 1 < 0.05  # reported before it reached +5% in all
+    d = res.drifts[0]
+    assert 0.002 < d.slope < 0.01 and d.window in regress.DRIFT_WINDOWS
+    assert res.alerts == []  # not blamed on a commit
+    doc = regress.alerts_json(res)
+    assert doc["drifts"][0]["kind"] == "drift" and doc["drifts"][0]["slope_per_night"] == d.slope
+    assert "drift" in regress.check_markdown(res) and "no single commit is blamed" in regress.check_markdown(res)
+
+
+def test_a_step_is_not_a_drift():
+    res = regress.check(series(FLAT * 2 + [110.0, 110.2, 109.9]))
+    assert res.drifts == [] and len(res.alerts) == 1
+
+
+def test_runner_change_is_a_break_not_a_regression():
+    recs = series(FLAT + [110.0, 110.3, 109.8])
+    for i, r in enumerate(recs):
+        r["env"]["host_id"] = "aaaaaaaaaaaa" if i < len(FLAT) else "bbbbbbbbbbbb"
+        r["env"]["driver"] = "550.54" if i < len(FLAT) else "560.10"
+    res = regress.check(recs)
+    assert res.alerts == [] and len(res.breaks) == 1
+    b = res.breaks[0]
+    assert b.kind == "environment" and "host_id: aaaaaaaaaaaa -> bbbbbbbbbbbb" in b.detail and "driver" in b.detail
+    doc = regress.alerts_json(res)
+    assert doc["alerts"] == [] and doc["breaks"][0]["kind"] == "environment"
+    assert "not regressions, no issue" in regress.check_markdown(res)
+    # a field that older records lack is not a change
+    for r in recs:
+        r["env"].pop("host_id")
+        r["env"]["driver"] = "550.54"
+    assert len(regress.check(recs).alerts) == 1
+
+
+def test_method_change_starts_a_new_series_reported_as_a_break():
+    old = series(FLAT)
+    new = series([150.0, 150.2, 149.9])  # input rotation added: the method moves every time by 50%
+    for i, r in enumerate(new):
+        r["run_id"] = f"m{i:03d}"
+        r["created"] = f"2026-02-{1 + i:02d}T03:00:00+00:00"
+        r["method"]["version"] = 2
+    res = regress.check(old + new)
+    assert res.alerts == [] and len(res.breaks) == 1 and res.breaks[0].kind == "method"
+    assert "method version 1 -> 2" in res.breaks[0].detail
+    from robocache.bench.schema import series_key
+
+    assert series_key(old[0]) != series_key(new[0]) and series_key(old[0])[-1] == "1"
+
+
+def test_old_records_without_the_new_fields_still_load_and_fingerprints_are_stable():
+    loaded = store.load(REPO / "results")
+    assert not loaded.bad and loaded.records
+    r = copy.deepcopy(rec())
+    r["method"].pop("version", None)
+    assert regress.fingerprint(regress._series_dict(r)) == regress.fingerprint(
+        {k: v for k, v in regress._series_dict(r).items() if k != "method_version"})

@@ -63,9 +63,9 @@ PRIOR_REL = 0.015
 PRIOR_ABS_US = 0.1
 PRIOR_WIDEN = 1.5  # the prior is widened by this much for a series without history of its own (conservative)
 PRIOR_DOF = 4.0  # the prior counts as this many degrees of freedom next to a series' own history
-DRIFT_WINDOW = 20  # nights a drift (a trend, not a step) is tested over
-DRIFT_MIN = 10  # healthy points a series needs before it is tested for drift
-DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series (one-sided Mann-Kendall)
+DRIFT_WINDOWS = (6, 9, 12, 16, 20)  # nights a drift (a trend, not a step) is tested over, ending tonight
+DRIFT_MIN = 12  # healthy points a series needs before it is tested for drift
+DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
 VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
 PRIORS_FILE = Path(__file__).with_name("noise_priors.json")
 BUCKETS = ((20.0, "lt20us"), (200.0, "lt200us"), (math.inf, "ge200us"))  # prior time buckets (median time)
@@ -532,29 +532,40 @@ def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -
     return max(sd, lv, float(np.median(within)) if len(within) else 0.0, NOISE_MIN)
 
 
-def _drift(x: np.ndarray) -> tuple[float, float, float, float, float, bool] | None:
-    """Mann-Kendall (Kendall's tau of log-time against night, one-sided for slower) and Theil-Sen's slope over
-    the newest DRIFT_WINDOW points: (slope, lo, hi, tau, p, trend_fits_better), the last True when a line fits
-    the window better than the best single step (a step is a change point's business, not a drift's)."""
+def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float, float, int] | None:
+    """The strongest trend ending tonight over windows of DRIFT_WINDOWS nights: Theil-Sen's slope (log-time per
+    night) with its 95% interval, tested against the series' own noise (the slope's standard error under
+    independent nights, sigma * sqrt(12 / (w^3 - w)), Student t, one-sided for slower, Bonferroni over the
+    windows), and only where Mann-Kendall (Kendall's tau against night) also calls it (one-sided p <= 0.05:
+    one outlying night does not make a trend) and a line fits the window better than the best single step
+    (a step is a change point's business). Returns (slope, lo, hi, tau, p, window) or None."""
     from scipy import stats
 
-    w = x[-DRIFT_WINDOW:]
-    if len(w) < DRIFT_MIN or float(np.ptp(w)) == 0.0:
-        return None
-    i = np.arange(len(w), dtype=float)
-    tau, p2 = stats.kendalltau(i, w)
-    if not math.isfinite(tau):
-        return None
-    p = float(p2) / 2 if tau > 0 else 1.0 - float(p2) / 2
-    slope, icpt, lo, hi = stats.theilslopes(w, i)
-    sse_lin = float(np.sum((w - (icpt + slope * i)) ** 2))
-    cs, cs2, n = np.cumsum(w), np.cumsum(w * w), len(w)
-    sse_step = math.inf
-    for k in range(2, n - 1):  # both sides at least 2 points
-        a = cs2[k - 1] - cs[k - 1] ** 2 / k
-        b = (cs2[-1] - cs2[k - 1]) - (cs[-1] - cs[k - 1]) ** 2 / (n - k)
-        sse_step = min(sse_step, float(a + b))
-    return float(slope), float(lo), float(hi), float(tau), p, sse_lin < sse_step
+    best = None
+    wins = [w for w in DRIFT_WINDOWS if w <= len(x)]
+    for w_n in wins:
+        w = x[-w_n:]
+        if float(np.ptp(w)) == 0.0:
+            continue
+        i = np.arange(w_n, dtype=float)
+        slope, icpt, lo, hi = stats.theilslopes(w, i)
+        if slope <= 0:
+            continue
+        tau, p2 = stats.kendalltau(i, w)
+        if not (math.isfinite(tau) and tau > 0 and float(p2) / 2 <= 0.05):
+            continue
+        sse_lin = float(np.sum((w - (icpt + slope * i)) ** 2))
+        cs, cs2 = np.cumsum(w), np.cumsum(w * w)
+        sse_step = min(float((cs2[k - 1] - cs[k - 1] ** 2 / k)
+                             + (cs2[-1] - cs2[k - 1]) - (cs[-1] - cs[k - 1]) ** 2 / (w_n - k))
+                       for k in range(2, w_n - 1))
+        if sse_lin >= sse_step:
+            continue
+        se = sigma * math.sqrt(12.0 / (w_n ** 3 - w_n))
+        p = min(1.0, float(stats.t.sf(slope / se, max(dof, 1.0))) * len(wins))
+        if best is None or p < best[4]:
+            best = (float(slope), float(lo), float(hi), float(tau), p, w_n)
+    return best
 
 
 def check(records: Iterable[Any], *, machine: str | None = None, frontend: str | None = "cli",
@@ -568,7 +579,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     against the level before them, and PELT's last change point whatever its age (its segment reaches
     tonight: a change stays under test until it is alerted or the series returns). A change whose two sides
     were measured on different runners (:func:`env_fingerprint`) is a break, not a regression. A trend over
-    the newest DRIFT_WINDOW nights that a line fits better than a step is a drift (Mann-Kendall, Theil-Sen)
+    the newest nights (DRIFT_WINDOWS) that a line fits better than a step is a drift (Mann-Kendall, Theil-Sen)
     and no commit is blamed for it."""
     from scipy import stats
 
@@ -588,7 +599,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             newest[m] = stamp
     res.series = len(by)
     cands: list[Change] = []
-    drift_cands: list[tuple[Drift, bool]] = []
+    drift_cands: list[tuple[Drift | None, bool]] = []
     # series measured another way (method version, input rotation): the same case's other series, for breaks
     siblings: dict[tuple[Any, ...], list[tuple[str, Any]]] = defaultdict(list)
     for k, recs in by.items():
@@ -662,19 +673,28 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
                                 after_levels=[float(v) for v in after],
                                 cause="environment" if moved else "code", cause_detail="; ".join(moved)))
         if n >= DRIFT_MIN:
-            got = _drift(x)
+            # the noise of the nights before the windows (a drift is not noise)
+            head = x[:-min(DRIFT_WINDOWS)]
+            dof_d = (2.0 / 3.0) * max(len(head) - 1, 0)
+            sig_d = shrink(_series_sigma(head, within[:len(head)]), dof_d, prior)
+            got = _drift(x, sig_d, dof_d + PRIOR_DOF)
             if got is not None:
-                slope, lo_s, hi_s, tau, p, linear = got
-                w = min(n, DRIFT_WINDOW)
+                slope, lo_s, hi_s, tau, p, w = got
                 drift_cands.append((Drift(series=series, fingerprint=fp, key=key, slope=_exp(slope) - 1,
                                           slope_ci=(_exp(lo_s) - 1, _exp(hi_s) - 1),
                                           total=_exp(slope * (w - 1)) - 1, window=w, tau=tau, p_value=p,
-                                          first=pts[-w], last=pts[-1]), linear))
+                                          first=pts[-w], last=pts[-1]), True))
+            else:
+                drift_cands.append((None, False))
     res.candidates = len(cands)
     drifting: set[str] = set()
     if drift_cands:
-        qd = stats.false_discovery_control(np.array([d.p_value for d, _ in drift_cands]), method="bh")
+        # every series tested for drift counts in Benjamini-Hochberg's denominator (no trend: p = 1)
+        qd = stats.false_discovery_control(np.array([d.p_value if d else 1.0 for d, _ in drift_cands]),
+                                           method="bh")
         for (d, linear), qq in zip(drift_cands, qd):
+            if d is None:
+                continue
             d.q_value = float(qq)
             if qq <= DRIFT_Q and linear and d.total >= floor:
                 res.drifts.append(d)
