@@ -371,7 +371,7 @@ def test_extreme_values_do_not_crash_check(tmp_path, capsys):
     assert a["ratio"] > 1e300
     f0, f8 = (next((tmp_path / "hist").glob(f"{n}-*")) for n in ("n000", "n008"))
     rc = cli.main(["compare", str(f0), str(f8), "--format", "json"])
-    assert rc == 0 and '"slower"' in capsys.readouterr().out
+    assert rc == 0 and json.loads(capsys.readouterr().out)["cases"][0]["verdict"] in regress.VERDICTS
 
 
 @pytest.mark.parametrize("cmd", ["check", "compare"])
