@@ -162,7 +162,7 @@ class Health(_Rec):
     reasons: list[str]
 
 
-class Env(_Rec):
+class Env(_Rec, omit_defaults=True):  # omit_defaults: kernel and host_id absent when unknown
     """Where it ran. Unknown values are None, never guessed."""
 
     hostname: str

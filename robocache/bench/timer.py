@@ -104,7 +104,14 @@ class Timing:
         return {"timer": self.timer, "cache": self.cache, "warmup_s": float(self.warmup_s),
                 "samples": len(self.samples_us), "reps_per_sample": int(self.reps_per_sample),
                 "noise_target": float(self.noise_target), "noise": self.noise,
-                "noise_target_met": bool(self.noise_target_met), "time_limit_s": float(self.time_limit_s)}
+                "noise_target_met": bool(self.noise_target_met), "time_limit_s": float(self.time_limit_s),
+                "version": _method_version()}
+
+
+def _method_version() -> int:
+    from .schema import METHOD_VERSION  # the measuring method's version: part of every series (schema.series_key)
+
+    return METHOD_VERSION
 
 
 # --- statistics ---------------------------------------------------------------------------------
