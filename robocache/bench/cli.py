@@ -311,8 +311,8 @@ def _check(args: argparse.Namespace) -> int:
         res.alerts = kept + unconfirmable  # an alert that could not be measured again is raised, marked
     text = regress.check_markdown(res)
     if refuted:
-        text += "\nNot reproduced by the confirmation rerun (not raised): " + ", ".join(
-            regress._md(regress.alert_title(c)) for c in refuted) + "\n"
+        text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
+            f"{regress._md(regress.alert_title(c))} ({regress._md(c.confirm_note)})" for c in refuted) + "\n"
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
