@@ -478,8 +478,10 @@ def _segments(x: np.ndarray, sigma: float) -> list[int]:
     if n < 4:
         return []
     pen = PELT_BETA * sigma ** 2 * math.log(n)
-    bkps = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
-    return [b for b in bkps if 0 < b < n]
+    # the linear kernel's cost is the l2 cost (sum of squared deviations from the segment mean), and
+    # KernelCPD runs PELT in ruptures' C code: the same change points as Pelt(model="l2"), ~1000x faster
+    bkps = ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
+    return [int(b) for b in bkps if 0 < b < n]
 
 
 def _test(before: np.ndarray, after: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float]:
@@ -532,6 +534,21 @@ def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -
     return max(sd, lv, float(np.median(within)) if len(within) else 0.0, NOISE_MIN)
 
 
+def _mann_kendall(w: np.ndarray) -> tuple[float, float]:
+    """Mann-Kendall's trend test: (Kendall's tau of the values against their order, one-sided p for an
+    upward trend), the S statistic's normal approximation with the tie-corrected variance and a continuity
+    correction (Hipel and McLeod; the form pymannkendall uses). NumPy only: it runs per series per night."""
+    n = len(w)
+    sgn = np.sign(w[None, :] - w[:, None])[np.triu_indices(n, 1)]
+    s_stat = float(sgn.sum())
+    _, counts = np.unique(w, return_counts=True)
+    var = (n * (n - 1) * (2 * n + 5) - float(np.sum(counts * (counts - 1) * (2 * counts + 5)))) / 18.0
+    if var <= 0:
+        return 0.0, 1.0
+    z = (s_stat - 1) / math.sqrt(var) if s_stat > 0 else (s_stat + 1) / math.sqrt(var) if s_stat < 0 else 0.0
+    return s_stat / (n * (n - 1) / 2), 0.5 * math.erfc(z / math.sqrt(2))
+
+
 def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float, float, int] | None:
     """The strongest trend ending tonight over windows of DRIFT_WINDOWS nights: Theil-Sen's slope (log-time per
     night) with its 95% interval, tested against the series' own noise (the slope's standard error under
@@ -548,11 +565,11 @@ def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float
         if float(np.ptp(w)) == 0.0:
             continue
         i = np.arange(w_n, dtype=float)
+        tau, p_mk = _mann_kendall(w)
+        if not (tau > 0 and p_mk <= 0.05):
+            continue
         slope, icpt, lo, hi = stats.theilslopes(w, i)
         if slope <= 0:
-            continue
-        tau, p2 = stats.kendalltau(i, w)
-        if not (math.isfinite(tau) and tau > 0 and float(p2) / 2 <= 0.05):
             continue
         sse_lin = float(np.sum((w - (icpt + slope * i)) ** 2))
         cs, cs2 = np.cumsum(w), np.cumsum(w * w)
