@@ -299,13 +299,15 @@ def _check(args: argparse.Namespace) -> int:
         again = []
         if keys:
             out = args.confirm_out or tempfile.mkdtemp(prefix="robocache-confirm-")
-            print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them again into {out} ...",
+            print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them {regress.CONFIRM_RUNS} times "
+                  f"again into {out} ...",
                   file=sys.stderr)
             device = runner.detect_device()
-            rr = runner.run_suite(res.alerts[0].after.suite, device=device,
-                                  cases=[specs.find(k, device=device) for k in keys], out_dir=out, machine=here,
-                                  progress=False)
-            again = store.load(rr.path).records if rr.path else []
+            for _ in range(regress.CONFIRM_RUNS):  # fresh processes each time: independent measurements
+                rr = runner.run_suite(res.alerts[0].after.suite, device=device,
+                                      cases=[specs.find(k, device=device) for k in keys], out_dir=out,
+                                      machine=here, progress=False)
+                again += store.load(rr.path).records if rr.path else []
         kept, refuted, unconfirmable = regress.confirm(
             res, again, measurable={c.fingerprint for c in mine if c.key in keys}, not_measured=why_not, **kw)
         res.alerts = kept + unconfirmable  # an alert that could not be measured again is raised, marked

@@ -759,6 +759,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
 
 
 CONFIRM_P = 0.001  # the confirmation's one-sided p-value bound
+CONFIRM_RUNS = 2  # fresh measurements of each alerted case; every one of them must be slower beyond the floor
 
 
 def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
@@ -766,9 +767,11 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
             not_measured: dict[str, str] | None = None) -> tuple[list[Change], list[Change], list[Change]]:
     """Which alerts of ``first`` the confirmation rerun reproduces: (kept, refuted, unconfirmable).
 
-    Independent evidence: the rerun's median time(s) of the series *alone* (the nights that raised the alert
-    are not counted again) must be slower than the level before the change, one-sided p <= ``p_max`` with
-    the series' noise, and beyond the floor; else the alert is refuted. An alert whose series the rerun did
+    Independent evidence: the rerun's median times of the series *alone* (the nights that raised the alert
+    are not counted again; ``check --confirm`` measures CONFIRM_RUNS times) must be slower than the level
+    before the change, their mean one-sided p <= ``p_max`` with the series' noise, and every one of them
+    beyond the floor (one outlying rerun, as the real run-to-run ratios have, confirms nothing); else the
+    alert is refuted. An alert whose series the rerun did
     not measure healthily (crashed, throttled, another machine, a provider that is not registered:
     ``measurable`` lists the fingerprints this machine could rerun, ``not_measured`` says why not) is
     *unconfirmable*: it is still raised, marked unconfirmed, never dropped because the check could not
@@ -794,8 +797,10 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
         d = float(np.mean(xs)) - c.before_level
         se = c.sigma * math.sqrt(1.0 / c.n_before + 1.0 / len(xs))
         p = float(special.stdtr(max(c.dof, 1.0), -d / se))
-        c.confirm_note = f"rerun x{_exp(d):.3f} of the level before (one-sided p = {p:.2g}, {len(xs)} run(s))"
-        if p <= p_max and _exp(d) >= 1 + floor:
+        low = _exp(min(xs) - c.before_level)
+        c.confirm_note = (f"rerun x{_exp(d):.3f} of the level before (one-sided p = {p:.2g}, {len(xs)} run(s), "
+                          f"the lowest x{low:.3f})")
+        if p <= p_max and low >= 1 + floor:
             c.confirmed = True
             kept.append(c)
         else:
