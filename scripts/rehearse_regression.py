@@ -21,7 +21,7 @@ What it does, in a temporary folder (nothing in this repository is touched):
 Exit code 0 when every step did what it should (printed as it goes); 1 otherwise. About 3 minutes on a
 2-core machine.
 
-    python scripts/rehearse_regression.py                 # 8 quiet nights, then ten times as slow
+    python scripts/rehearse_regression.py                 # 6 quiet nights, then ten times as slow
     python scripts/rehearse_regression.py --keep --json alerts.json
 """
 from __future__ import annotations
@@ -140,7 +140,7 @@ def copy_tree(dst: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nights", type=int, default=8, help="quiet nights before the slow commit (8)")
+    ap.add_argument("--nights", type=int, default=6, help="quiet nights before the slow commit (6: check needs 6 runs)")
     ap.add_argument("--slowdown", type=float, default=9.0,
                     help="the slow commit's slowdown of resample (9.0: ten times as slow; a busy 2-core machine "
                          "measured the NumPy cases with 5-30%% noise between runs)")

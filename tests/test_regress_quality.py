@@ -84,6 +84,12 @@ def test_aa_false_alerts_per_provider(world):
     print(f"\nA/A (real-noise bootstrap): {total[0]} series-nights, {total[1]} confirmed false alerts "
           f"({1000 * total[1] / total[0]:.2f} per 1,000; Poisson 95% upper bound "
           f"{1000 * _upper(total[1]) / total[0]:.2f}), {total[2]} before confirmation; target <= 0.05 per 1,000")
+    for s in series:  # what the false alerts looked like
+        for r in results:
+            if s.kind in ("aa", "step") and r.night <= s.start and s.fingerprint in r.kept:
+                c = r.kept[s.fingerprint]
+                print(f"  false: {s.key} night {r.night} x{c.ratio:.3f} noise {c.sigma:.4f} n_before {c.n_before} "
+                      f"{c.kind}; {c.confirm_note}")
     for p, (n, kept, raw) in rows.items():
         print(f"  {p:14s} {n:5d} series-nights: {kept} confirmed ({1000 * kept / n:.2f}/1,000), {raw} raw")
     assert total[0] >= 2000

@@ -386,6 +386,7 @@ class Change:
     kind: str = "tail"  # "tail": the newest runs against the level before; "pelt": PELT's last change point
     dof: float = 1.0
     after_levels: list[float] = field(default_factory=list)  # log-times after the change
+    before_levels: list[float] = field(default_factory=list)  # log-times of the level before
     confirmed: bool | None = None  # None: no confirmation asked; False: could not be measured again
     confirm_note: str = ""  # why it could not be measured again, or the rerun's own evidence
     cause: str = "code"  # "code"; "environment": the runner changed between the two runs (not the commit's fault)
@@ -687,7 +688,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
                                 ratio_ci=(_exp(d - tq * se), _exp(d + tq * se)), p_value=p,
                                 before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
                                 before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF,
-                                after_levels=[float(v) for v in after],
+                                after_levels=[float(v) for v in after], before_levels=[float(v) for v in before],
                                 cause="environment" if moved else "code", cause_detail="; ".join(moved)))
         if n >= DRIFT_MIN:
             # the noise of the nights before the windows (a drift is not noise)
@@ -794,10 +795,13 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
             c.confirm_note = why_not.get(c.fingerprint, "the case could not be measured again here")
             unconfirmable.append(c)
             continue
-        d = float(np.mean(xs)) - c.before_level
-        se = c.sigma * math.sqrt(1.0 / c.n_before + 1.0 / len(xs))
+        # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
+        # night that would make every later run look slower; the median's variance is pi/2 the mean's)
+        ref = float(np.median(c.before_levels)) if c.before_levels else c.before_level
+        d = float(np.mean(xs)) - ref
+        se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / len(xs))
         p = float(special.stdtr(max(c.dof, 1.0), -d / se))
-        low = _exp(min(xs) - c.before_level)
+        low = _exp(min(xs) - ref)
         c.confirm_note = (f"rerun x{_exp(d):.3f} of the level before (one-sided p = {p:.2g}, {len(xs)} run(s), "
                           f"the lowest x{low:.3f})")
         if p <= p_max and low >= 1 + floor:
