@@ -5,6 +5,7 @@ Records built here are synthetic fixtures (``"synthetic": True``); the A/A test 
 from __future__ import annotations
 
 import copy
+import math
 import json
 import re
 from pathlib import Path
@@ -469,3 +470,20 @@ def test_old_records_without_the_new_fields_still_load_and_fingerprints_are_stab
     r["method"].pop("version", None)
     assert regress.fingerprint(regress._series_dict(r)) == regress.fingerprint(
         {k: v for k, v in regress._series_dict(r).items() if k != "method_version"})
+
+
+def test_confirm_needs_every_rerun_beyond_the_floor_and_a_robust_level_before():
+    res = regress.check(series(FLAT + [110.0]))
+    # one rerun slower, the other back at the level: an outlier repeated once is not a confirmation
+    kept, refuted, _ = regress.confirm(res, [rec(t=125.0, run="c1", night=13), rec(t=100.2, run="c2", night=13)])
+    assert not kept and len(refuted) == 1 and "the lowest x1.00" in refuted[0].confirm_note
+    res = regress.check(series(FLAT + [110.0]))
+    kept, _, _ = regress.confirm(res, [rec(t=110.4, run="c1", night=13), rec(t=109.6, run="c2", night=13)])
+    assert len(kept) == 1
+    # the level before is the median of its runs: one low night in a short segment does not make a rerun slower
+    c = regress.check(series(FLAT + [110.0])).alerts[0]
+    c.before_levels = [math.log(100.0), math.log(80.0), math.log(100.2)]
+    c.n_before, c.before_level = 3, float(sum(c.before_levels) / 3)
+    res = regress.CheckResult(alerts=[c])
+    kept, refuted, _ = regress.confirm(res, [rec(t=100.5, run="c1", night=13), rec(t=100.3, run="c2", night=13)])
+    assert not kept and len(refuted) == 1

@@ -8,9 +8,11 @@ Two questions, one noise model:
     ratio of two medians is the within-run uncertainty of each (the harness's 95% interval of the median,
     ``method.noise``) plus, twice, the *between-run* noise: on the H200 two runs of one commit differed by
     up to 18x their within-run intervals (a fresh process, other input addresses, clocks), so within-run
-    intervals alone would cry wolf. The between-run noise comes from the series' own history when given
+    intervals alone would cry wolf. The between-run noise is the series' own history when given
     (``history=``: every healthy run of the same series, front end and input rotation except the two
-    compared) and is never taken below :func:`prior_noise`, fitted to H200 runs of unchanged kernel code.
+    compared) pooled with the provider's prior (:func:`prior_noise`, fitted per provider and time bucket
+    from the committed records, ``noise_priors.json``), widened and weighing less as the history grows
+    (:func:`shrink`).
 
 ``check(records)``
     Over the history (every series: machine, case, provider, dtype, timer, cache, grid version, front end),
@@ -18,12 +20,19 @@ Two questions, one noise model:
     points from ``ruptures`` (PELT, exact optimal segmentation under a penalty; the penalty is scaled by the
     series' own noise, so a quiet series segments at small steps and a noisy one only at large ones), plus
     the newest one and two runs as candidate segments (a regression must be found the night it lands, before
-    PELT's minimum segment could see it). Each candidate gets a p-value (difference of segment means of
-    log-times over the series' robust noise, Student t), all candidates of all series together go through
+    PELT's minimum segment could see it); PELT's last change point stays a candidate whatever its age. Each
+    candidate gets a p-value (difference of segment means of log-times over the series' robust noise,
+    Student t), all candidates of all series together go through
     Benjamini-Hochberg (``scipy.stats.false_discovery_control``): false discoveries are controlled across
     the grid, not per series. An alert is a significant change that still holds at the newest run, beyond
     the floor, in the slower direction; it names the series, the ratio with its 95% interval, the last
-    commit before and the first after, and the command that reproduces it.
+    commit before and the first after, and the command that reproduces it. A change across a change of
+    runner (:func:`env_fingerprint`) or of measuring method is a *break*, never an alert; a trend over the
+    newest nights is a *drift* (Theil-Sen, Mann-Kendall), never blamed on one commit.
+
+``confirm(first, rerun)``
+    The alerted cases measured again (CONFIRM_RUNS fresh runs), tested *alone* against the level before the
+    change: the nights that raised the alert are not counted twice.
 
 Why ruptures + SciPy rather than Apache Otava (E-Divisive + t-test, the method this mirrors) or MongoDB's
 signal-processing-algorithms: apache-otava 0.8.0 pins numpy 2.2 (we pin 2.4) and pulls database, BigQuery
