@@ -370,6 +370,7 @@ def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any =
     if not groups:
         print("no slower alerts or drifts: nothing to open", file=out)
     touched: set[int] = set()
+    updates: dict[int, list[dict[str, Any]]] = {}  # open issue -> tonight's alerts of its changes (one comment)
     for key, grp in groups.items():
         if gh is None:
             print(f"dry run: would comment on the open issue of change {key}, else create {group_title(grp)!r} "
@@ -378,9 +379,8 @@ def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any =
             continue
         n = by_key.get(key) or next((by_fp[a["fingerprint"]] for a in grp if a["fingerprint"] in by_fp), None)
         if n is not None:
-            gh.comment(n, comment_body(grp))
+            updates.setdefault(n, []).extend(a for a in grp if a not in updates.get(n, []))
             plan.commented.append(key)
-            print(f"change {key}: commented on #{n} ({len(grp)} series)", file=out)
         else:
             issue = gh.create_issue(group_title(grp), issue_body(grp), [label])
             n = int(issue["number"])
@@ -390,6 +390,9 @@ def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any =
         touched.add(n)
         for a in grp:
             by_fp.setdefault(a["fingerprint"], n)
+    for n, items_n in updates.items():
+        gh.comment(n, comment_body(items_n))
+        print(f"#{n}: commented ({len(items_n)} series still slower)", file=out)
     # recovery: every series of an open issue checked tonight, none of them slower (alerted or drifting,
     # confirmed or not: a series still flagged keeps its issue open)
     if gh is not None and checked is not None:

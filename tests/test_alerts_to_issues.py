@@ -258,6 +258,11 @@ def test_one_issue_per_change_across_two_nights(env, tmp_path):
     night3 = write(tmp_path, [alert("aaaaaaaaaaaa", commit="3333333333330000")], "n3.json")
     assert ati.main([night3, night3]) == 0
     assert len(fake.issues) == 1 and len(fake.comments[1]) == 2
+    # night 4: the two series' change points placed on different commits: one comment on their issue
+    night4 = write(tmp_path, [alert("aaaaaaaaaaaa", commit="4444444444440000"),
+                              alert("bbbbbbbbbbbb", case="fuse-B256", commit="5555555555550000")], "n4.json")
+    assert ati.main([night4]) == 0
+    assert len(fake.issues) == 1 and len(fake.comments[1]) == 3 and "2 series" in fake.comments[1][-1]
 
 
 def test_one_commit_moving_fifty_series_opens_one_issue(env, tmp_path):
