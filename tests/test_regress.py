@@ -487,3 +487,10 @@ def test_confirm_needs_every_rerun_beyond_the_floor_and_a_robust_level_before():
     res = regress.CheckResult(alerts=[c])
     kept, refuted, _ = regress.confirm(res, [rec(t=100.5, run="c1", night=13), rec(t=100.3, run="c2", night=13)])
     assert not kept and len(refuted) == 1
+
+
+def test_compare_reports_a_method_version_change_as_such():
+    base, new = [rec(t=100.0)], [rec(t=150.0, run="run-b", night=9)]
+    new[0]["method"]["version"] = 2
+    (v,) = regress.compare(base, new)
+    assert v.verdict == "incomparable" and "method version 1 vs 2" in v.reason

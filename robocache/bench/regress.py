@@ -213,9 +213,9 @@ def case_key(rec: Any) -> str:
 
 
 def _match_key(rec: Any) -> tuple[str, ...]:
-    # compare() matches records of two runs by everything in the series key but the machine (checked apart,
-    # so a different machine reads "incomparable: machine" instead of "missing")
-    return series_key(rec)[1:]
+    # compare() matches records of two runs by everything in the series key but the machine and the method
+    # version (checked apart, so they read "incomparable: machine" / "method version" instead of "missing")
+    return series_key(rec)[1:-1]
 
 
 def _noise_key(rec: Any) -> tuple[Any, ...]:
@@ -309,6 +309,11 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
             continue
         if b["frontend"] != n["frontend"]:
             v.reason = f"front end {b['frontend']} vs {n['frontend']} (measured differently)"
+            out.append(v)
+            continue
+        vb, vn = (b.get("method") or {}).get("version", 1), (n.get("method") or {}).get("version", 1)
+        if vb != vn:
+            v.reason = f"method version {vb} vs {vn} (measured differently: a method change, not the code's)"
             out.append(v)
             continue
         ib, inn = (b.get("method") or {}).get("input_sets", 1), (n.get("method") or {}).get("input_sets", 1)
