@@ -340,7 +340,7 @@ def test_confirm_never_measures_a_provider_read_from_a_record(tmp_path, capsys, 
                    "--fail-on-regression"])
     err = capsys.readouterr().err
     assert rc == 1  # raised, unconfirmed: never dropped because it could not be measured
-    assert f"refusing to measure" in err and repr(provider) in err and "not a registered provider" in err
+    assert "refusing to measure" in err and repr(provider) in err and "not a registered provider" in err
     doc = json.loads(js.read_text())
     assert doc["alerts"][0]["confirmed"] is False and "not a registered provider" in doc["alerts"][0]["confirm_note"]
 
@@ -494,3 +494,18 @@ def test_compare_reports_a_method_version_change_as_such():
     new[0]["method"]["version"] = 2
     (v,) = regress.compare(base, new)
     assert v.verdict == "incomparable" and "method version 1 vs 2" in v.reason
+
+
+def test_env_records_the_runner_fingerprint():
+    import msgspec
+
+    from robocache.bench import env as env_mod
+    from robocache.bench import schema
+
+    e = env_mod.capture_env("cpu")
+    assert e["kernel"] and (e["host_id"] is None or re.fullmatch(r"[0-9a-f]{12}", e["host_id"]))
+    msgspec.convert(e, schema.Env)  # the schema takes it
+    fp = regress.env_fingerprint({"env": e})
+    assert fp.get("kernel") == e["kernel"] and ("cpu" in fp) == bool(e["cpu"])
+    old = {k: v for k, v in e.items() if k not in ("kernel", "host_id")}  # an older record: still valid
+    msgspec.convert(old, schema.Env)
