@@ -1,9 +1,20 @@
-"""The dashboard's entry point: declares the pages, nothing else (Streamlit's own multipage layout)."""
+"""The dashboard's entry point: declares the pages, nothing else (Streamlit's own multipage layout).
+
+``streamlit run dashboard/app.py`` puts ``dashboard/`` on ``sys.path``, not the repository root, so this one
+place adds the root before any page runs (``from dashboard import ...`` in the pages, and this checkout's
+``robocache`` rather than another one's); the pages run through it. Tests run a page alone with AppTest from the
+repository root, which is already on the path.
+"""
+import sys
 from pathlib import Path
 
-import streamlit as st
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
 
-_PAGES = Path(__file__).resolve().parent / "pages"
+import streamlit as st  # noqa: E402
+
+_PAGES = _ROOT / "dashboard" / "pages"
 
 st.set_page_config(layout="wide", page_title="robocache-bench")
 st.navigation([

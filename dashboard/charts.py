@@ -8,13 +8,12 @@ the page titles built from them) therefore passes through :func:`plain` before i
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from robocache.bench import report as _report
+from robocache import providers
 
 METRICS = {
     "p50": ("median time per call (us)", True),
@@ -24,35 +23,18 @@ METRICS = {
 }
 
 
-# One colour per provider, the same on every page and every run: robocache blue, its kernel versions a
-# light-to-dark purple ramp (v1 lightest), torch.compile orange (max-autotune darker), the other peers fixed.
-COLORS = {"robocache": "#1f77b4", "torch_compile": "#ff7f0e", "torch_compile@max-autotune": "#a64d00",
-          "torch_eager": "#d62728", "cupy": "#2ca02c", "numpy": "#7f7f7f"}
-VERSION_COLORS = ("#c7b8e3", "#a58fd0", "#8466bb", "#663fa3", "#4b2386", "#33105f")
-OTHER_COLORS = ("#17becf", "#bcbd22", "#e377c2", "#8c564b", "#9edae5", "#dbdb8d", "#f7b6d2", "#c49c94")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
-def _stable_pick(text: str, palette: tuple[str, ...]) -> str:
-    """A palette entry chosen by a hash of ``text`` that does not change between processes (unlike hash())."""
-    return palette[int(hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:8], 16) % len(palette)]
-
-
 def provider_color(provider: Any) -> str:
-    """The provider's colour: fixed for the known ones, by version for ``robocache@vN``, stable otherwise."""
-    p = str(provider)
-    if p in COLORS:
-        return COLORS[p]
-    if _report.version_of(p):
-        return VERSION_COLORS[min(_report.version_number(p), len(VERSION_COLORS)) - 1]
-    if _report.compile_mode(p):
-        return _stable_pick(p, ("#fdb863", "#e08214", "#7f3b08"))
-    return _stable_pick(p, OTHER_COLORS)
+    """The provider's colour, the same on every page and every run: the provider table's
+    (:func:`robocache.providers.color`; unknown names get a stable one from their name)."""
+    return providers.color(str(provider))
 
 
 def provider_label(provider: Any) -> str:
-    """The provider's readable name (``robocache@v2`` -> ``robocache v2``; the report's one definition)."""
-    return _report.label(str(provider))
+    """The provider's readable name (``robocache@v2`` -> ``robocache v2``; the provider table's)."""
+    return providers.label(str(provider))
 
 
 def provider_name(provider: Any) -> str:
@@ -148,22 +130,46 @@ def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figu
     return fig
 
 
+# What tells two series of one provider and dtype apart in a legend, when they differ in it.
+_SERIES_EXTRAS = (("frontend", "{}"), ("input_sets", "{} input sets"), ("method_version", "method v{}"),
+                  ("grid_version", "grid v{}"))
+
+
+def _whole(v: Any) -> Any:
+    """A float that holds a whole number (a frame column with gaps) as the int it is: ``21.0`` -> ``21``."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
-    """Each series (provider, dtype) over time, one point per record, with the commit in the hover."""
+    """One line per series (:func:`robocache.bench.schema.series_key`: provider, dtype, front end, input sets,
+    grid version, ... within the rows given) over time, one point per record, with the commit in the hover; a
+    line never joins points of two series."""
+    from . import tables
+
     label, log_y = METRICS[metric]
     d = df.dropna(subset=[metric, "created"]).sort_values("created")
     if d.empty:
         return _empty(title or label)
+    d = d.assign(_series=tables.series_ids(d))
+    # a legend names what tells apart the series of one provider and dtype
+    pd_groups = d.assign(**{c: d[c].astype(str) for c, _ in _SERIES_EXTRAS if c in d.columns}).groupby(
+        ["provider", "dtype"], observed=True)
+    extras = [(c, fmt) for c, fmt in _SERIES_EXTRAS if c in d.columns and int(pd_groups[c].nunique().max()) > 1]
     fig = go.Figure()
     dtypes = sorted(d["dtype"].astype(str).unique())
-    for (prov, dtype), g in d.groupby(["provider", "dtype"], sort=True, observed=True):
+    first = d.groupby("_series", sort=False).first()
+    order = sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])),
+                                               str(first.at[k, "dtype"]), *(str(first.at[k, c]) for c, _ in extras)))
+    for key in order:
+        g = d[d["_series"] == key]
+        prov, dtype = str(first.at[key, "provider"]), str(first.at[key, "dtype"])
+        name = " ".join([provider_label(prov), dtype, *(fmt.format(_whole(first.at[key, c])) for c, fmt in extras)])
         commit = plain_col(g["git_commit"].fillna("unknown").astype(str).str[:10])
-        fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers",
-                        name=plain(f"{provider_label(prov)} {dtype}"), line_color=provider_color(prov),
-                        line_dash=DASHES[dtypes.index(str(dtype)) % len(DASHES)],
-                        customdata=pd.DataFrame({"c": commit, "r": plain_col(g["run_id"])}),
-                        hovertemplate="%{x}<br>commit %{customdata[0]}<br>run %{customdata[1]}<br>%{y:.4g}"
-                                      "<extra>%{fullData.name}</extra>")
+        fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=plain(name),
+                        line_color=provider_color(prov), line_dash=DASHES[dtypes.index(dtype) % len(DASHES)],
+                        customdata=pd.DataFrame({"c": commit, "r": plain_col(g["run_id"]), "s": key}),
+                        hovertemplate="%{x}<br>commit %{customdata[0]}<br>run %{customdata[1]}<br>series "
+                                      "%{customdata[2]}<br>%{y:.4g}<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or label), xaxis_title="run time (UTC)", yaxis_title=label,
                       legend_title="series", yaxis_type="log" if log_y else "linear")
     return fig

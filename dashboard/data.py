@@ -34,8 +34,11 @@ DEFAULT_RESULTS = REPO / "results"
 ENV_VAR = "ROBOCACHE_RESULTS_DIRS"  # folders added to results/
 NO_DEFAULT_ENV_VAR = "ROBOCACHE_NO_DEFAULT_RESULTS"  # "1": results/ left out
 SHAPE_PARAMS = ("B", "S", "T", "D", "N")
-# A series is compared only with itself: never across machines, timers or warm/cold.
-SERIES = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
+# The snapshot pages (Overview, Sweeps, Architectures, Multi-GPU) show the newest figure of each of these; never
+# across machines, timers or warm/cold. A *series* (what History draws as one line, and compare/check compare) is
+# finer: robocache.bench.schema.series_key, which also splits by front end, grid version, input rotation and
+# method version.
+LATEST_KEYS = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
 EXPECTED_ARCHES = ("A100", "H100", "H200")
 
 # From record.distributed (schema version 2): None for single-GPU records.
@@ -44,9 +47,9 @@ MULTI_NUMERIC = ("world_size", "nodes", "step_us", "aggregate_items_per_s", "eff
 MULTI_COLUMNS = (*MULTI_NUMERIC, "backend", "scaling", "gather", "per_rank_us")
 
 COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
-           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "status", "reason", "p20", "p50",
-           "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled", "contended",
-           "noisy", "synthetic", "params", *SHAPE_PARAMS,
+           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "method_version", "status", "reason",
+           "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled",
+           "contended", "noisy", "synthetic", "params", *SHAPE_PARAMS,
            # for the runs page
            "grid_version", "git_dirty", "health_reasons", "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported",
            "temperature_c_max", "power_w_max", "throttle_reasons", "other_processes", "gpu_count", "env",
@@ -171,6 +174,7 @@ def build_frame(records: Sequence[Any]) -> pd.DataFrame:
         a["timer"](m.timer if m else "-")
         a["cache"](m.cache if m else "-")
         a["input_sets"](m.input_sets if m else None)
+        a["method_version"](m.version if m else None)
         a["status"](r.status)
         a["reason"](r.reason or "")
         if x is not None:
@@ -261,22 +265,34 @@ def md_escape(text: Any) -> str:
 
 
 def latest(df: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFrame:
-    """The newest record of each series (machine, arch, op, case, provider, dtype, timer, cache), or of each
-    group of ``keys``."""
+    """The newest record of each :data:`LATEST_KEYS` group (machine, arch, op, case, provider, dtype, timer,
+    cache), or of each group of ``keys``."""
     if df.empty:
         return df
-    return df.sort_values("created", kind="stable").drop_duplicates(keys or SERIES, keep="last")
+    return df.sort_values("created", kind="stable").drop_duplicates(keys or LATEST_KEYS, keep="last")
 
 
 def options(df: pd.DataFrame, col: str) -> list[Any]:
     """Distinct values of ``col`` present in ``df`` (categories that no row uses are left out), sorted; ops in
-    the grid's order (resample, the classic case, first), other values alphabetically."""
-    from robocache.bench.specs import OPS
+    the grid's order (resample, the classic case, first), providers in the provider table's (robocache, its
+    kernel versions, the peers), other values alphabetically."""
+    from robocache import providers
+    from robocache.bench import ops
 
     vals = df[col].dropna().unique().tolist()
     if col == "op":
-        return sorted(vals, key=lambda v: (OPS.index(v) if v in OPS else len(OPS), str(v)))
+        return sorted(vals, key=lambda v: (ops.order(str(v)), str(v)))
+    if col == "provider":
+        return sorted(vals, key=lambda v: providers.order(str(v)))
     return sorted(vals, key=str)
+
+
+def pick_method(d: pd.DataFrame, timer_col: Any, cache_col: Any) -> tuple[str, str, pd.DataFrame]:
+    """The timer and cache-mode selectboxes (in the two given columns; the cache modes offered are the chosen
+    timer's): ``(timer, cache, the rows of d measured so)``. Figures are never mixed across them."""
+    timer = timer_col.selectbox("timer", options(d, "timer"))
+    cache = cache_col.selectbox("cache", options(d[d["timer"] == timer], "cache"))
+    return timer, cache, d[(d["timer"] == timer) & (d["cache"] == cache)]
 
 
 def run_page(title: str, body: Callable[[], None]) -> None:

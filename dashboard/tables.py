@@ -10,10 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from robocache.bench import report
+from robocache import providers
+from robocache.bench import report, schema
 
 KEYS = ["machine", "arch", "op", "timer", "cache", "case_id", "dtype"]
-OURS = "robocache"
+OURS = providers.OURS
 
 
 def side_by_side(df: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +61,7 @@ def speedups(wide: pd.DataFrame) -> pd.DataFrame:
     provs = providers_in(wide)
     if OURS not in provs or wide.empty:
         return pd.DataFrame(columns=[*KEYS, "run_id", "peer", "speedup"])
-    peers = [p for p in provs if p != OURS and not report.version_of(p)]  # versions: the Kernels page
+    peers = [p for p in provs if providers.role(p) not in ("ours", "version")]  # versions: the Kernels page
     long = wide.melt(id_vars=[*KEYS, "run_id", OURS], value_vars=peers, var_name="peer", value_name="peer_p50")
     long = long.dropna(subset=[OURS, "peer_p50"])
     long["speedup"] = long["peer_p50"] / long[OURS]
@@ -82,10 +83,10 @@ def health_counts(df: pd.DataFrame) -> dict[str, int]:
 
 # --- the report's own tables (one definition: robocache.bench.report), fed from the frame -------------
 
-_REC_COLUMNS = ["run_id", "created", "suite", "machine", "arch", "gpu_name", "device", "op", "case_id", "provider",
-                "dtype", "params", "timer", "cache", "status", "p50", "gb_per_s", "pct_of_ceiling",
-                "ceiling_gb_per_s", "throttled", "contended", "noisy", "world_size", "dispatch_device_us",
-                "dispatch_gpu_keeps_up"]
+_REC_COLUMNS = ["run_id", "created", "suite", "frontend", "machine", "arch", "gpu_name", "device", "op", "case_id",
+                "provider", "dtype", "params", "grid_version", "timer", "cache", "input_sets", "method_version",
+                "status", "p50", "gb_per_s", "pct_of_ceiling", "ceiling_gb_per_s", "throttled", "contended", "noisy",
+                "world_size", "dispatch_device_us", "dispatch_gpu_keeps_up"]
 
 
 def _opt(v: Any) -> Any:
@@ -109,11 +110,19 @@ def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
         env = envs.setdefault(ek, {"machine": ek[0], "arch": ek[1], "gpu_name": ek[2], "device": ek[3]})
         params = json.loads(r["params"]) if isinstance(r["params"], str) else {}
         ok = r["status"] == "ok" and pd.notna(r["p50"])
+        timed = str(r["timer"]) != "-"  # the frame's "-": a record without a method (never timed)
+        method = {"timer": str(r["timer"]), "cache": str(r["cache"])} if timed else None
+        if timed and _opt(r.get("input_sets")) is not None:
+            method["input_sets"] = int(r["input_sets"])
+        if timed and _opt(r.get("method_version")) is not None:
+            method["version"] = int(r["method_version"])
         out.append({
-            "run_id": str(r["run_id"]), "created": str(r["created"]), "suite": str(r["suite"]), "env": env,
+            "run_id": str(r["run_id"]), "created": str(r["created"]), "suite": str(r["suite"]),
+            "frontend": None if r.get("frontend") is None else str(r["frontend"]), "env": env,
             "case": {"id": str(r["case_id"]), "op": str(r["op"]), "provider": str(r["provider"]),
-                     "dtype": str(r["dtype"]), "params": params},
-            "method": {"timer": str(r["timer"]), "cache": str(r["cache"])},
+                     "dtype": str(r["dtype"]), "params": params,
+                     "grid_version": None if _opt(r.get("grid_version")) is None else int(r["grid_version"])},
+            "method": method,
             "metrics": {"time_us": {"p50": float(r["p50"])},
                         "gb_per_s": None if pd.isna(r["gb_per_s"]) else float(r["gb_per_s"]),
                         "pct_of_ceiling": None if pd.isna(r["pct_of_ceiling"]) else float(r["pct_of_ceiling"])}
@@ -123,6 +132,14 @@ def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
             "dispatch": {"device_us": _opt(r.get("dispatch_device_us")), "gpu_keeps_up": _opt(r.get("dispatch_gpu_keeps_up"))},
         })
     return out
+
+
+def series_ids(df: pd.DataFrame) -> pd.Series:
+    """Each row's series (:func:`robocache.bench.schema.series_key`, the one definition that ``compare``, ``check``
+    and the report use) as its 12-hex fingerprint: the id an alert names. Index-aligned with ``df``."""
+    if df.empty:
+        return pd.Series([], index=df.index, dtype=object)
+    return pd.Series([schema.fingerprint(schema.series_key(r)) for r in as_records(df)], index=df.index)
 
 
 def _dispatch_rows(df: pd.DataFrame) -> pd.Series:
@@ -146,7 +163,7 @@ def kernel_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     if df.empty:
         return []
     prov = df["provider"].astype(str)
-    keep = prov.eq(report.OURS) | prov.str.startswith(report.VERSION_PREFIX) | prov.str.startswith(report.COMPILE)
+    keep = prov.eq(OURS) | prov.str.startswith(providers.VERSION_PREFIX) | prov.str.startswith(providers.COMPILE)
     if "world_size" in df.columns:
         keep &= df["world_size"].isna()
     d = df[keep]
@@ -156,7 +173,7 @@ def kernel_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     keys = ["machine", "op", "run_id"]
     runs = d.groupby(keys, observed=True).agg(
         nightly=("suite", lambda x: bool((x.astype(str) == "nightly").any())), created=("created", "max"))
-    ours = d[~d["provider"].astype(str).str.startswith(report.COMPILE)]
+    ours = d[~d["provider"].astype(str).str.startswith(providers.COMPILE)]
     cand = ours[[*keys, "provider"]].drop_duplicates().astype(str).merge(
         runs.reset_index().astype({k: str for k in keys}), on=keys)
     cand = cand.sort_values(["nightly", "created", "run_id"], kind="stable")

@@ -16,7 +16,7 @@ from . import _arrays as A
 from . import _launch as L
 from . import _versions
 from . import reference
-from .resample import BLOCK, TILE_T, _check_sorted_numpy, check_sorted_gpu
+from .resample import BLOCK, TILE_T, check_sorted_numpy, check_sorted_gpu
 
 FUSE2_FIELDS, FUSE2_MAX = 8, 16  # RC_FUSE2_FIELDS, RC_FUSE2_MAX in kernels/fuse.cu
 _TABLE = np.dtype([("f", np.int64, (FUSE2_FIELDS * FUSE2_MAX,))])  # struct rc_fuse2_table, by value
@@ -203,7 +203,7 @@ def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: boo
         np_streams = []
         for v, s in pairs:
             src = A.to_numpy(s)
-            _check_sorted_numpy(s.name, src)
+            check_sorted_numpy(s.name, src)
             np_streams.append((A.to_numpy(v), src))
         res = reference.fuse(np_streams, A.to_numpy(t), out_dtype=None)
         return A.fill_out(out, A.from_numpy_like(v0, res, v0.dtype))

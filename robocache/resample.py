@@ -18,7 +18,8 @@ TILE_T = A.TILE_T  # targets per block; must match RC_TILE_T in kernels/resample
 BLOCK = 256
 
 
-def _check_sorted_numpy(name: str, t: np.ndarray) -> None:
+def check_sorted_numpy(name: str, t: np.ndarray) -> None:
+    """Host check (NumPy inputs): ``ValueError`` naming ``name`` unless each row is non-decreasing and NaN-free."""
     with np.errstate(invalid="ignore"):
         ok = bool(np.all(t[:, 1:] >= t[:, :-1])) and not bool(np.isnan(t).any())
     if not ok:
@@ -121,7 +122,7 @@ def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool =
         A.check_out(out, v, (b, n_tgt, d), v.dtype)
     if not v.on_gpu:
         src = A.to_numpy(s)
-        _check_sorted_numpy("src_times", src)
+        check_sorted_numpy("src_times", src)
         res = reference.resample(A.to_numpy(v), src, A.to_numpy(t), out_dtype=None)
         return A.fill_out(out, A.from_numpy_like(v, res, v.dtype))
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One command for a GPU check on a CUDA machine (e.g. the H200 device machine):
-#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all]     (default: all)
-# tests: the whole test suite (CPU tests, kernel compile checks, and the GPU tests that skip
-#        elsewhere) with the machine's own python3 and packages, then the demo;
+#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|asv|pytest|multigpu|ncu]   (default: all = tests,bench)
+#   several parts in one call: comma-separated, e.g. tests,bench,ncu
+# tests: the test paths in TESTS (default: tests, the whole suite: CPU tests, kernel compile checks, and the GPU
+#        tests that skip elsewhere; TESTS="tests/gpu tests/test_kernels_compile.py" for the GPU part only) with the
+#        machine's own python3 and packages, then the demo;
 # bench: the quick suite through robocache-bench (SUITE="quick nightly" runs each in turn), records of every
 #        suite under OUTDIR/results/, one report per suite (OUTDIR/report-<suite>.md) and the kernel tables over
 #        all of them (OUTDIR/kernels.md: journey, vs torch.compile, call cost). The torch.compile cases are
@@ -23,10 +25,14 @@
 #        size), OUTDIR/multigpu.log and OUTDIR/multigpu-report.md. Machine name nvidia-h200-x<N> (H100: -h100-)
 #        unless ROBOCACHE_MACHINE is set (a 2-, 4- and 8-GPU machine are different series). MULTIGPU_DEVICE=cpu GPUS=2
 #        rehearses it with Gloo processes on a machine without GPUs; MULTIGPU_ARGS adds run options.
+# ncu:   Nsight Compute counters (DRAM % of peak, occupancy, L2 hit rate, registers) of the cases named in NCU_KEYS,
+#        one profiled call each after the reference gate (scripts/ncu_cases.py): OUTDIR/ncu/ncu.{json,md}.
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest|multigpu]}
 WHAT=${2:-all}
+# WHAT may name several parts, comma-separated (e.g. tests,bench,ncu): one device call, several parts
+part() { [ "$WHAT" = all ] && { [ "$1" = tests ] || [ "$1" = bench ]; } && return 0; [[ ",$WHAT," == *",$1,"* ]]; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cd "$(dirname "$0")/.."
@@ -71,12 +77,12 @@ for m in ("numpy", "cupy", "torch", "hypothesis", "pytest", "cuda.bindings", "ms
         print(m, "missing:", type(e).__name__)
 PYEOF
   # how the GPUs are linked (NVLink/NVSwitch or PCIe): the multi-GPU figures depend on it
-  [ "$WHAT" = multigpu ] && nvidia-smi topo -m 2>&1
+  part multigpu && nvidia-smi topo -m 2>&1
 } 2>&1 | tee "$OUT/gpu-env.txt"
 
-if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
+if part tests; then
   start=$(date +%s)
-  $PY -m pytest tests -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+  $PY -m pytest ${TESTS:-tests} -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
   rc=${PIPESTATUS[0]}
   $PY -m robocache.demo 2>&1 | tee -a "$OUT/gpu-tests.log"
   $PY - "$OUT/gpu-tests.xml" "$(( $(date +%s) - start ))" "$rc" <<'PYEOF' || status=1
@@ -97,17 +103,18 @@ sys.exit(1 if (int(sys.argv[3]) != 0 or gpu["passed"] == 0) else 0)
 PYEOF
 fi
 
-if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
+if part bench; then
   MACHINE=$(machine_name)
   : > "$OUT/bench.log"
   for S in ${SUITE:-quick}; do
     start=$(date +%s)
     # PROVIDERS_<suite> (e.g. PROVIDERS_nightly=robocache,robocache@v1,torch_compile) narrows a suite's
-    # providers when the device time cannot cover all of them; TIME_LIMIT caps each case's sampling (s).
+    # providers when the device time cannot cover all of them; OPS (e.g. fuse,voxelize) narrows the ops;
+    # TIME_LIMIT caps each case's sampling (s).
     pvar="PROVIDERS_$S"
     $PY -m robocache.bench.cli run --suite "$S" --device gpu --out "$OUT/results" --machine "$MACHINE" \
         --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${!pvar:+--providers "${!pvar}"} \
-        ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress 2>&1 | tee -a "$OUT/bench.log"
+        ${OPS:+--ops "$OPS"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress 2>&1 | tee -a "$OUT/bench.log"
     brc=${PIPESTATUS[0]}
     # the latest run in OUT/results is the one just measured
     $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-$S.md" 2>&1 | tail -1
@@ -116,7 +123,7 @@ if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   done
   $PY -m robocache.bench.cli report "$OUT/results" --kernels --out "$OUT/kernels.md" 2>&1 | tail -1
 fi
-if [ "$WHAT" = asv ]; then
+if part asv; then
   COMMIT=${ROBOCACHE_GIT_COMMIT:-$(git rev-parse HEAD)}
   # asv resolves the commit in the repository: a copied working tree may come without history, so a
   # bundle of it (git bundle create .gitbundle/repo.bundle --all; carried along) is fetched first.
@@ -142,7 +149,7 @@ if [ "$WHAT" = asv ]; then
   [ "$arc" = 0 ] || status=1
 fi
 
-if [ "$WHAT" = pytest ]; then
+if part pytest; then
   MACHINE=$(machine_name)
   export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="$MACHINE" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
@@ -152,7 +159,7 @@ if [ "$WHAT" = pytest ]; then
   echo "PYTEST-BENCHMARK SUMMARY: wall $(( $(date +%s) - start )) s; exit $prc"
   [ "$prc" = 0 ] || status=1
 fi
-if [ "$WHAT" = multigpu ]; then
+if part multigpu; then
   NGPU=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
   MACHINE=$(machine_name multi "$NGPU")
   start=$(date +%s)
@@ -163,5 +170,14 @@ if [ "$WHAT" = multigpu ]; then
   $PY -m robocache.bench.cli report "$OUT/records" --out "$OUT/multigpu-report.md" 2>&1 | tail -1
   echo "MULTIGPU SUMMARY: $NGPU GPUs, machine $MACHINE, wall $(( $(date +%s) - start )) s; exit $mrc"
   [ "$mrc" = 0 ] || status=1
+fi
+if part ncu; then
+  # Nsight Compute counters of the cases named in NCU_KEYS (space-separated <op>/<tag>/<dtype>/<provider>)
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  $PY scripts/ncu_cases.py "$OUT/ncu" ${NCU_KEYS:?NCU_KEYS names the cases to profile} 2>&1 | tail -40
+  nrc=${PIPESTATUS[0]}
+  echo "NCU SUMMARY: wall $(( $(date +%s) - start )) s; exit $nrc"
+  [ "$nrc" = 0 ] || status=1
 fi
 exit $status

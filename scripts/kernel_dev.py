@@ -6,7 +6,7 @@ next to time, and the copy ceiling measured in the same process.
     python3 scripts/kernel_dev.py [--quick] [--no-autotune] [--ops resample,fuse,voxelize] [--json OUT]
 
 Needs a CUDA GPU, torch and CuPy. Times are device times from the project's timer
-(``robocache.bench.timer.time_gpu``: events around back-to-back calls on a pre-blocked stream, warm, no
+(``robocache.bench.timing.time_gpu``: events around back-to-back calls on a pre-blocked stream, warm, no
 input rotation, so small cases run from L2 for every contender alike). Besides every kernel version it
 times experimental launch variants (``--variants``): v2 built with ``-DRC_V2_UNROLL=2``, voxelize v2
 without its shared-memory aggregation. This is a development aid; the project's measurements of record
@@ -45,7 +45,7 @@ def main() -> int:
         return 2
     import robocache
     from robocache import _cuda, _launch, reference
-    from robocache.bench.timer import time_gpu
+    from robocache.bench.timing import time_gpu
     from robocache._versions import VERSIONS
     from robocache.providers import torch_compile, torch_eager
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def small_cases(providers=("numpy", "torch_eager")):
     keys = ["resample/B32-S100-T50-D32", "fuse/robot-B32-T100", "voxelize/B1-N10000-G32-count-uniform"]
-    return [specs.find(f"{k}/float32/{p}", device="cpu") for k in keys for p in providers]
+    return [specs.find(f"{k}/float32/{p}") for k in keys for p in providers]
 
 
 def test_pipeline_cpu_end_to_end(tmp_path):
@@ -58,7 +58,7 @@ def test_isolation_statuses(tmp_path):
     base = "resample/B32-S100-T50-D32/float32/"
     keys = ["fault_providers:ABORT", "fault_providers:HANG", "fault_providers:OOM", "fault_providers:WRONG",
             "fault_providers:RAISE", "fault_providers:MISSING", "fault_providers:WRONG_DTYPE", "numpy"]
-    cases = [specs.find(base + k, device="cpu") for k in keys]
+    cases = [specs.find(base + k) for k in keys]
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, timeout_s=20,
                            progress=False)
     got = {r["case"]["provider"].split(":")[-1]: r for r in res.records}
@@ -78,14 +78,14 @@ def test_isolation_statuses(tmp_path):
 
 
 def test_classify_crash_vs_error():
-    from robocache.bench.worker import _classify
+    from robocache.bench.worker import classify
 
-    assert _classify(RuntimeError("CUDA error: an illegal memory access was encountered")) == "crash"
-    assert _classify(RuntimeError("CUDA error: device-side assert triggered")) == "crash"
-    assert _classify(ValueError("inputs on different devices: values is on cuda:0 but x is on cuda:1")) == "error"
-    assert _classify(RuntimeError("Expected all tensors to be on the same device, cuda:0 and cpu")) == "error"
-    assert _classify(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")) == "oom"
-    assert _classify(MemoryError()) == "oom"
+    assert classify(RuntimeError("CUDA error: an illegal memory access was encountered")) == "crash"
+    assert classify(RuntimeError("CUDA error: device-side assert triggered")) == "crash"
+    assert classify(ValueError("inputs on different devices: values is on cuda:0 but x is on cuda:1")) == "error"
+    assert classify(RuntimeError("Expected all tensors to be on the same device, cuda:0 and cpu")) == "error"
+    assert classify(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")) == "oom"
+    assert classify(MemoryError()) == "oom"
 
 
 def test_cli_run_show_report_and_exit_codes(tmp_path):

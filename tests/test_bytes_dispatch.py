@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robocache.bench import runner, schema, specs, store, timer, worker
+from robocache.bench import runner, schema, specs, store, timing, worker
+from robocache.bench.messages import Task, TimingOptions
+from robocache.bench.schema import Dispatch
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"time_limit_s": 0.2, "noise_target": 0.05, "warmup_s": 0.01}
@@ -215,7 +217,7 @@ def _env() -> dict:
 
 
 def test_schema_v3_round_trips_dispatch_and_refuses_it_in_older_files(tmp_path):
-    assert schema.SCHEMA_VERSION == 3 and 2 in schema.READABLE_VERSIONS
+    assert schema.SCHEMA_VERSION == 3  # older files are read, without what version 3 added (below)
     rec = _dispatch_record()
     path = store.write_records(tmp_path, _env(), [rec], name="v3")
     doc = json.loads(path.read_text())
@@ -263,7 +265,7 @@ def test_dispatch_providers_resolve():
 
     on_cupy = worker.resolve_provider("robocache@cupy")
     assert on_cupy.ops == get("robocache").ops and "cupy" in on_cupy.requires
-    assert worker.KIND["robocache@cupy"] == "cupy" and worker.KIND["robocache"] == "torch"
+    assert on_cupy.array_kind == "cupy" and worker.resolve_provider("robocache").array_kind == "torch"
     bare = worker.resolve_provider("bare_launch")
     assert set(bare.ops) == set(specs.OPS)
     with pytest.raises(TypeError, match="launch floor"):
@@ -274,17 +276,17 @@ def test_dispatch_providers_resolve():
 
 def test_launch_floor_kernels_match_the_entry_points_and_compile():
     counts = {"resample": 8, "fuse": 7, "voxelize": 17}  # the v1 entry points' argument counts
-    for op, kinds in timer.LAUNCH_FLOOR_ARGS.items():
+    for op, kinds in timing.LAUNCH_FLOOR_ARGS.items():
         assert len(kinds) == counts[op] and kinds.count("out") == 1
-        src = timer.launch_floor_source(op)
+        src = timing.launch_floor_source(op)
         assert f"rc_launch_floor_{op}(" in src and src.count(" a") >= counts[op]
     with pytest.raises(ValueError, match="3 pointers, 4 integers and 0 floats"):
-        timer.BareLaunch("resample", [1, 2], [1, 2, 3, 4])
+        timing.BareLaunch("resample", [1, 2], [1, 2, 3, 4])
     with pytest.raises(ValueError, match="no bare launch"):
-        timer.BareLaunch("sort", [], [])
+        timing.BareLaunch("sort", [], [])
     nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
-    for op in timer.LAUNCH_FLOOR_ARGS:
-        err, prog = nvrtc.nvrtcCreateProgram(timer.launch_floor_source(op).encode(), b"floor.cu", 0, [], [])
+    for op in timing.LAUNCH_FLOOR_ARGS:
+        err, prog = nvrtc.nvrtcCreateProgram(timing.launch_floor_source(op).encode(), b"floor.cu", 0, [], [])
         assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS
         (res,) = nvrtc.nvrtcCompileProgram(prog, 1, [b"-arch=sm_90"])
         nvrtc.nvrtcDestroyProgram(prog)
@@ -293,8 +295,9 @@ def test_launch_floor_kernels_match_the_entry_points_and_compile():
 
 # --- the dispatch path of the worker, on the CPU providers -------------------------------------------
 
-def _task(key: str, **kw) -> dict:
-    return {"run_id": "r", "suite": "quick", "device": "cpu", "case_key": key, "timing": FAST, **kw}
+def _task(key: str, **kw) -> Task:
+    return Task(run_id="r", suite="quick", frontend="test", device="cpu", case_key=key, timing=TimingOptions(**FAST),
+                **kw)
 
 
 @pytest.mark.parametrize("key", ["resample/dispatch-B1-S4-T2-D1", "fuse/dispatch-B1-T2",
@@ -306,7 +309,7 @@ def test_dispatch_case_is_gated_then_timed_in_a_host_loop(key):
     m, q = rec["method"], rec["metrics"]["time_us"]
     assert m["timer"] == "host_loop" and m["cache"] == "warm" and m["input_sets"] == 1
     assert 1 <= m["reps_per_sample"] <= 200 and 0 < q["min"] <= q["p50"] <= q["max"]
-    assert rec["dispatch"] == {"device_us": None, "gpu_keeps_up": None}  # no device on a CPU run
+    assert rec["dispatch"] == Dispatch(device_us=None, gpu_keeps_up=None)  # no device on a CPU run
     assert rec["metrics"]["pct_of_ceiling"] is None and rec["metrics"]["ceiling_gb_per_s"] is None
     case = specs.find(f"{key}/float32/numpy")
     assert rec["case"]["bytes"] == specs.moved_bytes(case, specs.host_inputs(case))

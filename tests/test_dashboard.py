@@ -166,8 +166,8 @@ def test_sweep_axis_and_metric(fixture_dir: Path, monkeypatch: pytest.MonkeyPatc
     spec = json.loads(fig.proto.spec)
     assert {t["name"] for t in spec["data"]} == {"robocache", "torch eager", "CuPy"}  # readable labels
     assert {t["name"]: t["line"]["color"] for t in spec["data"]} == {
-        "robocache": charts.COLORS["robocache"], "torch eager": charts.COLORS["torch_eager"],
-        "CuPy": charts.COLORS["cupy"]}  # the same colour for a provider on every page
+        "robocache": charts.provider_color("robocache"), "torch eager": charts.provider_color("torch_eager"),
+        "CuPy": charts.provider_color("cupy")}  # the same colour for a provider on every page
     assert spec["layout"]["xaxis"]["type"] == "log"
 
 
@@ -592,7 +592,8 @@ def test_kernels_page_on_synthetic_records(kernels_dir: Path, monkeypatch: pytes
     assert (summary["worst case"] == "resample/B4096-S100-T50-D32 bfloat16").all()
     assert summary["cases >= 1.0x"].tolist() == [2, 2]
     assert any(SCRIPT in c for c in cases["case"])  # record text stays data in the dataframe
-    assert cost["vs_bare"].dropna().round(6).tolist() == [1.8, 9.0, 1.0, 1.4] * 2
+    # in the provider table's order: the public call, kernel version v1, the public call on CuPy arrays, the floor
+    assert cost["vs_bare"].dropna().round(6).tolist() == [1.8, 9.0, 1.4, 1.0] * 2
     assert "robocache@cupy" not in next(s for s in at.selectbox if s.label == "robocache provider").options
     figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
     assert len(figs) == 2
@@ -634,15 +635,72 @@ def test_architectures_page_compares_h100_and_h200(kernels_dir: Path, monkeypatc
 
 
 def test_provider_labels_and_colours() -> None:
+    from robocache import providers
+
     assert charts.provider_label("robocache@v3") == "robocache v3"
     assert charts.provider_label("torch_compile@max-autotune") == "torch.compile (max-autotune)"
     versions = [charts.provider_color(f"robocache@v{n}") for n in range(1, 5)]
-    assert len(set(versions)) == 4 and charts.COLORS["robocache"] not in versions
+    assert len(set(versions)) == 4 and providers.get("robocache").color not in versions
     assert charts.provider_color("torch_compile@max-autotune") != charts.provider_color("torch_compile")
+    # the dashboard's colour and label of every provider are the table's
+    for name in providers.names():
+        assert charts.provider_color(name) == providers.get(name).color
+        assert charts.provider_label(name) == providers.get(name).label
     # an unknown provider gets a colour from its name alone: the same in every process and page
-    assert charts.provider_color("new_peer") == charts.provider_color("new_peer") == charts._stable_pick(
-        "new_peer", charts.OTHER_COLORS)
-    assert charts.provider_color("robocache@v99") == charts.VERSION_COLORS[-1]
+    assert charts.provider_color("new_peer") == charts.provider_color("new_peer") == providers.stable_pick(
+        "new_peer", providers.OTHER_COLORS)
+    assert charts.provider_color("robocache@v99") == providers.VERSION_COLORS[-1]
+    # pickers list providers in the table's order too (robocache, its versions, the peers, unknown names last)
+    frame = pd.DataFrame({"provider": ["zeta", "cupy", "robocache@v2", "torch_compile", "robocache"]})
+    assert data.options(frame, "provider") == ["robocache", "robocache@v2", "torch_compile", "cupy", "zeta"]
+
+
+def test_a_provider_has_one_colour_in_every_chart(fixture_dir: Path) -> None:
+    """Speedup, ceiling, sweep, history and machine-ratio charts draw a provider in the table's colour."""
+    df, _ = data.load_frame([str(fixture_dir)])
+    one = df[(df["status"] == "ok") & df["machine"].astype(str).str.contains("h200")]
+    figs = [charts.speedup_bars(tables.speedups(tables.side_by_side(one))), charts.ceiling_bars(one),
+            charts.sweep_lines(one, "B", "p50"), charts.history_lines(one, "p50")]
+    machines = data.options(df[df["status"] == "ok"], "machine")
+    assert len(machines) >= 2  # the fixtures hold two machines: the Architectures page's ratio chart too
+    figs.append(charts.machine_ratio_bars(tables.machine_ratio(df, machines[0], machines[1]), machines[0],
+                                          machines[1]))
+    labels = {charts.provider_name(p): p for p in df["provider"].astype(str).unique()}
+    seen: dict[str, set[str]] = {}
+    for fig in figs:
+        matched = 0
+        for t in json.loads(fig.to_json())["data"]:
+            colour = (t.get("marker") or {}).get("color") or (t.get("line") or {}).get("color")
+            # history legends are "<provider> <dtype>": the provider is all but the last word
+            name = t["name"] if t["name"] in labels else t["name"].rsplit(" ", 1)[0]
+            if name in labels:
+                seen.setdefault(name, set()).add(colour)
+                matched += 1
+        assert matched, fig.layout.title.text  # every chart drew providers in the table's colours
+    for name, colours in seen.items():
+        assert colours == {charts.provider_color(labels[name])}, (name, colours)
+    assert len(seen) >= 3, seen
+
+
+def test_provider_facts_live_in_the_table_only() -> None:
+    """No colour literal, provider label or provider list outside robocache/providers: the views, the harness and
+    the front ends ask the table."""
+    from robocache import providers
+
+    colour = re.compile(r"[\"']#[0-9a-fA-F]{6}[\"']")
+    # the tables these modules held before (colours, labels, peer lists, array kinds, graph notes, GPU-only names)
+    facts = re.compile(r"^\s*(\w*COLORS|LABEL|PEERS|KIND|NO_GRAPH|GPU_ONLY|PUBLIC_API|CUPY_ARRAYS|BARE_HINTS|"
+                       r"\w*_PROVIDERS)\s*=\s*[({\[]")
+    # a list of provider names written out (names that are not also module names: those with _ or @)
+    own = [n for n in providers.names() if "_" in n or "@" in n]
+    named = re.compile("[\"'](" + "|".join(re.escape(n) for n in own) + ")[\"']")
+    files = [*sorted((REPO / "dashboard").rglob("*.py")), *sorted((REPO / "robocache" / "bench").rglob("*.py")),
+             *sorted((REPO / "benchmarks").rglob("*.py"))]
+    hits = [f"{f.relative_to(REPO)}:{i}: {line.strip()}" for f in files
+            for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
+            if colour.search(line) or facts.search(line) or len(set(named.findall(line.split("  #")[0]))) >= 2]
+    assert not hits, "\n".join(hits)
+    assert len(own) >= 5  # the check has names to look for
 
 
 def test_kernel_tables_from_the_frame(kernels_dir: Path) -> None:

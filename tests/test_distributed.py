@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from robocache.bench import frontend, launch, scaling, specs, store, timer
+from robocache.bench import frontend, launch, scaling, specs, store, timing
 from robocache.bench.schema import SCHEMA_VERSION, parse_file_bytes, to_dict
 from tests.test_store import make_doc, make_env, make_record
 
@@ -125,12 +125,12 @@ def test_scaling_arithmetic():
 
 def test_lockstep_timer_makes_exactly_the_planned_calls():
     calls = []
-    t = timer.time_lockstep(lambda: calls.append(1), reps=3, samples=7, device="cpu", warmup_calls=2)
+    t = timing.time_lockstep(lambda: calls.append(1), reps=3, samples=7, device="cpu", warmup_calls=2)
     assert len(calls) == 2 + 3 * 7 and len(t.samples_us) == 7 and t.timer == "host" and t.reps_per_sample == 3
     # one plan for every rank: samples of ~1 ms, as many as the budget holds, within [10, 200]
-    assert timer.lockstep_plan(1e-4, time_limit_s=0.5) == (10, 200)
-    assert timer.lockstep_plan(0.1, time_limit_s=0.5) == (1, 10)
-    assert timer.lockstep_plan(1e-3, time_limit_s=0.05) == (1, 50)
+    assert timing.lockstep_plan(1e-4, time_limit_s=0.5) == (10, 200)
+    assert timing.lockstep_plan(0.1, time_limit_s=0.5) == (1, 10)
+    assert timing.lockstep_plan(1e-3, time_limit_s=0.05) == (1, 50)
 
 
 def test_root_cause_and_who_died():

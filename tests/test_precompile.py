@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from robocache.bench import runner, specs
+from robocache.bench.context import RunContext
+from tests.test_store import make_env
 
 FAST = {"time_limit_s": 0.3, "noise_target": 0.05, "warmup_s": 0.01}
 BASE = "resample/B32-S100-T50-D32/float32/"
@@ -24,7 +26,7 @@ def test_prepass_failures_never_stop_the_run(tmp_path):
     """An abort and an exception in the pre-pass are counted; the timing pass runs every case as without it."""
     keys = ["precompile_providers:TORCH_COMPILE_ABORT_IN_PREPASS",
             "precompile_providers:TORCH_COMPILE_RAISE_IN_PREPASS", "numpy"]
-    cases = [specs.find(BASE + k, device="cpu") for k in keys]
+    cases = [specs.find(BASE + k) for k in keys]
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, timeout_s=60,
                            progress=False, precompile_jobs=2)
     pre = res.precompile
@@ -42,7 +44,7 @@ def test_prepass_error_never_stops_the_run(tmp_path, monkeypatch):
         raise OSError("no room for temporary files")
 
     monkeypatch.setattr(runner, "precompile", broken)
-    cases = [specs.find(BASE + "numpy", device="cpu")]
+    cases = [specs.find(BASE + "numpy")]
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, progress=False,
                            precompile_jobs=3)
     assert res.precompile == {"jobs": 3, "error": "OSError: no room for temporary files"}
@@ -50,7 +52,7 @@ def test_prepass_error_never_stops_the_run(tmp_path, monkeypatch):
 
 
 def test_prepass_off_by_default(tmp_path):
-    cases = [specs.find(BASE + "precompile_providers:TORCH_COMPILE_RAISE_IN_PREPASS", device="cpu")]
+    cases = [specs.find(BASE + "precompile_providers:TORCH_COMPILE_RAISE_IN_PREPASS")]
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, progress=False)
     assert res.precompile is None and res.records[0]["status"] == "ok"
 
@@ -60,13 +62,13 @@ def test_prepass_fills_the_cache_the_next_compile_hits(tmp_path):
     """A real torch.compile case: the pre-pass compiles it; a second compile in a fresh process hits the FX graph
     cache the first one filled (the timing process loads from it the same way), and the timed run is ok."""
     pytest.importorskip("torch")
-    case = specs.find(BASE + "torch_compile", device="cpu")
-    base = {"device": "cpu", "seed": 0}
-    first = runner.precompile([case], base, jobs=1, timeout_s=600)
+    case = specs.find(BASE + "torch_compile")
+    base = RunContext.start(suite="quick", device="cpu", out_dir=tmp_path, env=make_env(), git=(None, None))
+    first = runner.precompile([case], base, jobs=1, timeout_s=600, seed=0)
     if first["failed"] and "BackendCompilerFailed" in (first["failed"][0]["reason"] or ""):
         pytest.skip(f"torch.compile cannot compile on this machine: {first['failed'][0]['reason']}")
     assert first["ok"] == 1 and first["cases"] == 1, first
-    second = runner.precompile([case], base, jobs=1, timeout_s=600)
+    second = runner.precompile([case], base, jobs=1, timeout_s=600, seed=0)
     assert second["ok"] == 1 and second["fxgraph_cache_hit"] == 1 and second["fxgraph_cache_miss"] == 0, second
     res = runner.run_suite("quick", device="cpu", cases=[case], out_dir=tmp_path, timing=FAST, progress=False,
                            precompile_jobs=1)

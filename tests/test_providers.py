@@ -372,16 +372,63 @@ def test_cupy_algorithm_bad_shapes():
 
 def test_registry_names_and_get():
     names = providers.names()
-    versions = [n for n in names if n.startswith("robocache@")]  # robocache@v1, ...: right after robocache
+    versions = [n for n in names if providers.version_of(n)]  # robocache@v1, ...: right after robocache
     assert names[:1 + len(versions)] == ["robocache", *versions]
-    assert names[1 + len(versions):] == ["torch_eager", "torch_compile", "torch_compile@max-autotune", "cupy",
-                                         "numpy"]
+    # the peers (torch.compile first: the one to beat), then the call-cost cases' own
+    assert names[1 + len(versions):] == ["torch_compile", "torch_compile@max-autotune", "torch_eager", "cupy",
+                                         "numpy", "robocache@cupy", "bare_launch"]
     assert [p.name for p in providers.all_providers()] == providers.names()
     assert providers.get("torch_eager").ops["resample"] is torch_eager.resample
     with pytest.raises(ValueError) as e:
         providers.get("jax")
     for name in providers.names():
         assert name in str(e.value)
+
+
+def test_table_facts():
+    """One row per provider holds its facts; the grids, the array kinds and the roles are read from it."""
+    get = providers.get
+    assert [get(n).array_kind for n in ("robocache", "robocache@v1", "torch_eager", "torch_compile", "cupy",
+                                        "numpy", "robocache@cupy", "bare_launch")] == [
+        "torch", "torch", "torch", "torch", "cupy", "numpy", "cupy", "cupy"]
+    assert {n for n in providers.names() if get(n).no_graph} == {"cupy", "numpy", "robocache@cupy", "bare_launch"}
+    assert providers.names("dispatch") == ["robocache", "robocache@cupy", "bare_launch"]
+    assert providers.names("multigpu-gpu") == ["robocache"]
+    assert set(providers.names("cpu")) == {"numpy", "torch_eager", "torch_compile"}
+    assert providers.names(wall=True) == ["robocache", "torch_compile", "numpy"]
+    assert {n: providers.role(n) for n in ("robocache", "robocache@v2", "robocache@v9", "cupy", "robocache@cupy",
+                                           "bare_launch", "mystery")} == {
+        "robocache": "ours", "robocache@v2": "version", "robocache@v9": "version", "cupy": "peer",
+        "robocache@cupy": "call", "bare_launch": "floor", "mystery": "peer"}
+    assert [n for n in providers.names() if providers.gpu_only(n)] == [
+        "robocache", *(n for n in providers.names() if providers.version_of(n)), "cupy", "robocache@cupy",
+        "bare_launch"]
+    assert not providers.gpu_only("tests.fault_providers:RAISE") and providers.gpu_only("robocache@v9")
+    with pytest.raises(ValueError, match="unknown grid"):
+        providers.names("tpu")
+    for p in providers.all_providers():
+        assert p.role in providers.ROLES and set(p.grids) <= set(providers.GRIDS), p.name
+        assert p.array_kind in ("torch", "cupy", "numpy") and p.label, p.name
+    # every provider has a distinct fixed colour, none of them one the palette of unknown names can pick
+    colours = [get(n).color for n in providers.names()]
+    assert all(c.startswith("#") and len(c) == 7 for c in colours) and len(set(colours)) == len(colours)
+    assert not set(colours) & set(providers.OTHER_COLORS)
+
+
+def test_unknown_providers_get_a_label_a_colour_and_a_place():
+    # an old record's provider that the table no longer holds still gets a label, a stable colour and an order
+    assert providers.label("robocache@v12") == "robocache v12"
+    assert providers.label("torch_compile@reduce-overhead") == "torch.compile (reduce-overhead)"
+    assert providers.label("mystery@x") == "mystery@x"
+    assert providers.color("robocache@v99") == providers.VERSION_COLORS[-1]
+    assert providers.color("torch_compile@reduce-overhead") in providers.COMPILE_COLORS
+    out = subprocess.run([sys.executable, "-c", "from robocache import providers; print(providers.color('new_peer'))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == providers.color("new_peer") in providers.OTHER_COLORS  # the same in another process
+    names = ["zeta", "bare_launch", "robocache@v10", "torch_compile@reduce-overhead", "cupy", "robocache@v2",
+             "robocache", "torch_compile"]
+    assert sorted(names, key=providers.order) == ["robocache", "robocache@v2", "robocache@v10", "torch_compile",
+                                                  "torch_compile@reduce-overhead", "cupy", "bare_launch", "zeta"]
 
 
 def test_registry_every_op_implemented_or_explained():

@@ -5,8 +5,8 @@ Records built here are synthetic fixtures (``"synthetic": True``); the A/A test 
 from __future__ import annotations
 
 import copy
-import math
 import json
+import math
 import re
 from pathlib import Path
 
@@ -83,6 +83,17 @@ def test_compare_prior_shrinks_with_history_length():
     assert regress.compare(base, new, history=quiet[:2])[0].verdict == "same"
 
 
+def test_compare_two_run_history_that_moved_is_not_quiet():
+    # two runs of history 40% apart: their one difference is the noise estimate (it was read as 0.2%, which
+    # made such a history narrow the threshold below the prior's; H200 robocache fuse/dispatch-B1-T2 15.4 and
+    # 22.4 us in results/ flagged a 14.3 vs 20.0 us pair of one commit "slower")
+    base, new = [rec(t=100.0)], [rec(t=130.0, run="run-b", night=60)]
+    moved = [rec(t=100.0, run="h0", night=1), rec(t=140.0, run="h1", night=2)]
+    none, two = (regress.compare(base, new, history=h)[0] for h in ((), moved))
+    assert two.noise_source.startswith("history") and two.threshold > none.threshold
+    assert none.verdict == "slower" and two.verdict == "same"
+
+
 def test_prior_per_provider_is_fitted_from_committed_records():
     doc = json.loads(regress.PRIORS_FILE.read_text())
     # the committed file is what fit_priors gives on the committed results (refit after adding runs:
@@ -93,7 +104,7 @@ def test_prior_per_provider_is_fitted_from_committed_records():
     assert regress.prior_noise(500.0, "cupy") == pytest.approx(cupy["sigma"])
     assert regress.prior_noise(500.0, "cupy", tails=True) == pytest.approx(max(cupy["sigma"], cupy["rms"]))
     assert regress.prior_noise(50.0, "robocache") == pytest.approx(max(rc["sigma"], 0.1 / 50))
-    assert regress.prior_noise(50.0, "robocache@v2") == pytest.approx(max(rc["sigma"], 0.1 / 50))  # base name
+    assert regress.prior_noise(50.0, "robocache@v9") == pytest.approx(max(rc["sigma"], 0.1 / 50))  # base name
     assert regress.prior_noise(500.0, "numpy") == pytest.approx(regress.PRIOR_REL, rel=0.01)  # no runs: model
 
 
@@ -460,7 +471,8 @@ def test_method_change_starts_a_new_series_reported_as_a_break():
     assert "method version 1 -> 2" in res.breaks[0].detail
     from robocache.bench.schema import series_key
 
-    assert series_key(old[0]) != series_key(new[0]) and series_key(old[0])[-1] == "1"
+    assert series_key(old[0]) != series_key(new[0]) and series_key(old[0]).method_version == 1
+    assert series_key(new[0]) == series_key(old[0])._replace(method_version=2)
 
 
 def test_old_records_without_the_new_fields_still_load_and_fingerprints_are_stable():
@@ -509,3 +521,67 @@ def test_env_records_the_runner_fingerprint():
     assert fp.get("kernel") == e["kernel"] and ("cpu" in fp) == bool(e["cpu"])
     old = {k: v for k, v in e.items() if k not in ("kernel", "host_id")}  # an older record: still valid
     msgspec.convert(old, schema.Env)
+
+
+# ------------------------------------------------------------------ one definition of a series
+
+def test_compare_check_report_and_history_share_one_series():
+    """One case, provider and dtype measured nightly by the CLI and by asv on one machine (asv's figure 30% higher:
+    another timer) is two series for check, compare, the report and the History chart alike; schema.series_key
+    is the one definition, and its fingerprint is the alert's."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("plotly")
+    from dashboard import charts, data
+    from robocache.bench import report, schema
+
+    cli_runs = series(FLAT)
+    asv_runs = series([v * 1.3 for v in FLAT])
+    for r in asv_runs:
+        r["frontend"] = "asv"
+        r["run_id"] += "-asv"
+    both = cli_runs + asv_runs
+    keys = {schema.series_key(r) for r in both}
+    assert len(keys) == 2 and {k.frontend for k in keys} == {"cli", "asv"}
+    # check: two series (one per front end; the newest run's is tested), each flat: no alert (one series through
+    # both would step by 30%)
+    res = regress.check(both, frontend=None)
+    assert res.series == 2 and res.series_checked == 1 and res.alerts == [] and res.changes == []
+    # compare: the same series match; the other front end is said apart, not matched
+    assert regress.compare(cli_runs[:1], cli_runs[1:2])[0].verdict == "same"
+    v = regress.compare(cli_runs[:1], asv_runs[1:2])[0]
+    assert v.verdict == "incomparable" and "front end" in v.reason
+    # the alert's fingerprint is the series' (unchanged by the one series function: the value the code before it computed)
+    alert = regress.check(series(FLAT + [130.0])).alerts[0]
+    assert alert.fingerprint == schema.fingerprint(schema.series_key(series(FLAT)[0])) == "159382eb6b1d"
+    # the report's runs: a measurement is one front end's, each series from its newest run
+    ((_, _, _, picked),) = report.runs_per_op([*cli_runs[-1:], *asv_runs[-1:]])
+    assert len(picked) == 1
+    # History: one line per series, never one line through both
+    frame = data.build_frame(store.load(*_write(both)).records)
+    fig = charts.history_lines(frame, "p50")
+    assert len(fig.data) == 2 and sorted(len(t.x) for t in fig.data) == [len(FLAT), len(FLAT)]
+    assert {t.name.rsplit(" ", 1)[-1] for t in fig.data} == {"cli", "asv"}
+    ids = {t.customdata[0][2] for t in fig.data}
+    assert ids == {schema.fingerprint(k) for k in keys}
+
+
+def _write(recs: list) -> list[str]:
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="series-"))
+    for r in recs:
+        store.write_records(out, make_env(), [copy.deepcopy(r)], name=r["run_id"])
+    return [str(out)]
+
+
+def test_compare_a_crash_without_a_method_beside_a_timed_record():
+    """A record never timed (a crash before timing: no method) is the same case as the other run's timed record:
+    "failed", not "missing" and "only in the new run"."""
+    base = rec(t=100.0)
+    new = rec(t=100.0, run="run-b", status="crash")
+    new["method"] = None
+    new["metrics"] = None
+    v = regress.compare([base], [new])
+    assert [(x.verdict, x.reason) for x in v] == [("failed", "new: crash")]
+    v = regress.compare([new], [rec(t=100.0, run="run-c")])  # the other way round
+    assert [(x.verdict, x.reason) for x in v] == [("failed", "base: crash")]

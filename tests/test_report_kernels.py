@@ -128,7 +128,7 @@ def test_call_cost(records: list) -> None:
     assert h200["robocache@v1"]["vs_bare"] == pytest.approx(9.0)
     assert h200["robocache"]["device_us"] is None  # no dispatch section in these records
     md = report.call_cost(records)
-    assert "1.80x" in md and "robocache v1" in md and "robocache (cupy)" in md
+    assert "1.80x" in md and "robocache v1" in md and "robocache (CuPy arrays)" in md and "bare CuPy launch" in md
     assert report.call_cost([r for r in records if not report.is_dispatch(r)]).startswith("_No call-cost")
 
 

@@ -14,7 +14,7 @@ import time
 import pytest
 import msgspec
 
-from robocache.bench import schema, timer
+from robocache.bench import schema, timing
 
 # --- stop_rule ------------------------------------------------------------------------------------
 
@@ -22,51 +22,51 @@ from robocache.bench import schema, timer
 def test_tight_samples_meet_half_a_percent_with_20():
     r = random.Random(1)
     xs = [100.0 * (1 + 0.001 * r.gauss(0, 1)) for _ in range(20)]
-    met, noise = timer.stop_rule(xs, 0.005, 10)
+    met, noise = timing.stop_rule(xs, 0.005, 10)
     assert met and noise is not None and noise < 0.005
 
 
 def test_noisy_samples_do_not_meet():
     r = random.Random(2)
     xs = [r.lognormvariate(0, 0.5) for _ in range(200)]
-    met, noise = timer.stop_rule(xs, 0.005, 10)
+    met, noise = timing.stop_rule(xs, 0.005, 10)
     assert not met and noise is not None and noise > 0.005
 
 
 def test_fewer_than_min_samples_never_meets():
     xs = [5.0] * 9  # zero spread: the noise target itself is met
-    met, noise = timer.stop_rule(xs, 0.005, 10)
+    met, noise = timing.stop_rule(xs, 0.005, 10)
     assert not met and noise == 0.0
-    assert timer.stop_rule(xs + [5.0], 0.005, 10) == (True, 0.0)
+    assert timing.stop_rule(xs + [5.0], 0.005, 10) == (True, 0.0)
 
 
 @pytest.mark.parametrize("xs", [[], [1.0], [1.0, 2.0]])
 def test_noise_none_below_3_samples(xs):
-    assert timer.stop_rule(xs, 0.5, 1) == (False, None)
+    assert timing.stop_rule(xs, 0.5, 1) == (False, None)
 
 
 def test_zero_median_gives_no_noise_not_nan():
-    assert timer.stop_rule([0.0, 0.0, 0.0, 1.0], 0.5, 1) == (False, None)
+    assert timing.stop_rule([0.0, 0.0, 0.0, 1.0], 0.5, 1) == (False, None)
 
 
 def test_non_finite_samples_refused():
     with pytest.raises(ValueError):
-        timer.stop_rule([1.0, float("nan"), 1.0], 0.5, 1)
+        timing.stop_rule([1.0, float("nan"), 1.0], 0.5, 1)
 
 
 def test_median_ci_ranks():
     # n = 100: ranks floor(50 - 9.8) = 40 and ceil(51 + 9.8) = 61 (1-based), on 1..100.
-    lo, med, hi = timer.median_ci([float(i) for i in range(1, 101)])
+    lo, med, hi = timing.median_ci([float(i) for i in range(1, 101)])
     assert (lo, med, hi) == (40.0, 50.5, 61.0)
     # small n: clamped to the sample
-    assert timer.median_ci([3.0, 1.0, 2.0]) == (1.0, 2.0, 3.0)
+    assert timing.median_ci([3.0, 1.0, 2.0]) == (1.0, 2.0, 3.0)
 
 
 def test_noise_shrinks_like_one_over_sqrt_n():
     r = random.Random(3)
     noise = {}
     for n in (100, 10_000):
-        noise[n] = timer.stop_rule([r.gauss(100, 5) for _ in range(n)], 0.0, 1)[1]
+        noise[n] = timing.stop_rule([r.gauss(100, 5) for _ in range(n)], 0.0, 1)[1]
     assert 5 < noise[100] / noise[10_000] < 20  # 10 expected
 
 
@@ -74,7 +74,7 @@ def test_noise_shrinks_like_one_over_sqrt_n():
 
 
 def test_host_measures_a_2ms_sleep():
-    t = timer.time_host(lambda: time.sleep(0.002), time_limit_s=1.0)
+    t = timing.time_host(lambda: time.sleep(0.002), time_limit_s=1.0)
     # time.sleep overshoots by the timer slack (~50-100 us on Linux); a loaded CI box adds more.
     assert 1950 <= t.median_us <= 3000, t.quantiles()
     assert t.timer == "host" and t.cache == "warm" and t.reps_per_sample == 1
@@ -82,7 +82,7 @@ def test_host_measures_a_2ms_sleep():
 
 
 def test_host_reps_make_a_sample_last_target_sample_s():
-    t = timer.time_host(lambda: sum(range(50)), time_limit_s=0.3, target_sample_s=1e-3)
+    t = timing.time_host(lambda: sum(range(50)), time_limit_s=0.3, target_sample_s=1e-3)
     assert t.reps_per_sample > 10
     assert 0.2e3 < t.median_us * t.reps_per_sample < 5e3  # ~1 ms per sample
 
@@ -94,7 +94,7 @@ def test_host_honours_time_limit_when_target_unreachable():
         time.sleep(r.random() * 3e-4)
 
     t0 = time.perf_counter()
-    t = timer.time_host(noisy, noise_target=1e-9, max_samples=10**7, time_limit_s=0.3, warmup_s=0.02)
+    t = timing.time_host(noisy, noise_target=1e-9, max_samples=10**7, time_limit_s=0.3, warmup_s=0.02)
     wall = time.perf_counter() - t0
     assert not t.noise_target_met
     assert t.noise is not None and t.noise > 1e-9
@@ -103,13 +103,13 @@ def test_host_honours_time_limit_when_target_unreachable():
 
 
 def test_host_stops_at_max_samples():
-    t = timer.time_host(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
+    t = timing.time_host(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
                         warmup_s=0.0)
     assert len(t.samples_us) == 7
 
 
 def test_quantiles_ordered_and_method_matches_schema():
-    t = timer.time_host(lambda: sum(range(200)), time_limit_s=0.3)
+    t = timing.time_host(lambda: sum(range(200)), time_limit_s=0.3)
     q = t.quantiles()
     assert set(q) == {"p20", "p50", "p80", "min", "max", "mean"}
     assert q["min"] <= q["p20"] <= q["p50"] <= q["p80"] <= q["max"]
@@ -148,7 +148,7 @@ class _Queue:
 
 def test_host_loop_drains_between_loops_and_caps_the_loop():
     q = _Queue()
-    t = timer.time_host_loop(q.call, sync=q.sync, time_limit_s=0.3, max_calls_per_loop=16, warmup_s=0.02)
+    t = timing.time_host_loop(q.call, sync=q.sync, time_limit_s=0.3, max_calls_per_loop=16, warmup_s=0.02)
     assert t.timer == "host_loop" and t.cache == "warm"
     assert 1 <= t.reps_per_sample <= 16 and q.deepest <= 16  # a loop never outgrows the launch queue
     assert q.syncs >= len(t.samples_us)  # the queue is drained before every loop
@@ -157,25 +157,25 @@ def test_host_loop_drains_between_loops_and_caps_the_loop():
 
 
 def test_host_loop_sample_is_many_calls_of_target_length():
-    t = timer.time_host_loop(lambda: sum(range(50)), time_limit_s=0.3, target_sample_s=1e-3)
+    t = timing.time_host_loop(lambda: sum(range(50)), time_limit_s=0.3, target_sample_s=1e-3)
     assert t.reps_per_sample == 200  # ~1 us calls: capped at the launch-queue bound
-    t = timer.time_host_loop(lambda: time.sleep(1e-3), time_limit_s=0.3, target_sample_s=1e-3)
+    t = timing.time_host_loop(lambda: time.sleep(1e-3), time_limit_s=0.3, target_sample_s=1e-3)
     assert t.reps_per_sample == 1 and 950 <= t.median_us <= 3000
 
 
 def test_host_loop_keeps_the_garbage_collector_on():
     seen = []
-    timer.time_host_loop(lambda: seen.append(gc.isenabled()), time_limit_s=0.05, warmup_s=0.0)
+    timing.time_host_loop(lambda: seen.append(gc.isenabled()), time_limit_s=0.05, warmup_s=0.0)
     assert all(seen)
 
 
 def test_host_loop_stop_rule_and_time_limit():
-    t = timer.time_host_loop(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
+    t = timing.time_host_loop(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
                              warmup_s=0.0)
     assert len(t.samples_us) == 7
     r = random.Random(5)
     t0 = time.perf_counter()
-    t = timer.time_host_loop(lambda: time.sleep(r.random() * 3e-4), noise_target=1e-9, max_samples=10**7,
+    t = timing.time_host_loop(lambda: time.sleep(r.random() * 3e-4), noise_target=1e-9, max_samples=10**7,
                              time_limit_s=0.3, warmup_s=0.02)
     # the limit is honoured (without it 10**7 samples would take minutes); the bound leaves a machine four
     # times slower than a quiet one room (CI shares its cores: 1.03 s was seen under load)
@@ -186,13 +186,13 @@ def test_host_loop_stop_rule_and_time_limit():
                                 {"max_calls_per_loop": 0}])
 def test_host_loop_bad_arguments_refused(kw):
     with pytest.raises(ValueError):
-        timer.time_host_loop(lambda: None, **kw)
+        timing.time_host_loop(lambda: None, **kw)
     with pytest.raises(TypeError):
-        timer.time_host_loop(None)  # type: ignore[arg-type]
+        timing.time_host_loop(None)  # type: ignore[arg-type]
 
 
 def test_empty_timing_is_finite():
-    t = timer.Timing(timer="cuda_event", cache="cold", samples_us=[], reps_per_sample=1, warmup_s=0.0,
+    t = timing.Timing(timer="cuda_event", cache="cold", samples_us=[], reps_per_sample=1, warmup_s=0.0,
                      noise=None, noise_target=0.005, noise_target_met=False, time_limit_s=1.0)
     assert t.median_us == 0.0
     msgspec.convert(t.quantiles(), schema.Quantiles)
@@ -204,16 +204,16 @@ def test_empty_timing_is_finite():
                                 {"warmup_s": float("inf")}, {"target_sample_s": 0.0}])
 def test_bad_arguments_refused(kw):
     with pytest.raises(ValueError):
-        timer.time_host(lambda: None, **kw)
+        timing.time_host(lambda: None, **kw)
 
 
 def test_time_gpu_argument_errors_before_any_device_use():
     with pytest.raises(ValueError):
-        timer.time_gpu(lambda: None, method="wallclock")
+        timing.time_gpu(lambda: None, method="wallclock")
     with pytest.raises(ValueError):
-        timer.time_gpu(lambda: None, cache="lukewarm")
+        timing.time_gpu(lambda: None, cache="lukewarm")
     with pytest.raises(TypeError):
-        timer.time_gpu(None)  # type: ignore[arg-type]
+        timing.time_gpu(None)  # type: ignore[arg-type]
 
 
 def test_time_gpu_without_cuda_says_so():
@@ -221,12 +221,12 @@ def test_time_gpu_without_cuda_says_so():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     with pytest.raises(RuntimeError, match="CUDA"):
-        timer.time_gpu(lambda: None)
+        timing.time_gpu(lambda: None)
     with pytest.raises(RuntimeError, match="CUDA"):
-        timer.copy_ceiling(1 << 20)
+        timing.copy_ceiling(1 << 20)
 
 
 def test_import_has_no_side_effects():
-    code = "import sys, robocache.bench.timer; print('torch' in sys.modules)"
+    code = "import sys, robocache.bench.timing; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,16 +1,10 @@
 """Architectures: every GPU architecture present, side by side on the same cases, in absolute terms
 and as % of each GPU's own copy ceiling."""
-import sys
-from pathlib import Path
+import pandas as pd
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from dashboard import charts, data, tables  # noqa: E402
+from dashboard import charts, data, tables
+from robocache import providers
 
 
 def body() -> None:
@@ -28,14 +22,13 @@ def body() -> None:
     op = c[0].selectbox("op", data.options(df, "op"))
     d = df[(df["op"] == op) & (df["status"] == "ok")]
     provider = c[1].selectbox("provider", data.options(d, "provider"),
-                              index=data.options(d, "provider").index("robocache")
-                              if "robocache" in data.options(d, "provider") else 0)
+                              index=data.options(d, "provider").index(providers.OURS)
+                              if providers.OURS in data.options(d, "provider") else 0)
     d = d[d["provider"] == provider]
     dtype = c[2].selectbox("dtype", data.options(d, "dtype"))
     d = d[d["dtype"] == dtype]
-    timer = c[3].selectbox("timer", data.options(d, "timer"))
-    cache = c[4].selectbox("cache", data.options(d[d["timer"] == timer], "cache"))
-    d = data.latest(d[(d["timer"] == timer) & (d["cache"] == cache)])
+    timer, cache, d = data.pick_method(d, c[3], c[4])
+    d = data.latest(d)
     n_arch = d["arch"].nunique()
     if n_arch < 2:
         st.caption(f"Only {n_arch} architecture has results for this selection; the others join it here once measured.")

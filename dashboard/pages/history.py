@@ -1,14 +1,7 @@
 """History: each series over commits and dates (one machine, timer and cache mode at a time)."""
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import charts, data  # noqa: E402
+from dashboard import charts, data
 
 
 def body() -> None:
@@ -25,9 +18,7 @@ def body() -> None:
     d = d[d["op"] == op]
     case = c[2].selectbox("case", data.options(d, "case_id"))
     d = d[d["case_id"] == case]
-    timer = c[3].selectbox("timer", data.options(d, "timer"))
-    cache = c[4].selectbox("cache", data.options(d[d["timer"] == timer], "cache"))
-    d = d[(d["timer"] == timer) & (d["cache"] == cache)]
+    _, _, d = data.pick_method(d, c[3], c[4])
     provs = data.options(d, "provider")
     chosen = st.multiselect("providers", provs, default=provs)
     d = d[d["provider"].isin(chosen)]
@@ -36,8 +27,11 @@ def body() -> None:
     if d["run_id"].nunique() < 2:
         st.caption("Only one run has measured this case so far: history starts with the second.")
     st.plotly_chart(charts.history_lines(d, metric, title=f"{case}: {charts.METRICS[metric][0]}"), width="stretch")
-    st.dataframe(d[["created", "git_commit", "run_id", "provider", "dtype", "p50", "gb_per_s", "throttled",
-                    "contended", "noisy"]].sort_values("created"), hide_index=True, width="stretch")
+    st.caption("One line per series (provider, dtype, front end, input rotation, grid version: the series that "
+               "`robocache-bench compare` and `check` compare); its id in the hover is the fingerprint an alert names.")
+    st.dataframe(d[["created", "git_commit", "run_id", "provider", "dtype", "frontend", "input_sets", "p50",
+                    "gb_per_s", "throttled", "contended", "noisy"]].sort_values("created"), hide_index=True,
+                 width="stretch")
 
 
 data.run_page("History", body)

@@ -1,18 +1,11 @@
 """Kernels: the optimisation journey (kernel versions robocache@v1, v2, ... side by side, per op and GPU),
 robocache against torch.compile at its best (the faster of its modes on each case), and the call cost of tiny
 calls. The tables are the CLI report's own (``robocache.bench.report``), fed from the dashboard's frame."""
-import sys
-from pathlib import Path
+import pandas as pd
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from dashboard import charts, data, tables  # noqa: E402
-from robocache.bench import report  # noqa: E402
+from dashboard import charts, data, tables
+from robocache import providers
 
 JOURNEY_COLUMNS = {"arch": "GPU", "machine": "machine", "version": "version", "case": "case", "dtype": "dtype",
                    "status": "status", "p50_us": "p50 us", "gb_per_s": "GB/s", "pct_of_ceiling": "% of copy ceiling",
@@ -61,7 +54,7 @@ def body() -> None:
                         width="stretch")
 
     st.header("Against torch.compile at its best")
-    provs = [p for p in data.options(d, "provider") if p == tables.OURS or report.version_of(str(p))]
+    provs = [p for p in data.options(d, "provider") if providers.role(str(p)) in ("ours", "version")]
     if not provs:
         st.info("No robocache records for this op in the chosen machines.")
         return

@@ -1,15 +1,8 @@
 """Multi-GPU: scaling efficiency and aggregate throughput against the GPU count, per architecture, and the
 gather's bandwidth next to the collective's own; from records carrying ``distributed`` (suite multigpu)."""
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import charts, data  # noqa: E402
+from dashboard import charts, data
 
 TABLE = ["machine", "arch", "op", "case_id", "provider", "dtype", "world_size", "nodes", "scaling", "gather", "status",
          "step_us", "per_rank_us", "aggregate_items_per_s", "efficiency", "gather_gb_per_s", "collective_gb_per_s",
@@ -38,7 +31,7 @@ def body() -> None:
         d = d[d["scaling"] == scaling]
     # newest record per case and machine, whatever its timer: a failed record has none, and must hide an older
     # ok one rather than stand beside it
-    latest = data.latest(d, keys=[c for c in data.SERIES if c not in ("timer", "cache")])
+    latest = data.latest(d, keys=[c for c in data.LATEST_KEYS if c not in ("timer", "cache")])
     ok = latest[latest["status"] == "ok"]
     st.caption("Each rank times its own shard; the group's step is its slowest rank's median; efficiency is "
                "against the one-GPU case of the same run (weak: t1/tk, strong: t1/(k tk)). Gather bars: cases over "

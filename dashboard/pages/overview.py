@@ -1,15 +1,8 @@
 """Overview: per architecture and op, the latest results, the best provider, robocache's speedups,
 % of the copy ceiling and the health flags as counts."""
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # run as a page of app.py, or alone (AppTest, `streamlit run` of a page)
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import charts, data, tables  # noqa: E402
+from dashboard import charts, data, tables
 
 
 def body() -> None:
@@ -23,9 +16,7 @@ def body() -> None:
     op = c2.selectbox("op", data.options(d, "op"))
     d = d[d["op"] == op]
     # one timer and one cache mode at a time: series never mix them
-    timer = c3.selectbox("timer", data.options(d, "timer"))
-    cache = c4.selectbox("cache", data.options(d[d["timer"] == timer], "cache"))
-    d = d[(d["timer"] == timer) & (d["cache"] == cache)]
+    _, _, d = data.pick_method(d, c3, c4)
 
     lat = data.latest(d)
     counts = tables.health_counts(lat)  # of the latest record of each series: the state now

@@ -1,16 +1,10 @@
 """Runs: one run's environment, clocks and health flags, its failed cases with reasons, and the
 results files the loader skipped."""
 import json
-import sys
-from pathlib import Path
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+import streamlit as st
 
-import streamlit as st  # noqa: E402
-
-from dashboard import data, tables  # noqa: E402
+from dashboard import data, tables
 
 
 def body() -> None:

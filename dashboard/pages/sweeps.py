@@ -1,16 +1,10 @@
 """Sweeps: p50 time, items/s or GB/s against one shape parameter (B, S, D, ...), one line per provider."""
 import json
-import sys
-from pathlib import Path
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+import pandas as pd
+import streamlit as st
 
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from dashboard import charts, data  # noqa: E402
+from dashboard import charts, data
 
 
 def _slice_key(params: str, x: str) -> str:
@@ -32,9 +26,7 @@ def body() -> None:
     d = d[d["machine"] == machine]
     dtype = c[2].selectbox("dtype", data.options(d, "dtype"))
     d = d[d["dtype"] == dtype]
-    timer = c[3].selectbox("timer", data.options(d, "timer"))
-    cache = c[4].selectbox("cache", data.options(d[d["timer"] == timer], "cache"))
-    d = d[(d["timer"] == timer) & (d["cache"] == cache)]
+    _, _, d = data.pick_method(d, c[3], c[4])
     metric = c[5].selectbox("metric", ["p50", "items_per_s", "gb_per_s"],
                             format_func=lambda m: charts.METRICS[m][0])
     axes = [p for p in data.SHAPE_PARAMS if d[p].nunique() > 1]

@@ -15,18 +15,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import providers
 from . import report as rep
 from . import launch, specs, store
+from .messages import TimingOptions
 
 
 def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-# Every provider a case can name: the GPU peers (robocache, each kernel version robocache@vN, torch eager,
-# torch.compile in both modes, CuPy), NumPy on the CPU, and the call-cost cases' own (robocache@cupy, bare_launch).
-ALL_PROVIDERS = tuple(dict.fromkeys(specs.GPU_PROVIDERS + specs.CPU_PROVIDERS + specs.DISPATCH_PROVIDERS))
-_PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} (robocache@cupy and bare_launch: the "
+# Every provider a case can name (the provider table's: the GPU peers, robocache's kernel versions, NumPy on the
+# CPU, and the call-cost cases' own).
+ALL_PROVIDERS = tuple(providers.names())
+_CALL_ONLY = [p for p in ALL_PROVIDERS if providers.get(p).grids == ("dispatch",)]
+_PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} ({' and '.join(_CALL_ONLY)}: the "
                    "call-cost cases only)")
 
 
@@ -305,8 +308,8 @@ def _check(args: argparse.Namespace) -> int:
             device = runner.detect_device()
             for _ in range(regress.CONFIRM_RUNS):  # fresh processes each time: independent measurements
                 rr = runner.run_suite(res.alerts[0].after.suite, device=device,
-                                      cases=[specs.find(k, device=device) for k in keys], out_dir=out,
-                                      machine=here, progress=False)
+                                      cases=[specs.find(k) for k in keys], out_dir=out, machine=here,
+                                      progress=False)
                 again += store.load(rr.path).records if rr.path else []
         kept, refuted, unconfirmable = regress.confirm(
             res, again, measurable={c.fingerprint for c in mine if c.key in keys}, not_measured=why_not, **kw)
@@ -314,7 +317,7 @@ def _check(args: argparse.Namespace) -> int:
     text = regress.check_markdown(res)
     if refuted:
         text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
-            f"{regress._md(regress.alert_title(c))} ({regress._md(c.confirm_note)})" for c in refuted) + "\n"
+            f"{regress.md_text(regress.alert_title(c))} ({regress.md_text(c.confirm_note)})" for c in refuted) + "\n"
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
@@ -351,7 +354,7 @@ def _run(args: argparse.Namespace) -> int:
 
     device = runner.detect_device() if args.device == "auto" else args.device
     if args.cases:
-        cases = [specs.find(k, device=device) for k in args.cases]
+        cases = [specs.find(k) for k in args.cases]
     else:
         cases = specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes)
     if not cases:
@@ -367,8 +370,7 @@ def _run(args: argparse.Namespace) -> int:
         print("--gpus, --nnodes, --rdzv-endpoint and --collective-timeout apply to multi-GPU cases "
               "(--suite multigpu)", file=sys.stderr)
         return 2
-    timing = {k: v for k, v in (("noise_target", args.noise_target), ("time_limit_s", args.time_limit))
-              if v is not None}
+    timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     where = "GPU (device timers)" if device == "gpu" else "CPU only (host timer; no GPU found)"
     print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
     res = runner.run_suite(args.suite, device=device, cases=cases, out_dir=args.out, cache=args.cache,
@@ -381,13 +383,14 @@ def _run(args: argparse.Namespace) -> int:
               + "".join(f"; {f['case']}: {f['status']}" for f in pre.get("failed", []))
               + (f"; pre-pass error: {pre['error']}" if pre.get("error") else ""))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
-    ceiling = f"; copy ceiling {res.ceiling['gb_per_s']:.0f} GB/s" if res.ceiling and "gb_per_s" in res.ceiling else ""
+    ceiling = (f"; copy ceiling {res.ceiling.gb_per_s:.0f} GB/s" if res.ceiling and res.ceiling.gb_per_s is not None
+               else "")
     print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s{ceiling}; records: {res.path}")
     for r in res.failed:
         print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
               f"{(r.get('reason') or '').splitlines()[0][:160]}")
     if res.ceiling_failed:
-        print(f"  FAILED copy-ceiling measurement: {res.ceiling.get('reason')}; records carry no % of ceiling")
+        print(f"  FAILED copy-ceiling measurement: {res.ceiling.reason}; records carry no % of ceiling")
     return 1 if res.failed or res.ceiling_failed else 0
 
 
@@ -405,8 +408,7 @@ def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
     if gpus < 1:
         print("no GPU visible here: pass --gpus N, or --device cpu for Gloo processes", file=sys.stderr)
         return 2
-    timing = {k: v for k, v in (("noise_target", args.noise_target), ("time_limit_s", args.time_limit))
-              if v is not None}
+    timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     coll = args.collective_timeout if args.collective_timeout is not None else launch.COLLECTIVE_TIMEOUT_S
     where = (f"{gpus} GPU(s) per node, NCCL" if device == "gpu" else f"{gpus} Gloo process(es) per node, CPU only "
              "(host timer)") + (f", {args.nnodes} nodes (this is node {args.node_rank})" if args.nnodes > 1 else "")

@@ -1,7 +1,8 @@
 """One rank of a multi-GPU launch: ``torchrun ... -m robocache.bench.distributed --task TASK.json``.
 
-:mod:`robocache.bench.launch` writes the task (the cases of one world size, timing options, the collective
-timeout, where records go) and starts ``torchrun``; every rank runs this module. Per case, all ranks go
+:mod:`robocache.bench.launch` writes the task (a :class:`~robocache.bench.context.LaunchTask`: the cases of
+one world size, their options, the collective timeout, and the run's context, which says where records go)
+and starts ``torchrun``; every rank runs this module. Per case, all ranks go
 through the same sequence of collectives, whatever happens locally, so a local failure becomes a status
 instead of a hang:
 
@@ -14,7 +15,7 @@ instead of a hang:
    between ranks;
 3. **gather** (gather modes ``all`` and ``one``): op + gather end to end, the gather alone, and an
    ``all_gather`` of a plain uint8 tensor of the same size (the collective's own bandwidth, measured in
-   the same run), each with :func:`timer.time_lockstep` (a call count agreed by all ranks: a rank that
+   the same run), each with :func:`timing.time_lockstep` (a call count agreed by all ranks: a rank that
    called a collective more often than its peers would wait forever);
 4. **record**: the ranks' summaries are gathered; the writer (local rank 0 of node rank 0, which is global
    rank 0 on one machine) builds the record with :mod:`robocache.bench.scaling` and writes it through the
@@ -28,7 +29,6 @@ it prints the traceback and exits with code 1, without tearing down a process gr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -37,23 +37,28 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from . import scaling, specs, store, worker
+import msgspec
+
+from . import messages, scaling, specs, worker
+from .context import LaunchTask
+from .messages import CaseDone, Progress, RankFailure, RankPid
+from .schema import Check, Clocks, Distributed, Health, Method, Metrics, Quantiles, Record
 
 
 class Rank:
     """This process's place in the group, from torchrun's environment."""
 
-    def __init__(self, task: dict[str, Any]):
+    def __init__(self, lt: LaunchTask):
         self.rank = int(os.environ.get("RANK", "0"))
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world)))
         self.nodes = int(os.environ.get("GROUP_WORLD_SIZE") or max(1, self.world // max(1, self.local_world)))
-        self.device = task["device"]
+        self.device = lt.task.device
         self.backend = "nccl" if self.device == "gpu" else "gloo"
         # The writer is on the launcher's node that was given --node-rank 0 (torchrun's c10d rendezvous
         # numbers nodes in its own order, so global rank 0 may live on another node).
-        self.writer = int(task.get("node_rank", 0)) == 0 and self.local_rank == 0
+        self.writer = lt.node_rank == 0 and self.local_rank == 0
         self.group_pids: set[int] = set()  # every rank's pid (NVML's view of "other processes" leaves them out)
 
 
@@ -63,11 +68,11 @@ def _dist():
     return dist
 
 
-def _init(task: dict[str, Any], me: Rank) -> None:
+def _init(lt: LaunchTask, me: Rank) -> None:
     import torch
 
     dist = _dist()
-    timeout = timedelta(seconds=float(task["collective_timeout"]))
+    timeout = timedelta(seconds=lt.collective_timeout_s)
     kw: dict[str, Any] = {}
     if me.device == "gpu":
         torch.cuda.set_device(me.local_rank)
@@ -82,11 +87,11 @@ def _init(task: dict[str, Any], me: Rank) -> None:
         dist.init_process_group(me.backend, timeout=timeout, **kw)
     except TypeError:  # a torch without device_id
         dist.init_process_group(me.backend, timeout=timeout)
-    if dist.get_world_size() != int(task["world_size"]):
-        raise RuntimeError(f"torchrun started {dist.get_world_size()} ranks; the task's cases need "
-                           f"{task['world_size']}")
+    if dist.get_world_size() != lt.world_size:
+        raise RuntimeError(f"torchrun started {dist.get_world_size()} ranks; the task's cases need {lt.world_size}")
     # everything that decides which collectives a rank calls must agree, or the ranks would pair different ones
-    mine = {key: task.get(key) for key in ("cases", "check_only", "timing", "lockstep_time_limit_s", "device")}
+    mine = {"cases": lt.cases, "check_only": lt.task.check_only, "timing": msgspec.to_builtins(lt.task.timing),
+            "device": lt.task.device}
     everyone = _all(mine)
     me.group_pids = {int(p) for p in _all(os.getpid())}
     differ = sorted({key for other in everyone for key in mine if other[key] != mine[key]})
@@ -172,7 +177,7 @@ def _gatherer(mode: str, me: Rank, like):
 
 def _plan(me: Rank, fn, limit_s: float) -> tuple[int, int]:
     """Probe ``fn`` (3 calls, also its warm-up) and agree on one (reps, samples) on every rank."""
-    from . import timer
+    from . import timing
 
     _barrier(me)
     fn()
@@ -184,15 +189,15 @@ def _plan(me: Rank, fn, limit_s: float) -> tuple[int, int]:
     mine = ((time.perf_counter() - t0) / 2, limit_s)
     everyone = _all(mine)
     per_call = max(p for p, _ in everyone)
-    return timer.lockstep_plan(per_call, time_limit_s=everyone[0][1])  # rank 0's budget: one plan for all
+    return timing.lockstep_plan(per_call, time_limit_s=everyone[0][1])  # rank 0's budget: one plan for all
 
 
 def _lockstep(me: Rank, fn, limit_s: float, noise_target: float):
-    from . import timer
+    from . import timing
 
     reps, samples = _plan(me, fn, limit_s)
     _barrier(me)
-    return timer.time_lockstep(fn, reps=reps, samples=samples, device=me.device, warmup_calls=1,
+    return timing.time_lockstep(fn, reps=reps, samples=samples, device=me.device, warmup_calls=1,
                                time_limit_s=limit_s, noise_target=noise_target)
 
 
@@ -209,32 +214,32 @@ def _first_failure(views: list[dict[str, Any]]) -> tuple[int, dict[str, Any]] | 
     return None
 
 
-def _combined_check(views: list[dict[str, Any]]) -> dict[str, Any] | None:
-    checks = [v.get("check") for v in views if v.get("check")]
+def _combined_check(views: list[dict[str, Any]]) -> Check | None:
+    checks: list[Check] = [v["check"] for v in views if v.get("check")]
     if not checks:
         return None
 
     def most(key):
-        vals = [c[key] for c in checks if c[key] is not None]
+        vals = [getattr(c, key) for c in checks if getattr(c, key) is not None]
         return max(vals) if vals else None
-    return {"passed": all(c["passed"] for c in checks) and len(checks) == len(views),
-            "max_abs_err": most("max_abs_err"), "max_rel_err": most("max_rel_err"),
-            "tolerance": checks[0]["tolerance"], "bad_fraction": most("bad_fraction")}
+    return Check(passed=all(c.passed for c in checks) and len(checks) == len(views), max_abs_err=most("max_abs_err"),
+                 max_rel_err=most("max_rel_err"), tolerance=checks[0].tolerance, bad_fraction=most("bad_fraction"))
 
 
-def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str, Any] | None, list[float]]:
+def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None, list[float]]:
     """One case on this rank; returns (the record, the step samples) on the writer, (None, []) elsewhere."""
     from . import env as envmod
-    from . import timer
+    from . import timing
 
     t_start = time.perf_counter()
     device = me.device
-    seed = int(task.get("seed", 0))
+    task = lt.task
+    seed = task.seed
     shard = case.shard(me.rank)
-    opts = dict(task.get("timing") or {})
+    opts = task.timing.kwargs()
     limit = float(opts.get("time_limit_s", 1.0))
-    lock_limit = float(task.get("lockstep_time_limit_s") or max(0.05, limit / 2))
-    cache = task.get("cache", "warm")
+    lock_limit = max(0.05, limit / 2)
+    cache = task.cache
     gather = case.params["gather"]
 
     # 1. prepare + gate, locally; the outcome is exchanged whatever it is
@@ -251,21 +256,21 @@ def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str
             if failed:
                 local.update(status="incorrect", reason=failed)
     except Exception as e:  # noqa: BLE001 - a provider failure is a status, the group goes on
-        local.update(status=worker._classify(e), reason=_tb(e))
+        local.update(status=worker.classify(e), reason=_tb(e))
     views = _all(local)
     rec = worker.base_record(task, case) if me.writer else None
     check = _combined_check(views)
     bad = _first_failure(views)
-    if bad is not None or task.get("check_only"):
+    if bad is not None or task.check_only:
         if rec is not None:
-            rec["check"] = check
+            rec.check = check
             _set_moved_bytes(rec, views)
             if bad is not None:
                 r, v = bad
-                rec.update(status=v["status"], reason=f"rank {r}: {v.get('reason')}")
+                rec.status, rec.reason = v["status"], f"rank {r}: {v.get('reason')}"
             else:
-                rec.update(status="ok", reason="correctness check only: not timed")
-            rec["duration_s"] = time.perf_counter() - t_start
+                rec.status, rec.reason = "ok", "correctness check only: not timed"
+            rec.duration_s = time.perf_counter() - t_start
         return rec, []
 
     # 2. the op alone, each rank on its own (no collective inside: the adaptive timer is safe)
@@ -278,17 +283,16 @@ def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str
         _barrier(me)
         try:
             moved: list[int] = []
-            call, n_sets = worker.rotating_call(shard, prep, device=device, cache=cache, seed=seed,
-                                                rotate=task.get("rotate_inputs", True), moved=moved)
+            call, n_sets = worker.rotating_call(shard, prep, device=device, cache=cache, seed=seed, moved=moved)
             if moved:  # bytes per call of this shard: the mean over the input sets the timer walks
                 summary["moved_bytes"] = round(sum(moved) / len(moved))
             if device == "gpu":
-                t_op = timer.time_gpu(call, method="cuda_event", cache=cache, **opts)
+                t_op = timing.time_gpu(call, method="cuda_event", cache=cache, **opts)
             else:
-                t_op = timer.time_host(call, **opts)
+                t_op = timing.time_host(call, **opts)
             summary.update(op=_timing_summary(t_op), input_sets=n_sets)
         except Exception as e:  # noqa: BLE001
-            summary = {"status": worker._classify(e), "reason": _tb(e)}
+            summary = {"status": worker.classify(e), "reason": _tb(e)}
         bad = _first_failure(_all({"status": summary["status"], "reason": summary.get("reason")}))
         if bad is None and gather != "none":
             # 3. in lockstep: op + gather, the gather alone, the collective on a plain tensor of the same size
@@ -304,7 +308,7 @@ def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str
                 ag, _ = _gatherer("all", me, plain)
                 sums = _checksum(out_bytes)
             except Exception as e:  # noqa: BLE001
-                summary = {"status": worker._classify(e), "reason": _tb(e)}
+                summary = {"status": worker.classify(e), "reason": _tb(e)}
             bad = _first_failure(_all({"status": summary["status"], "reason": summary.get("reason")}))
         if bad is None and gather != "none":
             g(out_bytes)  # the gather delivers every rank's bytes where they belong: checked on every receiver
@@ -341,31 +345,32 @@ def run_case(case: specs.Case, task: dict[str, Any], me: Rank) -> tuple[dict[str
     everyone = _all(summary)
     if not me.writer:
         return None, []
-    rec["check"] = check
+    rec.check = check
     bad = _first_failure(everyone)
     if bad is not None:
         r, v = bad
-        rec.update(status=v["status"], reason=f"rank {r}: {v.get('reason')}", duration_s=time.perf_counter() - t_start)
+        rec.status, rec.reason = v["status"], f"rank {r}: {v.get('reason')}"
+        rec.duration_s = time.perf_counter() - t_start
         return rec, []
     try:
-        samples = build_record(rec, case, task, me, everyone)
+        samples = build_record(rec, case, lt, me, everyone)
     except Exception as e:  # noqa: BLE001 - e.g. a zero time from a coarse clock: a status, not a crash
-        rec.update(status="error", reason=_tb(e), metrics=None, method=None, distributed=None)
+        rec.status, rec.reason, rec.metrics, rec.method, rec.distributed = "error", _tb(e), None, None, None
         samples = []
-    rec["duration_s"] = time.perf_counter() - t_start
+    rec.duration_s = time.perf_counter() - t_start
     return rec, samples
 
 
-def _set_moved_bytes(rec: dict[str, Any], views: list[dict[str, Any]]) -> None:
+def _set_moved_bytes(rec: Record, views: list[dict[str, Any]]) -> None:
     """The record's bytes: the sum over ranks of each shard's :func:`specs.moved_bytes` (as a single-GPU record
     carries its inputs' minimum traffic); left at the params-only bound when a rank has none (it failed early)."""
     per_rank = [v.get("moved_bytes") for v in views]
     if per_rank and all(isinstance(b, int) for b in per_rank):
-        rec["case"]["bytes"] = sum(per_rank)
+        rec.case.bytes = sum(per_rank)
 
 
-def build_record(rec: dict[str, Any], case: specs.Case, task: dict[str, Any], me: Rank,
-                 everyone: list[dict[str, Any]]) -> list[float]:
+def build_record(rec: Record, case: specs.Case, lt: LaunchTask, me: Rank, everyone: list[dict[str, Any]]
+                 ) -> list[float]:
     """Fill ``rec`` from every rank's summary (the writer only); returns the slowest rank's step samples.
     Its bytes (and GB/s) are the ranks' moved bytes summed over the group's step."""
     k = me.world
@@ -385,9 +390,9 @@ def build_record(rec: dict[str, Any], case: specs.Case, task: dict[str, Any], me
     if k == 1:
         base_step, base_items = step_us, total
     else:
-        base = (task.get("baselines") or {}).get(case.baseline_key or "")
-        base_step, base_items = (base["step_us"], base["items"]) if base else (None, None)
-        base_host_bound = bool(base and base.get("host_bound"))
+        base = lt.baselines.get(case.baseline_key or "")
+        base_step, base_items = (base.step_us, base.items) if base else (None, None)
+        base_host_bound = bool(base and base.host_bound)
     eff = scaling.efficiency(case.params["scaling"], k, step_us=step_us, items=total, baseline_step_us=base_step,
                              baseline_items=base_items)
     gather_bytes = gather_us = gather_gb = coll_us = coll_gb = busbw = None
@@ -402,28 +407,29 @@ def build_record(rec: dict[str, Any], case: specs.Case, task: dict[str, Any], me
         seen_by = [r for r, s in enumerate(everyone) if not s["delivered"]]
         if seen_by:
             lost = sorted({int(x) for s in everyone for x in s.get("lost") or []})
-            rec.update(status="incorrect", reason=f"the gather did not deliver the bytes of rank(s) {lost} intact "
-                                                  f"(checked on rank(s) {seen_by})")
+            rec.status = "incorrect"
+            rec.reason = f"the gather did not deliver the bytes of rank(s) {lost} intact (checked on rank(s) {seen_by})"
             return []
     slow_step = steps[slow]
-    rec["method"] = {**slow_step["method"], "input_sets": int(everyone[slow].get("input_sets", 1))}
-    rec["metrics"] = {"time_us": slow_step["quantiles"], "items_per_s": agg,
-                      "gb_per_s": rec["case"]["bytes"] / (step_us * 1e-6) / 1e9, "ceiling_gb_per_s": None,
-                      "pct_of_ceiling": None, "graph_time_us": None, "event_vs_graph": None}
-    rec["clocks"] = everyone[slow].get("clocks") if me.device == "gpu" else None
-    health = {"throttled": False, "contended": False, "noisy": False, "reasons": []}
+    rec.method = Method(**slow_step["method"], input_sets=int(everyone[slow].get("input_sets", 1)))
+    rec.metrics = Metrics(time_us=Quantiles(**slow_step["quantiles"]), items_per_s=agg,
+                          gb_per_s=rec.case.bytes / (step_us * 1e-6) / 1e9, ceiling_gb_per_s=None, pct_of_ceiling=None,
+                          graph_time_us=None, event_vs_graph=None)
+    clocks = everyone[slow].get("clocks") if me.device == "gpu" else None
+    rec.clocks = Clocks(**clocks) if clocks is not None else None
+    health = Health(throttled=False, contended=False, noisy=False, reasons=[])
     for r, s in enumerate(everyone):
         h = s["health"]
         for flag in ("throttled", "contended", "noisy"):
             health[flag] = health[flag] or bool(h[flag])
         reasons = [x for x in h["reasons"] if not (me.device == "cpu" and x.startswith("clocks unknown"))]
-        health["reasons"] += [f"rank {r}: {x}" for x in reasons]
+        health.reasons += [f"rank {r}: {x}" for x in reasons]
         if s["op"].get("uncovered"):
-            health["noisy"] = True
-            health["reasons"].append(f"rank {r}: noisy: {s['op']['uncovered']} of {s['op']['batches']} batches "
+            health.noisy = True
+            health.reasons.append(f"rank {r}: noisy: {s['op']['uncovered']} of {s['op']['batches']} batches "
                                      "could not be queued behind a blocked stream")
     if gather != "none" and me.device == "gpu":
-        from .timer import HOST_BOUND_FRACTION
+        from .timing import HOST_BOUND_FRACTION
 
         for r, s in enumerate(everyone):
             launch, t = s["step"].get("launch_us"), s["step"]["median_us"]
@@ -432,25 +438,24 @@ def build_record(rec: dict[str, Any], case: specs.Case, task: dict[str, Any], me
             # (a host blocked by a GPU-limited call would also take the whole step, but not beyond the GPU's side)
             if launch is not None and t > 0 and launch >= HOST_BOUND_FRACTION * t and t > 1.2 * gpu_side:
                 # no flag: the figure is what a Python loop of op + gather achieves, but not the GPU's limit
-                health["reasons"].append(
+                health.reasons.append(
                     f"rank {r}: host-bound: enqueueing op + gather took {launch:.1f} of the step's {t:.1f} us per "
                     f"call; the GPU time of the op ({s['op']['median_us']:.1f} us) plus the gather alone "
                     f"({s['gather_us']:.1f} us) is the GPU's side")
     if base_host_bound and eff is not None:
-        health["reasons"].append(f"efficiency against a host-bound one-GPU step ({base_step:.1f} us, paced by the "
+        health.reasons.append(f"efficiency against a host-bound one-GPU step ({base_step:.1f} us, paced by the "
                                  "host's launches): overstated against the GPU's own one-GPU time")
     if gather != "none" and not slow_step["method"]["noise_target_met"]:
-        health["noisy"] = True
-        health["reasons"].append(f"rank {slow}: noisy: the step's noise target was not met")
-    rec["health"] = health
-    rec["distributed"] = {
-        "world_size": k, "nodes": me.nodes, "backend": me.backend, "scaling": case.params["scaling"],
-        "gather": gather, "items_per_rank": items_per_rank, "per_rank_us": per_rank_op,
-        "per_rank_step_us": per_rank_step, "step_us": step_us, "aggregate_items_per_s": agg, "efficiency": eff,
-        "baseline_step_us": base_step, "gather_bytes": gather_bytes, "gather_us": gather_us,
-        "gather_gb_per_s": gather_gb, "collective_us": coll_us, "collective_gb_per_s": coll_gb,
-        "collective_busbw_gb_per_s": busbw}
-    rec.update(status="ok", reason=None)
+        health.noisy = True
+        health.reasons.append(f"rank {slow}: noisy: the step's noise target was not met")
+    rec.health = health
+    rec.distributed = Distributed(
+        world_size=k, nodes=me.nodes, backend=me.backend, scaling=case.params["scaling"], gather=gather,
+        items_per_rank=items_per_rank, per_rank_us=per_rank_op, per_rank_step_us=per_rank_step, step_us=step_us,
+        aggregate_items_per_s=agg, efficiency=eff, baseline_step_us=base_step, gather_bytes=gather_bytes,
+        gather_us=gather_us, gather_gb_per_s=gather_gb, collective_us=coll_us, collective_gb_per_s=coll_gb,
+        collective_busbw_gb_per_s=busbw)
+    rec.status, rec.reason = "ok", None
     return list(slow_step["samples_us"])
 
 
@@ -459,38 +464,27 @@ def _tb(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:])
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, allow_nan=False, default=float)
-    os.replace(tmp, path)
-
-
-def run(task: dict[str, Any]) -> int:
-    """Every case of the task on this rank; the writer checkpoints the records file after each case."""
-    me = Rank(task)
-    work = Path(task["workdir"])
+def run(lt: LaunchTask) -> int:
+    """Every case of the launch on this rank; the writer checkpoints the records file after each case."""
+    me = Rank(lt)
+    work = Path(lt.workdir)
     if work.is_dir():  # the launcher's own node: it watches these files (other nodes have no such folder)
-        _write_json(work / f"pid-{me.rank}.json", {"pid": os.getpid(), "rank": me.rank})
-    _init(task, me)
-    records: list[Any] = []
-    folder, name = Path(task["records_folder"]), task["records_name"]
-    path = folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}"
-    if me.writer and path.exists():  # an earlier launch of this world size (before a failed case) wrote these
-        records = list(store.load(path).records)
+        messages.write_json(work / f"pid-{me.rank}.json", RankPid(pid=os.getpid(), rank=me.rank))
+    _init(lt, me)
+    # an earlier launch of this world size (before a failed case) may have written some already
+    records: list[Record] = lt.run.records(lt.records_name) if me.writer else []
     watched = me.local_rank == 0 and work.is_dir()  # each node's launcher watches its local rank 0's progress
-    for i, key in enumerate(task["cases"]):
+    for i, key in enumerate(lt.cases):
         if watched:
-            _write_json(work / "progress.json", {"index": i, "key": key, "state": "start", "time": time.time()})
+            messages.write_json(work / "progress.json", Progress(index=i, key=key, state="start", time=time.time()))
         case = specs.find(key)
-        rec, samples = run_case(case, task, me)
+        rec, samples = run_case(case, lt, me)
         if me.writer:
-            rec["synthetic"] = bool(task.get("synthetic", False))
             records.append(rec)
-            store.write_records(folder, task["env"], records, name=name, unique=False)
-            _write_json(work / f"case-{i}.json", {"key": key, "record": rec, "samples_us": samples})
+            lt.run.write(records, lt.records_name)
+            messages.write_json(work / f"case-{i}.json", CaseDone(key=key, record=rec, samples_us=samples))
         if watched:
-            _write_json(work / "progress.json", {"index": i, "key": key, "state": "done", "time": time.time()})
+            messages.write_json(work / "progress.json", Progress(index=i, key=key, state="done", time=time.time()))
     _barrier(me)
     _dist().destroy_process_group()
     return 0
@@ -502,19 +496,20 @@ def main(argv: list[str] | None = None) -> int:
                                             "robocache.bench.launch).")
     p.add_argument("--task", required=True, help="the task JSON written by the launcher")
     args = p.parse_args(argv)
-    with open(args.task) as f:
-        task = json.load(f)
+    with open(args.task, "rb") as f:
+        lt = msgspec.json.decode(f.read(), type=LaunchTask)
     try:
-        return run(task)
+        return run(lt)
     except BaseException as e:  # noqa: BLE001 - a broken group: report and leave without tearing it down
         traceback.print_exc()
         sys.stdout.flush()
         sys.stderr.flush()
-        work = Path(task.get("workdir", ""))
+        work = Path(lt.workdir)
         if work.is_dir():  # the launcher tells the rank that died first from the ranks that failed after it
             try:
                 rank = int(os.environ.get("RANK", "-1"))
-                _write_json(work / f"fail-{rank}.json", {"rank": rank, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+                messages.write_json(work / f"fail-{rank}.json",
+                                    RankFailure(rank=rank, error=f"{type(e).__name__}: {str(e)[:300]}"))
             except Exception:  # noqa: BLE001
                 pass
         os._exit(1)

@@ -4,7 +4,9 @@ Both ask the harness for a case by its key (``specs``), measure it with the same
 worker (correctness gate, then the device timer, then NVML clocks), report the
 figure in the host tool's own format, and also append the record to our store,
 tagged with the front end. A front-end "session" (one ``asv run`` invocation,
-one pytest session) measures the copy ceiling once and writes one run file.
+one pytest session) measures the copy ceiling once and writes one run file, through the
+same :class:`~robocache.bench.context.RunContext` as ``robocache-bench run`` (its tasks, its
+results folder rule, its run file).
 
 Differences from ``robocache-bench run``: asv already runs each benchmark in its
 own process; pytest-benchmark runs in the pytest process (no isolation: a kernel
@@ -20,7 +22,6 @@ times them with the host-loop samples and says so in ``extra_info``).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import subprocess
 import sys
@@ -28,15 +29,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import runner, specs, store, worker
+import msgspec
+
+from .. import providers as _providers
+from . import messages, runner, specs, store, worker
+from .context import RunContext, git_state, new_run_id
+from .messages import Baseline, Ceiling, TimingOptions
+from .schema import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_ENV = "ROBOCACHE_RESULTS"  # where front-end records go; default <repo>/results/local (not committed)
 DEVICE_ENV = "ROBOCACHE_DEVICE"  # "gpu" | "cpu" to skip detection
-GPU_ONLY = ("robocache", "cupy", "bare_launch")  # and every robocache@<variant> (kernel versions, robocache@cupy)
 # Front ends sample for at most 1 s per case (the CLI: 2 s) and skip the CUDA-graph self-check, which
 # `robocache-bench run` records: asv's nightly pass over the whole grid with every peer must fit 15 minutes.
-FRONTEND_TIMING = {"time_limit_s": float(os.environ.get("ROBOCACHE_TIME_LIMIT", "1.0"))}
+FRONTEND_TIMING = TimingOptions(time_limit_s=float(os.environ.get("ROBOCACHE_TIME_LIMIT", "1.0")))
 
 
 def preload_gpu_libraries() -> None:
@@ -81,8 +87,8 @@ def device_here() -> str:
 
 
 def gpu_only(provider: str) -> bool:
-    """Whether ``provider`` needs a CUDA GPU (robocache and its ``robocache@...`` variants, CuPy, the bare launch)."""
-    return provider in GPU_ONLY or provider.split("@", 1)[0] == "robocache"
+    """Whether ``provider`` needs a CUDA GPU (the provider table's :func:`robocache.providers.gpu_only`)."""
+    return _providers.gpu_only(provider)
 
 
 def _suite(op: str | None, suite: str | None, default_suite: str) -> list[specs.Case]:
@@ -116,8 +122,8 @@ def dispatch_cases(op: str | None = None, suite: str | None = None, default_suit
 # robocache and torch.compile (NumPy on a CPU run), not every peer: each case costs a process, the correctness
 # gate and a compile, and on an H200 the walls of all four GPU providers took ~90 s of fuse's 256 s asv pass,
 # which with the rest put the nightly asv run over its 15-minute budget. ROBOCACHE_WALL_PROVIDERS widens it.
-# torch_compile@max-autotune is left out: its setup autotunes (minutes per shape in a fresh process), not cheap.
-WALL_PROVIDERS = ("robocache", "torch_compile", "numpy")
+# The provider table marks them (``wall``); torch_compile@max-autotune is not: its setup autotunes.
+WALL_PROVIDERS = tuple(_providers.names(wall=True))
 
 
 def wall_cases(op: str) -> list[str]:
@@ -134,8 +140,15 @@ def results_dir() -> Path:
     return Path(os.environ.get(RESULTS_ENV) or ROOT / "results" / "local")
 
 
+def frontend_git() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of a front end's records: asv's ``ASV_COMMIT`` (the commit it measures), else the checkout's."""
+    commit = os.environ.get("ASV_COMMIT") or None
+    return (commit, None) if commit else git_state()
+
+
 class Session:
-    """State shared by the benchmarks of one front-end invocation, kept in a temp folder."""
+    """State shared by the benchmarks of one front-end invocation, kept in a temp folder: its run id, the
+    environment, the copy ceiling and the records measured (asv runs each benchmark in a process of its own)."""
 
     def __init__(self, frontend: str, key: str):
         self.frontend = frontend
@@ -143,57 +156,64 @@ class Session:
         self.dir.mkdir(parents=True, exist_ok=True)
         rid = self.dir / "run_id"
         if not rid.exists():
-            _atomic_write(rid, runner.new_run_id())
+            _atomic_write(rid, new_run_id().encode())
         self.run_id = rid.read_text().strip()
 
-    def cached(self, name: str) -> dict[str, Any] | None:
-        p = self.dir / (store.safe_component(name) + ".json")
-        return json.loads(p.read_text()) if p.exists() else None
+    def _path(self, name: str) -> Path:
+        return self.dir / (store.safe_component(name) + ".json")
 
-    def cache(self, name: str, value: dict[str, Any]) -> None:
-        _atomic_write(self.dir / (store.safe_component(name) + ".json"), json.dumps(value, allow_nan=False))
+    def cached(self, name: str, kind: type[Any]) -> Any:
+        """What :meth:`cache` kept under ``name``, decoded as ``kind`` (None when absent or not a ``kind``)."""
+        return messages.read_json(self._path(name), kind)
 
-    def ceiling(self) -> dict[str, Any] | None:
+    def cache(self, name: str, value: Any) -> None:
+        _atomic_write(self._path(name), msgspec.json.encode(value))
+
+    def context(self, suite: str) -> RunContext:
+        """The session's run: its records go to ``<results_dir()>/<machine folder>/<run id>-<front end>``, the
+        environment captured once per session (machine: ROBOCACHE_MACHINE, else the hostname)."""
+        env = self.cached("env", dict)
+        if env is None:
+            from . import env as envmod
+
+            env = envmod.capture_env(device_here())
+            self.cache("env", env)
+        return RunContext.start(suite=suite, device=env["device"], frontend=self.frontend, out_dir=results_dir(),
+                                run_id=self.run_id, env=env, git=frontend_git(), name=f"{self.run_id}-{self.frontend}")
+
+    def ceiling(self) -> Ceiling | None:
         """The copy bandwidth, measured once per session (in a child process: CUDA stays out of this one)."""
         if device_here() != "gpu":
             return None
-        hit = self.cached("ceiling")
+        hit = self.cached("ceiling", Ceiling)
         if hit is None:
-            code = ("import json,sys; from robocache.bench import worker; "
-                    "print(json.dumps(worker.ceiling_task({})))")
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-            lines = out.stdout.strip().splitlines()
-            hit = json.loads(lines[-1]) if out.returncode == 0 and lines else {"status": "error",
-                                                                                  "reason": out.stderr[-500:]}
+            code = ("import sys; from robocache.bench import messages, worker; "
+                    "sys.stdout.buffer.write(messages.pack(worker.ceiling_task()))")
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=600)
+            try:
+                if out.returncode != 0:
+                    raise ValueError(out.stderr.decode(errors="replace")[-500:])
+                hit = messages.unpack(out.stdout, Ceiling)
+            except (ValueError, msgspec.DecodeError) as e:  # ValidationError is a ValueError
+                hit = Ceiling(status="error", reason=str(e)[-500:])
             self.cache("ceiling", hit)
-        return hit if hit.get("status") == "ok" else None
+        return hit if hit.status == "ok" else None
 
-    def append(self, rec: dict[str, Any]) -> Path:
+    def append(self, rec: Record, suite: str = "nightly") -> Path:
         """Add ``rec`` to this session's run file (benchmarks run one after another: read, append, rewrite)."""
-        from . import env as envmod
-
-        env = self.cached("env")
-        if env is None:  # machine: ROBOCACHE_MACHINE, else the hostname (capture_env's rule)
-            env = envmod.capture_env(device_here())
-            self.cache("env", env)
-        slug = (env.get("arch") or "gpu").lower() if env["device"] == "gpu" else "cpu"
-        folder = results_dir() / store.safe_component(f"{slug}-{env['machine']}")
-        name = f"{self.run_id}-{self.frontend}"
-        path = folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}"
-        previous = store.load(path).records if path.exists() else []
-        return store.write_records(folder, env, [*previous, rec], name=name, unique=False)
+        return self.context(suite).append([rec])
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
 
 
 def measure(key: str, session: Session, *, suite: str = "nightly", check_only: bool = False,
-            timing: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
-            store_record: bool = True) -> dict[str, Any]:
+            timing: TimingOptions | dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
+            store_record: bool = True) -> Record:
     """Measure case ``key`` in this process through the harness; append the record to the session's file.
 
     Raises :class:`Unavailable` for a case this machine cannot run (a GPU provider without a GPU, a
@@ -206,21 +226,17 @@ def measure(key: str, session: Session, *, suite: str = "nightly", check_only: b
     if case.distributed:
         return measure_multigpu(case, session, suite=suite, check_only=check_only, timing=timing, extras=extras,
                                 store_record=store_record)
-    commit = os.environ.get("ASV_COMMIT") or None
-    dirty = None
-    if commit is None:
-        commit, dirty = runner.git_state()
+    # the ceiling first, in a child process, while this one holds no CUDA context (capturing the environment
+    # for the session's context initialises CUDA here)
     ceiling = session.ceiling() if not check_only else None
-    task = {"run_id": session.run_id, "suite": suite,
-            "frontend": session.frontend, "device": device, "cache": "warm", "git_commit": commit,
-            "git_dirty": dirty, "timing": timing or FRONTEND_TIMING, "seed": 0, "case_key": key,
-            "check_only": check_only, "graph_check": False,
-            "ceiling_gb_per_s": ceiling["gb_per_s"] if ceiling else None}
+    run = session.context(suite)
+    task = run.task(key, timing=timing or FRONTEND_TIMING, check_only=check_only, graph_check=False,
+                    ceiling_gb_per_s=ceiling.gb_per_s if ceiling else None)
     rec = worker.measure(task, extras)
-    if rec["status"] == "skipped":
-        raise Unavailable(rec["reason"])
+    if rec.status == "skipped":
+        raise Unavailable(rec.reason)
     if store_record and not check_only:
-        session.append(rec)
+        run.append([rec])
     return rec
 
 
@@ -243,8 +259,8 @@ def multigpu_unavailable(case: specs.Case) -> str | None:
 
 
 def measure_multigpu(case: specs.Case, session: Session, *, suite: str = "multigpu", check_only: bool = False,
-                     timing: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
-                     store_record: bool = True) -> dict[str, Any]:
+                     timing: TimingOptions | dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
+                     store_record: bool = True) -> Record:
     """A multi-GPU case through the same torchrun path as ``robocache-bench run --suite multigpu`` (a child
     torchrun; rank 0's record). Its one-rank case is measured first in this session (once) when it has not
     been, so the efficiency is against the same session's baseline. ``extras["timing"].samples_us``: the
@@ -257,12 +273,12 @@ def measure_multigpu(case: specs.Case, session: Session, *, suite: str = "multig
     if why:
         raise Unavailable(why)
     key = case.key
-    hit = None if check_only else session.cached("rec-" + key)
-    if hit is not None and hit.get("status") != "unavailable":
+    hit = None if check_only else session.cached("rec-" + key, Record)
+    if hit is not None:
         if extras is not None:
-            extras["timing"] = types.SimpleNamespace(samples_us=(session.cached("samples-" + key) or {}).get("us", []))
+            extras["timing"] = types.SimpleNamespace(samples_us=session.cached("samples-" + key, list) or [])
         return hit
-    baselines: dict[str, dict[str, Any]] = {}
+    baselines: dict[str, Baseline] = {}
     bk = case.baseline_key
     if bk and not check_only:
         try:
@@ -274,28 +290,24 @@ def measure_multigpu(case: specs.Case, session: Session, *, suite: str = "multig
                 base = measure_multigpu(base_case, session, suite=suite, timing=timing, store_record=store_record)
             except Unavailable:
                 base = None
-            if base and base.get("status") == "ok" and base.get("distributed"):
-                baselines[bk] = {"step_us": base["distributed"]["step_us"], "items": base["case"]["items"],
-                                 "host_bound": any("host-bound" in x for x in base["health"]["reasons"])}
-    commit = os.environ.get("ASV_COMMIT") or None
+            if base is not None and (b := Baseline.of(base)) is not None:
+                baselines[bk] = b
     with tempfile.TemporaryDirectory(prefix="rcb-frontend-") as tmp:
         res = launch.run_multigpu([case], device=device_here(), gpus=case.world_size, out_dir=tmp, suite=suite,
                                   frontend=session.frontend, run_id=session.run_id, timing=timing or FRONTEND_TIMING,
-                                  check_only=check_only, baselines=baselines, add_baselines=False)
+                                  check_only=check_only, baselines=baselines, add_baselines=False, git=frontend_git())
     if not res.records:
         raise RuntimeError(f"{key}: the launch returned no record ({res.launches})")
     rec = res.records[0]
-    if commit:
-        rec["git_commit"], rec["git_dirty"] = commit, None
-    if rec["status"] == "skipped":
-        raise Unavailable(rec["reason"])
+    if rec.status == "skipped":
+        raise Unavailable(rec.reason)
     if extras is not None:
         extras["timing"] = types.SimpleNamespace(samples_us=res.samples.get(key, []))
     if not check_only:
         if store_record:
-            session.append(rec)
-        session.cache("rec-" + key, store.to_plain(rec))
-        session.cache("samples-" + key, {"us": res.samples.get(key, [])})
+            session.append(rec, suite)
+        session.cache("rec-" + key, rec)
+        session.cache("samples-" + key, res.samples.get(key, []))
     return rec
 
 
@@ -337,21 +349,22 @@ def asv_suite() -> str:
     return os.environ.get("ROBOCACHE_SUITE", "nightly")
 
 
-def asv_record(key: str) -> dict[str, Any]:
+def asv_record(key: str) -> Record:
     """The record of ``key`` in this asv invocation: measured by the first benchmark that asks, then reused
     by the others (asv runs each ``track_*`` method in its own process)."""
     session = asv_session()
-    hit = session.cached("rec-" + key)
+    why = session.cached("unavailable-" + key, str)
+    if why is not None:
+        raise NotImplementedError(why)
+    hit = session.cached("rec-" + key, Record)
     if hit is not None:
-        if hit.get("status") == "unavailable":
-            raise NotImplementedError(hit["reason"])
         return hit
     try:
         rec = measure(key, session, suite=asv_suite())
     except Unavailable as e:
-        session.cache("rec-" + key, {"status": "unavailable", "reason": str(e)})
+        session.cache("unavailable-" + key, str(e))
         raise NotImplementedError(str(e)) from None  # asv records this as skipped, never as passed
-    session.cache("rec-" + key, store.to_plain(rec))
+    session.cache("rec-" + key, rec)
     return rec
 
 

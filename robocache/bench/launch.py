@@ -32,8 +32,8 @@ their one-rank cases on its own (for the efficiency), then joins; its local rank
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-import json
 import os
 import re
 import signal
@@ -47,8 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import specs, store
-from .schema import FAILED_STATUSES
+from . import messages, specs
+from .context import LaunchTask, RunContext, capture_env_in_child, new_run_id
+from .messages import Baseline, CaseDone, Progress, RankFailure, RankPid, Task, TimingOptions
+from .schema import FAILED_STATUSES, Record
 
 COLLECTIVE_TIMEOUT_S = 120.0
 MARGIN_S = 30.0  # a dead rank must end the launch within the collective timeout plus this
@@ -66,7 +68,7 @@ class MultiRunResult:
 
     run_id: str
     paths: list[Path] = field(default_factory=list)  # records files written (one per world size)
-    records: list[dict[str, Any]] = field(default_factory=list)  # this node's view: the writer's records
+    records: list[Record] = field(default_factory=list)  # this node's view: the writer's records
     samples: dict[str, list[float]] = field(default_factory=dict)  # case key -> the slowest rank's step samples
     not_run: list[tuple[str, str]] = field(default_factory=list)  # (case key, why): more GPUs than present, ...
     launches: list[dict[str, Any]] = field(default_factory=list)  # per torchrun: world size, exit code, seconds
@@ -74,8 +76,8 @@ class MultiRunResult:
     wall_s: float = 0.0
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+    def failed(self) -> list[Record]:
+        return [r for r in self.records if r.status in FAILED_STATUSES]
 
     @property
     def launch_failed(self) -> bool:
@@ -85,7 +87,7 @@ class MultiRunResult:
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self.records:
-            out[r["status"]] = out.get(r["status"], 0) + 1
+            out[r.status] = out.get(r.status, 0) + 1
         return out
 
 
@@ -277,22 +279,14 @@ def _last_error(log: str) -> str | None:
     return None
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 @dataclass
 class _Launch:
     rc: int
     status: str | None  # None: finished; "timeout" / "crash": stopped by this launcher
     detail: str
     log: str
-    done: list[dict[str, Any]]
-    progress: dict[str, Any] | None
+    done: list[CaseDone]
+    progress: Progress | None
     seconds: float
     died: str | None = None  # which local rank died first, when one did
 
@@ -305,150 +299,163 @@ def _raise_stopped(signum: int, _frame: Any) -> None:
     raise Stopped(f"stopped by {signal.Signals(signum).name}")
 
 
-def _launch(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeout_s: float,
-            collective_timeout_s: float, env: dict[str, str],
-            on_case: Callable[[dict[str, Any]], None] | None) -> _Launch:
-    launch_id = uuid.uuid4().hex
-    env = {**env, LAUNCH_ENV: launch_id}
-    log_path = work / "torchrun.log"
-    t0 = time.monotonic()
-    status, detail = None, ""
-    seen: set[int] = set()
-    dead_since: float | None = None
-    # torchrun runs in a session of its own, so a SIGTERM to this process (timeout, a cancelled CI job, asv's
-    # own timeout) would not reach it: while it runs, SIGTERM/SIGHUP raise here and the finally below kills it.
+@contextlib.contextmanager
+def _stop_on_signals():
+    """While a launch runs, SIGTERM/SIGHUP raise :class:`Stopped` here: torchrun runs in a session of its own, so
+    a SIGTERM to this process (a timeout, a cancelled CI job, asv's own timeout) would not reach it, and the
+    launch's ``finally`` kills it instead. Not in the main thread: no handler, the caller's own cleanup applies."""
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:
             previous[sig] = signal.signal(sig, _raise_stopped)
-        except ValueError:  # not the main thread: no handler, the caller's own cleanup applies
+        except ValueError:
             pass
     try:
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
-    except BaseException:
+        yield
+    finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        raise
-    try:
-        while True:
-            try:
-                proc.wait(POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            for p in sorted(work.glob("case-*.json")):
-                i = int(p.stem.split("-")[1])
-                if i not in seen and (got := _read_json(p)) is not None:
-                    seen.add(i)
-                    if on_case is not None:
-                        on_case(got)
-            prog = _read_json(work / "progress.json")
-            if prog and prog.get("state") == "start":
-                running_for = time.time() - float(prog["time"])
-                if running_for > case_timeout_s:
-                    status = "timeout"
-                    detail = (f"no result within the {case_timeout_s:g} s timeout; the launch of {k} rank(s) was "
-                              "stopped (process groups killed)")
-                    break
-            elif prog and prog.get("state") == "done":
-                idle_for = time.time() - float(prog["time"])
-                if int(prog.get("index", -1)) >= n_cases - 1 and idle_for > collective_timeout_s + MARGIN_S:
-                    # every case is recorded; the group hangs in its final barrier or in tearing down NCCL
-                    detail = (f"the group did not exit within {collective_timeout_s + MARGIN_S:g} s after its last "
-                              "case; stopped (its records are complete)")
-                    break
-                if int(prog.get("index", -1)) < n_cases - 1 and idle_for > case_timeout_s:
-                    status = "timeout"
-                    detail = (f"the next case did not start within the {case_timeout_s:g} s timeout; the launch of "
-                              f"{k} rank(s) was stopped (process groups killed)")
-                    break
-            elif not prog and now - t0 > case_timeout_s:
-                status = "timeout"
-                detail = (f"the launch of {k} rank(s) did not start its first case within {case_timeout_s:g} s "
-                          "(rendezvous or process-group setup); stopped")
-                break
-            pids = [x for x in (_read_json(p) for p in work.glob("pid-*.json")) if x]
-            if dead_since is None and any(not _alive(int(x["pid"])) for x in pids):
-                dead_since = now
-            if dead_since is not None and now - dead_since > collective_timeout_s + MARGIN_S:
-                status = "crash"
-                detail = (f"a rank died and the group did not end within the {collective_timeout_s:g} s collective "
-                          f"timeout + {MARGIN_S:g} s; stopped")
-                break
-    finally:
-        try:
-            _kill_launch(proc, launch_id)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
-    done = []
-    for p in sorted(work.glob("case-*.json"), key=lambda p: int(p.stem.split("-")[1])):
-        got = _read_json(p)
-        if got is not None:
-            done.append(got)
+
+
+def _launch(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeout_s: float,
+            collective_timeout_s: float, env: dict[str, str],
+            on_case: Callable[[CaseDone], None] | None) -> _Launch:
+    """Run one torchrun and watch it (:func:`_watch`) until it exits or must be stopped; then kill whatever of
+    it is left and read what the ranks wrote (:func:`_outcome`)."""
+    launch_id = uuid.uuid4().hex
+    log_path = work / "torchrun.log"
+    t0 = time.monotonic()
+    seen: set[int] = set()
+
+    def new_cases() -> None:  # each case's record, once, as it arrives
+        for p in sorted(work.glob("case-*.json"), key=lambda p: int(p.stem.split("-")[1])):
             i = int(p.stem.split("-")[1])
-            if i not in seen and on_case is not None:
+            if i not in seen and (got := messages.read_json(p, CaseDone)) is not None:
                 seen.add(i)
-                on_case(got)
+                if on_case is not None:
+                    on_case(got)
+
+    with _stop_on_signals():
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env={**env, LAUNCH_ENV: launch_id}, start_new_session=True)
+        try:
+            status, detail = _watch(proc, work, t0, new_cases, k=k, n_cases=n_cases, case_timeout_s=case_timeout_s,
+                                    collective_timeout_s=collective_timeout_s)
+        finally:
+            _kill_launch(proc, launch_id)
+    new_cases()
+    return _outcome(proc, work, log_path, status, detail, time.monotonic() - t0)
+
+
+def _watch(proc: subprocess.Popen, work: Path, t0: float, new_cases: Callable[[], None], *, k: int, n_cases: int,
+           case_timeout_s: float, collective_timeout_s: float) -> tuple[str | None, str]:
+    """Poll a running launch: (None, "") when torchrun exits on its own, else why this launcher stops it:
+    a stall (:func:`_stalled`), or a dead rank whose group did not end within the collective timeout."""
+    dead_since: float | None = None
+    while True:
+        try:
+            proc.wait(POLL_S)
+            return None, ""
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        new_cases()
+        stop = _stalled(messages.read_json(work / "progress.json", Progress), now - t0, k=k, n_cases=n_cases,
+                        case_timeout_s=case_timeout_s, collective_timeout_s=collective_timeout_s)
+        if stop is not None:
+            return stop
+        pids = [x for x in (messages.read_json(p, RankPid) for p in work.glob("pid-*.json")) if x]
+        if dead_since is None and any(not _alive(x.pid) for x in pids):
+            dead_since = now
+        if dead_since is not None and now - dead_since > collective_timeout_s + MARGIN_S:
+            return "crash", (f"a rank died and the group did not end within the {collective_timeout_s:g} s collective "
+                             f"timeout + {MARGIN_S:g} s; stopped")
+
+
+def _stalled(prog: Progress | None, running_s: float, *, k: int, n_cases: int, case_timeout_s: float,
+             collective_timeout_s: float) -> tuple[str | None, str] | None:
+    """(status, why) when the launch must be stopped from its progress file (None: let it run). Status None:
+    every case is recorded and only the group's exit hangs."""
+    if prog is None:
+        if running_s > case_timeout_s:
+            return "timeout", (f"the launch of {k} rank(s) did not start its first case within {case_timeout_s:g} s "
+                               "(rendezvous or process-group setup); stopped")
+        return None
+    since = time.time() - prog.time
+    if prog.state == "start" and since > case_timeout_s:
+        return "timeout", (f"no result within the {case_timeout_s:g} s timeout; the launch of {k} rank(s) was "
+                           "stopped (process groups killed)")
+    if prog.state == "done" and prog.index >= n_cases - 1 and since > collective_timeout_s + MARGIN_S:
+        # every case is recorded; the group hangs in its final barrier or in tearing down NCCL
+        return None, (f"the group did not exit within {collective_timeout_s + MARGIN_S:g} s after its last case; "
+                      "stopped (its records are complete)")
+    if prog.state == "done" and prog.index < n_cases - 1 and since > case_timeout_s:
+        return "timeout", (f"the next case did not start within the {case_timeout_s:g} s timeout; the launch of "
+                           f"{k} rank(s) was stopped (process groups killed)")
+    return None
+
+
+def _outcome(proc: subprocess.Popen, work: Path, log_path: Path, status: str | None, detail: str,
+             seconds: float) -> _Launch:
+    """What an ended launch did: its exit code, log, records, last progress and, when it failed on its own,
+    which rank died first."""
+    log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    done = [got for p in sorted(work.glob("case-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+            if (got := messages.read_json(p, CaseDone)) is not None]
     rc = proc.returncode if proc.returncode is not None else -9
-    ranks = [int(x["rank"]) for x in (_read_json(p) for p in work.glob("pid-*.json")) if x]
-    failed = {int(x["rank"]): str(x["error"]) for x in (_read_json(p) for p in work.glob("fail-*.json")) if x}
+    ranks = [x.rank for x in (messages.read_json(p, RankPid) for p in work.glob("pid-*.json")) if x]
+    failed = {x.rank: x.error for x in (messages.read_json(p, RankFailure) for p in work.glob("fail-*.json")) if x}
     return _Launch(rc=rc, status=status, detail=detail, log=log_text, done=done,
-                   progress=_read_json(work / "progress.json"), seconds=time.monotonic() - t0,
+                   progress=messages.read_json(work / "progress.json", Progress), seconds=seconds,
                    # a timeout is this launcher's kill: the ranks it stopped did not die on their own
                    died=who_died(log_text, ranks, failed) if (rc != 0 or status) and status != "timeout" else None)
 
 
-def _capture_env(device: str, machine: str | None) -> dict[str, Any]:
-    """The schema ``Env``, captured in a child process: this one must not hold a CUDA context on GPU 0 (the
-    ranks' NVML sampling would count it as another process on their GPU)."""
-    code = ("import json, sys\nfrom robocache.bench.env import capture_env\n"
-            "print(json.dumps(capture_env(sys.argv[1], machine=sys.argv[2] or None)))")
-    out = subprocess.run([sys.executable, "-c", code, device, machine or ""], capture_output=True, text=True,
-                         timeout=300)
-    if out.returncode != 0:
-        raise RuntimeError(f"capturing the environment failed: {out.stderr.strip()[-500:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def _failure_record(base: dict[str, Any], case: specs.Case, status: str, reason: str, synthetic: bool
-                    ) -> dict[str, Any]:
-    from . import worker
-
-    rec = worker.base_record(base, case)
-    rec.update(status=status, reason=reason, synthetic=synthetic)
-    return rec
-
-
-def _append(folder: Path, name: str, env: dict[str, Any], new: list[dict[str, Any]]) -> Path:
-    """Add records to a world size's file (after its launch has ended: one writer at a time)."""
-    path = folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}"
-    previous = list(store.load(path).records) if path.exists() else []
-    return store.write_records(folder, env, [*previous, *new], name=name, unique=False)
-
+# --- a multi-GPU run, step by step ---------------------------------------------------------------------
 
 def run_multigpu(cases: Sequence[specs.Case], *, device: str, gpus: int | None = None,
                  out_dir: str | os.PathLike[str] = "results", suite: str = "multigpu", frontend: str = "cli",
-                 run_id: str | None = None, timing: dict[str, Any] | None = None, machine: str | None = None,
-                 collective_timeout_s: float = COLLECTIVE_TIMEOUT_S, case_timeout_s: float = 600.0,
-                 nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
+                 run_id: str | None = None, timing: TimingOptions | dict[str, Any] | None = None,
+                 machine: str | None = None, collective_timeout_s: float = COLLECTIVE_TIMEOUT_S,
+                 case_timeout_s: float = 600.0, nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
                  rdzv_id: str = "robocache-bench", seed: int = 0, check_only: bool = False,
-                 baselines: dict[str, dict[str, Any]] | None = None, add_baselines: bool = True,
-                 synthetic: bool = False, log: Callable[[str], None] | None = None) -> MultiRunResult:
+                 baselines: dict[str, Baseline] | None = None, add_baselines: bool = True,
+                 synthetic: bool = False, git: tuple[str | None, bool | None] | None = None,
+                 log: Callable[[str], None] | None = None) -> MultiRunResult:
     """Run multi-GPU ``cases`` through torchrun; records go to ``out_dir/<arch>-<machine>/``.
 
     ``gpus``: GPUs (or, on the CPU, Gloo processes) per node; default: the GPUs visible here (2 on the CPU).
     Cases needing more ranks than ``gpus x nnodes`` are not run (listed in ``not_run``). With
     ``add_baselines`` the one-rank case of every selected case is run too when it was not selected (the
     efficiency needs it); ``baselines`` passes such figures in from elsewhere (front ends: an earlier launch).
-    """
-    from . import runner
+    ``git``: (commit, dirty) of the records, else the checkout's (:func:`robocache.bench.context.git_state`).
 
+    The steps: check the arguments, select the cases (:func:`select_cases`), start the run's context (the
+    environment captured in a child process), then per world size, ascending, launch torchrun until every
+    case of that size has a record (:class:`_MultiRun`).
+    """
     t0 = time.perf_counter()
+    gpus = _check_arguments(cases, device, gpus, nnodes, node_rank)
+    res = MultiRunResult(run_id=run_id or new_run_id(), writer=node_rank == 0)
+    selected = select_cases(cases, res, gpus=gpus, nnodes=nnodes, node_rank=node_rank, baselines=baselines,
+                            add_baselines=add_baselines)
+    if selected:
+        run = RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=out_dir, run_id=res.run_id,
+                               env=capture_env_in_child(device, machine), git=git, synthetic=synthetic)
+        task = run.task(timing=TimingOptions.of(timing).with_defaults(time_limit_s=DEFAULT_TIME_LIMIT_S), seed=seed,
+                        check_only=check_only)
+        multi = _MultiRun(run=run, task=task, res=res, gpus=gpus, nnodes=nnodes, node_rank=node_rank,
+                          rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id, collective_timeout_s=collective_timeout_s,
+                          case_timeout_s=case_timeout_s, known=dict(baselines or {}), say=log or (lambda s: None))
+        for k in sorted({c.world_size for c in selected}):
+            multi.world_size(k, [c for c in selected if c.world_size == k])
+    res.wall_s = time.perf_counter() - t0
+    return res
+
+
+def _check_arguments(cases: Sequence[specs.Case], device: str, gpus: int | None, nnodes: int, node_rank: int) -> int:
+    """Refuse what cannot run (``ValueError``; ``RuntimeError`` without torch.distributed); the GPUs per node."""
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu' or 'cpu', got {device!r}")
     if nnodes < 1 or not 0 <= node_rank < nnodes:
@@ -463,10 +470,14 @@ def run_multigpu(cases: Sequence[specs.Case], *, device: str, gpus: int | None =
         gpus = gpu_count() if device == "gpu" else 2
     if gpus < 1:
         raise ValueError(f"no GPUs to run on (--gpus {gpus}); on a machine without GPUs use --device cpu")
-    say = log or (lambda s: None)
-    res = MultiRunResult(run_id=run_id or runner.new_run_id(), writer=node_rank == 0)
-    world = gpus * nnodes
+    return gpus
 
+
+def select_cases(cases: Sequence[specs.Case], res: MultiRunResult, *, gpus: int, nnodes: int, node_rank: int,
+                 baselines: dict[str, Baseline] | None, add_baselines: bool) -> list[specs.Case]:
+    """The cases this run launches, in the order every node agrees on (world size, then grid order): those
+    that fit (the others go to ``res.not_run`` with the reason), plus the one-rank baselines they miss."""
+    world = gpus * nnodes
     selected: list[specs.Case] = []
     for c in cases:
         if nnodes > 1 and c.world_size != world:
@@ -488,116 +499,143 @@ def run_multigpu(cases: Sequence[specs.Case], *, device: str, gpus: int | None =
     # every node must agree on the case list of the multi-node launch: its order is the grid's
     order = {(p.op, p.tag): i for i, p in enumerate(specs.POINTS)}
     selected.sort(key=lambda c: (c.world_size, order.get((c.op, c.tag), len(order)), c.dtype, c.provider))
-    if not selected:
-        res.wall_s = time.perf_counter() - t0
-        return res
+    return selected
 
-    env = _capture_env(device, machine)
-    commit, dirty = runner.git_state()
-    slug = (env.get("arch") or "gpu").lower() if device == "gpu" else "cpu"
-    folder = Path(out_dir) / store.safe_component(f"{slug}-{env['machine']}")
-    opts = {"time_limit_s": DEFAULT_TIME_LIMIT_S, **(timing or {})}
-    base_task = {"run_id": res.run_id, "suite": suite, "frontend": frontend, "device": device, "cache": "warm",
-                 "git_commit": commit, "git_dirty": dirty, "timing": opts, "seed": seed,
-                 "collective_timeout": float(collective_timeout_s), "check_only": check_only, "env": env,
-                 "records_folder": str(folder), "synthetic": synthetic}
-    known = dict(baselines or {})
-    child_env = dict(os.environ)
-    child_env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast on shared machines (DESIGN.md)
-    child_env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default for k > 1; the same for k = 1
-    child_env.setdefault("PYTHONUNBUFFERED", "1")
 
-    sizes = sorted({c.world_size for c in selected})
-    for k in sizes:
-        group = [c for c in selected if c.world_size == k]
-        multi_node = nnodes > 1 and k == world
-        if nnodes > 1 and not multi_node and node_rank != 0:
-            continue
-        per_node = gpus if multi_node else k
-        name = f"{res.run_id}-{suite}-g{k}"
+@dataclass
+class _MultiRun:
+    """The launches of one multi-GPU run on this node, and what they have recorded so far."""
+
+    run: RunContext
+    task: Task  # the options every case shares
+    res: MultiRunResult
+    gpus: int
+    nnodes: int
+    node_rank: int
+    rdzv_endpoint: str | None
+    rdzv_id: str
+    collective_timeout_s: float
+    case_timeout_s: float
+    known: dict[str, Baseline]  # one-rank figures, for the efficiencies of the larger world sizes
+    say: Callable[[str], None]
+
+    def world_size(self, k: int, group: list[specs.Case]) -> None:
+        """Launch the ``k``-rank cases until each has a record: after a failed case, again for those after it."""
+        multi_node = self.nnodes > 1 and k == self.gpus * self.nnodes
+        if self.nnodes > 1 and not multi_node and self.node_rank != 0:
+            return  # the one-rank cases of a multi-node run: the node given --node-rank 0 runs them on its own
+        name = f"{self.res.run_id}-{self.run.suite}-g{k}"
         remaining = list(group)
         while remaining:
-            with tempfile.TemporaryDirectory(prefix="rcb-multigpu-") as tmp:
-                work = Path(tmp)
-                task = {**base_task, "cases": [c.key for c in remaining], "world_size": k, "workdir": str(work),
-                        "node_rank": node_rank if multi_node else 0, "records_name": name,
-                        "baselines": known}
-                (work / "task.json").write_text(json.dumps(task, allow_nan=False))
-                cmd = torchrun_command(per_node, work / "task.json", nnodes=nnodes if multi_node else 1,
-                                       node_rank=node_rank, rdzv_endpoint=rdzv_endpoint, rdzv_id=f"{rdzv_id}-g{k}",
-                                       join_timeout_s=case_timeout_s)
-                say(f"[{k} rank(s){f' over {nnodes} nodes' if multi_node else ''}] {len(remaining)} case(s): "
-                    + " ".join(cmd[1:4]) + " ...")
+            got = self.launch(k, remaining, name, multi_node)
+            self.collect(k, got, name)
+            remaining = self.after(k, got, remaining, name, multi_node)
 
-                def on_case(got: dict[str, Any]) -> None:
-                    r = got["record"]
-                    d = r.get("distributed") or {}
-                    eff = d.get("efficiency")
-                    say(f"  {r['status']:<9} {got['key']}"
-                        + (f"  step {d['step_us']:.1f} us, {d['aggregate_items_per_s']:.4g} items/s"
-                           + (f", efficiency {eff:.2f}" if eff is not None else "") if d else
-                           f"  {(r.get('reason') or '').splitlines()[0][:100] if r.get('reason') else ''}"))
-                got = _launch(cmd, work, k=k, n_cases=len(remaining), case_timeout_s=case_timeout_s,
-                              collective_timeout_s=collective_timeout_s, env=child_env,
-                              on_case=on_case if res.writer else None)
-                res.launches.append({"world_size": k, "rc": got.rc, "seconds": got.seconds, "cases": len(remaining),
-                                     "status": got.status, "detail": got.detail})
-            for d in got.done:
-                rec = d["record"]
-                res.records.append(rec)
-                if d.get("samples_us"):
-                    res.samples[d["key"]] = d["samples_us"]
-                if k == 1 and rec["status"] == "ok" and rec.get("distributed"):
-                    known[d["key"]] = {"step_us": rec["distributed"]["step_us"], "items": rec["case"]["items"],
-                                       "host_bound": any("host-bound" in x for x in rec["health"]["reasons"])}
-            n_done = len(got.done)
-            if n_done > 0 or (res.writer and (folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}").exists()):
-                path = folder / f"{store.safe_component(name)}{store.RECORDS_SUFFIX}"
-                if path not in res.paths and path.exists():
-                    res.paths.append(path)
-            if n_done >= len(remaining):
-                if got.rc != 0 and got.status is None and res.writer:
-                    say(f"  (torchrun exited {got.rc} after its last case: "
-                        f"{got.detail or root_cause(got.log) or 'no root cause'})")
-                break
-            if not res.writer:  # the writer's node records what happened; this node just reports
-                if got.rc != 0 or got.status:
-                    say(f"  launch failed on this node (exit {got.rc}): {root_cause(got.log) or got.detail or ''}")
-                break
-            failed = remaining[n_done]
-            prog = got.progress or {}
-            started = prog.get("key") == failed.key and prog.get("index") == n_done
-            when = "during the case" if started else "before the case started"
-            if got.status:
-                status, reason = got.status, got.detail
-                if got.died:
-                    reason += f"; {got.died}"
-            elif got.died:
-                status, reason = "crash", f"{when}: {got.died} (torchrun exit {got.rc})"
-            else:
-                cause, err = root_cause(got.log), _last_error(got.log)
-                status = "crash"
-                reason = (f"{when}: torchrun exited {got.rc}" + (f": {cause}" if cause else "")
-                          + (f"; last error: {err}" if err else ""))
-            if not started and n_done == 0:
-                # nothing ran: the launch itself failed (rendezvous, process group, import); no retry loop
-                fails = [_failure_record(base_task, c, status, f"the launch of {k} rank(s) failed before its first "
-                                         f"case: {reason}", synthetic) for c in remaining]
-                remaining = []
-            elif nnodes > 1 and multi_node:
-                fails = [_failure_record(base_task, failed, status, reason, synthetic)]
-                fails += [_failure_record(base_task, c, "skipped", f"not run: the {nnodes}-node launch ended at "
-                                          f"{failed.key}", synthetic) for c in remaining[n_done + 1:]]
-                remaining = []
-            else:
-                fails = [_failure_record(base_task, failed, status, reason, synthetic)]
-                remaining = remaining[n_done + 1:]
-            for r in fails:
-                say(f"  {r['status']:<9} {r['case']['id']}/{r['case']['dtype']}/{r['case']['provider']}  "
-                    f"{r['reason'].splitlines()[0][:160]}")
-            path = _append(folder, name, env, fails)
-            if path not in res.paths:
-                res.paths.append(path)
-            res.records.extend(fails)
-    res.wall_s = time.perf_counter() - t0
-    return res
+    def launch(self, k: int, cases: list[specs.Case], name: str, multi_node: bool) -> _Launch:
+        """One torchrun of ``k`` ranks (per node, ``gpus`` on a multi-node launch) over ``cases``."""
+        res = self.res
+        with tempfile.TemporaryDirectory(prefix="rcb-multigpu-") as tmp:
+            work = Path(tmp)
+            lt = LaunchTask(task=self.task, run=self.run, records_name=name, cases=[c.key for c in cases],
+                            world_size=k, workdir=str(work), node_rank=self.node_rank if multi_node else 0,
+                            collective_timeout_s=float(self.collective_timeout_s), baselines=dict(self.known))
+            messages.write_json(work / "task.json", lt)
+            cmd = torchrun_command(self.gpus if multi_node else k, work / "task.json",
+                                   nnodes=self.nnodes if multi_node else 1, node_rank=self.node_rank,
+                                   rdzv_endpoint=self.rdzv_endpoint, rdzv_id=f"{self.rdzv_id}-g{k}",
+                                   join_timeout_s=self.case_timeout_s)
+            self.say(f"[{k} rank(s){f' over {self.nnodes} nodes' if multi_node else ''}] {len(cases)} case(s): "
+                     + " ".join(cmd[1:4]) + " ...")
+            got = _launch(cmd, work, k=k, n_cases=len(cases), case_timeout_s=self.case_timeout_s,
+                          collective_timeout_s=self.collective_timeout_s, env=_child_env(),
+                          on_case=self.said if res.writer else None)
+        res.launches.append({"world_size": k, "rc": got.rc, "seconds": got.seconds, "cases": len(cases),
+                             "status": got.status, "detail": got.detail})
+        return got
+
+    def said(self, got: CaseDone) -> None:
+        """One line per case as its record arrives."""
+        r = got.record
+        d = r.distributed
+        if d:
+            eff = f", efficiency {d.efficiency:.2f}" if d.efficiency is not None else ""
+            tail = f"  step {d.step_us:.1f} us, {d.aggregate_items_per_s:.4g} items/s{eff}"
+        else:
+            tail = f"  {r.reason.splitlines()[0][:100]}" if r.reason else "  "
+        self.say(f"  {r.status:<9} {got.key}{tail}")
+
+    def collect(self, k: int, got: _Launch, name: str) -> None:
+        """The launch's records and samples into the result; one-rank figures become baselines."""
+        res = self.res
+        for d in got.done:
+            res.records.append(d.record)
+            if d.samples_us:
+                res.samples[d.key] = d.samples_us
+            if k == 1 and (base := Baseline.of(d.record)) is not None:
+                self.known[d.key] = base
+        path = self.run.path(name)
+        if (got.done or res.writer) and path.exists() and path not in res.paths:
+            res.paths.append(path)
+
+    def after(self, k: int, got: _Launch, remaining: list[specs.Case], name: str, multi_node: bool
+              ) -> list[specs.Case]:
+        """After a launch: the cases still to launch (none when it finished them, or when nothing can go on),
+        and a record for the case that failed (for each case, when the launch failed before its first)."""
+        res, n_done = self.res, len(got.done)
+        if n_done >= len(remaining):
+            if got.rc != 0 and got.status is None and res.writer:
+                self.say(f"  (torchrun exited {got.rc} after its last case: "
+                         f"{got.detail or root_cause(got.log) or 'no root cause'})")
+            return []
+        if not res.writer:  # the writer's node records what happened; this node just reports
+            if got.rc != 0 or got.status:
+                self.say(f"  launch failed on this node (exit {got.rc}): {root_cause(got.log) or got.detail or ''}")
+            return []
+        failed = remaining[n_done]
+        started = got.progress is not None and got.progress.key == failed.key and got.progress.index == n_done
+        status, reason = _failure(got, "during the case" if started else "before the case started")
+        if not started and n_done == 0:
+            # nothing ran: the launch itself failed (rendezvous, process group, import); no retry loop
+            fails = [self.failure(c, status, f"the launch of {k} rank(s) failed before its first case: {reason}")
+                     for c in remaining]
+            rest: list[specs.Case] = []
+        elif multi_node:
+            fails = [self.failure(failed, status, reason)]
+            fails += [self.failure(c, "skipped", f"not run: the {self.nnodes}-node launch ended at {failed.key}")
+                      for c in remaining[n_done + 1:]]
+            rest = []
+        else:
+            fails = [self.failure(failed, status, reason)]
+            rest = remaining[n_done + 1:]
+        for r in fails:
+            self.say(f"  {r.status:<9} {r.case.id}/{r.case.dtype}/{r.case.provider}  {r.reason.splitlines()[0][:160]}")
+        path = self.run.append(fails, name)  # after the launch has ended: one writer at a time
+        if path not in res.paths:
+            res.paths.append(path)
+        res.records.extend(fails)
+        return rest
+
+    def failure(self, case: specs.Case, status: str, reason: str) -> Record:
+        from . import worker
+
+        return worker.base_record(self.task, case, status, reason)
+
+
+def _failure(got: _Launch, when: str) -> tuple[str, str]:
+    """(status, reason) of the case a launch ended on without a record."""
+    if got.status:
+        return got.status, got.detail + (f"; {got.died}" if got.died else "")
+    if got.died:
+        return "crash", f"{when}: {got.died} (torchrun exit {got.rc})"
+    cause, err = root_cause(got.log), _last_error(got.log)
+    return "crash", (f"{when}: torchrun exited {got.rc}" + (f": {cause}" if cause else "")
+                     + (f"; last error: {err}" if err else ""))
+
+
+def _child_env() -> dict[str, str]:
+    """torchrun's environment: this one's, NVLink multicast off and one OpenMP thread unless set."""
+    env = dict(os.environ)
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast on shared machines (DESIGN.md)
+    env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default for k > 1; the same for k = 1
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env

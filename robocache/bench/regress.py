@@ -9,26 +9,26 @@ Two questions, one noise model:
     ``method.noise``) plus, twice, the *between-run* noise: on the H200 two runs of one commit differed by
     up to 18x their within-run intervals (a fresh process, other input addresses, clocks), so within-run
     intervals alone would cry wolf. The between-run noise is the series' own history when given
-    (``history=``: every healthy run of the same series, front end and input rotation except the two
-    compared) pooled with the provider's prior (:func:`prior_noise`, fitted per provider and time bucket
-    from the committed records, ``noise_priors.json``), widened and weighing less as the history grows
+    (``history=``: every healthy run of the same series, :func:`schema.series_key`, except the two compared)
+    pooled with the provider's prior (:func:`prior_noise`, fitted per provider and time bucket from the
+    committed records, ``noise_priors.json``), widened and weighing less as the history grows
     (:func:`shrink`).
 
 ``check(records)``
-    Over the history (every series: machine, case, provider, dtype, timer, cache, grid version, front end),
-    in run order, with unhealthy points dropped (failed or incorrect status, throttled, contended): change
-    points from ``ruptures`` (PELT, exact optimal segmentation under a penalty; the penalty is scaled by the
-    series' own noise, so a quiet series segments at small steps and a noisy one only at large ones), plus
-    the newest one and two runs as candidate segments (a regression must be found the night it lands, before
-    PELT's minimum segment could see it); PELT's last change point stays a candidate whatever its age. Each
-    candidate gets a p-value (difference of segment means of log-times over the series' robust noise,
-    Student t), all candidates of all series together go through
-    Benjamini-Hochberg (``scipy.stats.false_discovery_control``): false discoveries are controlled across
-    the grid, not per series. An alert is a significant change that still holds at the newest run, beyond
-    the floor, in the slower direction; it names the series, the ratio with its 95% interval, the last
-    commit before and the first after, and the command that reproduces it. A change across a change of
-    runner (:func:`env_fingerprint`) or of measuring method is a *break*, never an alert; a trend over the
-    newest nights is a *drift* (Theil-Sen, Mann-Kendall), never blamed on one commit.
+    Over the history (every series, :func:`schema.series_key`: machine, case, provider, dtype, timer, cache,
+    grid version, front end, input rotation, method version), in run order, with unhealthy points dropped
+    (failed or incorrect status, throttled, contended): change points from ``ruptures`` (PELT, exact optimal
+    segmentation under a penalty; the penalty is scaled by the series' own noise, so a quiet series segments
+    at small steps and a noisy one only at large ones), plus the newest one and two runs as candidate
+    segments (a regression must be found the night it lands, before PELT's minimum segment could see it);
+    PELT's last change point stays a candidate whatever its age. Each candidate gets a p-value (difference
+    of segment means of log-times over the series' robust noise, Student t), all candidates of all series
+    together go through Benjamini-Hochberg (``scipy.stats.false_discovery_control``): false discoveries are
+    controlled across the grid, not per series. An alert is a significant change that still holds at the
+    newest run, beyond the floor, in the slower direction; it names the series, the ratio with its 95%
+    interval, the last commit before and the first after, and the command that reproduces it. A change
+    across a change of runner (:func:`env_fingerprint`) or of measuring method is a *break*, never an
+    alert; a trend over the newest nights is a *drift* (Theil-Sen, Mann-Kendall), never blamed on one commit.
 
 ``confirm(first, rerun)``
     The alerted cases measured again (CONFIRM_RUNS fresh runs), tested *alone* against the level before the
@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import FAILED_STATUSES, series_key
+from .schema import FAILED_STATUSES, Series, fingerprint, series_key
 
 FLOOR = 0.03  # a change smaller than 3% is never a verdict or an alert, whatever the noise
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
@@ -93,26 +93,27 @@ def _bucket(time_us: float) -> str:
 def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
     """Between-run noise per provider and time bucket from runs of one commit (differences are noise).
 
-    Groups healthy records by series, front end, input rotation and git commit; every group of two or more
-    runs gives its runs' deviations from the group's mean log-time (scaled by sqrt(n / (n - 1)): one run's
-    deviation). Per provider and bucket of median time: a Gaussian-equivalent sigma from the 90th percentile
-    of the absolute deviations (|e|_90 / 1.645: one case that moved 17% between a quick and a nightly run
-    would otherwise set the whole bucket's sigma; the tails are what the confirmation rerun is for) and the
-    deviations themselves, the pool that the quality tests draw nights from. ``"*"`` pools a provider's buckets, ``"all"`` every provider."""
-    groups: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    Groups healthy records by series (:func:`schema.series_key`: front end, input rotation and method version
+    included) and git commit; every group of two or more runs gives its runs' deviations from the group's mean
+    log-time (scaled by sqrt(n / (n - 1)): one run's deviation). Per provider and bucket of median time: a
+    Gaussian-equivalent sigma from the 90th percentile of the absolute deviations (|e|_90 / 1.645: one case that
+    moved 17% between a quick and a nightly run would otherwise set the whole bucket's sigma; the tails are what
+    the confirmation rerun is for) and the deviations themselves, the pool that the quality tests draw nights
+    from. ``"*"`` pools a provider's buckets, ``"all"`` every provider."""
+    groups: dict[tuple[Series, str], list[float]] = defaultdict(list)
     for r in records:
         if _unhealthy(r) or not r.get("git_commit") or r.get("synthetic"):
             continue
-        groups[(*_noise_key(r), r["git_commit"])].append(math.log(_p50(r)))
+        groups[(series_key(r), r["git_commit"])].append(math.log(_p50(r)))
     dev: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for k, xs in groups.items():
+    for (sk, _commit), xs in groups.items():
         if len(xs) < 2:
             continue
         x = np.array(xs)
         scale = math.sqrt(len(x) / (len(x) - 1))
         b = _bucket(math.exp(float(x.mean())))
         for e in (x - x.mean()) * scale:
-            for prov in (k[2], "all"):
+            for prov in (sk.provider, "all"):
                 dev[prov][b].append(float(e))
                 dev[prov]["*"].append(float(e))
     out: dict[str, Any] = {}
@@ -212,17 +213,29 @@ def case_key(rec: Any) -> str:
     return f"{c['id']}/{c['dtype']}/{c['provider']}"
 
 
-def _match_key(rec: Any) -> tuple[str, ...]:
-    # compare() matches records of two runs by everything in the series key but the machine and the method
-    # version (checked apart, so they read "incomparable: machine" / "method version" instead of "missing")
-    return series_key(rec)[1:-1]
+# compare() names these in its verdict ("incomparable: machine ...", "front end ...", "method version ...", "input
+# sets ...") instead of matching on them, so a run measured differently reads as incomparable, not as missing.
+_SAID_APART = {"machine": None, "frontend": None, "input_sets": None, "method_version": None}
 
 
-def _noise_key(rec: Any) -> tuple[Any, ...]:
-    """Runs whose spread is noise of one measurement: the series, measured the same way (front end, and the
-    number of rotated input sets: the H200 quick runs before input rotation timed L2-resident inputs)."""
-    m = rec.get("method") or {}
-    return (*series_key(rec), rec["frontend"], m.get("input_sets", 1))
+def _match_key(rec: Any) -> Series:
+    return series_key(rec)._replace(**_SAID_APART)
+
+
+def _siblings_key(k: Series) -> Series:
+    """The case measured any way (any method version, any input rotation): a new series among its siblings
+    started with a method change, a *break* in :func:`check`, not a regression."""
+    return k._replace(method_version=None, input_sets=None)
+
+
+def _match_untimed(b_idx: dict[Series, Any], n_idx: dict[Series, Any]) -> None:
+    """A record never timed (a crash or a failed check before timing: no method, timer "-") stands for its case
+    whatever timer and cache the other run measured it with, so it reads "failed", not "missing" (in place)."""
+    for idx, other in ((n_idx, b_idx), (b_idx, n_idx)):
+        for k in [k for k in idx if k.timer == "-" and k not in other]:
+            match = [o for o in other if o._replace(timer="-", cache="-") == k and o not in idx]
+            if len(match) == 1:
+                idx[match[0]] = idx.pop(k)
 
 
 def env_fingerprint(rec: Any) -> dict[str, str]:
@@ -237,17 +250,16 @@ def env_changes(a: dict[str, str], b: dict[str, str]) -> list[str]:
     return [f"{k}: {a[k]} -> {b[k]}" for k in ENV_FIELDS if k in a and k in b and a[k] != b[k]]
 
 
-def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[tuple[str, ...],
-                                                                                   tuple[float, float]]:
+def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[Series, tuple[float, float]]:
     """Between-run noise per series (one sigma of log-time per run) from its healthy runs, in run order, with
     its degrees of freedom (about 2/3 of the consecutive differences, which overlap): ``{key: (sigma, dof)}``.
     Any history of two runs or more counts; how much it counts is for :func:`shrink` to say."""
     skip = set(exclude_runs)
-    pts: dict[tuple[str, ...], list[tuple[str, float]]] = defaultdict(list)
+    pts: dict[Series, list[tuple[str, float]]] = defaultdict(list)
     for r in records:
         if r["run_id"] in skip or _unhealthy(r):
             continue
-        pts[_noise_key(r)].append((r["created"], math.log(_p50(r))))
+        pts[series_key(r)].append((r["created"], math.log(_p50(r))))
     out = {}
     for k, xs in pts.items():
         if len(xs) >= 2:
@@ -286,10 +298,11 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
     _check_floor(floor)
     b_idx = {_match_key(r): r for r in base}
     n_idx = {_match_key(r): r for r in new}
+    _match_untimed(b_idx, n_idx)
     runs = {r["run_id"] for r in (*base, *new)}
     hist = history_noise(history, exclude_runs=runs)
     out: list[Verdict] = []
-    for k in sorted(set(b_idx) | set(n_idx)):
+    for k in sorted(set(b_idx) | set(n_idx), key=lambda k: tuple(str(x) for x in k)):
         b, n = b_idx.get(k), n_idx.get(k)
         ref = n if n is not None else b
         v = Verdict(case=case_label(ref), key=case_key(ref), verdict="incomparable")
@@ -327,7 +340,7 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
             out.append(v)
             continue
         tb, tn = _p50(b), _p50(n)
-        sk = _noise_key(n)
+        sk = series_key(n)
         # the series' own between-run noise, pooled with the provider's prior (widened, and weighing less the
         # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
         # a series whose history said 0.4% moved 3.5% between two runs of one commit)
@@ -351,17 +364,17 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
 
 def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str) -> str:
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
-    lines = [f"## robocache-bench compare: {_md(base_name)} -> {_md(new_name)}", "",
+    lines = [f"## robocache-bench compare: {md_text(base_name)} -> {md_text(new_name)}", "",
              " | ".join(f"{k} {counts[k]}" for k in VERDICTS), "",
              "| verdict | case | base | new | ratio | needs | noise | reason |",
              "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
     order = {k: i for i, k in enumerate(VERDICTS)}
     for v in sorted(verdicts, key=lambda v: (order[v.verdict], -(abs(math.log(v.ratio)) if v.ratio else 0))):
         lines.append("| " + " | ".join([
-            f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, _md(v.case),
+            f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, md_text(v.case),
             _us(v.base_us), _us(v.new_us), f"{v.ratio:.3f}" if v.ratio else "",
             f"±{v.threshold * 100:.1f}%" if v.threshold is not None else "",
-            f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", _md(v.reason)]) + " |")
+            f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", md_text(v.reason)]) + " |")
     lines += ["", f"A verdict needs a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
               "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base))."]
     return "\n".join(lines) + "\n"
@@ -467,22 +480,10 @@ class CheckResult:
 
 
 def _series_dict(rec: Any) -> dict[str, Any]:
-    env = rec.get("env") or {}
-    m = rec.get("method") or {}
-    c = rec["case"]
-    return {"machine": env.get("machine"), "arch": env.get("arch"), "op": c["op"], "case_id": c["id"],
-            "provider": c["provider"], "dtype": c["dtype"], "timer": m.get("timer"), "cache": m.get("cache"),
-            "grid_version": c["grid_version"], "frontend": rec["frontend"], "input_sets": m.get("input_sets", 1),
-            "method_version": m.get("version", 1)}
-
-
-def fingerprint(series: dict[str, Any]) -> str:
-    """12 hex digits, stable per series. Method version 1 (every record before it existed) hashes as before."""
-    keys = ["machine", "case_id", "provider", "dtype", "timer", "cache", "grid_version", "frontend", "input_sets"]
-    if series.get("method_version", 1) != 1:
-        keys.append("method_version")
-    text = "|".join(str(series.get(k)) for k in keys)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    """The record's series (:func:`schema.series_key`, method version included) as a dict, with the machine's
+    architecture for the alert; its :func:`schema.fingerprint` is the alert's series id (method version 1, every
+    record before the version existed, hashes as before)."""
+    return {**series_key(rec)._asdict(), "arch": (rec.get("env") or {}).get("arch")}
 
 
 def _segments(x: np.ndarray, sigma: float) -> list[int]:
@@ -541,6 +542,8 @@ def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -
         if mad > 0:
             d = np.clip(d, m - 5 * mad, m + 5 * mad)
         sd = float(np.std(d, ddof=1)) / math.sqrt(2)
+    elif len(d) == 1:  # two runs (compare's shortest history): the one difference is the estimate, not zero
+        sd = abs(float(d[0])) / math.sqrt(2)
     else:
         sd = 0.0
     # the level spread of the points before the newest ones (a change tonight is not noise)
@@ -617,7 +620,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
 
     _check_floor(floor)
     res = CheckResult()
-    by: dict[tuple[str, ...], list[Any]] = defaultdict(list)
+    by: dict[Series, list[Any]] = defaultdict(list)
     newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
     for r in records:
         env = r.get("env") or {}
@@ -625,7 +628,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             continue
         if frontend and r["frontend"] != frontend:
             continue
-        by[_noise_key(r)].append(r)  # a series: also one front end and one input rotation (a method change)
+        by[series_key(r)].append(r)
         m, stamp = env.get("machine"), (r["created"], r["run_id"])
         if m not in newest or stamp > newest[m]:
             newest[m] = stamp
@@ -633,9 +636,9 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     cands: list[Change] = []
     drift_cands: list[tuple[Drift | None, bool]] = []
     # series measured another way (method version, input rotation): the same case's other series, for breaks
-    siblings: dict[tuple[Any, ...], list[tuple[str, Any]]] = defaultdict(list)
+    siblings: dict[Series, list[tuple[str, Series]]] = defaultdict(list)
     for k, recs in by.items():
-        siblings[k[:7] + k[8:9]].append((max(r["created"] for r in recs), k))
+        siblings[_siblings_key(k)].append((max(r["created"] for r in recs), k))
     for skey, recs in by.items():
         recs.sort(key=lambda r: (r["created"], r["run_id"]))
         pts: list[Point] = []
@@ -656,14 +659,15 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
         series = _series_dict(recs[-1])
         fp = fingerprint(series)
         if len(pts) < min_history:
-            older = [k for t, k in siblings[skey[:7] + skey[8:9]] if k != skey and t < pts[0].created]
+            older = [k for t, k in siblings[_siblings_key(skey)] if k != skey and t < pts[0].created]
             if older:
                 prev = max(older, key=lambda k: max(r["created"] for r in by[k]))
                 res.breaks.append(Break(series=series, fingerprint=fp, kind="method", run_id=pts[0].run_id,
                                         created=pts[0].created, detail=(
                                             f"measured another way since run {pts[0].run_id}: method version "
-                                            f"{prev[7]} -> {skey[7]}, input sets {prev[9]} -> {skey[9]}; a new "
-                                            "series, not compared with the old one")))
+                                            f"{prev.method_version} -> {skey.method_version}, input sets "
+                                            f"{prev.input_sets} -> {skey.input_sets}; a new series, not compared "
+                                            "with the old one")))
             continue
         res.series_checked += 1
         res.checked.append(fp)
@@ -798,7 +802,7 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     for r in rerun:
         if _unhealthy(r):
             continue
-        got[fingerprint(_series_dict(r))].append(math.log(_p50(r)))
+        got[fingerprint(series_key(r))].append(math.log(_p50(r)))
     can = set(measurable) if measurable is not None else None
     why_not = not_measured or {}
     kept, refuted, unconfirmable = [], [], []
@@ -847,22 +851,22 @@ def alert_markdown(c: Change) -> str:
     s = c.series
     lo, hi = c.ratio_ci
     return "\n".join([
-        f"### {_md(alert_title(c))}", "",
-        f"- series: machine `{_code(s['machine'])}` ({_md(str(s['arch'] or 'arch unknown'))}), op `{_code(s['op'])}`, case "
+        f"### {md_text(alert_title(c))}", "",
+        f"- series: machine `{_code(s['machine'])}` ({md_text(str(s['arch'] or 'arch unknown'))}), op `{_code(s['op'])}`, case "
         f"`{_code(s['case_id'])}`, provider `{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, "
-        f"timer {_md(str(s['timer']))}, cache {_md(str(s['cache']))}, front end {_md(str(s['frontend']))}",
+        f"timer {md_text(str(s['timer']))}, cache {md_text(str(s['cache']))}, front end {md_text(str(s['frontend']))}",
         f"- change: median time x{c.ratio:.3f} (95% interval x{lo:.3f} to x{hi:.3f}); "
         f"{c.n_before} runs before, {c.n_after} after; series noise {c.sigma * 100:.2f}% per run; "
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
-        f"- last commit before: `{_code(c.before.commit or '?')}` (run {_md(c.before.run_id)}, {_md(c.before.created)})",
-        f"- first commit after: `{_code(c.after.commit or '?')}` (run {_md(c.after.run_id)}, {_md(c.after.created)})",
+        f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
+        f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
         "- confirmation: " + {True: "a rerun of the case, tested alone, reproduced it",
                               False: "**unconfirmed**", None: "not asked (`check --confirm`)"}[c.confirmed]
-        + (f": {_md(c.confirm_note)}" if c.confirm_note else ""),
+        + (f": {md_text(c.confirm_note)}" if c.confirm_note else ""),
         f"- change id `{c.change_id}` (series and commit range: one issue per change, updated while it holds)",
         f"- reproduce: `{_code(reproduce_command(c))}`",
-        f"- dashboard: History page, series {_md(s['case_id'])} / {_md(s['provider'])} / {_md(s['dtype'])} "
-        f"on {_md(str(s['machine']))}",
+        f"- dashboard: History page, series {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "
+        f"on {md_text(str(s['machine']))}",
     ]) + "\n"
 
 
@@ -876,22 +880,22 @@ def drift_title(d: Drift) -> str:
 def drift_markdown(d: Drift) -> str:
     s = d.series
     return "\n".join([
-        f"### {_md(drift_title(d))}", "",
+        f"### {md_text(drift_title(d))}", "",
         f"- series: machine `{_code(s['machine'])}`, case `{_code(s['case_id'])}`, provider "
-        f"`{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, front end {_md(str(s['frontend']))}",
+        f"`{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, front end {md_text(str(s['frontend']))}",
         f"- trend: Theil-Sen slope {d.slope * 100:+.2f}% per night (95% interval {d.slope_ci[0] * 100:+.2f}% to "
         f"{d.slope_ci[1] * 100:+.2f}%), Mann-Kendall tau {d.tau:.2f}, one-sided p = {d.p_value:.2g}, "
         f"q = {d.q_value:.2g}; a line fits these nights better than any single step",
-        f"- window: {d.window} nights, run {_md(d.first.run_id)} (`{_code((d.first.commit or '?')[:12])}`) to "
-        f"run {_md(d.last.run_id)} (`{_code((d.last.commit or '?')[:12])}`): a drift, no single commit is blamed",
+        f"- window: {d.window} nights, run {md_text(d.first.run_id)} (`{_code((d.first.commit or '?')[:12])}`) to "
+        f"run {md_text(d.last.run_id)} (`{_code((d.last.commit or '?')[:12])}`): a drift, no single commit is blamed",
     ]) + "\n"
 
 
 def break_markdown(b: Break) -> str:
     s = b.series
     moved = f" (x{b.ratio:.3f})" if b.ratio else ""
-    return (f"- {_md(b.kind)} change, not a regression: {_md(s['case_id'])} {_md(s['dtype'])} {_md(s['provider'])} "
-            f"on {_md(str(s['machine']))}{moved}: {_md(b.detail)}")
+    return (f"- {md_text(b.kind)} change, not a regression: {md_text(s['case_id'])} {md_text(s['dtype'])} {md_text(s['provider'])} "
+            f"on {md_text(str(s['machine']))}{moved}: {md_text(b.detail)}")
 
 
 def alerts_json(res: CheckResult) -> dict[str, Any]:
@@ -948,7 +952,7 @@ def check_markdown(res: CheckResult) -> str:
         lines += [break_markdown(b) for b in res.breaks]
     if res.improvements:
         lines += ["", f"{len(res.improvements)} improvement(s):", ""]
-        lines += [f"- {_md(alert_title(c).replace('slower', 'faster'))} (x{c.ratio:.3f})" for c in res.improvements]
+        lines += [f"- {md_text(alert_title(c).replace('slower', 'faster'))} (x{c.ratio:.3f})" for c in res.improvements]
     return "\n".join(lines) + "\n"
 
 
@@ -956,7 +960,7 @@ def _us(x: float | None) -> str:
     return "" if x is None else (f"{x:.2f} us" if x < 1000 else f"{x / 1000:.2f} ms")
 
 
-def _md(text: Any) -> str:
+def md_text(text: Any) -> str:
     """Markdown-safe text: record strings never become markup (or HTML) in a report or an issue."""
     s = str(text)
     for ch in "\\`*_{}[]()<>#+!|":

@@ -9,71 +9,19 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from .. import providers
+from ..providers import OURS, compile_mode, label, version_of, version_number
 from . import ops, specs
+from .schema import Series, series_key
 
-PEERS = ("torch_compile", "torch_compile@max-autotune", "torch_eager", "cupy", "numpy")
-LABEL = {"robocache": "robocache", "torch_eager": "torch eager", "torch_compile": "torch.compile",
-         "torch_compile@max-autotune": "torch.compile (max-autotune)", "cupy": "CuPy", "numpy": "NumPy (CPU)"}
-CLASSIC = {"B": 256, "S": 100, "T": 50, "D": 32}
-OURS = "robocache"
-VERSION_PREFIX = "robocache@"  # robocache@v1, robocache@v2, ...: kernel versions (the public API = the best one)
-COMPILE = "torch_compile"  # torch_compile (default mode) and torch_compile@<mode>: one peer, judged at its best
-_VERSION = re.compile(r"^v(\d+)$")
-
-
-def version_of(provider: str) -> str | None:
-    """The kernel version of a ``robocache@vN`` provider (``"v2"``), else None."""
-    if not provider.startswith(VERSION_PREFIX):
-        return None
-    v = provider[len(VERSION_PREFIX):]
-    return v if _VERSION.match(v) else None
-
-
-def version_number(provider: str) -> int:
-    """N of ``robocache@vN`` (a large number for anything else, so versions sort first and in order)."""
-    v = version_of(provider)
-    return int(v[1:]) if v else 1 << 30
-
-
-def compile_mode(provider: str) -> str | None:
-    """The torch.compile mode a provider measures (``default`` for ``torch_compile``), else None."""
-    if provider == COMPILE:
-        return "default"
-    if provider.startswith(COMPILE + "@"):
-        return provider.split("@", 1)[1] or "default"
-    return None
-
-
-def label(provider: str) -> str:
-    """A provider's readable name: ``robocache@v2`` -> ``robocache v2``,
-    ``torch_compile@max-autotune`` -> ``torch.compile (max-autotune)``; unknown names as they are."""
-    if provider in LABEL:
-        return LABEL[provider]
-    if version_of(provider):
-        return f"robocache {version_of(provider)}"
-    base, sep, variant = provider.partition("@")
-    if sep and base in LABEL:
-        return f"{LABEL[base]} ({variant})"
-    return provider
-
-
-def provider_order(provider: str) -> tuple[int, int, str]:
-    """Sort key: robocache, its versions (v1, v2, ...), the peers in ``PEERS`` order, then the rest by name."""
-    if provider == OURS:
-        return (0, 0, provider)
-    if version_of(provider):
-        return (1, version_number(provider), provider)
-    if provider in PEERS:
-        return (2, PEERS.index(provider), provider)
-    if compile_mode(provider):
-        return (2, 1, provider)
-    return (3, 0, provider)
+# What the report knows about providers is the provider table's (robocache.providers): labels, the order of
+# columns and legends, which names are kernel versions and torch.compile modes.
+provider_order = providers.order
 
 
 def is_dispatch(r: dict[str, Any]) -> bool:
@@ -245,7 +193,7 @@ def headline(records: list[dict[str, Any]]) -> str:
                     key=lambda r: (specs.GPU_DTYPES.index(r["case"]["dtype"]) if r["case"]["dtype"] in
                                    specs.GPU_DTYPES else 9, _providers(records).index(r["case"]["provider"]))):
         m = r.get("metrics") or {}
-        ours = _ok_time(idx, cid, r["case"]["dtype"], "robocache")
+        ours = _ok_time(idx, cid, r["case"]["dtype"], OURS)
         prov = r["case"]["provider"]
         best = compile_best(idx, cid, r["case"]["dtype"]) if compile_mode(prov) else None
         both = sum(1 for p in _providers(records) if compile_mode(p)) > 1
@@ -254,14 +202,14 @@ def headline(records: list[dict[str, Any]]) -> str:
                      _us(_p50(r)), _num(m.get("items_per_s"), " traj/s"),
                      f"{m['gb_per_s']:.0f}" if m.get("gb_per_s") is not None else "-",
                      f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-",
-                     "1.00x" if r["case"]["provider"] == "robocache" else _speed(ours, _p50(r)), _flags(r)])
+                     "1.00x" if r["case"]["provider"] == OURS else _speed(ours, _p50(r)), _flags(r)])
     if not rows:
         return "_The classic case is not in this run._"
     return table(["dtype", "provider", "status", "p50 us", "throughput", "GB/s", "% ceiling",
                   "robocache speedup", "flags"], rows)
 
 
-def dtypes(records: list[dict[str, Any]], provider: str = "robocache") -> str:
+def dtypes(records: list[dict[str, Any]], provider: str = OURS) -> str:
     """Each case measured in several dtypes: median per dtype and the speedup of 16-bit over float32."""
     idx = _index(records)
     by_case: dict[str, set[str]] = defaultdict(set)
@@ -294,7 +242,7 @@ def _scaling(records, op: str, axis: str, fixed: dict[str, int], dtype: str) -> 
     rows = []
     for x in sorted(pts):
         cid = pts[x]
-        ours_r = idx.get((cid, dtype, "robocache"))
+        ours_r = idx.get((cid, dtype, OURS))
         m = (ours_r or {}).get("metrics") or {}
         row = [x] + [_us(_ok_time(idx, cid, dtype, p)) for p in provs]
         row += [f"{m['gb_per_s']:.0f}" if m.get("gb_per_s") else "-",
@@ -342,7 +290,7 @@ def peers(records: list[dict[str, Any]]) -> str:
             "brackets.\n\n" + table(head, rows))
 
 
-def roofline(records: list[dict[str, Any]], provider: str = "robocache") -> str:
+def roofline(records: list[dict[str, Any]], provider: str = OURS) -> str:
     """Bytes each case must move, the bandwidth reached, and % of the copy ceiling of this run."""
     rows = []
     for r in sorted((r for r in records if r["case"]["provider"] == provider and r["status"] == "ok"),
@@ -473,17 +421,18 @@ def runs_per_op(records: Iterable[dict[str, Any]], want: Any = None
     """One measurement per machine and op: ``[((machine, arch, gpu), op, run label, its records of op), ...]``.
 
     Ratios are only taken inside one measurement of one commit on one GPU, so each machine and op
-    contributes one: the runs of one suite at one git commit count as one measurement (a suite split
-    over several invocations: asv's nightly pass runs each op in its own, and a run cut short by a
-    device lease is finished with ``run --cases``), its label the run ids joined by ``+``, each case
-    and provider from its newest run. Among those with a record of the op for which ``want(record)``
+    contributes one: the runs of one suite and front end at one git commit count as one measurement (a
+    suite split over several invocations: asv's nightly pass runs each op in its own, and a run cut short
+    by a device lease is finished with ``run --cases``), its label the run ids joined by ``+``, each series
+    (:func:`robocache.bench.schema.series_key`) from its newest run. Among those with a record of the op for which ``want(record)``
     holds (any when ``want`` is None): a ``nightly`` one (the whole grid) before any other, then the
     newest. Records without a commit are their own run. Machines sorted, ops in grid order.
     """
     by: dict[tuple, dict[tuple, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         commit = r.get("git_commit")
-        group = (r["suite"], commit) if commit else (r["suite"], None, r["run_id"])
+        # one front end's runs: a figure of asv and one of the CLI are two series, never one measurement's ratio
+        group = (r["suite"], r.get("frontend"), commit) if commit else (r["suite"], None, r["run_id"])
         by[(_machine(r), r["case"]["op"])][group].append(r)
     out = []
     for mach, op in sorted(by, key=lambda k: (k[0], ops.order(k[1]), k[1])):
@@ -492,12 +441,11 @@ def runs_per_op(records: Iterable[dict[str, Any]], want: Any = None
             continue
         rs = max(cands, key=lambda rs: (any(r["suite"] == "nightly" for r in rs),
                                         max(str(r["created"]) for r in rs), max(r["run_id"] for r in rs)))
-        newest: dict[tuple, dict[str, Any]] = {}
+        newest: dict[Series, dict[str, Any]] = {}
         for r in sorted(rs, key=lambda r: (str(r["created"]), r["run_id"])):
-            c = r["case"]
-            newest[(c["id"], c["dtype"], c["provider"])] = r
+            newest[series_key(r)] = r
         rids = sorted({r["run_id"] for r in newest.values()})
-        out.append((mach, op, "+".join(rids), list(newest.values())))
+        out.append((mach, op, "+".join(rids), sorted(newest.values(), key=lambda r: (str(r["created"]), r["run_id"]))))
     return out
 
 
@@ -693,17 +641,15 @@ def vs_compile(records: Iterable[dict[str, Any]], provider: str = OURS) -> str:
                      "faster mode", "flagged"], body))
 
 
-BARE_HINTS = ("raw", "bare", "launch_floor")  # a provider timing a bare kernel launch (the call-cost floor)
-
-
 def _is_bare(provider: str) -> bool:
-    return any(h in provider for h in BARE_HINTS)
+    """A provider timing a bare kernel launch (the call-cost floor): the table's role ``floor``."""
+    return providers.role(provider) == "floor"
 
 
 def call_cost_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Call-cost (dispatch) cases: host time per call of a tiny call, per machine (one run each), case and
-    provider; ``vs_bare`` = this / the bare-launch provider of the case when one ran (names containing
-    ``raw``, ``bare`` or ``launch_floor``). Empty when the records carry no dispatch case."""
+    provider; ``vs_bare`` = this / the bare-launch provider of the case when one ran (the provider table's role
+    ``floor``). Empty when the records carry no dispatch case."""
     out = []
     disp = [r for r in records if is_dispatch(r) and not is_multigpu(r)]
     # a measurement with the launch floor beside the public call (a run narrowed to some providers may
@@ -716,7 +662,7 @@ def call_cost_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             by[(r["case"]["id"], r["case"]["dtype"])].append(r)
         for (cid, dt), group in sorted(by.items()):
             bare = [r for r in group if r["status"] == "ok" and _p50(r)
-                    and any(h in r["case"]["provider"].lower() for h in BARE_HINTS)]
+                    and _is_bare(r["case"]["provider"])]
             floor = min((_p50(r) for r in bare), default=None)
             for r in sorted(group, key=lambda r: provider_order(r["case"]["provider"])):
                 t = _p50(r) if r["status"] == "ok" else None

@@ -19,7 +19,6 @@ without the pre-pass.
 """
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -30,17 +29,20 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import specs, store, worker
-from ..providers import torch_compile
-from .schema import FAILED_STATUSES
+import msgspec
+
+from . import messages, specs, worker
+from ..providers import COMPILE, torch_compile
+from .context import RunContext
+from .messages import Ceiling, Precompiled, Task
+from .schema import FAILED_STATUSES, Record
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
-           "robocache.bench.timer", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
-COMPILED_PREFIX = "torch_compile"  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
+           "robocache.bench.timing", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
+COMPILED_PREFIX = COMPILE  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
 _CTX: Any = None
 
 
@@ -61,26 +63,26 @@ def _context():
 class RunResult:
     run_id: str
     path: Path | None
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)
-    ceiling: dict[str, Any] | None = None
+    ceiling: Ceiling | None = None  # status "failed" when the measurement failed (GPU runs only)
     wall_s: float = 0.0
 
     precompile: dict[str, Any] | None = None  # the pre-pass's summary (see precompile()), None when off
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+    def failed(self) -> list[Record]:
+        return [r for r in self.records if r.status in FAILED_STATUSES]
 
     @property
     def ceiling_failed(self) -> bool:
         """A GPU run whose copy-ceiling measurement failed: no record has a % of ceiling."""
-        return bool(self.ceiling) and self.ceiling.get("status") == "failed"
+        return self.ceiling is not None and self.ceiling.status == "failed"
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self.records:
-            out[r["status"]] = out.get(r["status"], 0) + 1
+            out[r.status] = out.get(r.status, 0) + 1
         return out
 
 
@@ -94,43 +96,32 @@ def detect_device() -> str:
     return "gpu" if ok else "cpu"
 
 
-def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout robocache runs from; ROBOCACHE_GIT_COMMIT overrides."""
-    env_commit = os.environ.get("ROBOCACHE_GIT_COMMIT")
-    if env_commit:
-        return env_commit, None
-    repo = repo or Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
-                                timeout=10)
-        if commit.returncode != 0:
-            return None, None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True, timeout=10)
-        return commit.stdout.strip(), bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired):
-        return None, None
-
-
-def run_in_process(task: dict[str, Any], timeout_s: float) -> tuple[str, dict[str, Any] | None, str]:
-    """Run ``task`` in its own process. Returns (outcome, result, detail) with outcome ok|timeout|crash."""
+def run_in_process(task: Task, timeout_s: float) -> tuple[str, Record | Ceiling | None, str]:
+    """Run ``task`` in its own process. Returns (outcome, answer, detail) with outcome ok|timeout|crash|invalid:
+    the answer (a :class:`Record`, or a :class:`Ceiling` for a ceiling task) is decoded with its type, so a
+    record the schema refuses (a NaN figure, a misspelt status) is ``invalid`` with the reason."""
+    kind = Ceiling if task.kind == "ceiling" else Record
     ctx = _context()
     with tempfile.TemporaryDirectory(prefix="rcb-") as tmp:
-        result_path = os.path.join(tmp, "result.json")
-        proc = ctx.Process(target=worker.run_task, args=(task, result_path), daemon=False)
+        result_path = os.path.join(tmp, "result.msgpack")
+        proc = ctx.Process(target=worker.run_task, args=(messages.pack(task), result_path), daemon=False)
         proc.start()
         proc.join(timeout_s)
-        if proc.is_alive():
+        late = proc.is_alive()
+        if late:
             _kill_group(proc.pid)
             proc.join(10)
-            if os.path.exists(result_path):  # it finished just as the timeout struck: keep its result
-                with open(result_path) as f:
-                    return "ok", json.load(f), ""
+        else:
+            _kill_group(proc.pid)  # leftovers (compile workers) of a finished case
+        if os.path.exists(result_path):  # (after a timeout: it finished just as the timeout struck; kept)
+            with open(result_path, "rb") as f:
+                data = f.read()
+            try:
+                return "ok", messages.unpack(data, kind), ""
+            except (msgspec.ValidationError, msgspec.DecodeError) as e:
+                return "invalid", None, f"the case process's {kind.__name__.lower()} is invalid: {e}"
+        if late:
             return "timeout", None, f"no result within the {timeout_s:g} s timeout; process group killed"
-        _kill_group(proc.pid)  # leftovers (compile workers) of a finished case
-        if os.path.exists(result_path):
-            with open(result_path) as f:
-                return "ok", json.load(f), ""
         code = proc.exitcode
         if code is not None and code < 0:
             try:
@@ -157,37 +148,39 @@ def compiles(provider: str) -> bool:
     return provider.rsplit(":", 1)[-1].lower().startswith(COMPILED_PREFIX)
 
 
-def precompile_task(task: dict[str, Any], result_path: str) -> None:
-    """Pre-pass process entry point: the case's op called once on its own inputs, which compiles it and leaves
-    the compiled code in Inductor's on-disk caches. No check, no timing. Writes ``{"status", "compile_s",
-    "fxgraph_cache_hit", "fxgraph_cache_miss"}`` (or a failure status and reason) to ``result_path``."""
+def precompile_task(data: bytes, result_path: str) -> None:
+    """Pre-pass process entry point: the case of the MessagePack-encoded :class:`Task` ``data`` called once on
+    its own inputs, which compiles it and leaves the compiled code in Inductor's on-disk caches. No check, no
+    timing. Writes a :class:`Precompiled` (MessagePack) to ``result_path``."""
     if hasattr(os, "setsid"):
         try:
             os.setsid()  # own process group, so a timeout kills its compile workers too
         except OSError:
             pass
     t0 = time.perf_counter()
-    res: dict[str, Any] = {"status": "ok"}
+    task = messages.unpack(data, Task)
+    counts: dict[str, int] = {}
     try:
         _no_tuning_cache()
-        case = specs.find(task["case_key"])
-        prep, skip = worker.prepare(case, task["device"], task.get("seed", 0))
+        case = specs.find(task.case_key)
+        prep, skip = worker.prepare(case, task.device, task.seed)
         if prep is None:
-            res = {"status": "skipped", "reason": skip}
+            status, reason = "skipped", skip
         else:
             prep.call()
             torch = sys.modules.get("torch")
-            if task["device"] == "gpu" and torch is not None and torch.cuda.is_initialized():
+            if task.device == "gpu" and torch is not None and torch.cuda.is_initialized():
                 torch.cuda.synchronize()  # a fault in the call surfaces here, in this process
             from torch._dynamo.utils import counters
 
-            res.update({k: int(counters["inductor"][k]) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss")})
+            counts = {k: int(counters["inductor"][k]) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss")}
+            status, reason = "ok", None
     except BaseException as e:  # noqa: BLE001 - every failure is a status; the timing pass compiles anyway
-        res = {"status": worker._classify(e), "reason": f"{type(e).__name__}: {str(e)[:400]}"}
-    res["compile_s"] = time.perf_counter() - t0
+        status, reason, counts = worker.classify(e), f"{type(e).__name__}: {str(e)[:400]}", {}
+    res = Precompiled(status=status, reason=reason, compile_s=time.perf_counter() - t0, **counts)
     tmp = result_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(res, f, allow_nan=False, default=float)
+    with open(tmp, "wb") as f:
+        f.write(messages.pack(res))
     os.replace(tmp, result_path)
 
 
@@ -208,10 +201,11 @@ def _no_tuning_cache() -> None:
     inductor_config.autotune_local_cache = False
 
 
-def precompile(cases: list[specs.Case], base_task: dict[str, Any], jobs: int, timeout_s: float,
-               progress: bool = False) -> dict[str, Any]:
+def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: float, progress: bool = False,
+               **options: Any) -> dict[str, Any]:
     """Run :func:`precompile_task` for every torch.compile case of ``cases``, at most ``jobs`` processes at a
-    time, each killed after ``timeout_s``. Returns a summary; never raises for a task's failure."""
+    time, each killed after ``timeout_s``; ``options``: the run's task options (:meth:`RunContext.task`).
+    Returns a summary; never raises for a task's failure."""
     todo = [c for c in cases if compiles(c.provider)]
     t0 = time.perf_counter()
     out: dict[str, Any] = {"jobs": jobs, "cases": len(todo), "ok": 0, "failed": [], "compile_s": [],
@@ -225,8 +219,8 @@ def precompile(cases: list[specs.Case], base_task: dict[str, Any], jobs: int, ti
         while queue or running:
             while queue and len(running) < jobs:
                 case = queue.pop(0)
-                path = os.path.join(tmp, f"{len(queue)}-{uuid.uuid4().hex[:6]}.json")
-                proc = ctx.Process(target=precompile_task, args=({**base_task, "case_key": case.key}, path),
+                path = os.path.join(tmp, f"{len(queue)}-{uuid.uuid4().hex[:6]}.msgpack")
+                proc = ctx.Process(target=precompile_task, args=(messages.pack(run.task(case.key, **options)), path),
                                    daemon=False)
                 proc.start()
                 running[proc] = (case, path, time.monotonic())
@@ -240,30 +234,29 @@ def precompile(cases: list[specs.Case], base_task: dict[str, Any], jobs: int, ti
                 del running[proc]
                 result = None
                 if os.path.exists(path):
-                    with open(path) as f:
-                        result = json.load(f)
+                    with open(path, "rb") as f:
+                        data = f.read()
+                    try:
+                        result = messages.unpack(data, Precompiled)
+                    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+                        result = Precompiled(status="error", reason=f"invalid answer: {e}")
                 if result is None:
                     why = (f"no result within the {timeout_s:g} s timeout" if late
                            else f"process exited with code {proc.exitcode} without a result")
-                    result = {"status": "timeout" if late else "crash", "reason": why}
-                if result.get("status") == "ok":
+                    result = Precompiled(status="timeout" if late else "crash", reason=why)
+                if result.status == "ok":
                     out["ok"] += 1
-                    out["compile_s"].append(round(float(result.get("compile_s", 0.0)), 3))
-                    for k in ("fxgraph_cache_hit", "fxgraph_cache_miss"):
-                        out[k] += int(result.get(k) or 0)
+                    out["compile_s"].append(round(result.compile_s, 3))
+                    out["fxgraph_cache_hit"] += result.fxgraph_cache_hit
+                    out["fxgraph_cache_miss"] += result.fxgraph_cache_miss
                 else:
-                    out["failed"].append({"case": case.key, "status": result.get("status"),
-                                          "reason": result.get("reason")})
+                    out["failed"].append({"case": case.key, "status": result.status, "reason": result.reason})
     out["wall_s"] = time.perf_counter() - t0
     if progress:
         print(f"precompile: {out['ok']} of {len(todo)} torch.compile cases compiled in {out['wall_s']:.0f} s "
               f"with {jobs} processes" + (f"; {len(out['failed'])} failed (they compile in the timing pass)"
                                           if out["failed"] else ""), file=sys.stderr)
     return out
-
-
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
 def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers=None, dtypes=None,
@@ -276,58 +269,47 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
     ``precompile_jobs``: when > 0, first compile the torch.compile cases in that many parallel processes
     (:func:`precompile`), so the serial timing pass loads their compiled code from Inductor's cache.
     """
-    from . import env as envmod
-
     t0 = time.perf_counter()
     if device == "auto":
         device = detect_device()
     todo = cases if cases is not None else specs.cases(suite, device=device, ops=ops, providers=providers,
                                                        dtypes=dtypes)
-    run_id = new_run_id()
-    env = envmod.capture_env(device, machine=machine)
-    commit, dirty = git_state()
-    res = RunResult(run_id=run_id, path=None, env=env)
-    out_dir = Path(out_dir)
-    slug = (env.get("arch") or "gpu").lower() if device == "gpu" else "cpu"
-    folder = out_dir / store.safe_component(f"{slug}-{env['machine']}")
-    name = f"{run_id}-{suite}"
-    base_task = {"run_id": run_id, "suite": suite, "frontend": frontend, "device": device, "cache": cache,
-                 "git_commit": commit, "git_dirty": dirty, "timing": timing or {}, "seed": seed}
+    run = RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=out_dir, machine=machine,
+                           synthetic=synthetic)
+    res = RunResult(run_id=run.run_id, path=None, env=msgspec.to_builtins(run.env))
+    options: dict[str, Any] = {"cache": cache, "timing": timing, "seed": seed}
+    run.task(**options)  # the options are checked before anything runs: a misspelt timing option fails here
 
     if precompile_jobs > 0:  # before the ceiling, so the copy bandwidth is measured on an idle GPU
         try:
-            res.precompile = precompile(todo, base_task, precompile_jobs, timeout_s, progress)
+            res.precompile = precompile(todo, run, precompile_jobs, timeout_s, progress, **options)
         except Exception as e:  # noqa: BLE001 - the pre-pass only saves time; the run goes on without it
             res.precompile = {"jobs": precompile_jobs, "error": f"{type(e).__name__}: {e}"}
 
     if device == "gpu" and measure_ceiling:
-        outcome, result, detail = run_in_process({**base_task, "kind": "ceiling"}, timeout_s)
-        if outcome == "ok" and result and result.get("status") == "ok":
+        outcome, result, detail = run_in_process(run.task(kind="ceiling", **options), timeout_s)
+        if outcome == "ok" and result.status == "ok":
             res.ceiling = result
-            base_task["ceiling_gb_per_s"] = result["gb_per_s"]
+            options["ceiling_gb_per_s"] = result.gb_per_s
         else:
-            res.ceiling = {"status": "failed", "reason": detail or (result or {}).get("reason") or "unknown"}
+            res.ceiling = Ceiling(status="failed", reason=detail or (result.reason if result else None) or "unknown")
 
     bar = _progress(len(todo), progress, suite)
     last_write = time.monotonic()
     for i, case in enumerate(todo):
         if bar is not None:
             bar.set_postfix_str(case.key[-60:], refresh=False)
-        task = {**base_task, "case_key": case.key}
-        outcome, result, detail = run_in_process(task, timeout_s)
-        if outcome == "ok":
-            rec = result
-        else:
-            rec = worker.base_record(task, case)
-            rec.update(status=outcome, reason=detail)
-        rec["synthetic"] = synthetic
+        task = run.task(case.key, **options)
+        outcome, rec, detail = run_in_process(task, timeout_s)
+        if outcome != "ok":
+            rec = worker.base_record(task, case, "error" if outcome == "invalid" else outcome, detail)
         res.records.append(rec)
         if bar is not None:
             bar.update(1)
             bar.set_description(_status_line(res.counts()), refresh=False)
         # checkpoint: the run file is rewritten atomically, so a killed runner loses at most this interval
         if time.monotonic() - last_write > 30 or i == len(todo) - 1:
-            res.path = store.write_records(folder, env, res.records, name=name, unique=False)
+            res.path = run.write(res.records)
             last_write = time.monotonic()
     if bar is not None:
         bar.close()

@@ -30,17 +30,17 @@ why msgspec: the 2 s load budget for a growing history). Loaded structs support
 """
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 from msgspec import Meta
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # what the loader accepts; writers always write SCHEMA_VERSION
+SCHEMA_VERSION = 3  # the loader reads 1 to SCHEMA_VERSION (RecordsFile.schema_version); writers write this one
 FILE_KIND = "robocache-bench/records"
 
-STATUSES = ("ok", "incorrect", "crash", "timeout", "oom", "skipped", "error")
 FAILED_STATUSES = ("incorrect", "crash", "timeout", "oom", "error")
 Status = Literal["ok", "incorrect", "crash", "timeout", "oom", "skipped", "error"]
 Timer = Literal["cuda_event", "cuda_graph", "host", "host_loop"]
@@ -79,7 +79,7 @@ class _Rec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class Case(_Rec):
     """What was measured."""
 
-    id: str  # stable across runs, e.g. "resample/B256-S100-T50-D32"; with provider+dtype+method: a series
+    id: str  # stable across runs, e.g. "resample/B256-S100-T50-D32"; part of its series (series_key)
     # Any string on load (an older reader keeps loading files of ops added later); checked against the op
     # registry (robocache.bench.ops) when written, by validate_records.
     op: str
@@ -328,20 +328,52 @@ def to_dict(obj: Any) -> Any:
 
 
 # The measuring method's version: bump it when the way a case is timed changes (what a series' points mean),
-# e.g. input rotation added to warm mode. A record without it was measured with version 1.
+# e.g. input rotation added to warm mode. A record without it was measured with version 1 (Series.method_version).
 METHOD_VERSION = 1
 
 
-def series_key(rec: Any) -> tuple[str, ...]:
-    """Results compare only within a series: machine, case, provider, dtype, timer, cache, grid version, and
-    the measuring method's version (``method.version``; 1 when absent)."""
+class Series(NamedTuple):
+    """The identity of a measured quantity over time: two figures are compared (``compare``, ``check``, the
+    report's runs, the dashboard's History lines) only when their series are equal. Built by :func:`series_key`.
+
+    Extending it (a method version, an environment class, ...): add a field here WITH a default and set it in
+    :func:`series_key`; :func:`fingerprint` leaves a field at its default out of the hash, so the series (and
+    the alert issues keyed by their fingerprints) that existed before keep their identity.
+    """
+
+    machine: str | None  # the stable machine name (env.machine): never compared across machines
+    op: str  # implied by the case id; kept for grouping and display
+    case_id: str  # op and shape: "resample/B256-S100-T50-D32"
+    provider: str  # provider and variant: "robocache@v2", "torch_compile@max-autotune"
+    dtype: str
+    timer: str  # how it was timed: cuda_event, cuda_graph, host, host_loop ("-": never timed, as the dashboard)
+    cache: str  # warm or cold ("-": never timed)
+    grid_version: int  # a case's meaning (the bytes it is judged by): bumped, it is a new series
+    frontend: str | None  # cli, asv, pytest-benchmark, ...: each one times its own way, so it changes the figure
+    input_sets: int  # 1 = the same (L2-resident) inputs every call, >1 rotated (warm mode)
+    method_version: int = 1  # the measuring method's version (method.version; absent: 1): a new method, a new series
+
+
+# Fields implied by others (op: by the case id), left out of the fingerprint.
+_IMPLIED = ("op",)
+
+
+def series_key(rec: Any) -> Series:
+    """The series of a record (a dict or a loaded struct): the one definition of "a series", see :class:`Series`."""
     m = rec.get("method") or {}
     c = rec["case"]
     env = rec.get("env") or {}
-    return (env.get("machine", "?"), c["id"], c["provider"], c["dtype"], m.get("timer", "-"),
-            m.get("cache", "-"), str(c["grid_version"]), str(m.get("version", 1)))
+    return Series(machine=env.get("machine"), op=c["op"], case_id=c["id"], provider=c["provider"],
+                  dtype=c["dtype"], timer=m.get("timer") or "-", cache=m.get("cache") or "-",
+                  grid_version=c["grid_version"],
+                  frontend=rec.get("frontend"), input_sets=m.get("input_sets", 1),
+                  method_version=m.get("version", 1))
 
 
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of a results file, for docs and other tools."""
-    return msgspec.json.schema(RecordsFile)
+def fingerprint(series: Series | Mapping[str, Any]) -> str:
+    """12 hex digits, stable per series (one alert issue per series, however many nights it stays slow): a hash of
+    the :class:`Series` fields in order, without the implied ones and without those at their default."""
+    d = series._asdict() if isinstance(series, Series) else series
+    dflt = Series._field_defaults  # a mapping without a defaulted field (an older alert's series) has it at default
+    keep = [f for f in Series._fields if f not in _IMPLIED and not (f in dflt and d.get(f, dflt[f]) == dflt[f])]
+    return hashlib.sha256("|".join(str(d.get(k)) for k in keep).encode()).hexdigest()[:12]

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _versions
+from .. import providers as provider_table  # ``cases`` has a parameter called ``providers``
 from . import ops
 from . import ops as ops_mod  # ``cases`` has a parameter called ``ops``
 # The grid vocabulary the op modules share, re-exported: other modules and tests read them here.
@@ -46,20 +46,20 @@ from .ops.base import (BOUNDS, GATHER_MODES, GATHER_TAG, GPU_DTYPES, ITEM_SIZE, 
 # 2: a record's bytes are the inputs' minimum traffic (moved_bytes), no longer the params-only bound.
 GRID_VERSION = 2
 CPU_DTYPES = ("float32",)  # NumPy has no bfloat16 and its float16 math is emulated: not a peer a user picks
-# The GPU peers of every single-GPU point: the public API (the best kernel version), every kernel version
-# (robocache@v1, robocache@v2, ...: the optimisation journey, measured side by side in one run), PyTorch eager,
-# torch.compile in its default mode and in max-autotune-no-cudagraphs (the faster one is the peer to beat), CuPy.
-GPU_PROVIDERS = ("robocache", *(f"robocache@{v}" for v in _versions.all_versions()),
-                 "torch_eager", "torch_compile", "torch_compile@max-autotune", "cupy")
-CPU_PROVIDERS = ("numpy", "torch_eager", "torch_compile")
+# Which providers each grid measures is the provider table's fact (robocache.providers, Provider.grids), in its
+# order. GPU: the public API (the best kernel version), every kernel version (robocache@v1, robocache@v2, ...: the
+# optimisation journey, measured side by side in one run), torch.compile in its default mode and in
+# max-autotune-no-cudagraphs (the faster one is the peer to beat), PyTorch eager, CuPy. CPU: NumPy and PyTorch.
+GPU_PROVIDERS = tuple(provider_table.names("gpu"))
+CPU_PROVIDERS = tuple(provider_table.names("cpu"))
 SUITES = ("quick", "nightly", "multigpu")
 # Dispatch (call-cost) points: the public call on torch CUDA tensors, the same on CuPy arrays, and the
 # bare CuPy RawKernel launch of a kernel with the same arguments (the floor). GPU only.
-DISPATCH_PROVIDERS = ("robocache", "robocache@cupy", "bare_launch")
+DISPATCH_PROVIDERS = tuple(provider_table.names("dispatch"))
 # Multi-GPU cases: one provider on the GPU (the library under test; its peers' scaling is the same
 # collective), the NumPy and torch-eager CPU providers for the Gloo rehearsal on the CPU.
-MULTIGPU_GPU_PROVIDERS = ("robocache",)
-MULTIGPU_CPU_PROVIDERS = ("numpy", "torch_eager")
+MULTIGPU_GPU_PROVIDERS = tuple(provider_table.names("multigpu-gpu"))
+MULTIGPU_CPU_PROVIDERS = tuple(provider_table.names("multigpu-cpu"))
 _MULTI_KEYS = ("world_size", "scaling", "gather", "B_rank", "B_total")  # params only multi-GPU cases have
 # CPU providers only run where one call costs well under a second, so a nightly pass stays bounded.
 CPU_MAX_BYTES = 64 * 2**20
@@ -237,7 +237,7 @@ def cases(suite: str = "nightly", *, device: str = "gpu", ops: Iterable[str] | N
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu' or 'cpu', got {device!r}")
     ops_f = _filter("ops", ops, ops_mod.names())
-    known = tuple(dict.fromkeys(GPU_PROVIDERS + ("numpy",) + DISPATCH_PROVIDERS))
+    known = tuple(provider_table.names())
     prov_f = _filter("providers", providers, known, allow_import_path=True)
     dt_f = _filter("dtypes", dtypes, GPU_DTYPES)
     out: list[Case] = []
@@ -274,7 +274,7 @@ def devices_of(case: Case) -> tuple[str, ...]:
     raise KeyError(f"no case {case.key!r} in grid version {GRID_VERSION}")
 
 
-def find(key: str, *, device: str = "gpu") -> Case:
+def find(key: str) -> Case:
     """The case with ``key`` (``<op>/<tag>/<dtype>/<provider>``) in the full grid."""
     op, tag, dtype, provider = key.split("/", 3)
     for pt in all_points():

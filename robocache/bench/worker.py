@@ -1,22 +1,23 @@
 """Runs one task in the current process: check a case against the reference, then time it.
 
 The runner starts one process per case (a kernel fault poisons its CUDA context,
-and a hang must be killable), passes a task dict, and reads back one record dict
-(without the environment, which the run file carries once). Order inside: build
+and a hang must be killable), sends it a :class:`~robocache.bench.messages.Task` and reads back
+one schema :class:`~robocache.bench.schema.Record` (without the environment, which the run file
+carries once), both msgspec Structs encoded as MessagePack (:mod:`robocache.bench.messages`). The
+record is a Struct from :func:`base_record` on: a misspelt field fails where it is set. Order inside: build
 seeded random inputs -> call once -> compare with the float64 reference (a
 mismatch is recorded as ``incorrect`` with its error figures and is never timed)
 -> time with the project's timer while NVML samples the clocks -> health flags.
 
 The record's ``case.bytes`` is :func:`specs.moved_bytes` of the inputs timed (averaged over the input
 sets a warm run rotates through), not the params-only bound. A dispatch case (call cost) is timed with
-:func:`timer.time_host_loop` instead, with the device time per call beside it (``Record.dispatch``).
+:func:`timing.time_host_loop` instead, with the device time per call beside it (``Record.dispatch``).
 """
 from __future__ import annotations
 
 import functools
 import importlib
 import itertools
-import json
 import os
 import sys
 import time
@@ -25,47 +26,23 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from . import gate as gate_mod
-from . import ops, specs
-
-KIND = {"robocache": "torch", "torch_eager": "torch", "torch_compile": "torch", "cupy": "cupy", "numpy": "numpy",
-        "robocache@cupy": "cupy", "bare_launch": "cupy"}
-NO_GRAPH = {"cupy": "CuPy launches on its own (legacy) stream, which a torch CUDA graph does not capture",
-            "numpy": "CPU provider"}
-# The dispatch cases' providers that the provider registry does not hold: the public API on CuPy arrays
-# (robocache's own ops; the array kind comes from KIND) and the launch floor (timer.BareLaunch).
-CUPY_ARRAYS = {"robocache@cupy": "robocache"}
-BARE = "bare_launch"
-# Dispatch cases time these providers' public function itself (robocache.<op>): the registry's wrapper
-# imports robocache on every call, a cost that is not the public API's.
-PUBLIC_API = ("robocache", "robocache@cupy")
-
+from . import messages, ops, specs
+from .messages import Ceiling, Task
+from .schema import Case, Check, Clocks, Dispatch, Health, Method, Metrics, Quantiles, Record
 
 def resolve_provider(name: str):
-    """A registered provider, ``module:attr`` (test-only fault injectors and experiments), or one of the
-    dispatch cases' own: ``robocache@cupy`` (robocache on CuPy arrays) and ``bare_launch``."""
+    """A provider of the table (:mod:`robocache.providers`, the call-cost cases' own included) or ``module:attr``
+    (test-only fault injectors and experiments)."""
     if ":" in name:
         mod, attr = name.split(":", 1)
         return getattr(importlib.import_module(mod), attr)
-    from ..providers import Provider, get
+    from ..providers import get
 
-    try:
-        return get(name)
-    except ValueError:
-        if name in CUPY_ARRAYS:
-            base = get(CUPY_ARRAYS[name])
-            return Provider(name, f"{base.label} on CuPy arrays", base.device, base.ops, base.not_applicable,
-                            (*base.requires, "cupy"))
-        if name == BARE:
-            return Provider(BARE, "bare CuPy RawKernel launch", "cuda", {op: _bare_op for op in ops.names()},
-                            requires=("cupy",))
-        raise
-
-
-def _bare_op(*args: Any, **kwargs: Any) -> Any:
-    raise TypeError("bare_launch is the launch floor of a dispatch case, not an implementation of the op")
+    return get(name)
 
 
 def _converter(kind: str, dtype: str, time_dtype: str, device: str):
@@ -120,7 +97,8 @@ _FATAL_CUDA = ("illegal memory access", "illegal address", "misaligned address",
                "cuda_error_launch_failed")
 
 
-def _classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> str:
+    """A failed case's status from its exception: ``oom``, ``crash`` (the CUDA context is unusable) or ``error``."""
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or "out of memory" in text or "outofmemory" in text:
         return "oom"
@@ -150,13 +128,25 @@ def _l2_bytes() -> int:
     return int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 0)
 
 
-def base_record(task: dict[str, Any], case: specs.Case) -> dict[str, Any]:
-    return {"run_id": task["run_id"], "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "git_commit": task.get("git_commit"), "git_dirty": task.get("git_dirty"), "suite": task["suite"],
-            "frontend": task.get("frontend", "cli"), "case": case.to_record_case(), "method": None,
-            "metrics": None, "check": None, "clocks": None,
-            "health": {"throttled": False, "contended": False, "noisy": False, "reasons": []},
-            "status": "error", "reason": None, "duration_s": 0.0, "synthetic": False}
+def base_record(task: Task, case: specs.Case, status: str = "error", reason: str | None = None) -> Record:
+    """The record of ``case`` in ``task``'s run before anything is measured (status ``error`` until the worker
+    says otherwise)."""
+    return Record(run_id=task.run_id, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  git_commit=task.git_commit, git_dirty=task.git_dirty, suite=task.suite, frontend=task.frontend,
+                  case=Case(**case.to_record_case()), method=None, metrics=None, check=None, clocks=None,
+                  health=Health(throttled=False, contended=False, noisy=False, reasons=[]), status=status,
+                  reason=reason, duration_s=0.0, synthetic=task.synthetic)
+
+
+def _health(clocks: Clocks | None, noise_target_met: bool | None, device: str) -> Health:
+    """The schema ``Health`` of a timed case (a host timer has no clocks to read: not a health problem)."""
+    from . import env as envmod
+
+    h = Health(**envmod.assess_health(msgspec.to_builtins(clocks) if clocks is not None else None,
+                                      noise_target_met))
+    if device == "cpu":
+        h.reasons = [r for r in h.reasons if not r.startswith("clocks unknown")]
+    return h
 
 
 @dataclass
@@ -169,7 +159,7 @@ class Prepared:
     conv: Any  # (host array, role) -> the provider's array kind, for more input sets
     call: Any  # the zero-argument call of fn_op on args, kwargs (a plain closure: what the timers time)
     moved_bytes: int | None = None  # specs.moved_bytes of these inputs
-    bare: Any = None  # timer.BareLaunch of a bare_launch case (then ``call`` is its launch)
+    bare: Any = None  # timing.BareLaunch of a bare_launch case (then ``call`` is its launch)
 
 
 def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | None, str | None]:
@@ -181,18 +171,18 @@ def prepare(case: specs.Case, device: str, seed: int = 0) -> tuple[Prepared | No
     fn_op = prov.ops.get(case.op)
     if fn_op is None:
         return None, prov.not_applicable.get(case.op, f"{case.provider} has no {case.op}")
-    kind = KIND.get(case.provider, "numpy" if getattr(prov, "device", "cpu") == "cpu" else "torch")
+    kind = getattr(prov, "array_kind", None) or ("numpy" if getattr(prov, "device", "cpu") == "cpu" else "torch")
     conv = _converter(kind, case.dtype, case.params.get("time_dtype", "float32"), device)
     host = specs.host_inputs(case, seed)
     moved = specs.moved_bytes(case, host)
     args, kwargs = specs.call_args(case, host, conv)
     del host
-    if case.provider == BARE:
-        from . import timer
+    if getattr(prov, "role", "") == "floor":
+        from . import timing
 
-        bare = timer.BareLaunch(case.op, *_bare_args(case, args))
+        bare = timing.BareLaunch(case.op, *_bare_args(case, args))
         return Prepared(fn_op, args, kwargs, conv, bare.launch, moved, bare), None
-    if case.dispatch and case.provider in PUBLIC_API:
+    if case.dispatch and getattr(prov, "public_call", False):
         fn_op = getattr(importlib.import_module("robocache"), case.op)
         return Prepared(fn_op, args, kwargs, conv, functools.partial(fn_op, *args, **kwargs), moved), None
 
@@ -207,37 +197,36 @@ def _bare_args(case: specs.Case, args: tuple) -> tuple[list[int], list[int], lis
     return ops.get(case.op).bare_args(case, args)
 
 
-def gate(case: specs.Case, prep: Prepared) -> tuple[Any, dict[str, Any], str | None]:
+def gate(case: specs.Case, prep: Prepared) -> tuple[Any, Check, str | None]:
     """Call once and compare with the float64 reference: (output, schema ``Check``, why it failed or None).
 
     A wrong output dtype fails the gate too (it would move other bytes than the case counts). A bare
     launch has no op output: its check is that the kernel ran with the arguments it was given.
     """
     if prep.bare is not None:
-        chk = prep.bare.check()
-        return None, chk, None if chk["passed"] else (f"the bare launch wrote {prep.bare.expected} "
-                                                      f"+/- {chk['max_abs_err']:g}")
+        chk = Check(**prep.bare.check())
+        return None, chk, None if chk.passed else f"the bare launch wrote {prep.bare.expected} +/- {chk.max_abs_err:g}"
     out = prep.call()
     got_dt, want_dt = dtype_name(out), expected_dtype(case)
     ref = specs.reference_output(case, _rounded(case, prep.args))
-    chk = gate_mod.check(to_host(out), ref, case.dtype)
+    chk = Check(**gate_mod.check(to_host(out), ref, case.dtype))
     if got_dt != want_dt:
-        chk["passed"] = False
+        chk.passed = False
         return out, chk, f"output dtype {got_dt}, expected {want_dt}"
-    if not chk["passed"]:
-        return out, chk, (f"output differs from the reference: max rel err {chk['max_rel_err']}, "
-                          f"{100 * (chk['bad_fraction'] or 0):.3g}% of elements beyond {chk['tolerance']}")
+    if not chk.passed:
+        return out, chk, (f"output differs from the reference: max rel err {chk.max_rel_err}, "
+                          f"{100 * (chk.bad_fraction or 0):.3g}% of elements beyond {chk.tolerance}")
     return out, chk, None
 
 
 def rotating_call(case: specs.Case, prep: Prepared, *, device: str, cache: str, seed: int = 0,
-                  rotate: bool = True, moved: list[int] | None = None) -> tuple[Any, int]:
+                  moved: list[int] | None = None) -> tuple[Any, int]:
     """(the callable to time, input sets it walks). Warm mode on a GPU rotates input sets totalling at least
     2x L2 (at most :data:`MAX_INPUT_SETS`; counted with the params-only bound :attr:`specs.Case.bytes`), so a
     small case is timed from HBM, not from the L2 left by the previous call. ``moved``, when given, gets
     :func:`specs.moved_bytes` of every set walked appended (the first set's from ``prep``)."""
     n_sets = 1
-    if device == "gpu" and cache == "warm" and rotate:
+    if device == "gpu" and cache == "warm":
         l2 = _l2_bytes()
         if 0 < case.bytes < 2 * l2:
             n_sets = min(MAX_INPUT_SETS, -(-2 * l2 // case.bytes))
@@ -260,106 +249,98 @@ def rotating_call(case: specs.Case, prep: Prepared, *, device: str, cache: str, 
     return call, n_sets
 
 
-def measure(task: dict[str, Any], extras: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run one case task; returns a schema Record dict (without env). Never raises for case failures.
+def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
+    """Run one case task; returns its schema :class:`Record` (without env). Never raises for case failures.
 
-    ``task["check_only"]``: stop after the correctness gate (front ends running as tests).
-    ``extras``: when given, filled with ``timing`` (the :class:`timer.Timing`) and ``call`` (the
+    ``task.check_only``: stop after the correctness gate (front ends running as tests).
+    ``extras``: when given, filled with ``timing`` (the :class:`timing.Timing`) and ``call`` (the
     zero-argument callable that was timed), for front ends that report samples in their own format.
     """
     from . import env as envmod
-    from . import timer
+    from . import timing
 
     t_start = time.perf_counter()
-    case = specs.find(task["case_key"])
+    case = specs.find(task.case_key)
     rec = base_record(task, case)
-    device = task["device"]
-    if case.dispatch and task.get("cache", "warm") != "warm" and not task.get("check_only"):
-        rec.update(status="skipped", reason="a call-cost (dispatch) case is timed warm only: its figure is the "
-                                            "host's time per call, which an L2 flush does not change")
+    device = task.device
+    if case.dispatch and task.cache != "warm" and not task.check_only:
+        rec.status = "skipped"
+        rec.reason = ("a call-cost (dispatch) case is timed warm only: its figure is the host's time per call, "
+                      "which an L2 flush does not change")
         return rec
     try:
-        prep, skip = prepare(case, device, task.get("seed", 0))
+        prep, skip = prepare(case, device, task.seed)
         if prep is None:
-            rec.update(status="skipped", reason=skip)
+            rec.status, rec.reason = "skipped", skip
             return rec
         call = prep.call
         if prep.moved_bytes is not None:
-            rec["case"]["bytes"] = prep.moved_bytes
+            rec.case.bytes = prep.moved_bytes
 
         # 1. correctness gate (also the warm-up that compiles torch.compile / loads CUDA modules)
-        out, chk, failed = gate(case, prep)
-        rec["check"] = chk
+        out, rec.check, failed = gate(case, prep)
         del out
         if failed:
-            rec.update(status="incorrect", reason=failed)
+            rec.status, rec.reason = "incorrect", failed
             return rec
         if extras is not None:
             extras["call"] = call
-        if task.get("check_only"):
-            rec.update(status="ok", reason="correctness check only: not timed")
+        if task.check_only:
+            rec.status, rec.reason = "ok", "correctness check only: not timed"
             return rec
 
         # 2. timing, with clocks sampled.
-        opts = task.get("timing", {})
-        cache = task.get("cache", "warm")
+        opts = task.timing.kwargs()
         if case.dispatch:
-            _time_dispatch(rec, case, prep, device, opts, task, extras)
+            _time_dispatch(rec, case, prep, device, task.timing, extras)
             return rec
         moved: list[int] = []
-        call, n_sets = rotating_call(case, prep, device=device, cache=cache, seed=task.get("seed", 0),
-                                     rotate=task.get("rotate_inputs", True), moved=moved)
+        call, n_sets = rotating_call(case, prep, device=device, cache=task.cache, seed=task.seed, moved=moved)
         if moved:  # bytes per call: the mean over the input sets the timer walks
-            rec["case"]["bytes"] = round(sum(moved) / len(moved))
+            rec.case.bytes = round(sum(moved) / len(moved))
         graph_us = None
-        with envmod.ClockSampler(task.get("device_index", 0)) if device == "gpu" else _NullSampler() as cs:
+        with envmod.ClockSampler(0) if device == "gpu" else _NullSampler() as cs:
             if device == "gpu":
-                t = timer.time_gpu(call, method="cuda_event", cache=cache, **opts)
+                t = timing.time_gpu(call, method="cuda_event", cache=task.cache, **opts)
             else:
-                t = timer.time_host(call, **opts)
-        clocks = cs.stats()
+                t = timing.time_host(call, **opts)
+        clocks = Clocks(**cs.stats()) if device == "gpu" else None
         if extras is not None:
             extras["timing"] = t
         note = None
-        if device == "gpu" and cache == "warm" and task.get("graph_check", True):
-            if case.provider in NO_GRAPH:
-                note = f"no graph replay check: {NO_GRAPH[case.provider]}"
+        if device == "gpu" and task.cache == "warm" and task.graph_check:
+            no_graph = getattr(resolve_provider(case.provider), "no_graph", "")
+            if no_graph:
+                note = f"no graph replay check: {no_graph}"
             else:
                 try:
-                    graph_us = timer.time_gpu(call, method="cuda_graph", cache="warm", **opts).median_us
-                except timer.GraphUnavailable as e:
+                    graph_us = timing.time_gpu(call, method="cuda_graph", cache="warm", **opts).median_us
+                except timing.GraphUnavailable as e:
                     note = f"no graph replay check: {e}"
         med_s = t.median_us * 1e-6
-        ceiling = task.get("ceiling_gb_per_s")
-        gbps = rec["case"]["bytes"] / med_s / 1e9 if med_s > 0 else 0.0
-        rec["method"] = {**t.method(), "input_sets": n_sets}
-        rec["metrics"] = {
-            "time_us": t.quantiles(),
-            "items_per_s": case.items / med_s if med_s > 0 else 0.0,
-            "gb_per_s": gbps,
-            "ceiling_gb_per_s": ceiling,
-            "pct_of_ceiling": 100.0 * gbps / ceiling if ceiling else None,
-            "graph_time_us": graph_us,
-            "event_vs_graph": (t.median_us - graph_us) / graph_us if graph_us else None,
-        }
-        rec["clocks"] = clocks if device == "gpu" else None
-        rec["health"] = envmod.assess_health(clocks if device == "gpu" else None, t.noise_target_met)
+        ceiling = task.ceiling_gb_per_s
+        gbps = rec.case.bytes / med_s / 1e9 if med_s > 0 else 0.0
+        evg = (t.median_us - graph_us) / graph_us if graph_us else None
+        rec.method = Method(**t.method(), input_sets=n_sets)
+        rec.metrics = Metrics(time_us=Quantiles(**t.quantiles()), items_per_s=case.items / med_s if med_s > 0 else 0.0,
+                              gb_per_s=gbps, ceiling_gb_per_s=ceiling,
+                              pct_of_ceiling=100.0 * gbps / ceiling if ceiling else None, graph_time_us=graph_us,
+                              event_vs_graph=evg)
+        rec.clocks = clocks
+        rec.health = _health(clocks, t.noise_target_met, device)
         uncovered = getattr(t, "uncovered_batches", 0)
         if uncovered:  # the callable waits on the GPU itself: launch gaps are in the figure
-            rec["health"]["noisy"] = True
-            rec["health"]["reasons"].append(f"noisy: {uncovered} of {t.batches} batches could not be queued "
-                                            "behind a blocked stream (the call synchronizes)")
-        evg = rec["metrics"]["event_vs_graph"]
+            rec.health.noisy = True
+            rec.health.reasons.append(f"noisy: {uncovered} of {t.batches} batches could not be queued behind a "
+                                      "blocked stream (the call synchronizes)")
         if evg is not None and abs(evg) > 0.10:  # informational: launch gaps between a call's kernels
-            rec["health"]["reasons"].append(f"timers differ: CUDA events {100 * evg:+.1f}% vs graph replay")
-        if device == "cpu":  # a host timer has no clocks to read: not a health problem
-            rec["health"]["reasons"] = [r for r in rec["health"]["reasons"] if not r.startswith("clocks unknown")]
-        rec.update(status="ok", reason=note)
+            rec.health.reasons.append(f"timers differ: CUDA events {100 * evg:+.1f}% vs graph replay")
+        rec.status, rec.reason = "ok", note
     except BaseException as e:  # noqa: BLE001 - every failure becomes a status, the run goes on
         tb = traceback.format_exc(limit=6).strip().splitlines()
-        rec.update(status=_classify(e), reason=f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:]))
+        rec.status, rec.reason = classify(e), f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:])
     finally:
-        rec["duration_s"] = time.perf_counter() - t_start
+        rec.duration_s = time.perf_counter() - t_start
     return rec
 
 
@@ -369,12 +350,12 @@ _HOST_LOOP_OPTS = ("noise_target", "min_samples", "max_samples", "time_limit_s",
 _DISPATCH_DEVICE_OPTS = {"noise_target": 0.02, "time_limit_s": 0.3, "warmup_s": 0.02}
 
 
-def _time_dispatch(rec: dict[str, Any], case: specs.Case, prep: Prepared, device: str,
-                   opts: dict[str, Any], task: dict[str, Any], extras: dict[str, Any] | None) -> None:
-    """Time a dispatch case into ``rec``: host time per call in a tight loop (``timer.time_host_loop``),
-    then the device time per call (``timer.time_gpu``) for the GPU-keeps-up check (``Record.dispatch``)."""
+def _time_dispatch(rec: Record, case: specs.Case, prep: Prepared, device: str, options: messages.TimingOptions,
+                   extras: dict[str, Any] | None) -> None:
+    """Time a dispatch case into ``rec``: host time per call in a tight loop (``timing.time_host_loop``),
+    then the device time per call (``timing.time_gpu``) for the GPU-keeps-up check (``Record.dispatch``)."""
     from . import env as envmod
-    from . import timer
+    from . import timing
 
     on_gpu = device == "gpu"
     sync = None
@@ -382,38 +363,32 @@ def _time_dispatch(rec: dict[str, Any], case: specs.Case, prep: Prepared, device
         import torch
 
         sync = torch.cuda.synchronize  # device-wide: covers CuPy's stream and torch's alike
-    host_opts = {k: v for k, v in opts.items() if k in _HOST_LOOP_OPTS}
-    with envmod.ClockSampler(task.get("device_index", 0)) if on_gpu else _NullSampler() as cs:
-        t = timer.time_host_loop(prep.call, sync=sync, **host_opts)
-    clocks = cs.stats()
+    with envmod.ClockSampler(0) if on_gpu else _NullSampler() as cs:
+        t = timing.time_host_loop(prep.call, sync=sync, **options.kwargs(*_HOST_LOOP_OPTS))
+    clocks = Clocks(**cs.stats()) if on_gpu else None
     device_us = None
     if on_gpu:
         dev_opts = {**_DISPATCH_DEVICE_OPTS, "time_limit_s": min(_DISPATCH_DEVICE_OPTS["time_limit_s"],
-                                                                 float(opts.get("time_limit_s", 2.0)))}
-        device_us = timer.time_gpu(prep.call, method="cuda_event", cache="warm", **dev_opts).median_us
+                                                                 float(options.time_limit_s or 2.0))}
+        device_us = timing.time_gpu(prep.call, method="cuda_event", cache="warm", **dev_opts).median_us
     if extras is not None:
         extras["timing"] = t
     host_us = t.median_us
     med_s = host_us * 1e-6
-    rec["method"] = {**t.method(), "input_sets": 1}
-    rec["metrics"] = {
-        "time_us": t.quantiles(),
-        "items_per_s": case.items / med_s if med_s > 0 else 0.0,
-        # bytes over host time: a true figure, never judged against the copy ceiling
-        "gb_per_s": rec["case"]["bytes"] / med_s / 1e9 if med_s > 0 else 0.0,
-        "ceiling_gb_per_s": None, "pct_of_ceiling": None, "graph_time_us": None, "event_vs_graph": None,
-    }
+    rec.method = Method(**t.method(), input_sets=1)
+    rec.metrics = Metrics(time_us=Quantiles(**t.quantiles()), items_per_s=case.items / med_s if med_s > 0 else 0.0,
+                          # bytes over host time: a true figure, never judged against the copy ceiling
+                          gb_per_s=rec.case.bytes / med_s / 1e9 if med_s > 0 else 0.0, ceiling_gb_per_s=None,
+                          pct_of_ceiling=None, graph_time_us=None, event_vs_graph=None)
     keeps_up = device_us < host_us if device_us is not None else None
-    rec["dispatch"] = {"device_us": device_us, "gpu_keeps_up": keeps_up}
-    rec["clocks"] = clocks if on_gpu else None
-    rec["health"] = envmod.assess_health(clocks if on_gpu else None, t.noise_target_met)
+    rec.dispatch = Dispatch(device_us=device_us, gpu_keeps_up=keeps_up)
+    rec.clocks = clocks
+    rec.health = _health(clocks, t.noise_target_met, device)
     if keeps_up is False:
-        rec["health"]["reasons"].append(
+        rec.health.reasons.append(
             f"gpu-bound: {device_us:.2f} us of device time per call >= {host_us:.2f} us of host time: "
             "a loop of these calls runs at the GPU's rate, not the host's")
-    if not on_gpu:
-        rec["health"]["reasons"] = [r for r in rec["health"]["reasons"] if not r.startswith("clocks unknown")]
-    rec.update(status="ok", reason=None)
+    rec.status, rec.reason = "ok", None
 
 
 class _NullSampler:
@@ -427,30 +402,40 @@ class _NullSampler:
         return None
 
 
-def ceiling_task(task: dict[str, Any]) -> dict[str, Any]:
+def ceiling_task(task: Task | None = None) -> Ceiling:
     """Measure the device-to-device copy bandwidth (the roofline ceiling of this run)."""
-    from . import timer
+    from . import timing
 
     try:
-        return {"status": "ok", **timer.copy_ceiling(**task.get("ceiling", {}))}
+        return Ceiling(status="ok", **timing.copy_ceiling())
     except BaseException as e:  # noqa: BLE001
-        return {"status": _classify(e), "reason": f"{type(e).__name__}: {str(e)[:800]}"}
+        return Ceiling(status=classify(e), reason=f"{type(e).__name__}: {str(e)[:800]}")
 
 
-def run_task(task: dict[str, Any], result_path: str) -> None:
-    """Process entry point: run ``task`` and write the result JSON atomically to ``result_path``."""
+def run_task(data: bytes, result_path: str) -> None:
+    """Process entry point: run the MessagePack-encoded :class:`Task` ``data`` and write its answer (a
+    :class:`Record` or a :class:`Ceiling`, MessagePack) atomically to ``result_path``."""
     if hasattr(os, "setsid"):
         try:
             os.setsid()  # own process group, so a timeout kills compile workers too
         except OSError:
             pass
-    res = ceiling_task(task) if task.get("kind") == "ceiling" else measure(task)
+    task = messages.unpack(data, Task)
+    res: Record | Ceiling = ceiling_task(task) if task.kind == "ceiling" else measure(task)
+    try:
+        out = messages.pack(res)
+    except (TypeError, ValueError) as e:  # e.g. a NumPy scalar in a figure: the record says so
+        if task.kind == "ceiling":
+            res = Ceiling(status="error", reason=f"the ceiling could not be encoded: {e}")
+        else:
+            res = base_record(task, specs.find(task.case_key), "error", f"the record could not be encoded: {e}")
+        out = messages.pack(res)
     tmp = result_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(res, f, allow_nan=False, default=float)
+    with open(tmp, "wb") as f:
+        f.write(out)
     os.replace(tmp, result_path)
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1]) as fh:
-        run_task(json.load(fh), sys.argv[2])
+    with open(sys.argv[1], "rb") as fh:
+        run_task(fh.read(), sys.argv[2])

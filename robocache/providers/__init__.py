@@ -1,13 +1,27 @@
-"""The peers robocache is compared against, all with the reference's signatures.
+"""Every provider a benchmark case can name, and every fact about it, in one table (:data:`_PROVIDERS`).
 
-Each :class:`Provider` maps op names (``resample``, ``fuse``, ``voxelize``) to
-callables. Tests use them as cross-checks, the benchmark harness as baselines.
-Importing this package imports only the standard library and NumPy: torch and
-cupy are imported inside the op functions and in :meth:`Provider.available`.
+A provider is an implementation of the ops with the reference's signatures: robocache itself (the public
+API, and each kernel version ``robocache@vN`` for the optimisation journey), the peers it is compared
+against (PyTorch eager, torch.compile in two modes, CuPy, NumPy on the CPU), and the call-cost cases' own
+(robocache on CuPy arrays, and the bare CuPy launch that is their floor). Tests use the peers as
+cross-checks, the benchmark harness as baselines.
+
+Each :class:`Provider` row holds what the rest of the project asks about it: its ops (or why it lacks
+one), where it runs, the modules it needs, the array kind its ops take, whether a torch CUDA graph can
+replay it, its readable label and dashboard colour, its role (ours, kernel version, peer, call-cost
+variant, launch floor) and the grids that have cases for it. The harness (``robocache.bench``), the front
+ends, the report and the dashboard read these facts here and nowhere else; :func:`info` answers for any
+name found in a record (an old record's unknown provider included: a label and a stable colour from its
+name). The table lives in the library beside the peers because the facts describe them (how to call them,
+where they run); the presentation facts are inert strings, and importing this package still imports only
+the standard library and NumPy: torch and cupy are imported inside the op functions and in
+:meth:`Provider.available`.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,18 +30,43 @@ from . import cupy_provider, numpy_cpu, torch_compile, torch_eager
 from .._versions import VERSIONS
 
 OPS = ("resample", "fuse", "voxelize")
+OURS = "robocache"  # the public API (the best kernel version): the provider every speedup is judged for
+VERSION_PREFIX = "robocache@"  # robocache@v1, robocache@v2, ...: kernel versions
+COMPILE = "torch_compile"  # torch_compile (default mode) and torch_compile@<mode>: one peer, judged at its best
+ROLES = ("ours", "version", "peer", "call", "floor")
+# The grids a provider can have cases in (robocache.bench.specs builds them from :attr:`Provider.grids`).
+GRIDS = ("gpu", "cpu", "dispatch", "multigpu-gpu", "multigpu-cpu")
+_VERSION = re.compile(r"^v(\d+)$")
+
+# Dashboard colours. Fixed ones are in the table; kernel versions take a light-to-dark purple ramp (v1
+# lightest), other torch.compile modes an orange ramp, unknown names a palette entry picked by their name.
+VERSION_COLORS = ("#c7b8e3", "#a58fd0", "#8466bb", "#663fa3", "#4b2386", "#33105f")
+COMPILE_COLORS = ("#fdb863", "#e08214", "#7f3b08")
+OTHER_COLORS = ("#17becf", "#bcbd22", "#e377c2", "#8c564b", "#9edae5", "#dbdb8d", "#f7b6d2", "#c49c94")
 
 
 @dataclass(frozen=True)
 class Provider:
-    """One peer: its ops, where it runs, and why it lacks an op (if it does)."""
+    """One provider: its ops and every fact the harness, the report and the dashboard need about it."""
 
     name: str
-    label: str  # human-readable, for reports and the dashboard
+    label: str  # readable name, in reports, tables and chart legends
     device: str  # "cuda" | "cpu" | "any" (runs wherever its inputs are)
     ops: dict[str, Callable[..., Any]]
     not_applicable: dict[str, str] = field(default_factory=dict)  # op -> why there is no implementation
     requires: tuple[str, ...] = ()  # modules that must import for it to run
+    arrays: str = ""  # "torch" | "cupy" | "numpy": what its ops take ("": numpy on "cpu", torch otherwise)
+    no_graph: str = ""  # why a torch CUDA graph cannot replay its calls ("": it can)
+    color: str = ""  # the dashboard's colour ("": chosen by :func:`color` from the name)
+    role: str = "peer"  # one of ROLES: ours, version (robocache@vN), peer, call (call-cost only), floor
+    grids: tuple[str, ...] = ()  # the grids (GRIDS) with a case for it
+    public_call: bool = False  # call-cost cases time ``robocache.<op>`` itself, not the wrapper in ``ops``
+    wall: bool = False  # one of the front ends' wall-time benchmarks (the judged pair, cheap to set up)
+
+    @property
+    def array_kind(self) -> str:
+        """The arrays its ops take: ``torch``, ``cupy`` or ``numpy``."""
+        return self.arrays or ("numpy" if self.device == "cpu" else "torch")
 
     def available(self) -> tuple[bool, str]:
         """``(True, "")`` when it can run here, else ``(False, reason)``; never raises."""
@@ -57,75 +96,174 @@ def _cuda_device_present() -> tuple[bool, str]:
 
 
 # robocache/__init__.py imports the CUDA wrappers; import it on first call only.
-def _rc_resample(*args: Any, **kwargs: Any) -> Any:
-    import robocache
-
-    return robocache.resample(*args, **kwargs)
-
-
-def _rc_fuse(*args: Any, **kwargs: Any) -> Any:
-    import robocache
-
-    return robocache.fuse(*args, **kwargs)
-
-
-def _rc_voxelize(*args: Any, **kwargs: Any) -> Any:
-    import robocache
-
-    return robocache.voxelize(*args, **kwargs)
-
-
-def _rc_version(op: str, version: str) -> Callable[..., Any]:
-    """One kernel version of ``op`` through the public wrapper's validation (provider ``robocache@<v>``)."""
+def _rc(op: str, version: str | None = None) -> Callable[..., Any]:
+    """robocache's ``op`` through the public wrapper's validation (one kernel ``version``, or the best)."""
     def call(*args: Any, **kwargs: Any) -> Any:
         import robocache
 
-        return getattr(robocache, op)(*args, _version=version, **kwargs)
-    call.__name__ = f"{op}_{version}"
+        if version is not None:
+            kwargs["_version"] = version
+        return getattr(robocache, op)(*args, **kwargs)
+    call.__name__ = f"{op}_{version}" if version else op
     return call
 
 
-def _versioned() -> tuple[Provider, ...]:
-    names_ = sorted({v for vs in VERSIONS.values() for v in vs}, key=lambda v: int(v[1:]))
-    out = []
-    for v in names_:
-        ops = {op: _rc_version(op, v) for op, vs in VERSIONS.items() if v in vs}
-        missing = {op: f"robocache has no kernel version {v} of {op}" for op in VERSIONS if op not in ops}
-        out.append(Provider(f"robocache@{v}", f"robocache {v} (CUDA)", "cuda", ops, missing, requires=("cupy",)))
-    return tuple(out)
+def _bare_op(*args: Any, **kwargs: Any) -> Any:
+    raise TypeError("bare_launch is the launch floor of a dispatch case, not an implementation of the op")
 
 
 def _ops(mod: Any) -> dict[str, Callable[..., Any]]:
     return {op: getattr(mod, op) for op in OPS}
 
 
+def _versioned() -> tuple[Provider, ...]:
+    """robocache@v1, robocache@v2, ...: every kernel version, for the optimisation journey."""
+    names_ = sorted({v for vs in VERSIONS.values() for v in vs}, key=lambda v: int(v[1:]))
+    out = []
+    for v in names_:
+        ops = {op: _rc(op, v) for op, vs in VERSIONS.items() if v in vs}
+        missing = {op: f"robocache has no kernel version {v} of {op}" for op in VERSIONS if op not in ops}
+        out.append(Provider(f"{VERSION_PREFIX}{v}", f"robocache {v}", "cuda", ops, missing, requires=("cupy",),
+                            color=_version_color(int(v[1:])), role="version", grids=("gpu",)))
+    return tuple(out)
+
+
+def _version_color(n: int) -> str:
+    return VERSION_COLORS[min(max(n, 1), len(VERSION_COLORS)) - 1]
+
+
+_CUPY_STREAM = "CuPy launches on its own (legacy) stream, which a torch CUDA graph does not capture"
+_ROBOCACHE_OPS = {op: _rc(op) for op in OPS}
+
+# The table, in the order reports and legends list providers: robocache, its kernel versions, the peers
+# (torch.compile first: the peer to beat), then the call-cost cases' own.
 _PROVIDERS: tuple[Provider, ...] = (
-    Provider("robocache", "robocache (CUDA)", "cuda",
-             {"resample": _rc_resample, "fuse": _rc_fuse, "voxelize": _rc_voxelize}, requires=("cupy",)),
-    *_versioned(),  # robocache@v1, robocache@v2, ...: every kernel version, for the optimisation journey
-    Provider("torch_eager", "PyTorch eager", "any", _ops(torch_eager), requires=("torch",)),
-    Provider("torch_compile", "PyTorch torch.compile", "any", _ops(torch_compile), requires=("torch",)),
-    # mode="max-autotune-no-cudagraphs": the issue's second compiled peer; the faster mode is the one to beat
-    Provider("torch_compile@max-autotune", "PyTorch torch.compile max-autotune", "any",
-             torch_compile.ops("max-autotune"), requires=("torch",)),
-    Provider("cupy", "CuPy", "cuda", _ops(cupy_provider), requires=("cupy",)),
-    Provider("numpy", "NumPy (CPU)", "cpu", _ops(numpy_cpu)),
+    Provider(OURS, "robocache", "cuda", _ROBOCACHE_OPS, requires=("cupy",), color="#1f77b4", role="ours",
+             grids=("gpu", "dispatch", "multigpu-gpu"), public_call=True, wall=True),
+    *_versioned(),
+    Provider(COMPILE, "torch.compile", "any", _ops(torch_compile), requires=("torch",), color="#ff7f0e",
+             grids=("gpu", "cpu"), wall=True),
+    # mode="max-autotune-no-cudagraphs": the second compiled peer; the faster mode is the one to beat. Not a
+    # wall-time benchmark: its setup autotunes (minutes per shape in a fresh process).
+    Provider(f"{COMPILE}@max-autotune", "torch.compile (max-autotune)", "any", torch_compile.ops("max-autotune"),
+             requires=("torch",), color="#a64d00", grids=("gpu",)),
+    Provider("torch_eager", "torch eager", "any", _ops(torch_eager), requires=("torch",), color="#d62728",
+             grids=("gpu", "cpu", "multigpu-cpu")),
+    Provider("cupy", "CuPy", "cuda", _ops(cupy_provider), requires=("cupy",), arrays="cupy",
+             no_graph=_CUPY_STREAM, color="#2ca02c", grids=("gpu",)),
+    Provider("numpy", "NumPy (CPU)", "cpu", _ops(numpy_cpu), arrays="numpy", no_graph="CPU provider",
+             color="#7f7f7f", grids=("cpu", "multigpu-cpu"), wall=True),
+    # call-cost (dispatch) cases only: the public call on CuPy arrays, and a bare CuPy RawKernel launch of a
+    # kernel with the same arguments (the floor; the harness times it with robocache.bench.timing.BareLaunch)
+    Provider(f"{OURS}@cupy", "robocache (CuPy arrays)", "cuda", _ROBOCACHE_OPS, requires=("cupy",), arrays="cupy",
+             no_graph=_CUPY_STREAM, color="#6baed6", role="call", grids=("dispatch",), public_call=True),
+    Provider("bare_launch", "bare CuPy launch", "cuda", {op: _bare_op for op in OPS}, requires=("cupy",),
+             arrays="cupy", no_graph=_CUPY_STREAM, color="#525252", role="floor", grids=("dispatch",)),
 )
+_BY_NAME = {p.name: p for p in _PROVIDERS}
 
 
-def names() -> list[str]:
-    """Provider names, robocache first."""
-    return [p.name for p in _PROVIDERS]
+def names(grid: str | None = None, *, wall: bool | None = None) -> list[str]:
+    """Provider names in table order (robocache first); only those with cases in ``grid`` when given, only the
+    wall-time ones with ``wall=True``."""
+    if grid is not None and grid not in GRIDS:
+        raise ValueError(f"unknown grid {grid!r}; expected one of {', '.join(GRIDS)}")
+    return [p.name for p in _PROVIDERS if (grid is None or grid in p.grids) and (wall is None or p.wall == wall)]
 
 
 def get(name: str) -> Provider:
     """The provider called ``name``; ``ValueError`` naming the valid ones otherwise."""
-    for p in _PROVIDERS:
-        if p.name == name:
-            return p
-    raise ValueError(f"unknown provider {name!r}; expected one of {', '.join(names())}")
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown provider {name!r}; expected one of {', '.join(names())}") from None
 
 
 def all_providers() -> list[Provider]:
     """Every provider, in :func:`names` order."""
     return list(_PROVIDERS)
+
+
+# --- facts about any name a record may carry (unknown ones included) -----------------------------------
+
+def version_of(provider: str) -> str | None:
+    """The kernel version of a ``robocache@vN`` provider (``"v2"``), else None."""
+    if not provider.startswith(VERSION_PREFIX):
+        return None
+    v = provider[len(VERSION_PREFIX):]
+    return v if _VERSION.match(v) else None
+
+
+def version_number(provider: str) -> int:
+    """N of ``robocache@vN`` (a large number for anything else, so versions sort first and in order)."""
+    v = version_of(provider)
+    return int(v[1:]) if v else 1 << 30
+
+
+def compile_mode(provider: str) -> str | None:
+    """The torch.compile mode a provider measures (``default`` for ``torch_compile``), else None."""
+    if provider == COMPILE:
+        return "default"
+    if provider.startswith(COMPILE + "@"):
+        return provider.split("@", 1)[1] or "default"
+    return None
+
+
+def role(provider: str) -> str:
+    """The provider's role (:data:`ROLES`); an unknown ``robocache@vN`` is a version, other unknowns peers."""
+    p = _BY_NAME.get(provider)
+    return p.role if p is not None else ("version" if version_of(provider) else "peer")
+
+
+def label(provider: str) -> str:
+    """A provider's readable name: the table's; ``robocache@v7`` -> ``robocache v7``,
+    ``torch_compile@reduce-overhead`` -> ``torch.compile (reduce-overhead)``; other names as they are."""
+    p = _BY_NAME.get(provider)
+    if p is not None:
+        return p.label
+    if version_of(provider):
+        return f"robocache {version_of(provider)}"
+    base, sep, variant = provider.partition("@")
+    if sep and base in _BY_NAME:
+        return f"{_BY_NAME[base].label} ({variant})"
+    return provider
+
+
+def color(provider: str) -> str:
+    """The provider's dashboard colour, the same on every page and in every process: the table's; by number
+    for an unknown ``robocache@vN``; from the orange ramp for another torch.compile mode; else a palette entry
+    picked by a hash of the name."""
+    p = _BY_NAME.get(provider)
+    if p is not None and p.color:
+        return p.color
+    if version_of(provider):
+        return _version_color(version_number(provider))
+    if compile_mode(provider):
+        return stable_pick(provider, COMPILE_COLORS)
+    return stable_pick(provider, OTHER_COLORS)
+
+
+def stable_pick(text: str, palette: tuple[str, ...]) -> str:
+    """A palette entry chosen by a hash of ``text`` that does not change between processes (unlike hash())."""
+    return palette[int(hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:8], 16) % len(palette)]
+
+
+def order(provider: str) -> tuple[int, int, str]:
+    """Sort key: the table's order (robocache, its versions by number, the peers, the call-cost providers);
+    other torch.compile modes beside torch.compile, names the table does not hold last, by name."""
+    if provider == OURS:
+        return (0, 0, provider)
+    if version_of(provider):
+        return (1, version_number(provider), provider)
+    if provider in _BY_NAME:
+        return (2 + _PROVIDERS.index(_BY_NAME[provider]), 0, provider)
+    if compile_mode(provider):
+        return (2 + _PROVIDERS.index(_BY_NAME[COMPILE]), 1, provider)
+    return (2 + len(_PROVIDERS), 0, provider)
+
+
+def gpu_only(provider: str) -> bool:
+    """Whether ``provider`` needs a CUDA GPU (robocache, its kernel versions and call-cost variants, CuPy, the
+    bare launch); False for a name the table does not hold (a ``module:attr`` test provider)."""
+    p = _BY_NAME.get(provider)
+    return p.device == "cuda" if p is not None else bool(version_of(provider))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..reference.voxelize import MODES, voxel_geometry
+from ..reference.voxelize import check_mode, voxel_geometry
 
 if TYPE_CHECKING:
     import cupy
@@ -215,10 +215,7 @@ def voxelize(points: cupy.ndarray, features: cupy.ndarray | None, grid: Sequence
     """Dense voxel grids of ``points[B,N,3]``: ``count`` int32, ``occupancy`` bool, or ``mean`` features."""
     import cupy
 
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if mode == "mean" and features is None:
-        raise ValueError("mode='mean' needs features[B,N,C]")
+    check_mode(mode, features)
     _check_values_dtype("points", points)
     g, lo_np, hi_np, inv_np = voxel_geometry(grid, bounds)
     gx, gy, gz = (int(x) for x in g)

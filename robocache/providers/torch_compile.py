@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import torch_eager
-from ..reference.voxelize import MODES
+from ..reference.voxelize import check_mode
 
 if TYPE_CHECKING:
     import torch
@@ -110,10 +110,7 @@ def fuse(streams: Sequence[tuple[torch.Tensor, torch.Tensor]], tgt_times: torch.
 def voxelize(points: torch.Tensor, features: torch.Tensor | None, grid: Sequence[int], bounds: Any,
              mode: str = "count", *, _mode: str = "default") -> torch.Tensor:
     """Compiled :func:`torch_eager.voxelize` (geometry computed outside the graph)."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if mode == "mean" and features is None:
-        raise ValueError("mode='mean' needs features[B,N,C]")
+    check_mode(mode, features)
     g = tuple(int(x) for x in grid)
     geo = torch_eager.geometry_tensor(g, bounds, points.device)
     return compiled("voxelize", _mode)(points, features, g, geo, mode)

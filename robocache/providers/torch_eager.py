@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..reference.voxelize import MODES, voxel_geometry
+from ..reference.voxelize import check_mode, voxel_geometry
 
 if TYPE_CHECKING:
     import torch
@@ -118,9 +118,6 @@ def voxelize_with_geometry(points: torch.Tensor, features: torch.Tensor | None, 
 def voxelize(points: torch.Tensor, features: torch.Tensor | None, grid: Sequence[int], bounds: Any,
              mode: str = "count") -> torch.Tensor:
     """Dense voxel grids of ``points[B,N,3]``: ``count`` int32, ``occupancy`` bool, or ``mean`` features."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if mode == "mean" and features is None:
-        raise ValueError("mode='mean' needs features[B,N,C]")
+    check_mode(mode, features)
     g = tuple(int(x) for x in grid)
     return voxelize_with_geometry(points, features, g, geometry_tensor(g, bounds, points.device), mode)

@@ -8,6 +8,14 @@ import numpy as np
 MODES = ("count", "occupancy", "mean")
 
 
+def check_mode(mode: str, features: object | None) -> None:
+    """``ValueError`` unless ``mode`` is one of :data:`MODES` (and ``mean`` has features): the peers' check."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode == "mean" and features is None:
+        raise ValueError("mode='mean' needs features[B,N,C]")
+
+
 def voxel_geometry(grid: Sequence[int], bounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(g int64[3], lo f32[3], hi f32[3], inv f32[3])`` as the kernels see them.
 

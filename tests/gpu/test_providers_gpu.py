@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from robocache import reference
+from robocache import providers, reference
 
 
 def _cuda_present() -> bool:
@@ -36,7 +36,8 @@ def _cuda_present() -> bool:
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not _cuda_present(), reason="no CUDA GPU: GPU provider tests not run")]
 
-PEERS = ["torch_eager", "torch_compile", "torch_compile@max-autotune", "cupy"]
+# the GPU grid's peers, from the provider table (torch_compile, torch_compile@max-autotune, torch_eager, cupy)
+PEERS = [n for n in providers.names("gpu") if providers.role(n) == "peer"]
 # (rtol, atol) against the float64 reference; see tests/test_providers.py for the reasoning.
 TOL = {"float32": (1e-5, 2e-6), "float16": (1e-3, 1e-3), "bfloat16": (8e-3, 8e-3)}
 DTYPES = list(TOL)
@@ -66,8 +67,6 @@ class _Lib:
                 from robocache.providers import torch_compile as mod
             else:  # another compile mode: the registered provider's ops
                 import types
-
-                from robocache import providers
 
                 mod = types.SimpleNamespace(**providers.get(peer).ops)
             if peer.startswith("torch_compile"):

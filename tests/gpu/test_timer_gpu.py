@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from robocache.bench import timer
+from robocache.bench import timing
 
 METHOD_KEYS = {"timer", "cache", "warmup_s", "samples", "reps_per_sample", "noise_target", "noise",
                "noise_target_met", "time_limit_s"}
@@ -24,7 +24,7 @@ def torch():
     return torch
 
 
-def _finite(t: timer.Timing) -> None:
+def _finite(t: timing.Timing) -> None:
     q = t.quantiles()
     assert all(math.isfinite(v) and v >= 0 for v in q.values()), q
     assert q["min"] <= q["p20"] <= q["p50"] <= q["p80"] <= q["max"]
@@ -33,7 +33,7 @@ def _finite(t: timer.Timing) -> None:
     assert m["noise"] is None or math.isfinite(m["noise"])
 
 
-def _show(label: str, t: timer.Timing) -> None:
+def _show(label: str, t: timing.Timing) -> None:
     q = t.quantiles()
     print(f"\n{label}: {t.timer}/{t.cache} p50 {q['p50']:.3f} us (p20 {q['p20']:.3f}, p80 {q['p80']:.3f}), "
           f"reps {t.reps_per_sample}, samples {len(t.samples_us)}, noise {t.noise}, met {t.noise_target_met}, "
@@ -42,15 +42,15 @@ def _show(label: str, t: timer.Timing) -> None:
 
 def test_event_and_graph_agree_on_a_kernel_of_known_length(torch):
     torch.cuda._sleep(100_000_000)  # ~50 ms of load first, so the clock is up when it is calibrated
-    rate = timer._sleep_cycles_per_s(torch)
+    rate = timing.device._sleep_cycles_per_s(torch)
     cycles = int(300e-6 * rate)  # ~300 us: launch gaps (~1 us) are well under the 3% allowed
     expected_us = cycles / rate * 1e6
 
     def fn():
         torch.cuda._sleep(cycles)
 
-    ev = timer.time_gpu(fn, method="cuda_event")
-    gr = timer.time_gpu(fn, method="cuda_graph")
+    ev = timing.time_gpu(fn, method="cuda_event")
+    gr = timing.time_gpu(fn, method="cuda_graph")
     _show(f"sleep kernel, expected {expected_us:.1f} us", ev)
     _show(f"sleep kernel, expected {expected_us:.1f} us", gr)
     rel = (ev.median_us - gr.median_us) / gr.median_us
@@ -70,8 +70,8 @@ def test_launch_bound_kernel_is_covered(torch):
     def fn():
         x.mul_(1.0)
 
-    ev = timer.time_gpu(fn, method="cuda_event")
-    gr = timer.time_gpu(fn, method="cuda_graph")
+    ev = timing.time_gpu(fn, method="cuda_event")
+    gr = timing.time_gpu(fn, method="cuda_graph")
     _show("tiny mul_", ev)
     _show("tiny mul_", gr)
     print(f"event vs graph: {100 * (ev.median_us - gr.median_us) / gr.median_us:+.2f}%")
@@ -87,8 +87,8 @@ def test_cold_is_not_faster_than_warm_for_an_l2_resident_copy(torch):
     def fn():
         dst.copy_(src)
 
-    warm = timer.time_gpu(fn, cache="warm")
-    cold = timer.time_gpu(fn, cache="cold")
+    warm = timing.time_gpu(fn, cache="warm")
+    cold = timing.time_gpu(fn, cache="cold")
     _show("4 MiB copy", warm)
     _show("4 MiB copy", cold)
     _finite(warm)
@@ -100,7 +100,7 @@ def test_cold_is_not_faster_than_warm_for_an_l2_resident_copy(torch):
 
 
 def test_copy_ceiling_is_plausible(torch):
-    res = timer.copy_ceiling()
+    res = timing.copy_ceiling()
     print(f"\ncopy ceiling: {res}")
     for k in ("gb_per_s", "gb_per_s_max", "time_us"):
         assert math.isfinite(res[k]) and res[k] > 0, res
@@ -119,11 +119,11 @@ def test_bare_launch_is_checked_and_is_the_floor(torch):
     args = {"resample": ([ptr, ptr, ptr], [4, 2, 1, 1], []), "fuse": ([ptr, ptr], [2, 2, 3, 1], []),
             "voxelize": ([ptr, 0], [1, 16, 4, 4, 4], [-2.0] * 3 + [2.0] * 3 + [1.0] * 3)}
     for op, (ptrs, ints, floats) in args.items():
-        bare = timer.BareLaunch(op, ptrs, ints, floats)
+        bare = timing.BareLaunch(op, ptrs, ints, floats)
         chk = bare.check()
         assert chk["passed"] and bare.expected == sum(ints), (op, chk)
-        t = timer.time_host_loop(bare.launch, sync=torch.cuda.synchronize, time_limit_s=0.5)
-        dev = timer.time_gpu(bare.launch, time_limit_s=0.3, noise_target=0.02)
+        t = timing.time_host_loop(bare.launch, sync=torch.cuda.synchronize, time_limit_s=0.5)
+        dev = timing.time_gpu(bare.launch, time_limit_s=0.3, noise_target=0.02)
         _show(f"bare launch {op} (host loop)", t)
         _show(f"bare launch {op} (device)", dev)
         _finite(t)
@@ -134,11 +134,12 @@ def test_dispatch_cases_measure_host_cost_per_call(torch):
     """The quick suite's dispatch cases through the worker: gated, timed as host_loop, device time beside;
     prints the issue's figure (public call vs bare launch, target <= 2x)."""
     from robocache.bench import specs, worker
+    from robocache.bench.messages import Task, TimingOptions
 
     recs = {}
     for case in (c for c in specs.cases("quick", device="gpu") if c.dispatch):
-        rec = worker.measure({"run_id": "gpu-test", "suite": "quick", "device": "gpu", "case_key": case.key,
-                              "timing": {"time_limit_s": 1.0}})
+        rec = worker.measure(Task(run_id="gpu-test", suite="quick", frontend="test", device="gpu", case_key=case.key,
+                                  timing=TimingOptions(time_limit_s=1.0)))
         assert rec["status"] == "ok", (case.key, rec["status"], rec["reason"])
         assert rec["check"]["passed"] and rec["method"]["timer"] == "host_loop"
         d = rec["dispatch"]
@@ -163,17 +164,17 @@ def test_host_blocking_callable_and_graph_unavailable(torch):
     def fn():
         return host.to("cuda")
 
-    ev = timer.time_gpu(fn, method="cuda_event", time_limit_s=0.5)
+    ev = timing.time_gpu(fn, method="cuda_event", time_limit_s=0.5)
     _show("pageable H2D copy", ev)
     _finite(ev)
     assert ev.samples_us and ev.uncovered_batches >= 1  # said, not hidden
 
-    with pytest.raises(timer.GraphUnavailable) as e:
-        timer.time_gpu(fn, method="cuda_graph", time_limit_s=0.5)
+    with pytest.raises(timing.GraphUnavailable) as e:
+        timing.time_gpu(fn, method="cuda_graph", time_limit_s=0.5)
     print(f"GraphUnavailable: {e.value}")
     # the caller's stream is back and the timer still works
     assert torch.cuda.current_stream() == torch.cuda.default_stream()
-    t = timer.time_gpu(lambda: torch.cuda._sleep(100_000), time_limit_s=0.3)
+    t = timing.time_gpu(lambda: torch.cuda._sleep(100_000), time_limit_s=0.3)
     assert t.samples_us and t.median_us > 0
 
 
@@ -181,10 +182,10 @@ def test_lockstep_tells_host_bound_from_gpu_bound(torch):
     """time_lockstep (no blocked stream) keeps the host's enqueue time per call: close to the per-call time
     when the host paces the work, far below it when the GPU does."""
     torch.cuda._sleep(100_000_000)
-    rate = timer._sleep_cycles_per_s(torch)
+    rate = timing.device._sleep_cycles_per_s(torch)
     long = int(500e-6 * rate)  # 500 us of GPU work per call, a few us to enqueue it
 
-    gpu_bound = timer.time_lockstep(lambda: torch.cuda._sleep(long), reps=5, samples=10, device="gpu")
+    gpu_bound = timing.time_lockstep(lambda: torch.cuda._sleep(long), reps=5, samples=10, device="gpu")
 
     def host_paced():  # ~200 us of host work per call around a 1 us kernel
         t_end = time.perf_counter() + 200e-6
@@ -192,12 +193,12 @@ def test_lockstep_tells_host_bound_from_gpu_bound(torch):
             pass
         torch.cuda._sleep(1000)
 
-    host_bound = timer.time_lockstep(host_paced, reps=5, samples=10, device="gpu")
+    host_bound = timing.time_lockstep(host_paced, reps=5, samples=10, device="gpu")
     for label, t in (("gpu-bound", gpu_bound), ("host-bound", host_bound)):
         _show(label, t)
         print(f"{label}: launch {t.launch_us:.1f} us per call of {t.median_us:.1f} us")
         _finite(t)
     assert gpu_bound.launch_us < 0.2 * gpu_bound.median_us
     assert 400 < gpu_bound.median_us < 700  # the kernel's own 500 us
-    assert host_bound.launch_us >= timer.HOST_BOUND_FRACTION * host_bound.median_us
+    assert host_bound.launch_us >= timing.HOST_BOUND_FRACTION * host_bound.median_us
     assert host_bound.median_us >= 190

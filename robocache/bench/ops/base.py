@@ -2,7 +2,7 @@
 
 An :class:`Op` holds everything the harness knows about one op: its grid points (each with a written
 reason), its seeded inputs, the call, the NumPy reference, the byte and item model, the output dtype and
-the bare launch's argument list. The rest of the harness (``specs``, ``worker``, ``timer``, ``report``)
+the bare launch's argument list. The rest of the harness (``specs``, ``worker``, ``timing``, ``report``)
 asks the op object and never branches on an op's name. Nothing here imports the rest of the harness.
 """
 from __future__ import annotations
@@ -176,7 +176,7 @@ class Op:
 
     name: str = ""
     items_unit: str = "trajectories"  # what :meth:`items` counts
-    # The bare launch's argument list (:class:`robocache.bench.timer.BareLaunch`): "ptr" a device pointer,
+    # The bare launch's argument list (:class:`robocache.bench.timing.BareLaunch`): "ptr" a device pointer,
     # "out" the one-element int32 output, "i32"/"i64" integers, "f32" floats. Empty: no call-cost case.
     launch_floor_args: tuple[str, ...] = ()
     # The (case id, dtype)s the optimisation journey is read on, in order of preference.
