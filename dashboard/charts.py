@@ -131,7 +131,8 @@ def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figu
 
 
 # What tells two series of one provider and dtype apart in a legend, when they differ in it.
-_SERIES_EXTRAS = (("frontend", "{}"), ("input_sets", "{} input sets"), ("grid_version", "grid v{}"))
+_SERIES_EXTRAS = (("frontend", "{}"), ("input_sets", "{} input sets"), ("method_version", "method v{}"),
+                  ("grid_version", "grid v{}"))
 
 
 def _whole(v: Any) -> Any:

@@ -37,7 +37,8 @@ NO_DEFAULT_ENV_VAR = "ROBOCACHE_NO_DEFAULT_RESULTS"  # "1": results/ left out
 SHAPE_PARAMS = ("B", "S", "T", "D", "N")
 # The snapshot pages (Overview, Sweeps, Architectures, Multi-GPU) show the newest figure of each of these; never
 # across machines, timers or warm/cold. A *series* (what History draws as one line, and compare/check compare) is
-# finer: robocache.bench.schema.series_key, which also splits by front end, grid version and input rotation.
+# finer: robocache.bench.schema.series_key, which also splits by front end, grid version, input rotation and
+# method version.
 LATEST_KEYS = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
 EXPECTED_ARCHES = ("A100", "H100", "H200")
 
@@ -47,9 +48,9 @@ MULTI_NUMERIC = ("world_size", "nodes", "step_us", "aggregate_items_per_s", "eff
 MULTI_COLUMNS = (*MULTI_NUMERIC, "backend", "scaling", "gather", "per_rank_us")
 
 COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
-           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "status", "reason", "p20", "p50",
-           "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled", "contended",
-           "noisy", "synthetic", "params", *SHAPE_PARAMS,
+           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "method_version", "status", "reason",
+           "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled",
+           "contended", "noisy", "synthetic", "params", *SHAPE_PARAMS,
            # for the runs page
            "grid_version", "git_dirty", "health_reasons", "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported",
            "temperature_c_max", "power_w_max", "throttle_reasons", "other_processes", "gpu_count", "env",
@@ -179,6 +180,7 @@ def build_frame(records: Sequence[Any]) -> pd.DataFrame:
         a["timer"](m.timer if m else "-")
         a["cache"](m.cache if m else "-")
         a["input_sets"](m.input_sets if m else None)
+        a["method_version"](m.version if m else None)
         a["status"](r.status)
         a["reason"](r.reason or "")
         if x is not None:

@@ -84,10 +84,9 @@ def health_counts(df: pd.DataFrame) -> dict[str, int]:
 # --- the report's own tables (one definition: robocache.bench.report), fed from the frame -------------
 
 _REC_COLUMNS = ["run_id", "created", "suite", "frontend", "machine", "arch", "gpu_name", "device", "op", "case_id",
-                "provider", "dtype", "params", "grid_version", "timer", "cache", "input_sets", "status", "p50",
-                "gb_per_s", "pct_of_ceiling",
-                "ceiling_gb_per_s", "throttled", "contended", "noisy", "world_size", "dispatch_device_us",
-                "dispatch_gpu_keeps_up"]
+                "provider", "dtype", "params", "grid_version", "timer", "cache", "input_sets", "method_version",
+                "status", "p50", "gb_per_s", "pct_of_ceiling", "ceiling_gb_per_s", "throttled", "contended", "noisy",
+                "world_size", "dispatch_device_us", "dispatch_gpu_keeps_up"]
 
 
 def _opt(v: Any) -> Any:
@@ -115,6 +114,8 @@ def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
         method = {"timer": str(r["timer"]), "cache": str(r["cache"])} if timed else None
         if timed and _opt(r.get("input_sets")) is not None:
             method["input_sets"] = int(r["input_sets"])
+        if timed and _opt(r.get("method_version")) is not None:
+            method["version"] = int(r["method_version"])
         out.append({
             "run_id": str(r["run_id"]), "created": str(r["created"]), "suite": str(r["suite"]),
             "frontend": None if r.get("frontend") is None else str(r["frontend"]), "env": env,

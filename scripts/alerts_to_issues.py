@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""Open (or update) one GitHub issue per regressed series from `robocache-bench check --json` files.
+"""Open, update and close GitHub issues from `robocache-bench check --json` files: one issue per change.
 
     python3 scripts/alerts_to_issues.py night/*/alerts.json [--repo OWNER/NAME] [--label L] [--dry-run]
 
-For every alert with ``direction == "slower"`` (improvements never open issues):
+Issues are keyed by the change, not the night: a regression is a series and a commit range (the last commit
+before, the first after), and the slower alerts of one machine with the same commit range are ONE issue that
+lists every series the commit moved (one commit slowing fifty series opens one issue, not fifty). A drift
+(a trend over nights, no commit blamed) is one issue per drifting series. Each issue's body carries
+``<!-- robocache-change: KEY -->`` and one ``<!-- robocache-series: FINGERPRINT -->`` per series.
 
-- an OPEN issue carrying the label whose body holds ``<!-- robocache-series: FINGERPRINT -->`` gets a comment
-  ("Still slower on <date> at <commit>" and the night's alert markdown);
-- otherwise a new issue is created: the alert's title, a body of the marker and the alert markdown, the label.
+- an OPEN issue carrying the label with the change's key, or listing one of its series (the regression still
+  holds; its placement may have moved by a commit), gets a comment: "Still slower on <date> at <commit>" and
+  the night's alerts (updated while it holds);
+- otherwise a new issue is created (title: the alert's, or "N series slower on MACHINE since COMMIT");
+- an OPEN issue none of whose series is slower tonight, every one of them checked tonight (the files'
+  ``checked`` list: current series with enough history), is closed with a comment "Recovered on <date>".
+  A series of a machine that did not report tonight keeps its issue open.
 
-So a series that stays slow for ten nights has one issue with ten entries, not ten issues; once the issue is
-closed, the next regression of that series opens a fresh one. The fingerprint is 12 hex digits, stable per
-series (machine, case, provider, dtype, timer, cache, grid version, front end), written by robocache-bench.
+Method or environment changes (``breaks``) and improvements never open issues. Alerts of a check without
+``--confirm`` (``"confirmed": null``) open none either unless --include-unconfirmed; an alert that could not be
+measured again (``false``) does, marked.
 
 Standard library only (urllib): it runs on a bare GitHub-hosted runner with the job's ``GITHUB_TOKEN``
 (``issues: write`` and nothing else). Environment: ``GITHUB_TOKEN`` (required unless --dry-run),
@@ -23,6 +31,7 @@ alerts file (nothing is sent to GitHub when any file is bad).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -37,6 +46,8 @@ SCHEMA = "robocache-alerts/1"
 DEFAULT_LABEL = "performance-regression"
 MARKER = "<!-- robocache-series: {} -->"
 MARKER_RE = re.compile(r"<!-- robocache-series: ([0-9a-f]{12}) -->")
+CHANGE_MARKER = "<!-- robocache-change: {} -->"
+CHANGE_RE = re.compile(r"<!-- robocache-change: ([0-9a-f]{12}) -->")
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{12}$")
 REQUIRED = ("fingerprint", "series", "title", "direction", "ratio", "before", "after", "markdown")
 TITLE_MAX = 250  # GitHub's limit is 256 characters
@@ -57,6 +68,12 @@ class GitHubError(RuntimeError):
 
 def load_alerts(path: str) -> list[dict[str, Any]]:
     """The alerts of one ``robocache-bench check --json`` file, validated; raises AlertsFileError."""
+    return load_doc(path)["alerts"]
+
+
+def load_doc(path: str) -> dict[str, Any]:
+    """One ``robocache-bench check --json`` file, validated: ``alerts``, ``drifts`` (optional: [] when absent),
+    ``checked`` (optional: None when absent, then no issue is closed on its account), ``generated``."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -79,10 +96,7 @@ def load_alerts(path: str) -> list[dict[str, Any]]:
         missing = [k for k in REQUIRED if k not in a]
         if missing:
             raise AlertsFileError(f"{where}: missing key(s) {', '.join(missing)}")
-        fp = a["fingerprint"]
-        # the fingerprint goes into an HTML comment and is matched back: 12 hex digits, nothing else
-        if not isinstance(fp, str) or not FINGERPRINT_RE.match(fp):
-            raise AlertsFileError(f"{where}: fingerprint must be 12 lowercase hex digits, got {fp!r}")
+        _hex(where, "fingerprint", a["fingerprint"])
         if a["direction"] not in ("slower", "faster"):
             raise AlertsFileError(f"{where}: direction must be 'slower' or 'faster', got {a['direction']!r}")
         for k in ("title", "markdown"):
@@ -95,7 +109,37 @@ def load_alerts(path: str) -> list[dict[str, Any]]:
                 raise AlertsFileError(f"{where}: {k} must be an object with commit, run_id, created")
         if isinstance(a["ratio"], bool) or not isinstance(a["ratio"], (int, float)):
             raise AlertsFileError(f"{where}: ratio must be a number")
-    return alerts
+    drifts = doc.get("drifts", [])
+    if not isinstance(drifts, list):
+        raise AlertsFileError(f"{path}: 'drifts' must be a list, got {type(drifts).__name__}")
+    for i, d in enumerate(drifts):
+        where = f"{path}: drifts[{i}]"
+        if not isinstance(d, dict):
+            raise AlertsFileError(f"{where}: expected an object, got {type(d).__name__}")
+        missing = [k for k in ("fingerprint", "change_id", "series", "title", "markdown", "direction", "last")
+                   if k not in d]
+        if missing:
+            raise AlertsFileError(f"{where}: missing key(s) {', '.join(missing)}")
+        _hex(where, "fingerprint", d["fingerprint"])
+        _hex(where, "change_id", d["change_id"])
+        for k in ("title", "markdown"):
+            if not isinstance(d[k], str) or not d[k].strip():
+                raise AlertsFileError(f"{where}: {k} must be a non-empty string")
+        if not isinstance(d["series"], dict) or not isinstance(d["last"], dict):
+            raise AlertsFileError(f"{where}: series and last must be objects")
+    checked = doc.get("checked")
+    if checked is not None:
+        if not isinstance(checked, list):
+            raise AlertsFileError(f"{path}: 'checked' must be a list of fingerprints")
+        for i, fp in enumerate(checked):
+            _hex(f"{path}: checked[{i}]", "fingerprint", fp)
+    return {"alerts": alerts, "drifts": drifts, "checked": checked, "generated": str(doc.get("generated") or "")}
+
+
+def _hex(where: str, what: str, value: Any) -> None:
+    # fingerprints go into HTML comments and are matched back: 12 hex digits, nothing else
+    if not isinstance(value, str) or not FINGERPRINT_RE.match(value):
+        raise AlertsFileError(f"{where}: {what} must be 12 lowercase hex digits, got {value!r}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -187,6 +231,11 @@ class GitHub:
         c, _ = self.request("POST", self._repo_path(f"/issues/{int(number)}/comments"), {"body": body})
         return c
 
+    def close(self, number: int) -> dict[str, Any]:
+        issue, _ = self.request("PATCH", self._repo_path(f"/issues/{int(number)}"),
+                                {"state": "closed", "state_reason": "completed"})
+        return issue
+
 
 def _next_link(link: str) -> str | None:
     """The rel="next" URL of a Link header, if any."""
@@ -202,11 +251,12 @@ def _next_link(link: str) -> str | None:
 
 @dataclass
 class Plan:
-    """What was (or, with --dry-run, would be) done."""
+    """What was (or, with --dry-run, would be) done: change keys created and commented, issues closed."""
 
     created: list[str] = field(default_factory=list)
     commented: list[str] = field(default_factory=list)
-    skipped: int = 0  # faster alerts
+    closed: list[int] = field(default_factory=list)
+    skipped: int = 0  # faster alerts, and alerts of a check without --confirm
 
 
 def _clip(text: str, limit: int) -> str:
@@ -218,12 +268,15 @@ def _title(alert: dict[str, Any]) -> str:
     return title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 3] + "..."
 
 
+def _commit(c: Any) -> str:
+    return re.sub(r"[^0-9A-Za-z._-]", "", str(c or ""))[:12] or "unknown commit"
+
+
 def _when(alert: dict[str, Any]) -> tuple[str, str]:
-    after = alert["after"]
+    after = alert.get("after") or alert.get("last") or {}
     created = str(after.get("created") or "")
     date = created[:10] if re.match(r"\d{4}-\d\d-\d\d", created) else (created or "an unknown date")
-    commit = str(after.get("commit") or "unknown commit")
-    return date, re.sub(r"[^0-9A-Za-z._-]", "", commit)[:12] or "unknown commit"
+    return date, _commit(after.get("commit"))
 
 
 def _run_link() -> str:
@@ -233,22 +286,54 @@ def _run_link() -> str:
     return ""
 
 
-def issue_body(alert: dict[str, Any]) -> str:
-    head = (f"{MARKER.format(alert['fingerprint'])}\n"
-            "Opened by the nightly GPU benchmarks (`robocache-bench check`). Each later night on which this "
-            "series is still slower adds a comment; close the issue when it is fixed or accepted.\n\n")
-    return _clip(head + alert["markdown"] + _run_link(), BODY_MAX)
+def change_key(item: dict[str, Any]) -> str:
+    """The issue key of an alert: its machine and commit range (a drift: its own change id)."""
+    if item.get("kind") == "drift":
+        return item["change_id"]
+    s = item["series"]
+    text = f"{s.get('machine')}|{(item['before'] or {}).get('commit')}|{(item['after'] or {}).get('commit')}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def comment_body(alert: dict[str, Any]) -> str:
-    date, commit = _when(alert)
-    return _clip(f"Still slower on {date} at `{commit}` (x{float(alert['ratio']):.3f}).\n\n"
-                 + alert["markdown"] + _run_link(), BODY_MAX)
+def group_title(items: list[dict[str, Any]]) -> str:
+    if len(items) == 1:
+        return _title(items[0])
+    a = items[0]
+    machine = " ".join(str(a["series"].get("machine") or "?").split())[:60]
+    worst = max(float(x.get("ratio") or 1.0) for x in items)
+    return _title({"title": f"{len(items)} series slower on {machine} since {_commit(a['after'].get('commit'))} "
+                            f"(up to {(worst - 1) * 100:+.1f}%)"})
+
+
+def issue_body(alert: dict[str, Any] | list[dict[str, Any]]) -> str:
+    items = alert if isinstance(alert, list) else [alert]
+    key = change_key(items[0])
+    what = ("a drift (a trend over nights; no single commit is blamed)" if items[0].get("kind") == "drift" else
+            f"{len(items)} series that one commit range moved")
+    head = (f"{CHANGE_MARKER.format(key)}\n" + "".join(MARKER.format(a["fingerprint"]) + "\n" for a in items)
+            + f"Opened by the nightly GPU benchmarks (`robocache-bench check`): {what}. Each later night on which "
+              "it still holds adds a comment; the issue is closed with a comment when every series listed is "
+              "checked and no longer slower.\n\n")
+    return _clip(head + "\n".join(a["markdown"] for a in items) + _run_link(), BODY_MAX)
+
+
+def comment_body(alert: dict[str, Any] | list[dict[str, Any]]) -> str:
+    items = alert if isinstance(alert, list) else [alert]
+    date, commit = _when(items[0])
+    if items[0].get("kind") == "drift":
+        head = f"Still drifting on {date} at `{commit}` ({float(items[0].get('slope_per_night') or 0) * 100:+.2f}%/night).\n\n"
+    elif len(items) == 1:
+        head = f"Still slower on {date} at `{commit}` (x{float(items[0]['ratio']):.3f}).\n\n"
+    else:
+        head = f"Still slower on {date} at `{commit}`: {len(items)} series.\n\n"
+    return _clip(head + "\n".join(a["markdown"] for a in items) + _run_link(), BODY_MAX)
 
 
 def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any = None,
-         include_unconfirmed: bool = False) -> Plan:
-    """Create or comment, one issue per fingerprint. ``gh=None`` is a dry run: prints, calls nothing."""
+         include_unconfirmed: bool = False, drifts: list[dict[str, Any]] = (),
+         checked: set[str] | None = None, date: str = "") -> Plan:
+    """Create, comment or close, one issue per change. ``gh=None`` is a dry run: prints, calls nothing.
+    ``checked``: the series tested tonight (None: close nothing)."""
     out = out or sys.stdout
     plan = Plan()
     # only alerts from a check that asked for confirmation (`check --confirm`): "confirmed" true (a rerun
@@ -257,30 +342,70 @@ def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any =
     slower = [a for a in alerts if a["direction"] == "slower"
               and (include_unconfirmed or a.get("confirmed") is not None)]
     plan.skipped = len(alerts) - len(slower)
-    if not slower:
-        print("no slower alerts: nothing to open", file=out)
-        return plan
+    items = slower + [{**d, "kind": "drift"} for d in drifts if d.get("direction", "slower") == "slower"]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for a in items:
+        grp = groups.setdefault(change_key(a), [])
+        if a["fingerprint"] not in {x["fingerprint"] for x in grp}:  # the same file twice: once
+            grp.append(a)
+    by_key: dict[str, int] = {}
     by_fp: dict[str, int] = {}
+    listed: dict[int, set[str]] = {}
+    if not groups and not checked:  # nothing to open, and nothing known to have recovered: no call at all
+        print("no slower alerts or drifts: nothing to open", file=out)
+        return plan
     if gh is not None:
         for issue in gh.open_issues(label):
-            for fp in MARKER_RE.findall(issue.get("body") or ""):
-                by_fp.setdefault(fp, int(issue["number"]))  # the oldest listed first wins on duplicates
-        gh.ensure_label(label)
-    for a in slower:
-        fp = a["fingerprint"]
+            body = issue.get("body") or ""
+            n = int(issue["number"])
+            for k in CHANGE_RE.findall(body):
+                by_key.setdefault(k, n)  # the oldest listed first wins on duplicates
+            fps = set(MARKER_RE.findall(body))
+            for fp in fps:
+                by_fp.setdefault(fp, n)
+            if fps:
+                listed[n] = fps
+        if groups:
+            gh.ensure_label(label)
+    if not groups:
+        print("no slower alerts or drifts: nothing to open", file=out)
+    touched: set[int] = set()
+    updates: dict[int, list[dict[str, Any]]] = {}  # open issue -> tonight's alerts of its changes (one comment)
+    for key, grp in groups.items():
         if gh is None:
-            print(f"dry run: would comment on the open issue of series {fp}, else create {_title(a)!r}", file=out)
-            plan.created.append(fp)
+            print(f"dry run: would comment on the open issue of change {key}, else create {group_title(grp)!r} "
+                  f"({len(grp)} series)", file=out)
+            plan.created.append(key)
             continue
-        if fp in by_fp:
-            gh.comment(by_fp[fp], comment_body(a))
-            plan.commented.append(fp)
-            print(f"series {fp}: commented on #{by_fp[fp]}", file=out)
+        n = by_key.get(key) or next((by_fp[a["fingerprint"]] for a in grp if a["fingerprint"] in by_fp), None)
+        if n is not None:
+            updates.setdefault(n, []).extend(a for a in grp if a not in updates.get(n, []))
+            plan.commented.append(key)
         else:
-            issue = gh.create_issue(_title(a), issue_body(a), [label])
-            by_fp[fp] = int(issue["number"])  # a second alert of the series in this batch comments on it
-            plan.created.append(fp)
-            print(f"series {fp}: opened #{issue['number']} {_title(a)}", file=out)
+            issue = gh.create_issue(group_title(grp), issue_body(grp), [label])
+            n = int(issue["number"])
+            by_key[key] = n  # a second file with this change in the batch comments on it
+            plan.created.append(key)
+            print(f"change {key}: opened #{n} {group_title(grp)}", file=out)
+        touched.add(n)
+        for a in grp:
+            by_fp.setdefault(a["fingerprint"], n)
+    for n, items_n in updates.items():
+        gh.comment(n, comment_body(items_n))
+        print(f"#{n}: commented ({len(items_n)} series still slower)", file=out)
+    # recovery: every series of an open issue checked tonight, none of them slower (alerted or drifting,
+    # confirmed or not: a series still flagged keeps its issue open)
+    if gh is not None and checked is not None:
+        still = {a["fingerprint"] for a in alerts if a["direction"] == "slower"} | {d["fingerprint"] for d in drifts}
+        for n, fps in sorted(listed.items()):
+            if n in touched or fps & still or not fps <= checked:
+                continue
+            gh.comment(n, f"Recovered on {date or 'the latest night'}: every series of this issue was checked "
+                          f"and none is slower any more ({len(fps)} series). Closing; a later regression opens a "
+                          "new issue." + _run_link())
+            gh.close(n)
+            plan.closed.append(n)
+            print(f"#{n}: recovered, closed", file=out)
     return plan
 
 
@@ -300,9 +425,19 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     alerts: list[dict[str, Any]] = []
+    drifts: list[dict[str, Any]] = []
+    checked: set[str] | None = set()
+    date = ""
     try:
         for path in args.alerts_json:
-            alerts.extend(load_alerts(path))
+            doc = load_doc(path)
+            alerts.extend(doc["alerts"])
+            drifts.extend(doc["drifts"])
+            if doc["checked"] is None or checked is None:
+                checked = None  # a file without the list: close nothing this time
+            else:
+                checked |= set(doc["checked"])
+            date = max(date, doc["generated"][:10])
     except AlertsFileError as e:
         print(f"alerts_to_issues: bad alerts file: {e}", file=sys.stderr)
         return 2
@@ -323,13 +458,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         gh = GitHub(os.environ.get("GITHUB_API_URL") or "https://api.github.com", args.repo, token)
     try:
-        plan = sync(alerts, gh, args.label, include_unconfirmed=args.include_unconfirmed)
+        plan = sync(alerts, gh, args.label, include_unconfirmed=args.include_unconfirmed, drifts=drifts,
+                    checked=checked, date=date)
     except GitHubError as e:
         print(f"alerts_to_issues: GitHub API call failed: {e}", file=sys.stderr)
         return 1
     verb = "would open or update" if gh is None else "opened"
-    print(f"{len(plan.created)} issue(s) {verb}" + ("" if gh is None else f", {len(plan.commented)} commented")
-          + f"; {plan.skipped} faster alert(s) ignored")
+    print(f"{len(plan.created)} issue(s) {verb}" + ("" if gh is None else f", {len(plan.commented)} commented, "
+                                                   f"{len(plan.closed)} closed on recovery")
+          + f"; {plan.skipped} faster or unconfirmed-check alert(s) ignored")
     return 0
 
 

@@ -7,15 +7,21 @@ What it does, in a temporary folder (nothing in this repository is touched):
 2. for each of --nights quiet nights: an empty commit, then the nightly steps on the CPU providers
    (``robocache-bench run`` of a few NumPy cases into the history folder, the commit recorded);
 3. one commit that makes a kernel slower: the NumPy provider's ``resample`` sleeps for --slowdown of its own
-   run time after computing (the result stays correct, so only the timing can catch it);
-4. that night's run, then ``robocache-bench check --confirm --fail-on-regression`` over the history,
-   which prints the alert (markdown) and writes it as JSON; the confirmation rerun measures the alerted
-   cases once more before the alert is raised.
+   run time after computing (the result stays correct, so only the timing can catch it); that night's run,
+   then ``robocache-bench check --confirm --fail-on-regression`` over the history (the confirmation rerun
+   measures the alerted cases once more, tested alone), and ``scripts/alerts_to_issues.py``'s sync against
+   an in-memory issue tracker: ONE issue opened for the change (both resample series, one commit range);
+4. a second slow night: the same issue is updated (a comment), no new one;
+5. a commit reverting the slowdown and two nights: the series recover and the issue is closed with a comment;
+6. a runner change: a commit that makes the copy report another host id and makes NumPy's voxelize slower (a
+   slower machine): the check reports an environment change for voxelize, no regression, no issue;
+7. a method change: a commit that bumps the measuring method's version (``schema.METHOD_VERSION``): every
+   series restarts, reported as method changes, no regression, no issue.
 
-Exit code 0 when the check raised exactly the expected alert (the slowed case, first commit after = the
-slow commit) and nothing else; 1 otherwise. About 2 minutes on a 2-core machine.
+Exit code 0 when every step did what it should (printed as it goes); 1 otherwise. About 3 minutes on a
+2-core machine.
 
-    python scripts/rehearse_regression.py                 # 8 quiet nights, then ten times as slow
+    python scripts/rehearse_regression.py                 # 6 quiet nights, then ten times as slow
     python scripts/rehearse_regression.py --keep --json alerts.json
 """
 from __future__ import annotations
@@ -34,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 CASES = ["resample/B256-S100-T50-D32/float32/numpy", "resample/B32-S100-T50-D32/float32/numpy",
          "voxelize/B4-N100000-G64-count-uniform/float32/numpy"]
 SLOWED = sorted(CASES[:2])  # the slow commit touches NumPy's resample: both resample cases; voxelize is the control
+VOXELIZE = CASES[2]
 MACHINE = "rehearsal-cpu"
 SLOW_PATCH = '''
 
@@ -49,6 +56,65 @@ def resample(values, src_times, tgt_times):  # noqa: F811 - the rehearsal's regr
     _time.sleep(SLOWDOWN * (_time.perf_counter() - t0))
     return out
 '''
+
+
+SLOW_VOXELIZE = '''
+
+# --- rehearsal: the replacement runner is slower at voxelize --------------------------------------------
+_fast_voxelize = voxelize
+
+
+def voxelize(*args, **kwargs):  # noqa: F811 - the rehearsal's slower machine
+    t0 = _time.perf_counter()
+    out = _fast_voxelize(*args, **kwargs)
+    _time.sleep(SLOWDOWN * (_time.perf_counter() - t0))
+    return out
+'''
+NEW_HOST = '''
+
+# --- rehearsal: the runner was replaced (another machine id under the same machine name) -----------------
+def _host_id():  # noqa: F811
+    return "0123456789ab"
+'''
+
+
+class MemoryTracker:
+    """The issue tracker calls scripts/alerts_to_issues.py makes (open_issues, ensure_label, create_issue,
+    comment, close), in memory: the HTTP side is tested against a fake GitHub API in
+    tests/test_alerts_to_issues.py; here the decisions are rehearsed."""
+
+    def __init__(self) -> None:
+        self.issues: list[dict] = []
+        self.comments: dict[int, list[str]] = {}
+
+    def open_issues(self, label: str) -> list[dict]:
+        return [i for i in self.issues if i["state"] == "open" and label in i["labels"]]
+
+    def ensure_label(self, label: str) -> None:
+        pass
+
+    def create_issue(self, title: str, body: str, labels: list[str]) -> dict:
+        self.issues.append({"number": len(self.issues) + 1, "title": title, "body": body, "labels": labels,
+                            "state": "open"})
+        return self.issues[-1]
+
+    def comment(self, number: int, body: str) -> dict:
+        self.comments.setdefault(number, []).append(body)
+        return {"body": body}
+
+    def close(self, number: int) -> dict:
+        self.issues[number - 1]["state"] = "closed"
+        return self.issues[number - 1]
+
+
+def _load_ati():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("alerts_to_issues", REPO / "scripts" / "alerts_to_issues.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["alerts_to_issues"] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def sh(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -74,7 +140,7 @@ def copy_tree(dst: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nights", type=int, default=8, help="quiet nights before the slow commit (8)")
+    ap.add_argument("--nights", type=int, default=6, help="quiet nights before the slow commit (6: check needs 6 runs)")
     ap.add_argument("--slowdown", type=float, default=9.0,
                     help="the slow commit's slowdown of resample (9.0: ten times as slow; a busy 2-core machine "
                          "measured the NumPy cases with 5-30%% noise between runs)")
@@ -113,26 +179,92 @@ def main(argv: list[str] | None = None) -> int:
             sh(["git", "commit", "-q", "--allow-empty", "-m", f"rehearsal: night {i + 1}"], work, git_env)
             night(f"night {i + 1} (no change)")
         prov = work / "robocache" / "providers" / "numpy_cpu.py"
-        prov.write_text(prov.read_text() + SLOW_PATCH.replace("SLOWDOWN", repr(args.slowdown)))
+        fast_source = prov.read_text()
+        prov.write_text(fast_source + SLOW_PATCH.replace("SLOWDOWN", repr(args.slowdown)))
         sh(["git", "commit", "-q", "-am", "rehearsal: make the NumPy resample slower"], work, git_env)
         slow_commit = night("night with the slow commit")
 
-        alerts_json, alerts_md = tmp / "alerts.json", tmp / "alerts.md"
-        print("\n$ robocache-bench check history --machine rehearsal-cpu --confirm --fail-on-regression\n", flush=True)
-        out = sh([*bench, "check", str(hist), "--machine", MACHINE, "--confirm", "--fail-on-regression",
-                  "--json", str(alerts_json), "--markdown", str(alerts_md), "--confirm-out", str(tmp / "confirm")],
-                 work, {**run_env, "ROBOCACHE_GIT_COMMIT": slow_commit}, check=False)
-        print(out.stdout)
-        if out.stderr.strip():
-            print(out.stderr[-1500:], file=sys.stderr)
-        doc = json.loads(alerts_json.read_text())
+        ati = _load_ati()
+        tracker = MemoryTracker()
+        failures: list[str] = []
+
+        def expect(ok: bool, what: str) -> None:
+            print(f"  {'ok' if ok else 'FAILED'}: {what}", flush=True)
+            if not ok:
+                failures.append(what)
+
+        def check(label: str) -> tuple[dict, subprocess.CompletedProcess, object]:
+            head = sh(["git", "rev-parse", "HEAD"], work).stdout.strip()
+            js, md = tmp / f"alerts-{label}.json", tmp / f"alerts-{label}.md"
+            print(f"\n$ robocache-bench check history --machine {MACHINE} --confirm --fail-on-regression   # {label}\n",
+                  flush=True)
+            out = sh([*bench, "check", str(hist), "--machine", MACHINE, "--confirm", "--fail-on-regression",
+                      "--json", str(js), "--markdown", str(md), "--confirm-out", str(tmp / f"confirm-{label}")],
+                     work, {**run_env, "ROBOCACHE_GIT_COMMIT": head}, check=False)
+            print(out.stdout)
+            if out.stderr.strip():
+                print(out.stderr[-1500:], file=sys.stderr)
+            doc = json.loads(js.read_text())
+            loaded = ati.load_doc(str(js))
+            plan = ati.sync(loaded["alerts"], tracker, "performance-regression", drifts=loaded["drifts"],
+                            checked=set(loaded["checked"]), date=loaded["generated"][:10])
+            print(f"issues: opened {len(plan.created)}, updated {len(plan.commented)}, closed {len(plan.closed)} "
+                  f"(open now: {[i['number'] for i in tracker.open_issues('performance-regression')]})", flush=True)
+            return doc, out, plan
+
+        doc, out, plan = check("slow")
         if args.json:
-            shutil.copy2(alerts_json, args.json)
+            shutil.copy2(tmp / "alerts-slow.json", args.json)
         keys = sorted(a["case_key"] for a in doc["alerts"])
-        ok = (out.returncode == 1 and keys == SLOWED
-              and all(a["after"]["commit"] == slow_commit for a in doc["alerts"]))
-        print(f"rehearsal {'OK' if ok else 'FAILED'}: check exit {out.returncode}, alerts {keys or 'none'} "
-              f"(expected {SLOWED} since {slow_commit[:12]}); {time.perf_counter() - t_start:.0f} s")
+        expect(out.returncode == 1 and keys == SLOWED and all(a["after"]["commit"] == slow_commit
+                                                               for a in doc["alerts"]),
+               f"check exit {out.returncode}, alerts {keys or 'none'} (expected {SLOWED} since {slow_commit[:12]})")
+        expect(len(tracker.issues) == 1 and len(ati.MARKER_RE.findall(tracker.issues[0]["body"])) == 2,
+               "one issue opened for the change, listing both resample series")
+
+        sh(["git", "commit", "-q", "--allow-empty", "-m", "rehearsal: another night, still slow"], work, git_env)
+        night("night 2 of the slowdown")
+        doc, out, plan = check("still-slow")
+        expect(out.returncode == 1 and len(tracker.issues) == 1 and len(tracker.comments.get(1, [])) == 1,
+               "still slower the next night: the same issue updated (a comment), no new issue")
+
+        prov.write_text(fast_source)
+        sh(["git", "commit", "-q", "-am", "rehearsal: revert the slow resample"], work, git_env)
+        night("night with the fix")
+        sh(["git", "commit", "-q", "--allow-empty", "-m", "rehearsal: a night after the fix"], work, git_env)
+        night("night after the fix")
+        doc, out, plan = check("recovered")
+        expect(not doc["alerts"] and tracker.issues[0]["state"] == "closed"
+               and tracker.comments[1][-1].startswith("Recovered on"),
+               "after the fix: no alert, the issue closed with a 'Recovered' comment")
+
+        envf = work / "robocache" / "bench" / "env.py"
+        envf.write_text(envf.read_text() + NEW_HOST)
+        prov.write_text(fast_source + SLOW_VOXELIZE.replace("SLOWDOWN", repr(args.slowdown))
+                        .replace("_time.", "__import__('time')."))
+        sh(["git", "commit", "-q", "-am", "rehearsal: the runner is replaced by a slower machine"], work, git_env)
+        night("night on the new runner")
+        doc, out, plan = check("runner-change")
+        brk = [b for b in doc["breaks"] if b["kind"] == "environment"]
+        expect(not doc["alerts"] and [b["series"]["case_id"] for b in brk] == [VOXELIZE.rsplit("/", 2)[0]]
+               and "host_id" in brk[0]["detail"] and len(tracker.issues) == 1 and not plan.created,
+               "a runner change: reported as an environment change, no regression, no issue")
+
+        schema = work / "robocache" / "bench" / "schema.py"
+        schema.write_text(schema.read_text().replace("METHOD_VERSION = 1", "METHOD_VERSION = 2"))
+        sh(["git", "commit", "-q", "-am", "rehearsal: the measuring method changes (version 2)"], work, git_env)
+        night("night with the new method")
+        doc, out, plan = check("method-change")
+        meth = [b for b in doc["breaks"] if b["kind"] == "method"]
+        expect(not doc["alerts"] and len(meth) == len(CASES) and all("method version 1 -> 2" in b["detail"]
+                                                                      for b in meth)
+               and len(tracker.issues) == 1 and not plan.created,
+               "a method change: every series restarts, reported as method changes, no regression, no issue")
+
+        ok = not failures
+        print(f"\nrehearsal {'OK' if ok else 'FAILED'}: issue #1 opened, updated {len(tracker.comments.get(1, [])) - 1} "
+              f"time(s), {tracker.issues[0]['state']}; {len(failures)} failed step(s); "
+              f"{time.perf_counter() - t_start:.0f} s")
         return 0 if ok else 1
     finally:
         if args.keep:

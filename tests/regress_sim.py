@@ -1,143 +1,166 @@
-"""A noise model fitted to real H200 measurements, and nightly histories simulated from it (synthetic).
+"""Nightly histories whose noise is bootstrapped from the real run-to-run ratios of the committed records.
 
-Fit (``fit_noise_model``): the quick cases measured by several runs of one commit on the H200 (kernel and
-provider code identical: differences are noise): per case the sample sd of log(median time); the model
-sigma(t) = hypot(rel, abs_us / t) by least squares on log(sd / model); the per-case ratios sd / model are
-kept as the model's spread (some cases are 3-8x noisier than their size predicts: CuPy's per-row launches).
+The noise (``pools``): ``regress.fit_priors`` over ``results/`` (every healthy group of runs of one commit,
+series, front end and input rotation: each run's deviation from its group's mean log-time) per provider and
+median-time bucket, the pool ``regress.prior_noise`` would use for the case (the bucket when it has at least
+``regress.PRIOR_MIN_N`` deviations, else the provider's, else every provider's). A night's time is the case's
+real median times ``exp(e)`` with ``e`` drawn from that pool, with replacement: the tails are the measured
+ones (a robocache dispatch case 14.3 vs 20.0 us, CuPy 20% apart), not a Gaussian's or a Student t's.
 
-Simulate (``simulate``): every case of the nightly GPU grid with its real H200 median (from the full asv run),
-a per-case sigma = model(t) x a ratio drawn from the fitted ones (at least the case's own within-run
-uncertainty from that run), and per night a Student-t (4 dof, scaled to
-that sigma) deviation: heavier tails than Gaussian, as measured. Records are plain dicts with the fields
-``regress.check`` reads, marked synthetic.
+The cases (``nightly_series``): every ok case of the H200 nightly asv run (the nightly grid, 216 series, four
+providers), with its real median. Records are plain dicts with the fields ``regress.check`` reads, marked
+synthetic.
 """
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from robocache.bench import store
+from robocache.bench import regress, store
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "results" / "h200-nvidia-h200"
-# Runs of commit c700059 (kernels unchanged since 059146c): two CLI quick runs, the pytest-benchmark quick
-# run, and the three asv calls of the nightly run.
-SAME_CODE_RUNS = ("20261121T024954Z-ed53d9-quick", "20261121T025130Z-509d8a-quick",
-                  "20261121T024859Z-a0934e-pytest-benchmark", "20261121T023145Z-60b414-asv",
-                  "20261121T023425Z-6400a3-asv", "20261121T023747Z-ec8ae0-asv")
-NIGHTLY_RUNS = SAME_CODE_RUNS[3:]  # the nightly grid's medians
+NIGHTLY_RUNS = ("20261121T023145Z-60b414-asv", "20261121T023425Z-6400a3-asv", "20261121T023747Z-ec8ae0-asv")
+MACHINE = "sim-h200"
+
+
+def pools() -> dict[str, dict[str, np.ndarray]]:
+    """provider -> bucket (and "*") -> the real deviations (log-time), fitted from the committed records."""
+    fit = regress.fit_priors(store.load(REPO / "results").records)
+    return {p: {b: np.array(v["deviations"]) for b, v in per.items()} for p, per in fit.items()}
+
+
+def pool_for(pl: dict[str, dict[str, np.ndarray]], provider: str, t_us: float) -> np.ndarray:
+    """The pool regress.prior_noise picks for this provider and median time."""
+    for name in (provider, provider.split("@")[0], "all"):
+        per = pl.get(name)
+        if not per:
+            continue
+        b = per.get(regress._bucket(t_us))
+        if b is not None and len(b) >= regress.PRIOR_MIN_N:
+            return b
+        if len(per.get("*", ())) >= regress.PRIOR_MIN_N:
+            return per["*"]
+    raise KeyError(provider)
+
+
+def band(pool: np.ndarray) -> float:
+    """A pool's noise (one run's sigma): the Gaussian-equivalent of its 90th percentile, as the prior."""
+    return float(np.quantile(np.abs(pool), 0.9)) / 1.645
 
 
 @dataclass
-class NoiseModel:
-    rel: float
-    abs_us: float
-    spread: np.ndarray  # sd / model(t) per fitted case
-    cases: int
+class Series:
+    case: dict
+    t_us: float
+    pool: np.ndarray
+    kind: str = "aa"  # "aa" | "step" | "drift" | "twostate"
+    step: float = 0.0  # relative step from night `start` on
+    start: int = 10 ** 9
+    slope: float = 0.0  # relative change per night from `start` on (drift)
+    state_p: float = 0.5  # two-state: probability of the slow state (alternating when 0.5)
+    method_noise: float = 0.005
+    extra: dict = field(default_factory=dict)
 
-    def sigma(self, t_us: float) -> float:
-        return math.hypot(self.rel, self.abs_us / t_us)
+    @property
+    def provider(self) -> str:
+        return self.case["provider"]
+
+    @property
+    def noise(self) -> float:
+        return band(self.pool)
+
+    @property
+    def key(self) -> str:
+        return f"{self.case['id']}/{self.case['dtype']}/{self.case['provider']}"
+
+    @property
+    def fingerprint(self) -> str:
+        return regress.fingerprint({"machine": MACHINE, "case_id": self.case["id"], "provider": self.provider,
+                                    "dtype": self.case["dtype"], "timer": "cuda_event", "cache": "warm",
+                                    "grid_version": self.case["grid_version"], "frontend": "cli",
+                                    "input_sets": 1})
 
 
-def _load(names) -> list:
-    recs = []
-    for n in names:
+def nightly_series(pl: dict[str, dict[str, np.ndarray]]) -> list[Series]:
+    out = []
+    for n in NIGHTLY_RUNS:
         loaded = store.load(H200 / f"{n}{store.RECORDS_SUFFIX}")
         assert not loaded.bad, loaded.bad
-        recs += loaded.records
-    return recs
-
-
-def fit_noise_model() -> NoiseModel:
-    by = defaultdict(list)
-    for r in _load(SAME_CODE_RUNS):
-        if r["status"] == "ok":
-            by[(r["case"]["id"], r["case"]["dtype"], r["case"]["provider"])].append(r["metrics"]["time_us"]["p50"])
-    sd, t = [], []
-    for v in by.values():
-        if len(v) >= 3:
-            lv = np.log(v)
-            sd.append(max(float(np.std(lv, ddof=1)), 1e-4))
-            t.append(float(np.exp(lv.mean())))
-    sd_a, t_a = np.array(sd), np.array(t)
-    best = None
-    for rel in np.linspace(0.002, 0.04, 77):
-        for ab in np.linspace(0.0, 0.5, 51):
-            z = sd_a / np.hypot(rel, ab / t_a)
-            score = float(np.mean(np.log(z) ** 2))
-            if best is None or score < best[0]:
-                best = (score, rel, ab)
-    _, rel, ab = best
-    return NoiseModel(rel=float(rel), abs_us=float(ab), spread=sd_a / np.hypot(rel, ab / t_a), cases=len(sd))
-
-
-def nightly_cases() -> list[dict]:
-    """(case dict, env dict, median us) for every ok case of the H200 nightly asv run."""
-    out = []
-    for r in _load(NIGHTLY_RUNS):
-        if r["status"] == "ok":
-            out.append({"case": {k: r["case"][k] for k in ("id", "op", "provider", "dtype", "grid_version")},
-                        "t_us": r["metrics"]["time_us"]["p50"], "method_noise": r["method"]["noise"] or 0.005})
+        for r in loaded.records:
+            if r["status"] != "ok":
+                continue
+            t = r["metrics"]["time_us"]["p50"]
+            c = {k: r["case"][k] for k in ("id", "op", "provider", "dtype", "grid_version")}
+            out.append(Series(case=c, t_us=t, pool=pool_for(pl, c["provider"], t),
+                              method_noise=r["method"]["noise"] or 0.005))
     return out
 
 
-def _record(c: dict, t: float, night: int, thr: bool, machine: str, rerun: bool = False) -> dict:
-    commit = f"{night:04d}" + "c" * 36
+def time_at(s: Series, night: int, rng: np.random.Generator) -> float:
+    t = s.t_us * math.exp(float(rng.choice(s.pool)))
+    if s.kind == "twostate":
+        slow = (night % 2 == 1) if s.state_p == 0.5 else (rng.random() < s.state_p)
+        t *= 1.08 if slow else 1.0
+    if night >= s.start:
+        t *= 1 + s.step
+        t *= (1 + s.slope) ** (night - s.start + 1)
+    return t
+
+
+def commit(night: int) -> str:
+    return f"{night:04d}" + "c" * 36
+
+
+def record(s: Series, t: float, night: int, rerun: bool = False) -> dict:
     run_id = f"2026{1 + night // 28:02d}{1 + night % 28:02d}T0{4 if rerun else 3}0000Z-sim{night:03d}"
     created = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}T0{4 if rerun else 3}:00:00+00:00"
     return {
-        "run_id": run_id, "created": created, "git_commit": commit, "suite": "nightly", "frontend": "cli",
-        "case": c["case"], "status": "ok", "synthetic": True,
-        "method": {"timer": "cuda_event", "cache": "warm", "noise": c["method_noise"]},
+        "run_id": run_id, "created": created, "git_commit": commit(night), "suite": "nightly", "frontend": "cli",
+        "case": s.case, "status": "ok", "synthetic": True,
+        "method": {"timer": "cuda_event", "cache": "warm", "noise": s.method_noise},
         "metrics": {"time_us": {"p50": t}},
-        "health": {"throttled": thr, "contended": False, "noisy": False,
-                   "reasons": ["sm clock below max (synthetic)"] if thr else []},
-        "env": {"machine": machine, "arch": "H200"},
+        "health": {"throttled": False, "contended": False, "noisy": False, "reasons": []},
+        "env": {"machine": MACHINE, "arch": "H200"},
     }
 
 
-def _draw(c: dict, sigma: float, rng: np.random.Generator) -> float:
-    return c["t_us"] * math.exp(sigma * float(rng.standard_t(4)) / math.sqrt(2.0))  # t4 has variance 2
+@dataclass
+class NightResult:
+    night: int  # the check after nights 0..night-1
+    raw: dict[str, regress.Change]  # alerts before confirmation, by fingerprint
+    kept: dict[str, regress.Change]  # confirmed by the rerun, tested alone
+    drifts: dict[str, regress.Drift]
+    checked: set[str]
 
 
-def simulate(model: NoiseModel, cases: list[dict], nights: int, rng: np.random.Generator, *,
-             inject: dict[int, tuple[int, float]] | None = None, throttled: dict[int, set[int]] | None = None,
-             throttle_factor: float = 1.3, machine: str = "sim-h200") -> tuple[list[dict], list[float]]:
-    """Records of ``nights`` nightly runs (one commit each) of ``cases``.
-
-    ``inject``: case index -> (first night, slowdown) from that night on, e.g. {3: (18, 0.10)}.
-    ``throttled``: night -> case indexes measured throttled that night (slowed by ``throttle_factor`` and
-    flagged, as NVML would). Returns the records and each case's sigma.
-    """
-    inject = inject or {}
-    throttled = throttled or {}
-    # never quieter between runs than the case's own median is uncertain within one run (measured)
-    sig = [max(model.sigma(c["t_us"]) * float(rng.choice(model.spread)), c["method_noise"] / 1.96) for c in cases]
-    recs = []
-    for night in range(nights):
-        for i, c in enumerate(cases):
-            t = _draw(c, sig[i], rng)
-            if i in inject and night >= inject[i][0]:
-                t *= 1 + inject[i][1]
-            thr = i in throttled.get(night, set())
-            recs.append(_record(c, t * (throttle_factor if thr else 1.0), night, thr, machine))
-    return recs, sig
-
-
-def rerun(cases: list[dict], sig: list[float], keys: set[str], night: int, rng: np.random.Generator, *,
-          inject: dict[int, tuple[int, float]] | None = None, machine: str = "sim-h200") -> list[dict]:
-    """The confirmation rerun of ``night``: the cases with these harness keys measured once more."""
-    inject = inject or {}
+def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.random.Generator) -> list[NightResult]:
+    """Simulate ``nights`` nights and run the nightly check (with its confirmation rerun) after each night in
+    ``check_at`` over the nights before it, as the nightly job does."""
+    by_night = [[record(s, time_at(s, n, rng), n) for s in series] for n in range(nights)]
+    by_key = {s.key: s for s in series}
     out = []
-    for i, c in enumerate(cases):
-        key = f"{c['case']['id']}/{c['case']['dtype']}/{c['case']['provider']}"
-        if key in keys:
-            t = _draw(c, sig[i], rng)
-            if i in inject and night >= inject[i][0]:
-                t *= 1 + inject[i][1]
-            out.append(_record(c, t, night, False, machine, rerun=True))
+    for n in check_at:
+        recs = [r for night in by_night[:n] for r in night]
+        first = regress.check(recs)
+        raw = {c.fingerprint: c for c in first.alerts}
+        kept: dict[str, regress.Change] = {}
+        if first.alerts:
+            again = [record(by_key[c.key], time_at(by_key[c.key], n - 1, rng), n - 1, rerun=True)
+                     for c in first.alerts for _ in range(regress.CONFIRM_RUNS)]
+            k, _, unconfirmable = regress.confirm(first, again)
+            assert not unconfirmable  # the simulated rerun always measures
+            kept = {c.fingerprint: c for c in k}
+        out.append(NightResult(n, raw, kept, {d.fingerprint: d for d in first.drifts}, set(first.checked)))
     return out
+
+
+def per_provider(items, key) -> dict[str, list]:
+    out: dict[str, list] = defaultdict(list)
+    for it in items:
+        out[key(it)].append(it)
+    return dict(sorted(out.items()))

@@ -82,8 +82,12 @@ class FakeGitHub:
                     return self._send(404, {"message": "Not Found"})
                 rest = parts.path[len(base):]
                 body = None
-                if method == "POST":
+                if method in ("POST", "PATCH"):
                     body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                m = re.fullmatch(r"/issues/(\d+)", rest)
+                if method == "PATCH" and m and 1 <= int(m.group(1)) <= len(fake.issues):
+                    fake.issues[int(m.group(1)) - 1]["state"] = body["state"]
+                    return self._send(200, fake.issues[int(m.group(1)) - 1])
                 if method == "GET" and rest == "/issues":
                     q = urllib.parse.parse_qs(parts.query)
                     want = set(q.get("labels", [""])[0].split(",")) - {""}
@@ -121,6 +125,9 @@ class FakeGitHub:
 
             def do_POST(self):
                 self._route("POST")
+
+            def do_PATCH(self):
+                self._route("PATCH")
 
         return H
 
@@ -231,27 +238,74 @@ def test_pagination_finds_issue_on_a_later_page(env, tmp_path):
     assert len(fake.issues) == 5
 
 
-def test_one_issue_per_series_across_two_nights(env, tmp_path):
+def test_one_issue_per_change_across_two_nights(env, tmp_path):
     fake = env
+    # night 1: two series slower since one commit range: ONE issue listing both
     night1 = write(tmp_path, [alert("aaaaaaaaaaaa"), alert("bbbbbbbbbbbb", case="fuse-B256")], "n1.json")
-    night2 = write(tmp_path, [alert("aaaaaaaaaaaa", commit="2222222222220000", created="2030-01-03T03:20:00Z"),
-                              alert("bbbbbbbbbbbb", case="fuse-B256", commit="2222222222220000")], "n2.json")
     assert ati.main([night1]) == 0
+    assert len(fake.issues) == 1
+    body = fake.issues[0]["body"]
+    assert "<!-- robocache-series: aaaaaaaaaaaa -->" in body and "<!-- robocache-series: bbbbbbbbbbbb -->" in body
+    assert f"<!-- robocache-change: {ati.change_key(alert('aaaaaaaaaaaa'))} -->" in body
+    assert fake.issues[0]["title"].startswith("2 series slower on gpu-h100 since abcdef123456")
+    # night 2: the same change still holds: one comment on that issue, no new issue
+    night2 = write(tmp_path, [alert("aaaaaaaaaaaa", created="2030-01-03T03:20:00Z"),
+                              alert("bbbbbbbbbbbb", case="fuse-B256", created="2030-01-03T03:20:00Z")], "n2.json")
     assert ati.main([night2]) == 0
-    assert len(fake.issues) == 2
-    assert sorted(len(v) for v in fake.comments.values()) == [1, 1]
-    assert all(c[0].startswith("Still slower on ") for c in fake.comments.values())
-    # a third night with the same series twice in one batch (two files): still no new issue
+    assert len(fake.issues) == 1 and len(fake.comments[1]) == 1
+    assert fake.comments[1][0].startswith("Still slower on 2030-01-03 at `abcdef123456`: 2 series")
+    # night 3: the change point placed one commit later for one series: still that issue (listed series)
     night3 = write(tmp_path, [alert("aaaaaaaaaaaa", commit="3333333333330000")], "n3.json")
     assert ati.main([night3, night3]) == 0
-    assert len(fake.issues) == 2
+    assert len(fake.issues) == 1 and len(fake.comments[1]) == 2
+    # night 4: the two series' change points placed on different commits: one comment on their issue
+    night4 = write(tmp_path, [alert("aaaaaaaaaaaa", commit="4444444444440000"),
+                              alert("bbbbbbbbbbbb", case="fuse-B256", commit="5555555555550000")], "n4.json")
+    assert ati.main([night4]) == 0
+    assert len(fake.issues) == 1 and len(fake.comments[1]) == 3 and "2 series" in fake.comments[1][-1]
 
 
-def test_same_series_twice_in_one_batch_opens_one_issue(env, tmp_path):
+def test_one_commit_moving_fifty_series_opens_one_issue(env, tmp_path):
     fake = env
-    a = write(tmp_path, [alert("cccccccccccc")], "h100.json")
-    assert ati.main([a, a]) == 0
-    assert len(fake.issues) == 1 and len(fake.comments[1]) == 1
+    many = [alert(f"{i:012x}", case=f"case-{i}", ratio=1.1 + i / 1000) for i in range(50)]
+    assert ati.main([write(tmp_path, many)]) == 0
+    assert len(fake.issues) == 1 and fake.issues[0]["title"].startswith("50 series slower")
+    assert len(ati.MARKER_RE.findall(fake.issues[0]["body"])) == 50
+
+
+def test_recovered_issue_is_closed_with_a_comment(env, tmp_path):
+    fake = env
+    assert ati.main([write(tmp_path, [alert("aaaaaaaaaaaa"), alert("bbbbbbbbbbbb", case="fuse-B256")],
+                           "n1.json", checked=["aaaaaaaaaaaa", "bbbbbbbbbbbb"])]) == 0
+    # one series back, the other still slower: stays open, updated
+    assert ati.main([write(tmp_path, [alert("bbbbbbbbbbbb", case="fuse-B256")], "n2.json",
+                           checked=["aaaaaaaaaaaa", "bbbbbbbbbbbb"])]) == 0
+    assert fake.issues[0]["state"] == "open" and len(fake.comments[1]) == 1
+    # a night on which one of them was not checked (another machine's file, stale): stays open
+    assert ati.main([write(tmp_path, [], "n3.json", checked=["aaaaaaaaaaaa"])]) == 0
+    assert fake.issues[0]["state"] == "open" and len(fake.comments[1]) == 1
+    # a file without the checked list (older check): closes nothing
+    assert ati.main([write(tmp_path, [], "n4.json")]) == 0
+    assert fake.issues[0]["state"] == "open"
+    # both checked, neither slower: closed with a comment
+    assert ati.main([write(tmp_path, [], "n5.json", checked=["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"])]) == 0
+    assert fake.issues[0]["state"] == "closed" and fake.comments[1][-1].startswith("Recovered on 2030-01-02")
+    assert [m for m, p in fake.calls if m == "PATCH"] == ["PATCH"]
+    # a later regression of the series opens a new issue
+    assert ati.main([write(tmp_path, [alert("aaaaaaaaaaaa", commit="4444444444440000")], "n6.json")]) == 0
+    assert len(fake.issues) == 2 and fake.issues[1]["state"] == "open"
+
+
+def test_drift_opens_its_own_issue_and_breaks_open_none(env, tmp_path):
+    fake = env
+    drift = {"fingerprint": "dddddddddddd", "change_id": "eeeeeeeeeeee", "kind": "drift",
+             "series": {"machine": "gpu-h100"}, "title": "resample float32 robocache drifting +0.50%/night",
+             "markdown": "### drift\n\n- SYNTHETIC\n", "direction": "slower", "slope_per_night": 0.005,
+             "last": {"commit": "abc", "run_id": "r", "created": "2030-01-02T03:00:00Z"}}
+    brk = {"fingerprint": "ffffffffffff", "kind": "environment", "series": {}, "detail": "driver: a -> b"}
+    assert ati.main([write(tmp_path, [], drifts=[drift], breaks=[brk])]) == 0
+    assert len(fake.issues) == 1 and "<!-- robocache-change: eeeeeeeeeeee -->" in fake.issues[0]["body"]
+    assert "no single commit is blamed" in fake.issues[0]["body"]
 
 
 def test_faster_alerts_are_ignored(env, tmp_path, capsys):
@@ -259,7 +313,7 @@ def test_faster_alerts_are_ignored(env, tmp_path, capsys):
     rc = ati.main([write(tmp_path, [alert("dddddddddddd", direction="faster", ratio=0.8)])])
     assert rc == 0
     assert fake.issues == [] and not posts(fake, "/issues") and not posts(fake, "/comments")
-    assert "1 faster alert(s) ignored" in capsys.readouterr().out
+    assert "1 faster or unconfirmed-check alert(s) ignored" in capsys.readouterr().out
     assert fake.calls == []  # nothing slower: not even the listing
 
 
@@ -299,8 +353,8 @@ def test_dry_run_makes_no_calls_and_needs_no_token(env, tmp_path, capsys, monkey
     out = capsys.readouterr().out
     assert rc == 0
     assert fake.calls == []
-    assert "would comment on the open issue of series a1b2c3d4e5f6" in out
-    assert "1 issue(s) would open or update; 1 faster alert(s) ignored" in out
+    assert f"would comment on the open issue of change {ati.change_key(alert('a1b2c3d4e5f6'))}" in out
+    assert "1 issue(s) would open or update; 1 faster or unconfirmed-check alert(s) ignored" in out
 
 
 def test_no_token_is_a_clear_error(env, tmp_path, capsys, monkeypatch):
@@ -380,6 +434,6 @@ def test_alerts_of_an_unconfirmed_check_open_no_issue(capsys):
     b = alert("bbbbbbbbbbbb")
     b["confirmed"] = False  # asked, but the case could not be measured again: raised, marked
     plan = ati.sync([a, b], None, "performance-regression")
-    assert plan.created == ["bbbbbbbbbbbb"] and plan.skipped == 1
+    assert plan.created == [ati.change_key(b)] and plan.skipped == 1
     plan = ati.sync([a], None, "performance-regression", include_unconfirmed=True)
-    assert plan.created == ["aaaaaaaaaaaa"]
+    assert plan.created == [ati.change_key(a)]

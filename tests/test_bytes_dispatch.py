@@ -200,7 +200,7 @@ def _dispatch_record() -> dict:
             "suite": "quick", "frontend": "test", "case": case.to_record_case(moved=44),
             "method": {"timer": "host_loop", "cache": "warm", "warmup_s": 0.05, "samples": 40,
                        "reps_per_sample": 100, "noise_target": 0.01, "noise": 0.004, "noise_target_met": True,
-                       "time_limit_s": 2.0, "input_sets": 1},
+                       "time_limit_s": 2.0, "input_sets": 1, "version": 1},
             "metrics": {"time_us": q, "items_per_s": 1e5, "gb_per_s": 0.0044, "ceiling_gb_per_s": None,
                         "pct_of_ceiling": None, "graph_time_us": None, "event_vs_graph": None},
             "check": {"passed": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "tolerance": 2e-6,

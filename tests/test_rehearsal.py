@@ -1,6 +1,7 @@
-"""The local rehearsal of the nightly alert (scripts/rehearse_regression.py) runs and raises exactly the
-expected alert: a throwaway git history, a commit that makes NumPy's resample slower, the nightly steps on
-the CPU providers, ``robocache-bench check --confirm``. About a minute."""
+"""The local rehearsal of the nightly alert (scripts/rehearse_regression.py) runs and every step holds: a
+throwaway git history, a commit that makes NumPy's resample slower, the nightly steps on the CPU providers,
+``robocache-bench check --confirm``, one issue opened for the change, updated the next night, closed on
+recovery; a runner change and a method change reported as such, opening no issue. A few minutes."""
 from __future__ import annotations
 
 import json
@@ -23,3 +24,8 @@ def test_rehearsal_raises_the_expected_alert(tmp_path):
     assert sorted(a["case_key"] for a in doc["alerts"]) == ["resample/B256-S100-T50-D32/float32/numpy",
                                                            "resample/B32-S100-T50-D32/float32/numpy"]
     assert all(a["direction"] == "slower" and a["ratio"] > 1.5 for a in doc["alerts"])
+    assert all(a["confirmed"] is True for a in doc["alerts"])
+    for step in ("one issue opened for the change", "the same issue updated", "the issue closed with a 'Recovered'",
+                 "a runner change: reported as an environment change", "a method change: every series restarts"):
+        assert f"ok: {step}" in out.stdout, step
+    assert "FAILED:" not in out.stdout

@@ -58,7 +58,7 @@ def make_record(i: int = 0, run_id: str = "run-0") -> dict[str, Any]:
         },
         "method": {
             "timer": "host", "cache": "warm", "warmup_s": 0.1, "samples": 30, "reps_per_sample": 10,
-            "noise_target": 0.02, "noise": 0.01, "noise_target_met": True, "time_limit_s": 5.0, "input_sets": 1,
+            "noise_target": 0.02, "noise": 0.01, "noise_target_met": True, "time_limit_s": 5.0, "input_sets": 1, "version": 1,
         },
         "metrics": {
             "time_us": {"p20": t - 0.5, "p50": t, "p80": t + 0.5, "min": t - 1.0, "max": t + 2.0, "mean": t + 0.1},

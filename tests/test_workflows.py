@@ -24,10 +24,16 @@ NIGHTLY_SH = ROOT / "scripts" / "nightly.sh"
 PR_TRIGGERS = {"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
                "issue_comment", "workflow_run"}  # events a stranger (a fork, a commenter) can cause
 FORK_GUARD = "github.event.repository.fork == false"
+EVENT_GUARD = "(github.event_name == 'schedule' || github.event_name == 'workflow_dispatch')"
 # The only jobs with a write scope, and the one scope each may write.
-WRITERS = {("nightly.yml", "persist"): "contents", ("nightly.yml", "issues"): "issues"}
+WRITERS = {("nightly-machine.yml", "persist"): "contents", ("nightly-machine.yml", "issues"): "issues",
+           ("nightly-watchdog.yml", "queued"): "actions"}
+# nightly.yml's jobs call the per-machine chain: they grant the most its jobs may have (each asks for less)
+CALLERS = {("nightly.yml", j): {"contents", "issues"} for j in ("a100", "h100", "h200")}
 # The only checkout that keeps its credentials (it pushes to the benchmark-results branch).
-CREDENTIAL_CHECKOUTS = {("nightly.yml", "persist")}
+CREDENTIAL_CHECKOUTS = {("nightly-machine.yml", "persist")}
+NIGHTLY_FILES = ("nightly.yml", "nightly-machine.yml", "nightly-watchdog.yml")
+MACHINE = "nightly-machine.yml"
 SHA_PIN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
 
 
@@ -81,8 +87,8 @@ def _runs_on(job: dict) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------------------
 
-def test_both_workflows_exist():
-    assert {"ci.yml", "nightly.yml"} <= set(WORKFLOWS)
+def test_the_workflows_exist():
+    assert {"ci.yml", *NIGHTLY_FILES} <= set(WORKFLOWS)
 
 
 @pytest.mark.parametrize("name", sorted(WORKFLOWS))
@@ -93,14 +99,17 @@ def test_top_level_permissions_present_and_read_only(name):
 
 
 def test_nightly_grants_nothing_by_default():
-    assert WORKFLOWS["nightly.yml"]["permissions"] == {}
+    for name in NIGHTLY_FILES:
+        assert WORKFLOWS[name]["permissions"] == {}, name
 
 
 def test_write_scopes_only_in_named_jobs_one_scope_each():
     for name, job_id, job in _jobs():
         writes = _write_scopes(job.get("permissions"))
         allowed = WRITERS.get((name, job_id))
-        if allowed is None:
+        if (name, job_id) in CALLERS:
+            assert writes == CALLERS[(name, job_id)] and job["uses"].endswith(MACHINE), (name, job_id, writes)
+        elif allowed is None:
             assert not writes, f"{name}:{job_id} writes {writes}"
         else:
             assert writes == {allowed}, f"{name}:{job_id} must write exactly {allowed}, writes {writes}"
@@ -109,8 +118,9 @@ def test_write_scopes_only_in_named_jobs_one_scope_each():
 
 
 def test_every_job_declares_permissions_in_nightly():
-    for job_id, job in WORKFLOWS["nightly.yml"]["jobs"].items():
-        assert "permissions" in job, f"nightly.yml:{job_id} inherits permissions: say what it needs"
+    for name in NIGHTLY_FILES:
+        for job_id, job in WORKFLOWS[name]["jobs"].items():
+            assert "permissions" in job, f"{name}:{job_id} inherits permissions: say what it needs"
 
 
 def test_writers_run_on_github_hosted_runners():
@@ -120,25 +130,83 @@ def test_writers_run_on_github_hosted_runners():
 
 
 def test_nightly_triggers_are_schedule_and_dispatch_only():
-    trig = _triggers(WORKFLOWS["nightly.yml"])
-    assert trig == {"schedule", "workflow_dispatch"}, trig
-    assert not trig & PR_TRIGGERS
-
-
-def test_self_hosted_jobs_only_without_pr_triggers_and_with_fork_guard():
-    seen = 0
-    for name, job_id, job in _jobs():
-        if "self-hosted" not in _runs_on(job):
-            continue
-        seen += 1
+    for name in ("nightly.yml", "nightly-watchdog.yml"):
         trig = _triggers(WORKFLOWS[name])
-        assert not trig & PR_TRIGGERS, f"{name}:{job_id} is self-hosted but {name} has {trig & PR_TRIGGERS}"
-        assert FORK_GUARD in str(job.get("if", "")), f"{name}:{job_id}: no fork guard ({FORK_GUARD})"
-    assert seen, "no self-hosted job found: the nightly GPU matrix is gone?"
+        assert trig == {"schedule", "workflow_dispatch"}, (name, trig)
+    assert _triggers(WORKFLOWS[MACHINE]) == {"workflow_call"}  # no trigger of its own
+
+
+def _callers(target: str) -> list[tuple[str, str]]:
+    return [(name, job_id) for name, job_id, job in _jobs() if str(job.get("uses", "")).endswith(f"/{target}")]
+
+
+def _may_run_self_hosted(job: dict) -> bool:
+    """A job whose labels say self-hosted, or are computed (an expression could name any label)."""
+    labels = _runs_on(job)
+    return "self-hosted" in labels or any("${{" in str(x) for x in labels) or "${{" in str(job.get("runs-on", ""))
+
+
+@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+def test_no_workflow_reaches_self_hosted_runners_from_a_pull_request(name):
+    """Every workflow file, not only the nightly: a job that may run on a self-hosted runner lives only in a
+    workflow without pull-request (or comment, workflow_run) triggers, is called only from such workflows,
+    and carries the fork guard and, in a reusable workflow, the event guard (schedule or dispatch only). A
+    workflow with such triggers has no self-hosted job, no computed runs-on, and calls no workflow that has
+    one. (A fork's pull request runs its own copy of the files: the runner's job-started hook,
+    scripts/runner_job_guard.sh, is what refuses it there; see test_runner_job_guard.)"""
+    wf = WORKFLOWS[name]
+    trig = _triggers(wf)
+    for job_id, job in wf["jobs"].items():
+        uses = str(job.get("uses", ""))
+        if uses.startswith("./"):
+            called = WORKFLOWS[Path(uses).name]
+            if any(_may_run_self_hosted(j) for j in called["jobs"].values()):
+                assert not trig & PR_TRIGGERS, f"{name}:{job_id} calls {uses} (self-hosted) on {trig & PR_TRIGGERS}"
+                assert FORK_GUARD in str(job.get("if", "")), f"{name}:{job_id}: no fork guard"
+        elif uses:
+            pytest.fail(f"{name}:{job_id}: calls a workflow of another repository: {uses}")
+        if not _may_run_self_hosted(job):
+            continue
+        assert not trig & PR_TRIGGERS, f"{name}:{job_id} may run self-hosted but {name} has {trig & PR_TRIGGERS}"
+        cond = " ".join(str(job.get("if", "")).split())
+        assert FORK_GUARD in cond, f"{name}:{job_id}: no fork guard ({FORK_GUARD})"
+        if "workflow_call" in trig:
+            assert EVENT_GUARD in cond, f"{name}:{job_id}: a reusable workflow's GPU job needs {EVENT_GUARD}"
+            callers = _callers(name)
+            assert callers, f"{name} has a self-hosted job and no caller"
+            for cname, cjob in callers:
+                assert not _triggers(WORKFLOWS[cname]) & PR_TRIGGERS, f"{cname}:{cjob} calls {name} from a PR"
+
+
+def test_some_job_is_self_hosted():
+    assert any(_may_run_self_hosted(j) for _, _, j in _jobs()), "no self-hosted job found: the GPU chain is gone?"
+
+
+def test_runner_job_guard(tmp_path):
+    guard = ROOT / "scripts" / "runner_job_guard.sh"
+    base = {"PATH": os.environ["PATH"], "ROBOCACHE_RUNNER_REPO": "octo/robocache", "GITHUB_REPOSITORY": "octo/robocache",
+            "GITHUB_WORKFLOW_REF": "octo/robocache/.github/workflows/nightly.yml@refs/heads/main"}
+
+    def run(**env):
+        return subprocess.run(["bash", str(guard)], env={**base, **env}, capture_output=True, text=True)
+
+    assert run(GITHUB_EVENT_NAME="schedule").returncode == 0
+    assert run(GITHUB_EVENT_NAME="workflow_dispatch",
+               GITHUB_WORKFLOW_REF="octo/robocache/.github/workflows/nightly.yml@refs/heads/feature").returncode == 0
+    for env, why in [({"GITHUB_EVENT_NAME": "pull_request"}, "only the schedule"),
+                     ({"GITHUB_EVENT_NAME": "pull_request_target"}, "only the schedule"),
+                     ({"GITHUB_EVENT_NAME": "push"}, "only the schedule"),
+                     ({"GITHUB_EVENT_NAME": "schedule", "GITHUB_REPOSITORY": "fork/robocache"}, "is not octo/robocache"),
+                     ({"GITHUB_EVENT_NAME": "schedule",
+                       "GITHUB_WORKFLOW_REF": "octo/robocache/.github/workflows/ci.yml@refs/heads/main"},
+                      "only octo/robocache/.github/workflows/nightly.yml"),
+                     ({"GITHUB_EVENT_NAME": "schedule", "ROBOCACHE_RUNNER_REPO": ""}, "is not set")]:
+        out = run(**env)
+        assert out.returncode == 1 and "refusing this job" in out.stderr and why in out.stderr, (env, out.stderr)
 
 
 def test_follow_on_jobs_are_fork_guarded_and_default_branch_only():
-    jobs = WORKFLOWS["nightly.yml"]["jobs"]
+    jobs = WORKFLOWS[MACHINE]["jobs"]
     for job_id in ("persist", "issues"):
         cond = " ".join(str(jobs[job_id]["if"]).split())
         assert FORK_GUARD in cond and "!cancelled()" in cond, cond
@@ -146,19 +214,21 @@ def test_follow_on_jobs_are_fork_guarded_and_default_branch_only():
         assert jobs[job_id]["needs"] == "bench"
 
 
-def test_gpu_matrix():
-    bench = WORKFLOWS["nightly.yml"]["jobs"]["bench"]
-    strat = bench["strategy"]
-    assert strat["fail-fast"] is False
-    assert "max-parallel" not in strat
-    inc = strat["matrix"]["include"]
-    assert {(m["machine"], m["gpu"]) for m in inc} == {("gpu-a100", "a100"), ("gpu-h100", "h100"),
-                                                        ("gpu-h200", "h200")}
-    assert bench["runs-on"] == ["self-hosted", "linux", "gpu", "${{ matrix.gpu }}"]
+def test_one_job_chain_per_gpu_runner_label():
+    jobs = WORKFLOWS["nightly.yml"]["jobs"]
+    got = {(j["with"]["machine"], j["with"]["gpu"]) for j in jobs.values()}
+    assert got == {("gpu-a100", "a100"), ("gpu-h100", "h100"), ("gpu-h200", "h200")}
+    assert all(j["uses"].endswith(MACHINE) and "needs" not in j for j in jobs.values())  # independent chains
+    chain = WORKFLOWS[MACHINE]["jobs"]
+    assert chain["bench"]["runs-on"] == ["self-hosted", "linux", "gpu", "${{ inputs.gpu }}"]
+    assert set(chain) == {"bench", "persist", "issues"}
+    # the persist job commits only this machine's night
+    dl = [s for s in chain["persist"]["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@")]
+    assert dl[0]["with"]["pattern"] == "nightly-${{ inputs.machine }}"
 
 
 def test_bench_job_is_thin_one_script():
-    steps = WORKFLOWS["nightly.yml"]["jobs"]["bench"]["steps"]
+    steps = WORKFLOWS[MACHINE]["jobs"]["bench"]["steps"]
     runs = [s["run"] for s in steps if "run" in s]
     assert runs == ['bash scripts/nightly.sh "$MACHINE" "$RUNNER_TEMP/nightly"']
     upload = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
@@ -217,7 +287,7 @@ def test_checkouts_do_not_persist_credentials_except_the_push_job():
 
 
 def test_push_job_runs_no_repository_code_and_uploads_nothing():
-    steps = WORKFLOWS["nightly.yml"]["jobs"]["persist"]["steps"]
+    steps = WORKFLOWS[MACHINE]["jobs"]["persist"]["steps"]
     assert not any(str(s.get("uses", "")).startswith("actions/upload-artifact@") for s in steps)
     script = "\n".join(s["run"] for s in steps if "run" in s)
     for banned in ("scripts/", "python", "pip ", "make ", "bash ", "source ", "./"):
@@ -227,6 +297,8 @@ def test_push_job_runs_no_repository_code_and_uploads_nothing():
 
 def test_every_job_has_a_timeout():
     for name, job_id, job in _jobs():
+        if "uses" in job:  # a call of a reusable workflow: its own jobs carry the timeouts (GitHub allows none here)
+            continue
         t = job.get("timeout-minutes")
         assert isinstance(t, int) and 0 < t <= 120, f"{name}:{job_id}: timeout-minutes {t!r}"
 
@@ -243,8 +315,13 @@ def test_ci_workflow():
     assert [s["run"] for s in job["steps"] if "run" in s] == ["bash .ci/run"]
 
 
-def test_nightly_concurrency_never_cancels_a_night():
-    assert WORKFLOWS["nightly.yml"]["concurrency"]["cancel-in-progress"] is False
+def test_nightly_has_no_concurrency_group_that_could_drop_a_night():
+    # GitHub keeps ONE pending run or job per concurrency group and cancels the older pending one: three
+    # machines' pushes, or two nights behind an offline runner, would lose a night
+    for name in ("nightly.yml", MACHINE):
+        assert "concurrency" not in WORKFLOWS[name], name
+        for job_id, job in WORKFLOWS[name]["jobs"].items():
+            assert "concurrency" not in job, f"{name}:{job_id}"
 
 
 def test_makefile_runs_the_offline_validators_before_pytest():
@@ -395,7 +472,7 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-PERSIST = next(s["run"] for s in WORKFLOWS["nightly.yml"]["jobs"]["persist"]["steps"] if s.get("id") == "persist")
+PERSIST = next(s["run"] for s in WORKFLOWS[MACHINE]["jobs"]["persist"]["steps"] if s.get("id") == "persist")
 
 
 @pytest.fixture

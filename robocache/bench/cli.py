@@ -217,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--results", nargs="+", default=["results"], help="where run ids are looked up (results/)")
     c.add_argument("--history", nargs="*", default=None,
                    help="folders whose runs give each case's between-run noise (default: --results)")
-    c.add_argument("--floor", type=float, default=None, help="smallest relative change ever called (0.03)")
+    c.add_argument("--floor", type=_floor_arg, default=None, help="smallest relative change ever called (0.03)")
     c.add_argument("--format", choices=("markdown", "json"), default="markdown")
     c.add_argument("--out", help="write to this file instead of stdout")
     c.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any case is slower or failed")
@@ -233,14 +233,15 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("paths", nargs="*", default=["results"], help="record files or folders (default: results/)")
     k.add_argument("--machine", help="only this machine's series")
     k.add_argument("--frontend", default="cli", help="only records of this front end (cli; 'all' for every one)")
-    k.add_argument("--floor", type=float, default=None, help="smallest relative change ever alerted (0.03)")
+    k.add_argument("--floor", type=_floor_arg, default=None, help="smallest relative change ever alerted (0.03)")
     k.add_argument("--json", help="write the alerts as JSON (schema robocache-alerts/1) to this file")
     k.add_argument("--markdown", help="write the markdown summary to this file (also printed)")
     k.add_argument("--confirm", action="store_true",
                    help="measure the alerted cases again (one process each) before raising the alerts")
     k.add_argument("--confirm-out", default=None,
                    help="where the confirmation records go (default: a new temporary folder; never the history)")
-    k.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any alert is raised")
+    k.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when any alert or drift is raised (method or environment changes never fail)")
     return p
 
 
@@ -501,31 +502,44 @@ def _check(args: argparse.Namespace) -> int:
 
         here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
         mine = [c for c in res.alerts if c.series["machine"] == here]
-        keys = []
+        # only providers the grid registers are measured again: a provider read from a record (a history
+        # anyone with write access to the results could edit) never chooses code to import
+        registered = set(specs.GPU_PROVIDERS) | {"numpy"} | set(specs.DISPATCH_PROVIDERS)
+        keys, why_not = [], {}
         for c in mine:
+            prov = str(c.series["provider"])
+            if prov not in registered:
+                why_not[c.fingerprint] = (f"provider {prov!r} is not a registered provider: not measured again "
+                                          "(a record never chooses code to import)")
+                print(f"robocache-bench check: refusing to measure {c.key!r} again: provider {prov!r} is not a "
+                      f"registered provider ({', '.join(sorted(registered))}); the alert is raised unconfirmed",
+                      file=sys.stderr)
+                continue
             try:
                 specs.find(c.key)
                 keys.append(c.key)
-            except KeyError:  # a case no longer in the grid cannot be measured again
-                pass
+            except (KeyError, ValueError):  # a case no longer in the grid cannot be measured again
+                why_not[c.fingerprint] = f"case {c.key} is not in grid version {specs.GRID_VERSION}"
         keys = sorted(set(keys))
         again = []
         if keys:
             out = args.confirm_out or tempfile.mkdtemp(prefix="robocache-confirm-")
-            print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them again into {out} ...",
+            print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them {regress.CONFIRM_RUNS} times "
+                  f"again into {out} ...",
                   file=sys.stderr)
             device = runner.detect_device()
-            rr = runner.run_suite(res.alerts[0].after.suite, device=device,
-                                  cases=[specs.find(k) for k in keys], out_dir=out, machine=here,
-                                  progress=False)
-            again = store.load(rr.path).records if rr.path else []
+            for _ in range(regress.CONFIRM_RUNS):  # fresh processes each time: independent measurements
+                rr = runner.run_suite(res.alerts[0].after.suite, device=device,
+                                      cases=[specs.find(k) for k in keys], out_dir=out, machine=here,
+                                      progress=False)
+                again += store.load(rr.path).records if rr.path else []
         kept, refuted, unconfirmable = regress.confirm(
-            res, again, measurable={c.fingerprint for c in mine if c.key in keys}, **kw)
+            res, again, measurable={c.fingerprint for c in mine if c.key in keys}, not_measured=why_not, **kw)
         res.alerts = kept + unconfirmable  # an alert that could not be measured again is raised, marked
     text = regress.check_markdown(res)
     if refuted:
-        text += "\nNot reproduced by the confirmation rerun (not raised): " + ", ".join(
-            regress.md_text(regress.alert_title(c)) for c in refuted) + "\n"
+        text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
+            f"{regress.md_text(regress.alert_title(c))} ({regress.md_text(c.confirm_note)})" for c in refuted) + "\n"
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
@@ -534,7 +548,20 @@ def _check(args: argparse.Namespace) -> int:
         doc["refuted"] = [c.fingerprint for c in refuted]
         doc["confirm_asked"] = bool(args.confirm)
         Path(args.json).write_text(json.dumps(doc, indent=1, allow_nan=False))
-    return 1 if args.fail_on_regression and res.alerts else 0
+    return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
+
+
+def _floor_arg(text: str) -> float:
+    """``--floor`` of check and compare: a finite relative change from 0 to 10 (nan, inf, negatives: exit 2)."""
+    import math
+
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 0.03, got {text!r}") from None
+    if not math.isfinite(x) or x < 0 or x > 10:
+        raise argparse.ArgumentTypeError(f"expected a finite relative change from 0 to 10 (0.03 is 3%), got {text}")
+    return x
 
 
 def _run(args: argparse.Namespace) -> int:

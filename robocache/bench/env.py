@@ -18,6 +18,7 @@ run pinned to GPU 3 would report GPU 0's clocks.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -27,6 +28,7 @@ import socket
 import statistics
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -314,6 +316,19 @@ def _torch_gpu(device_index: int) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def _host_id() -> str | None:
+    """12 hex digits of sha256 of the OS machine id: tells physical runners apart (a machine's *name* is chosen
+    by its owner; two hosts with one CPU string look alike) without publishing the id itself."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text:
+            return hashlib.sha256(f"robocache-host:{text}".encode()).hexdigest()[:12]
+    return None
+
+
 def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None = None) -> dict:
     """The schema ``Env`` of this process: NVML first, torch for what NVML lacks; never raises.
 
@@ -335,6 +350,8 @@ def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None 
         "python": platform.python_version(),
         "libs": _lib_versions(),
         "nvml": "unknown: cpu run",
+        "kernel": platform.release() or None,
+        "host_id": _host_id(),
     }
     if device == "cpu":
         return env

@@ -8,23 +8,31 @@ Two questions, one noise model:
     ratio of two medians is the within-run uncertainty of each (the harness's 95% interval of the median,
     ``method.noise``) plus, twice, the *between-run* noise: on the H200 two runs of one commit differed by
     up to 18x their within-run intervals (a fresh process, other input addresses, clocks), so within-run
-    intervals alone would cry wolf. The between-run noise comes from the series' own history when given
-    (``history=``: every healthy run of the same series except the two compared) and is never taken below
-    :func:`prior_noise`, fitted to H200 runs of unchanged kernel code.
+    intervals alone would cry wolf. The between-run noise is the series' own history when given
+    (``history=``: every healthy run of the same series, :func:`schema.series_key`, except the two compared)
+    pooled with the provider's prior (:func:`prior_noise`, fitted per provider and time bucket from the
+    committed records, ``noise_priors.json``), widened and weighing less as the history grows
+    (:func:`shrink`).
 
 ``check(records)``
     Over the history (every series, :func:`schema.series_key`: machine, case, provider, dtype, timer, cache,
-    grid version, front end, input rotation), in run order, with unhealthy points dropped (failed or
-    incorrect status, throttled, contended): change points from ``ruptures`` (PELT, exact optimal
+    grid version, front end, input rotation, method version), in run order, with unhealthy points dropped
+    (failed or incorrect status, throttled, contended): change points from ``ruptures`` (PELT, exact optimal
     segmentation under a penalty; the penalty is scaled by the series' own noise, so a quiet series segments
     at small steps and a noisy one only at large ones), plus the newest one and two runs as candidate
-    segments (a regression must be found the night it lands, before PELT's minimum segment could see it).
-    Each candidate gets a p-value (difference of segment means of log-times over the series' robust noise,
-    Student t), all candidates of all series together go through Benjamini-Hochberg
-    (``scipy.stats.false_discovery_control``): false discoveries are controlled across the grid, not per
-    series. An alert is a significant change that still holds at the newest run, beyond the floor, in the
-    slower direction; it names the series, the ratio with its 95% interval, the last commit before and the
-    first after, and the command that reproduces it.
+    segments (a regression must be found the night it lands, before PELT's minimum segment could see it);
+    PELT's last change point stays a candidate whatever its age. Each candidate gets a p-value (difference
+    of segment means of log-times over the series' robust noise, Student t), all candidates of all series
+    together go through Benjamini-Hochberg (``scipy.stats.false_discovery_control``): false discoveries are
+    controlled across the grid, not per series. An alert is a significant change that still holds at the
+    newest run, beyond the floor, in the slower direction; it names the series, the ratio with its 95%
+    interval, the last commit before and the first after, and the command that reproduces it. A change
+    across a change of runner (:func:`env_fingerprint`) or of measuring method is a *break*, never an
+    alert; a trend over the newest nights is a *drift* (Theil-Sen, Mann-Kendall), never blamed on one commit.
+
+``confirm(first, rerun)``
+    The alerted cases measured again (CONFIRM_RUNS fresh runs), tested *alone* against the level before the
+    change: the nights that raised the alert are not counted twice.
 
 Why ruptures + SciPy rather than Apache Otava (E-Divisive + t-test, the method this mirrors) or MongoDB's
 signal-processing-algorithms: apache-otava 0.8.0 pins numpy 2.2 (we pin 2.4) and pulls database, BigQuery
@@ -33,12 +41,15 @@ ruptures is maintained, numpy/scipy-only, with wheels for our Pythons.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import shlex
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,31 +59,125 @@ from .schema import FAILED_STATUSES, Series, fingerprint, series_key
 FLOOR = 0.03  # a change smaller than 3% is never a verdict or an alert, whatever the noise
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
-RECENT = 5  # PELT's last change point is a hypothesis tonight only within the newest RECENT runs (older: history)
+RECENT = 5  # an improvement older than the newest RECENT runs is history, not news
 MAX_HISTORY = 150  # the newest healthy points per series that a check looks at
 MIN_HISTORY = 6  # healthy points a series needs before it can alert (fewer: its noise is a guess)
 PELT_BETA = 8.0  # PELT penalty: beta * sigma^2 * log(n) on log-times (twice BIC's: few spurious splits)
 NOISE_MIN = 0.002  # no series is assumed quieter than 0.2% between runs
 # Between-run noise assumed at least (per run, relative): sigma(t) = sqrt(REL^2 + (ABS_US / t)^2). Fitted to
-# the 44 quick cases measured by 6 runs of commit c700059 on an H200 (2 CLI, 1 pytest-benchmark, 3 asv):
-# least squares of log(sd / model) gave REL 1.35%, ABS 0.07 us, with heavy tails (CuPy's fuse 11-13%);
-# rounded up. Launch-bound cases of a few microseconds move by a fraction of a microsecond between processes.
+# the 44 quick cases measured by 6 runs of commit c700059 on an H200 (2 CLI, 1 pytest-benchmark, 3 asv).
+# Only the fallback for a provider without fitted runs (noise_priors.json, fit_priors); ABS_US also floors
+# every prior (launch-bound cases of a few microseconds move by a fraction of a microsecond between processes).
 PRIOR_REL = 0.015
 PRIOR_ABS_US = 0.1
+PRIOR_WIDEN = 1.5  # the prior is widened by this much for a series without history of its own (conservative)
+PRIOR_DOF = 4.0  # the prior counts as this many degrees of freedom next to a series' own history
+DRIFT_WINDOWS = (6, 9, 12, 16, 20)  # nights a drift (a trend, not a step) is tested over, ending tonight
+DRIFT_MIN = 12  # healthy points a series needs before it is tested for drift
+DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
 VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
+PRIORS_FILE = Path(__file__).with_name("noise_priors.json")
+BUCKETS = ((20.0, "lt20us"), (200.0, "lt200us"), (math.inf, "ge200us"))  # prior time buckets (median time)
+ENV_FIELDS = ("gpu_name", "driver", "cuda", "cpu", "kernel", "host_id")  # the runner's fingerprint
 
 
-def prior_noise(time_us: float) -> float:
-    """Relative between-run noise (one sigma, one run) assumed for a case of median ``time_us``."""
-    t = max(float(time_us), 1e-3)
-    return math.hypot(PRIOR_REL, PRIOR_ABS_US / t)
+def _exp(d: float) -> float:
+    """exp() that never overflows: a ratio of two schema-valid times (1e-300 and 1e300 us) stays finite."""
+    return math.exp(max(min(float(d), 700.0), -700.0))
+
+
+def _bucket(time_us: float) -> str:
+    return next(name for hi, name in BUCKETS if time_us < hi)
+
+
+def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
+    """Between-run noise per provider and time bucket from runs of one commit (differences are noise).
+
+    Groups healthy records by series (:func:`schema.series_key`: front end, input rotation and method version
+    included) and git commit; every group of two or more runs gives its runs' deviations from the group's mean
+    log-time (scaled by sqrt(n / (n - 1)): one run's deviation). Per provider and bucket of median time: a
+    Gaussian-equivalent sigma from the 90th percentile of the absolute deviations (|e|_90 / 1.645: one case that
+    moved 17% between a quick and a nightly run would otherwise set the whole bucket's sigma; the tails are what
+    the confirmation rerun is for) and the deviations themselves, the pool that the quality tests draw nights
+    from. ``"*"`` pools a provider's buckets, ``"all"`` every provider."""
+    groups: dict[tuple[Series, str], list[float]] = defaultdict(list)
+    for r in records:
+        if _unhealthy(r) or not r.get("git_commit") or r.get("synthetic"):
+            continue
+        groups[(series_key(r), r["git_commit"])].append(math.log(_p50(r)))
+    dev: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (sk, _commit), xs in groups.items():
+        if len(xs) < 2:
+            continue
+        x = np.array(xs)
+        scale = math.sqrt(len(x) / (len(x) - 1))
+        b = _bucket(math.exp(float(x.mean())))
+        for e in (x - x.mean()) * scale:
+            for prov in (sk.provider, "all"):
+                dev[prov][b].append(float(e))
+                dev[prov]["*"].append(float(e))
+    out: dict[str, Any] = {}
+    for prov, per in sorted(dev.items()):
+        out[prov] = {b: {"sigma": round(float(np.quantile(np.abs(v), 0.9)) / 1.645, 5), "n": len(v),
+                         "rms": round(float(np.sqrt(np.mean(np.square(v)))), 5),
+                         "deviations": [round(e, 5) for e in sorted(v)]} for b, v in sorted(per.items())}
+    return out
+
+
+_PRIORS: dict[str, Any] | None = None
+PRIOR_MIN_N = 10  # deviations a provider's bucket needs before its own sigma is used (else the provider's pool)
+
+
+def priors() -> dict[str, Any]:
+    """The committed priors (``noise_priors.json``, written by ``python -m robocache.bench.regress --fit``)."""
+    global _PRIORS
+    if _PRIORS is None:
+        import json
+
+        _PRIORS = json.loads(PRIORS_FILE.read_text())["providers"] if PRIORS_FILE.exists() else {}
+    return _PRIORS
+
+
+def prior_noise(time_us: float, provider: str | None = None, *, tails: bool = False) -> float:
+    """Relative between-run noise (one sigma, one run) assumed for a case of median ``time_us`` and ``provider``.
+
+    The provider's fitted sigma for the case's time bucket (its pooled sigma when the bucket has fewer than
+    PRIOR_MIN_N deviations; the base provider for ``name@version``), else the H200 model; never below the
+    H200 model's absolute part (``PRIOR_ABS_US / t``) or NOISE_MIN. ``tails``: the root mean square of the
+    deviations instead (outliers included), for ``compare``, which has no confirmation rerun to weed them out."""
+    t = min(max(float(time_us), 1e-3), 1e300)
+    model = math.hypot(PRIOR_REL, PRIOR_ABS_US / t)
+    table = priors()
+    fitted = None
+    for name in ([provider, provider.split("@")[0]] if provider else []):
+        per = table.get(name)
+        if not per:
+            continue
+        b = per.get(_bucket(t))
+        pick = b if b and b["n"] >= PRIOR_MIN_N else per.get("*")
+        if pick and pick["n"] >= PRIOR_MIN_N:
+            fitted = max(float(pick["sigma"]), float(pick["rms"])) if tails else float(pick["sigma"])
+            break
+    if fitted is None:
+        return max(model, NOISE_MIN)
+    return max(fitted, PRIOR_ABS_US / t, NOISE_MIN)
+
+
+def shrink(sigma: float, dof: float, prior: float) -> float:
+    """A series' noise with the prior: with no history the prior widened by PRIOR_WIDEN; with history the
+    pooled variance (dof * sigma^2 + PRIOR_DOF * (widened prior)^2) / (dof + PRIOR_DOF), so the prior's
+    weight shrinks as the series' own history grows."""
+    p = PRIOR_WIDEN * prior
+    if dof <= 0 or not math.isfinite(sigma):
+        return p
+    return math.sqrt((dof * sigma ** 2 + PRIOR_DOF * p ** 2) / (dof + PRIOR_DOF))
 
 
 def _within(rec: Any) -> float:
     """One sigma of the median's relative uncertainty within its run (``method.noise`` is a 95% half-width)."""
     m = rec.get("method") or {}
     n = m.get("noise")
-    return float(n) / 1.96 if n is not None else 0.0
+    return min(float(n) / 1.96, 1e6) if n is not None else 0.0
 
 
 def _p50(rec: Any) -> float | None:
@@ -80,7 +185,7 @@ def _p50(rec: Any) -> float | None:
     if not m:
         return None
     v = m["time_us"]["p50"]
-    return float(v) if v and v > 0 else None
+    return float(v) if v and v > 0 and math.isfinite(v) else None
 
 
 def _unhealthy(rec: Any) -> str | None:
@@ -108,13 +213,19 @@ def case_key(rec: Any) -> str:
     return f"{c['id']}/{c['dtype']}/{c['provider']}"
 
 
-# compare() names these in its verdict ("incomparable: machine ...", "front end ...", "input sets ...") instead of
-# matching on them, so a run measured differently reads as incomparable, not as missing.
-_SAID_APART = {"machine": None, "frontend": None, "input_sets": None}
+# compare() names these in its verdict ("incomparable: machine ...", "front end ...", "method version ...", "input
+# sets ...") instead of matching on them, so a run measured differently reads as incomparable, not as missing.
+_SAID_APART = {"machine": None, "frontend": None, "input_sets": None, "method_version": None}
 
 
 def _match_key(rec: Any) -> Series:
     return series_key(rec)._replace(**_SAID_APART)
+
+
+def _siblings_key(k: Series) -> Series:
+    """The case measured any way (any method version, any input rotation): a new series among its siblings
+    started with a method change, a *break* in :func:`check`, not a regression."""
+    return k._replace(method_version=None, input_sets=None)
 
 
 def _match_untimed(b_idx: dict[Series, Any], n_idx: dict[Series, Any]) -> None:
@@ -127,12 +238,22 @@ def _match_untimed(b_idx: dict[Series, Any], n_idx: dict[Series, Any]) -> None:
                 idx[match[0]] = idx.pop(k)
 
 
-def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[Series, float]:
-    """Between-run noise per series (one sigma of log-time per run) from its healthy runs, in run order.
+def env_fingerprint(rec: Any) -> dict[str, str]:
+    """The runner's facts that move a series when they change (GPU, driver, CUDA, CPU model, kernel, host id);
+    fields a record does not have are left out (older records lack the kernel and host id)."""
+    env = rec.get("env") or {}
+    return {k: str(env[k]) for k in ENV_FIELDS if env.get(k) not in (None, "")}
 
-    Robust to the steps that code changes put in a history: the MAD of consecutive differences (a step moves
-    one difference only), scaled to one run's sigma; kept only with at least 4 runs.
-    """
+
+def env_changes(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    """Fields known on both sides that differ, as ``field: old -> new``."""
+    return [f"{k}: {a[k]} -> {b[k]}" for k in ENV_FIELDS if k in a and k in b and a[k] != b[k]]
+
+
+def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[Series, tuple[float, float]]:
+    """Between-run noise per series (one sigma of log-time per run) from its healthy runs, in run order, with
+    its degrees of freedom (about 2/3 of the consecutive differences, which overlap): ``{key: (sigma, dof)}``.
+    Any history of two runs or more counts; how much it counts is for :func:`shrink` to say."""
     skip = set(exclude_runs)
     pts: dict[Series, list[tuple[str, float]]] = defaultdict(list)
     for r in records:
@@ -141,9 +262,9 @@ def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> d
         pts[series_key(r)].append((r["created"], math.log(_p50(r))))
     out = {}
     for k, xs in pts.items():
-        if len(xs) >= 4:
+        if len(xs) >= 2:
             x = np.array([v for _, v in sorted(xs)])
-            out[k] = _series_sigma(x, np.zeros(0))
+            out[k] = (_series_sigma(x, np.zeros(0)), (2.0 / 3.0) * (len(x) - 1))
     return out
 
 
@@ -166,9 +287,15 @@ class Verdict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+def _check_floor(floor: float) -> None:
+    if not (isinstance(floor, (int, float)) and math.isfinite(floor) and 0 <= floor < 10):
+        raise ValueError(f"floor must be a finite number from 0 to 10 (a relative change), got {floor!r}")
+
+
 def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] = (), floor: float = FLOOR,
             z: float = Z) -> list[Verdict]:
     """Verdicts for every case in either run (see the module doc)."""
+    _check_floor(floor)
     b_idx = {_match_key(r): r for r in base}
     n_idx = {_match_key(r): r for r in new}
     _match_untimed(b_idx, n_idx)
@@ -197,6 +324,11 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
             v.reason = f"front end {b['frontend']} vs {n['frontend']} (measured differently)"
             out.append(v)
             continue
+        vb, vn = (b.get("method") or {}).get("version", 1), (n.get("method") or {}).get("version", 1)
+        if vb != vn:
+            v.reason = f"method version {vb} vs {vn} (measured differently: a method change, not the code's)"
+            out.append(v)
+            continue
         ib, inn = (b.get("method") or {}).get("input_sets", 1), (n.get("method") or {}).get("input_sets", 1)
         if ib != inn:
             v.reason = f"input sets {ib} vs {inn} (a method change: L2-resident or rotated inputs)"
@@ -209,14 +341,16 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
             continue
         tb, tn = _p50(b), _p50(n)
         sk = series_key(n)
-        # the prior is a floor: a few runs of history can look quieter than the machine is (H200 A/A: a
-        # series whose history said 0.4% moved 3.5% between two runs of one commit)
-        prior = prior_noise(min(tb, tn))
-        between = max(hist.get(sk, 0.0), prior)
-        v.noise_source = "history" if hist.get(sk, 0.0) > prior else "prior"
+        # the series' own between-run noise, pooled with the provider's prior (widened, and weighing less the
+        # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
+        # a series whose history said 0.4% moved 3.5% between two runs of one commit)
+        prior = prior_noise(min(tb, tn), n["case"]["provider"], tails=True)
+        s_h, dof = hist.get(sk, (0.0, 0.0))
+        between = shrink(s_h, dof, prior)
+        v.noise_source = f"history ({dof:.1f} dof) + prior" if dof > 0 else "prior"
         sigma = math.sqrt(_within(b) ** 2 + _within(n) ** 2 + 2 * between ** 2)
-        thr = max(floor, math.expm1(z * sigma))
-        ratio = tn / tb
+        thr = max(floor, _exp(z * sigma) - 1.0)
+        ratio = tn / tb if math.isfinite(tn / tb) and tn / tb > 0 else _exp(math.log(tn) - math.log(tb))
         v.ratio, v.threshold, v.noise, v.base_us, v.new_us = ratio, thr, sigma, tb, tn
         if ratio > 1 + thr:
             v.verdict = "slower"
@@ -256,6 +390,7 @@ class Point:
     log_t: float
     within: float
     suite: str
+    env: dict[str, str] = field(default_factory=dict)  # env_fingerprint of the run
 
 
 @dataclass
@@ -278,18 +413,64 @@ class Change:
     kind: str = "tail"  # "tail": the newest runs against the level before; "pelt": PELT's last change point
     dof: float = 1.0
     after_levels: list[float] = field(default_factory=list)  # log-times after the change
+    before_levels: list[float] = field(default_factory=list)  # log-times of the level before
     confirmed: bool | None = None  # None: no confirmation asked; False: could not be measured again
+    confirm_note: str = ""  # why it could not be measured again, or the rerun's own evidence
+    cause: str = "code"  # "code"; "environment": the runner changed between the two runs (not the commit's fault)
+    cause_detail: str = ""
 
     @property
     def direction(self) -> str:
         return "slower" if self.ratio > 1 else "faster"
 
+    @property
+    def change_id(self) -> str:
+        """12 hex digits per change: the series and the commit range (one change, however many nights it holds)."""
+        text = f"{self.fingerprint}|{self.before.commit}|{self.after.commit}"
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Drift:
+    """A trend over the newest nights (Mann-Kendall, Theil-Sen slope): no single commit is blamed."""
+    series: dict[str, Any]
+    fingerprint: str
+    key: str
+    slope: float  # relative change per night (Theil-Sen on log-time, exp(slope) - 1)
+    slope_ci: tuple[float, float]  # its 95% interval
+    total: float  # relative change over the window
+    window: int  # nights in the window
+    tau: float  # Kendall's tau of log-time against night
+    p_value: float  # one-sided (slower), Mann-Kendall
+    first: Point
+    last: Point
+    q_value: float = 1.0
+
+    @property
+    def direction(self) -> str:
+        return "slower" if self.slope > 0 else "faster"
+
+
+@dataclass
+class Break:
+    """A series moved or restarted because the way it is measured, or the runner, changed: not a regression."""
+    series: dict[str, Any]
+    fingerprint: str
+    kind: str  # "method" | "environment"
+    detail: str
+    run_id: str
+    created: str
+    ratio: float | None = None  # the move across the break, when both sides have levels
+
 
 @dataclass
 class CheckResult:
     changes: list[Change] = field(default_factory=list)  # significant, beyond the floor
-    alerts: list[Change] = field(default_factory=list)  # of those: current and slower
+    alerts: list[Change] = field(default_factory=list)  # of those: current and slower, blamed on code
     improvements: list[Change] = field(default_factory=list)  # current and faster
+    drifts: list[Drift] = field(default_factory=list)  # significant trends beyond the floor (slower)
+    breaks: list[Break] = field(default_factory=list)  # method or environment changes (never an alert)
+    checked: list[str] = field(default_factory=list)  # fingerprints of the series tested tonight
     series: int = 0
     series_checked: int = 0  # current, with enough healthy history
     series_stale: int = 0  # no healthy point in their machine's newest run: not tested tonight
@@ -299,7 +480,9 @@ class CheckResult:
 
 
 def _series_dict(rec: Any) -> dict[str, Any]:
-    """The record's series (:func:`schema.series_key`) as a dict, with the machine's architecture for the alert."""
+    """The record's series (:func:`schema.series_key`, method version included) as a dict, with the machine's
+    architecture for the alert; its :func:`schema.fingerprint` is the alert's series id (method version 1, every
+    record before the version existed, hashes as before)."""
     return {**series_key(rec)._asdict(), "arch": (rec.get("env") or {}).get("arch")}
 
 
@@ -311,27 +494,44 @@ def _segments(x: np.ndarray, sigma: float) -> list[int]:
     if n < 4:
         return []
     pen = PELT_BETA * sigma ** 2 * math.log(n)
-    bkps = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
-    return [b for b in bkps if 0 < b < n]
+    # the linear kernel's cost is the l2 cost (sum of squared deviations from the segment mean), and
+    # KernelCPD runs PELT in ruptures' C code: the same change points as Pelt(model="l2"), ~1000x faster
+    bkps = ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
+    return [int(b) for b in bkps if 0 < b < n]
 
 
 def _test(before: np.ndarray, after: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float]:
-    """Difference of means of log-times, its standard error, the two-sided p-value (Student t with the
-    degrees of freedom of the noise estimate) and the t quantile for a 95% interval."""
-    from scipy import stats
+    """Difference of means (log-ratio), its standard error, two-sided p and the 97.5% t quantile."""
+    from scipy import special  # Student t's ufuncs: stats.t's machinery costs ~0.5 ms a call, per candidate
 
     d = float(after.mean() - before.mean())
     se = sigma * math.sqrt(1.0 / len(before) + 1.0 / len(after))
     dof = max(float(dof), 1.0)
-    p = float(2 * stats.t.sf(abs(d) / se, dof))
-    return d, se, p, float(stats.t.ppf(0.975, dof))
+    p = float(2 * special.stdtr(dof, -abs(d) / se))
+    return d, se, p, float(special.stdtrit(dof, 0.975))
+
+
+def _level_spread(x: np.ndarray) -> float:
+    """The spread of the levels themselves: RMS of the distance to a running median of 9 runs (which follows a
+    step within a few runs), winsorized at its 95th percentile (an isolated crash-slow night does not count,
+    a second state that recurs does). Floors the noise of a two-state series (100/108 us alternating), where
+    consecutive differences winsorized by their MAD collapse to the quiet mode."""
+    if len(x) < 5:
+        return 0.0
+    from scipy.ndimage import median_filter
+
+    r = x - median_filter(x, size=min(9, len(x) | 1), mode="nearest")
+    c = float(np.quantile(np.abs(r), 0.95))
+    r = np.clip(r, -c, c)
+    return float(np.sqrt(np.mean(r * r)))
 
 
 def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -> float:
     """Between-run noise of one series (one run's sigma of log-time): the standard deviation of consecutive
     differences over sqrt(2) (a step moves one difference only), the differences first winsorized at 5 MADs
     (a crash-slow night does not inflate it), leaving out the differences in ``skip`` (across the changes
-    being tested); never below the runs' own median within-run noise or NOISE_MIN."""
+    being tested); never below the spread of the levels (:func:`_level_spread`, two-state series), the
+    runs' own median within-run noise or NOISE_MIN."""
     d = np.diff(x)
     drop = [j for j in skip if 0 <= j < len(d)]  # differences across a change being tested are not noise
     if drop and len(d) - len(drop) >= 2:
@@ -342,9 +542,65 @@ def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -
         if mad > 0:
             d = np.clip(d, m - 5 * mad, m + 5 * mad)
         sd = float(np.std(d, ddof=1)) / math.sqrt(2)
+    elif len(d) == 1:  # two runs (compare's shortest history): the one difference is the estimate, not zero
+        sd = abs(float(d[0])) / math.sqrt(2)
     else:
         sd = 0.0
-    return max(sd, float(np.median(within)) if len(within) else 0.0, NOISE_MIN)
+    # the level spread of the points before the newest ones (a change tonight is not noise)
+    lv = _level_spread(x[:-2] if len(x) >= 10 else x)
+    sd = sd if math.isfinite(sd) else 0.0
+    return max(sd, lv, float(np.median(within)) if len(within) else 0.0, NOISE_MIN)
+
+
+def _mann_kendall(w: np.ndarray) -> tuple[float, float]:
+    """Mann-Kendall's trend test: (Kendall's tau of the values against their order, one-sided p for an
+    upward trend), the S statistic's normal approximation with the tie-corrected variance and a continuity
+    correction (Hipel and McLeod; the form pymannkendall uses). NumPy only: it runs per series per night."""
+    n = len(w)
+    sgn = np.sign(w[None, :] - w[:, None])[np.triu_indices(n, 1)]
+    s_stat = float(sgn.sum())
+    _, counts = np.unique(w, return_counts=True)
+    var = (n * (n - 1) * (2 * n + 5) - float(np.sum(counts * (counts - 1) * (2 * counts + 5)))) / 18.0
+    if var <= 0:
+        return 0.0, 1.0
+    z = (s_stat - 1) / math.sqrt(var) if s_stat > 0 else (s_stat + 1) / math.sqrt(var) if s_stat < 0 else 0.0
+    return s_stat / (n * (n - 1) / 2), 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float, float, int] | None:
+    """The strongest trend ending tonight over windows of DRIFT_WINDOWS nights: Theil-Sen's slope (log-time per
+    night) with its 95% interval, tested against the series' own noise (the slope's standard error under
+    independent nights, sigma * sqrt(12 / (w^3 - w)), Student t, one-sided for slower, Bonferroni over the
+    windows), and only where Mann-Kendall (Kendall's tau against night) also calls it (one-sided p <= 0.05:
+    one outlying night does not make a trend) and a line fits the window better than the best single step
+    (a step is a change point's business). Returns (slope, lo, hi, tau, p, window) or None."""
+    from scipy import special, stats
+
+    best = None
+    wins = [w for w in DRIFT_WINDOWS if w <= len(x)]
+    for w_n in wins:
+        w = x[-w_n:]
+        if float(np.ptp(w)) == 0.0:
+            continue
+        i = np.arange(w_n, dtype=float)
+        tau, p_mk = _mann_kendall(w)
+        if not (tau > 0 and p_mk <= 0.05):
+            continue
+        slope, icpt, lo, hi = stats.theilslopes(w, i)
+        if slope <= 0:
+            continue
+        sse_lin = float(np.sum((w - (icpt + slope * i)) ** 2))
+        cs, cs2 = np.cumsum(w), np.cumsum(w * w)
+        sse_step = min(float((cs2[k - 1] - cs[k - 1] ** 2 / k)
+                             + (cs2[-1] - cs2[k - 1]) - (cs[-1] - cs[k - 1]) ** 2 / (w_n - k))
+                       for k in range(2, w_n - 1))
+        if sse_lin >= sse_step:
+            continue
+        se = sigma * math.sqrt(12.0 / (w_n ** 3 - w_n))
+        p = min(1.0, float(special.stdtr(max(dof, 1.0), -slope / se)) * len(wins))
+        if best is None or p < best[4]:
+            best = (float(slope), float(lo), float(hi), float(tau), p, w_n)
+    return best
 
 
 def check(records: Iterable[Any], *, machine: str | None = None, frontend: str | None = "cli",
@@ -354,12 +610,15 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
 
     Only *current* series are tested: those whose newest healthy point is in their machine's newest run (a
     retired case, an old grid version or input rotation, or a series throttled tonight says nothing about
-    tonight). Per current series, the hypotheses are about tonight only: the newest one and two runs
-    against the level before them, and PELT's last change point when it lies within the newest ``RECENT``
-    runs (a slower step that needed a few nights of evidence); older change points are history, not
-    hypotheses, and stay out of Benjamini-Hochberg's denominator."""
+    tonight). Per current series the hypotheses are about the level tonight: the newest one and two runs
+    against the level before them, and PELT's last change point whatever its age (its segment reaches
+    tonight: a change stays under test until it is alerted or the series returns). A change whose two sides
+    were measured on different runners (:func:`env_fingerprint`) is a break, not a regression. A trend over
+    the newest nights (DRIFT_WINDOWS) that a line fits better than a step is a drift (Mann-Kendall, Theil-Sen)
+    and no commit is blamed for it."""
     from scipy import stats
 
+    _check_floor(floor)
     res = CheckResult()
     by: dict[Series, list[Any]] = defaultdict(list)
     newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
@@ -375,7 +634,12 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             newest[m] = stamp
     res.series = len(by)
     cands: list[Change] = []
-    for recs in by.values():
+    drift_cands: list[tuple[Drift | None, bool]] = []
+    # series measured another way (method version, input rotation): the same case's other series, for breaks
+    siblings: dict[Series, list[tuple[str, Series]]] = defaultdict(list)
+    for k, recs in by.items():
+        siblings[_siblings_key(k)].append((max(r["created"] for r in recs), k))
+    for skey, recs in by.items():
         recs.sort(key=lambda r: (r["created"], r["run_id"]))
         pts: list[Point] = []
         for r in recs:
@@ -386,23 +650,36 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
                 res.excluded_reasons[k] = res.excluded_reasons.get(k, 0) + 1
                 continue
             pts.append(Point(r["run_id"], r.get("git_commit"), r["created"], math.log(_p50(r)), _within(r),
-                             r["suite"]))
+                             r["suite"], env_fingerprint(r)))
         pts = pts[-MAX_HISTORY:]  # PELT's cost grows with the history; older levels say nothing of tonight
         mach = (recs[-1].get("env") or {}).get("machine")
         if not pts or pts[-1].run_id != newest[mach][1]:
             res.series_stale += 1
             continue
+        series = _series_dict(recs[-1])
+        fp = fingerprint(series)
         if len(pts) < min_history:
+            older = [k for t, k in siblings[_siblings_key(skey)] if k != skey and t < pts[0].created]
+            if older:
+                prev = max(older, key=lambda k: max(r["created"] for r in by[k]))
+                res.breaks.append(Break(series=series, fingerprint=fp, kind="method", run_id=pts[0].run_id,
+                                        created=pts[0].created, detail=(
+                                            f"measured another way since run {pts[0].run_id}: method version "
+                                            f"{prev.method_version} -> {skey.method_version}, input sets "
+                                            f"{prev.input_sets} -> {skey.input_sets}; a new series, not compared "
+                                            "with the old one")))
             continue
         res.series_checked += 1
+        res.checked.append(fp)
         x = np.array([p.log_t for p in pts])
         within = np.array([p.within for p in pts])
-        sigma = _series_sigma(x, within)
         n = len(x)
+        prior = prior_noise(_exp(float(np.median(x))), series["provider"])
+        sigma = shrink(_series_sigma(x, within), (2.0 / 3.0) * (n - 1), prior)
         cps = _segments(x, sigma)
         bounds = [0, *cps, n]
         tests: dict[int, tuple[int, int, str]] = {}  # change index -> (level start, end, kind)
-        if cps and cps[-1] >= n - RECENT:  # PELT's last change point, if recent: its segment reaches tonight
+        if cps:  # PELT's last change point, whatever its age: its segment reaches tonight
             tests[cps[-1]] = (bounds[-3], n, "pelt")
         # the newest runs against the level before them: from the latest PELT boundary that leaves 3 runs
         # (a boundary among the newest runs is itself a candidate: PELT's minimum segment of 2 puts one at
@@ -412,8 +689,6 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             lo = max(b for b in bounds[:-1] if b <= idx - 3) if idx >= 3 else 0
             if idx - lo >= 3:
                 tests[idx] = (lo, n, "tail")
-        series = _series_dict(recs[-1])
-        fp = fingerprint(series)
         key = case_key(recs[-1])
         for idx, (lo, hi, kind) in sorted(tests.items()):
             before, after = x[lo:idx], x[idx:hi]
@@ -421,17 +696,46 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
                 continue
             # the noise without the differences across segment boundaries and this candidate
             skip = {b - 1 for b in cps} | {idx - 1}
-            sig_c = _series_sigma(x, within, skip=skip)
             # consecutive differences overlap: their SD has about 2/3 of the degrees of freedom of their count
             dof = (2.0 / 3.0) * max(n - 1 - len(skip), 1)
-            d, se, p, tq = _test(before, after, sig_c, dof)
+            sig_c = shrink(_series_sigma(x, within, skip=skip), dof, prior)
+            d, se, p, tq = _test(before, after, sig_c, dof + PRIOR_DOF)
+            moved = env_changes(pts[idx - 1].env, pts[idx].env)
             cands.append(Change(series=series, fingerprint=fp, index=idx, n_before=len(before),
-                                n_after=len(after), ratio=math.exp(d),
-                                ratio_ci=(math.exp(d - tq * se), math.exp(d + tq * se)), p_value=p,
+                                n_after=len(after), ratio=_exp(d),
+                                ratio_ci=(_exp(d - tq * se), _exp(d + tq * se)), p_value=p,
                                 before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
-                                before_level=float(before.mean()), kind=kind, dof=dof,
-                                after_levels=[float(v) for v in after]))
+                                before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF,
+                                after_levels=[float(v) for v in after], before_levels=[float(v) for v in before],
+                                cause="environment" if moved else "code", cause_detail="; ".join(moved)))
+        if n >= DRIFT_MIN:
+            # the noise of the nights before the windows (a drift is not noise)
+            head = x[:-min(DRIFT_WINDOWS)]
+            dof_d = (2.0 / 3.0) * max(len(head) - 1, 0)
+            sig_d = shrink(_series_sigma(head, within[:len(head)]), dof_d, prior)
+            got = _drift(x, sig_d, dof_d + PRIOR_DOF)
+            if got is not None:
+                slope, lo_s, hi_s, tau, p, w = got
+                drift_cands.append((Drift(series=series, fingerprint=fp, key=key, slope=_exp(slope) - 1,
+                                          slope_ci=(_exp(lo_s) - 1, _exp(hi_s) - 1),
+                                          total=_exp(slope * (w - 1)) - 1, window=w, tau=tau, p_value=p,
+                                          first=pts[-w], last=pts[-1]), True))
+            else:
+                drift_cands.append((None, False))
     res.candidates = len(cands)
+    drifting: set[str] = set()
+    if drift_cands:
+        # every series tested for drift counts in Benjamini-Hochberg's denominator (no trend: p = 1)
+        qd = stats.false_discovery_control(np.array([d.p_value if d else 1.0 for d, _ in drift_cands]),
+                                           method="bh")
+        for (d, linear), qq in zip(drift_cands, qd):
+            if d is None:
+                continue
+            d.q_value = float(qq)
+            if qq <= DRIFT_Q and linear and d.total >= floor:
+                res.drifts.append(d)
+                drifting.add(d.fingerprint)
+        res.drifts.sort(key=lambda d: -d.slope)
     if not cands:
         return res
     qv = stats.false_discovery_control(np.array([c.p_value for c in cands]), method="bh")
@@ -439,59 +743,86 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
         c.q_value = float(qq)
         if qq <= q and (c.ratio >= 1 + floor or c.ratio <= 1 / (1 + floor)):
             res.changes.append(c)
-    # one change per series: of its significant candidates (all about the newest runs: an older step is not
-    # a candidate, so it never hides tonight's), the split that explains the most variance,
-    # d^2 nb na / (nb + na) (the likelihood-ratio location: a step two nights ago also makes "last night vs
-    # before" significant, diluted, and the reverse)
+    # one change per series: of its significant candidates (all about the level tonight), the split that
+    # explains the most variance, d^2 nb na / (nb + na) (the likelihood-ratio location: a step two nights ago
+    # also makes "last night vs before" significant, diluted, and the reverse)
     def rank(c: Change) -> float:
         d = math.log(c.ratio)
         return -d * d * c.n_before * c.n_after / (c.n_before + c.n_after)
 
-    current: dict[str, Change] = {}
+    per: dict[str, list[Change]] = defaultdict(list)
     for c in res.changes:
-        if c.fingerprint not in current or rank(c) < rank(current[c.fingerprint]):
-            current[c.fingerprint] = c
+        per[c.fingerprint].append(c)
+    current: dict[str, Change] = {}
+    for fp, cs in per.items():
+        # a significant step tonight measured inside PELT's last segment is newer news than that segment's
+        # own start (an old step must not hide tonight's)
+        last_cp = max((c.index for c in cs if c.kind == "pelt"), default=None)
+        newer = [c for c in cs if last_cp is not None and c.kind == "tail" and c.index - c.n_before >= last_cp]
+        current[fp] = min(newer or cs, key=rank)
     for c in current.values():
-        (res.alerts if c.direction == "slower" else res.improvements).append(c)
+        if c.cause == "environment":  # the runner changed between the two runs: never the commit's fault
+            res.breaks.append(Break(series=c.series, fingerprint=c.fingerprint, kind="environment",
+                                    detail=f"the runner changed between run {c.before.run_id} and "
+                                           f"{c.after.run_id} ({c.cause_detail})",
+                                    run_id=c.after.run_id, created=c.after.created, ratio=c.ratio))
+        elif c.fingerprint in drifting:  # a trend, reported as a drift: no single commit is blamed
+            continue
+        elif c.direction == "slower":
+            res.alerts.append(c)
+        elif c.n_after <= RECENT:  # an older improvement is history
+            res.improvements.append(c)
     res.alerts.sort(key=lambda c: -c.ratio)
     res.improvements.sort(key=lambda c: c.ratio)
     return res
 
 
 CONFIRM_P = 0.001  # the confirmation's one-sided p-value bound
+CONFIRM_RUNS = 2  # fresh measurements of each alerted case; every one of them must be slower beyond the floor
 
 
 def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
-            measurable: Iterable[str] | None = None) -> tuple[list[Change], list[Change], list[Change]]:
+            measurable: Iterable[str] | None = None,
+            not_measured: dict[str, str] | None = None) -> tuple[list[Change], list[Change], list[Change]]:
     """Which alerts of ``first`` the confirmation rerun reproduces: (kept, refuted, unconfirmable).
 
-    The rerun's median time(s) of the series, pooled with the runs already after the change (each one a
-    fresh process: a change seen on two nights has repeated already), must be slower than the level before
-    (one-sided p <= ``p_max`` with the series' noise) and beyond the floor, else the alert is refuted: a
-    one-night outlier does not repeat. An alert whose series the rerun did not measure healthily (crashed,
-    throttled, another machine: ``measurable`` lists the fingerprints this machine could rerun) is
+    Independent evidence: the rerun's median times of the series *alone* (the nights that raised the alert
+    are not counted again; ``check --confirm`` measures CONFIRM_RUNS times) must be slower than the level
+    before the change, their mean one-sided p <= ``p_max`` with the series' noise, and every one of them
+    beyond the floor (one outlying rerun, as the real run-to-run ratios have, confirms nothing); else the
+    alert is refuted. An alert whose series the rerun did
+    not measure healthily (crashed, throttled, another machine, a provider that is not registered:
+    ``measurable`` lists the fingerprints this machine could rerun, ``not_measured`` says why not) is
     *unconfirmable*: it is still raised, marked unconfirmed, never dropped because the check could not
     measure. Kept alerts are marked confirmed."""
-    from scipy import stats
+    from scipy import special
 
+    _check_floor(floor)
     got: dict[str, list[float]] = defaultdict(list)
     for r in rerun:
         if _unhealthy(r):
             continue
         got[fingerprint(series_key(r))].append(math.log(_p50(r)))
     can = set(measurable) if measurable is not None else None
+    why_not = not_measured or {}
     kept, refuted, unconfirmable = [], [], []
     for c in first.alerts:
         xs = got.get(c.fingerprint)
         if not xs or (can is not None and c.fingerprint not in can):
             c.confirmed = False
+            c.confirm_note = why_not.get(c.fingerprint, "the case could not be measured again here")
             unconfirmable.append(c)
             continue
-        pooled = xs + (c.after_levels if c.n_after >= 2 else [])
-        d = float(np.mean(pooled)) - c.before_level
-        se = c.sigma * math.sqrt(1.0 / c.n_before + 1.0 / len(pooled))
-        p = float(stats.t.sf(d / se, max(c.dof, 1.0)))
-        if p <= p_max and math.exp(d) >= 1 + floor:
+        # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
+        # night that would make every later run look slower; the median's variance is pi/2 the mean's)
+        ref = float(np.median(c.before_levels)) if c.before_levels else c.before_level
+        d = float(np.mean(xs)) - ref
+        se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / len(xs))
+        p = float(special.stdtr(max(c.dof, 1.0), -d / se))
+        low = _exp(min(xs) - ref)
+        c.confirm_note = (f"rerun x{_exp(d):.3f} of the level before (one-sided p = {p:.2g}, {len(xs)} run(s), "
+                          f"the lowest x{low:.3f})")
+        if p <= p_max and low >= 1 + floor:
             c.confirmed = True
             kept.append(c)
         else:
@@ -529,30 +860,76 @@ def alert_markdown(c: Change) -> str:
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
         f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
         f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
-        "- confirmation: " + {True: "a rerun of the case reproduced it", False: "**unconfirmed**: the case "
-                               "could not be measured again here", None: "not asked (`check --confirm`)"}[c.confirmed],
+        "- confirmation: " + {True: "a rerun of the case, tested alone, reproduced it",
+                              False: "**unconfirmed**", None: "not asked (`check --confirm`)"}[c.confirmed]
+        + (f": {md_text(c.confirm_note)}" if c.confirm_note else ""),
+        f"- change id `{c.change_id}` (series and commit range: one issue per change, updated while it holds)",
         f"- reproduce: `{_code(reproduce_command(c))}`",
         f"- dashboard: History page, series {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "
         f"on {md_text(str(s['machine']))}",
     ]) + "\n"
 
 
+def drift_title(d: Drift) -> str:
+    s = d.series
+    where = f"{s['arch']} ({s['machine']})" if s.get("arch") else str(s["machine"])
+    return (f"{s['case_id']} {s['dtype']} {s['provider']} drifting {d.slope * 100:+.2f}%/night on {where} "
+            f"({d.total * 100:+.1f}% over {d.window} nights)")
+
+
+def drift_markdown(d: Drift) -> str:
+    s = d.series
+    return "\n".join([
+        f"### {md_text(drift_title(d))}", "",
+        f"- series: machine `{_code(s['machine'])}`, case `{_code(s['case_id'])}`, provider "
+        f"`{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, front end {md_text(str(s['frontend']))}",
+        f"- trend: Theil-Sen slope {d.slope * 100:+.2f}% per night (95% interval {d.slope_ci[0] * 100:+.2f}% to "
+        f"{d.slope_ci[1] * 100:+.2f}%), Mann-Kendall tau {d.tau:.2f}, one-sided p = {d.p_value:.2g}, "
+        f"q = {d.q_value:.2g}; a line fits these nights better than any single step",
+        f"- window: {d.window} nights, run {md_text(d.first.run_id)} (`{_code((d.first.commit or '?')[:12])}`) to "
+        f"run {md_text(d.last.run_id)} (`{_code((d.last.commit or '?')[:12])}`): a drift, no single commit is blamed",
+    ]) + "\n"
+
+
+def break_markdown(b: Break) -> str:
+    s = b.series
+    moved = f" (x{b.ratio:.3f})" if b.ratio else ""
+    return (f"- {md_text(b.kind)} change, not a regression: {md_text(s['case_id'])} {md_text(s['dtype'])} {md_text(s['provider'])} "
+            f"on {md_text(str(s['machine']))}{moved}: {md_text(b.detail)}")
+
+
 def alerts_json(res: CheckResult) -> dict[str, Any]:
+    def pt(p: Point) -> dict[str, Any]:
+        return {"commit": p.commit, "run_id": p.run_id, "created": p.created}
+
     def one(c: Change) -> dict[str, Any]:
-        return {"fingerprint": c.fingerprint, "series": c.series, "title": alert_title(c)
-                if c.direction == "slower" else alert_title(c).replace("slower", "faster"),
+        return {"fingerprint": c.fingerprint, "change_id": c.change_id, "kind": "step", "series": c.series,
+                "title": alert_title(c) if c.direction == "slower" else alert_title(c).replace("slower", "faster"),
                 "direction": c.direction, "ratio": c.ratio, "ratio_ci": list(c.ratio_ci), "q_value": c.q_value,
                 "p_value": c.p_value, "noise": c.sigma, "n_before": c.n_before, "n_after": c.n_after,
-                "before": {"commit": c.before.commit, "run_id": c.before.run_id, "created": c.before.created},
-                "after": {"commit": c.after.commit, "run_id": c.after.run_id, "created": c.after.created},
+                "before": pt(c.before), "after": pt(c.after),
                 "case_key": c.key, "reproduce": reproduce_command(c), "markdown": alert_markdown(c),
-                "confirmed": c.confirmed}
+                "confirmed": c.confirmed, "confirm_note": c.confirm_note}
+
+    def drift(d: Drift) -> dict[str, Any]:
+        return {"fingerprint": d.fingerprint, "change_id": hashlib.sha256(f"{d.fingerprint}|drift".encode())
+                .hexdigest()[:12], "kind": "drift", "series": d.series, "title": drift_title(d),
+                "direction": d.direction, "slope_per_night": d.slope, "slope_ci": list(d.slope_ci),
+                "total": d.total, "window": d.window, "tau": d.tau, "p_value": d.p_value, "q_value": d.q_value,
+                "first": pt(d.first), "last": pt(d.last), "case_key": d.key, "markdown": drift_markdown(d)}
+
+    def brk(b: Break) -> dict[str, Any]:
+        return {"fingerprint": b.fingerprint, "kind": b.kind, "series": b.series, "detail": b.detail,
+                "run_id": b.run_id, "created": b.created, "ratio": b.ratio}
 
     return {"schema": "robocache-alerts/1", "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "alerts": [one(c) for c in res.alerts], "improvements": [one(c) for c in res.improvements],
+            "drifts": [drift(d) for d in res.drifts], "breaks": [brk(b) for b in res.breaks],
+            "checked": sorted(res.checked),
             "summary": {"series": res.series, "series_checked": res.series_checked,
                         "candidates": res.candidates, "significant_changes": len(res.changes),
                         "alerts": len(res.alerts), "improvements": len(res.improvements),
+                        "drifts": len(res.drifts), "breaks": len(res.breaks),
                         "excluded_points": res.excluded_points, "excluded_reasons": res.excluded_reasons,
                         "floor": FLOOR, "fdr_q": FDR_Q}}
 
@@ -567,6 +944,12 @@ def check_markdown(res: CheckResult) -> str:
         lines += [f"**{len(res.alerts)} performance regression(s)**", ""] + [alert_markdown(c) for c in res.alerts]
     else:
         lines.append("No performance regression.")
+    if res.drifts:
+        lines += ["", f"**{len(res.drifts)} drift(s)** (a trend over the newest nights, not one commit):", ""]
+        lines += [drift_markdown(d) for d in res.drifts]
+    if res.breaks:
+        lines += ["", f"{len(res.breaks)} method or environment change(s) (not regressions, no issue):", ""]
+        lines += [break_markdown(b) for b in res.breaks]
     if res.improvements:
         lines += ["", f"{len(res.improvements)} improvement(s):", ""]
         lines += [f"- {md_text(alert_title(c).replace('slower', 'faster'))} (x{c.ratio:.3f})" for c in res.improvements]
@@ -589,3 +972,42 @@ def md_text(text: Any) -> str:
 def _code(text: Any) -> str:
     """Text for inside a code span: backticks and newlines removed."""
     return str(text).replace("`", "'").replace("\n", " ").replace("@", "@\u2060")
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m robocache.bench.regress fit-priors results/``: refit ``noise_priors.json`` from the records."""
+    import argparse
+    import json
+    import os
+    import tempfile
+
+    from . import store
+
+    ap = argparse.ArgumentParser(prog="python -m robocache.bench.regress")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fit-priors", help="fit the per-provider noise priors from runs of one commit")
+    f.add_argument("paths", nargs="+")
+    f.add_argument("--out", default=str(PRIORS_FILE))
+    args = ap.parse_args(argv)
+    loaded = store.load(*args.paths)
+    if loaded.bad:
+        for path, why in loaded.bad:
+            print(f"bad results file {path}: {why}", file=sys.stderr)
+        return 2
+    doc = {"schema": "robocache-noise-priors/1",
+           "about": "between-run noise (one sigma of log-time per run) per provider and median-time bucket, from "
+                    "healthy runs of one commit; written by python -m robocache.bench.regress fit-priors",
+           "sources": sorted({str(Path(p)) for p in args.paths}), "providers": fit_priors(loaded.records)}
+    text = json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    out = Path(args.out)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, out)
+    print(f"priors for {len(doc['providers'])} providers written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -119,6 +119,7 @@ class Method(_Rec):
     noise_target_met: bool
     time_limit_s: NonNeg
     input_sets: Count = 1  # warm mode rotates this many input sets (>= 2x L2 in all, capped) between calls
+    version: Count = 1  # the measuring method's version (METHOD_VERSION when written; absent: 1): part of a series
 
 
 class Metrics(_Rec):
@@ -162,7 +163,7 @@ class Health(_Rec):
     reasons: list[str]
 
 
-class Env(_Rec):
+class Env(_Rec, omit_defaults=True):  # omit_defaults: kernel and host_id absent when unknown
     """Where it ran. Unknown values are None, never guessed."""
 
     hostname: str
@@ -181,6 +182,8 @@ class Env(_Rec):
     python: str
     libs: dict[str, str]
     nvml: str  # "ok" or "unknown: <why>"
+    kernel: str | None = None  # the OS kernel release (platform.release()); absent in older records
+    host_id: str | None = None  # 12 hex of sha256(/etc/machine-id): the physical runner, not its name
 
 
 class Distributed(_Rec):
@@ -364,6 +367,11 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+# The measuring method's version: bump it when the way a case is timed changes (what a series' points mean),
+# e.g. input rotation added to warm mode. A record without it was measured with version 1 (Series.method_version).
+METHOD_VERSION = 1
+
+
 class Series(NamedTuple):
     """The identity of a measured quantity over time: two figures are compared (``compare``, ``check``, the
     report's runs, the dashboard's History lines) only when their series are equal. Built by :func:`series_key`.
@@ -382,7 +390,8 @@ class Series(NamedTuple):
     cache: str  # warm or cold ("-": never timed)
     grid_version: int  # a case's meaning (the bytes it is judged by): bumped, it is a new series
     frontend: str | None  # cli, asv, pytest-benchmark, ...: each one times its own way, so it changes the figure
-    input_sets: int  # the method's version today: 1 = the same (L2-resident) inputs every call, >1 rotated
+    input_sets: int  # 1 = the same (L2-resident) inputs every call, >1 rotated (warm mode)
+    method_version: int = 1  # the measuring method's version (method.version; absent: 1): a new method, a new series
 
 
 # Fields implied by others (op: by the case id), left out of the fingerprint.
@@ -397,13 +406,14 @@ def series_key(rec: Any) -> Series:
     return Series(machine=env.get("machine"), op=c["op"], case_id=c["id"], provider=c["provider"],
                   dtype=c["dtype"], timer=m.get("timer") or "-", cache=m.get("cache") or "-",
                   grid_version=c["grid_version"],
-                  frontend=rec.get("frontend"), input_sets=m.get("input_sets", 1))
+                  frontend=rec.get("frontend"), input_sets=m.get("input_sets", 1),
+                  method_version=m.get("version", 1))
 
 
 def fingerprint(series: Series | Mapping[str, Any]) -> str:
     """12 hex digits, stable per series (one alert issue per series, however many nights it stays slow): a hash of
     the :class:`Series` fields in order, without the implied ones and without those at their default."""
     d = series._asdict() if isinstance(series, Series) else series
-    keep = [f for f in Series._fields if f not in _IMPLIED
-            and not (f in Series._field_defaults and d.get(f) == Series._field_defaults[f])]
+    dflt = Series._field_defaults  # a mapping without a defaulted field (an older alert's series) has it at default
+    keep = [f for f in Series._fields if f not in _IMPLIED and not (f in dflt and d.get(f, dflt[f]) == dflt[f])]
     return hashlib.sha256("|".join(str(d.get(k)) for k in keep).encode()).hexdigest()[:12]

@@ -154,7 +154,7 @@ _PROVIDERS: tuple[Provider, ...] = (
     Provider("numpy", "NumPy (CPU)", "cpu", _ops(numpy_cpu), arrays="numpy", no_graph="CPU provider",
              color="#7f7f7f", grids=("cpu", "multigpu-cpu"), wall=True),
     # call-cost (dispatch) cases only: the public call on CuPy arrays, and a bare CuPy RawKernel launch of a
-    # kernel with the same arguments (the floor; the harness times it with robocache.bench.timer.BareLaunch)
+    # kernel with the same arguments (the floor; the harness times it with robocache.bench.timing.BareLaunch)
     Provider(f"{OURS}@cupy", "robocache (CuPy arrays)", "cuda", _ROBOCACHE_OPS, requires=("cupy",), arrays="cupy",
              no_graph=_CUPY_STREAM, color="#6baed6", role="call", grids=("dispatch",), public_call=True),
     Provider("bare_launch", "bare CuPy launch", "cuda", {op: _bare_op for op in OPS}, requires=("cupy",),

@@ -6,6 +6,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+# the measuring method's version, part of every series (schema.Series.method_version)
+from ..schema import METHOD_VERSION
+
 _Z95 = 1.96
 
 
@@ -43,7 +46,8 @@ class Timing:
         return {"timer": self.timer, "cache": self.cache, "warmup_s": float(self.warmup_s),
                 "samples": len(self.samples_us), "reps_per_sample": int(self.reps_per_sample),
                 "noise_target": float(self.noise_target), "noise": self.noise,
-                "noise_target_met": bool(self.noise_target_met), "time_limit_s": float(self.time_limit_s)}
+                "noise_target_met": bool(self.noise_target_met), "time_limit_s": float(self.time_limit_s),
+                "version": METHOD_VERSION}
 
 
 def quantile(xs: list[float], q: float) -> float:
