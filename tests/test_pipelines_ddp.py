@@ -1,6 +1,8 @@
-"""DDP training of the pipelines suite on the CPU: torchrun with 2 Gloo processes (the harness's launcher and
-rank setup), each rank on its own shard, both data-loading pipelines, the loss-curve gate on every rank, rank
-0's records with the ``distributed`` section, read back through the store and the report."""
+"""DDP training of the pipelines suite on the CPU: torchrun with Gloo processes (the harness's launcher, rank loop
+and typed messages), each rank on its own shard, both data-loading pipelines, the loss-curve gate on every rank,
+rank 0's records with the ``distributed`` section (the efficiency against the one-rank launch), read back through
+the store and the report; and a launch whose ranks fail: a ``crash`` record naming the error, the rest
+``skipped``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +12,10 @@ import pytest
 pytest.importorskip("h5py")
 torch = pytest.importorskip("torch")
 
-from robocache.bench import launch, report, store  # noqa: E402
+from robocache.bench import context, launch, report, store  # noqa: E402
 from robocache.bench.pipelines import dataset as ds  # noqa: E402
-from robocache.bench.pipelines.run import Config, run  # noqa: E402
+from robocache.bench.pipelines import ddp  # noqa: E402
+from robocache.bench.pipelines.run import Config, points, run  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not launch.available("cpu")[0], reason="torch.distributed with Gloo is missing")]
@@ -22,22 +25,47 @@ def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:
     path = tmp_path / "d.h5"
     ds.generate(path, ds.Spec(seed=5, min_s=1.0, max_s=2.0, episodes=6))
     cfg = Config(device="cpu", dataset=str(path), parts=(), batch_sizes=(2,), workers=(0,), models=("mlp",),
-                 train_steps=3, train_warmup=1, profile_steps=0, ddp_ranks=(2,))
+                 train_steps=3, train_warmup=1, profile_steps=0, ddp_ranks=(2, 1))
     res = run(cfg, tmp_path / "res", machine="ci-cpu")
     assert not res.failed, [(r["case"]["id"], r["reason"]) for r in res.failed]
     loaded = store.load(tmp_path / "res")
     assert not loaded.bad
-    recs = {r.case.provider: r for r in loaded.records}
-    assert set(recs) == {"cpu_workers", "robocache"} and len(loaded.records) == 2
-    assert Path(loaded.records[0].source).name.endswith("-pipelines-ddp-g2.records.json")
-    for r in recs.values():
+    assert len(loaded.records) == 4
+    files = {Path(r.source).name.rsplit("-", 1)[1] for r in loaded.records}
+    assert files == {"g1.records.json", "g2.records.json"}
+    one = {r.case.provider: r for r in loaded.records if r.distributed.world_size == 1}
+    recs = {r.case.provider: r for r in loaded.records if r.distributed.world_size == 2}
+    assert set(recs) == set(one) == {"cpu_workers", "robocache"}
+    for prov, r in recs.items():
         d = r.distributed
         assert r.case.id.endswith("-ddp-g2") and r.case.params["ranks"] == 2 and r.case.items == 4
+        assert Path(r.source).name.endswith("-pipelines-ddp-g2.records.json")
         assert d.world_size == 2 and d.backend == "gloo" and d.items_per_rank == [2, 2]
-        assert d.step_us == max(d.per_rank_us) and d.efficiency is None  # no one-rank launch in this run
+        assert d.step_us == max(d.per_rank_us) and r.metrics.time_us.p50 == pytest.approx(d.step_us)
         assert d.aggregate_items_per_s == pytest.approx(4 / (d.step_us * 1e-6))
+        # weak scaling against the one-rank launch of the same point and pipeline (run first: ascending)
+        base = one[prov].distributed
+        assert one[prov].case.id.endswith("-ddp-g1") and base.world_size == 1 and base.efficiency == 1.0
+        assert d.baseline_step_us == base.step_us
+        assert d.efficiency == pytest.approx(base.step_us / d.step_us)
         assert r.check.passed and len(r.pipeline.loss) == 4 and r.pipeline.figures["ranks"] == 2
     # the same seed and shards: the two pipelines' curves on rank 0 are the same
     assert recs["cpu_workers"].pipeline.loss == recs["robocache"].pipeline.loss
     text = report.pipeline_training(loaded.records)
     assert "| CPU (ci-cpu) | mlp | robocache.fuse | 2 | 2 | 0 |" in text
+
+
+def test_ddp_failed_launch_records_why(tmp_path: Path) -> None:
+    """Every rank fails in its first case (no dataset file): that case is a ``crash`` naming the ranks' error
+    (through the launcher's typed failure files and torchrun's log), the case after it ``skipped``, both written."""
+    cfg = Config(device="cpu", parts=("train",), batch_sizes=(2,), workers=(0,), models=("mlp",), train_steps=2,
+                 train_warmup=1, ddp_ranks=(2,))
+    info = {"episodes": 6, "seed": 0, "rgb": False, "payload_bytes": 0}
+    pts = points(cfg, info)
+    run_ctx = context.RunContext.start(suite="pipelines", device="cpu", out_dir=tmp_path / "res", machine="ci-cpu")
+    recs = ddp.run_ddp(cfg, run_ctx, str(tmp_path / "missing.h5"), info, pts)
+    assert [(r["case"]["provider"], r["status"]) for r in recs] == [("cpu_workers", "crash"), ("robocache", "skipped")]
+    assert "during the case" in recs[0]["reason"] and "missing.h5" in recs[0]["reason"]
+    assert recs[1]["reason"].endswith(f"ended at {recs[0]['case']['id']}/cpu_workers")
+    loaded = store.load(tmp_path / "res")
+    assert not loaded.bad and [r.status for r in loaded.records] == ["crash", "skipped"]

@@ -33,6 +33,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -464,8 +465,21 @@ def _tb(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:800]}\n" + "\n".join(tb[-6:])
 
 
-def run(lt: LaunchTask) -> int:
-    """Every case of the launch on this rank; the writer checkpoints the records file after each case."""
+CaseRunner = Callable[[str, LaunchTask, Rank], tuple[Record | None, list[float]]]
+
+
+def run_spec_case(key: str, lt: LaunchTask, me: Rank) -> tuple[Record | None, list[float]]:
+    """A case of the grid (:func:`specs.find`), through :func:`run_case`."""
+    return run_case(specs.find(key), lt, me)
+
+
+def run(lt: LaunchTask, run_one: CaseRunner = run_spec_case) -> int:
+    """Every case of the launch on this rank; the writer checkpoints the records file after each case.
+
+    ``run_one(key, lt, me)``: one case on this rank, every rank calling the same collectives; it returns (the
+    record, the step samples) on the writer, (None, []) elsewhere. The grid's cases by default; another suite
+    (the pipelines' DDP training) passes its own and keeps this loop: the pid, progress and case files the
+    launcher watches, the run file, the final barrier."""
     me = Rank(lt)
     work = Path(lt.workdir)
     if work.is_dir():  # the launcher's own node: it watches these files (other nodes have no such folder)
@@ -477,9 +491,10 @@ def run(lt: LaunchTask) -> int:
     for i, key in enumerate(lt.cases):
         if watched:
             messages.write_json(work / "progress.json", Progress(index=i, key=key, state="start", time=time.time()))
-        case = specs.find(key)
-        rec, samples = run_case(case, lt, me)
+        rec, samples = run_one(key, lt, me)
         if me.writer:
+            if rec is None:
+                raise RuntimeError(f"{key}: the writer rank has no record for the case")
             records.append(rec)
             lt.run.write(records, lt.records_name)
             messages.write_json(work / f"case-{i}.json", CaseDone(key=key, record=rec, samples_us=samples))
@@ -490,22 +505,18 @@ def run(lt: LaunchTask) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m robocache.bench.distributed",
-                                description="One rank of a multi-GPU launch (started by torchrun; see "
-                                            "robocache.bench.launch).")
-    p.add_argument("--task", required=True, help="the task JSON written by the launcher")
-    args = p.parse_args(argv)
-    with open(args.task, "rb") as f:
-        lt = msgspec.json.decode(f.read(), type=LaunchTask)
+def rank_main(lt: LaunchTask, run_one: CaseRunner = run_spec_case) -> int:
+    """A rank's whole life: :func:`run`; on any failure the traceback goes to torchrun's log, a
+    :class:`RankFailure` file tells the launcher (which tells the rank that died first from those that failed
+    after it) and the process exits with code 1 without tearing down a process group that may hang."""
     try:
-        return run(lt)
+        return run(lt, run_one)
     except BaseException as e:  # noqa: BLE001 - a broken group: report and leave without tearing it down
         traceback.print_exc()
         sys.stdout.flush()
         sys.stderr.flush()
         work = Path(lt.workdir)
-        if work.is_dir():  # the launcher tells the rank that died first from the ranks that failed after it
+        if work.is_dir():
             try:
                 rank = int(os.environ.get("RANK", "-1"))
                 messages.write_json(work / f"fail-{rank}.json",
@@ -514,6 +525,16 @@ def main(argv: list[str] | None = None) -> int:
                 pass
         os._exit(1)
 
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m robocache.bench.distributed",
+                                description="One rank of a multi-GPU launch (started by torchrun; see "
+                                            "robocache.bench.launch).")
+    p.add_argument("--task", required=True, help="the task JSON written by the launcher")
+    args = p.parse_args(argv)
+    with open(args.task, "rb") as f:
+        lt = msgspec.json.decode(f.read(), type=LaunchTask)
+    return rank_main(lt)
 
 if __name__ == "__main__":
     sys.exit(main())

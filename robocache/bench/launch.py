@@ -208,8 +208,9 @@ def _reap(proc: subprocess.Popen, launch_id: str) -> list[int]:
 
 def torchrun_command(k: int, task_path: str | os.PathLike[str], *, nnodes: int = 1, node_rank: int = 0,
                      rdzv_endpoint: str | None = None, rdzv_id: str = "robocache-bench",
-                     join_timeout_s: float = 600.0) -> list[str]:
-    """The torchrun command line of one launch of ``k`` ranks per node."""
+                     join_timeout_s: float = 600.0, module: str = "robocache.bench.distributed") -> list[str]:
+    """The torchrun command line of one launch of ``k`` ranks per node; every rank runs ``python -m module
+    --task TASK`` (:mod:`robocache.bench.distributed`; the pipelines suite's DDP training runs its own)."""
     cmd = [sys.executable, "-m", "torch.distributed.run"]
     if nnodes == 1:
         cmd += ["--standalone", "--nnodes", "1"]
@@ -220,7 +221,7 @@ def torchrun_command(k: int, task_path: str | os.PathLike[str], *, nnodes: int =
                 "--rdzv-endpoint", rdzv_endpoint, "--rdzv-id", rdzv_id,
                 "--rdzv-conf", f"join_timeout={int(join_timeout_s)}"]
     cmd += ["--nproc-per-node", str(k), "--max-restarts", "0", "--monitor-interval", "1",
-            "-m", "robocache.bench.distributed", "--task", str(task_path)]
+            "-m", module, "--task", str(task_path)]
     return cmd
 
 

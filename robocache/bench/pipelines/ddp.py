@@ -1,20 +1,24 @@
 """Data-parallel training (DDP) of the pipelines suite, through the harness's torchrun launcher.
 
 :func:`run_ddp` starts one launch per rank count (``python -m torch.distributed.run ... -m
-robocache.bench.pipelines.ddp --task TASK.json``) under :func:`robocache.bench.launch._launch`'s watchdog (case
-timeout, a dead rank, no process left behind); each rank is set up by :mod:`robocache.bench.distributed`
-(``Rank``, ``_init``: NCCL on GPUs, one per rank; Gloo processes on the CPU). Every rank reads its own shard of
-the seeded episode order (weak scaling: the batch per rank is fixed), trains a ``DistributedDataParallel``
-model from each data-loading pipeline, and rank 0 writes one record per (model, pipeline) with the
-``distributed`` section (per-rank step medians, the group's step = the slowest rank's, aggregate trajectories/s,
-efficiency against the one-rank launch of the same run) into ``<run id>-pipelines-ddp-g<k>.records.json``.
-The gate: on every rank, the robocache pipeline's loss curve matches the CPU workers' (same seed, same shard).
+robocache.bench.pipelines.ddp --task TASK.json``, :func:`robocache.bench.launch.torchrun_command`) under
+:func:`robocache.bench.launch._launch`'s watchdog (case timeout, a dead rank, no process left behind). The task
+is a :class:`DDPTask`: the harness's :class:`~robocache.bench.context.LaunchTask` (the run's context, the cases,
+the collective timeout, the one-rank baselines) plus what the training needs (the dataset, the steps, the
+points). Every rank runs the harness's rank loop (:func:`robocache.bench.distributed.rank_main`: ``Rank``,
+``_init`` with NCCL on GPUs, one per rank, Gloo processes on the CPU; the pid, progress, case and failure files
+the launcher watches, all typed :mod:`robocache.bench.messages`) with this module's case, :func:`train_case`.
+
+Every rank reads its own shard of the seeded episode order (weak scaling: the batch per rank is fixed), trains a
+``DistributedDataParallel`` model from each data-loading pipeline, and the writer (rank 0) builds one record per
+(model, pipeline) with the ``distributed`` section (per-rank step medians, the group's step = the slowest rank's,
+aggregate trajectories/s, efficiency against the one-rank launch of the same run) and the run context writes it
+into ``<run id>-pipelines-ddp-g<k>.records.json``. The gate: on every rank, the robocache pipeline's loss curve
+matches the CPU workers' (same seed, same shard).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import tempfile
 import time
@@ -22,27 +26,77 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .. import store
+import msgspec
+
+from .. import messages, store
+from ..context import LaunchTask, RunContext
+from ..messages import Baseline, Message
+from ..schema import Record
+from . import common
+
+MODULE = "robocache.bench.pipelines.ddp"  # what every rank runs (python -m MODULE --task TASK.json)
 
 
-def _train_case(pt: dict[str, Any], task: dict[str, Any], me, results: dict) -> dict[str, Any]:
+class Point(Message):
+    """One DDP training case: a training point of the suite's grid at one rank count."""
+
+    tag: str  # the training point's tag, ending in -ddp-g<k>
+    provider: str  # the data-loading pipeline: cpu_workers | robocache
+    params: dict[str, Any]  # the training point's, with ranks
+    reason: str
+    baseline_key: str  # the same point's key at any rank count: its one-rank figures are the efficiency's base
+
+    @property
+    def key(self) -> str:
+        """The case key the launcher's progress and case files carry: ``train/<tag>/<provider>``."""
+        return f"train/{self.tag}/{self.provider}"
+
+    def case(self, k: int) -> dict[str, Any]:
+        return common.case("train", self.tag, self.provider, self.params, self.params["B"] * k, "trajectories",
+                           self.reason)
+
+
+class DDPTask(Message):
+    """What every rank of one DDP launch runs: the harness's launch task and the training's own inputs."""
+
+    launch: LaunchTask  # its task.seed seeds the episode order and the models; its cases are the points' keys
+    dataset: str
+    episodes: int
+    train_steps: int
+    train_warmup: int
+    points: list[Point]  # in the order of launch.cases
+
+
+# --- one rank ------------------------------------------------------------------------------------------
+
+def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], dict[str, Any]]
+               ) -> tuple[Record | None, list[float]]:
+    """One (model, pipeline) on this rank; every rank calls the same collectives (DDP's all-reduce, one
+    ``all_gather_object``). Returns (the record, the slowest rank's step samples) on the writer, (None, [])
+    elsewhere. A rank-local failure raises: DDP's collectives may be broken, the launch ends."""
     import torch
 
     from .. import distributed as dist_mod
-    from . import common, loading, training
+    from .. import scaling
+    from . import loading, training
     from .run import p_resample_on
 
     t0 = time.perf_counter()
-    p = pt["params"]
-    b, w, model, prov, k = p["B"], p["workers"], p["model"], pt["provider"], me.world
-    n = task["train_warmup"] + task["train_steps"]
-    order = loading.sample_indices(task["episodes"], n * b * k, task["seed"] + 1)
-    pipe = loading.make_pipeline(prov, task["dataset"], batch=b, workers=w, device=task["device"],
-                                 indices=order[me.rank::k])
-    kw = {"device_ids": [me.local_rank]} if task["device"] == "gpu" else {}
-    r = training.train(pipe, model, steps=task["train_steps"], warmup=task["train_warmup"], seed=task["seed"],
-                       wrap=lambda net: torch.nn.parallel.DistributedDataParallel(net, **kw))
-    del pipe
+    task = dt.launch.task
+    p, prov, k = pt.params, pt.provider, me.world
+    b, w, model = p["B"], p["workers"], p["model"]
+    n = dt.train_warmup + dt.train_steps
+    try:
+        order = loading.sample_indices(dt.episodes, n * b * k, task.seed + 1)
+        pipe = loading.make_pipeline(prov, dt.dataset, batch=b, workers=w, device=task.device,
+                                     indices=order[me.rank::k])
+        kw = {"device_ids": [me.local_rank]} if task.device == "gpu" else {}
+        r = training.train(pipe, model, steps=dt.train_steps, warmup=dt.train_warmup, seed=task.seed,
+                           wrap=lambda net: torch.nn.parallel.DistributedDataParallel(net, **kw))
+        del pipe
+    except Exception as e:  # a rank-local error; the collectives may be broken: re-raise
+        traceback.print_exc()
+        raise RuntimeError(f"{pt.key}: {type(e).__name__}: {e}") from e
     results[(model, prov)] = r
     ref = results.get((model, "cpu_workers"))
     chk = training.curves_agree(ref["loss"] if ref else r["loss"], r["loss"])
@@ -50,146 +104,123 @@ def _train_case(pt: dict[str, Any], task: dict[str, Any], me, results: dict) -> 
                               "data_share": sum(r["data_s"]) / max(sum(r["per_s"]), 1e-12),
                               "passed": chk["passed"], "max_rel_err": chk["max_rel_err"], "per_s": r["per_s"]})
     if not me.writer:
-        return {}
-    step_us = max(x["step_us"] for x in per_rank)
-    agg = b * k / (step_us * 1e-6) if step_us > 0 else 0.0
-    base = task.get("baselines", {}).get(f"{model}/{prov}")
+        return None, []
+    ctx = msgspec.structs.asdict(task)  # run_id, git, frontend, device: what common.record takes
+    case = pt.case(k)
+    try:
+        per_rank_us = [x["step_us"] for x in per_rank]
+        slow = scaling.slowest_rank(per_rank_us)
+        step_us = scaling.step_time_us(per_rank_us)
+        agg = scaling.aggregate_items_per_s(b * k, per_rank_us)
+        # the one-rank case is its own reference (as the harness's multi-GPU cases)
+        base = Baseline(step_us=step_us, items=b) if k == 1 else dt.launch.baselines.get(pt.baseline_key)
+        eff = scaling.efficiency("weak", k, step_us=step_us, items=b * k,
+                                 baseline_step_us=base.step_us if base else None,
+                                 baseline_items=base.items if base else None)
+    except ValueError as e:  # e.g. a zero step time from a coarse clock: a status, not a crash of the group
+        rec = common.record(ctx, case, status="error", reason=f"{type(e).__name__}: {e}",
+                            duration_s=time.perf_counter() - t0)
+        return msgspec.convert(rec, Record), []
     passed = all(x["passed"] for x in per_rank)
     worst = max((x["max_rel_err"] or 0.0) for x in per_rank)
     check = {"passed": passed, "max_abs_err": None, "max_rel_err": worst, "tolerance": training.LOSS_RTOL,
              "bad_fraction": 0.0 if passed else None}
-    pipeline = {"kind": "train", "resample_on": p_resample_on(prov, task["device"]),
-                "figures": {"steps_per_s": 1e6 / step_us if step_us else None, "traj_per_s": agg,
+    pipeline = {"kind": "train", "resample_on": p_resample_on(prov, task.device),
+                "figures": {"steps_per_s": 1e6 / step_us, "traj_per_s": agg,
                             "data_wait_share": max(x["data_share"] for x in per_rank), "ranks": float(k),
                             "final_loss": r["loss"][-1] if r["loss"] else None},
                 "loss": r["loss"],
                 "notes": [f"DDP over {k} rank(s) ({me.backend}), {b} trajectories per rank per step (weak scaling); "
-                          "the step is the slowest rank's median; data share is the largest over the ranks",
+                          "the step and its samples are the slowest rank's; data share is the largest over the ranks",
                           "loss: rank 0's curve; the gate compares every rank's against its CPU-workers curve"]}
-    ctx = {**task, "device": task["device"]}
-    case = common.case("train", pt["tag"], prov, p, b * k, "trajectories", pt["reason"])
-    t = common.timing([x * 1e6 for x in per_rank[0]["per_s"]], r["warmup_s"])
-    rec = common.record(ctx, case, t=t, items=b * k, check=check, pipeline=pipeline,
-                        duration_s=time.perf_counter() - t0)
+    samples = [x * 1e6 for x in per_rank[slow]["per_s"]]
+    rec = common.record(ctx, case, t=common.timing(samples, r["warmup_s"]), items=b * k, check=check,
+                        pipeline=pipeline, duration_s=time.perf_counter() - t0)
     rec["distributed"] = {
-        "world_size": k, "nodes": 1, "backend": me.backend, "scaling": "weak", "gather": "none",
-        "items_per_rank": [b] * k, "per_rank_us": [x["step_us"] for x in per_rank],
-        "per_rank_step_us": [x["step_us"] for x in per_rank], "step_us": step_us, "aggregate_items_per_s": agg,
-        "efficiency": base["step_us"] / step_us if base and step_us else None,
-        "baseline_step_us": base["step_us"] if base else None, "gather_bytes": None, "gather_us": None,
-        "gather_gb_per_s": None, "collective_us": None, "collective_gb_per_s": None,
-        "collective_busbw_gb_per_s": None}
+        "world_size": k, "nodes": me.nodes, "backend": me.backend, "scaling": "weak", "gather": "none",
+        "items_per_rank": [b] * k, "per_rank_us": per_rank_us, "per_rank_step_us": per_rank_us, "step_us": step_us,
+        "aggregate_items_per_s": agg, "efficiency": eff, "baseline_step_us": base.step_us if base else None,
+        "gather_bytes": None, "gather_us": None, "gather_gb_per_s": None, "collective_us": None,
+        "collective_gb_per_s": None, "collective_busbw_gb_per_s": None}
     if not passed:
         rec.update(status="incorrect", reason=f"a rank's loss curve differs from its CPU workers' curve: max rel diff "
                                               f"{worst} > {training.LOSS_RTOL}")
-    return rec
+    return msgspec.convert(rec, Record), samples  # checked here: a record the launcher could not decode raises
 
 
-def rank_main(task: dict[str, Any]) -> int:
-    from .. import distributed as dist_mod
+def main(argv: list[str] | None = None) -> int:
+    from .. import distributed
 
-    me = dist_mod.Rank(task)
-    work = Path(task["workdir"])
-    if work.is_dir():
-        dist_mod._write_json(work / f"pid-{me.rank}.json", {"pid": os.getpid(), "rank": me.rank})
-    dist_mod._init(task, me)
-    records: list[dict[str, Any]] = []
-    results: dict = {}
-    folder, name = Path(task["records_folder"]), task["records_name"]
-    for i, pt in enumerate(task["points"]):
-        if me.local_rank == 0:
-            dist_mod._write_json(work / "progress.json", {"index": i, "key": pt["tag"], "state": "start",
-                                                          "time": time.time()})
-        try:
-            rec = _train_case(pt, task, me, results)
-        except Exception as e:  # noqa: BLE001 - a rank-local error; the collectives may be broken: re-raise
-            traceback.print_exc()
-            raise RuntimeError(f"{pt['tag']} {pt['provider']}: {type(e).__name__}: {e}") from e
-        if me.writer:
-            records.append(rec)
-            store.write_records(folder, task["env"], records, name=name, unique=False)
-            dist_mod._write_json(work / f"case-{i}.json", {"key": pt["tag"], "record": rec})
-        if me.local_rank == 0:
-            dist_mod._write_json(work / "progress.json", {"index": i, "key": pt["tag"], "state": "done",
-                                                          "time": time.time()})
-    dist_mod._barrier(me)
-    dist_mod._dist().destroy_process_group()
-    return 0
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}",
+                                description="One rank of the pipelines suite's DDP launch (started by torchrun).")
+    p.add_argument("--task", required=True, help="the DDPTask JSON written by run_ddp")
+    args = p.parse_args(argv)
+    with open(args.task, "rb") as f:
+        dt = msgspec.json.decode(f.read(), type=DDPTask)
+    points = {pt.key: pt for pt in dt.points}
+    results: dict[tuple[str, str], dict[str, Any]] = {}  # this rank's curves: the gate's CPU-workers reference
+    return distributed.rank_main(dt.launch, lambda key, lt, me: train_case(points[key], dt, me, results))
 
 
-def run_ddp(cfg, ctx: dict[str, Any], env: dict[str, Any], folder: Path, dataset: str, info: dict[str, Any],
-            pts: list[dict[str, Any]], *, collective_timeout_s: float = 120.0, case_timeout_s: float = 600.0,
-            log=None) -> list[dict[str, Any]]:
+# --- the launcher's side -------------------------------------------------------------------------------
+
+def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: list[dict[str, Any]], *,
+            collective_timeout_s: float = 120.0, case_timeout_s: float = 600.0, log=None) -> list[dict[str, Any]]:
     """One torchrun launch per rank count in ``cfg.ddp_ranks`` (ascending: the one-rank launch first, the
-    efficiency's reference); returns the records (also written, one file per rank count)."""
+    efficiency's reference) over the training points ``pts``; returns the records as dicts (also written through
+    ``run``, one file per rank count)."""
     from .. import launch
 
     say = log or (lambda s: None)
     ok, why = launch.available(cfg.device)
     if not ok:
         raise RuntimeError(why)
+    task = run.task(seed=cfg.seed)
     out: list[dict[str, Any]] = []
-    baselines: dict[str, dict[str, float]] = {}
-    child_env = {**os.environ, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0"),
-                 "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
+    baselines: dict[str, Baseline] = {}
     for k in sorted(set(cfg.ddp_ranks)):
-        mine = [dict(pt, tag=f"{pt['tag']}-ddp-g{k}", params={**pt["params"], "ranks": k}) for pt in pts]
-        name = f"{ctx['run_id']}-pipelines-ddp-g{k}"
+        mine = [Point(tag=f"{pt['tag']}-ddp-g{k}", provider=pt["provider"], params={**pt["params"], "ranks": k},
+                      reason=pt["reason"], baseline_key=f"train/{pt['tag']}/{pt['provider']}") for pt in pts]
+        name = f"{run.run_id}-{common.SUITE}-ddp-g{k}"
         with tempfile.TemporaryDirectory(prefix="rcb-ddp-") as tmp:
             work = Path(tmp)
-            task = {**ctx, "suite": "pipelines", "env": env, "points": mine, "world_size": k, "workdir": str(work),
-                    "records_folder": str(folder), "records_name": name, "dataset": dataset,
-                    "episodes": info["episodes"], "seed": cfg.seed, "train_steps": cfg.train_steps,
-                    "train_warmup": cfg.train_warmup, "collective_timeout": collective_timeout_s,
-                    "cases": [p["tag"] + "/" + p["provider"] for p in mine], "check_only": False, "timing": {},
-                    "lockstep_time_limit_s": None, "baselines": baselines, "node_rank": 0}
-            (work / "task.json").write_text(json.dumps(task))
-            cmd = launch.torchrun_command(k, work / "task.json")
-            cmd[cmd.index("robocache.bench.distributed")] = "robocache.bench.pipelines.ddp"
+            lt = LaunchTask(task=task, run=run, records_name=name, cases=[pt.key for pt in mine], world_size=k,
+                            workdir=str(work), collective_timeout_s=float(collective_timeout_s),
+                            baselines=dict(baselines))
+            messages.write_json(work / "task.json", DDPTask(launch=lt, dataset=dataset, episodes=info["episodes"],
+                                                            train_steps=cfg.train_steps,
+                                                            train_warmup=cfg.train_warmup, points=mine))
+            cmd = launch.torchrun_command(k, work / "task.json", module=MODULE)
             say(f"ddp: {k} rank(s) ({'NCCL' if cfg.device == 'gpu' else 'Gloo'}), {len(mine)} case(s)")
             got = launch._launch(cmd, work, k=k, n_cases=len(mine), case_timeout_s=case_timeout_s,
-                                 collective_timeout_s=collective_timeout_s, env=child_env, on_case=None)
-            recs = [d["record"] for d in got.done]
-            if len(recs) < len(mine):  # the launch died or timed out: the cases without a record say why
-                why = got.detail or launch.root_cause(got.log) or launch._last_error(got.log) or f"exit {got.rc}"
-                from .common import case as mk_case, record
-
-                for pt in mine[len(recs):]:
-                    recs.append(record(ctx, mk_case("train", pt["tag"], pt["provider"], pt["params"],
-                                                    pt["params"]["B"] * k, "trajectories", pt["reason"]),
-                                       status=got.status or "crash", reason=f"DDP launch of {k} rank(s): {why}"))
-                store.write_records(folder, env, recs, name=name, unique=False)
-        for r in recs:
-            if k == 1 and r["status"] == "ok" and r.get("distributed"):
-                baselines[f"{r['case']['params']['model']}/{r['case']['provider']}"] = {
-                    "step_us": r["distributed"]["step_us"]}
-        out += recs
+                                 collective_timeout_s=collective_timeout_s, env=launch._child_env(), on_case=None)
+        recs: list[Any] = [d.record for d in got.done]
+        if len(recs) < len(mine):  # the launch died or timed out: the cases without a record say why
+            recs += _unfinished(got, k, mine[len(recs):], msgspec.structs.asdict(task))
+            run.write(recs, name)  # after the launch has ended: one writer at a time
+        if k == 1:
+            for pt, r in zip(mine, recs):
+                if (base := Baseline.of(r)) is not None:
+                    baselines[pt.baseline_key] = base
+        out += [store.to_plain(r) for r in recs]
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m robocache.bench.pipelines.ddp",
-                                description="One rank of the pipelines suite's DDP launch (started by torchrun).")
-    p.add_argument("--task", required=True)
-    args = p.parse_args(argv)
-    with open(args.task) as f:
-        task = json.load(f)
-    try:
-        return rank_main(task)
-    except BaseException as e:  # noqa: BLE001 - a broken group: report and leave without tearing it down
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        work = Path(task.get("workdir", ""))
-        if work.is_dir():
-            try:
-                from .. import distributed as dist_mod
+def _unfinished(got: Any, k: int, left: list[Point], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    """Records for the cases a failed launch did not finish: the one it ended on gets the failure (which rank
+    died first, or the timeout), those after it ``skipped``; every case when it failed before its first."""
+    from .. import launch
 
-                rank = int(os.environ.get("RANK", "-1"))
-                dist_mod._write_json(work / f"fail-{rank}.json", {"rank": rank, "error": f"{type(e).__name__}: {e}"})
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(1)
+    first = left[0]
+    n_done = len(got.done)
+    started = got.progress is not None and got.progress.key == first.key and got.progress.index == n_done
+    status, reason = launch._failure(got, "during the case" if started else "before the case started")
+    if not started and n_done == 0:
+        why = f"the DDP launch of {k} rank(s) failed before its first case: {reason}"
+        return [common.record(ctx, pt.case(k), status=status, reason=why) for pt in left]
+    return [common.record(ctx, first.case(k), status=status, reason=f"DDP launch of {k} rank(s): {reason}")] + [
+        common.record(ctx, pt.case(k), status="skipped",
+                      reason=f"not run: the DDP launch of {k} rank(s) ended at {first.key}") for pt in left[1:]]
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import store
 from . import common, dataset, inference, kinds, loading, training
 
 PARTS = ("dataload", "train", "infer")
@@ -175,9 +174,12 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
     commit, dirty = context.git_state()
     run_id = context.new_run_id()
     ctx = {"run_id": run_id, "git_commit": commit, "git_dirty": dirty, "frontend": frontend, "device": cfg.device}
-    slug = (env.get("arch") or "gpu").lower() if cfg.device == "gpu" else "cpu"
-    folder = Path(out_dir) / store.safe_component(f"{slug}-{env['machine']}")
     name = f"{run_id}-{common.SUITE}"
+    # the run's context: the results folder rule (<out>/<arch or cpu>-<machine>), and what a DDP launch sends
+    # its ranks
+    run_ctx = context.RunContext.start(suite=common.SUITE, device=cfg.device, frontend=frontend, out_dir=out_dir,
+                                       run_id=run_id, env=env, git=(commit, dirty), name=name)
+    folder = run_ctx.folder
     tmp = None
     records: list[dict[str, Any]] = []
     path: Path | None = None
@@ -185,7 +187,7 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
     def emit(rec: dict[str, Any]) -> None:
         nonlocal path
         records.append(rec)
-        path = store.write_records(folder, env, records, name=name, unique=False)
+        path = run_ctx.write(records)
         m = rec.get("metrics") or {}
         p50 = m.get("time_us", {}).get("p50")
         say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}"
@@ -212,7 +214,7 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
             from . import ddp
 
             tr = [p for p in points(Config(**{**cfg.__dict__, "parts": ("train",)}), info)]
-            for rec in ddp.run_ddp(cfg, ctx, env, folder, path_ds, info, tr, log=say):
+            for rec in ddp.run_ddp(cfg, run_ctx, path_ds, info, tr, log=say):
                 records.append(rec)
                 say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}")
         if "infer" in cfg.parts:
