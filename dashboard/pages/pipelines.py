@@ -14,10 +14,10 @@ import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from dashboard import charts, data  # noqa: E402
+from robocache import providers  # noqa: E402
 from robocache.bench import report, store  # noqa: E402
 from robocache.bench.schema import to_dict  # noqa: E402
 
-PIPE_COLORS = {"cpu_workers": "#7f7f7f", "robocache": "#1f77b4"}
 DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers": "workers",
                     "base_tps": "CPU workers traj/s", "ours_tps": "robocache traj/s", "speedup": "speedup",
                     "base_p50": "CPU workers ms p50", "base_p90": "CPU workers ms p90", "ours_p50": "robocache ms p50",
@@ -42,7 +42,7 @@ def dataload_chart(rows: list[dict], title: str) -> go.Figure:
     for prov, key in (("cpu_workers", "base_tps"), ("robocache", "ours_tps")):
         xs = [f"B{r['B']} W{r['workers']}" for r in rows]
         fig.add_bar(name=charts.plain("CPU workers (NumPy)" if prov == "cpu_workers" else "robocache.fuse"),
-                    x=[charts.plain(x) for x in xs], y=[r[key] for r in rows], marker_color=PIPE_COLORS[prov])
+                    x=[charts.plain(x) for x in xs], y=[r[key] for r in rows], marker_color=providers.color(prov))
     fig.update_layout(title=charts.plain(title), barmode="group", yaxis_title="trajectories per second",
                       xaxis_title="batch size and workers", height=380)
     return fig

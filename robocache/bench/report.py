@@ -537,7 +537,9 @@ def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
 
 def pipeline_inference_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
     """The inference table's rows (:data:`INFERENCE_HEADER`)."""
-    order = {"eager": 0, "sdpa": 1, "torch_compile": 2, "torch_compile@max-autotune": 3}
+    from .pipelines.kinds import INFER_BACKENDS
+
+    order = {b: i for i, b in enumerate(INFER_BACKENDS)}
     recs = sorted((r for r in records if pipeline_kind(r) == "infer"),
                   key=lambda r: (_machine(r), r["case"]["params"].get("B", 0), order.get(r["case"]["provider"], 9)))
     return [[f"{_machine(r)[1]} ({_machine(r)[0]})", r["case"]["params"].get("B"), r["case"]["provider"],

@@ -19,7 +19,7 @@ import math
 import time
 from typing import Any
 
-BACKENDS = ("eager", "sdpa", "torch_compile", "torch_compile@max-autotune")
+from .kinds import INFER_BACKENDS as BACKENDS  # noqa: E402
 OBS_STEPS, HORIZON, D_MODEL, HEADS, LAYERS = 16, 8, 256, 4, 4
 OUT_RTOL = 1e-4  # fused attention kernels reorder float32 sums
 
