@@ -27,5 +27,5 @@ def test_rehearsal_raises_the_expected_alert(tmp_path):
     assert all(a["confirmed"] is True for a in doc["alerts"])
     for step in ("one issue opened for the change", "the same issue updated", "the issue closed with a 'Recovered'",
                  "a runner change: reported as an environment change", "a method change: every series restarts"):
-        assert any(ln.startswith("ok: ") and step in ln for ln in out.stdout.splitlines()), step
+        assert any(ln.strip().startswith("ok: ") and step in ln for ln in out.stdout.splitlines()), step
     assert "FAILED:" not in out.stdout
