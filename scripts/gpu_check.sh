@@ -25,8 +25,9 @@
 #        size), OUTDIR/multigpu.log and OUTDIR/multigpu-report.md. Machine name nvidia-h200-x<N> (H100: -h100-)
 #        unless ROBOCACHE_MACHINE is set (a 2-, 4- and 8-GPU machine are different series). MULTIGPU_DEVICE=cpu GPUS=2
 #        rehearses it with Gloo processes on a machine without GPUs; MULTIGPU_ARGS adds run options.
-# ncu:   Nsight Compute counters (DRAM % of peak, occupancy, L2 hit rate, registers) of the cases named in NCU_KEYS,
-#        one profiled call each after the reference gate (scripts/ncu_cases.py): OUTDIR/ncu/ncu.{json,md}.
+# ncu:   Nsight Compute counters (ncu time share, DRAM % of peak, SM %, occupancy, L2 hit rate, registers) of the cases
+#        named in NCU_KEYS, one profiled call each after the reference gate: the profile suite
+#        (`python -m robocache.bench.pipelines profile --cases ...`), records under OUTDIR/results, OUTDIR/ncu.log.
 # pipelines: the end-to-end suite (docs/pipelines.md) on one GPU: a generated robot dataset (PIPELINES_MB, default
 #        128 MB), data loading at batch 32 and 128 with 4 and 8 workers (CPU workers vs robocache.fuse), the training
 #        step of both models, inference at batch 1 and 32 for eager, SDPA, torch.compile and max-autotune (in that
@@ -181,12 +182,14 @@ if part multigpu; then
   [ "$mrc" = 0 ] || status=1
 fi
 if part ncu; then
-  # Nsight Compute counters of the cases named in NCU_KEYS (space-separated <op>/<tag>/<dtype>/<provider>)
+  # Nsight Compute counters of the cases named in NCU_KEYS (space-separated <op>/<tag>/<dtype>/<provider>): the
+  # profile suite (robocache/bench/pipelines/ncu.py), records under OUTDIR/results like every other suite
+  MACHINE=$(machine_name)
   start=$(date +%s)
-  # shellcheck disable=SC2086
-  $PY scripts/ncu_cases.py "$OUT/ncu" ${NCU_KEYS:?NCU_KEYS names the cases to profile} 2>&1 | tail -40
+  $PY -m robocache.bench.pipelines profile --device gpu --out "$OUT/results" --machine "$MACHINE" \
+      --cases "$(echo ${NCU_KEYS:?NCU_KEYS names the cases to profile} | tr ' ' ',')" 2>&1 | tee "$OUT/ncu.log" | tail -40
   nrc=${PIPESTATUS[0]}
-  echo "NCU SUMMARY: wall $(( $(date +%s) - start )) s; exit $nrc"
+  echo "NCU SUMMARY: machine $MACHINE wall $(( $(date +%s) - start )) s; exit $nrc"
   [ "$nrc" = 0 ] || status=1
 fi
 if part pipelines; then

@@ -397,6 +397,36 @@ def test_ncu_csv_parsing() -> None:
     assert ncu.parse_csv("==PROF== nothing profiled\n") == []
 
 
+NCU_CSV_TIMES = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","python3","h","zero_fill","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","m","gpu__time_duration.sum","nsecond","3,300"
+"0","1","python3","h","zero_fill","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","m","dram__bytes_read.sum","Kbyte","12"
+"1","1","python3","h","voxel_hashed_v2_float32","1","7","(256, 1, 1)","(392, 1, 1)","0","9.0","m","gpu__time_duration.sum","usecond","26.0"
+"1","1","python3","h","voxel_hashed_v2_float32","1","7","(256, 1, 1)","(392, 1, 1)","0","9.0","m","dram__bytes_read.sum","Mbyte","12.0"
+"1","1","python3","h","voxel_hashed_v2_float32","1","7","(256, 1, 1)","(392, 1, 1)","0","9.0","m","launch__registers_per_thread","register/thread","32"
+'''
+
+
+def test_ncu_units_and_the_longest_kernel_figures() -> None:
+    """ncu's units become the figures' (ns -> us, Kbyte/Mbyte -> MB); the record's figures are the longest
+    kernel's and every kernel carries its share of the profiled call."""
+    from robocache.bench.pipelines import common, ncu
+
+    got = ncu.parse_csv(NCU_CSV_TIMES)
+    assert got[0]["ncu_time_us"] == pytest.approx(3.3) and got[0]["dram_read_mb"] == pytest.approx(0.012)
+    assert got[1]["ncu_time_us"] == pytest.approx(26.0) and got[1]["registers"] == 32.0
+    ctx = {"run_id": "r", "git_commit": None, "git_dirty": None, "frontend": "cli", "device": "gpu"}
+    from robocache.bench import specs
+
+    rc = specs.find("voxelize/B4-N100000-G64-mean-clustered-C4/float32/robocache").to_record_case()
+    rec = ncu._record(common, ctx, rc, 0, NCU_CSV_TIMES, "", 1.0)
+    assert rec["status"] == "ok"
+    assert rec["pipeline"]["figures"]["ncu_time_us"] == pytest.approx(26.0)
+    shares = [k["share"] for k in rec["pipeline"]["kernels"]]
+    assert shares == pytest.approx([3.3 / 29.3, 26.0 / 29.3])
+    bad = ncu._record(common, ctx, rc, 1, "", "==ERROR== the profiler failed\n", 1.0)
+    assert bad["status"] == "error" and "the profiler failed" in bad["reason"]
+
+
 def test_profile_suite_without_a_gpu(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from robocache.bench.pipelines import ncu
 

@@ -576,8 +576,8 @@ def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
             "kernel (a CPU run: self CPU time per operator).\n\n" + "\n\n".join(parts))
 
 
-PROFILE_HEADER = ["machine", "case", "dtype", "kernel", "DRAM % of peak", "achieved occupancy %", "L2 hit rate %",
-                  "status"]
+PROFILE_HEADER = ["machine", "case", "dtype", "provider", "longest kernel", "its share of the call", "DRAM % of peak",
+                  "SM % of peak", "achieved occupancy %", "L2 hit rate %", "registers", "status"]
 
 
 def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
@@ -587,9 +587,12 @@ def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
     out = []
     for r in recs:
         ks = ((r.get("pipeline") or {}).get("kernels")) or []
-        out.append([f"{_machine(r)[1]} ({_machine(r)[0]})", r["case"]["id"], r["case"]["dtype"],
-                    ks[0]["name"][:60] if ks else "-", _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"),
+        top = max(ks, key=lambda k: k.get("share") or 0.0) if ks else None
+        out.append([f"{_machine(r)[1]} ({_machine(r)[0]})", r["case"]["id"], r["case"]["dtype"], r["case"]["provider"],
+                    top["name"][:60] if top else "-", _f(top.get("share") if top else None, "{:.0%}"),
+                    _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"), _f(_fig(r, "sm_pct_of_peak"), "{:.1f}"),
                     _f(_fig(r, "achieved_occupancy_pct"), "{:.1f}"), _f(_fig(r, "l2_hit_rate_pct"), "{:.1f}"),
+                    _f(_fig(r, "registers"), "{:.0f}"),
                     r["status"] + (f": {(r.get('reason') or '').splitlines()[0][:60]}" if r["status"] != "ok" else "")])
     return out
 

@@ -1,34 +1,54 @@
 """The ``profile`` suite: Nsight Compute metrics of robocache's kernels (GPU only; ``ncu`` must be on PATH).
 
-For each case (default: every op's representative case, float32, provider ``robocache``), one process runs
-under ``ncu``: it builds the case's seeded inputs through the harness (``worker.prepare``), calls the op a few
-times to warm up, then once inside the NVTX range ``rcb_profile``, which is the only range ncu profiles
-(``--nvtx --nvtx-include rcb_profile/``). The metrics, per kernel launched in the range:
+For each case (default: every op's representative case, float32, provider ``robocache``; any grid case key,
+peers included: ``.../torch_compile`` profiles the kernels the compiled peer launches), one process runs under
+``ncu --clock-control none --target-processes application-only`` (METHOD.md: leave the clocks alone; profiling
+torch.compile's compile workers too never finished on the lent H200): it builds the case's seeded inputs through
+the harness (``worker.prepare``), checks the output against the reference (a wrong kernel is never profiled), calls
+the op a few times to warm up, then once inside the NVTX range ``rcb_profile``, which is the only range ncu
+profiles (``--nvtx --nvtx-include rcb_profile/``). The metrics, per kernel launched in the range:
 
 | figure | ncu metric |
 | --- | --- |
+| ``ncu_time_us`` | ``gpu__time_duration.sum`` (under counter replay: a share, not the harness's time) |
 | ``dram_pct_of_peak`` | ``dram__throughput.avg.pct_of_peak_sustained_elapsed`` |
+| ``dram_read_mb``, ``dram_write_mb`` | ``dram__bytes_read.sum``, ``dram__bytes_write.sum`` |
+| ``sm_pct_of_peak`` | ``sm__throughput.avg.pct_of_peak_sustained_elapsed`` |
 | ``achieved_occupancy_pct`` | ``sm__warps_active.avg.pct_of_peak_sustained_active`` |
 | ``l2_hit_rate_pct`` | ``lts__t_sector_hit_rate.pct`` |
+| ``registers`` | ``launch__registers_per_thread`` |
 
 One record per case (suite ``profile``, nothing timed: ``metrics`` null), ``pipeline.kind: "profile"``,
-``pipeline.figures`` the first kernel's metrics, ``pipeline.kernels`` every profiled kernel's name. Without a GPU
-or without ``ncu`` the records are ``skipped`` with the reason.
+``pipeline.figures`` the longest kernel's metrics (by ``ncu_time_us``), ``pipeline.kernels`` every profiled
+kernel with its ncu time and share of the call. Without a GPU or without ``ncu`` the records are ``skipped`` with
+the reason; a case whose process outlives its limit is killed with its process group (ncu and the target).
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import io
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from typing import Any
 
-METRICS = {"dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct_of_peak",
+METRICS = {"gpu__time_duration.sum": "ncu_time_us",
+           "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct_of_peak",
+           "dram__bytes_read.sum": "dram_read_mb",
+           "dram__bytes_write.sum": "dram_write_mb",
+           "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_pct_of_peak",
            "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
-           "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct"}
+           "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
+           "launch__registers_per_thread": "registers"}
+# ncu's units -> the figure's (the details page gives each metric's unit in "Metric Unit")
+_SCALE = {("ncu_time_us", "nsecond"): 1e-3, ("ncu_time_us", "usecond"): 1.0, ("ncu_time_us", "msecond"): 1e3,
+          ("dram_read_mb", "byte"): 1e-6, ("dram_read_mb", "Kbyte"): 1e-3, ("dram_read_mb", "Mbyte"): 1.0,
+          ("dram_read_mb", "Gbyte"): 1e3, ("dram_write_mb", "byte"): 1e-6, ("dram_write_mb", "Kbyte"): 1e-3,
+          ("dram_write_mb", "Mbyte"): 1.0, ("dram_write_mb", "Gbyte"): 1e3}
 RANGE = "rcb_profile"
 SUITE = "profile"
 
@@ -57,6 +77,10 @@ def target(key: str, warm: int = 3) -> int:
     if prep is None:
         print(f"ncu target: {key}: {why}", file=sys.stderr)
         return 2
+    _, _, bad = worker.gate(case, prep)  # correct before profiled: a wrong kernel's counters mean nothing
+    if bad:
+        print(f"ncu target: {key}: the reference gate failed: {bad}", file=sys.stderr)
+        return 4
     for _ in range(warm):
         prep.call()
     torch.cuda.synchronize()
@@ -81,10 +105,12 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
             continue
         rid = r.get("ID", "0")
         k = out.setdefault(rid, {"kernel": r.get("Kernel Name", "?")})
+        fig = METRICS[name]
         try:
-            k[METRICS[name]] = float(str(r.get("Metric Value", "")).replace(",", ""))
+            k[fig] = float(str(r.get("Metric Value", "")).replace(",", "")) * \
+                _SCALE.get((fig, str(r.get("Metric Unit", "")).strip()), 1.0)
         except ValueError:
-            k[METRICS[name]] = None
+            k[fig] = None
     return [out[i] for i in sorted(out, key=lambda x: int(x) if x.isdigit() else 0)]
 
 
@@ -107,30 +133,42 @@ def run_profile(keys: list[str], *, device: str, ctx: dict[str, Any], timeout_s:
             rec["suite"] = SUITE
             recs.append(rec)
             continue
-        cmd = [ncu, "--csv", "--nvtx", "--nvtx-include", f"{RANGE}/", "--metrics", ",".join(METRICS),
-               "--target-processes", "all", sys.executable, "-m", "robocache.bench.pipelines.ncu", "target", key]
+        cmd = [ncu, "--clock-control", "none", "--target-processes", "application-only", "--csv", "--nvtx",
+               "--nvtx-include", f"{RANGE}/", "--metrics", ",".join(METRICS),
+               sys.executable, "-m", "robocache.bench.pipelines.ncu", "target", key]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-            kernels = parse_csv(out.stdout)
-            if out.returncode != 0 or not kernels:
-                tail = (out.stderr or out.stdout).strip().splitlines()[-3:]
-                rec = common.record(base, rc, status="error", duration_s=time.perf_counter() - t0,
-                                    reason=f"ncu exit {out.returncode}, {len(kernels)} kernel(s) profiled: "
-                                           + " | ".join(tail)[:600])
-            else:
-                first = kernels[0]
-                rec = common.record(base, rc, duration_s=time.perf_counter() - t0, pipeline={
-                    "kind": "profile", "figures": {v: first.get(v) for v in METRICS.values()},
-                    "kernels": [{"name": k["kernel"][:200], "calls": 1, "total_us": 0.0, "avg_us": 0.0,
-                                 "share": 1.0 / len(kernels)} for k in kernels],
-                    "notes": [f"Nsight Compute, {len(kernels)} kernel(s) in the profiled call; figures: the first "
-                              "kernel's; kernel rows carry names only (ncu's replay times are not the harness's)"]})
+            stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # ncu and the profiled process: a survivor would skew the next case
+            proc.communicate()
             rec = common.record(base, rc, status="timeout", reason=f"ncu did not finish in {timeout_s:g} s",
                                 duration_s=time.perf_counter() - t0)
+        else:
+            rec = _record(common, base, rc, proc.returncode, stdout, stderr, time.perf_counter() - t0)
         rec["suite"] = SUITE
         recs.append(rec)
     return recs
+
+
+def _record(common: Any, base: dict[str, Any], rc: dict[str, Any], code: int, stdout: str, stderr: str,
+            duration_s: float) -> dict[str, Any]:
+    """A profile record from ncu's output: the longest kernel's figures, every kernel with its ncu time."""
+    kernels = parse_csv(stdout)
+    if code != 0 or not kernels:
+        tail = (stderr or stdout).strip().splitlines()[-3:]
+        return common.record(base, rc, status="error", duration_s=duration_s,
+                             reason=f"ncu exit {code}, {len(kernels)} kernel(s) profiled: " + " | ".join(tail)[:600])
+    times = [k.get("ncu_time_us") or 0.0 for k in kernels]
+    total = sum(times)
+    longest = kernels[max(range(len(kernels)), key=times.__getitem__)]
+    return common.record(base, rc, duration_s=duration_s, pipeline={
+        "kind": "profile", "figures": {v: longest.get(v) for v in METRICS.values()},
+        "kernels": [{"name": k["kernel"][:200], "calls": 1, "total_us": t, "avg_us": t,
+                     "share": t / total if total > 0 else 1.0 / len(kernels)} for k, t in zip(kernels, times)],
+        "notes": [f"Nsight Compute, {len(kernels)} kernel(s) in the profiled call; figures: the longest kernel's; "
+                  "times are ncu's under counter replay (shares of the call, not the harness's measurement)"]})
 
 
 def main(argv: list[str] | None = None) -> int:
