@@ -493,3 +493,22 @@ def test_env_is_shared_not_copied(tmp_path: Path) -> None:
     envs = {id(r["env"]) for r in res.records}
     assert len(envs) == 2  # one env object per file
     assert {r["env"]["machine"] for r in res.records} == {"ci-synthetic", "other"}
+
+
+def test_atomic_write_replaces_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Every file the commands write (reports, comparisons, alerts) goes through store.atomic_write: a reader
+    sees the old content or the new, and a write that fails leaves the old file and no temporary behind."""
+    target = tmp_path / "alerts.json"
+    store.atomic_write(target, '{"old": 1}')
+    assert target.read_text() == '{"old": 1}'
+    store.atomic_write(target, b'{"new": 2}')
+    assert target.read_text() == '{"new": 2}'
+
+    def boom(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.os, "replace", boom)
+    with pytest.raises(OSError):
+        store.atomic_write(target, '{"lost": 3}')
+    assert target.read_text() == '{"new": 2}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alerts.json"]

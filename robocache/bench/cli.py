@@ -20,6 +20,7 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
+from typing import Any
 
 from .. import providers
 from . import report as rep
@@ -416,7 +417,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         else:
             text = rep.report(records)
         if args.cmd == "report" and args.out:
-            Path(args.out).write_text(text)
+            store.atomic_write(args.out, text)
             print(f"report written to {args.out}")
         else:
             print(terminal_text(text) if args.cmd == "show" else _for_stdout(text))
@@ -456,7 +457,7 @@ def _compare(args: argparse.Namespace) -> int:
     else:
         text = regress.compare_markdown(verdicts, bname, nname)
     if args.out:
-        Path(args.out).write_text(text)
+        store.atomic_write(args.out, text)
         print(f"comparison written to {args.out}")
     else:
         print(text)
@@ -466,12 +467,29 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    import json
-    import os
-    import tempfile
-
+    """``check``: load the history, find the changes, confirm them by measuring again (``--confirm``), write."""
     from . import regress
 
+    records = _check_history(args)
+    if isinstance(records, int):
+        return records
+    frontend = None if args.frontend == "all" else args.frontend
+    kw = {"floor": args.floor} if args.floor is not None else {}
+    res = regress.check(records, machine=args.machine, frontend=frontend, **kw)
+    if res.series == 0:
+        machines = sorted({str((r.get("env") or {}).get("machine")) for r in records})
+        print(f"robocache-bench check: no series for machine {args.machine!r} and front end {args.frontend!r}; "
+              f"machines in these records: {', '.join(machines)}", file=sys.stderr)
+        return 2
+    refuted: list = []
+    if args.confirm and res.alerts:
+        refuted = _check_confirm(args, res, kw)
+    _check_outputs(args, res, refuted)
+    return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
+
+
+def _check_history(args: argparse.Namespace) -> list | int:
+    """The records of ``check``'s paths (bad files warned about), or exit code 2 with a one-line reason."""
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         print(f"robocache-bench check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
@@ -484,71 +502,78 @@ def _check(args: argparse.Namespace) -> int:
         print(f"robocache-bench check: no records in {', '.join(args.paths)}"
               + (f" ({len(loaded.bad)} bad file(s) skipped)" if loaded.bad else ""), file=sys.stderr)
         return 2
-    frontend = None if args.frontend == "all" else args.frontend
-    kw = {"floor": args.floor} if args.floor is not None else {}
-    res = regress.check(records, machine=args.machine, frontend=frontend, **kw)
-    if res.series == 0:
-        machines = sorted({str((r.get("env") or {}).get("machine")) for r in records})
-        print(f"robocache-bench check: no series for machine {args.machine!r} and front end {args.frontend!r}; "
-              f"machines in these records: {', '.join(machines)}", file=sys.stderr)
-        return 2
-    refuted: list = []
-    unconfirmable: list = []
-    if args.confirm and res.alerts:
-        from . import runner
+    return records
 
-        # capture_env's rule for this machine's name: a rerun here can only confirm this machine's series
-        from . import env as envmod  # capture_env's rule (argument, ROBOCACHE_MACHINE, the GPU's name, hostname)
 
-        here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
-        mine = [c for c in res.alerts if c.series["machine"] == here]
-        # only providers the grid registers are measured again: a provider read from a record (a history
-        # anyone with write access to the results could edit) never chooses code to import
-        registered = set(specs.GPU_PROVIDERS) | {"numpy"} | set(specs.DISPATCH_PROVIDERS)
-        keys, why_not = [], {}
-        for c in mine:
-            prov = str(c.series["provider"])
-            if prov not in registered:
-                why_not[c.fingerprint] = (f"provider {prov!r} is not a registered provider: not measured again "
-                                          "(a record never chooses code to import)")
-                print(f"robocache-bench check: refusing to measure {c.key!r} again: provider {prov!r} is not a "
-                      f"registered provider ({', '.join(sorted(registered))}); the alert is raised unconfirmed",
-                      file=sys.stderr)
-                continue
-            try:
-                specs.find(c.key)
-                keys.append(c.key)
-            except (KeyError, ValueError):  # a case no longer in the grid cannot be measured again
-                why_not[c.fingerprint] = f"case {c.key} is not in grid version {specs.GRID_VERSION}"
-        keys = sorted(set(keys))
-        again = []
-        if keys:
-            out = args.confirm_out or tempfile.mkdtemp(prefix="robocache-confirm-")
-            print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them {regress.CONFIRM_RUNS} times "
-                  f"again into {out} ...",
+def _measurable(alerts: list) -> tuple[list[str], dict[str, str]]:
+    """The case keys of ``alerts`` this machine may measure again, and why the others are not: only providers
+    the provider table registers (a provider read from a record, which anyone with write access to the results
+    could edit, never chooses code to import) and cases still in the grid."""
+    registered = set(providers.names())
+    keys, why_not = [], {}
+    for c in alerts:
+        prov = str(c.series["provider"])
+        if prov not in registered:
+            why_not[c.fingerprint] = (f"provider {prov!r} is not a registered provider: not measured again "
+                                      "(a record never chooses code to import)")
+            print(f"robocache-bench check: refusing to measure {c.key!r} again: provider {prov!r} is not a "
+                  f"registered provider ({', '.join(sorted(registered))}); the alert is raised unconfirmed",
                   file=sys.stderr)
-            device = runner.detect_device()
-            for _ in range(regress.CONFIRM_RUNS):  # fresh processes each time: independent measurements
-                rr = runner.run_suite(res.alerts[0].after.suite, device=device,
-                                      cases=[specs.find(k) for k in keys], out_dir=out, machine=here,
-                                      progress=False)
-                again += store.load(rr.path).records if rr.path else []
-        kept, refuted, unconfirmable = regress.confirm(
-            res, again, measurable={c.fingerprint for c in mine if c.key in keys}, not_measured=why_not, **kw)
-        res.alerts = kept + unconfirmable  # an alert that could not be measured again is raised, marked
+            continue
+        try:
+            specs.find(c.key)
+            keys.append(c.key)
+        except (KeyError, ValueError):  # a case no longer in the grid cannot be measured again
+            why_not[c.fingerprint] = f"case {c.key} is not in grid version {specs.GRID_VERSION}"
+    return sorted(set(keys)), why_not
+
+
+def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> list:
+    """Measure this machine's alerted cases again (``regress.CONFIRM_RUNS`` fresh runs) and keep the alerts the
+    reruns, tested alone, reproduce; an alert that cannot be measured here is raised, marked unconfirmed.
+    Updates ``res.alerts``; returns the refuted ones."""
+    import tempfile
+
+    from . import env as envmod  # capture_env's rule for the name (argument, ROBOCACHE_MACHINE, GPU, hostname)
+    from . import regress, runner
+
+    here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
+    mine = [c for c in res.alerts if c.series["machine"] == here]  # a rerun here confirms this machine's only
+    keys, why_not = _measurable(mine)
+    again: list = []
+    if keys:
+        out = args.confirm_out or tempfile.mkdtemp(prefix="robocache-confirm-")
+        print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them {regress.CONFIRM_RUNS} times "
+              f"again into {out} ...", file=sys.stderr)
+        device = runner.detect_device()
+        for _ in range(regress.CONFIRM_RUNS):  # fresh processes each time: independent measurements
+            rr = runner.run_suite(res.alerts[0].after.suite, device=device, cases=[specs.find(k) for k in keys],
+                                  out_dir=out, machine=here, progress=False)
+            again += store.load(rr.path).records if rr.path else []
+    kept, refuted, unconfirmable = regress.confirm(
+        res, again, measurable={c.fingerprint for c in mine if c.key in keys}, not_measured=why_not, **kw)
+    res.alerts = kept + unconfirmable
+    return refuted
+
+
+def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
+    """``check``'s report on stdout and, when asked, its markdown and JSON files (written atomically)."""
+    import json
+
+    from . import regress
+
     text = regress.check_markdown(res)
     if refuted:
         text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
             f"{regress.md_text(regress.alert_title(c))} ({regress.md_text(c.confirm_note)})" for c in refuted) + "\n"
-    print(text)
+    print(_for_stdout(text))
     if args.markdown:
-        Path(args.markdown).write_text(text)
+        store.atomic_write(args.markdown, text)
     if args.json:
         doc = regress.alerts_json(res)
         doc["refuted"] = [c.fingerprint for c in refuted]
         doc["confirm_asked"] = bool(args.confirm)
-        Path(args.json).write_text(json.dumps(doc, indent=1, allow_nan=False))
-    return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
+        store.atomic_write(args.json, json.dumps(doc, indent=1, allow_nan=False))
 
 
 def _floor_arg(text: str) -> float:

@@ -89,6 +89,17 @@ def write_records(out_dir: str | os.PathLike[str], env: dict[str, Any], records:
     if final.resolve().parent != out.resolve():  # safe_component makes this impossible; check anyway
         raise ValueError(f"refusing to write outside {out}: {final}")
 
+    atomic_write(final, data)
+    return final
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, fsynced, then renamed over
+    ``path`` (a reader sees the old file or the new one, never a part); the folder must exist. Every file the
+    commands write (records, reports, comparisons, alerts) goes through here."""
+    final = Path(path)
+    out = final.parent
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=out, prefix=TMP_PREFIX)
     try:
         try:
@@ -96,7 +107,7 @@ def write_records(out_dir: str | os.PathLike[str], env: dict[str, Any], records:
         except (AttributeError, OSError):
             pass
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(raw)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
@@ -107,7 +118,6 @@ def write_records(out_dir: str | os.PathLike[str], env: dict[str, Any], records:
             pass
         raise
     _fsync_dir(out)
-    return final
 
 
 def _fsync_dir(path: Path) -> None:
