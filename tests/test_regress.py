@@ -585,3 +585,17 @@ def test_compare_a_crash_without_a_method_beside_a_timed_record():
     assert [(x.verdict, x.reason) for x in v] == [("failed", "new: crash")]
     v = regress.compare([new], [rec(t=100.0, run="run-c")])  # the other way round
     assert [(x.verdict, x.reason) for x in v] == [("failed", "base: crash")]
+
+
+def test_check_never_says_no_regression_when_nothing_was_tested():
+    """A history too short for any test is "nothing tested", never a pass that did not look; a partly tested
+    history says how many series were tested."""
+    short = series(FLAT[: regress.MIN_HISTORY - 1])
+    text = regress.check_markdown(regress.check(short))
+    assert "Nothing tested" in text and "No performance regression" not in text
+    full = series(FLAT)
+    res = regress.check(full + [dict(r, case={**r["case"], "dtype": "float16"}) for r in short])
+    assert res.series == 2 and res.series_checked == 1
+    text = regress.check_markdown(res)
+    assert "No performance regression in the 1 series tested (1 with fewer than" in text
+    assert regress.check_markdown(regress.check(full)).rstrip().endswith("No performance regression.")

@@ -942,6 +942,13 @@ def check_markdown(res: CheckResult) -> str:
              f"(Benjamini-Hochberg q <= {FDR_Q}, beyond {FLOOR:.0%}).", ""]
     if res.alerts:
         lines += [f"**{len(res.alerts)} performance regression(s)**", ""] + [alert_markdown(c) for c in res.alerts]
+    elif res.series_checked == 0:
+        # nothing was tested: "no regression" would be a pass that never looked
+        lines.append(f"**Nothing tested**: no series has the {MIN_HISTORY} healthy runs a test needs, so no "
+                     "regression can be found or ruled out yet (run the suite on more commits of this machine).")
+    elif res.series_checked < res.series:
+        lines.append(f"No performance regression in the {res.series_checked} series tested "
+                     f"({res.series - res.series_checked} with fewer than {MIN_HISTORY} healthy runs not tested).")
     else:
         lines.append("No performance regression.")
     if res.drifts:
