@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from robocache.bench import frontend, launch, scaling, specs, store, timing
+from robocache.bench import frontend, specs, store, timing
+from robocache.bench.multigpu import launch, scaling
 from robocache.bench.schema import SCHEMA_VERSION, parse_file_bytes, to_dict
 from tests.test_store import make_doc, make_env, make_record
 
@@ -395,7 +396,7 @@ def test_schema_v1_loads_and_multigpu_round_trips(tmp_path):
 def test_gather_checksum_sees_changed_and_moved_bytes():
     import torch
 
-    from robocache.bench import distributed
+    from robocache.bench.multigpu import rank as distributed
 
     x = torch.randint(0, 256, (3 * (1 << 24) + 5,), dtype=torch.uint8)  # several chunks and a tail
     base = distributed._checksum(x)

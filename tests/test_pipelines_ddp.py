@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("h5py")
 torch = pytest.importorskip("torch")
 
-from robocache.bench import context, launch, report, store  # noqa: E402
+from robocache.bench import context, report, store
+from robocache.bench.multigpu import launch  # noqa: E402
 from robocache.bench.pipelines import dataset as ds  # noqa: E402
 from robocache.bench.pipelines import ddp  # noqa: E402
 from robocache.bench.pipelines.run import Config, points, run  # noqa: E402

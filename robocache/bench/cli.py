@@ -24,7 +24,8 @@ from typing import Any
 
 from .. import providers
 from . import report as rep
-from . import launch, specs, store
+from . import specs, store
+from .multigpu import launch
 from .messages import TimingOptions
 
 
@@ -646,7 +647,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
-    from . import launch
+    from .multigpu import launch
 
     if args.nnodes > 1 and not args.rdzv_endpoint:
         print("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)", file=sys.stderr)

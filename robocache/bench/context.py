@@ -1,7 +1,7 @@
 """The run context: one run's identity and where its records go, shared by every way of running cases.
 
 ``robocache-bench run`` (:mod:`robocache.bench.runner`), the multi-GPU launcher and its ranks
-(:mod:`robocache.bench.launch`, :mod:`robocache.bench.distributed`) and the asv / pytest-benchmark front
+(:mod:`robocache.bench.multigpu.launch`, :mod:`robocache.bench.multigpu.rank`) and the asv / pytest-benchmark front
 ends (:mod:`robocache.bench.frontend`) all start a :class:`RunContext` and ask it for what they used to
 work out each on their own:
 

@@ -243,7 +243,7 @@ def measure(key: str, session: Session, *, suite: str = "nightly", check_only: b
 def multigpu_unavailable(case: specs.Case) -> str | None:
     """Why this machine cannot run the multi-GPU ``case`` (None when it can): its grid point is for another
     device, torch.distributed or its backend is missing, or fewer GPUs are present than it needs."""
-    from . import launch
+    from .multigpu import launch
 
     device = device_here()
     if device not in specs.devices_of(case):
@@ -267,7 +267,7 @@ def measure_multigpu(case: specs.Case, session: Session, *, suite: str = "multig
     slowest rank's step samples."""
     import types
 
-    from . import launch
+    from .multigpu import launch
 
     why = multigpu_unavailable(case)
     if why:

@@ -1,7 +1,7 @@
 """Typed messages between the harness's processes: what a worker is told and what it sends back.
 
 A case runs in a process of its own (:mod:`robocache.bench.runner`), in the front end's process
-(:mod:`robocache.bench.frontend`) or on every rank of a torchrun launch (:mod:`robocache.bench.distributed`).
+(:mod:`robocache.bench.frontend`) or on every rank of a torchrun launch (:mod:`robocache.bench.multigpu.rank`).
 What crosses a process boundary is one of these msgspec ``Struct`` types, encoded with msgspec (MessagePack
 to a case process, JSON files to and from the ranks) and decoded *with its type*, so a message is checked
 (field names, types, bounds) where it arrives:

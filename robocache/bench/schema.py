@@ -191,7 +191,7 @@ class Distributed(_Rec):
 
     Each rank times its own shard; the group's step ends when its slowest rank does, so the step time is
     the largest per-rank median and the aggregate throughput is the group's items over it
-    (:mod:`robocache.bench.scaling` holds the arithmetic).
+    (:mod:`robocache.bench.multigpu.scaling` holds the arithmetic).
     """
 
     world_size: Annotated[int, Meta(ge=1)]  # ranks (processes), one GPU each on a GPU run

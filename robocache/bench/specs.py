@@ -25,7 +25,7 @@ The ``multigpu`` suite holds the cases that span several ranks (one GPU each; Gl
 GPU count, scaling mode (weak: fixed batch per GPU; strong: fixed total batch) and gather mode (none, all:
 ``all_gather`` to every rank, one: ``gather`` to rank 0) are axes of the grid and part of the case's tag
 (``B4096-S100-T50-D32-weak-g4-allgather``); :attr:`Case.world_size` says how many ranks a case needs.
-They run through ``torchrun`` (:mod:`robocache.bench.launch`), never through the single-process runner.
+They run through ``torchrun`` (:mod:`robocache.bench.multigpu.launch`), never through the single-process runner.
 """
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from robocache.bench import env, launch, specs, store
+from robocache.bench import env, specs, store
+from robocache.bench.multigpu import launch
 
 FAST = {"time_limit_s": 0.2}
 

@@ -1,11 +1,11 @@
 """Data-parallel training (DDP) of the pipelines suite, through the harness's torchrun launcher.
 
 :func:`run_ddp` starts one launch per rank count (``python -m torch.distributed.run ... -m
-robocache.bench.pipelines.ddp --task TASK.json``, :func:`robocache.bench.launch.torchrun_command`) under
-:func:`robocache.bench.launch._launch`'s watchdog (case timeout, a dead rank, no process left behind). The task
+robocache.bench.pipelines.ddp --task TASK.json``, :func:`robocache.bench.multigpu.launch.torchrun_command`) under
+:func:`robocache.bench.multigpu.launch._launch`'s watchdog (case timeout, a dead rank, no process left behind). The task
 is a :class:`DDPTask`: the harness's :class:`~robocache.bench.context.LaunchTask` (the run's context, the cases,
 the collective timeout, the one-rank baselines) plus what the training needs (the dataset, the steps, the
-points). Every rank runs the harness's rank loop (:func:`robocache.bench.distributed.rank_main`: ``Rank``,
+points). Every rank runs the harness's rank loop (:func:`robocache.bench.multigpu.rank.rank_main`: ``Rank``,
 ``_init`` with NCCL on GPUs, one per rank, Gloo processes on the CPU; the pid, progress, case and failure files
 the launcher watches, all typed :mod:`robocache.bench.messages`) with this module's case, :func:`train_case`.
 
@@ -76,8 +76,8 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
     elsewhere. A rank-local failure raises: DDP's collectives may be broken, the launch ends."""
     import torch
 
-    from .. import distributed as dist_mod
-    from .. import scaling
+    from ..multigpu import rank as dist_mod
+    from ..multigpu import scaling
     from . import loading, training
     from .run import p_resample_on
 
@@ -149,7 +149,7 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import distributed
+    from ..multigpu import rank as distributed
 
     p = argparse.ArgumentParser(prog=f"python -m {MODULE}",
                                 description="One rank of the pipelines suite's DDP launch (started by torchrun).")
@@ -169,7 +169,7 @@ def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: 
     """One torchrun launch per rank count in ``cfg.ddp_ranks`` (ascending: the one-rank launch first, the
     efficiency's reference) over the training points ``pts``; returns the records as dicts (also written through
     ``run``, one file per rank count)."""
-    from .. import launch
+    from ..multigpu import launch
 
     say = log or (lambda s: None)
     ok, why = launch.available(cfg.device)
@@ -209,7 +209,7 @@ def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: 
 def _unfinished(got: Any, k: int, left: list[Point], ctx: dict[str, Any]) -> list[dict[str, Any]]:
     """Records for the cases a failed launch did not finish: the one it ended on gets the failure (which rank
     died first, or the timeout), those after it ``skipped``; every case when it failed before its first."""
-    from .. import launch
+    from ..multigpu import launch
 
     first = left[0]
     n_done = len(got.done)

@@ -4,10 +4,10 @@
 cases with ``k <= N`` (ascending, so the one-rank cases, every efficiency's reference, run first), one::
 
     python -m torch.distributed.run --standalone --nnodes 1 --nproc-per-node k --max-restarts 0 \\
-        --monitor-interval 1 -m robocache.bench.distributed --task TASK.json
+        --monitor-interval 1 -m robocache.bench.multigpu.rank --task TASK.json
 
 (the venv's own torchrun: ``sys.executable -m torch.distributed.run``). NCCL on GPUs, Gloo on the CPU. The
-ranks write the records through the store (:mod:`robocache.bench.distributed`); this module watches them:
+ranks write the records through the store (:mod:`robocache.bench.multigpu.rank`); this module watches them:
 
 * **collective timeout** (``collective_timeout``, default 120 s) goes to ``init_process_group``: a rank
   waiting in a collective for a dead or hung peer raises after it;
@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import messages, specs
-from .context import LaunchTask, RunContext, capture_env_in_child, new_run_id
-from .messages import Baseline, CaseDone, Progress, RankFailure, RankPid, Task, TimingOptions
-from .schema import FAILED_STATUSES, Record
+from .. import messages, specs
+from ..context import LaunchTask, RunContext, capture_env_in_child, new_run_id
+from ..messages import Baseline, CaseDone, Progress, RankFailure, RankPid, Task, TimingOptions
+from ..schema import FAILED_STATUSES, Record
 
 COLLECTIVE_TIMEOUT_S = 120.0
 MARGIN_S = 30.0  # a dead rank must end the launch within the collective timeout plus this
@@ -208,9 +208,9 @@ def _reap(proc: subprocess.Popen, launch_id: str) -> list[int]:
 
 def torchrun_command(k: int, task_path: str | os.PathLike[str], *, nnodes: int = 1, node_rank: int = 0,
                      rdzv_endpoint: str | None = None, rdzv_id: str = "robocache-bench",
-                     join_timeout_s: float = 600.0, module: str = "robocache.bench.distributed") -> list[str]:
+                     join_timeout_s: float = 600.0, module: str = "robocache.bench.multigpu.rank") -> list[str]:
     """The torchrun command line of one launch of ``k`` ranks per node; every rank runs ``python -m module
-    --task TASK`` (:mod:`robocache.bench.distributed`; the pipelines suite's DDP training runs its own)."""
+    --task TASK`` (:mod:`robocache.bench.multigpu.rank`; the pipelines suite's DDP training runs its own)."""
     cmd = [sys.executable, "-m", "torch.distributed.run"]
     if nnodes == 1:
         cmd += ["--standalone", "--nnodes", "1"]
@@ -617,7 +617,7 @@ class _MultiRun:
         return rest
 
     def failure(self, case: specs.Case, status: str, reason: str) -> Record:
-        from . import worker
+        from .. import worker
 
         return worker.base_record(self.task, case, status, reason)
 

@@ -1,6 +1,6 @@
-"""One rank of a multi-GPU launch: ``torchrun ... -m robocache.bench.distributed --task TASK.json``.
+"""One rank of a multi-GPU launch: ``torchrun ... -m robocache.bench.multigpu.rank --task TASK.json``.
 
-:mod:`robocache.bench.launch` writes the task (a :class:`~robocache.bench.context.LaunchTask`: the cases of
+:mod:`robocache.bench.multigpu.launch` writes the task (a :class:`~robocache.bench.context.LaunchTask`: the cases of
 one world size, their options, the collective timeout, and the run's context, which says where records go)
 and starts ``torchrun``; every rank runs this module. Per case, all ranks go
 through the same sequence of collectives, whatever happens locally, so a local failure becomes a status
@@ -18,7 +18,7 @@ instead of a hang:
    the same run), each with :func:`timing.time_lockstep` (a call count agreed by all ranks: a rank that
    called a collective more often than its peers would wait forever);
 4. **record**: the ranks' summaries are gathered; the writer (local rank 0 of node rank 0, which is global
-   rank 0 on one machine) builds the record with :mod:`robocache.bench.scaling` and writes it through the
+   rank 0 on one machine) builds the record with :mod:`robocache.bench.multigpu.scaling` and writes it through the
    store (validated, atomic) before the next case. Nothing is written for a case that did not finish on
    every rank: a dead rank makes the other ranks' next collective fail (or torchrun's agent stops them),
    and the launcher records the case as ``crash``.
@@ -40,10 +40,11 @@ from typing import Any
 
 import msgspec
 
-from . import messages, scaling, specs, worker
-from .context import LaunchTask
-from .messages import CaseDone, Progress, RankFailure, RankPid
-from .schema import Check, Clocks, Distributed, Health, Method, Metrics, Quantiles, Record
+from .. import messages, specs, worker
+from ..context import LaunchTask
+from ..messages import CaseDone, Progress, RankFailure, RankPid
+from . import scaling
+from ..schema import Check, Clocks, Distributed, Health, Method, Metrics, Quantiles, Record
 
 
 class Rank:
@@ -178,7 +179,7 @@ def _gatherer(mode: str, me: Rank, like):
 
 def _plan(me: Rank, fn, limit_s: float) -> tuple[int, int]:
     """Probe ``fn`` (3 calls, also its warm-up) and agree on one (reps, samples) on every rank."""
-    from . import timing
+    from .. import timing
 
     _barrier(me)
     fn()
@@ -194,7 +195,7 @@ def _plan(me: Rank, fn, limit_s: float) -> tuple[int, int]:
 
 
 def _lockstep(me: Rank, fn, limit_s: float, noise_target: float):
-    from . import timing
+    from .. import timing
 
     reps, samples = _plan(me, fn, limit_s)
     _barrier(me)
@@ -229,8 +230,8 @@ def _combined_check(views: list[dict[str, Any]]) -> Check | None:
 
 def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None, list[float]]:
     """One case on this rank; returns (the record, the step samples) on the writer, (None, []) elsewhere."""
-    from . import env as envmod
-    from . import timing
+    from .. import env as envmod
+    from .. import timing
 
     t_start = time.perf_counter()
     device = me.device
@@ -430,7 +431,7 @@ def build_record(rec: Record, case: specs.Case, lt: LaunchTask, me: Rank, everyo
             health.reasons.append(f"rank {r}: noisy: {s['op']['uncovered']} of {s['op']['batches']} batches "
                                      "could not be queued behind a blocked stream")
     if gather != "none" and me.device == "gpu":
-        from .timing import HOST_BOUND_FRACTION
+        from ..timing import HOST_BOUND_FRACTION
 
         for r, s in enumerate(everyone):
             launch, t = s["step"].get("launch_us"), s["step"]["median_us"]
@@ -527,9 +528,9 @@ def rank_main(lt: LaunchTask, run_one: CaseRunner = run_spec_case) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m robocache.bench.distributed",
+    p = argparse.ArgumentParser(prog="python -m robocache.bench.multigpu.rank",
                                 description="One rank of a multi-GPU launch (started by torchrun; see "
-                                            "robocache.bench.launch).")
+                                            "robocache.bench.multigpu.launch).")
     p.add_argument("--task", required=True, help="the task JSON written by the launcher")
     args = p.parse_args(argv)
     with open(args.task, "rb") as f:
