@@ -1,4 +1,9 @@
-"""pytest-benchmark front end: saved runs default to results/pytest, one front-end session per pytest run."""
+"""pytest-benchmark front end: saved runs default to results/pytest, one front-end session per pytest run, and the
+GPU (or "no GPU") in every saved run's ``machine_info``.
+
+``.benchmarks`` at the repository root is a link to ``results/pytest``, so pytest-benchmark's own tool finds the
+saved runs from there without options (``pytest-benchmark list``, ``pytest-benchmark compare 0001 0002``).
+"""
 from __future__ import annotations
 
 import os
@@ -23,3 +28,34 @@ def rcb_session():
     from robocache.bench import frontend
 
     return frontend.Session("pytest-benchmark", str(os.getpid()))
+
+
+def gpu_machine_info() -> dict:
+    """What pytest-benchmark's ``machine_info["gpu"]`` says: the harness's environment capture
+    (:func:`robocache.bench.env.capture_env`, in a child process so this one stays CUDA-free, as the front end's
+    processes must) and one NVML clock reading (:class:`robocache.bench.env.ClockSampler`). A CPU run says
+    ``"no GPU"``; a fact NVML cannot give is None."""
+    from robocache.bench import env as envmod, frontend
+    from robocache.bench.context import capture_env_in_child
+
+    device = frontend.device_here()
+    env = capture_env_in_child(device, None)
+    out = {"device": device, "name": "no GPU" if device == "cpu" else env.get("gpu_name"),
+           "count": 0 if device == "cpu" else env.get("gpu_count"), "machine": env.get("machine")}
+    out.update({k: env.get(k) for k in ("arch", "compute_capability", "gpu_memory_gb", "sm_count", "driver", "cuda")})
+    clocks: dict = {}
+    if device == "gpu":
+        sampler = envmod.ClockSampler(0)
+        sampler.start()  # one reading on entry, one on exit: no thread time needed
+        sampler.stop()
+        clocks = sampler.stats()
+        out["nvml"] = env.get("nvml") if sampler.error is None else f"unknown: {sampler.error}"
+    out["sm_mhz"] = clocks.get("sm_mhz_median")
+    out["sm_mhz_max"] = clocks.get("sm_mhz_max_supported")
+    out["mem_mhz"] = clocks.get("mem_mhz_median")
+    return out
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    # pytest-benchmark calls this only when it saves or compares a run
+    machine_info["gpu"] = gpu_machine_info()

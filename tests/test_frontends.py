@@ -163,3 +163,57 @@ def test_pytest_benchmark_saves_device_samples(tmp_path):
     assert bench["stats"]["rounds"] == rec[0]["method"]["samples"]
     assert abs(bench["stats"]["median"] * 1e6 - rec[0]["metrics"]["time_us"]["p50"]) < 1e-6 * 1e6 + 1e-3
     assert bench["extra_info"]["timer"] == "host" and bench["extra_info"]["provider"] == "numpy"
+    # machine_info carries the GPU facts (benchmarks/conftest.py's pytest_benchmark_update_machine_info hook):
+    # on this CPU run (ROBOCACHE_DEVICE=cpu), "no GPU"
+    gpu = data["machine_info"]["gpu"]
+    assert gpu["device"] == "cpu" and gpu["name"] == "no GPU" and gpu["count"] == 0
+    assert {"driver", "cuda", "sm_mhz", "sm_mhz_max", "mem_mhz", "machine"} <= set(gpu)
+
+
+def test_pytest_benchmark_machine_info_names_the_gpu(monkeypatch):
+    """On a GPU the hook fills name, count, driver, CUDA and clocks from the harness's capture (simulated here:
+    the environment capture and NVML's clock reading are replaced by fixed answers)."""
+    from benchmarks import conftest as bconf
+    from robocache.bench import context, env as envmod
+
+    env = {"machine": "nvidia-h200-x4", "gpu_name": "NVIDIA H200", "gpu_count": 4, "arch": "H200",
+           "compute_capability": "9.0", "gpu_memory_gb": 139.8, "sm_count": 132, "driver": "580.159.04",
+           "cuda": "13.0", "nvml": "ok"}
+    asked = []
+    monkeypatch.setattr(context, "capture_env_in_child", lambda device, machine: asked.append(device) or env)
+    monkeypatch.setattr(frontend, "device_here", lambda: "gpu")
+
+    class Sampler:
+        error = None
+
+        def __init__(self, index):
+            assert index == 0
+
+        def start(self):
+            pass
+
+        def stop(self):
+            pass
+
+        def stats(self):
+            return {"sm_mhz_median": 1980.0, "sm_mhz_max_supported": 1980.0, "mem_mhz_median": 3201.0}
+
+    monkeypatch.setattr(envmod, "ClockSampler", Sampler)
+    info = {"node": "x"}
+    bconf.pytest_benchmark_update_machine_info(None, info)
+    assert asked == ["gpu"] and info["node"] == "x"
+    assert info["gpu"] == {"device": "gpu", "name": "NVIDIA H200", "count": 4, "machine": "nvidia-h200-x4",
+                           "arch": "H200", "compute_capability": "9.0", "gpu_memory_gb": 139.8, "sm_count": 132,
+                           "driver": "580.159.04", "cuda": "13.0", "nvml": "ok", "sm_mhz": 1980.0,
+                           "sm_mhz_max": 1980.0, "mem_mhz": 3201.0}
+
+
+def test_pytest_benchmark_tool_finds_the_saved_runs_without_options():
+    """`pytest-benchmark list` from the repository root lists results/pytest (.benchmarks links there)."""
+    assert (ROOT / ".benchmarks").is_symlink() and (ROOT / ".benchmarks").resolve() == (ROOT / "results" / "pytest")
+    out = subprocess.run([sys.executable, "-c", "from pytest_benchmark.cli import main; main()", "list"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    listed = {Path(line).name for line in out.stdout.split()}
+    saved = {p.name for p in (ROOT / "results" / "pytest").rglob("*.json")}
+    assert saved and listed == saved

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -313,6 +314,26 @@ def test_ci_workflow():
     setup = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/setup-python@")]
     assert setup and str(setup[0]["with"]["python-version"]) == "3.11"
     assert [s["run"] for s in job["steps"] if "run" in s] == ["bash .ci/run"]
+
+
+def test_dependabot_updates_actions_and_python_weekly_with_a_cooldown():
+    path = ROOT / ".github" / "dependabot.yml"
+    doc = yaml.safe_load(path.read_text())
+    assert doc["version"] == 2
+    ups = {u["package-ecosystem"]: u for u in doc["updates"]}
+    assert set(ups) == {"github-actions", "pip"}  # the pinned actions; pyproject.toml's dependencies
+    for eco, u in ups.items():
+        assert u["directory"] == "/" and u["schedule"]["interval"] == "weekly", eco
+        assert u["cooldown"]["default-days"] >= 7, eco  # zizmor's dependabot-cooldown audit
+    # the same offline validators as the workflows: SchemaStore's dependabot schema and zizmor's audits
+    bindir = Path(sys.executable).parent
+    for tool, args in (("check-jsonschema", ["--builtin-schema", "vendor.dependabot", str(path)]),
+                       ("zizmor", ["--offline", "--no-progress", str(path)])):
+        exe = bindir / tool
+        if not exe.exists():
+            pytest.skip(f"{tool} is not installed next to {sys.executable}: `make setup` installs it")
+        out = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, f"{tool}: {out.stdout[-2000:]}{out.stderr[-2000:]}"
 
 
 def test_nightly_has_no_concurrency_group_that_could_drop_a_night():

@@ -8,11 +8,13 @@
     robocache-bench report results/ --kernels         # every machine: kernel journey, vs torch.compile, call cost
     robocache-bench compare BASE NEW --history results/   # per case: same / faster / slower / ...
     robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
+    robocache-bench show results/ --format json       # list, show and report as JSON too (docs/report.md)
 """
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import math
 import os
 import re
@@ -116,6 +118,47 @@ _PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} ({' and
                    "call-cost cases only)")
 
 
+# The JSON documents of `list`, `show` and `report --format json` (docs/report.md, "JSON output"); a change to
+# their keys that a reader could trip over bumps the number after the slash.
+LIST_SCHEMA, SHOW_SCHEMA, REPORT_SCHEMA = "robocache-list/1", "robocache-show/1", "robocache-report/1"
+
+
+def version_text() -> str:
+    """``robocache <version>`` from the installed distribution's metadata, plus the commit (and uncommitted
+    changes) when the package is imported from a git checkout rather than from an installed wheel."""
+    import importlib.metadata
+
+    from .context import git_state
+
+    try:
+        ver = importlib.metadata.version("robocache")
+    except importlib.metadata.PackageNotFoundError:
+        ver = "unknown (not installed: no package metadata)"
+    text = f"robocache {ver}"
+    root = Path(__file__).resolve().parents[2]  # the checkout's root when robocache/ sits in one
+    if (root / ".git").exists() and (root / "pyproject.toml").is_file():
+        commit, dirty = git_state(root)
+        if commit:
+            text += f" (git {commit[:12]}{', uncommitted changes' if dirty else ''})"
+    return text
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: computed only when asked (the git call costs a subprocess)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())  # on stdout, as argparse's own version action
+        parser.exit(0)
+
+
+def _json_text(doc: dict) -> str:
+    """The one JSON rendering of every --format json output: strict JSON (no NaN), one key per line."""
+    return json.dumps(doc, indent=1, allow_nan=False, ensure_ascii=False)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line usage error (the option and what to fix, then where the help is), exit 2."""
 
@@ -130,6 +173,8 @@ def _parser() -> argparse.ArgumentParser:
                     "Each case is checked against the NumPy reference, then timed on the device (CUDA events, "
                     "noise-based stopping), and stored as a validated JSON record.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--version", action=_VersionAction,
+                   help="print robocache's version (and the git commit in a checkout) and exit")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     r = sub.add_parser("run", help="run a suite, one process per case, and store the records",
@@ -189,6 +234,8 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     ls.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     ls.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
+    ls.add_argument("--format", choices=("text", "json"), default="text",
+                    help=f"text: the table (default); json: {LIST_SCHEMA} (docs/report.md)")
 
     for name, helptext in (("show", "a table of one run: every case, status, time, throughput, bandwidth"),
                            ("report", "the markdown report of one run (headline, scaling, peers, roofline), or with "
@@ -196,6 +243,9 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=helptext)
         s.add_argument("paths", nargs="*", default=["results"], help="record files or folders (default: results/)")
         s.add_argument("--run", help="run id (or a unique prefix); default: the latest run found")
+        s.add_argument("--format", choices=("markdown", "json"), default="markdown",
+                       help=f"markdown: the tables (default; plain text on a terminal); json: "
+                            f"{SHOW_SCHEMA if name == 'show' else REPORT_SCHEMA} (docs/report.md)")
         if name == "report":
             s.add_argument("--out", help="write the report to this file instead of stdout")
             what = s.add_mutually_exclusive_group()
@@ -392,6 +442,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "list":
         cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
                             dtypes=args.dtypes)
+        if args.format == "json":
+            print(_json_text({"schema": LIST_SCHEMA, "suite": args.suite, "device": args.device,
+                              "grid_version": specs.GRID_VERSION, "cases": [
+                                  {"key": c.key, "op": c.op, "id": c.id, "dtype": c.dtype, "provider": c.provider,
+                                   "bytes_upper_bound": c.bytes, "reason": c.reason} for c in cases]}))
+            return 0
         rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f}", c.reason] for c in cases]
         print(terminal_text(rep.table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows)))
         print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}); "
@@ -409,7 +465,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             records = loaded.records
         else:
             _, records = rep.pick_run(loaded.records, args.run)
-        if args.cmd == "report" and args.kernels:
+        if args.format == "json":
+            text = _json_text(_show_report_json(args, records, [{"path": str(p), "why": str(w)}
+                                                                for p, w in loaded.bad]))
+        elif args.cmd == "report" and args.kernels:
             text = rep.kernels(records)
         elif args.cmd == "show":
             text = rep.show(records)
@@ -420,6 +479,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.cmd == "report" and args.out:
             store.atomic_write(args.out, text)
             print(f"report written to {args.out}")
+        elif args.format == "json":
+            print(text)
         else:
             print(terminal_text(text) if args.cmd == "show" else _for_stdout(text))
         return 0
@@ -428,6 +489,23 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "check":
         return _check(args)
     return _run(args)
+
+
+def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) -> dict:
+    """The JSON of ``show`` / ``report``: the same rows and tables the markdown is rendered from."""
+    if args.cmd == "report" and args.kernels:
+        return {"schema": REPORT_SCHEMA, "kind": "kernels",
+                "runs": [rep.run_facts(rs) for rs in rep.runs(records).values()],
+                "sections": rep.sections_json(rep.kernels_sections(records)), "skipped_files": bad}
+    doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(records),
+           "cases": rep.case_rows(records), "skipped_files": bad}
+    if args.cmd == "report":
+        sections = rep.report_sections(records)
+        if args.headline:
+            sections = sections[:1] if sections and sections[0][1].startswith("Headline") else []
+        doc = {"schema": REPORT_SCHEMA, "kind": "run", **{k: v for k, v in doc.items() if k != "schema"},
+               "sections": rep.sections_json(sections)}
+    return doc
 
 
 def _run_records(spec: str, results: list[str]) -> tuple[str, list]:

@@ -7,8 +7,11 @@ measured in that same run.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -86,7 +89,29 @@ def _num(x: float | None, unit: str = "") -> str:
     return f"{x:.3g}{unit}"
 
 
+# The tables of the text being rendered, unescaped, while :func:`capture_tables` is active: the JSON output of
+# ``report`` is the same tables the markdown is built from (one computation, two renderings).
+_CAPTURE: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("robocache_tables",
+                                                                                       default=None)
+
+
+@contextlib.contextmanager
+def capture_tables():
+    """Collect every :func:`table` rendered inside the block as ``{"columns": [...], "rows": [[...]]}`` (the cells
+    as displayed, as plain strings: no markdown escapes)."""
+    got: list[dict[str, Any]] = []
+    token = _CAPTURE.set(got)
+    try:
+        yield got
+    finally:
+        _CAPTURE.reset(token)
+
+
 def table(header: list[str], rows: list[list[Any]]) -> str:
+    got = _CAPTURE.get()
+    if got is not None:
+        got.append({"columns": [str(h) for h in header],
+                    "rows": [[str(c).replace("\n", " ") for c in row] for row in rows]})
     out = ["| " + " | ".join(_esc(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(_esc(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
@@ -105,19 +130,47 @@ def _flags(r: dict[str, Any]) -> str:
 
 # --- show -------------------------------------------------------------------------------------------
 
-def show(records: list[dict[str, Any]]) -> str:
-    """Every case of one run: status, median time, throughput, bandwidth, % of ceiling, flags."""
+def case_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every case of one run as plain values (what ``show`` prints, and ``show --format json`` writes)."""
     rows = []
     for r in sorted(records, key=lambda r: (r["case"]["op"], r["case"]["id"], r["case"]["dtype"],
                                             r["case"]["provider"])):
         m = r.get("metrics") or {}
-        rows.append([r["case"]["id"], r["case"]["dtype"], r["case"]["provider"], r["status"], _us(_p50(r)),
-                     _num(m.get("items_per_s"), "/s"), _num(m.get("gb_per_s") and m["gb_per_s"] * 1e9, "B/s"),
-                     f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-", _flags(r),
-                     (r.get("reason") or "").splitlines()[0][:70] if r["status"] != "ok" else ""])
+        h = r.get("health") or {}
+        rows.append({"case": r["case"]["id"], "op": r["case"]["op"], "dtype": r["case"]["dtype"],
+                     "provider": r["case"]["provider"], "status": r["status"], "p50_us": _p50(r),
+                     "items_per_s": m.get("items_per_s"), "gb_per_s": m.get("gb_per_s"),
+                     "pct_of_ceiling": m.get("pct_of_ceiling"),
+                     "flags": [k for k in ("throttled", "contended", "noisy") if h.get(k)],
+                     "reason": (r.get("reason") or "").splitlines()[0] if r["status"] != "ok" and r.get("reason")
+                     else None})
+    return rows
+
+
+def show(records: list[dict[str, Any]], rows: list[dict[str, Any]] | None = None) -> str:
+    """Every case of one run: status, median time, throughput, bandwidth, % of ceiling, flags."""
+    cells = [[c["case"], c["dtype"], c["provider"], c["status"], _us(c["p50_us"]), _num(c["items_per_s"], "/s"),
+              _num(c["gb_per_s"] and c["gb_per_s"] * 1e9, "B/s"),
+              f"{c['pct_of_ceiling']:.1f}%" if c["pct_of_ceiling"] is not None else "-",
+              ",".join(c["flags"]) or "-", (c["reason"] or "")[:70]]
+             for c in (case_rows(records) if rows is None else rows)]
     return header(records) + "\n\n" + table(
         ["case", "dtype", "provider", "status", "p50 us", "items/s", "bandwidth", "% ceiling", "flags", "reason"],
-        rows)
+        cells)
+
+
+def run_facts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The facts of :func:`header` as plain values: run, suite, front end, commit, device, copy ceiling."""
+    r0 = records[0]
+    env = r0.get("env") or {}
+    m0 = next((r["metrics"] for r in records if r.get("metrics")), None)
+    return {"run_id": r0["run_id"], "suite": r0["suite"], "frontend": r0["frontend"],
+            "created": min(r["created"] for r in records), "git_commit": r0.get("git_commit"),
+            "git_dirty": r0.get("git_dirty"), "synthetic": any(bool(r.get("synthetic")) for r in records),
+            "ceiling_gb_per_s": m0.get("ceiling_gb_per_s") if m0 else None,
+            "env": {k: env.get(k) for k in ("machine", "device", "gpu_name", "arch", "compute_capability",
+                                            "sm_count", "gpu_count", "driver", "cuda", "cpu", "python")}
+            | {"libs": dict(env.get("libs") or {})}}
 
 
 def header(records: list[dict[str, Any]]) -> str:
@@ -900,49 +953,88 @@ def call_cost(records: Iterable[dict[str, Any]]) -> str:
                      "device us", "GPU keeps up", "flags"], body))
 
 
+Section = tuple[str, str, Any]  # (markdown heading, title, a function that renders the section's body)
+
+
+def kernels_sections(records: Iterable[dict[str, Any]]) -> list[Section]:
+    """The sections of :func:`kernels`, each rendered on demand."""
+    records = list(records)
+    pipe = latest_pipeline_runs(records)
+    return [("##", "Optimisation journey", lambda: journey(records)),
+            ("##", "Against torch.compile at its best", lambda: vs_compile(records)),
+            ("##", "Call cost", lambda: call_cost(records)),
+            *([("#", "End-to-end pipelines (the newest run per machine)", lambda: pipelines(pipe))] if pipe else [])]
+
+
 def kernels(records: Iterable[dict[str, Any]]) -> str:
     """Markdown over records of any number of runs and machines (one run per machine and op, see
     :func:`runs_per_op`): the journey, robocache vs torch.compile at its best, and the call cost."""
-    records = list(records)
-    pipe = latest_pipeline_runs(records)
-    return "\n\n".join(["# robocache kernels: journey and torch.compile at its best",
-                          "## Optimisation journey", journey(records),
-                          "## Against torch.compile at its best", vs_compile(records),
-                          "## Call cost", call_cost(records),
-                          *(["# End-to-end pipelines (the newest run per machine)", pipelines(pipe)] if pipe else [])
-                          ]) + "\n"
+    return render("robocache kernels: journey and torch.compile at its best", None, kernels_sections(records))
 
 
-def report(records: list[dict[str, Any]]) -> str:
-    """The markdown report of one run."""
+def report_sections(records: list[dict[str, Any]]) -> list[Section]:
+    """The sections of :func:`report` (after its header), each rendered on demand."""
     first_dtype = "float32"
     everything = records
     records = _timed(everything)
     multi = [r for r in everything if is_multigpu(r)]
     dispatch = [r for r in everything if is_dispatch(r) and not is_multigpu(r)]
     pipe = [r for r in everything if is_pipeline(r)]
+    health_ = ("##", "Health", lambda: health(everything))
     if pipe and not records and not multi and not dispatch:  # a pipelines run: its own tables
-        return "\n\n".join(["# robocache-bench report", header(everything), pipelines(pipe),
-                             "## Health", health(everything)]) + "\n"
+        return [("", "", lambda: pipelines(pipe)), health_]
     if multi and not records:  # a multi-GPU run: its own table, the single-GPU sections would be empty
-        return "\n\n".join(["# robocache-bench report", header(everything),
-                             "## Multi-GPU scaling", multigpu(multi), "## Health", health(everything)]) + "\n"
-    parts = [
-        "# robocache-bench report", header(everything),
-        f"## Headline: {(headline_case() or ('no headline case', ''))[0]}", headline(records),
-        "## Dtype comparison (robocache; speedup = float32 median / 16-bit median)", dtypes(records),
-        *(part for op in ops.registered() for title, axis, fixed in op.scaling_views
-          for part in (f"## {title}", _scaling(records, op.name, axis, fixed, first_dtype))),
-        "## Against the peers (speedup = peer median / robocache median, same run, same GPU)", peers(records),
-        *(["## Optimisation journey (kernel versions, this run)", journey(records)]
+        return [("##", "Multi-GPU scaling", lambda: multigpu(multi)), health_]
+
+    def scaling(op_name: str, axis: str, fixed: dict[str, int]):
+        return lambda: _scaling(records, op_name, axis, fixed, first_dtype)
+
+    return [
+        ("##", f"Headline: {(headline_case() or ('no headline case', ''))[0]}", lambda: headline(records)),
+        ("##", "Dtype comparison (robocache; speedup = float32 median / 16-bit median)", lambda: dtypes(records)),
+        *(("##", title, scaling(op.name, axis, fixed)) for op in ops.registered()
+          for title, axis, fixed in op.scaling_views),
+        ("##", "Against the peers (speedup = peer median / robocache median, same run, same GPU)",
+         lambda: peers(records)),
+        *([("##", "Optimisation journey (kernel versions, this run)", lambda: journey(records))]
           if any(version_of(r["case"]["provider"]) for r in records) else []),
-        *(["## Against torch.compile at its best (per op, over every case of this run)", vs_compile(records)]
+        *([("##", "Against torch.compile at its best (per op, over every case of this run)",
+            lambda: vs_compile(records))]
           if any(compile_mode(r["case"]["provider"]) for r in records) else []),
-        *(["## Call cost (host time per tiny call)", call_cost(dispatch)] if dispatch else []),
-        "## Roofline view (robocache)", roofline(records),
-        "## Timer self-check", timer_check(records),
-        *(["## Multi-GPU scaling", multigpu(multi)] if multi else []),
-        *(["# End-to-end pipelines", pipelines(pipe)] if pipe else []),
-        "## Health", health(everything),
+        *([("##", "Call cost (host time per tiny call)", lambda: call_cost(dispatch))] if dispatch else []),
+        ("##", "Roofline view (robocache)", lambda: roofline(records)),
+        ("##", "Timer self-check", lambda: timer_check(records)),
+        *([("##", "Multi-GPU scaling", lambda: multigpu(multi))] if multi else []),
+        *([("#", "End-to-end pipelines", lambda: pipelines(pipe))] if pipe else []),
+        health_,
     ]
+
+
+def render(title: str, head: str | None, sections: list[Section]) -> str:
+    """The markdown of a report: its title, the header (when given), then each section's heading and body."""
+    parts = [f"# {title}", *([head] if head is not None else [])]
+    for level, name, body in sections:
+        parts += ([f"{level} {name}"] if name else []) + [body()]
     return "\n\n".join(parts) + "\n"
+
+
+def sections_json(sections: list[Section]) -> list[dict[str, Any]]:
+    """Each section's title and the tables its body is built from (cells as displayed, no markdown escapes); a
+    section without a table (a note such as "not in this run", the health list) carries its text as ``note``,
+    markdown undone."""
+    out = []
+    for _level, name, body in sections:
+        with capture_tables() as tables:
+            text = body()
+        out.append({"title": name, "tables": tables,
+                    "note": None if tables else _UNMARK.sub(lambda m: m.group(1) or "", text).strip()})
+    return out
+
+
+# markdown escapes undone, emphasis and backticks dropped (the note of a section without a table)
+_UNMARK = re.compile(r"\\([\\|<>`*_\[\]])|\*\*|`|(?<![\w\\])_|_(?!\w)")
+
+
+def report(records: list[dict[str, Any]]) -> str:
+    """The markdown report of one run."""
+    return render("robocache-bench report", header(records), report_sections(records))
