@@ -153,7 +153,7 @@ def test_script_case_shows_as_data(fixture_dir: Path, monkeypatch: pytest.Monkey
     assert (at.dataframe[0].value["provider"].astype(str).nunique()) == 3
     assert_no_markup(at)
     at = app("overview", fixture_dir, monkeypatch)
-    assert any(f"resample/{SCRIPT}" in set(df.value.get("case_id", [])) for df in at.dataframe)
+    assert any(f"resample/{SCRIPT}" in set(df.value.get("case", [])) for df in at.dataframe)
 
 
 def test_sweep_axis_and_metric(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -572,7 +572,7 @@ def test_architectures_page_compares_h100_and_h200(kernels_dir: Path, monkeypatc
     ratio = at.dataframe[-1].value
     # the latest record of each series: the fixture's H100 is 1.4x slower than the H200's nightly run, and the
     # H200's newer quick run measured the standard case 3x slower again
-    got = dict(zip(ratio["case_id"], ratio["ratio"].round(6)))
+    got = dict(zip(ratio["case"], ratio["ratio (x)"].round(6)))
     assert got == {"resample/B4096-S100-T50-D32": 1.4, "resample/B256-S100-T50-D32": round(1.4 / 3.0, 6)}
     figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
     assert len(figs) == 3 and "nvidia-h200 speedup over nvidia-h100-x1" in figs[-1]["layout"]["title"]["text"]
