@@ -693,3 +693,114 @@ def test_kernel_figures_escape_record_text(kernels_dir: Path) -> None:
                 text = TEMPLATE_TAGS.sub("", text)
             assert "<" not in text and ">" not in text, (key, text)
         assert doc["layout"]["title"]["text"] == charts.plain(evil_title)
+
+
+# ---------------------------------------------------------------- issue 15: ratio axes, defaults, tables, links
+
+def test_ratio_axes_label_ratios() -> None:
+    """Every ratio axis is log with 1-2-5 ticks labelled as ratios: 0.2x and 0.5x, never plotly's "2" and "5"."""
+    vals, text = charts.ratio_ticks([0.3, 0.7, 1.6, 40.0])
+    assert "0.2x" in text and "0.5x" in text and "1x" in text and "2x" in text and "50x" in text
+    assert dict(zip(text, vals))["0.5x"] == 0.5 and dict(zip(text, vals))["20x"] == 20
+    assert vals == sorted(vals) and min(vals) <= 0.3 and max(vals) >= 40
+    assert "1x" in charts.ratio_ticks([])[1] and "1x" in charts.ratio_ticks([30.0, 80.0])[1]  # 1x always covered
+    speed = pd.DataFrame({"case_id": ["a", "b"], "dtype": ["float32"] * 2, "peer": ["torch_eager"] * 2,
+                          "speedup": [0.4, 3.0], "run_id": ["r", "r"]})
+    cases = pd.DataFrame({"case": ["a"], "dtype": ["bf16"], "arch": ["H200"], "machine": ["m"], "ratio": [0.25],
+                          "compile_mode": ["default"]})
+    ratio = pd.DataFrame({"case_id": ["a"], "dtype": ["bf16"], "provider": ["robocache"], "ratio": [1.7]})
+    journey = pd.DataFrame({"version": ["v1", "v2"], "geomean_vs_v1": [1.0, 2.4], "arch": ["H200"] * 2,
+                            "machine": ["m"] * 2, "cases_vs_v1": [3, 3], "min_vs_v1": [1.0, 1.5],
+                            "max_vs_v1": [1.0, 3.0]})
+    for fig in (charts.speedup_bars(speed), charts.ratio_bars(cases), charts.machine_ratio_bars(ratio, "a", "b"),
+                charts.journey_bars(journey)):
+        y = fig.layout.yaxis
+        assert y.type == "log", fig.layout.title.text
+        assert all(t.endswith("x") for t in y.ticktext) and "1x" in y.ticktext, y.ticktext
+        assert len(y.tickvals) == len(y.ticktext)
+
+
+def cpu_dir(tmp: Path) -> Path:
+    """A local CPU run without robocache records, on a machine whose name sorts before every GPU machine."""
+    recs = []
+    for b in (16, 64):
+        r = make_record(b, run_id="local-cpu-run")
+        r["created"] = "2026-12-01T00:00:00Z"  # newer than every committed record
+        r["case"]["provider"] = "numpy"
+        recs.append(r)
+    write_records(tmp, make_env("a-local-cpu"), recs, name="local")
+    return tmp
+
+
+def test_first_screen_without_gpu_shows_committed_gpu_results(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make run` on a machine without a GPU: results/ plus the local CPU run; every page's first machine or
+    architecture is the newest GPU with robocache records, never the CPU run that sorts first."""
+    monkeypatch.setenv(data.ENV_VAR, str(cpu_dir(tmp_path)))
+    monkeypatch.delenv(data.NO_DEFAULT_ENV_VAR, raising=False)
+    df, _ = data.load_frame()
+    order = data.preferred_machines(df)
+    assert order[0] == "nvidia-h200" and order.index("nvidia-h100-x1") < order.index("a-local-cpu")
+    assert data.preferred(df, "arch") == "H200"
+    for page, label, want in (("overview", "architecture", "H200"), ("sweeps", "machine", "nvidia-h200"),
+                              ("history", "machine", "nvidia-h200")):
+        at = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60).run()
+        assert not at.exception and not at.error, page
+        assert next(s for s in at.selectbox if s.label == label).value == want, page
+        assert at.get("plotly_chart"), page
+        figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+        assert any(t.get("y") is not None and len(t["y"]) for f in figs for t in f["data"]), page  # not empty
+    # a CPU run with robocache records comes after every GPU machine, before machines without any
+    d = pd.DataFrame({"machine": ["z-gpu", "cpu", "empty-gpu"], "arch": ["H100", "CPU", "H200"],
+                      "device": ["gpu", "cpu", "gpu"], "provider": ["robocache", "robocache", "cupy"],
+                      "status": ["ok"] * 3, "world_size": [None] * 3})
+    assert data.preferred_machines(d) == ["z-gpu", "cpu", "empty-gpu"]
+
+
+def test_readable_tables() -> None:
+    df = pd.DataFrame({"case_id": ["a", "b"], "p50": [23292.8165, None], "gb_per_s": [1.23456, 0.0123],
+                       "pct_of_ceiling": [None, 55.5], "git_commit": ["0123456789abcdef" * 2 + "01234567", None],
+                       "reason": [None, "x"], "torch_eager": [3.0, 4.0]})
+    styled, config = tables.readable(df, provider_cols=["torch_eager"])
+    cols = list(styled.data.columns)
+    assert cols == ["case", "median (us)", "GB/s", "% of copy ceiling", "commit", "reason", "torch eager median (us)"]
+    assert not {"p50", "gb_per_s", "case_id", "git_commit"} & set(cols)
+    html = styled.to_html()
+    assert "23,293" in html and "1.23" in html and "0.0123" in html and "0123456789" in html
+    assert "0123456789abcdef0123" not in html  # short commit shown; the full hash stays the cell's value
+    assert styled.data["commit"].iloc[0] == df["git_commit"].iloc[0]
+    assert "None" not in html and "nan" not in html.lower().replace("nanos", "")
+    assert "commit" in config
+    assert tables.number(float("nan")) == "" and tables.number(2.0) == "2" and tables.commit(None) == ""
+
+
+def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Query parameters set the selections (a shared link opens the same view), and a change is written back."""
+    monkeypatch.setenv(data.ENV_VAR, str(fixture_dir))
+    monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
+    at = AppTest.from_file(str(REPO / "dashboard" / "pages" / "history.py"), default_timeout=60)
+    at.query_params.update({"machine": "synthetic-b200", "case": "resample/B64-S100-T50-D32",
+                            "provider": ["robocache", "cupy"], "metric": "gb_per_s"})
+    at = at.run()
+    assert not at.exception and not at.error
+    boxes = {s.label: s.value for s in at.selectbox}
+    assert boxes["machine"] == "synthetic-b200" and boxes["case"] == "resample/B64-S100-T50-D32"
+    assert at.multiselect[0].value == ["robocache", "cupy"]
+    assert at.radio[0].value == "gb_per_s"
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {t["name"].split()[0] for t in spec["data"]} == {"robocache", "CuPy"}
+    # a parameter naming no option is ignored, the page still draws
+    at2 = AppTest.from_file(str(REPO / "dashboard" / "pages" / "overview.py"), default_timeout=60)
+    at2.query_params["arch"] = "<b>nope</b>"
+    at2 = at2.run()
+    assert not at2.exception and not at2.error and at2.get("plotly_chart")
+    assert next(s for s in at2.selectbox if s.label == "architecture").value == "B200"  # the default: newest GPU
+    assert at2.query_params["arch"] in ("B200", ["B200"])  # the bad value replaced by the view shown
+    # choosing writes the choice back into the URL
+    at2 = next(s for s in at2.selectbox if s.label == "architecture").select("H200").run()
+    assert at2.query_params["arch"] in ("H200", ["H200"])
+    # every page binds its selections: each widget's label has a query parameter after a plain run
+    for page in ("sweeps", "kernels", "architectures", "multigpu", "runs"):
+        at3 = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60).run()
+        assert not at3.exception and not at3.error, page
+        assert len(at3.query_params) >= len(at3.selectbox) > 0 or page == "multigpu", (page, at3.query_params)
