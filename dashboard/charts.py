@@ -331,3 +331,37 @@ def machine_ratio_bars(ratio: pd.DataFrame, base: str, other: str, title: str = 
                       yaxis_title=plain(f"{base} p50 / {other} p50"), xaxis_title="case", legend_title="provider",
                       height=_bar_height(d))
     return ratio_axis(fig, d["ratio"])
+
+
+# --- where robocache wins ------------------------------------------------------------------------------
+
+def wins_heatmap(w: pd.DataFrame, title: str = "") -> go.Figure:
+    """A heat map over :func:`dashboard.tables.wins` rows of one machine: case (y) x dtype (x), coloured by
+    robocache's speedup over the strongest peer of the same run on a log scale, diverging around 1x (blue: robocache
+    faster, red: slower); the colour bar is labelled in ratios and the hover names the peer."""
+    import math
+
+    d = w.dropna(subset=["speedup"]) if not w.empty else w
+    d = d[d["speedup"] > 0] if not d.empty else d
+    if d.empty:
+        return _empty(title or "where robocache wins (no case with robocache and a peer)")
+    cases = list(dict.fromkeys(d["case_id"].astype(str)))
+    dtypes = sorted(d["dtype"].astype(str).unique())
+    z = [[None] * len(dtypes) for _ in cases]
+    text = [[""] * len(dtypes) for _ in cases]
+    peer = [[""] * len(dtypes) for _ in cases]
+    for r in d.itertuples(index=False):
+        i, j = cases.index(str(r.case_id)), dtypes.index(str(r.dtype))
+        z[i][j] = math.log10(float(r.speedup))
+        text[i][j] = ratio_label(round(float(r.speedup), 2))
+        peer[i][j] = provider_name(r.peer)
+    vals, labels = ratio_ticks(d["speedup"])
+    span = max(abs(math.log10(v)) for v in (min(vals), max(vals)))
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[plain(t) for t in dtypes], y=[plain(c) for c in cases], text=text, texttemplate="%{text}",
+        customdata=peer, colorscale="RdBu", zmid=0.0, zmin=-span, zmax=span,
+        colorbar=dict(title="speedup", tickvals=[math.log10(v) for v in vals], ticktext=labels),
+        hovertemplate="%{y} %{x}<br>%{text} vs %{customdata} (the strongest peer)<extra></extra>"))
+    fig.update_layout(title=plain(title or "robocache speedup over the strongest peer"), xaxis_title="dtype",
+                      yaxis_title="case", yaxis_autorange="reversed", height=int(max(400, min(2400, 160 + 24 * len(cases)))))
+    return fig

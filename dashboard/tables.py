@@ -329,3 +329,21 @@ def readable(df: pd.DataFrame, extra: dict[str, str] | None = None, provider_col
             rename["git_commit"], help=f"first {SHORT_COMMIT} hex digits of the commit; the Runs page shows "
                                        "the full hash")
     return out.style.format(fmt, na_rep=""), config
+
+
+def wins(wide: pd.DataFrame) -> pd.DataFrame:
+    """Per case of a :func:`side_by_side` table (one run per case, machine, timer, cache and dtype): robocache's
+    speedup over the strongest peer of that same run, ``speedup`` = the fastest peer's p50 / robocache's p50
+    (above 1: robocache wins). Kernel versions are not peers. Cases without robocache or without any peer are
+    left out. Columns: the keys, ``run_id``, ``robocache_p50``, ``peer``, ``peer_p50``, ``speedup``; worst first."""
+    cols = [*KEYS, "run_id", "robocache_p50", "peer", "peer_p50", "speedup"]
+    provs = providers_in(wide)
+    peers = [p for p in provs if providers.role(p) not in ("ours", "version")]
+    if wide.empty or OURS not in provs or not peers:
+        return pd.DataFrame(columns=cols)
+    d = wide.dropna(subset=[OURS]).dropna(subset=peers, how="all")
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    d = d.assign(robocache_p50=d[OURS], peer=d[peers].idxmin(axis=1), peer_p50=d[peers].min(axis=1))
+    d["speedup"] = d["peer_p50"] / d["robocache_p50"]
+    return d[cols].sort_values(["speedup", "case_id", "dtype"], kind="stable").reset_index(drop=True)

@@ -24,7 +24,7 @@ from robocache.bench.store import write_records  # noqa: E402
 from tests.test_store import make_env, make_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ["overview", "sweeps", "architectures", "kernels", "history", "multigpu", "runs"]
+PAGES = ["overview", "wins", "sweeps", "architectures", "kernels", "history", "multigpu", "runs"]
 SCRIPT = "<script>alert(1)</script>"
 UNESCAPED_LT = re.compile(r"(?<!\\)<")
 BAD_NAME = "<img src=x onerror=alert(1)>.records.json"
@@ -123,7 +123,7 @@ def test_page_on_fixtures(page: str, fixture_dir: Path, monkeypatch: pytest.Monk
     warnings = " ".join(w.value for w in at.warning)
     assert "SYNTHETIC" in warnings
     infos = " ".join(i.value for i in at.info)
-    if page in ("overview", "sweeps", "architectures", "history"):
+    if page in ("overview", "wins", "sweeps", "architectures", "history"):
         assert charts_, page
     if page == "overview":
         assert at.dataframe and at.metric
@@ -179,7 +179,7 @@ def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -
     assert not at.error, [e.value for e in at.error]
     assert_no_markup(at)
     infos = " ".join(i.value for i in at.info)
-    if page in ("overview", "sweeps", "architectures", "history"):
+    if page in ("overview", "wins", "sweeps", "architectures", "history"):
         assert at.get("plotly_chart"), page
     if page == "architectures":
         assert "A100" in infos and "No H200" not in infos
@@ -804,3 +804,35 @@ def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.Monk
         at3 = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60).run()
         assert not at3.exception and not at3.error, page
         assert len(at3.query_params) >= len(at3.selectbox) > 0 or page == "multigpu", (page, at3.query_params)
+
+
+def test_wins_against_the_strongest_peer(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where robocache wins: the speedup over the strongest peer of the same run, a diverging log heat map centred
+    at 1x (case x dtype), the table worst first; record text stays escaped."""
+    wide = pd.DataFrame({"machine": ["m"] * 3, "arch": ["H200"] * 3, "op": ["resample"] * 3, "timer": ["t"] * 3,
+                         "cache": ["warm"] * 3, "case_id": ["a", "b", "c"], "dtype": ["float32", "bfloat16", "float32"],
+                         "run_id": ["r"] * 3, "created": [pd.Timestamp("2026-01-01", tz="UTC")] * 3,
+                         "robocache": [1.0, 4.0, None], "robocache@v1": [0.1, 0.1, 0.1],
+                         "torch_eager": [3.0, 2.0, 1.0], "cupy": [2.0, None, 1.0], "best": ["x"] * 3,
+                         "best_p50": [1.0] * 3})
+    w = tables.wins(wide)
+    assert list(w["case_id"]) == ["b", "a"]  # worst first; c has no robocache figure; v1 is not a peer
+    assert list(w["peer"]) == ["torch_eager", "cupy"] and list(w["speedup"]) == [0.5, 2.0]
+    fig = charts.wins_heatmap(w.assign(case_id=["b", SCRIPT]))
+    hm = fig.data[0]
+    assert hm.type == "heatmap" and hm.zmid == 0.0 and hm.zmin == -hm.zmax
+    assert "1x" in hm.colorbar.ticktext and "0.5x" in hm.colorbar.ticktext and "2x" in hm.colorbar.ticktext
+    assert SCRIPT not in json.dumps(fig.to_plotly_json(), default=str)  # escaped for plotly
+    z = {(y, x): v for y, row in zip(hm.y, hm.z) for x, v in zip(hm.x, row)}
+    assert z[("b", "bfloat16")] == pytest.approx(-0.30103, abs=1e-4) and z[("b", "float32")] is None
+    # the page over the fixtures: the default machine is the newest GPU, the table worst first
+    at = app("wins", fixture_dir, monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert next(s for s in at.selectbox if s.label == "machine").value == "synthetic-b200"
+    table = at.dataframe[0].value
+    sp = list(table["speedup (x)"])
+    assert sp == sorted(sp) and len(sp) > 0 and set(table["strongest peer"]) == {"CuPy"}  # cupy 2.5x < eager 4x
+    assert sp[0] == pytest.approx(2.5)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["type"] == "heatmap"
+    assert_no_markup(at)
