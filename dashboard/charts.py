@@ -355,8 +355,11 @@ def wins_heatmap(w: pd.DataFrame, title: str = "") -> go.Figure:
         z[i][j] = math.log10(float(r.speedup))
         text[i][j] = ratio_label(round(float(r.speedup), 2))
         peer[i][j] = provider_name(r.peer)
-    vals, labels = ratio_ticks(d["speedup"])
-    span = max(abs(math.log10(v)) for v in (min(vals), max(vals)))
+    # symmetric around 1x over the data (at least 0.5x..2x), so equal colours mean equal factors either way
+    span = max(math.log10(2.0), *(abs(math.log10(float(v))) for v in d["speedup"]))
+    vals, labels = ratio_ticks([10 ** -span, 10 ** span])
+    keep = [i for i, v in enumerate(vals) if abs(math.log10(v)) <= span + 1e-9]
+    vals, labels = [vals[i] for i in keep], [labels[i] for i in keep]
     fig = go.Figure(go.Heatmap(
         z=z, x=[plain(t) for t in dtypes], y=[plain(c) for c in cases], text=text, texttemplate="%{text}",
         customdata=peer, colorscale="RdBu", zmid=0.0, zmin=-span, zmax=span,

@@ -265,18 +265,20 @@ HEADERS = {
     "base_run_id": "baseline run", "other_run_id": "compared run",
 }
 SHORT_COMMIT = 10
+# A missing figure as a table shows it. Not "": Streamlit draws an empty display value as "None".
+MISSING = "-"
 
 
 def number(v: Any) -> str:
-    """A figure as a table shows it: thousands separated, about four significant digits, missing as ""."""
+    """A figure as a table shows it: thousands separated, about four significant digits, missing as :data:`MISSING`."""
     if v is None or isinstance(v, bool):
-        return "" if v is None else ("yes" if v else "no")
+        return MISSING if v is None else ("yes" if v else "no")
     try:
         f = float(v)
     except (TypeError, ValueError):
         return str(v)
     if f != f:
-        return ""
+        return MISSING
     a = abs(f)
     if a >= 1000:
         return f"{f:,.0f}"
@@ -288,20 +290,20 @@ def number(v: Any) -> str:
 
 
 def commit(v: Any) -> str:
-    """A commit hash shortened to :data:`SHORT_COMMIT` hex digits; missing as ""."""
-    return "" if v is None or (isinstance(v, float) and v != v) else str(v)[:SHORT_COMMIT]
+    """A commit hash shortened to :data:`SHORT_COMMIT` hex digits; missing as :data:`MISSING`."""
+    return MISSING if v is None or (isinstance(v, float) and v != v) else str(v)[:SHORT_COMMIT]
 
 
 def text(v: Any) -> str:
-    """A cell as text, missing (None, NaN, NaT) as ""."""
-    return "" if v is None or v is pd.NaT or (isinstance(v, float) and v != v) else str(v)
+    """A cell as text, missing (None, NaN, NaT, "") as :data:`MISSING`."""
+    return MISSING if v is None or v is pd.NaT or (isinstance(v, float) and v != v) or v == "" else str(v)
 
 
 def readable(df: pd.DataFrame, extra: dict[str, str] | None = None, provider_cols: Any = ()
              ) -> tuple[Any, dict[str, Any]]:
     """``(styler, column_config)`` for ``st.dataframe``: the frame with readable headers (units in them:
     :data:`HEADERS`, provider columns by their label), numbers formatted (:func:`number`), commits short
-    (:func:`commit`; the header's tooltip says so and where the full hash is), missing values blank, never
+    (:func:`commit`; the header's tooltip says so and where the full hash is), missing values as ``-``, never
     ``None``; ``provider_cols`` (a :func:`side_by_side` table's p50 columns) headed by the provider's label. The underlying values stay numbers, so
     columns still sort as numbers. Record text stays data: a dataframe cell is never rendered as markup."""
     names = {**HEADERS, **(extra or {})}
@@ -314,11 +316,11 @@ def readable(df: pd.DataFrame, extra: dict[str, str] | None = None, provider_col
         if orig == "git_commit" or orig.endswith("_commit"):
             fmt[new] = commit
         elif pd.api.types.is_bool_dtype(col):
-            fmt[new] = lambda v: "yes" if v else ""
+            fmt[new] = lambda v: "yes" if v else "no"
         elif pd.api.types.is_numeric_dtype(col):
             fmt[new] = number
         elif pd.api.types.is_datetime64_any_dtype(col):
-            fmt[new] = lambda v: "" if pd.isna(v) else v.strftime("%Y-%m-%d %H:%M")
+            fmt[new] = lambda v: MISSING if pd.isna(v) else v.strftime("%Y-%m-%d %H:%M")
         else:
             fmt[new] = text
     config: dict[str, Any] = {}
@@ -328,7 +330,7 @@ def readable(df: pd.DataFrame, extra: dict[str, str] | None = None, provider_col
         config[rename["git_commit"]] = st.column_config.TextColumn(
             rename["git_commit"], help=f"first {SHORT_COMMIT} hex digits of the commit; the Runs page shows "
                                        "the full hash")
-    return out.style.format(fmt, na_rep=""), config
+    return out.style.format(fmt, na_rep=MISSING), config
 
 
 def wins(wide: pd.DataFrame) -> pd.DataFrame:

@@ -760,10 +760,11 @@ def test_first_screen_without_gpu_shows_committed_gpu_results(tmp_path: Path,
 def test_readable_tables() -> None:
     df = pd.DataFrame({"case_id": ["a", "b"], "p50": [23292.8165, None], "gb_per_s": [1.23456, 0.0123],
                        "pct_of_ceiling": [None, 55.5], "git_commit": ["0123456789abcdef" * 2 + "01234567", None],
-                       "reason": [None, "x"], "torch_eager": [3.0, 4.0]})
+                       "reason": [None, ""], "torch_eager": [3.0, 4.0], "noisy": [True, False]})
     styled, config = tables.readable(df, provider_cols=["torch_eager"])
     cols = list(styled.data.columns)
-    assert cols == ["case", "median (us)", "GB/s", "% of copy ceiling", "commit", "reason", "torch eager median (us)"]
+    assert cols == ["case", "median (us)", "GB/s", "% of copy ceiling", "commit", "reason", "torch eager median (us)",
+                    "noisy"]
     assert not {"p50", "gb_per_s", "case_id", "git_commit"} & set(cols)
     html = styled.to_html()
     assert "23,293" in html and "1.23" in html and "0.0123" in html and "0123456789" in html
@@ -771,7 +772,10 @@ def test_readable_tables() -> None:
     assert styled.data["commit"].iloc[0] == df["git_commit"].iloc[0]
     assert "None" not in html and "nan" not in html.lower().replace("nanos", "")
     assert "commit" in config
-    assert tables.number(float("nan")) == "" and tables.number(2.0) == "2" and tables.commit(None) == ""
+    assert tables.number(float("nan")) == "-" and tables.number(2.0) == "2" and tables.commit(None) == "-"
+    # Streamlit draws an empty display value as "None": a missing figure shows as "-"
+    disp = styled._translate(False, False)["body"]
+    assert all(c["display_value"] not in ("", "None", "nan") for row in disp for c in row if c["type"] == "td")
 
 
 def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
