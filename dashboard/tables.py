@@ -315,6 +315,8 @@ def readable(df: pd.DataFrame, extra: dict[str, str] | None = None, provider_col
         col = df[orig]
         if orig == "git_commit" or orig.endswith("_commit"):
             fmt[new] = commit
+        elif orig in ("provider", "peer", "best"):  # the provider table's readable name; the value stays the key
+            fmt[new] = lambda v: MISSING if v is None or v != v else providers.label(str(v))
         elif pd.api.types.is_bool_dtype(col):
             fmt[new] = lambda v: "yes" if v else "no"
         elif pd.api.types.is_numeric_dtype(col):

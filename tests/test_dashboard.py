@@ -760,13 +760,15 @@ def test_first_screen_without_gpu_shows_committed_gpu_results(tmp_path: Path,
 def test_readable_tables() -> None:
     df = pd.DataFrame({"case_id": ["a", "b"], "p50": [23292.8165, None], "gb_per_s": [1.23456, 0.0123],
                        "pct_of_ceiling": [None, 55.5], "git_commit": ["0123456789abcdef" * 2 + "01234567", None],
-                       "reason": [None, ""], "torch_eager": [3.0, 4.0], "noisy": [True, False]})
+                       "reason": [None, ""], "torch_eager": [3.0, 4.0], "noisy": [True, False],
+                       "provider": ["torch_compile@max-autotune", "robocache"]})
     styled, config = tables.readable(df, provider_cols=["torch_eager"])
     cols = list(styled.data.columns)
     assert cols == ["case", "median (us)", "GB/s", "% of copy ceiling", "commit", "reason", "torch eager median (us)",
-                    "noisy"]
+                    "noisy", "provider"]
     assert not {"p50", "gb_per_s", "case_id", "git_commit"} & set(cols)
     html = styled.to_html()
+    assert "torch.compile (max-autotune)" in html and styled.data["provider"].iloc[0] == "torch_compile@max-autotune"
     assert "23,293" in html and "1.23" in html and "0.0123" in html and "0123456789" in html
     assert "0123456789abcdef0123" not in html  # short commit shown; the full hash stays the cell's value
     assert styled.data["commit"].iloc[0] == df["git_commit"].iloc[0]
@@ -835,7 +837,7 @@ def test_wins_against_the_strongest_peer(fixture_dir: Path, monkeypatch: pytest.
     assert next(s for s in at.selectbox if s.label == "machine").value == "synthetic-b200"
     table = at.dataframe[0].value
     sp = list(table["speedup (x)"])
-    assert sp == sorted(sp) and len(sp) > 0 and set(table["strongest peer"]) == {"CuPy"}  # cupy 2.5x < eager 4x
+    assert sp == sorted(sp) and len(sp) > 0 and set(table["strongest peer"]) == {"cupy"}  # cupy 2.5x < eager 4x
     assert sp[0] == pytest.approx(2.5)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["type"] == "heatmap"

@@ -36,8 +36,7 @@ def body() -> None:
 
     st.subheader("Best provider per case")
     provs = tables.providers_in(wide)
-    best = wide.assign(best=wide["best"].map(charts.provider_label)) if not wide.empty else wide
-    best = best[["case_id", "dtype", "best", "best_p50", *provs, "machine", "timer", "cache", "run_id", "created"]]
+    best = wide[["case_id", "dtype", "best", "best_p50", *provs, "machine", "timer", "cache", "run_id", "created"]]
     styled, config = tables.readable(best, provider_cols=provs)
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
 

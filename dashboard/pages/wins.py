@@ -35,8 +35,7 @@ def body() -> None:
     cols[2].metric("median speedup", charts.ratio_label(round(float(w["speedup"].median()), 2)))
     st.plotly_chart(charts.wins_heatmap(w, title=f"{machine}: robocache over the strongest peer"), width="stretch")
     st.subheader("Every case, worst first (click a header to sort)")
-    show = w.assign(peer=w["peer"].map(charts.provider_label))
-    styled, config = tables.readable(show[["case_id", "dtype", "speedup", "peer", "robocache_p50", "peer_p50",
+    styled, config = tables.readable(w[["case_id", "dtype", "speedup", "peer", "robocache_p50", "peer_p50",
                                            "run_id"]],
                                      extra={"robocache_p50": "robocache median (us)",
                                             "peer_p50": "strongest peer median (us)", "peer": "strongest peer"})
