@@ -396,7 +396,9 @@ def bound(widget: Callable[..., Any], label: str, opts: Sequence[Any], key: str,
         index = names.index(str(default))
     else:
         index = 0
-    value = widget(label, opts, index=index if opts else None, **kw) if opts else widget(label, opts, **kw)
+    # keyed: the widget's identity is the key, so a changed initial index (the URL rewritten by the last choice)
+    # never makes a new widget that drops the user's next choice
+    value = widget(label, opts, index=index if opts else None, key=f"qp:{key}", **kw)
     if value is None:
         st.query_params.pop(key, None)
     else:
@@ -407,7 +409,8 @@ def bound(widget: Callable[..., Any], label: str, opts: Sequence[Any], key: str,
 def bound_multi(widget: Callable[..., Any], label: str, opts: Sequence[Any], key: str,
                 default: Sequence[Any] | None = None, **kw: Any) -> list[Any]:
     """A multiselect bound to the repeated query parameter ``key`` (``?machine=a&machine=b``), as :func:`bound`;
-    an empty parameter (``?machine=``) is an empty choice, a missing one the ``default`` (every option)."""
+    an empty parameter (``?machine=``) is an empty choice, a missing one the ``default`` (every option). Only a
+    choice other than the default is written to the URL, so the default follows the options offered."""
     opts = list(opts)
     by_name = {str(o): o for o in opts}
     try:
@@ -418,6 +421,12 @@ def bound_multi(widget: Callable[..., Any], label: str, opts: Sequence[Any], key
         chosen = [by_name[v] for v in raw if v in by_name]
     else:
         chosen = [o for o in (opts if default is None else default) if str(o) in by_name]
-    value = widget(label, opts, default=chosen, **kw)
-    st.query_params[key] = [str(v) for v in value] if value else ""
+    value = widget(label, opts, default=chosen, key=f"qp:{key}", **kw)
+    every = [o for o in (opts if default is None else default) if str(o) in by_name]
+    if {str(v) for v in value} == {str(v) for v in every}:
+        # the default choice stays out of the URL: it follows the options (another machine's providers), where
+        # a choice written down would carry one context's options into the next
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = [str(v) for v in value] if value else ""
     return value
