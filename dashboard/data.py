@@ -417,13 +417,15 @@ def bound_multi(widget: Callable[..., Any], label: str, opts: Sequence[Any], key
         raw = st.query_params.get_all(key) if key in st.query_params else None
     except Exception:  # noqa: BLE001
         raw = None
-    if raw is not None:
-        chosen = [by_name[v] for v in raw if v in by_name]
-    else:
-        chosen = [o for o in (opts if default is None else default) if str(o) in by_name]
-    value = widget(label, opts, default=chosen, key=f"qp:{key}", **kw)
-    every = [o for o in (opts if default is None else default) if str(o) in by_name]
-    if {str(v) for v in value} == {str(v) for v in every}:
+    fallback = [o for o in (opts if default is None else default) if str(o) in by_name]
+    chosen = [by_name[v] for v in raw if v in by_name] if raw is not None else fallback
+    if raw is not None and not chosen and any(raw):  # it names only options not offered here: the default
+        chosen = fallback
+    # keyed by the options too: a choice holds while they stay, and new options (another machine's providers)
+    # start from the URL's choice or the default, rather than from the old options' choice minus what is gone
+    opts_id = hashlib.sha256("\0".join(sorted(by_name)).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    value = widget(label, opts, default=chosen, key=f"qp:{key}:{opts_id}", **kw)
+    if {str(v) for v in value} == {str(v) for v in fallback}:
         # the default choice stays out of the URL: it follows the options (another machine's providers), where
         # a choice written down would carry one context's options into the next
         st.query_params.pop(key, None)

@@ -865,3 +865,25 @@ def test_bound_widgets_keep_successive_choices(monkeypatch: pytest.MonkeyPatch) 
     assert not at.exception and not at.error, [e.value for e in at.error]
     box = next(s for s in at.selectbox if s.label == "case")
     assert box.value in box.options
+
+
+def test_history_switching_machines_offers_the_new_machines_providers(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The browser test's steps under AppTest: two machines with different peers; after switching machine the
+    provider choice is the new machine's (the old one's default never sticks in the URL), then a case choice holds."""
+    for arch, machine, provs in (("H200", "synthetic-h200", ("robocache", "torch_eager")),
+                                 ("B200", "synthetic-b200", ("robocache", "cupy"))):
+        for run in range(2):
+            recs = [fixture_record(run, f"resample/B{b}-S100-T50-D32", p, b, arch_scale=1.0, commit=f"{run:x}" * 40,
+                                   created=f"2026-01-0{run + 1}T00:00:00Z") for p in provs for b in (16, 64)]
+            write_records(tmp_path, gpu_env(arch, machine), recs, name=f"{arch.lower()}-run{run}")
+    at = app("history", tmp_path, monkeypatch)
+    assert next(s for s in at.selectbox if s.label == "machine").value == "synthetic-b200"  # newest GPU first
+    assert set(at.multiselect[0].value) == {"robocache", "cupy"}
+    at = next(s for s in at.selectbox if s.label == "machine").select("synthetic-h200").run()
+    assert set(at.multiselect[0].value) == {"robocache", "torch_eager"}
+    at = next(s for s in at.selectbox if s.label == "case").select("resample/B64-S100-T50-D32").run()
+    assert not at.exception and not at.error
+    names = {t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
+    assert names == {"robocache float32", "torch eager float32"}
+    assert next(s for s in at.selectbox if s.label == "case").value == "resample/B64-S100-T50-D32"
