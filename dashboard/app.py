@@ -19,6 +19,7 @@ _PAGES = _ROOT / "dashboard" / "pages"
 st.set_page_config(layout="wide", page_title="robocache-bench")
 st.navigation([
     st.Page(_PAGES / "overview.py", title="Overview", default=True),
+    st.Page(_PAGES / "wins.py", title="Where robocache wins", url_path="wins"),
     st.Page(_PAGES / "sweeps.py", title="Sweeps"),
     st.Page(_PAGES / "architectures.py", title="Architectures"),
     st.Page(_PAGES / "kernels.py", title="Kernels"),

@@ -53,6 +53,35 @@ def plain_col(col: pd.Series) -> pd.Series:
         "<", "&lt;", regex=False).str.replace(">", "&gt;", regex=False)
 
 
+# 1-2-5 steps per decade: the ticks of every ratio axis, labelled as ratios ("0.2x", "0.5x", "1x", "2x", ...).
+_RATIO_STEPS = (1.0, 2.0, 5.0)
+
+
+def ratio_label(v: float) -> str:
+    """A ratio as its tick label: ``0.2`` -> ``"0.2x"``, ``1`` -> ``"1x"``, ``2000`` -> ``"2000x"``."""
+    return f"{v:g}x"
+
+
+def ratio_ticks(values: Any) -> tuple[list[float], list[str]]:
+    """Tick values (1-2-5 per decade, always including 1x) and their labels covering ``values`` on a log axis."""
+    import math
+
+    vs = [float(v) for v in pd.Series(values, dtype="float64").dropna() if float(v) > 0 and math.isfinite(float(v))]
+    lo, hi = (min(vs + [1.0]), max(vs + [1.0]))
+    ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in _RATIO_STEPS]
+    ticks = [round(t, 12) for t in ticks if lo / 1.5 <= t <= hi * 1.5]  # a tick just past each end
+    return ticks, [ratio_label(t) for t in ticks]
+
+
+def ratio_axis(fig: go.Figure, values: Any, axis: str = "yaxis") -> go.Figure:
+    """Make ``axis`` a log ratio axis with ticks labelled as ratios (plotly's own log ticks label 0.2 and
+    0.5 as "2" and "5")."""
+    vals, text = ratio_ticks(values)
+    fig.update_layout(**{axis: dict(type="log", tickvals=vals, ticktext=text)})
+    return fig
+
+
 def _case_labels(g: pd.DataFrame) -> pd.Series:
     """The x category of a bar: case id and dtype, escaped."""
     return plain_col(g["case_id"].astype(str) + " " + g["dtype"].astype(str))
@@ -77,7 +106,7 @@ def speedup_bars(speed: pd.DataFrame, title: str = "robocache speedup over each 
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
     fig.update_layout(title=plain(title), barmode="group", yaxis_type="log", height=_bar_height(speed),
                       yaxis_title="speedup (peer p50 / robocache p50)", xaxis_title="case", legend_title="peer")
-    return fig
+    return ratio_axis(fig, speed["speedup"])
 
 
 def _bar_height(df: pd.DataFrame) -> int:
@@ -265,7 +294,7 @@ def journey_bars(journey: pd.DataFrame, title: str = "") -> go.Figure:
     fig.update_layout(title=plain(title or "kernel versions: geomean speedup over the first version"),
                       barmode="group", xaxis_title="kernel version", yaxis_title="geomean speedup (x)",
                       legend_title="GPU (machine)")
-    return fig
+    return ratio_axis(fig, d["geomean_vs_v1"])
 
 
 def ratio_bars(cases: pd.DataFrame, title: str = "") -> go.Figure:
@@ -284,7 +313,7 @@ def ratio_bars(cases: pd.DataFrame, title: str = "") -> go.Figure:
     fig.update_layout(title=plain(title or "robocache vs torch.compile at its best"), barmode="group",
                       yaxis_type="log", yaxis_title="torch.compile (faster mode) p50 / robocache p50",
                       xaxis_title="case", legend_title="GPU (machine)", height=int(max(450, min(800, 300 + 10 * n))))
-    return fig
+    return ratio_axis(fig, d["ratio"])
 
 
 def machine_ratio_bars(ratio: pd.DataFrame, base: str, other: str, title: str = "") -> go.Figure:
@@ -301,4 +330,41 @@ def machine_ratio_bars(ratio: pd.DataFrame, base: str, other: str, title: str = 
     fig.update_layout(title=plain(title or f"{other} speedup over {base}"), barmode="group",
                       yaxis_title=plain(f"{base} p50 / {other} p50"), xaxis_title="case", legend_title="provider",
                       height=_bar_height(d))
+    return ratio_axis(fig, d["ratio"])
+
+
+# --- where robocache wins ------------------------------------------------------------------------------
+
+def wins_heatmap(w: pd.DataFrame, title: str = "") -> go.Figure:
+    """A heat map over :func:`dashboard.tables.wins` rows of one machine: case (y) x dtype (x), coloured by
+    robocache's speedup over the strongest peer of the same run on a log scale, diverging around 1x (blue: robocache
+    faster, red: slower); the colour bar is labelled in ratios and the hover names the peer."""
+    import math
+
+    d = w.dropna(subset=["speedup"]) if not w.empty else w
+    d = d[d["speedup"] > 0] if not d.empty else d
+    if d.empty:
+        return _empty(title or "where robocache wins (no case with robocache and a peer)")
+    cases = list(dict.fromkeys(d["case_id"].astype(str)))
+    dtypes = sorted(d["dtype"].astype(str).unique())
+    z = [[None] * len(dtypes) for _ in cases]
+    text = [[""] * len(dtypes) for _ in cases]
+    peer = [[""] * len(dtypes) for _ in cases]
+    for r in d.itertuples(index=False):
+        i, j = cases.index(str(r.case_id)), dtypes.index(str(r.dtype))
+        z[i][j] = math.log10(float(r.speedup))
+        text[i][j] = ratio_label(round(float(r.speedup), 2))
+        peer[i][j] = provider_name(r.peer)
+    # symmetric around 1x over the data (at least 0.5x..2x), so equal colours mean equal factors either way
+    span = max(math.log10(2.0), *(abs(math.log10(float(v))) for v in d["speedup"]))
+    vals, labels = ratio_ticks([10 ** -span, 10 ** span])
+    keep = [i for i, v in enumerate(vals) if abs(math.log10(v)) <= span + 1e-9]
+    vals, labels = [vals[i] for i in keep], [labels[i] for i in keep]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[plain(t) for t in dtypes], y=[plain(c) for c in cases], text=text, texttemplate="%{text}",
+        customdata=peer, colorscale="RdBu", zmid=0.0, zmin=-span, zmax=span,
+        colorbar=dict(title="speedup", tickvals=[math.log10(v) for v in vals], ticktext=labels),
+        hovertemplate="%{y} %{x}<br>%{text} vs %{customdata} (the strongest peer)<extra></extra>"))
+    fig.update_layout(title=plain(title or "robocache speedup over the strongest peer"), xaxis_title="dtype",
+                      yaxis_title="case", yaxis_autorange="reversed", height=int(max(400, min(2400, 160 + 24 * len(cases)))))
     return fig

@@ -296,9 +296,10 @@ def options(df: pd.DataFrame, col: str) -> list[Any]:
 
 def pick_method(d: pd.DataFrame, timer_col: Any, cache_col: Any) -> tuple[str, str, pd.DataFrame]:
     """The timer and cache-mode selectboxes (in the two given columns; the cache modes offered are the chosen
-    timer's): ``(timer, cache, the rows of d measured so)``. Figures are never mixed across them."""
-    timer = timer_col.selectbox("timer", options(d, "timer"))
-    cache = cache_col.selectbox("cache", options(d[d["timer"] == timer], "cache"))
+    timer's; both bound to the URL's ``timer`` and ``cache``): ``(timer, cache, the rows of d measured so)``.
+    Figures are never mixed across them."""
+    timer = bound(timer_col.selectbox, "timer", options(d, "timer"), "timer")
+    cache = bound(cache_col.selectbox, "cache", options(d[d["timer"] == timer], "cache"), "cache")
     return timer, cache, d[(d["timer"] == timer) & (d["cache"] == cache)]
 
 
@@ -325,3 +326,109 @@ def loaded() -> tuple[pd.DataFrame, list[tuple[str, str]]] | None:
     if bool(df["synthetic"].any()):
         st.warning("Some records are SYNTHETIC (generated fixtures), not measurements.")
     return df, bad
+
+
+# --- sensible defaults: the newest GPU with robocache records first, then the local run --------------------
+
+# Newest last: an architecture further right is preferred as the first screen; one not listed (a CPU, an
+# unknown GPU) comes after every listed one.
+ARCH_GENERATIONS = ("A100", "H100", "H200", "B200")
+
+
+def preferred_machines(df: pd.DataFrame) -> list[str]:
+    """Machines in the order a first screen should offer them: single-GPU GPU machines with ``ok`` robocache
+    records, newest architecture first (then the most such records, then the name); then the other machines
+    with ``ok`` robocache records (the local CPU run); then every other machine. Never an empty one first
+    because its name sorts first."""
+    from robocache import providers
+
+    if df.empty:
+        return []
+    d = df.assign(_m=df["machine"].astype(str), _a=df["arch"].astype(str), _dev=df["device"].astype(str))
+    ours = d[(d["provider"].astype(str) == providers.OURS) & (d["status"].astype(str) == "ok")]
+    single = ours["world_size"].isna() if "world_size" in ours.columns else pd.Series(True, index=ours.index)
+    n = ours[single].groupby("_m").size()
+    arch = d.groupby("_m")["_a"].first()
+    dev = d.groupby("_m")["_dev"].first()
+
+    def rank(m: str) -> tuple:
+        has = int(n.get(m, 0))
+        gen = ARCH_GENERATIONS.index(arch[m]) if arch[m] in ARCH_GENERATIONS else -1
+        tier = 0 if has and dev[m] == "gpu" else 1 if has else 2
+        return (tier, -gen, -has, m)
+
+    return sorted(d["_m"].unique().tolist(), key=rank)
+
+
+def preferred(df: pd.DataFrame, col: str) -> Any:
+    """The default value of ``col`` (``machine`` or ``arch``): that of the first of :func:`preferred_machines`."""
+    ms = preferred_machines(df)
+    if not ms:
+        return None
+    if col == "machine":
+        return ms[0]
+    vals = df.loc[df["machine"].astype(str) == ms[0], col].dropna()
+    return vals.iloc[0] if len(vals) else None
+
+
+# --- deep links: every page's selections live in the URL ---------------------------------------------------
+
+def _qp_get(key: str) -> str | None:
+    try:
+        v = st.query_params.get_all(key)
+    except Exception:  # noqa: BLE001 - a malformed URL never fails a page
+        return None
+    return v[-1] if v else None
+
+
+def bound(widget: Callable[..., Any], label: str, opts: Sequence[Any], key: str, default: Any = None,
+          **kw: Any) -> Any:
+    """A one-choice widget (``selectbox`` or ``radio`` of a container) bound to the URL's query parameter ``key``:
+    its initial choice is the parameter's value when it names an option (compared as text), else ``default``,
+    else the first option; the choice is written back, so the URL always names the view. A parameter naming no
+    option is ignored (the page still draws) and replaced."""
+    opts = list(opts)
+    names = [str(o) for o in opts]
+    want = _qp_get(key)
+    if want is not None and want in names:
+        index = names.index(want)
+    elif default is not None and str(default) in names:
+        index = names.index(str(default))
+    else:
+        index = 0
+    # keyed: the widget's identity is the key, so a changed initial index (the URL rewritten by the last choice)
+    # never makes a new widget that drops the user's next choice
+    value = widget(label, opts, index=index if opts else None, key=f"qp:{key}", **kw)
+    if value is None:
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = str(value)
+    return value
+
+
+def bound_multi(widget: Callable[..., Any], label: str, opts: Sequence[Any], key: str,
+                default: Sequence[Any] | None = None, **kw: Any) -> list[Any]:
+    """A multiselect bound to the repeated query parameter ``key`` (``?machine=a&machine=b``), as :func:`bound`;
+    an empty parameter (``?machine=``) is an empty choice, a missing one the ``default`` (every option). Only a
+    choice other than the default is written to the URL, so the default follows the options offered."""
+    opts = list(opts)
+    by_name = {str(o): o for o in opts}
+    try:
+        raw = st.query_params.get_all(key) if key in st.query_params else None
+    except Exception:  # noqa: BLE001
+        raw = None
+    fallback = [o for o in (opts if default is None else default) if str(o) in by_name]
+    chosen = [by_name[v] for v in raw if v in by_name] if raw is not None else fallback
+    if raw is not None and not chosen and any(raw):  # it names only options not offered here: the default
+        chosen = fallback
+    # keyed by the options too: a choice holds while they stay, and new options (another machine's providers)
+    # start from the URL's choice or the default, rather than from the old options' choice minus what is gone
+    opts_id = hashlib.sha256("\0".join(sorted(by_name)).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    value = widget(label, opts, default=chosen, key=f"qp:{key}:{opts_id}", **kw)
+    if {str(v) for v in value} == {str(v) for v in fallback}:
+        # the default choice stays out of the URL: it follows the options (another machine's providers), where
+        # a choice written down would carry one context's options into the next
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = [str(v) for v in value] if value else ""
+    return value

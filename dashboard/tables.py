@@ -247,3 +247,107 @@ def machine_pair(df: pd.DataFrame, order: tuple[str, ...] = ("A100", "H100", "H2
         return pick[0], pick[1]
     top = counts.sort_values(["n", "machine"], ascending=[False, True])["machine"].tolist()
     return top[0], top[1]
+
+
+# --- readable tables: units in the headers, short commits, no "None" ------------------------------------
+
+HEADERS = {
+    "run_id": "run", "created": "run time (UTC)", "git_commit": "commit", "case_id": "case", "op": "op",
+    "provider": "provider", "dtype": "dtype", "machine": "machine", "arch": "GPU", "gpu_name": "GPU name",
+    "status": "status", "reason": "reason", "timer": "timer", "cache": "cache", "frontend": "front end",
+    "input_sets": "input sets", "p20": "p20 (us)", "p50": "median (us)", "p80": "p80 (us)", "best_p50": "best median (us)",
+    "best": "fastest", "items_per_s": "items/s", "gb_per_s": "GB/s", "ceiling_gb_per_s": "copy ceiling (GB/s)",
+    "pct_of_ceiling": "% of copy ceiling", "throttled": "throttled", "contended": "contended", "noisy": "noisy",
+    "speedup": "speedup (x)", "peer": "peer", "ratio": "ratio (x)",
+    "base_p50": "baseline median (us)", "other_p50": "compared median (us)",
+    "base_pct_of_ceiling": "baseline % of ceiling", "other_pct_of_ceiling": "compared % of ceiling",
+    "base_ceiling_gb_per_s": "baseline ceiling (GB/s)", "other_ceiling_gb_per_s": "compared ceiling (GB/s)",
+    "base_run_id": "baseline run", "other_run_id": "compared run",
+}
+SHORT_COMMIT = 10
+# A missing figure as a table shows it. Not "": Streamlit draws an empty display value as "None".
+MISSING = "-"
+
+
+def number(v: Any) -> str:
+    """A figure as a table shows it: thousands separated, about four significant digits, missing as :data:`MISSING`."""
+    if v is None or isinstance(v, bool):
+        return MISSING if v is None else ("yes" if v else "no")
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if f != f:
+        return MISSING
+    a = abs(f)
+    if a >= 1000:
+        return f"{f:,.0f}"
+    if a >= 100:
+        return f"{f:.1f}"
+    if a >= 1 or a == 0:
+        return f"{f:.2f}".rstrip("0").rstrip(".") if f != int(f) else f"{int(f)}"
+    return f"{f:.3g}"
+
+
+def commit(v: Any) -> str:
+    """A commit hash shortened to :data:`SHORT_COMMIT` hex digits; missing as :data:`MISSING`."""
+    return MISSING if v is None or (isinstance(v, float) and v != v) else str(v)[:SHORT_COMMIT]
+
+
+def text(v: Any) -> str:
+    """A cell as text, missing (None, NaN, NaT, "") as :data:`MISSING`."""
+    return MISSING if v is None or v is pd.NaT or (isinstance(v, float) and v != v) or v == "" else str(v)
+
+
+def readable(df: pd.DataFrame, extra: dict[str, str] | None = None, provider_cols: Any = ()
+             ) -> tuple[Any, dict[str, Any]]:
+    """``(styler, column_config)`` for ``st.dataframe``: the frame with readable headers (units in them:
+    :data:`HEADERS`, provider columns by their label), numbers formatted (:func:`number`), commits short
+    (:func:`commit`; the header's tooltip says so and where the full hash is), missing values as ``-``, never
+    ``None``; ``provider_cols`` (a :func:`side_by_side` table's p50 columns) headed by the provider's label. The underlying values stay numbers, so
+    columns still sort as numbers. Record text stays data: a dataframe cell is never rendered as markup."""
+    names = {**HEADERS, **(extra or {})}
+    provs = {c: providers.label(str(c)) + " median (us)" for c in provider_cols}
+    rename = {c: provs.get(c, names.get(c, c)) for c in df.columns}
+    out = df.rename(columns=rename)
+    fmt: dict[str, Any] = {}
+    for orig, new in rename.items():
+        col = df[orig]
+        if orig == "git_commit" or orig.endswith("_commit"):
+            fmt[new] = commit
+        elif orig in ("provider", "peer", "best"):  # the provider table's readable name; the value stays the key
+            fmt[new] = lambda v: MISSING if v is None or v != v else providers.label(str(v))
+        elif pd.api.types.is_bool_dtype(col):
+            fmt[new] = lambda v: "yes" if v else "no"
+        elif pd.api.types.is_numeric_dtype(col):
+            fmt[new] = number
+        elif pd.api.types.is_datetime64_any_dtype(col):
+            fmt[new] = lambda v: MISSING if pd.isna(v) else v.strftime("%Y-%m-%d %H:%M")
+        else:
+            fmt[new] = text
+    config: dict[str, Any] = {}
+    if "git_commit" in rename:
+        import streamlit as st  # the column config only; the builder stays testable without a page
+
+        config[rename["git_commit"]] = st.column_config.TextColumn(
+            rename["git_commit"], help=f"first {SHORT_COMMIT} hex digits of the commit; the Runs page shows "
+                                       "the full hash")
+    return out.style.format(fmt, na_rep=MISSING), config
+
+
+def wins(wide: pd.DataFrame) -> pd.DataFrame:
+    """Per case of a :func:`side_by_side` table (one run per case, machine, timer, cache and dtype): robocache's
+    speedup over the strongest peer of that same run, ``speedup`` = the fastest peer's p50 / robocache's p50
+    (above 1: robocache wins). Kernel versions are not peers. Cases without robocache or without any peer are
+    left out. Columns: the keys, ``run_id``, ``robocache_p50``, ``peer``, ``peer_p50``, ``speedup``; worst first."""
+    cols = [*KEYS, "run_id", "robocache_p50", "peer", "peer_p50", "speedup"]
+    provs = providers_in(wide)
+    peers = [p for p in provs if providers.role(p) not in ("ours", "version")]
+    if wide.empty or OURS not in provs or not peers:
+        return pd.DataFrame(columns=cols)
+    d = wide.dropna(subset=[OURS]).dropna(subset=peers, how="all")
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    d = d.assign(robocache_p50=d[OURS], peer=d[peers].idxmin(axis=1), peer_p50=d[peers].min(axis=1))
+    d["speedup"] = d["peer_p50"] / d["robocache_p50"]
+    return d[cols].sort_values(["speedup", "case_id", "dtype"], kind="stable").reset_index(drop=True)

@@ -24,7 +24,7 @@ from robocache.bench.store import write_records  # noqa: E402
 from tests.test_store import make_env, make_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ["overview", "sweeps", "architectures", "kernels", "history", "multigpu", "runs"]
+PAGES = ["overview", "wins", "sweeps", "architectures", "kernels", "history", "multigpu", "runs"]
 SCRIPT = "<script>alert(1)</script>"
 UNESCAPED_LT = re.compile(r"(?<!\\)<")
 BAD_NAME = "<img src=x onerror=alert(1)>.records.json"
@@ -123,7 +123,7 @@ def test_page_on_fixtures(page: str, fixture_dir: Path, monkeypatch: pytest.Monk
     warnings = " ".join(w.value for w in at.warning)
     assert "SYNTHETIC" in warnings
     infos = " ".join(i.value for i in at.info)
-    if page in ("overview", "sweeps", "architectures", "history"):
+    if page in ("overview", "wins", "sweeps", "architectures", "history"):
         assert charts_, page
     if page == "overview":
         assert at.dataframe and at.metric
@@ -153,7 +153,7 @@ def test_script_case_shows_as_data(fixture_dir: Path, monkeypatch: pytest.Monkey
     assert (at.dataframe[0].value["provider"].astype(str).nunique()) == 3
     assert_no_markup(at)
     at = app("overview", fixture_dir, monkeypatch)
-    assert any(f"resample/{SCRIPT}" in set(df.value.get("case_id", [])) for df in at.dataframe)
+    assert any(f"resample/{SCRIPT}" in set(df.value.get("case", [])) for df in at.dataframe)
 
 
 def test_sweep_axis_and_metric(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +179,7 @@ def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -
     assert not at.error, [e.value for e in at.error]
     assert_no_markup(at)
     infos = " ".join(i.value for i in at.info)
-    if page in ("overview", "sweeps", "architectures", "history"):
+    if page in ("overview", "wins", "sweeps", "architectures", "history"):
         assert at.get("plotly_chart"), page
     if page == "architectures":
         assert "A100" in infos and "No H200" not in infos
@@ -572,7 +572,7 @@ def test_architectures_page_compares_h100_and_h200(kernels_dir: Path, monkeypatc
     ratio = at.dataframe[-1].value
     # the latest record of each series: the fixture's H100 is 1.4x slower than the H200's nightly run, and the
     # H200's newer quick run measured the standard case 3x slower again
-    got = dict(zip(ratio["case_id"], ratio["ratio"].round(6)))
+    got = dict(zip(ratio["case"], ratio["ratio (x)"].round(6)))
     assert got == {"resample/B4096-S100-T50-D32": 1.4, "resample/B256-S100-T50-D32": round(1.4 / 3.0, 6)}
     figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
     assert len(figs) == 3 and "nvidia-h200 speedup over nvidia-h100-x1" in figs[-1]["layout"]["title"]["text"]
@@ -693,3 +693,197 @@ def test_kernel_figures_escape_record_text(kernels_dir: Path) -> None:
                 text = TEMPLATE_TAGS.sub("", text)
             assert "<" not in text and ">" not in text, (key, text)
         assert doc["layout"]["title"]["text"] == charts.plain(evil_title)
+
+
+# ---------------------------------------------------------------- issue 15: ratio axes, defaults, tables, links
+
+def test_ratio_axes_label_ratios() -> None:
+    """Every ratio axis is log with 1-2-5 ticks labelled as ratios: 0.2x and 0.5x, never plotly's "2" and "5"."""
+    vals, text = charts.ratio_ticks([0.3, 0.7, 1.6, 40.0])
+    assert "0.2x" in text and "0.5x" in text and "1x" in text and "2x" in text and "50x" in text
+    assert dict(zip(text, vals))["0.5x"] == 0.5 and dict(zip(text, vals))["20x"] == 20
+    assert vals == sorted(vals) and min(vals) <= 0.3 and max(vals) >= 40
+    assert "1x" in charts.ratio_ticks([])[1] and "1x" in charts.ratio_ticks([30.0, 80.0])[1]  # 1x always covered
+    speed = pd.DataFrame({"case_id": ["a", "b"], "dtype": ["float32"] * 2, "peer": ["torch_eager"] * 2,
+                          "speedup": [0.4, 3.0], "run_id": ["r", "r"]})
+    cases = pd.DataFrame({"case": ["a"], "dtype": ["bf16"], "arch": ["H200"], "machine": ["m"], "ratio": [0.25],
+                          "compile_mode": ["default"]})
+    ratio = pd.DataFrame({"case_id": ["a"], "dtype": ["bf16"], "provider": ["robocache"], "ratio": [1.7]})
+    journey = pd.DataFrame({"version": ["v1", "v2"], "geomean_vs_v1": [1.0, 2.4], "arch": ["H200"] * 2,
+                            "machine": ["m"] * 2, "cases_vs_v1": [3, 3], "min_vs_v1": [1.0, 1.5],
+                            "max_vs_v1": [1.0, 3.0]})
+    for fig in (charts.speedup_bars(speed), charts.ratio_bars(cases), charts.machine_ratio_bars(ratio, "a", "b"),
+                charts.journey_bars(journey)):
+        y = fig.layout.yaxis
+        assert y.type == "log", fig.layout.title.text
+        assert all(t.endswith("x") for t in y.ticktext) and "1x" in y.ticktext, y.ticktext
+        assert len(y.tickvals) == len(y.ticktext)
+
+
+def cpu_dir(tmp: Path) -> Path:
+    """A local CPU run without robocache records, on a machine whose name sorts before every GPU machine."""
+    recs = []
+    for b in (16, 64):
+        r = make_record(b, run_id="local-cpu-run")
+        r["created"] = "2026-12-01T00:00:00Z"  # newer than every committed record
+        r["case"]["provider"] = "numpy"
+        recs.append(r)
+    write_records(tmp, make_env("a-local-cpu"), recs, name="local")
+    return tmp
+
+
+def test_first_screen_without_gpu_shows_committed_gpu_results(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make run` on a machine without a GPU: results/ plus the local CPU run; every page's first machine or
+    architecture is the newest GPU with robocache records, never the CPU run that sorts first."""
+    monkeypatch.setenv(data.ENV_VAR, str(cpu_dir(tmp_path)))
+    monkeypatch.delenv(data.NO_DEFAULT_ENV_VAR, raising=False)
+    df, _ = data.load_frame()
+    order = data.preferred_machines(df)
+    assert order[0] == "nvidia-h200" and order.index("nvidia-h100-x1") < order.index("a-local-cpu")
+    assert data.preferred(df, "arch") == "H200"
+    for page, label, want in (("overview", "architecture", "H200"), ("sweeps", "machine", "nvidia-h200"),
+                              ("history", "machine", "nvidia-h200")):
+        at = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60).run()
+        assert not at.exception and not at.error, page
+        assert next(s for s in at.selectbox if s.label == label).value == want, page
+        assert at.get("plotly_chart"), page
+        figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+        assert any(t.get("y") is not None and len(t["y"]) for f in figs for t in f["data"]), page  # not empty
+    # a CPU run with robocache records comes after every GPU machine, before machines without any
+    d = pd.DataFrame({"machine": ["z-gpu", "cpu", "empty-gpu"], "arch": ["H100", "CPU", "H200"],
+                      "device": ["gpu", "cpu", "gpu"], "provider": ["robocache", "robocache", "cupy"],
+                      "status": ["ok"] * 3, "world_size": [None] * 3})
+    assert data.preferred_machines(d) == ["z-gpu", "cpu", "empty-gpu"]
+
+
+def test_readable_tables() -> None:
+    df = pd.DataFrame({"case_id": ["a", "b"], "p50": [23292.8165, None], "gb_per_s": [1.23456, 0.0123],
+                       "pct_of_ceiling": [None, 55.5], "git_commit": ["0123456789abcdef" * 2 + "01234567", None],
+                       "reason": [None, ""], "torch_eager": [3.0, 4.0], "noisy": [True, False],
+                       "provider": ["torch_compile@max-autotune", "robocache"]})
+    styled, config = tables.readable(df, provider_cols=["torch_eager"])
+    cols = list(styled.data.columns)
+    assert cols == ["case", "median (us)", "GB/s", "% of copy ceiling", "commit", "reason", "torch eager median (us)",
+                    "noisy", "provider"]
+    assert not {"p50", "gb_per_s", "case_id", "git_commit"} & set(cols)
+    html = styled.to_html()
+    assert "torch.compile (max-autotune)" in html and styled.data["provider"].iloc[0] == "torch_compile@max-autotune"
+    assert "23,293" in html and "1.23" in html and "0.0123" in html and "0123456789" in html
+    assert "0123456789abcdef0123" not in html  # short commit shown; the full hash stays the cell's value
+    assert styled.data["commit"].iloc[0] == df["git_commit"].iloc[0]
+    assert "None" not in html and "nan" not in html.lower().replace("nanos", "")
+    assert "commit" in config
+    assert tables.number(float("nan")) == "-" and tables.number(2.0) == "2" and tables.commit(None) == "-"
+    # Streamlit draws an empty display value as "None": a missing figure shows as "-"
+    disp = styled._translate(False, False)["body"]
+    assert all(c["display_value"] not in ("", "None", "nan") for row in disp for c in row if c["type"] == "td")
+
+
+def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Query parameters set the selections (a shared link opens the same view), and a change is written back."""
+    monkeypatch.setenv(data.ENV_VAR, str(fixture_dir))
+    monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
+    at = AppTest.from_file(str(REPO / "dashboard" / "pages" / "history.py"), default_timeout=60)
+    at.query_params.update({"machine": "synthetic-b200", "case": "resample/B64-S100-T50-D32",
+                            "provider": ["robocache", "cupy"], "metric": "gb_per_s"})
+    at = at.run()
+    assert not at.exception and not at.error
+    boxes = {s.label: s.value for s in at.selectbox}
+    assert boxes["machine"] == "synthetic-b200" and boxes["case"] == "resample/B64-S100-T50-D32"
+    assert at.multiselect[0].value == ["robocache", "cupy"]
+    assert at.radio[0].value == "gb_per_s"
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {t["name"].split()[0] for t in spec["data"]} == {"robocache", "CuPy"}
+    # the default choice of a multiselect stays out of the URL (it follows the options of the next machine);
+    # a narrower one is written
+    at = at.multiselect[0].set_value(["robocache", "cupy", "torch_eager"]).run()
+    assert "provider" not in at.query_params
+    at = at.multiselect[0].set_value(["cupy"]).run()
+    assert at.query_params["provider"] in ("cupy", ["cupy"])
+    # a parameter naming no option is ignored, the page still draws
+    at2 = AppTest.from_file(str(REPO / "dashboard" / "pages" / "overview.py"), default_timeout=60)
+    at2.query_params["arch"] = "<b>nope</b>"
+    at2 = at2.run()
+    assert not at2.exception and not at2.error and at2.get("plotly_chart")
+    assert next(s for s in at2.selectbox if s.label == "architecture").value == "B200"  # the default: newest GPU
+    assert at2.query_params["arch"] in ("B200", ["B200"])  # the bad value replaced by the view shown
+    # choosing writes the choice back into the URL
+    at2 = next(s for s in at2.selectbox if s.label == "architecture").select("H200").run()
+    assert at2.query_params["arch"] in ("H200", ["H200"])
+    # every page binds its selections: each widget's label has a query parameter after a plain run
+    for page in ("sweeps", "kernels", "architectures", "multigpu", "runs"):
+        at3 = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60).run()
+        assert not at3.exception and not at3.error, page
+        assert len(at3.query_params) >= len(at3.selectbox) > 0 or page == "multigpu", (page, at3.query_params)
+
+
+def test_wins_against_the_strongest_peer(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where robocache wins: the speedup over the strongest peer of the same run, a diverging log heat map centred
+    at 1x (case x dtype), the table worst first; record text stays escaped."""
+    wide = pd.DataFrame({"machine": ["m"] * 3, "arch": ["H200"] * 3, "op": ["resample"] * 3, "timer": ["t"] * 3,
+                         "cache": ["warm"] * 3, "case_id": ["a", "b", "c"], "dtype": ["float32", "bfloat16", "float32"],
+                         "run_id": ["r"] * 3, "created": [pd.Timestamp("2026-01-01", tz="UTC")] * 3,
+                         "robocache": [1.0, 4.0, None], "robocache@v1": [0.1, 0.1, 0.1],
+                         "torch_eager": [3.0, 2.0, 1.0], "cupy": [2.0, None, 1.0], "best": ["x"] * 3,
+                         "best_p50": [1.0] * 3})
+    w = tables.wins(wide)
+    assert list(w["case_id"]) == ["b", "a"]  # worst first; c has no robocache figure; v1 is not a peer
+    assert list(w["peer"]) == ["torch_eager", "cupy"] and list(w["speedup"]) == [0.5, 2.0]
+    fig = charts.wins_heatmap(w.assign(case_id=["b", SCRIPT]))
+    hm = fig.data[0]
+    assert hm.type == "heatmap" and hm.zmid == 0.0 and hm.zmin == -hm.zmax
+    assert "1x" in hm.colorbar.ticktext and "0.5x" in hm.colorbar.ticktext and "2x" in hm.colorbar.ticktext
+    assert SCRIPT not in json.dumps(fig.to_plotly_json(), default=str)  # escaped for plotly
+    z = {(y, x): v for y, row in zip(hm.y, hm.z) for x, v in zip(hm.x, row)}
+    assert z[("b", "bfloat16")] == pytest.approx(-0.30103, abs=1e-4) and z[("b", "float32")] is None
+    # the page over the fixtures: the default machine is the newest GPU, the table worst first
+    at = app("wins", fixture_dir, monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert next(s for s in at.selectbox if s.label == "machine").value == "synthetic-b200"
+    table = at.dataframe[0].value
+    sp = list(table["speedup (x)"])
+    assert sp == sorted(sp) and len(sp) > 0 and set(table["strongest peer"]) == {"cupy"}  # cupy 2.5x < eager 4x
+    assert sp[0] == pytest.approx(2.5)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["type"] == "heatmap"
+    assert_no_markup(at)
+
+
+def test_bound_widgets_keep_successive_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two choices in a row on one widget both hold (its identity does not follow the URL it rewrote), and a
+    choice that the next options lack falls back to an offered one without an error."""
+    at = app("history", REPO / "results", monkeypatch)
+    case = next(s for s in at.selectbox if s.label == "case")
+    first, second = case.options[1], case.options[2]
+    at = case.select(first).run()
+    assert next(s for s in at.selectbox if s.label == "case").value == first
+    at = next(s for s in at.selectbox if s.label == "case").select(second).run()
+    assert next(s for s in at.selectbox if s.label == "case").value == second
+    assert at.query_params["case"] in (second, [second])
+    at = next(s for s in at.selectbox if s.label == "machine").select("nvidia-h200-x4").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    box = next(s for s in at.selectbox if s.label == "case")
+    assert box.value in box.options
+
+
+def test_history_switching_machines_offers_the_new_machines_providers(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The browser test's steps under AppTest: two machines with different peers; after switching machine the
+    provider choice is the new machine's (the old one's default never sticks in the URL), then a case choice holds."""
+    for arch, machine, provs in (("H200", "synthetic-h200", ("robocache", "torch_eager")),
+                                 ("B200", "synthetic-b200", ("robocache", "cupy"))):
+        for run in range(2):
+            recs = [fixture_record(run, f"resample/B{b}-S100-T50-D32", p, b, arch_scale=1.0, commit=f"{run:x}" * 40,
+                                   created=f"2026-01-0{run + 1}T00:00:00Z") for p in provs for b in (16, 64)]
+            write_records(tmp_path, gpu_env(arch, machine), recs, name=f"{arch.lower()}-run{run}")
+    at = app("history", tmp_path, monkeypatch)
+    assert next(s for s in at.selectbox if s.label == "machine").value == "synthetic-b200"  # newest GPU first
+    assert set(at.multiselect[0].value) == {"robocache", "cupy"}
+    at = next(s for s in at.selectbox if s.label == "machine").select("synthetic-h200").run()
+    assert set(at.multiselect[0].value) == {"robocache", "torch_eager"}
+    at = next(s for s in at.selectbox if s.label == "case").select("resample/B64-S100-T50-D32").run()
+    assert not at.exception and not at.error
+    names = {t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
+    assert names == {"robocache float32", "torch eager float32"}
+    assert next(s for s in at.selectbox if s.label == "case").value == "resample/B64-S100-T50-D32"

@@ -239,3 +239,24 @@ def test_runs_of_one_commit_and_suite_are_one_measurement():
     assert {r["case"]["id"] for r in rs} == want_ids  # both invocations' cases of the op
     if len(want_ids) > 1:
         assert rid == "run-a+run-b"
+
+
+def test_headline_states_the_grid_wide_ratio_to_torch_compile(records: list) -> None:
+    """The headline names its case and also the grid: median and worst ratio to torch.compile's faster mode over
+    every case and dtype of the run (the kernels report's own vs_compile_cases), so one tie never stands for it."""
+    run = _run(records, "synthetic-nvidia-h200-nightly")
+    text = report.headline(run)
+    cases = report.vs_compile_cases(run)
+    assert cases
+    ratios = sorted(c["ratio"] for c in cases)
+    worst = min(cases, key=lambda c: c["ratio"])
+    import statistics
+
+    line = next(line for line in text.splitlines() if line.startswith("- H200"))
+    assert f"{len(cases)} cases and dtypes" in line
+    assert f"median {statistics.median(ratios):.2f}x" in line and f"worst {ratios[0]:.2f}x" in line
+    assert worst["case"] in line and f"faster on {sum(r >= 1 for r in ratios)} of {len(cases)}" in line
+    # the whole report's headline section carries it; a run without torch.compile has no such line
+    assert "Across the grid" in report.report(run).split("## Headline")[1].split("\n## ")[0]
+    plain = [r for r in run if r["case"]["provider"] in ("robocache", "torch_eager")]
+    assert "Across the grid" not in report.headline(plain)

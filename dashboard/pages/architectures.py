@@ -19,13 +19,12 @@ def body() -> None:
         st.info(f"No {a} results yet: nobody here can measure an {a}, and no figure is ever written by hand. "
                 f"Run `robocache-bench run` on an {a} machine and commit its records to show it here.")
     c = st.columns(5)
-    op = c[0].selectbox("op", data.options(df, "op"))
+    op = data.bound(c[0].selectbox, "op", data.options(df, "op"), "op")
     d = df[(df["op"] == op) & (df["status"] == "ok")]
-    provider = c[1].selectbox("provider", data.options(d, "provider"),
-                              index=data.options(d, "provider").index(providers.OURS)
-                              if providers.OURS in data.options(d, "provider") else 0)
+    provider = data.bound(c[1].selectbox, "provider", data.options(d, "provider"), "provider", default=providers.OURS,
+                          format_func=charts.provider_label)
     d = d[d["provider"] == provider]
-    dtype = c[2].selectbox("dtype", data.options(d, "dtype"))
+    dtype = data.bound(c[2].selectbox, "dtype", data.options(d, "dtype"), "dtype")
     d = d[d["dtype"] == dtype]
     timer, cache, d = data.pick_method(d, c[3], c[4])
     d = data.latest(d)
@@ -34,8 +33,9 @@ def body() -> None:
         st.caption(f"Only {n_arch} architecture has results for this selection; the others join it here once measured.")
     st.plotly_chart(charts.arch_bars(d, "p50", title=f"{op} {provider} {dtype}: median time"), width="stretch")
     st.plotly_chart(charts.arch_bars(d, "pct_of_ceiling", title="% of each GPU's own copy ceiling"), width="stretch")
-    st.dataframe(d[["arch", "machine", "gpu_name", "case_id", "p50", "gb_per_s", "ceiling_gb_per_s", "pct_of_ceiling",
-                    "run_id"]].sort_values(["case_id", "arch"]), hide_index=True, width="stretch")
+    styled, config = tables.readable(d[["arch", "machine", "gpu_name", "case_id", "p50", "gb_per_s", "ceiling_gb_per_s",
+                                        "pct_of_ceiling", "run_id"]].sort_values(["case_id", "arch"]))
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
     two_gpus(df[(df["op"] == op) & (df["dtype"] == dtype) & (df["timer"] == timer) & (df["cache"] == cache)],
              provider)
 
@@ -51,11 +51,11 @@ def two_gpus(d: pd.DataFrame, provider: str) -> None:
                    "joins it here once its records are committed.")
         return
     c = st.columns(3)
-    base = c[0].selectbox("baseline machine", machines, index=machines.index(pair[0]))
-    other = c[1].selectbox("compared machine", machines, index=machines.index(pair[1]))
+    base = data.bound(c[0].selectbox, "baseline machine", machines, "base", default=pair[0])
+    other = data.bound(c[1].selectbox, "compared machine", machines, "other", default=pair[1])
     provs = data.options(d, "provider")
-    chosen = c[2].multiselect("providers", provs, default=[provider] if provider in provs else provs[:1],
-                              format_func=charts.provider_label)
+    chosen = data.bound_multi(c[2].multiselect, "providers", provs, "pair_provider",
+                              default=[provider] if provider in provs else provs[:1], format_func=charts.provider_label)
     ratio = tables.machine_ratio(d[d["provider"].isin(chosen)], base, other)
     if ratio.empty:
         st.info("No case of this selection was measured on both machines.")
@@ -64,7 +64,8 @@ def two_gpus(d: pd.DataFrame, provider: str) -> None:
                "compared machine is faster). A bandwidth-bound kernel runs about as much faster as the copy "
                "ceilings differ.")
     st.plotly_chart(charts.machine_ratio_bars(ratio, base, other), width="stretch")
-    st.dataframe(ratio, hide_index=True, width="stretch")
+    styled, config = tables.readable(ratio)
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
 
 
 data.run_page("Architectures", body)

@@ -32,9 +32,9 @@ def body() -> None:
     df, _ = got
     c = st.columns(3)
     machines = data.options(df, "machine")
-    chosen = c[0].multiselect("machines", machines, default=machines)
+    chosen = data.bound_multi(c[0].multiselect, "machines", machines, "machine")
     d = df[df["machine"].isin(chosen)]
-    op = c[1].selectbox("op", data.options(d, "op"))
+    op = data.bound(c[1].selectbox, "op", data.options(d, "op"), "op")
     d = d[d["op"] == op]
     st.caption("One run per machine and op: its nightly run if there is one, else its newest; every ratio is "
                "between medians measured side by side in that run.")
@@ -58,8 +58,8 @@ def body() -> None:
     if not provs:
         st.info("No robocache records for this op in the chosen machines.")
         return
-    ours = c[2].selectbox("robocache provider", provs, index=provs.index(tables.OURS) if tables.OURS in provs else 0,
-                          format_func=charts.provider_label)
+    ours = data.bound(c[2].selectbox, "robocache provider", provs, "provider", default=tables.OURS,
+                      format_func=charts.provider_label)
     cases, summary = tables.vs_compile(recs, ours)
     if summary.empty:
         st.info("No case with both robocache and torch.compile measured for this op.")

@@ -22,11 +22,11 @@ def body() -> None:
                 "`robocache-bench run --suite multigpu` records them.")
         return
     c = st.columns(3)
-    op = c[0].selectbox("op", data.options(multi, "op"))
-    metric = c[1].selectbox("metric", list(charts.MULTI_METRICS), format_func=lambda m: charts.MULTI_METRICS[m][0])
+    op = data.bound(c[0].selectbox, "op", data.options(multi, "op"), "op")
+    metric = data.bound(c[1].selectbox, "metric", list(charts.MULTI_METRICS), "metric", format_func=lambda m: charts.MULTI_METRICS[m][0])
     d = multi[multi["op"] == op]
     scalings = data.options(d, "scaling")
-    scaling = c[2].selectbox("scaling", ["weak and strong", *scalings])
+    scaling = data.bound(c[2].selectbox, "scaling", ["weak and strong", *scalings], "scaling")
     if scaling != "weak and strong":
         d = d[d["scaling"] == scaling]
     # newest record per case and machine, whatever its timer: a failed record has none, and must hide an older

@@ -1,5 +1,7 @@
 """Overview: per architecture and op, the latest results, the best provider, robocache's speedups,
-% of the copy ceiling and the health flags as counts."""
+% of the copy ceiling and the health flags as counts. Single-GPU records only (the Multi-GPU page has the
+others); the first screen is the newest GPU with robocache records (:func:`dashboard.data.preferred`); every
+selection lives in the URL."""
 import streamlit as st
 
 from dashboard import charts, data, tables
@@ -10,10 +12,12 @@ def body() -> None:
     if got is None:
         return
     df, _ = got
+    df = df[df["world_size"].isna()]  # single-GPU records; multi-GPU ones never mix into these views
     c1, c2, c3, c4 = st.columns(4)
-    arch = c1.selectbox("architecture", data.options(df, "arch"))
+    arch = data.bound(c1.selectbox, "architecture", data.options(df, "arch"), "arch",
+                      default=data.preferred(df, "arch"))
     d = df[df["arch"] == arch]
-    op = c2.selectbox("op", data.options(d, "op"))
+    op = data.bound(c2.selectbox, "op", data.options(d, "op"), "op")
     d = d[d["op"] == op]
     # one timer and one cache mode at a time: series never mix them
     _, _, d = data.pick_method(d, c3, c4)
@@ -31,7 +35,10 @@ def body() -> None:
     st.plotly_chart(charts.speedup_bars(speed), width="stretch")
 
     st.subheader("Best provider per case")
-    st.dataframe(wide, hide_index=True, width="stretch")
+    provs = tables.providers_in(wide)
+    best = wide[["case_id", "dtype", "best", "best_p50", *provs, "machine", "timer", "cache", "run_id", "created"]]
+    styled, config = tables.readable(best, provider_cols=provs)
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
 
     st.subheader("% of the copy ceiling")
     st.plotly_chart(charts.ceiling_bars(lat[lat["status"] == "ok"]), width="stretch")
@@ -39,7 +46,8 @@ def body() -> None:
     st.subheader("Latest results")
     show = ["case_id", "provider", "dtype", "machine", "status", "p50", "items_per_s", "gb_per_s", "pct_of_ceiling",
             "throttled", "contended", "noisy", "run_id", "git_commit", "created", "reason"]
-    st.dataframe(lat[show].sort_values(["case_id", "dtype", "provider"]), hide_index=True, width="stretch")
+    styled, config = tables.readable(lat[show].sort_values(["case_id", "dtype", "provider"]))
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
 
 
 data.run_page("Overview", body)

@@ -64,7 +64,7 @@ def body() -> None:
         return
     recs = report.latest_pipeline_runs(recs)
     gpus = sorted({_gpu(r) for r in recs})
-    gpu = st.selectbox("GPU", gpus)
+    gpu = data.bound(st.selectbox, "GPU", gpus, "gpu")
     mine = [r for r in recs if _gpu(r) == gpu]
     if any((r.get("pipeline") or {}).get("resample_on") == "numpy_fallback" for r in mine):
         st.warning("These records come from a machine without a GPU: robocache ran its NumPy fallback; they are "

@@ -18,7 +18,7 @@ def body() -> None:
         st.info("No records found in " + ", ".join(data.md_escape(d) for d in dirs) + ".")
         return
     order = df.groupby("run_id", observed=True)["created"].min().sort_values(ascending=False)
-    run = st.selectbox("run (newest first)", order.index.astype(str).tolist())
+    run = data.bound(st.selectbox, "run (newest first)", order.index.astype(str).tolist(), "run")
     d = df[df["run_id"] == run]
     r0 = d.iloc[0]
     if bool(d["synthetic"].any()):

@@ -257,10 +257,33 @@ def headline(records: list[dict[str, Any]]) -> str:
                      f"{m['gb_per_s']:.0f}" if m.get("gb_per_s") is not None else "-",
                      f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-",
                      "1.00x" if r["case"]["provider"] == OURS else _speed(ours, _p50(r)), _flags(r)])
+    grid = _headline_grid(records)
     if not rows:
-        return "_The classic case is not in this run._"
+        return "_The classic case is not in this run._" + grid
     return table(["dtype", "provider", "status", "p50 us", "throughput", "GB/s", "% ceiling",
-                  "robocache speedup", "flags"], rows)
+                  "robocache speedup", "flags"], rows) + grid
+
+
+def _headline_grid(records: list[dict[str, Any]]) -> str:
+    """The headline's grid-wide line: per GPU, the median and the worst ratio torch.compile at its faster mode /
+    robocache over every case and dtype of the run that measured both (:func:`vs_compile_cases`, the kernels
+    report's own computation), so one case never stands for the grid. Empty without torch.compile."""
+    cases = vs_compile_cases(records)
+    if not cases:
+        return ""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for c in cases:
+        by[(c["arch"], c["machine"])].append(c)
+    lines = []
+    for (arch, machine), cs in sorted(by.items()):
+        worst = min(cs, key=lambda c: c["ratio"])
+        med = statistics.median(c["ratio"] for c in cs)
+        wins = sum(1 for c in cs if c["ratio"] >= 1.0)
+        lines.append(f"- {_esc(arch)} ({_esc(machine)}), {len(cs)} cases and dtypes: median {med:.2f}x, worst "
+                     f"{worst['ratio']:.2f}x ({_esc(worst['case'])} {_esc(worst['dtype'])}, torch.compile "
+                     f"{_esc(worst['compile_mode'])}); robocache faster on {wins} of {len(cs)}")
+    return ("\n\nAcross the grid, torch.compile at its faster mode / robocache (above 1: robocache faster):\n\n"
+            + "\n".join(lines))
 
 
 def dtypes(records: list[dict[str, Any]], provider: str = OURS) -> str:
