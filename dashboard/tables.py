@@ -61,7 +61,7 @@ def speedups(wide: pd.DataFrame) -> pd.DataFrame:
     provs = providers_in(wide)
     if OURS not in provs or wide.empty:
         return pd.DataFrame(columns=[*KEYS, "run_id", "peer", "speedup"])
-    peers = [p for p in provs if providers.role(p) not in ("ours", "version")]  # versions: the Kernels page
+    peers = [p for p in provs if providers.role(p) == "peer"]  # versions: the Kernels page; call cost: not peers
     long = wide.melt(id_vars=[*KEYS, "run_id", OURS], value_vars=peers, var_name="peer", value_name="peer_p50")
     long = long.dropna(subset=[OURS, "peer_p50"])
     long["speedup"] = long["peer_p50"] / long[OURS]
@@ -342,7 +342,7 @@ def wins(wide: pd.DataFrame) -> pd.DataFrame:
     left out. Columns: the keys, ``run_id``, ``robocache_p50``, ``peer``, ``peer_p50``, ``speedup``; worst first."""
     cols = [*KEYS, "run_id", "robocache_p50", "peer", "peer_p50", "speedup"]
     provs = providers_in(wide)
-    peers = [p for p in provs if providers.role(p) not in ("ours", "version")]
+    peers = [p for p in provs if providers.role(p) == "peer"]  # not versions, call-cost variants, the launch floor
     if wide.empty or OURS not in provs or not peers:
         return pd.DataFrame(columns=cols)
     d = wide.dropna(subset=[OURS]).dropna(subset=peers, how="all")

@@ -186,9 +186,14 @@ if part ncu; then
   # profile suite (robocache/bench/pipelines/ncu.py), records under OUTDIR/results like every other suite
   MACHINE=$(machine_name)
   start=$(date +%s)
-  $PY -m robocache.bench.pipelines profile --device gpu --out "$OUT/results" --machine "$MACHINE" \
-      --cases "$(echo ${NCU_KEYS:?NCU_KEYS names the cases to profile} | tr ' ' ',')" 2>&1 | tee "$OUT/ncu.log" | tail -40
-  nrc=${PIPESTATUS[0]}
+  if [ -z "${NCU_KEYS:-}" ]; then
+    echo "gpu_check.sh ncu: NCU_KEYS names the cases to profile (space-separated op/tag/dtype/provider)" >&2
+    nrc=2
+  else
+    $PY -m robocache.bench.pipelines profile --device gpu --out "$OUT/results" --machine "$MACHINE" \
+        --cases "$(echo "$NCU_KEYS" | tr ' ' ',')" 2>&1 | tee "$OUT/ncu.log" | tail -40
+    nrc=${PIPESTATUS[0]}
+  fi
   echo "NCU SUMMARY: machine $MACHINE wall $(( $(date +%s) - start )) s; exit $nrc"
   [ "$nrc" = 0 ] || status=1
 fi

@@ -4,6 +4,7 @@
 #
 #     ACTIONS_RUNNER_HOOK_JOB_STARTED=/opt/robocache/runner_job_guard.sh   (a copy outside the work folder)
 #     ROBOCACHE_RUNNER_REPO=OWNER/NAME
+#     ROBOCACHE_RUNNER_BRANCH=main      (optional: the only branch whose nightly.yml may run here)
 #
 # Why on the runner: a pull request from a fork runs the workflow files of ITS branch, so it can edit any
 # workflow (ci.yml included) to ask for the GPU labels; no check in this repository can stop that. The runner
@@ -23,7 +24,7 @@ case "${GITHUB_EVENT_NAME:-}" in
 esac
 [ "${GITHUB_REPOSITORY:-}" = "$repo" ] || refuse "repository ${GITHUB_REPOSITORY:-?} is not $repo"
 case "${GITHUB_WORKFLOW_REF:-}" in
-  "$repo/.github/workflows/nightly.yml@"*) ;;
-  *) refuse "only $repo/.github/workflows/nightly.yml may use the GPU runners" ;;
+  "$repo/.github/workflows/nightly.yml@refs/heads/${ROBOCACHE_RUNNER_BRANCH:-main}") ;;
+  *) refuse "only $repo/.github/workflows/nightly.yml on ${ROBOCACHE_RUNNER_BRANCH:-main} may use the GPU runners (a dispatch from another branch would run that branch's code)" ;;
 esac
 echo "runner_job_guard: ${GITHUB_EVENT_NAME} of ${GITHUB_WORKFLOW_REF} accepted"

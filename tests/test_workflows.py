@@ -192,8 +192,13 @@ def test_runner_job_guard(tmp_path):
         return subprocess.run(["bash", str(guard)], env={**base, **env}, capture_output=True, text=True)
 
     assert run(GITHUB_EVENT_NAME="schedule").returncode == 0
-    assert run(GITHUB_EVENT_NAME="workflow_dispatch",
-               GITHUB_WORKFLOW_REF="octo/robocache/.github/workflows/nightly.yml@refs/heads/feature").returncode == 0
+    assert run(GITHUB_EVENT_NAME="workflow_dispatch").returncode == 0
+    # a dispatch from another branch would run that branch's code on the GPU runners
+    other = run(GITHUB_EVENT_NAME="workflow_dispatch",
+                GITHUB_WORKFLOW_REF="octo/robocache/.github/workflows/nightly.yml@refs/heads/feature")
+    assert other.returncode == 1 and "on main" in other.stderr
+    assert run(GITHUB_EVENT_NAME="workflow_dispatch", ROBOCACHE_RUNNER_BRANCH="release",
+               GITHUB_WORKFLOW_REF="octo/robocache/.github/workflows/nightly.yml@refs/heads/release").returncode == 0
     for env, why in [({"GITHUB_EVENT_NAME": "pull_request"}, "only the schedule"),
                      ({"GITHUB_EVENT_NAME": "pull_request_target"}, "only the schedule"),
                      ({"GITHUB_EVENT_NAME": "push"}, "only the schedule"),

@@ -592,6 +592,10 @@ def _measurable(alerts: list) -> tuple[list[str], dict[str, str]]:
     keys, why_not = [], {}
     for c in alerts:
         prov = str(c.series["provider"])
+        if c.series.get("frontend") not in (None, "cli"):  # the rerun is the CLI's: another front end's series
+            why_not[c.fingerprint] = (f"a {c.series['frontend']} series: the confirmation rerun measures through "
+                                      "the CLI, whose figures are another series")
+            continue
         if prov not in registered:
             why_not[c.fingerprint] = (f"provider {prov!r} is not a registered provider: not measured again "
                                       "(a record never chooses code to import)")
@@ -625,10 +629,18 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
         print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them {regress.CONFIRM_RUNS} times "
               f"again into {out} ...", file=sys.stderr)
         device = runner.detect_device()
-        for _ in range(regress.CONFIRM_RUNS):  # fresh processes each time: independent measurements
-            rr = runner.run_suite(res.alerts[0].after.suite, device=device, cases=[specs.find(k) for k in keys],
-                                  out_dir=out, machine=here, progress=False)
-            again += store.load(rr.path).records if rr.path else []
+        # each alert measured as its series was: its suite and cache mode (a cold-cache series rerun warm would be
+        # another series and could never confirm it)
+        groups: dict[tuple[str, str], list[str]] = {}
+        for c in mine:
+            if c.key in keys:
+                cache = c.series.get("cache") if c.series.get("cache") in ("warm", "cold") else "warm"
+                groups.setdefault((c.after.suite, cache), []).append(c.key)
+        for (suite, cache), ks in sorted(groups.items()):
+            for _ in range(regress.CONFIRM_RUNS):  # fresh processes each time: independent measurements
+                rr = runner.run_suite(suite, device=device, cases=[specs.find(k) for k in sorted(set(ks))],
+                                      out_dir=out, machine=here, cache=cache, progress=False)
+                again += store.load(rr.path).records if rr.path else []
     kept, refuted, unconfirmable = regress.confirm(
         res, again, measurable={c.fingerprint for c in mine if c.key in keys}, not_measured=why_not, **kw)
     res.alerts = kept + unconfirmable

@@ -205,10 +205,7 @@ class Session:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    store.atomic_write(path, data)
 
 
 def measure(key: str, session: Session, *, suite: str = "nightly", check_only: bool = False,

@@ -173,11 +173,10 @@ def unpack(data: bytes, kind: type[T]) -> T:
 
 
 def write_json(path: str | Path, msg: Any) -> None:
-    """Write a message as a JSON file atomically (a temporary file in the same folder, then a rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_bytes(_JSON.encode(msg))
-    tmp.replace(path)
+    """Write a message as a JSON file atomically (:func:`robocache.bench.store.atomic_write`)."""
+    from .store import atomic_write
+
+    atomic_write(path, _JSON.encode(msg))
 
 
 def read_json(path: str | Path, kind: type[T]) -> T | None:

@@ -129,12 +129,21 @@ PRIOR_MIN_N = 10  # deviations a provider's bucket needs before its own sigma is
 
 
 def priors() -> dict[str, Any]:
-    """The committed priors (``noise_priors.json``, written by ``python -m robocache.bench.regress --fit``)."""
+    """The committed priors (``noise_priors.json``, written by ``python -m robocache.bench.regress fit-priors``)."""
     global _PRIORS
     if _PRIORS is None:
         import json
 
-        _PRIORS = json.loads(PRIORS_FILE.read_text())["providers"] if PRIORS_FILE.exists() else {}
+        try:
+            doc = json.loads(PRIORS_FILE.read_text())
+            if doc.get("schema") != "robocache-noise-priors/1" or not isinstance(doc.get("providers"), dict):
+                raise ValueError(f"not a robocache-noise-priors/1 document (schema {doc.get('schema')!r})")
+            _PRIORS = doc["providers"]
+        except (OSError, ValueError, AttributeError) as e:
+            # the thresholds fall back to the H200 model: say so, never silently
+            print(f"warning: noise priors {PRIORS_FILE} unusable ({e}); using the built-in H200 noise model "
+                  "(refit: python -m robocache.bench.regress fit-priors results/)", file=sys.stderr)
+            _PRIORS = {}
     return _PRIORS
 
 
@@ -985,8 +994,6 @@ def _main(argv: list[str] | None = None) -> int:
     """``python -m robocache.bench.regress fit-priors results/``: refit ``noise_priors.json`` from the records."""
     import argparse
     import json
-    import os
-    import tempfile
 
     from . import store
 
@@ -1007,11 +1014,9 @@ def _main(argv: list[str] | None = None) -> int:
            "sources": sorted({str(Path(p)) for p in args.paths}), "providers": fit_priors(loaded.records)}
     text = json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
     out = Path(args.out)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, out)
+    from .store import atomic_write
+
+    atomic_write(out, text)
     print(f"priors for {len(doc['providers'])} providers written to {out}")
     return 0
 

@@ -335,7 +335,7 @@ def peers(records: list[dict[str, Any]]) -> str:
     Kernel versions (``robocache@vN``) are not peers; the optimisation journey compares them.
     """
     idx = _index(records)
-    provs = [p for p in _providers(records) if p != OURS and not version_of(p) and not compile_mode(p)]
+    provs = [p for p in _providers(records) if providers.role(p) == "peer" and not compile_mode(p)]
     has_compile = any(compile_mode(p) for p in _providers(records))
     keys = sorted({(r["case"]["id"], r["case"]["dtype"]) for r in records})
     rows = []
