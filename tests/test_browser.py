@@ -120,9 +120,12 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
 
         # change a filter: H200; the speedup chart redraws with that machine's peers
         browser.select(page, "architecture", "H200")
+        # every chart redrawn: the new machine's peer present AND the old one's gone (waiting for the first alone
+        # raced a second chart still showing the old machine on a loaded CI machine)
         page.wait_for_function(
-            "t => [...document.querySelectorAll('.js-plotly-plot .legendtext')].some(e => e.textContent === t)",
-            arg=BOLD, timeout=30_000)
+            "([t, gone]) => { const xs = [...document.querySelectorAll('.js-plotly-plot .legendtext')]"
+            ".map(e => e.textContent); return xs.includes(t) && !xs.includes(gone); }",
+            arg=[BOLD, label("cupy")], timeout=60_000)
         browser.wait_idle(page)
         assert browser.wait_for_charts(page, 2) >= 2
         _no_exception(page, "overview, H200")
