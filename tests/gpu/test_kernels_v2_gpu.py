@@ -193,3 +193,42 @@ def test_resample_adversarial_time_rows(version, rows):
     want = reference.resample(vals.astype(np.float32).astype(np.float64), st.double().cpu().numpy(),
                               tt.double().cpu().numpy())
     _check(got, want, torch.float32, f"{version} {rows}")
+
+
+@pytest.mark.parametrize("version", VERSIONS["resample"])
+@pytest.mark.parametrize("tdtype", [np.float32, np.float64])
+def test_resample_infinite_and_extreme_values(version, tdtype):
+    """docs/semantics.md "Infinite and extreme values": the kernels give the reference's (numpy.interp's) NaN/inf
+    pattern on tests/test_extreme_values.py's cases (infinite times and values, overflowing gaps and differences)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("_extreme", Path(__file__).resolve().parents[1] / "test_extreme_values.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    CASES, gpu_rule = ext.CASES, ext.gpu_rule
+
+    rows = [(np.array(s, np.float64), np.array(v, np.float64), t) for s, v, t in CASES]
+    s_len = max(len(s) for s, _, _ in rows)
+    src = np.array([np.concatenate([s, np.full(s_len - len(s), s[-1])]) for s, _, _ in rows])
+    vals = np.array([np.concatenate([v, np.full(s_len - len(v), v[-1])]) for _, v, _ in rows])
+    tgt = np.array([[t, s[0], s[-1]] for s, _, t in rows])
+    d = 5
+    with np.errstate(over="ignore"):
+        v32 = np.repeat(vals[:, :, None], d, axis=2).astype(np.float32)
+        s_t, t_t = src.astype(tdtype), tgt.astype(tdtype)
+    want = reference.resample(v32, s_t, t_t, out_dtype=np.float32)
+    out = robocache.resample(torch.from_numpy(v32).cuda(), torch.from_numpy(s_t).cuda(), torch.from_numpy(t_t).cuda(),
+                             _version=version).cpu().numpy()
+    for name, f in (("nan", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        assert np.array_equal(f(out), f(want)), f"{version} {tdtype.__name__}: {name} pattern differs"
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(out[fin], want[fin], rtol=1e-6)
+    np.testing.assert_array_equal(np.isnan(gpu_rule(v32, s_t, t_t)), np.isnan(want))
+    if version in VERSIONS["fuse"]:  # fuse's kernels of the same version: each stream follows the same rule
+        vt, st_ = torch.from_numpy(v32).cuda(), torch.from_numpy(s_t).cuda()
+        fused = robocache.fuse([(vt, st_), (vt[:, :, :2], st_)], torch.from_numpy(t_t).cuda(),
+                               _version=version).cpu().numpy()
+        both = np.concatenate([want, want[:, :, :2]], axis=2)
+        for name, f in (("nan", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+            assert np.array_equal(f(fused), f(both)), f"fuse {version} {tdtype.__name__}: {name} pattern differs"
