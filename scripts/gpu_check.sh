@@ -206,8 +206,8 @@ if part pipelines; then
   MACHINE=$(machine_name)
   start=$(date +%s)
   timeout "${PIPELINES_TIMEOUT:-300}" $PY -m robocache.bench.pipelines run --device gpu --out "$OUT/results" \
-      --machine "$MACHINE" --size-mb "${PIPELINES_MB:-128}" --batch-sizes 32,128 --workers 4,8 --load-batches 15 \
-      --train-steps 15 --profile-steps 2 --infer-batches 1,32 --infer-time 1 ${PIPELINES_ARGS:-} 2>&1 | tee "$OUT/pipelines.log"
+      --machine "$MACHINE" --size-mb "${PIPELINES_MB:-128}" --batch-sizes 32,128 --workers 4,8 --load-batches 40 \
+      --train-steps 30 --profile-steps 2 --infer-batches 1,32 --infer-time 1 ${PIPELINES_ARGS:-} 2>&1 | tee "$OUT/pipelines.log"
   prc=${PIPESTATUS[0]}
   # the latest run in OUT/results is the one just measured
   $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-pipelines.md" 2>&1 | tail -1

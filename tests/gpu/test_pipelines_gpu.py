@@ -31,7 +31,14 @@ def test_pipelines_on_the_gpu(tmp_path: Path) -> None:
     for r in loaded.records:
         if r.pipeline.gpu_util != "ok":  # NVML may be missing: then said, never a made-up figure
             assert r.pipeline.gpu_util.startswith("unavailable") and r.pipeline.gpu_util_pct is None
+    # the references (training's cpu_workers curve, inference's eager output) carry no check of their own
+    reference = {("train", "cpu_workers"), ("infer", "eager")}
+    for r in loaded.records:
+        if (r.case.op, r.case.provider) in reference:
+            assert r.check is None
+        else:
+            assert r.check is not None and r.check.passed, (r.case.op, r.case.provider, r.check)
     tr = [r for r in loaded.records if r.case.op == "train"]
-    assert all(r.check.passed and r.pipeline.kernels for r in tr)
+    assert len(tr) == 4 and all(r.pipeline.kernels for r in tr)
     inf = [r for r in loaded.records if r.case.op == "infer"]
-    assert all(r.pipeline.figures["peak_mem_mb"] > 0 and r.check.passed for r in inf)
+    assert len(inf) == 2 and all(r.pipeline.figures["peak_mem_mb"] > 0 for r in inf)

@@ -85,13 +85,14 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
     task = dt.launch.task
     p, prov, k = pt.params, pt.provider, me.world
     b, w, model = p["B"], p["workers"], p["model"]
-    n = dt.train_warmup + dt.train_steps
+    warm = loading.steady_warmup(w, dt.train_warmup)
+    n = warm + dt.train_steps
     try:
         order = loading.sample_indices(dt.episodes, n * b * k, task.seed + 1)
         pipe = loading.make_pipeline(prov, dt.dataset, batch=b, workers=w, device=task.device,
                                      indices=order[me.rank::k])
         kw = {"device_ids": [me.local_rank]} if task.device == "gpu" else {}
-        r = training.train(pipe, model, steps=dt.train_steps, warmup=dt.train_warmup, seed=task.seed,
+        r = training.train(pipe, model, steps=dt.train_steps, warmup=warm, seed=task.seed,
                            wrap=lambda net: torch.nn.parallel.DistributedDataParallel(net, **kw))
         del pipe
     except Exception as e:  # a rank-local error; the collectives may be broken: re-raise

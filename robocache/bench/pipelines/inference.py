@@ -98,7 +98,9 @@ def measure(backend: str, batch: int, device: str, *, seed: int = 0, time_limit_
     f = make(backend, device, seed)
     t0 = time.perf_counter()
     with torch.inference_mode():
-        out = f(obs)  # compiles
+        # compiles; a copy, since torch.compile's max-autotune replays CUDA graphs whose outputs the next call
+        # overwrites
+        out = f(obs).clone()
         sync(device)
         for _ in range(3):
             f(obs)

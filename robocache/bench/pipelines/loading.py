@@ -36,6 +36,14 @@ FUSED_DIM = sum(s.dim for s in ds.STREAMS)
 OBS_DIM = FUSED_DIM - ds.STREAMS[-1].dim  # the model's input: everything but the action
 PROVIDERS = ("cpu_workers", "robocache")
 SPLIT = ("read", "decode", "resampling", "collate")  # worker-side, per batch (summed over its items)
+PREFETCH = 2  # DataLoader prefetch_factor: batches each worker makes ahead
+
+
+def steady_warmup(workers: int, warmup: int, prefetch: int = PREFETCH) -> int:
+    """Untimed batches before the timed ones: at least the ``workers * prefetch`` batches the workers make
+    before the first is asked for, plus one, so that the timed batches (or steps) are the loader's steady state
+    and not the prefetched buffer draining (which would show a near-zero wait, then one long stall)."""
+    return max(warmup, workers * prefetch + 1)
 
 
 def target_times(duration: float, rate: float = RATE_HZ) -> np.ndarray:
@@ -195,7 +203,7 @@ class Pipeline:
 
 
 def make_pipeline(provider: str, path: str, *, batch: int, workers: int, device: str, indices: list[int],
-                  rgb: bool = False, prefetch: int = 2) -> Pipeline:
+                  rgb: bool = False, prefetch: int = PREFETCH) -> Pipeline:
     """The DataLoader of ``provider`` over ``indices`` (the sampler: the same list for both pipelines)."""
     import torch
 

@@ -248,12 +248,13 @@ def _dataload(cfg, ctx, path, pts, emit, say) -> None:
                 emit(common.record(ctx, _case(pt, b), status="incorrect", reason=why, check=chk,
                                    duration_s=time.perf_counter() - t0))
                 continue
-            n = cfg.load_warmup + cfg.load_batches
+            warm = loading.steady_warmup(w, cfg.load_warmup)
+            n = warm + cfg.load_batches
             idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed)
             p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb)
             util = common.UtilSampler(cfg.device)
             with _clock_sampler(cfg.device) as cs:
-                r = loading.time_pipeline(p, warmup=cfg.load_warmup, batches=cfg.load_batches, util=util)
+                r = loading.time_pipeline(p, warmup=warm, batches=cfg.load_batches, util=util)
             del p
             total = sum(r["per_s"])
             tps = b * len(r["per_s"]) / total if total > 0 else 0.0
@@ -295,7 +296,8 @@ def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
         m, prov, b, w = pt["params"]["model"], pt["provider"], pt["params"]["B"], pt["params"]["workers"]
         t0 = time.perf_counter()
         try:
-            n = cfg.train_warmup + cfg.train_steps + cfg.profile_steps
+            warm = loading.steady_warmup(w, cfg.train_warmup)
+            n = warm + cfg.train_steps + cfg.profile_steps
             idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed + 1)
             p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb)
             trace_rel = None
@@ -304,7 +306,7 @@ def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
                 (folder / "traces").mkdir(parents=True, exist_ok=True)
             util = common.UtilSampler(cfg.device)
             with _clock_sampler(cfg.device) as cs:
-                r = training.train(p, m, steps=cfg.train_steps, warmup=cfg.train_warmup, seed=cfg.seed, util=util,
+                r = training.train(p, m, steps=cfg.train_steps, warmup=warm, seed=cfg.seed, util=util,
                                    profile_steps=cfg.profile_steps,
                                    trace_path=str(folder / trace_rel) if trace_rel else None)
             del p
@@ -403,8 +405,8 @@ def default_config(device: str) -> Config:
     ``pipelines`` part; on the CPU, a small sweep (no torch.compile: Inductor's CPU compile alone takes
     minutes on a small machine)."""
     if device == "gpu":
-        return Config(device="gpu", size_mb=128.0, batch_sizes=(32, 128), workers=(4, 8), load_batches=15,
-                      train_steps=15, profile_steps=2)
+        return Config(device="gpu", size_mb=128.0, batch_sizes=(32, 128), workers=(4, 8), load_batches=40,
+                      train_steps=30, profile_steps=2)
     return Config(device="cpu", size_mb=4.0, min_s=2.0, max_s=5.0, batch_sizes=(8,), workers=(2,), load_batches=8,
                   load_warmup=2, train_steps=6, train_warmup=2, profile_steps=1, infer_batches=(1, 8),
                   backends=("eager", "sdpa"), infer_time_s=0.3)
