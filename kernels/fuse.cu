@@ -59,8 +59,7 @@ __device__ __forceinline__ void fuse_body(
             const int d = i - t * D;
             const float a = rc_to_float(vrow[(long long)s_j0[t] * D + d]);
             const float c = rc_to_float(vrow[(long long)s_j1[t] * D + d]);
-            otile[(long long)t * Dtot + col + d] = rc_from_float<T>(
-                rc_interp_checked<TT>(a, c, s_w[t], srow + s_j0[t], srow + s_j1[t], tgt + b * Tn + t0 + t));
+            otile[(long long)t * Dtot + col + d] = rc_from_float<T>(rc_lerp(a, c, s_w[t]));
         }
     }
 }

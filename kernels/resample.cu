@@ -43,25 +43,12 @@ __device__ __forceinline__ void resample_body(
     const T* vrow = values + b * (long long)S * D;
     T* orow = out + (b * Tn + t0) * (long long)D;
     const int n = nt * D;
-    bool slow = false;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const int t = i / D;
         const int d = i - t * D;
         const float a = rc_to_float(vrow[(long long)s_j0[t] * D + d]);
         const float c = rc_to_float(vrow[(long long)s_j1[t] * D + d]);
-        const float r = rc_lerp(a, c, s_w[t]);
-        slow |= !(rc_finite(a) & rc_finite(c) & rc_finite(r));
-        orow[i] = rc_from_float<T>(r);
-    }
-    if (slow) {  // rare: the outputs the lerp cannot give (docs/semantics.md), rewritten by numpy's arithmetic
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            const int t = i / D;
-            const int d = i - t * D;
-            const float a = rc_to_float(vrow[(long long)s_j0[t] * D + d]);
-            const float c = rc_to_float(vrow[(long long)s_j1[t] * D + d]);
-            orow[i] = rc_from_float<T>(rc_interp_checked<TT>(a, c, s_w[t], srow + s_j0[t], srow + s_j1[t],
-                                                             tgt + b * Tn + t0 + t));
-        }
+        orow[i] = rc_from_float<T>(rc_lerp(a, c, s_w[t]));
     }
 }
 

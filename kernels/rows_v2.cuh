@@ -100,9 +100,7 @@ __device__ __forceinline__ void rc_bracket2(const TT* __restrict__ row, int n, T
     } else {
         const TT x0 = __ldg(row + j), x1 = __ldg(row + j + 1);
         j0 = j; j1 = j + 1;
-        const TT gap = x1 - x0, num = x - x0;  // an exceptional target: NaN weight, as in rc_bracket
-        w = (rc_finite(gap) && rc_finite(num) && !rc_tiny_gap(gap)) ? rc_weight2(num, gap)
-                                                                     : __int_as_float(0x7fc00000);
+        w = rc_weight2(x - x0, x1 - x0);
     }
 }
 
@@ -172,27 +170,6 @@ struct rc_stream2 {
     int tpg;             // targets per group per block
 };
 
-// The slow path of one target of rc_rows_v2, after its hot loop (called only when an output needed it):
-// every output of the target again, each by rc_interp_checked; the times from the row pointers (values row
-// b*S + j <-> times[b*S + j]; output row q <-> tgt[q]).
-template <typename T, typename TT, int VB>
-__device__ __noinline__ void rc_rows_v2_fix(const T* r0, const T* r1, T* o, float w, const T* values,
-                                            const TT* times, const TT* tgt, const T* out, int D, int col,
-                                            int out_stride, int nvec, int lane_in_group, int g) {
-    constexpr int N = VB / (int)sizeof(T);
-    const TT* t0p = times + (r0 - values) / D;
-    const TT* t1p = times + (r1 - values) / D;
-    const TT* txp = tgt + (o - col - out) / out_stride;
-    for (int v = lane_in_group; v < nvec; v += g) {
-        float a[N], c[N];
-        rc_vec<T, VB>::load(r0 + v * N, a);
-        rc_vec<T, VB>::load(r1 + v * N, c);
-#pragma unroll
-        for (int i = 0; i < N; ++i) a[i] = rc_interp_checked<TT>(a[i], c[i], w, t0p, t1p, txp);
-        rc_vec<T, VB>::store(o + v * N, a);
-    }
-}
-
 // Targets [first, first + per_block) of one stream: group `grp` of the block takes targets
 // first + it * groups + grp for it < tpg, so a warp's groups write neighbouring output rows. U targets
 // per group are in flight at once (their searches, then all their loads, then the stores): more
@@ -236,7 +213,6 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
             o[u] = out + qq * (long long)out_stride + st.col;
         }
         if (!live[0]) return;
-        bool slow = false;
         for (int v = lane_in_group; v < nvec; v += g) {
             float a[U][N], c[U][N];
 #pragma unroll
@@ -250,20 +226,9 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
             for (int u = 0; u < U; ++u) {
                 if (live[u]) {
 #pragma unroll
-                    for (int i = 0; i < N; ++i) {
-                        const float r = rc_lerp(a[u][i], c[u][i], w[u]);
-                        slow |= !(rc_finite(a[u][i]) & rc_finite(c[u][i]) & rc_finite(r));
-                        a[u][i] = r;
-                    }
+                    for (int i = 0; i < N; ++i) a[u][i] = rc_lerp(a[u][i], c[u][i], w[u]);
                     rc_vec<T, VB>::store(o[u] + v * N, a[u]);
                 }
-            }
-        }
-        if (slow) {  // rare: the outputs the lerp cannot give (docs/semantics.md), rewritten by numpy's arithmetic
-#pragma unroll 1
-            for (int u = 0; u < U; ++u) {
-                if (live[u]) rc_rows_v2_fix<T, TT, VB>(r0[u], r1[u], o[u], w[u], values, times, tgt, out, st.D,
-                                                       st.col, out_stride, nvec, lane_in_group, g);
             }
         }
     }

@@ -3,10 +3,10 @@
 resample/fuse: the reference (and so the CPU path of the public API) is numpy.interp bit for bit, infinite
 source times, infinite values and values whose differences overflow included; the one documented exception is
 numpy's S = 1 special case, where a NaN target gets the sample (robocache: NaN, as for every S).
-``gpu_rule`` below is the kernels' documented two-step rule written in NumPy (float32 lerp, then numpy's
+``gpu_rule`` below is the two-step rule the kernels are to follow, written in NumPy (float32 lerp, then numpy's
 algorithm in float64 wherever the lerp or an input is not finite, or the target is exceptional): it must
-agree with the reference in NaN/inf pattern everywhere. tests/gpu/test_kernels_v2_gpu.py runs the kernels on the
-same inputs.
+agree with the reference in NaN/inf pattern everywhere. The kernel change that implements it waits on branch
+issue-16-kernels for a GPU run (docs/semantics.md); its GPU test runs the kernels on the same inputs.
 voxelize: bounds finite in float64 but not in float32 are refused; a point whose ``p - lo`` overflows float32
 lands in the last voxel (the documented ``min(floor(...), g - 1)``).
 """
