@@ -299,12 +299,12 @@ __device__ __forceinline__ void hashed_body(const T* __restrict__ points, const 
 __device__ __forceinline__ void rc_zero_words(unsigned int* p, long long n, long long t, long long nt) {
     if (n <= 0) return;
     const long long head = min((long long)(((16 - (reinterpret_cast<unsigned long long>(p) & 15)) & 15) >> 2), n);
-    if (t < head) p[t] = 0u;
+    for (long long i = t; i < head; i += nt) p[i] = 0u;
     uint4* q = reinterpret_cast<uint4*>(p + head);
     const long long nq = (n - head) >> 2;
     for (long long i = t; i < nq; i += nt) q[i] = make_uint4(0u, 0u, 0u, 0u);
     const long long done = head + 4 * nq;
-    if (t < n - done) p[done + t] = 0u;
+    for (long long i = t; i < n - done; i += nt) p[done + i] = 0u;  // < 4 words
 }
 
 // s / d rounded to nearest (IEEE division), from y = RN(1 / d): q0 = RN(s y) is within an ulp of s / d,

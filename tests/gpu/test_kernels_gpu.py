@@ -29,6 +29,9 @@ def kernel_version(request, monkeypatch):
     checked against the reference on the same inputs, the public API's best one included."""
     v = request.param
     for op in ("resample", "fuse", "voxelize"):
+        if v not in VERSIONS[op] and request.node.name.startswith(f"test_{op}"):
+            # e.g. resample has no v3: without a skip its tests would run the best version again
+            pytest.skip(f"{op} has no kernel version {v}; its versions run under their own parameters")
         if v in VERSIONS[op]:
             monkeypatch.setattr(robocache, op, functools.partial(getattr(robocache, op), _version=v))
     return v
