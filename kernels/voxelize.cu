@@ -269,10 +269,10 @@ __device__ __forceinline__ void hashed_body(const T* __restrict__ points, const 
 
 // ---- v3 (mean; count and occupancy keep v2's kernels) -------------------------------------------
 // From the ncu study of v2 mean over a clustered cloud (docs/kernel-dev/ncu-h100-voxelize-mean-clustered.md):
-// two zero fills (counts, sums), a hash kernel at 36% occupancy and 14% of DRAM peak (its grid holds
-// fewer than 4 blocks per SM and each thread walks its 4 points one after another: load, probe, load
-// features, add), and a dense mean pass over every voxel (a scalar loop of one division per feature,
-// 21 MB read for a few thousand occupied voxels). v3:
+// two zero fills (counts, sums), a hash kernel at 36% occupancy and 14% of DRAM peak (B4 N100k: 392
+// blocks of 256 threads are about 3 blocks, 760 threads, per SM of 132, the 36% measured; each thread
+// walks its 4 points one after another: load, probe, load features, add), and a dense mean pass over
+// every voxel (a scalar loop of one division per feature, 21 MB read for the occupied few). v3:
 //   - one zero-fill launch (voxel_zero_v3) for both buffers, 16-byte stores;
 //   - float32 features sum straight into the output (no sums buffer): the mean pass reads the dense
 //     counts and touches only occupied voxels, scaling their rows in place with 16-/8-byte accesses;
@@ -283,7 +283,8 @@ __device__ __forceinline__ void hashed_body(const T* __restrict__ points, const 
 //     NumPy model of these three roundings checks it in tests/test_voxelize_v3_model.py), so v3's
 //     means equal v2's division bit for bit on the same sums; non-finite or tiny sums (|s| < 2^-64,
 //     zero included) take the division itself;
-//   - the hash kernel: 512-thread blocks (up to 2048 threads per SM instead of 1024), RC_V3_PPT points
+//   - the hash kernel: 512-thread blocks (the same 392 blocks hold twice the threads; 40 registers and
+//     48 KB of table let 3 blocks, 1536 threads, share an SM; v2: 4 of 256), RC_V3_PPT points
 //     per thread with their coordinates and first RC_V3_CPRE features loaded before any probe (one
 //     memory latency per round instead of two per point), a table sized from the problem so small
 //     launches still cover the SMs, 16-byte shared-memory initialisation.

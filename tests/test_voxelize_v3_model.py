@@ -111,7 +111,7 @@ def test_plain_reciprocal_would_differ():
     ulps = np.abs(_bits(plain[fin]).astype(np.int64) - _bits(want[fin]).astype(np.int64))
     assert ulps.max() == 1  # the bound a tolerance would have had to cover
     counts = np.arange(1, 5000)
-    assert np.any(div_by_rcp(counts.astype(F32), counts, corrected=False) != 1)
+    assert np.count_nonzero(div_by_rcp(counts.astype(F32), counts, corrected=False) < 1) > 100  # 610: n = 41, ...
     assert np.all(div_by_rcp(counts.astype(F32), counts) == 1)
 
 
