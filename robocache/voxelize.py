@@ -128,9 +128,8 @@ class _PlanV3:
     float32 output, or one scratch buffer of counts and float32 sums for 16-bit features), the hash (or
     accumulate) kernel, the mean pass. ``count``/``occupancy``: v2's path (a zero fill, one kernel)."""
 
-    __slots__ = ("main", "mean", "zero", "grid", "block", "mgrid", "zgrid", "kind", "dev", "out_shape",
-                 "out_dtype", "mode", "smem", "main_slots", "bv", "bvc", "inplace", "sums_off", "vw",
-                 "scratch_words")
+    __slots__ = ("block", "bv", "bvc", "dev", "grid", "inplace", "kind", "main", "main_slots", "mean", "mgrid",
+                 "mode", "out_dtype", "out_shape", "scratch_words", "smem", "sums_off", "vw", "zero", "zgrid")
 
     def __init__(self, **kw: Any):
         for k, v in kw.items():
@@ -239,8 +238,8 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
         main = L.FastLaunch(L.kernel("voxelize", f"voxel_count_v2_{p.dtype}", dev),
                             [("ptr", None), ("i32", n), ("i32", bpr), ("ptr", 0), ("ptr", 0), *geo])
         slots = (3,) if mode == "count" else (4,)
-    kw = dict(main=main, grid=grid_blocks, block=threads, kind=p.kind, dev=dev, out_shape=out_shape,
-              out_dtype=out_dtype, mode=mode, smem=smem, main_slots=slots, bv=b * vox, bvc=b * vox * c)
+    kw = {"main": main, "grid": grid_blocks, "block": threads, "kind": p.kind, "dev": dev, "out_shape": out_shape,
+          "out_dtype": out_dtype, "mode": mode, "smem": smem, "main_slots": slots, "bv": b * vox, "bvc": b * vox * c}
     if not acc:
         return _PlanV3(mean=None, zero=None, mgrid=0, zgrid=0, inplace=False, sums_off=0, vw=1, scratch_words=0,
                        **kw)

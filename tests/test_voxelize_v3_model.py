@@ -150,7 +150,7 @@ def zero_words_model(offset_words: int, n: int, nt: int) -> list[int]:
 @pytest.mark.parametrize("nt", [1, 3, 4, 256])
 def test_zero_fill_writes_every_word_once(nt):
     for off in range(4):
-        for n in list(range(0, 41)) + [1021, 4099]:
+        for n in list(range(41)) + [1021, 4099]:
             assert sorted(zero_words_model(off, n, nt)) == list(range(n)), (off, n, nt)
             head = min((16 - 4 * off) % 16 // 4, n)
             if n - head >= 4:  # the 16-byte stores start on a 16-byte boundary
@@ -166,7 +166,7 @@ def test_v3_hash_shape_spreads_small_clouds():
     # counts only (C = 0): the largest table, 512 threads looping twice over its 2048 points
     assert vx._v3_hash_shape(0, 16, 1_000_000, 132) == (12, 2048, 4096 * 2 * 4, 512)
     assert vx._v3_hash_shape(30, 4, 100_000, 132) is None  # too many channels: v2's accumulate kernel
-    for c in range(0, 23):
+    for c in range(23):
         shape = vx._v3_hash_shape(c, 1, 1000, 132)
         assert shape is not None and shape[2] <= vx.HASH_SMEM and 128 <= shape[3] <= vx.V3_MAX_THREADS
 
@@ -195,7 +195,7 @@ def test_v3_plan_wiring(monkeypatch):
     real_fl = L.FastLaunch
 
     class Rec(real_fl):
-        __slots__ = ("name", "args")
+        __slots__ = ("args", "name")
 
         def __init__(self, fn, args):
             super().__init__(fn, args)
