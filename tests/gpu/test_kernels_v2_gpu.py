@@ -289,7 +289,7 @@ def test_voxelize_mean_is_the_division_bit_for_bit(version, clustered):
     with np.errstate(invalid="ignore", divide="ignore"):
         want = np.where(counts[..., None] > 0,
                         np.round(sums).astype(np.float32) / counts[..., None].astype(np.float32), np.float32(0))
-    assert counts.max() > 20 and (want != np.round(want)).any()  # non-trivial quotients
+    assert counts.max() > 5 and (want != np.round(want)).any()  # non-trivial quotients
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{version}")
 
 
