@@ -8,6 +8,10 @@
 //       points into a shared-memory hash table first and flushes one atomic per distinct voxel
 //       (vector atomics for the sums on sm_90); accumulate (the fallback for many channels) combines
 //       the lanes of a warp that hit one voxel (__match_any_sync); the mean kernel walks voxels.
+//   v3  voxel_{hashed,mean}_v3_<T>, voxel_mean_inplace_v3_float32, voxel_zero_v3 (mean; count and
+//       occupancy call v2's kernels): one zero-fill launch, float32 sums accumulated in the output, a
+//       mean pass touching only occupied voxels with vector accesses and one exact reciprocal per voxel,
+//       the hash kernel with 512-thread blocks and its loads in flight together (section "v3" below).
 //
 // A point p is kept when lo <= p < hi on every axis (fp32 compare; NaN and
 // +-inf fail it) and lands in voxel floor((p - lo) * inv) clamped to g - 1,
@@ -263,6 +267,230 @@ __device__ __forceinline__ void hashed_body(const T* __restrict__ points, const 
     }
 }
 
+// ---- v3 (mean; count and occupancy keep v2's kernels) -------------------------------------------
+// From the ncu study of v2 mean over a clustered cloud (docs/kernel-dev/ncu-h100-voxelize-mean-clustered.md):
+// two zero fills (counts, sums), a hash kernel at 36% occupancy and 14% of DRAM peak (B4 N100k: 392
+// blocks of 256 threads are about 3 blocks, 760 threads, per SM of 132, the 36% measured; each thread
+// walks its 4 points one after another: load, probe, load features, add), and a dense mean pass over
+// every voxel (a scalar loop of one division per feature, 21 MB read for the occupied few). v3:
+//   - one zero-fill launch (voxel_zero_v3) for both buffers, 16-byte stores;
+//   - float32 features sum straight into the output (no sums buffer): the mean pass reads the dense
+//     counts and touches only occupied voxels, scaling their rows in place with 16-/8-byte accesses;
+//     float16/bfloat16 keep float32 sums in the scratch buffer beside the counts and the mean pass
+//     writes every row (zeros where empty) with the widest access the row and pointer allow;
+//   - the quotient from one reciprocal per voxel, made exact: q = s * y, r = fma(-q, n, s),
+//     q' = fma(r, y, q) with y = RN(1 / n) is the correctly rounded s / n (Markstein's theorem; a
+//     NumPy model of these three roundings checks it in tests/test_voxelize_v3_model.py), so v3's
+//     means equal v2's division bit for bit on the same sums; non-finite or tiny sums (|s| < 2^-64,
+//     zero included) take the division itself;
+//   - the hash kernel: 512-thread blocks (the same 392 blocks hold twice the threads; 40 registers and
+//     48 KB of table let 3 blocks, 1536 threads, share an SM; v2: 4 of 256), RC_V3_PPT points
+//     per thread with their coordinates and first RC_V3_CPRE features loaded before any probe (one
+//     memory latency per round instead of two per point), a table sized from the problem so small
+//     launches still cover the SMs, 16-byte shared-memory initialisation.
+#ifndef RC_V3_PPT
+#define RC_V3_PPT 2  // points per thread in flight in the hash kernel
+#endif
+#ifndef RC_V3_CPRE
+#define RC_V3_CPRE 4  // features per point loaded with the coordinates (the rest after the probe)
+#endif
+
+// Zero n 4-byte words at p (4-byte aligned): a scalar head to the first 16-byte boundary, 16-byte
+// stores, a scalar tail. t / nt: this thread's index and the number of threads in the grid.
+__device__ __forceinline__ void rc_zero_words(unsigned int* p, long long n, long long t, long long nt) {
+    if (n <= 0) return;
+    const long long head = min((long long)(((16 - (reinterpret_cast<unsigned long long>(p) & 15)) & 15) >> 2), n);
+    for (long long i = t; i < head; i += nt) p[i] = 0u;
+    uint4* q = reinterpret_cast<uint4*>(p + head);
+    const long long nq = (n - head) >> 2;
+    for (long long i = t; i < nq; i += nt) q[i] = make_uint4(0u, 0u, 0u, 0u);
+    const long long done = head + 4 * nq;
+    for (long long i = t; i < n - done; i += nt) p[done + i] = 0u;  // < 4 words
+}
+
+// s / d rounded to nearest (IEEE division), from y = RN(1 / d): q0 = RN(s y) is within an ulp of s / d,
+// r = s - q0 d is exact (one fma), and RN(q0 + r y) is the correctly rounded quotient when y is within
+// half an ulp of 1 / d and nothing under- or overflows (Markstein 1990). d = (float)n, n >= 1, so
+// y in [2^-31, 1]; |s| >= 2^-64 keeps r and the quotient far from the subnormal range. Elsewhere (zero,
+// tiny, inf, NaN sums) the division itself.
+__device__ __forceinline__ float rc_div_by_rcp(float s, float d, float y) {
+    const bool finite = (__float_as_uint(s) & 0x7f800000u) != 0x7f800000u;  // neither inf nor NaN
+    const float q0 = __fmul_rn(s, y);
+    const float r = __fmaf_rn(-q0, d, s);
+    const float q = __fmaf_rn(r, y, q0);
+    return (finite && fabsf(s) >= 0x1p-64f) ? q : s / d;
+}
+
+// float32 means in place: out[v, :] holds the sums; scale the rows of occupied voxels by 1 / counts[v]
+// (empty rows were zeroed by voxel_zero_v3 and are not touched). vw: floats per access (4, 2 or 1),
+// chosen on the host so every row start is aligned to it (C % vw == 0 and out aligned to 4 * vw bytes).
+__device__ __forceinline__ void mean_inplace_v3_body(const int* __restrict__ counts, float* __restrict__ out,
+                                                     long long BV, int C, int vw) {
+    for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < BV;
+         v += (long long)gridDim.x * blockDim.x) {
+        const int n = __ldg(counts + v);
+        if (n <= 0) continue;
+        const float d = (float)n;
+        const float y = __frcp_rn(d);  // once per voxel
+        float* row = out + v * C;
+        if (vw == 4) {
+            for (int c = 0; c < C; c += 4) {
+                float4 x = *reinterpret_cast<float4*>(row + c);
+                x.x = rc_div_by_rcp(x.x, d, y);
+                x.y = rc_div_by_rcp(x.y, d, y);
+                x.z = rc_div_by_rcp(x.z, d, y);
+                x.w = rc_div_by_rcp(x.w, d, y);
+                *reinterpret_cast<float4*>(row + c) = x;
+            }
+        } else if (vw == 2) {
+            for (int c = 0; c < C; c += 2) {
+                float2 x = *reinterpret_cast<float2*>(row + c);
+                x.x = rc_div_by_rcp(x.x, d, y);
+                x.y = rc_div_by_rcp(x.y, d, y);
+                *reinterpret_cast<float2*>(row + c) = x;
+            }
+        } else {
+            for (int c = 0; c < C; ++c) row[c] = rc_div_by_rcp(row[c], d, y);
+        }
+    }
+}
+
+// Pack two 16-bit values into a word (low half first, as in memory on a little-endian GPU).
+template <typename T>
+__device__ __forceinline__ unsigned int rc_pack2(float a, float b) {
+    return (unsigned int)rc_from_float<T>(a).bits | ((unsigned int)rc_from_float<T>(b).bits << 16);
+}
+
+// float16/bfloat16 means: out[v, :] = sums[v, :] / counts[v] for every voxel, 0 where empty. sums:
+// float32 rows in the scratch buffer (16-byte aligned). vw: 16-bit values per store (8, 4, 2 or 1),
+// chosen on the host so C % vw == 0 and out is aligned to 2 * vw bytes; sums rows are then aligned to
+// the matching float loads (C % 4 == 0 for 4 and 8, C % 2 == 0 for 2).
+template <typename T>
+__device__ __forceinline__ void mean_v3_body(const int* __restrict__ counts, const float* __restrict__ sums,
+                                             T* __restrict__ out, long long BV, int C, int vw) {
+    for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < BV;
+         v += (long long)gridDim.x * blockDim.x) {
+        const int n = __ldg(counts + v);
+        T* row = out + v * C;
+        const float* srow = sums + v * C;
+        if (n <= 0) {  // empty voxel: zeros, the sums are not read
+            if (vw == 8) {
+                for (int c = 0; c < C; c += 8) *reinterpret_cast<uint4*>(row + c) = make_uint4(0u, 0u, 0u, 0u);
+            } else if (vw == 4) {
+                for (int c = 0; c < C; c += 4) *reinterpret_cast<uint2*>(row + c) = make_uint2(0u, 0u);
+            } else if (vw == 2) {
+                for (int c = 0; c < C; c += 2) *reinterpret_cast<unsigned int*>(row + c) = 0u;
+            } else {
+                for (int c = 0; c < C; ++c) row[c] = rc_from_float<T>(0.0f);
+            }
+            continue;
+        }
+        const float d = (float)n;
+        const float y = __frcp_rn(d);  // once per voxel
+        if (vw >= 4) {  // C % 4 == 0: float4 loads of the sums
+            for (int c = 0; c < C; c += vw) {
+                const float4 a = __ldg(reinterpret_cast<const float4*>(srow + c));
+                const unsigned int w0 = rc_pack2<T>(rc_div_by_rcp(a.x, d, y), rc_div_by_rcp(a.y, d, y));
+                const unsigned int w1 = rc_pack2<T>(rc_div_by_rcp(a.z, d, y), rc_div_by_rcp(a.w, d, y));
+                if (vw == 8) {
+                    const float4 e = __ldg(reinterpret_cast<const float4*>(srow + c + 4));
+                    const unsigned int w2 = rc_pack2<T>(rc_div_by_rcp(e.x, d, y), rc_div_by_rcp(e.y, d, y));
+                    const unsigned int w3 = rc_pack2<T>(rc_div_by_rcp(e.z, d, y), rc_div_by_rcp(e.w, d, y));
+                    *reinterpret_cast<uint4*>(row + c) = make_uint4(w0, w1, w2, w3);
+                } else {
+                    *reinterpret_cast<uint2*>(row + c) = make_uint2(w0, w1);
+                }
+            }
+        } else if (vw == 2) {
+            for (int c = 0; c < C; c += 2) {
+                const float2 a = __ldg(reinterpret_cast<const float2*>(srow + c));
+                *reinterpret_cast<unsigned int*>(row + c) =
+                    rc_pack2<T>(rc_div_by_rcp(a.x, d, y), rc_div_by_rcp(a.y, d, y));
+            }
+        } else {
+            for (int c = 0; c < C; ++c) row[c] = rc_from_float<T>(rc_div_by_rcp(__ldg(srow + c), d, y));
+        }
+    }
+}
+
+// The hash kernel of v2 (see above) at higher occupancy and with its loads in flight together. Shared
+// memory: keys[HS], cnt[HS], acc[HS * C] (HS a power of two >= 512, so every region is a whole number
+// of 16-byte words). C == 0 counts only (counts may then be the int32 output itself).
+template <typename T>
+__device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, const T* __restrict__ feats, int N,
+                                               int C, int blocks_per_row, int ppb, int hs_log2,
+                                               int* __restrict__ counts, float* __restrict__ sums, RC_VOX_ARGS) {
+    RC_VOX_LOCALS
+    extern __shared__ uint4 rc_sh4[];
+    const int HS = 1 << hs_log2;
+    int* keys = reinterpret_cast<int*>(rc_sh4);
+    int* cnt = keys + HS;
+    float* acc = reinterpret_cast<float*>(keys + 2 * HS);  // acc[slot * C + c]
+    {
+        const int kq = HS >> 2, nq = (HS * (2 + C)) >> 2;
+        for (int q = threadIdx.x; q < nq; q += blockDim.x)
+            rc_sh4[q] = q < kq ? make_uint4(~0u, ~0u, ~0u, ~0u) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    __syncthreads();
+
+    const int b = blockIdx.x / blocks_per_row;
+    // point indices within the row in 32 bits: N < 2^31, and base + RC_V3_PPT * blockDim stays below 2^32
+    const unsigned int first = (unsigned int)(blockIdx.x - b * blocks_per_row) * (unsigned int)ppb;
+    const unsigned int last = min(first + (unsigned int)ppb, (unsigned int)N);
+    const T* prow = points + (long long)b * N * 3;
+    const T* frow = feats + (long long)b * N * C;
+    const int cpre = min(C, RC_V3_CPRE);
+    for (unsigned int base = first + threadIdx.x; base < last; base += blockDim.x * RC_V3_PPT) {
+        int vox[RC_V3_PPT];
+        float fv[RC_V3_PPT][RC_V3_CPRE];
+#pragma unroll
+        for (int k = 0; k < RC_V3_PPT; ++k) {  // every load of this round before the first probe
+            const unsigned int i = base + k * blockDim.x;
+            vox[k] = i < last ? rc_voxel_of(prow + 3ll * i, lo, hi, inv, g) : -1;
+#pragma unroll
+            for (int c = 0; c < RC_V3_CPRE; ++c)  // loaded for dropped points too: no wait on the coordinates
+                fv[k][c] = (i < last && c < cpre) ? rc_to_float(frow[(long long)i * C + c]) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < RC_V3_PPT; ++k) {
+            const int v = vox[k];
+            if (v < 0) continue;
+            const long long i = base + k * blockDim.x;
+            unsigned int h = ((unsigned int)v * 2654435761u) >> (32 - hs_log2);
+            int slot = -1;
+            for (int probe = 0; probe < 16; ++probe) {
+                const int key = atomicCAS(keys + h, -1, v);
+                if (key == -1 || key == v) { slot = (int)h; break; }
+                h = (h + 1) & (HS - 1);
+            }
+            if (slot >= 0) {
+                atomicAdd(cnt + slot, 1);
+                float* a = acc + slot * C;
+#pragma unroll
+                for (int c = 0; c < RC_V3_CPRE; ++c)
+                    if (c < cpre) atomicAdd(a + c, fv[k][c]);
+                for (int c = RC_V3_CPRE; c < C; ++c) atomicAdd(a + c, rc_to_float(frow[i * C + c]));
+            } else {  // table crowded here: straight to the grid
+                const long long flat = (long long)b * V + v;
+                atomicAdd(counts + flat, 1);
+                float* s = sums + flat * C;
+#pragma unroll
+                for (int c = 0; c < RC_V3_CPRE; ++c)
+                    if (c < cpre) atomicAdd(s + c, fv[k][c]);
+                for (int c = RC_V3_CPRE; c < C; ++c) atomicAdd(s + c, rc_to_float(frow[i * C + c]));
+            }
+        }
+    }
+    __syncthreads();
+    for (int s = threadIdx.x; s < HS; s += blockDim.x) {
+        const int k = keys[s];
+        if (k < 0) continue;
+        const long long flat = b * V + k;
+        atomicAdd(counts + flat, cnt[s]);
+        if (C) rc_add_sums(sums + flat * C, acc + s * C, C);
+    }
+}
+
 #define RC_VOX_PASS lo0, lo1, lo2, hi0, hi1, hi2, inv0, inv1, inv2, g0, g1, g2
 #define RC_VOX_ENTRIES(SUFFIX, T)                                                        \
     extern "C" __global__ void __launch_bounds__(256) voxel_count_v1_##SUFFIX(           \
@@ -307,3 +535,39 @@ __device__ __forceinline__ void hashed_body(const T* __restrict__ points, const 
 RC_VOX_ENTRIES(float32, float)
 RC_VOX_ENTRIES(float16, rc_half)
 RC_VOX_ENTRIES(bfloat16, rc_bf16)
+
+#define RC_VOX_ENTRIES_V3(SUFFIX, T)                                                     \
+    extern "C" __global__ void __launch_bounds__(512, 3) voxel_hashed_v3_##SUFFIX(       \
+        const T* __restrict__ points, const T* __restrict__ feats, int N, int C,         \
+        int blocks_per_row, int ppb, int hs_log2, int* __restrict__ counts,              \
+        float* __restrict__ sums, RC_VOX_ARGS) {                                         \
+        hashed_v3_body<T>(points, feats, N, C, blocks_per_row, ppb, hs_log2, counts, sums, \
+                          RC_VOX_PASS);                                                  \
+    }
+#define RC_VOX_MEAN_V3(SUFFIX, T)                                                        \
+    extern "C" __global__ void __launch_bounds__(256) voxel_mean_v3_##SUFFIX(            \
+        const int* __restrict__ counts, const float* __restrict__ sums,                  \
+        T* __restrict__ out, long long BV, int C, int vw) {                              \
+        mean_v3_body<T>(counts, sums, out, BV, C, vw);                                   \
+    }
+
+RC_VOX_ENTRIES_V3(float32, float)
+RC_VOX_ENTRIES_V3(float16, rc_half)
+RC_VOX_ENTRIES_V3(bfloat16, rc_bf16)
+RC_VOX_MEAN_V3(float16, rc_half)
+RC_VOX_MEAN_V3(bfloat16, rc_bf16)
+
+// float32 features: the sums are the output itself, scaled in place.
+extern "C" __global__ void __launch_bounds__(256) voxel_mean_inplace_v3_float32(
+    const int* __restrict__ counts, float* __restrict__ out, long long BV, int C, int vw) {
+    mean_inplace_v3_body(counts, out, BV, C, vw);
+}
+
+// One launch zeroes the counts and the float32 output (or the one scratch buffer of counts and sums).
+extern "C" __global__ void __launch_bounds__(256) voxel_zero_v3(unsigned int* __restrict__ a, long long na,
+                                                                unsigned int* __restrict__ b, long long nb) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const long long nt = (long long)gridDim.x * blockDim.x;
+    rc_zero_words(a, na, t, nt);
+    rc_zero_words(b, nb, t, nt);
+}

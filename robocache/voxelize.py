@@ -1,6 +1,8 @@
 """voxelize: point clouds into dense per-batch voxel grids (count, occupancy, mean features).
 
 validate -> (CPU: reference) | (GPU: zero the grid -> count/accumulate kernel -> mean kernel).
+v3 (mean): one zero-fill launch -> hash kernel into the float32 output (or scratch sums) -> mean pass over
+the occupied voxels; count and occupancy as v2.
 Semantics and determinism: docs/semantics.md; kernels: kernels/voxelize.cu.
 """
 from __future__ import annotations
@@ -117,6 +119,150 @@ def _zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, dev: int) -
         return cupy.zeros(shape, dtype=dtype)
 
 
+V3_PPT = 2  # points per thread in flight in the v3 hash kernel (RC_V3_PPT)
+V3_MAX_THREADS = 512  # its __launch_bounds__
+
+
+class _PlanV3:
+    """A validated v3 voxelize of one signature. ``mean``: one zero-fill launch (the int32 counts and the
+    float32 output, or one scratch buffer of counts and float32 sums for 16-bit features), the hash (or
+    accumulate) kernel, the mean pass. ``count``/``occupancy``: v2's path (a zero fill, one kernel)."""
+
+    __slots__ = ("block", "bv", "bvc", "dev", "grid", "inplace", "kind", "main", "main_slots", "mean", "mgrid",
+                 "mode", "out_dtype", "out_shape", "scratch_words", "smem", "sums_off", "vw", "zero", "zgrid")
+
+    def __init__(self, **kw: Any):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+    def __call__(self, points: Any, features: Any | None, out: Any = None) -> Any:
+        ptr = L.ptr
+        if self.mode != "mean":
+            if out is None:
+                out = _zeros(self.kind, self.out_shape, self.out_dtype, points, self.dev)
+            else:
+                with L.on_device(self.kind, self.dev):
+                    out[...] = 0
+            if self.grid:
+                L.fast_launch(self.main, self.grid, self.kind, self.dev,
+                              {0: ptr(points), self.main_slots[0]: ptr(out)}, self.smem, block=self.block)
+            return out
+        vw = self.vw
+        if out is None:
+            out = L.empty(self.kind, self.out_shape, features, self.dev)
+        else:  # a caller's buffer: the vector width its alignment allows
+            vw = _mean_vw(self.inplace, self.out_shape[-1], ptr(out))
+        scratch = _scratch(self.kind, self.scratch_words, points, self.dev)
+        counts, o = ptr(scratch), ptr(out)
+        sums = o if self.inplace else counts + self.sums_off
+        # zero: (counts, bv words) and (out, bvc words) in place; else the whole scratch buffer alone
+        L.fast_launch(self.zero, self.zgrid, self.kind, self.dev, {0: counts, 2: o if self.inplace else 0})
+        if self.grid:
+            L.fast_launch(self.main, self.grid, self.kind, self.dev,
+                          {0: ptr(points), 1: ptr(features), self.main_slots[0]: counts, self.main_slots[1]: sums},
+                          self.smem, block=self.block)
+        if self.inplace:  # voxel_mean_inplace_v3_float32(counts, out, BV, C, vw)
+            L.fast_launch(self.mean, self.mgrid, self.kind, self.dev, {0: counts, 1: o, 4: vw})
+        else:  # voxel_mean_v3_<T>(counts, sums, out, BV, C, vw)
+            L.fast_launch(self.mean, self.mgrid, self.kind, self.dev, {0: counts, 1: sums, 2: o, 5: vw})
+        return out
+
+
+def _mean_vw(inplace: bool, c: int, out_ptr: int) -> int:
+    """Elements per access of the v3 mean pass: the widest (16, 8, 4 bytes or one element) that every
+    output row start allows (row bytes and the output pointer); the float32 sums of 16-bit outputs sit
+    16-byte aligned in the scratch buffer, so their rows allow the matching float loads."""
+    item = 4 if inplace else 2
+    return L.vector_bytes(item, (c * item,), (out_ptr,)) // item
+
+
+def _scratch(kind: str, words: int, like: Any, dev: int) -> Any:
+    """An uninitialised int32 buffer (the v3 zero-fill launch clears what is read)."""
+    if kind == "torch":
+        import torch
+
+        return torch.empty((words,), dtype=torch.int32, device=like.device)
+    import cupy
+
+    with cupy.cuda.Device(dev):
+        return cupy.empty((words,), dtype="int32")
+
+
+def _v3_hash_shape(c: int, b: int, n: int, sms: int) -> tuple[int, int, int, int] | None:
+    """(hs_log2, points per block, shared bytes, threads) of the v3 hash kernel, or None (too many features
+    to aggregate in shared memory). The table is the largest that fits 48 KB (as v2), halved (down to 512
+    slots) while the launch would give fewer than two blocks per SM, so small clouds still cover the chip;
+    threads: V3_PPT points each, 128 to 512."""
+    shape = _hash_shape(c)
+    if shape is None:
+        return None
+    hs = 1 << shape[0]
+    while hs > 512 and b * -(-n // (hs // 2)) < 2 * sms:
+        hs //= 2
+    ppb = hs // 2
+    threads = max(128, min(V3_MAX_THREADS, ppb // V3_PPT))
+    return hs.bit_length() - 1, ppb, hs * (2 + c) * 4, threads
+
+
+def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: np.ndarray, hi: np.ndarray,
+             inv: np.ndarray, mode: str, out_shape: tuple[int, ...], out_dtype: str) -> _PlanV3:
+    vox = g[0] * g[1] * g[2]
+    acc = mode == "mean"
+    c = c_feat if acc else 0
+    dev = p.device_index
+    geo = [("f32", x) for x in (*lo, *hi, *inv)] + [("i32", x) for x in g]  # RC_VOX_ARGS
+    use_hash = L.TUNING["vox_hash"]
+    # mean: the hash (as v2). count: v2's plain atomics unless TUNING asks for the hash (C = 0, into the
+    # int32 output). occupancy: v2's kernel (bytes, never summed).
+    wanted = acc if use_hash is None else (use_hash and mode != "occupancy")
+    shape = _v3_hash_shape(c, b, n, L.sm_count(dev)) if wanted else None
+    if shape is not None:
+        hs_log2, ppb, smem, threads = shape
+    else:
+        hs_log2, ppb, smem, threads = 0, BLOCK * PPT, 0, BLOCK
+    bpr = max(1, -(-n // ppb))  # blocks per batch row
+    grid_blocks = b * bpr if n else 0
+    A.check_grid(grid_blocks, "points")
+    # argument lists: kernels/voxelize.cu; main_slots: where the per-call pointers of counts (and sums) go
+    if shape is not None:  # hashed (points 0, feats 1, counts 7, sums 8); a count's counts are the output
+        main = L.FastLaunch(L.kernel("voxelize", f"voxel_hashed_v3_{p.dtype}", dev),
+                            [("ptr", None), ("ptr", 0), ("i32", n), ("i32", c), ("i32", bpr), ("i32", ppb),
+                             ("i32", hs_log2), ("ptr", None), ("ptr", 0), *geo])
+        slots = (7, 8) if acc else (7,)
+    elif acc:  # v2's warp-aggregated atomics (more channels than the table holds): counts 5, sums 6
+        main = L.FastLaunch(L.kernel("voxelize", f"voxel_accumulate_v2_{p.dtype}", dev),
+                            [("ptr", None), ("ptr", None), ("i32", n), ("i32", c), ("i32", bpr),
+                             ("ptr", None), ("ptr", None), *geo])
+        slots = (5, 6)
+    else:  # v2's count kernel: counts 3 or occupancy 4
+        main = L.FastLaunch(L.kernel("voxelize", f"voxel_count_v2_{p.dtype}", dev),
+                            [("ptr", None), ("i32", n), ("i32", bpr), ("ptr", 0), ("ptr", 0), *geo])
+        slots = (3,) if mode == "count" else (4,)
+    kw = {"main": main, "grid": grid_blocks, "block": threads, "kind": p.kind, "dev": dev, "out_shape": out_shape,
+          "out_dtype": out_dtype, "mode": mode, "smem": smem, "main_slots": slots, "bv": b * vox, "bvc": b * vox * c}
+    if not acc:
+        return _PlanV3(mean=None, zero=None, mgrid=0, zgrid=0, inplace=False, sums_off=0, vw=1, scratch_words=0,
+                       **kw)
+    bv, bvc = b * vox, b * vox * c
+    inplace = p.dtype == "float32"
+    cwords = -(-bv // 4) * 4  # counts, padded so the sums start 16-byte aligned
+    scratch_words = bv if inplace else cwords + bvc
+    if inplace:
+        mean = L.FastLaunch(L.kernel("voxelize", "voxel_mean_inplace_v3_float32", dev),
+                            [("ptr", None), ("ptr", None), ("i64", bv), ("i32", c), ("i32", 4)])
+    else:
+        mean = L.FastLaunch(L.kernel("voxelize", f"voxel_mean_v3_{p.dtype}", dev),
+                            [("ptr", None), ("ptr", None), ("ptr", None), ("i64", bv), ("i32", c), ("i32", 8)])
+    zero = L.FastLaunch(L.kernel("voxelize", "voxel_zero_v3", dev),
+                        [("ptr", None), ("i64", bv if inplace else scratch_words), ("ptr", 0),
+                         ("i64", bvc if inplace else 0)])
+    zwords = max(bv, bvc) if inplace else scratch_words
+    sms = L.sm_count(dev)
+    return _PlanV3(mean=mean, zero=zero, mgrid=max(1, min(-(-bv // BLOCK), 65536)),
+                   zgrid=max(1, min(-(-zwords // (4 * BLOCK)), 16 * sms)), inplace=inplace, sums_off=4 * cwords,
+                   vw=_mean_vw(inplace, c, 0), scratch_words=scratch_words, **kw)
+
+
 _PLANS = L.PlanCache()
 
 
@@ -198,6 +344,16 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
         raise ValueError(f"grid {g} has {vox} voxels per row; on the GPU robocache supports at most {A.INT32_MAX}")
     geom = (*(np.float32(x) for x in lo), *(np.float32(x) for x in hi), *(np.float32(x) for x in inv),
             *(np.int32(x) for x in g))
+    if version == "v3":
+        with L.on_device(p.kind, p.device_index):  # copies of non-contiguous CuPy inputs on their own device
+            pp = A.contiguous(p)
+            ff = A.contiguous(f) if f is not None else None
+        plan3 = _plan_v3(p, b, n, f.shape[2] if f is not None else 0, g, lo, hi, inv, mode, out_shape, out_dtype)
+        if out is None and _version is None and pp is points and ff is features:
+            key = _key(points, features, grid, bounds, mode)
+            if key is not None:
+                _PLANS.put(key, plan3)
+        return plan3(pp, ff, out)
     if version != "v1":
         with L.on_device(p.kind, p.device_index):  # copies of non-contiguous CuPy inputs on their own device
             pp = A.contiguous(p)

@@ -9,8 +9,9 @@ Needs a CUDA GPU, torch and CuPy. Times are device times from the project's time
 (``robocache.bench.timing.time_gpu``: events around back-to-back calls on a pre-blocked stream, warm, no
 input rotation, so small cases run from L2 for every contender alike). Besides every kernel version it
 times experimental launch variants (``--variants``): v2 built with ``-DRC_V2_UNROLL=2``, voxelize v2
-without its shared-memory aggregation. This is a development aid; the project's measurements of record
-come from ``robocache-bench run`` (one process per case, input rotation, records in results/).
+without its shared-memory aggregation, voxelize v3 with and without it (count through the hash too).
+This is a development aid; the project's measurements of record come from ``robocache-bench run`` (one
+process per case, input rotation, records in results/).
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def main() -> int:
     import robocache
     from robocache import _cuda, _launch, reference
     from robocache.bench.timing import time_gpu
-    from robocache._versions import VERSIONS
+    from robocache._versions import VERSIONS, all_versions
     from robocache.providers import torch_compile, torch_eager
 
     torch.manual_seed(0)
@@ -80,11 +81,13 @@ def main() -> int:
         return getattr(torch, name)
 
     # (label, version, extra NVRTC options, TUNING overrides, ops it applies to)
-    variants = [(f"robocache@{v}", v, (), {}, VERSIONS.keys()) for v in ("v1", "v2")]
+    variants = [(f"robocache@{v}", v, (), {}, VERSIONS.keys()) for v in all_versions()]
     if args.variants:
         variants += [("v2-noprefetch", "v2", ("-DRC_V2_PREFETCH_BYTES=0",), {}, ("resample", "fuse")),
                      ("v2-nohash", "v2", (), {"vox_hash": False}, ("voxelize",)),
-                     ("v2+hash", "v2", (), {"vox_hash": True}, ("voxelize",))]
+                     ("v2+hash", "v2", (), {"vox_hash": True}, ("voxelize",)),
+                     ("v3-nohash", "v3", (), {"vox_hash": False}, ("voxelize",)),
+                     ("v3+hash", "v3", (), {"vox_hash": True}, ("voxelize",))]
 
     def run_case(op, label, call_of, ref, nbytes, dtype):
         results = {}

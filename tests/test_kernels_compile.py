@@ -19,6 +19,12 @@ USED = re.compile(r"Used (\d+) registers")
 SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 SMEM = re.compile(r"(\d+) bytes smem")
 
+# voxelize kernels per version, each in three dtypes; v3 adds a float32-only and a dtype-free entry (count
+# and occupancy of v3 call v2's kernels, float32 means are scaled in place)
+VOXELIZE_KERNELS = {"v1": ("count", "accumulate", "mean"), "v2": ("count", "accumulate", "mean", "hashed"),
+                    "v3": ("hashed",)}
+VOXELIZE_EXTRA = {"v1": (), "v2": (), "v3": ("voxel_mean_v3_float16", "voxel_mean_v3_bfloat16",
+                                             "voxel_mean_inplace_v3_float32", "voxel_zero_v3")}
 # every kernel version of robocache._versions keeps its entry points (providers robocache@vN call them)
 EXPECTED_ENTRIES = {
     "resample": {f"resample_{n}_{v}_{t}" for n in VERSIONS["resample"] for v in ("float32", "float16", "bfloat16")
@@ -26,8 +32,8 @@ EXPECTED_ENTRIES = {
     "fuse": {f"fuse_{n}_{v}_{t}" for n in VERSIONS["fuse"] for v in ("float32", "float16", "bfloat16")
              for t in ("float32", "float64")},
     "voxelize": {f"voxel_{k}_{n}_{v}" for n in VERSIONS["voxelize"]
-                 for k in ("count", "accumulate", "mean") + (("hashed",) if n != "v1" else ())
-                 for v in ("float32", "float16", "bfloat16")},
+                 for k in VOXELIZE_KERNELS[n] for v in ("float32", "float16", "bfloat16")}
+    | {e for n in VERSIONS["voxelize"] for e in VOXELIZE_EXTRA[n]},
 }
 
 

@@ -7,6 +7,8 @@ runs (the journey providers robocache@v1, @v2, ...). Skipped, loudly, without a 
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -193,3 +195,122 @@ def test_resample_adversarial_time_rows(version, rows):
     want = reference.resample(vals.astype(np.float32).astype(np.float64), st.double().cpu().numpy(),
                               tt.double().cpu().numpy())
     _check(got, want, torch.float32, f"{version} {rows}")
+
+
+# --- voxelize mean: every channel count, aligned and misaligned outputs, exact division, launch paths ------
+
+VOX_BOUNDS = ((-1.0, -1.0, -1.0), (1.0, 1.0, 1.0))
+
+
+def _vox_cloud(rng, b, n, c, clustered):
+    if clustered:  # a few blobs: many points per voxel
+        pts = rng.uniform(-0.8, 0.8, (b, 4, 3))[:, rng.integers(0, 4, n)] + 0.03 * rng.standard_normal((b, n, 3))
+    else:
+        pts = rng.uniform(-1.1, 1.1, (b, n, 3))  # some outside
+    return pts, rng.standard_normal((b, n, c))
+
+
+@pytest.mark.parametrize("version", VERSIONS["voxelize"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("c", [1, 2, 3, 4, 5, 8, 16, 24, 33])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_voxelize_mean_channels_and_out_alignment(version, dtype, c, offset):
+    """Every vector width of the mean pass (rows of 1-33 channels; C > 22 takes the accumulate kernel in v2
+    and v3) into a poisoned caller's buffer that starts ``offset`` elements past an aligned address."""
+    rng = np.random.default_rng(100 * c + offset)
+    b, n, grid = 2, 3000, (6, 5, 7)
+    pts, feats = _vox_cloud(rng, b, n, c, clustered=bool(c % 2))
+    p = torch.from_numpy(pts).cuda().to(dtype)
+    f = torch.from_numpy(feats).cuda().to(dtype)
+    size = b * 6 * 5 * 7 * c
+    buf = torch.empty(size + offset, dtype=dtype, device="cuda")
+    buf.view(torch.uint8).fill_(255)  # NaN everywhere: an element not written fails
+    out = buf[offset:].view(b, *grid, c)
+    robocache.voxelize(p, f, grid, VOX_BOUNDS, "mean", out=out, _version=version)
+    want = reference.voxelize(p.double().cpu().numpy(), f.double().cpu().numpy(), grid, VOX_BOUNDS, "mean")
+    _check(out, want, dtype, f"{version} C={c} offset={offset}")
+    # and into a buffer of its own
+    _check(robocache.voxelize(p, f, grid, VOX_BOUNDS, "mean", _version=version), want, dtype, f"{version} C={c}")
+
+
+@pytest.mark.parametrize("version", VERSIONS["voxelize"])
+@pytest.mark.parametrize("clustered", [False, True], ids=["uniform", "clustered"])
+def test_voxelize_mean_is_the_division_bit_for_bit(version, clustered):
+    """Integer features sum exactly in any order, so every version's float32 mean must be float32(sum) /
+    float32(count) exactly (v1/v2 divide; v3 multiplies by a reciprocal and corrects it with two fmas)."""
+    rng = np.random.default_rng(11)
+    b, n, c, grid = 2, 50_000, 4, (16, 16, 16)
+    pts, _ = _vox_cloud(rng, b, n, c, clustered)
+    feats = rng.integers(-40, 40, (b, n, c)).astype(np.float64)
+    p, f = torch.from_numpy(pts).cuda().float(), torch.from_numpy(feats).cuda().float()
+    got = robocache.voxelize(p, f, grid, VOX_BOUNDS, "mean", _version=version).cpu().numpy()
+    p32 = pts.astype(np.float32).astype(np.float64)
+    counts = reference.voxelize(p32, None, grid, VOX_BOUNDS, "count")
+    sums = reference.voxelize(p32, feats, grid, VOX_BOUNDS, "mean") * counts[..., None]  # exact: small integers
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = np.where(counts[..., None] > 0,
+                        np.round(sums).astype(np.float32) / counts[..., None].astype(np.float32), np.float32(0))
+    assert counts.max() > 5 and (want != np.round(want)).any()  # non-trivial quotients
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{version}")
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS["voxelize"] if v != "v1"])
+@pytest.mark.parametrize("mode", ["count", "occupancy", "mean"])
+@pytest.mark.parametrize("use_hash", [True, False], ids=["hash", "nohash"])
+def test_voxelize_tuning_paths(version, mode, use_hash, monkeypatch):
+    """The launch paths kernel_dev.py switches (TUNING["vox_hash"]): the hash for count (C = 0, counts into the
+    output) and the plain kernels for mean, each against the reference; small and large clouds (v3 sizes
+    its hash table from the launch)."""
+    from robocache import _launch
+
+    monkeypatch.setitem(_launch.TUNING, "vox_hash", use_hash)
+    for b, n in ((1, 700), (3, 120_000)):
+        rng = np.random.default_rng(b * n)
+        pts, feats = _vox_cloud(rng, b, n, 3, clustered=True)
+        p = torch.from_numpy(pts).cuda().float()
+        f = torch.from_numpy(feats).cuda().float() if mode == "mean" else None
+        got = robocache.voxelize(p, f, (20, 20, 20), VOX_BOUNDS, mode, _version=version)
+        want = reference.voxelize(pts.astype(np.float32).astype(np.float64),
+                                  feats.astype(np.float32).astype(np.float64) if f is not None else None,
+                                  (20, 20, 20), VOX_BOUNDS, mode)
+        if mode == "mean":
+            _check(got, want, torch.float32, f"{version} {mode} hash={use_hash} B{b} N{n}")
+        else:
+            assert np.array_equal(got.cpu().numpy(), want), f"{version} {mode} hash={use_hash} B{b} N{n}"
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS["voxelize"] if v != "v1"])  # v1 caches no plans
+def test_voxelize_as_public_default(version, monkeypatch):
+    """Each version as the public API's BEST (the plan cache's path, CuPy and torch, a torch side stream):
+    what making a new version the default would run, checked before it is made so."""
+    cupy = pytest.importorskip("cupy")
+    from robocache import _versions
+
+    vmod = sys.modules["robocache.voxelize"]
+    monkeypatch.setitem(_versions.BEST, "voxelize", version)
+    vmod._PLANS.clear()
+    try:
+        rng = np.random.default_rng(21)
+        for dtype in DTYPES:
+            for call in range(2):  # the second call takes the cached plan
+                pts, feats = _vox_cloud(rng, 2, 20_000, 4, clustered=bool(call))
+                p, f = torch.from_numpy(pts).cuda().to(dtype), torch.from_numpy(feats).cuda().to(dtype)
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    got = robocache.voxelize(p, f, (12, 12, 12), VOX_BOUNDS, "mean")
+                    cnt = robocache.voxelize(p, None, (12, 12, 12), VOX_BOUNDS, "count")
+                side.synchronize()
+                p64, f64 = p.double().cpu().numpy(), f.double().cpu().numpy()
+                _check(got, reference.voxelize(p64, f64, (12, 12, 12), VOX_BOUNDS, "mean"), dtype, f"{version} {call}")
+                assert np.array_equal(cnt.cpu().numpy(), reference.voxelize(p64, None, (12, 12, 12), VOX_BOUNDS))
+        assert len(vmod._PLANS._d) > 0  # the calls above went through cached plans
+        pts, feats = _vox_cloud(rng, 2, 5000, 3, clustered=True)
+        cp, cf = cupy.asarray(pts.astype(np.float32)), cupy.asarray(feats.astype(np.float32))
+        for _ in range(2):
+            gc = robocache.voxelize(cp, cf, (9, 9, 9), VOX_BOUNDS, "mean")
+        want = reference.voxelize(pts.astype(np.float32).astype(np.float64), feats.astype(np.float32).astype(np.float64),
+                                  (9, 9, 9), VOX_BOUNDS, "mean")
+        _check(torch.from_numpy(cupy.asnumpy(gc)), want, torch.float32, f"{version} cupy")
+    finally:
+        vmod._PLANS.clear()

@@ -1,0 +1,56 @@
+// Host shims: run kernels/voxelize.cu's CUDA C++ on the CPU, one std::thread per CUDA thread, a barrier for
+// __syncthreads, GCC atomics for CUDA atomics. Only for checking logic (index math, phases, semantics).
+#pragma once
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+#include <functional>
+#include <thread>
+#include <vector>
+#include <string>
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__
+#define asm(...) (void)0
+struct dim3 { unsigned int x = 0, y = 0, z = 0; };
+extern thread_local dim3 threadIdx;
+extern dim3 blockIdx, blockDim, gridDim;
+extern std::barrier<>* g_bar;
+extern unsigned char g_smem[];
+inline void __syncthreads() { g_bar->arrive_and_wait(); }
+struct uint4 { unsigned int x, y, z, w; };
+struct uint2 { unsigned int x, y; };
+struct float4 { float x, y, z, w; };
+struct float2 { float x, y; };
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+template <class T> inline T min(T a, T b) { return a < b ? a : b; }
+template <class T> inline T max(T a, T b) { return a > b ? a : b; }
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
+inline double __drcp_rn(double x) { return 1.0 / x; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline unsigned __match_any_sync(unsigned, int) { std::abort(); }
+template <class T> inline T __shfl_sync(unsigned, T, int) { std::abort(); }
+template <class T> inline T __shfl_xor_sync(unsigned, T, int) { std::abort(); }
+inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+inline float atomicAdd(float* p, float v) {
+    unsigned int* u = reinterpret_cast<unsigned int*>(p);
+    unsigned int old = __atomic_load_n(u, __ATOMIC_RELAXED), want;
+    do { want = __float_as_uint(__uint_as_float(old) + v); } while (!__atomic_compare_exchange_n(u, &old, want, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return __uint_as_float(old);
+}
+inline int atomicCAS(int* p, int cmp, int v) { __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); return cmp; }

@@ -1,0 +1,250 @@
+"""NumPy models of voxelize v3's arithmetic and index math that differ from v2 (kernels/voxelize.cu), on the CPU.
+
+- The mean's quotient: v3 computes one reciprocal y = RN(1/n) per voxel, then q0 = RN(s*y),
+  r = fma(-q0, n, s), q = fma(r, y, q0) (Markstein's correction), and the division s / n itself for
+  non-finite or tiny sums. Modelled here with exact float32 roundings (float64 products are exact for
+  float32 operands; sums are split exactly with TwoSum) and compared bit for bit with NumPy's float32
+  division (IEEE, correctly rounded: what v2's `/` computes). So v3's means equal v2's on the same
+  sums, and the GPU tests' tolerances need no widening for it.
+- The zero fill's head / 16-byte body / tail split: every word written exactly once for any alignment.
+- The launch shapes chosen on the host (hash table size, threads, the mean pass's vector width).
+"""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+vx = importlib.import_module("robocache.voxelize")  # the module (robocache.voxelize is also the function)
+
+F32, F64 = np.float32, np.float64
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(s, e) with s = RN64(a + b) and s + e == a + b exactly (Knuth)."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
+
+
+def _rn32(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """float32 nearest (ties to even) to the exact value hi + lo, where hi = RN64(hi + lo)."""
+    m = hi.astype(F32)
+    m64 = m.astype(F64)
+    other = np.nextafter(m, np.where(m64 < hi, F32(np.inf), F32(-np.inf)).astype(F32))
+    o64 = other.astype(F64)
+    at_mid = (m64 != hi) & ((m64 + o64) / 2 == hi)  # hi on a float32 midpoint: lo decides
+    up, down = np.maximum(m, other), np.minimum(m, other)
+    return np.where(at_mid & (lo > 0), up, np.where(at_mid & (lo < 0), down, m))
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """RN32(a*b + c) for float32 arrays: the product is exact in float64 (48 bits), the sum split exactly."""
+    hi, lo = _two_sum(a.astype(F64) * b.astype(F64), c.astype(F64))
+    return _rn32(hi, lo)
+
+
+def mul32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a.astype(F64) * b.astype(F64)).astype(F32)  # exact product, rounded once
+
+
+def div_by_rcp(s: np.ndarray, n: np.ndarray, corrected: bool = True) -> np.ndarray:
+    """rc_div_by_rcp of kernels/voxelize.cu (corrected=False: the plain s * RN(1/n))."""
+    d = n.astype(F32)
+    with np.errstate(all="ignore"):
+        y = F32(1) / d  # __frcp_rn: the correctly rounded reciprocal
+        q0 = mul32(s, y)
+        if not corrected:
+            return q0
+        r = fma32(-q0, d, s)
+        q = fma32(r, y, q0)
+        exact = s / d
+    use = np.isfinite(s) & (np.abs(s) >= F32(2.0**-64))
+    return np.where(use, q, exact)
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=F32).view(np.uint32)
+
+
+def _cases(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    m = 400_000
+    counts = np.concatenate([
+        rng.integers(1, 64, m), rng.integers(1, 100_000, m), rng.integers(1, 2**31 - 1, m),
+        np.array([1, 2, 3, 5, 7, 9, 10, 11, 13, 2**24 - 1, 2**24, 2**24 + 1, 2**31 - 1] * (m // 13 + 1))[:m],
+    ])
+    k = counts.size
+    # sums: random float32 bit patterns over every finite exponent (tiny and huge ones included), gaussian
+    # sums of features, exact sums of small integers (the mean of a constant or label channel), ones
+    bits = rng.integers(0, 0x7F800000, k, dtype=np.uint32).view(F32) * rng.choice([-1, 1], k).astype(F32)
+    gauss = (rng.standard_normal(k) * np.sqrt(np.minimum(counts, 1e6))).astype(F32)
+    ints = (rng.integers(-50, 50, k) * np.minimum(counts, 2**17)).astype(F32)
+    ones = np.minimum(counts, 2**24).astype(F32)  # the sum of n ones (exact up to 2^24)
+    s = np.concatenate([bits, gauss, ints, ones, np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45,
+                                                          2.0**-64, 2.0**-65, 3.4028235e38], F32)])
+    n = np.concatenate([counts, counts, counts, counts, np.array([3, 3, 3, 3, 3, 3, 7, 7, 7])])
+    return s, n
+
+
+def test_reciprocal_with_correction_equals_the_division_bit_for_bit():
+    s, n = _cases(np.random.default_rng(0))
+    with np.errstate(all="ignore"):
+        want = s / n.astype(F32)  # IEEE float32 division: v2's (and v1's) quotient
+    got = div_by_rcp(s, n)
+    same = (_bits(got) == _bits(want)) | (np.isnan(got) & np.isnan(want))
+    bad = np.flatnonzero(~same)
+    assert bad.size == 0, (f"{bad.size} quotients differ, e.g. s={s[bad[:3]].tolist()} n={n[bad[:3]].tolist()}: "
+                           f"{got[bad[:3]].tolist()} vs {want[bad[:3]].tolist()}")
+
+
+def test_plain_reciprocal_would_differ():
+    """Without the fma correction s * RN(1/n) is up to an ulp off the division (why v2 kept `/`): the
+    comparison above has teeth, and the ones channel shows a mean of ones below 1 for some counts."""
+    s, n = _cases(np.random.default_rng(1))
+    with np.errstate(all="ignore"):
+        want = s / n.astype(F32)
+    plain = div_by_rcp(s, n, corrected=False)
+    fin = np.isfinite(want) & (np.abs(s) >= 2.0**-64)
+    assert np.count_nonzero(_bits(plain[fin]) != _bits(want[fin])) > 1000
+    ulps = np.abs(_bits(plain[fin]).astype(np.int64) - _bits(want[fin]).astype(np.int64))
+    assert ulps.max() == 1  # the bound a tolerance would have had to cover
+    counts = np.arange(1, 5000)
+    assert np.count_nonzero(div_by_rcp(counts.astype(F32), counts, corrected=False) < 1) > 100  # 610: n = 41, ...
+    assert np.all(div_by_rcp(counts.astype(F32), counts) == 1)
+
+
+def test_rn32_model_against_exact_rationals():
+    """The float32 rounding helper on random hi + lo splits, checked with exact fractions."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(3000).astype(F32)
+    b = rng.standard_normal(3000).astype(F32)
+    c = (rng.standard_normal(3000) * 10.0 ** rng.integers(-8, 8, 3000)).astype(F32)
+    got = fma32(a, b, c)
+    for ai, bi, ci, gi in zip(a, b, c, got):
+        x = Fraction(float(ai)) * Fraction(float(bi)) + Fraction(float(ci))
+        g = Fraction(float(gi))
+        for nb in (np.nextafter(gi, F32(np.inf)), np.nextafter(gi, F32(-np.inf))):
+            e_g, e_n = abs(x - g), abs(x - Fraction(float(nb)))
+            assert e_g < e_n or (e_g == e_n and (int(_bits(gi)) & 1) == 0), (ai, bi, ci, gi)
+
+
+def zero_words_model(offset_words: int, n: int, nt: int) -> list[int]:
+    """Indices written by rc_zero_words for a buffer starting offset_words (mod 4) past a 16-byte boundary."""
+    written: list[int] = []
+    head = min((16 - 4 * offset_words) % 16 // 4, n) if n > 0 else 0
+    if n <= 0:
+        return written
+    nq = (n - head) >> 2
+    done = head + 4 * nq
+    for t in range(nt):
+        written += list(range(t, head, nt))
+        written += [head + 4 * i + j for i in range(t, nq, nt) for j in range(4)]
+        written += [done + i for i in range(t, n - done, nt)]
+    return written
+
+
+@pytest.mark.parametrize("nt", [1, 3, 4, 256])
+def test_zero_fill_writes_every_word_once(nt):
+    for off in range(4):
+        for n in list(range(41)) + [1021, 4099]:
+            assert sorted(zero_words_model(off, n, nt)) == list(range(n)), (off, n, nt)
+            head = min((16 - 4 * off) % 16 // 4, n)
+            if n - head >= 4:  # the 16-byte stores start on a 16-byte boundary
+                assert (off + head) % 4 == 0
+
+
+def test_v3_hash_shape_spreads_small_clouds():
+    # the ncu case (B4, N100k, C4) on a 132-SM GPU: the 2048-slot table of v2, 512 threads, 3 blocks per SM fit
+    assert vx._v3_hash_shape(4, 4, 100_000, 132) == (11, 1024, 2048 * 6 * 4, 512)
+    # one small cloud: the table halves to 512 slots (128 threads) so its blocks cover more SMs
+    hs_log2, ppb, smem, threads = vx._v3_hash_shape(4, 1, 20_000, 132)
+    assert (hs_log2, ppb, threads) == (9, 256, 128) and smem == 512 * 6 * 4
+    # counts only (C = 0): the largest table, 512 threads looping twice over its 2048 points
+    assert vx._v3_hash_shape(0, 16, 1_000_000, 132) == (12, 2048, 4096 * 2 * 4, 512)
+    assert vx._v3_hash_shape(30, 4, 100_000, 132) is None  # too many channels: v2's accumulate kernel
+    for c in range(23):
+        shape = vx._v3_hash_shape(c, 1, 1000, 132)
+        assert shape is not None and shape[2] <= vx.HASH_SMEM and 128 <= shape[3] <= vx.V3_MAX_THREADS
+
+
+@pytest.mark.parametrize("inplace,c,ptr,want", [
+    (True, 4, 0, 4), (True, 8, 256, 4), (True, 4, 4, 1), (True, 4, 8, 2), (True, 2, 0, 2), (True, 3, 0, 1),
+    (False, 8, 0, 8), (False, 16, 0, 8), (False, 8, 8, 4), (False, 4, 0, 4), (False, 2, 0, 2), (False, 3, 0, 1),
+    (False, 6, 0, 2), (False, 8, 2, 1),
+])
+def test_mean_vector_width(inplace, c, ptr, want):
+    vw = vx._mean_vw(inplace, c, ptr)
+    assert vw == want
+    assert c % vw == 0 and ptr % (vw * (4 if inplace else 2)) == 0  # what the kernel relies on
+
+
+def test_v3_plan_wiring(monkeypatch):
+    """The v3 plan's launches on the CPU with the launcher stubbed: the kernels in order, each pointer in
+    its argument slot (kernels/voxelize.cu's signatures), the zero fill covering exactly what is read."""
+    import types
+
+    torch = pytest.importorskip("torch")
+    L = vx.L
+    launches: list[tuple] = []
+    monkeypatch.setattr(L, "kernel", lambda op, name, dev: types.SimpleNamespace(ptr=0, name=name))
+    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
+    real_fl = L.FastLaunch
+
+    class Rec(real_fl):
+        __slots__ = ("args", "name")
+
+        def __init__(self, fn, args):
+            super().__init__(fn, args)
+            self.name, self.args = fn.name, args
+
+    monkeypatch.setattr(L, "FastLaunch", Rec)
+    monkeypatch.setattr(L, "fast_launch", lambda fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256:
+                        launches.append((fl.name, grid, block, smem, dict(ptrs), fl.args)))
+    lo, hi = np.full(3, -1.0, F32), np.full(3, 1.0, F32)
+    inv = np.full(3, 4.0, F32)
+    g = (8, 8, 8)
+    for dtype, c in (("float32", 4), ("float16", 3), ("float32", 30), ("bfloat16", 8)):
+        launches.clear()
+        tdt = getattr(torch, dtype)
+        pts, feats = torch.zeros(2, 5000, 3, dtype=tdt), torch.zeros(2, 5000, c, dtype=tdt)
+        p = types.SimpleNamespace(kind="torch", dtype=dtype, device_index=0)
+        plan = vx._plan_v3(p, 2, 5000, c, g, lo, hi, inv, "mean", (2, *g, c), dtype)
+        out = plan(pts, feats)
+        assert tuple(out.shape) == (2, *g, c) and out.dtype == tdt
+        names = [x[0] for x in launches]
+        main = f"voxel_hashed_v3_{dtype}" if c <= 22 else f"voxel_accumulate_v2_{dtype}"
+        mean = "voxel_mean_inplace_v3_float32" if dtype == "float32" else f"voxel_mean_v3_{dtype}"
+        assert names == ["voxel_zero_v3", main, mean]
+        (_, _, _, _, zp, za), (_, grid, block, smem, mp, ma), (_, _, _, _, np_, na) = launches
+        bv, bvc, o = 2 * 512, 2 * 512 * c, out.data_ptr()
+        counts = zp[0]
+        if dtype == "float32":  # counts in the scratch, sums in the output: both zeroed, nothing else
+            assert (za[1][1], zp[2], za[3][1]) == (bv, o, bvc)
+            sums = o
+            assert np_ == {0: counts, 1: o, 4: {4: 4, 30: 2}[c]} and na[2][1] == bv and na[3][1] == c
+        else:  # one scratch buffer of counts (padded to 16 bytes) and sums, zeroed whole
+            cw = -(-bv // 4) * 4
+            assert (za[1][1], zp[2], za[3][1]) == (cw + bvc, 0, 0)
+            sums = counts + 4 * cw
+            assert np_ == {0: counts, 1: sums, 2: o, 5: vx._mean_vw(False, c, o)}
+        if c <= 22:  # hashed(points, feats, N, C, bpr, ppb, hs_log2, counts, sums, geometry)
+            assert mp == {0: pts.data_ptr(), 1: feats.data_ptr(), 7: counts, 8: sums}
+            hs_log2, ppb, want_smem, threads = vx._v3_hash_shape(c, 2, 5000, 132)
+            assert [a[1] for a in ma[2:7]] == [5000, c, -(-5000 // ppb), ppb, hs_log2]
+            assert (grid, block, smem) == (2 * -(-5000 // ppb), threads, want_smem)
+        else:  # accumulate_v2(points, feats, N, C, bpr, counts, sums, geometry)
+            assert mp == {0: pts.data_ptr(), 1: feats.data_ptr(), 5: counts, 6: sums}
+        assert len(ma) == (21 if c <= 22 else 19)  # 12 geometry arguments (RC_VOX_ARGS) last
+    # count and occupancy: v2's kernel into a zeroed output (counts slot 3, occupancy slot 4)
+    for mode, slot, dt in (("count", 3, torch.int32), ("occupancy", 4, torch.bool)):
+        launches.clear()
+        pts = torch.zeros(2, 5000, 3)
+        p = types.SimpleNamespace(kind="torch", dtype="float32", device_index=0)
+        out = vx._plan_v3(p, 2, 5000, 0, g, lo, hi, inv, mode, (2, *g), {"count": "int32"}.get(mode, "bool"))(pts, None)
+        assert out.dtype == dt and not out.any()
+        [(name, _, _, _, ptrs, _)] = launches
+        assert name == "voxel_count_v2_float32" and ptrs == {0: pts.data_ptr(), slot: out.data_ptr()}
