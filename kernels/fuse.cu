@@ -59,7 +59,7 @@ __device__ __forceinline__ void fuse_body(
             const int d = i - t * D;
             const float a = rc_to_float(vrow[(long long)s_j0[t] * D + d]);
             const float c = rc_to_float(vrow[(long long)s_j1[t] * D + d]);
-            otile[(long long)t * Dtot + col + d] = rc_from_float<T>(rc_lerp(a, c, s_w[t]));
+            otile[(long long)t * Dtot + col + d] = rc_from_float<T>(rc_mix(a, c, s_w[t]));
         }
     }
 }
@@ -110,7 +110,7 @@ __device__ __forceinline__ void fuse_v2_body(const rc_fuse2_table& table, int K,
 }
 
 #define RC_FUSE_V2_ENTRY(NAME, T, TT)                                                    \
-    extern "C" __global__ void __launch_bounds__(256) NAME(                             \
+    extern "C" __global__ void __launch_bounds__(256, 8) NAME(                             \
         const __grid_constant__ rc_fuse2_table table, int K, const TT* __restrict__ tgt, \
         T* __restrict__ out, int Tn, int Dtot, long long n_targets, unsigned long long div_mult, \
         unsigned int div_shift) {                                                        \
