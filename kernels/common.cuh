@@ -49,13 +49,13 @@ __device__ __forceinline__ int rc_upper_bound_minus_one(const TT* __restrict__ r
 
 // numpy.interp's rule for one target (docs/semantics.md, "Infinite and extreme values") as ONE float
 // weight w, decided once per target in the bracket; every output of the target is then
-//     rc_mix(a, c, w) = (a == c && w == w) ? a : w*c + (1 - 2w)*a + w*a
-// with a, c the values at j0, j1 (computed as fmaf(w, c, fmaf(1 - 2w, a, w*a))): three FMA-unit
-// operations and one select per output, no branch, no second pass, no other per-target register.
+//     rc_mix(a, c, w) = w < 0 ? a : w*c + (1 - 2w)*a + w*a
+// with a, c the values at j0, j1, computed as fmaf(w, c, fmaf(1 - 2w, a, w*a)): three FMA-unit
+// operations and the select on a per-target predicate (as the old lerp's w == 0), no branch, no second
+// pass, no other per-target register.
 // Target classes (x0 <= t < x1 its bracket):
-//   NaN target: w = NaN -> NaN (the select needs w == w).
-//   a sample (clamped before/after the row, or t == x0, also x0 = t = -inf): j1 = j0 (so a == c) and
-//     w = 0 -> a (a NaN sample stays NaN).
+//   NaN target: w = NaN -> NaN.
+//   a sample (clamped before/after the row, or t == x0, also x0 = t = -inf): w = -1 -> a, whatever c is.
 //   regular (x1 - x0 finite, t > x0): q = (t - x0)/(x1 - x0); where q > 1/2, j0 and j1 are swapped and
 //     q = 1 - q, so w <= 1/2; then w is clamped to [FLT_MIN, 1/2 - 2^-25]. Every coefficient (w, 1 - 2w,
 //     w) is then > 0, so an infinite value passes through with its sign, as numpy.interp gives it:
@@ -66,11 +66,15 @@ __device__ __forceinline__ int rc_upper_bound_minus_one(const TT* __restrict__ r
 //     float64; numpy's slope (c - a)/(x1 - x0) is then 0 for finite values, NaN for an infinite one):
 //     numpy gives, for finite a, c: a where t - x0 is finite, else c where t - x1 is finite, else
 //     (x0 = -inf, x1 = +inf) a if a == c else NaN; with an infinite value, a if a == c else NaN.
-//     "a": w = 0 (0*c + a + 0*a is a for finite values, NaN with an infinite one; a == c -> a).
-//     "c": the same with j0 and j1 swapped. "a if a == c else NaN": w = +inf (inf*c - inf*a + inf*a is
-//     NaN for every a, c).
+//     "a": w = 0 (0*c + a + 0*a: a for finite values, NaN with an infinite one).
+//     "c": the same with j0 and j1 swapped. x0 = -inf, x1 = +inf: w = +inf (NaN for every a, c).
+//     The one place the kernels differ from numpy (docs/semantics.md): numpy's "a if a == c" in such a
+//     bracket (a = c = +-inf; or equal values between -inf and +inf) needs a per-output compare of a
+//     and c; it costs the v2 kernels their register budget, so the kernels give NaN there.
 //   float32 times whose difference overflows float32 but not float64 (e.g. -3e38, 3e38; numpy computes
 //     in float64): regular, the weight from the halved times (exact at such magnitudes).
+// Not modelled: float64 times so close (x1 - x0 < 3.8e-270) that numpy's slope (c - a)/(x1 - x0)
+// overflows for float32-range values: numpy gives +-inf, the kernels the interpolated value.
 __device__ __forceinline__ bool rc_finite(float v) {
     return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
 }
