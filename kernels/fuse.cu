@@ -59,7 +59,7 @@ __device__ __forceinline__ void fuse_body(
             const int d = i - t * D;
             const float a = rc_to_float(vrow[(long long)s_j0[t] * D + d]);
             const float c = rc_to_float(vrow[(long long)s_j1[t] * D + d]);
-            otile[(long long)t * Dtot + col + d] = rc_from_float<T>(rc_lerp(a, c, s_w[t]));
+            otile[(long long)t * Dtot + col + d] = rc_from_float<T>(rc_mix(a, c, s_w[t]));
         }
     }
 }
@@ -109,8 +109,10 @@ __device__ __forceinline__ void fuse_v2_body(const rc_fuse2_table& table, int K,
     rc_rows_v2_any<T, TT>(st, tgt, out, n_targets, Tn, Dtot, div_mult, div_shift, (blk - table.f[base + 6]) * per_block);
 }
 
+// (256, 8): at most 32 registers, the bucket fuse v2 had before rc_mix (without the bound ptxas took up
+// to 40 for the same code); no spills (tests/test_kernels_compile.py).
 #define RC_FUSE_V2_ENTRY(NAME, T, TT)                                                    \
-    extern "C" __global__ void __launch_bounds__(256) NAME(                             \
+    extern "C" __global__ void __launch_bounds__(256, 8) NAME(                             \
         const __grid_constant__ rc_fuse2_table table, int K, const TT* __restrict__ tgt, \
         T* __restrict__ out, int Tn, int Dtot, long long n_targets, unsigned long long div_mult, \
         unsigned int div_shift) {                                                        \

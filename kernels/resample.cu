@@ -48,7 +48,7 @@ __device__ __forceinline__ void resample_body(
         const int d = i - t * D;
         const float a = rc_to_float(vrow[(long long)s_j0[t] * D + d]);
         const float c = rc_to_float(vrow[(long long)s_j1[t] * D + d]);
-        orow[i] = rc_from_float<T>(rc_lerp(a, c, s_w[t]));
+        orow[i] = rc_from_float<T>(rc_mix(a, c, s_w[t]));
     }
 }
 
@@ -68,8 +68,12 @@ RC_RESAMPLE_ENTRY(resample_v1_float16_float64, rc_half, double)
 RC_RESAMPLE_ENTRY(resample_v1_bfloat16_float64, rc_bf16, double)
 
 // v2: the launch covers n_targets = B*T output rows, (blockDim / 2^lg) * tpg of them per block.
-#define RC_RESAMPLE_V2_ENTRY(NAME, T, TT)                                                \
-    extern "C" __global__ void __launch_bounds__(256, 4) NAME(                             \
+// MINB (blocks per SM the compiler must fit) keeps each entry in the register bucket it had before
+// rc_mix (numpy.interp's infinite-value rule, kernels/common.cuh): float32 values <= 32 registers (8 blocks
+// of 256), 16-bit values <= 40 (6 blocks); with the old (256, 4) ptxas took 33-34 and 48 for the same code.
+// No spills (tests/test_kernels_compile.py).
+#define RC_RESAMPLE_V2_ENTRY(NAME, T, TT, MINB)                                              \
+    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(                             \
         const T* __restrict__ values, const TT* __restrict__ src,                        \
         const TT* __restrict__ tgt, T* __restrict__ out, int S, int Tn, int D,           \
         long long n_targets, int vb, int lg, int tpg, unsigned long long div_mult,        \
@@ -80,9 +84,9 @@ RC_RESAMPLE_ENTRY(resample_v1_bfloat16_float64, rc_bf16, double)
                               (long long)blockIdx.x * per_block);                        \
     }
 
-RC_RESAMPLE_V2_ENTRY(resample_v2_float32_float32, float, float)
-RC_RESAMPLE_V2_ENTRY(resample_v2_float16_float32, rc_half, float)
-RC_RESAMPLE_V2_ENTRY(resample_v2_bfloat16_float32, rc_bf16, float)
-RC_RESAMPLE_V2_ENTRY(resample_v2_float32_float64, float, double)
-RC_RESAMPLE_V2_ENTRY(resample_v2_float16_float64, rc_half, double)
-RC_RESAMPLE_V2_ENTRY(resample_v2_bfloat16_float64, rc_bf16, double)
+RC_RESAMPLE_V2_ENTRY(resample_v2_float32_float32, float, float, 8)
+RC_RESAMPLE_V2_ENTRY(resample_v2_float16_float32, rc_half, float, 6)
+RC_RESAMPLE_V2_ENTRY(resample_v2_bfloat16_float32, rc_bf16, float, 6)
+RC_RESAMPLE_V2_ENTRY(resample_v2_float32_float64, float, double, 8)
+RC_RESAMPLE_V2_ENTRY(resample_v2_float16_float64, rc_half, double, 6)
+RC_RESAMPLE_V2_ENTRY(resample_v2_bfloat16_float64, rc_bf16, double, 6)

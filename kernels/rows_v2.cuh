@@ -86,21 +86,27 @@ __device__ __forceinline__ int rc_upper_bound_guess(const TT* __restrict__ row, 
     return lo;
 }
 
+struct rc_weight2_fn {  // v2's weight (rc_weight2)
+    template <typename TT> __device__ __forceinline__ float operator()(TT num, TT den) const {
+        return rc_weight2(num, den);
+    }
+};
+
 // rc_bracket of common.cuh with the guessed search and the weight of rc_weight2 (v2 only: v1 stays as
-// it was measured).
+// it was measured); the same weights (rc_mix), so v1 and v2 give the same outcomes.
 template <typename TT>
 __device__ __forceinline__ void rc_bracket2(const TT* __restrict__ row, int n, TT x, int& j0, int& j1, float& w) {
     int j = rc_upper_bound_guess(row, n, x);
     if (x != x) {
         j0 = 0; j1 = 0; w = __int_as_float(0x7fc00000);
     } else if (j < 0) {
-        j0 = 0; j1 = 0; w = 0.0f;
+        j0 = 0; j1 = 0; w = -1.0f;
     } else if (j >= n - 1) {
-        j0 = n - 1; j1 = n - 1; w = 0.0f;
+        j0 = n - 1; j1 = n - 1; w = -1.0f;
     } else {
         const TT x0 = __ldg(row + j), x1 = __ldg(row + j + 1);
         j0 = j; j1 = j + 1;
-        w = rc_weight2(x - x0, x1 - x0);
+        w = rc_wt_interior(x, x0, x1, j0, j1, rc_weight2_fn());
     }
 }
 
@@ -226,7 +232,7 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
             for (int u = 0; u < U; ++u) {
                 if (live[u]) {
 #pragma unroll
-                    for (int i = 0; i < N; ++i) a[u][i] = rc_lerp(a[u][i], c[u][i], w[u]);
+                    for (int i = 0; i < N; ++i) a[u][i] = rc_mix(a[u][i], c[u][i], w[u]);
                     rc_vec<T, VB>::store(o[u] + v * N, a[u]);
                 }
             }

@@ -3,10 +3,11 @@
 resample/fuse: the reference (and so the CPU path of the public API) is numpy.interp bit for bit, infinite
 source times, infinite values and values whose differences overflow included; the one documented exception is
 numpy's S = 1 special case, where a NaN target gets the sample (robocache: NaN, as for every S).
-``gpu_rule`` below is the two-step rule the kernels are to follow, written in NumPy (float32 lerp, then numpy's
-algorithm in float64 wherever the lerp or an input is not finite, or the target is exceptional): it must
-agree with the reference in NaN/inf pattern everywhere. The kernel change that implements it waits on branch
-issue-16-kernels for a GPU run (docs/semantics.md); its GPU test runs the kernels on the same inputs.
+``kernel_rule`` below is the GPU kernels' rule (kernels/common.cuh ``rc_wt_interior``/``rc_mix``, both
+kernel versions' weights) written line by line in NumPy float32/float64: it must agree with the reference in
+NaN/inf pattern everywhere except the documented corners (``kernel_corners``, docs/semantics.md), where it
+must give the documented outcome. tests/gpu/test_kernels_v2_gpu.py runs the kernels on the same inputs and
+checks them against both.
 voxelize: bounds finite in float64 but not in float32 are refused; a point whose ``p - lo`` overflows float32
 lands in the last voxel (the documented ``min(floor(...), g - 1)``).
 """
@@ -94,88 +95,200 @@ def test_property_reference_is_numpy_interp_bitwise(case):
     np.testing.assert_array_equal(f[:, :, : vals.shape[2]], interp_rows(vals, src, tgt))
 
 
-def interp_exact_model(a: float, c: float, x0: float, x1: float, x: float) -> np.float32:
-    """kernels/common.cuh ``rc_interp_exact`` line by line in Python (numpy.interp's outcomes in closed form,
-    the value ``a + w*(c - a)`` in double with ``w`` from ``1/(x1 - x0)``); ``a``, ``c`` float32 values."""
-    f32, nan = np.float32, np.float32(np.nan)
-    a, c, x0, x1, x = float(a), float(c), float(x0), float(x1), float(x)
-    if x != x:
-        return nan
-    if x0 == x1 or x == x0:
-        return f32(a)
+F32, F64 = np.float32, np.float64
+FLT_MIN = F32(np.finfo(np.float32).tiny)
+W_MAX = F32(0.5) - F32(2.0 ** -25)  # 1/2 - 2^-25
+
+
+def fmaf(x, y, z) -> np.float32:
+    """fmaf in float32: the float32 product is exact in float64, one rounding of the sum (a second, to float32,
+    can differ from a true fma by one ulp in a double-rounding tie: finite values only, within tolerance)."""
     with np.errstate(all="ignore"):
-        gap, d0, d1, dv = np.float64(x1) - x0, np.float64(x) - x0, np.float64(x) - x1, np.float64(c) - a
-        fin = np.isfinite
-        if dv != dv:
-            return f32(a) if a == c else nan
-        if not fin(dv):
-            if not fin(gap):
-                return nan
-            if fin(a):
-                return f32(c)
-            if fin(c):
-                return f32(a)
-            return nan
-        if not fin(gap):
-            if fin(d0):
-                return f32(a)
-            if fin(d1):
-                return f32(c)
-            return f32(a) if a == c else nan
-        if gap < 1.0 and abs(dv) > gap * 1.7976931348623157e308:
-            return f32(np.inf) if dv > 0 else f32(-np.inf)
-        g, n = gap, d0
-        if g < 2.0 ** -900:
-            g, n = g * 2.0 ** 600, n * 2.0 ** 600
-        w = f32(n * (1.0 / g))
-        return f32(np.float64(a) + np.float64(w) * dv)
+        return F32(F64(x) * F64(y) + F64(z))
 
 
-def gpu_rule(vals32: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
-    """The kernels' documented rule (docs/semantics.md) in NumPy, for one time dtype ``src.dtype``.
+def _finite(v) -> bool:
+    return bool(np.isfinite(v))
 
-    Per target: the bracket; ``w = (t - x0) / (x1 - x0)`` in the time dtype, replaced by NaN ("exceptional")
-    when ``x1 - x0`` or ``t - x0`` is not finite or (float64 times) ``x1 - x0 < 1e-260``. Per element: the float32
-    lerp ``a + w*(c - a)`` (exactly ``a`` when ``w == 0``); where ``a``, ``c`` or that result is not finite,
-    :func:`interp_exact_model` (the kernels' slow path).
-    """
+
+def _weight(version: str, num, den) -> np.float32:
+    """The regular weight: v1 ``(float)(num / den)`` in the time dtype; v2 ``rc_weight2`` (float32: the same;
+    float64: den = m * 2^e, ``(float)ldexp(num, -e) / (float)m``)."""
+    with np.errstate(all="ignore"):
+        if version == "v1" or isinstance(num, np.float32):
+            return F32(num / den)
+        m, e = np.frexp(den)
+        return F32(F32(np.ldexp(num, -int(e))) / F32(m))
+
+
+def _regular(q: np.float32) -> tuple[np.float32, bool]:
+    """rc_wt_regular: (w, swap)."""
+    swap = bool(q > F32(0.5))
+    if swap:
+        q = F32(1) - q
+    return F32(min(max(q, FLT_MIN), W_MAX)), swap
+
+
+def _diff64(x, y):
+    """rc_diff64: float32 halves, float64 as it is."""
+    with np.errstate(all="ignore"):
+        if isinstance(x, np.float32):
+            return F32(F32(0.5) * x) - F32(F32(0.5) * y)
+        return x - y
+
+
+def target_weight(version: str, x, x0, x1) -> tuple[np.float32, bool]:
+    """rc_wt_interior for one bracketed target x0 <= x < x1 (scalars of the time dtype): (w, swap j0/j1)."""
+    with np.errstate(all="ignore"):
+        gap, num = x1 - x0, x - x0
+        if _finite(gap):
+            return (F32(-1), False) if num == 0 else _regular(_weight(version, num, gap))
+        if x == x0:
+            return F32(-1), False
+        num64 = _diff64(x, x0)
+        if isinstance(x, np.float32):
+            gap64 = _diff64(x1, x0)
+            if _finite(gap64):
+                return _regular(_weight(version, num64, gap64))
+        if _finite(num64):
+            return F32(0), False
+        if _finite(_diff64(x, x1)):
+            return F32(0), True
+        return F32(np.inf), False
+
+
+def rc_mix(a: np.float32, c: np.float32, w: np.float32) -> np.float32:
+    """``w < 0 ? a : fmaf(w, c, fmaf(fmaf(-2, w, 1), a, w*a))``."""
+    if w < 0:
+        return a
+    with np.errstate(all="ignore"):
+        return fmaf(w, c, fmaf(fmaf(F32(-2), w, F32(1)), a, F32(w * a)))
+
+
+def kernel_rule(vals32: np.ndarray, src: np.ndarray, tgt: np.ndarray, version: str = "v2") -> np.ndarray:
+    """The kernels' output (before the cast to the storage dtype) in NumPy, for the time dtype ``src.dtype``:
+    numpy.interp's bracket (reference.bracket), then the per-target weight and the per-output mix."""
     tt = src.dtype.type
-    b_, s_, d_ = vals32.shape
+    b_, _, d_ = vals32.shape
     out = np.empty((b_, tgt.shape[1], d_), np.float32)
-    with np.errstate(all="ignore"):
-        for b in range(b_):
-            j0, j1, _ = reference.bracket(src[b], tgt[b])
-            x0, x1, t = src[b][j0], src[b][j1], tgt[b]
-            gap, d0 = tt(1) * (x1 - x0), tt(1) * (t - x0)
-            w = np.where(j1 > j0, d0 / np.where(j1 > j0, gap, 1), 0).astype(np.float32)
-            bad = (j1 > j0) & (~np.isfinite(gap) | ~np.isfinite(d0))
-            if src.dtype == np.float64:
-                bad |= (j1 > j0) & (gap < 1e-260)
-            w = np.where(bad | np.isnan(t), np.float32(np.nan), w)[:, None]
-            a, c = vals32[b, j0], vals32[b, j1]
-            r = np.where(w == 0, a, a + w * (c - a)).astype(np.float32)
-            slow = ~(np.isfinite(a) & np.isfinite(c) & np.isfinite(r))
-            for i, k in zip(*np.nonzero(slow)):
-                r[i, k] = interp_exact_model(a[i, k], c[i, k], x0[i], x1[i], t[i])
-            out[b] = r
+    for b in range(b_):
+        j0s, j1s, _ = reference.bracket(src[b], tgt[b])
+        for i, (j0, j1, x) in enumerate(zip(j0s, j1s, tgt[b])):
+            x = tt(x)
+            if np.isnan(x):
+                w, swap = F32(np.nan), False
+            elif j0 == j1:
+                w, swap = F32(-1), False
+            else:
+                w, swap = target_weight(version, x, tt(src[b, j0]), tt(src[b, j1]))
+            if swap:
+                j0, j1 = j1, j0
+            for k in range(d_):
+                out[b, i, k] = rc_mix(F32(vals32[b, j0, k]), F32(vals32[b, j1, k]), w)
     return out
 
 
-@settings(max_examples=300, deadline=None)
-@given(extreme_cases(), st.sampled_from([np.float32, np.float64]))
-def test_property_gpu_rule_agrees_with_reference(case, tdtype):
+def kernel_corners(vals: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the kernels differ from numpy.interp by design (docs/semantics.md), from the inputs alone:
+    ``equal``: a target strictly inside a bracket whose float64 gap x1 - x0 is infinite, with a == c infinite,
+    or a == c where t - x0 and t - x1 are both infinite (numpy: a; kernels: NaN); ``steep``: float64 times, a target strictly inside a bracket, finite a != c and
+    (c - a)/(x1 - x0) overflowing float64 (numpy: +-inf; kernels: the interpolated value)."""
+    b_, _, d_ = vals.shape
+    equal = np.zeros((b_, tgt.shape[1], d_), bool)
+    steep = np.zeros_like(equal)
+    with np.errstate(all="ignore"):
+        for b in range(b_):
+            s, t = src[b].astype(np.float64), tgt[b].astype(np.float64)
+            j0, j1, _ = reference.bracket(s, t)
+            inside = (j1 > j0) & (t > s[j0])
+            a, c = vals[b, j0].astype(np.float64), vals[b, j1].astype(np.float64)
+            gap = (s[j1] - s[j0])[:, None]
+            both = (np.isinf(t - s[j0]) & np.isinf(t - s[j1]))[:, None]  # x0 = -inf, x1 = +inf (or overflows)
+            equal[b] = inside[:, None] & np.isinf(gap) & (a == c) & (np.isinf(a) | both)
+            if src.dtype == np.float64:
+                slope = (c - a) / gap
+                steep[b] = inside[:, None] & np.isfinite(a) & np.isfinite(c) & (a != c) & np.isinf(slope)
+    return equal, steep
+
+
+def check_kernel_outcome(got: np.ndarray, want: np.ndarray, vals32: np.ndarray, src: np.ndarray, tgt: np.ndarray,
+                         rtol: float = 4e-7) -> None:
+    """``got`` (the kernels or their model) against the reference ``want``: the same NaN/+inf/-inf pattern
+    and finite values within ``rtol * max(1, |values|)`` outside the documented corners; the documented
+    outcome inside them."""
+    equal, steep = kernel_corners(vals32, src, tgt)
+    corner = equal | steep
+    for name, f in (("nan", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        diff = (f(got) != f(want)) & ~corner
+        assert not diff.any(), f"{name} pattern differs at {np.argwhere(diff)[:5].tolist()}"
+    assert np.isnan(got[equal]).all() and not np.isnan(want[equal]).any()
+    assert np.isfinite(got[steep]).all() and np.isinf(want[steep]).all()
+    fin = np.isfinite(want) & ~corner
+    scale = np.abs(vals32[np.isfinite(vals32)]).max(initial=1.0)
+    err = np.abs(got[fin].astype(np.float64) - want[fin]) / np.maximum(1.0, np.abs(want[fin].astype(np.float64)))
+    assert (err <= rtol * max(1.0, scale)).all(), float(err.max(initial=0.0))
+
+
+def _inputs(case, tdtype):
     vals, src, tgt = case
     with np.errstate(over="ignore"):
         v32 = vals.astype(np.float32)
         s, t = np.sort(src.astype(tdtype), axis=1), tgt.astype(tdtype)
+    return v32, s, t
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("tdtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("src", "vals", "t"), CASES)
+def test_kernel_rule_on_the_issue_cases(src, vals, t, tdtype, version):
+    v32, s, tg = _inputs((np.array([vals])[:, :, None], np.array([src]), np.array([[t, src[0], src[-1]]])), tdtype)
+    want = reference.resample(v32, s, tg, out_dtype=np.float32)
+    got = kernel_rule(v32, s, tg, version)
+    check_kernel_outcome(got, want, v32, s, tg)
+
+
+def test_kernel_rule_table_rows():
+    """docs/semantics.md's table, row by row, for the kernels' rule (finite t inside the bracket)."""
+    def one(src, vals, t, tdtype=np.float64):
+        v32, s, tg = _inputs((np.array([vals])[:, :, None], np.array([src]), np.array([[t]])), tdtype)
+        return float(kernel_rule(v32, s, tg)[0, 0, 0])
+    assert one([-INF, 1.0], [2.0, 3.0], 0.0) == 3.0                      # x0 = -inf: c
+    assert one([0.0, INF], [2.0, 3.0], 1.0) == 2.0                       # x1 = +inf: a
+    assert np.isnan(one([-INF, INF], [2.0, 3.0], 0.0))                   # both infinite, a != c: NaN
+    assert np.isnan(one([-INF, INF], [2.0, 2.0], 0.0))                   # the corner: numpy gives 2.0
+    assert np.isnan(one([-INF, 1.0], [INF, 3.0], 0.0))                   # infinite time and value: NaN
+    assert np.isnan(one([0.0, INF], [INF, INF], 1.0))                    # the corner: numpy gives inf
+    assert one([0.0, 1.0], [INF, 3.0], 0.5) == INF and one([0.0, 1.0], [3.0, -INF], 0.5) == -INF
+    assert one([0.0, 1.0], [INF, 3.0], 0.999999) == INF                  # the weight rounds to 1: still a
+    assert one([0.0, 1.0], [3.0, INF], 1e-300) == INF                    # the weight rounds to 0: still c
+    assert one([0.0, 1.0], [INF, INF], 0.5) == INF and np.isnan(one([0.0, 1.0], [INF, -INF], 0.5))
+    assert one([-1e308, 1e308], [2.0, 3.0], 0.0) == 2.0                  # overflowing gap: a
+    assert one([-1e308, 1e308], [2.0, 3.0], 1e308 - 1e292) == 3.0        # ... c where t - x0 overflows too
+    assert abs(one([-3e38, 3e38], [-3e38, 3e38], 1e38, np.float32) - 1e38) < 1e32  # gap overflows float32 only
+    assert abs(one([0.0, 1.0], [-3e38, 3e38], 0.25) + 1.5e38) < 1e32     # c - a would overflow float32
+    assert np.isfinite(one([0.0, 1e-300], [-3e38, 3e38], 5e-301))        # the steep corner: numpy gives +inf
+
+
+@settings(max_examples=300, deadline=None)
+@given(extreme_cases(), st.sampled_from([np.float32, np.float64]), st.sampled_from(["v1", "v2"]))
+def test_property_kernel_rule_agrees_with_reference(case, tdtype, version):
+    v32, s, t = _inputs(case, tdtype)
     want = reference.resample(v32, s, t, out_dtype=np.float32)
-    got = gpu_rule(v32, s, t)
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    assert np.array_equal(np.isposinf(got), np.isposinf(want)) and np.array_equal(np.isneginf(got), np.isneginf(want))
-    fin = np.isfinite(want)
-    err = np.abs(got[fin].astype(np.float64) - want[fin]) / np.maximum(1.0, np.abs(want[fin].astype(np.float64)))
-    scale = np.abs(v32[np.isfinite(v32)]).max(initial=1.0)
-    assert (err <= 4e-7 * max(1.0, scale)).all()
+    check_kernel_outcome(kernel_rule(v32, s, t, version), want, v32, s, t)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("tdtype", [np.float32, np.float64])
+def test_kernel_rule_precision_within_the_gate(version, tdtype):
+    """Ordinary data (the GPU tests' kind): the kernels' arithmetic passes the float32 correctness gate."""
+    from robocache.bench import gate
+
+    rng = np.random.default_rng(7)
+    vals = rng.standard_normal((3, 40, 6)).astype(np.float32)
+    src = np.sort(rng.uniform(0, 1, (3, 40)), axis=1).astype(tdtype)
+    tgt = rng.uniform(-0.1, 1.1, (3, 60)).astype(tdtype)
+    got = kernel_rule(vals, src, tgt, version)
+    assert gate.check(got, reference.resample(vals, src, tgt), "float32")["passed"]
 
 
 # --- voxelize ----------------------------------------------------------------------------------------------

@@ -314,3 +314,62 @@ def test_voxelize_as_public_default(version, monkeypatch):
         _check(torch.from_numpy(cupy.asnumpy(gc)), want, torch.float32, f"{version} cupy")
     finally:
         vmod._PLANS.clear()
+
+
+def _extreme_module():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("_extreme", Path(__file__).resolve().parents[1] / "test_extreme_values.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    return ext
+
+
+def _extreme_rows(ext, tdtype):
+    """tests/test_extreme_values.py's issue cases (each row: its target, its first and last time) and seeded rows
+    drawn from the same extreme numbers (+-inf, +-1e308, +-3e38, 0, 1e-300, 5e-324) and ordinary ones."""
+    rows = [(np.array(s, np.float64), np.array(v, np.float64), [t, s[0], s[-1]]) for s, v, t in ext.CASES]
+    rows.append((np.array([0.0, 1e-300]), np.array([-3e38, 3e38]), [5e-301, 1e-301, 0.0]))  # the steep corner
+    rng = np.random.default_rng(16)
+    pool = np.array([-np.inf, np.inf, -1e308, 1e308, -3e38, 3e38, 0.0, -0.0, 1e-300, 5e-324, -2.5, 1.0, 7.0])
+    for _ in range(40):
+        s = np.sort(rng.choice(pool, 5))
+        rows.append((s, rng.choice(pool, 5), list(rng.choice(np.concatenate([pool, [np.nan, 0.5]]), 3))))
+    s_len = max(len(s) for s, _, _ in rows)
+    src = np.array([np.concatenate([s, np.full(s_len - len(s), s[-1])]) for s, _, _ in rows])
+    vals = np.array([np.concatenate([v, np.full(s_len - len(v), v[-1])]) for _, v, _ in rows])
+    tgt = np.array([t for _, _, t in rows])
+    d = 5
+    with np.errstate(over="ignore"):
+        v32 = (np.repeat(vals[:, :, None], d, axis=2) * np.array([1, -1, 0.5, 2, 1])).astype(np.float32)
+        return v32, np.sort(src.astype(tdtype), axis=1), tgt.astype(tdtype)
+
+
+@pytest.mark.parametrize("version", VERSIONS["resample"])
+@pytest.mark.parametrize("tdtype", [np.float32, np.float64])
+def test_resample_infinite_and_extreme_values(version, tdtype):
+    """docs/semantics.md "Infinite and extreme values": the kernels give the reference's (numpy.interp's) NaN/+inf/-inf
+    pattern exactly and its finite values within tolerance, except the documented corners (there: the documented
+    outcome); and they are tests/test_extreme_values.py's line-by-line model ``kernel_rule`` (same pattern, finite
+    values within float32 rounding). Every version of resample and fuse."""
+    ext = _extreme_module()
+    v32, s_t, t_t = _extreme_rows(ext, tdtype)
+    want = reference.resample(v32, s_t, t_t, out_dtype=np.float32)
+    model = ext.kernel_rule(v32, s_t, t_t, version)
+    out = robocache.resample(torch.from_numpy(v32).cuda(), torch.from_numpy(s_t).cuda(), torch.from_numpy(t_t).cuda(),
+                             _version=version).cpu().numpy()
+    ext.check_kernel_outcome(out, want, v32, s_t, t_t)
+    for name, f in (("nan", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        assert np.array_equal(f(out), f(model)), f"{version} {tdtype.__name__}: {name} pattern differs from kernel_rule"
+    fin = np.isfinite(model)
+    np.testing.assert_allclose(out[fin], model[fin], rtol=1e-6, atol=1e-30)
+    if version in VERSIONS["fuse"]:  # fuse's kernels of the same version: each stream follows the same rule
+        vt, st_ = torch.from_numpy(v32).cuda(), torch.from_numpy(s_t).cuda()
+        fused = robocache.fuse([(vt, st_), (vt[:, :, :2], st_)], torch.from_numpy(t_t).cuda(),
+                               _version=version).cpu().numpy()
+        both = np.concatenate([out, out[:, :, :2]], axis=2)
+        for name, f in (("nan", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+            assert np.array_equal(f(fused), f(both)), f"fuse {version} {tdtype.__name__}: {name} pattern differs"
+        fin = np.isfinite(both)
+        np.testing.assert_allclose(fused[fin], both[fin], rtol=1e-6, atol=1e-30)
