@@ -15,8 +15,8 @@ VERSIONS: dict[str, tuple[str, ...]] = {
 }
 # The version the public API calls: the newest one measured on a GPU and found best (docs/kernels.md). A newer
 # version is listed in VERSIONS (a provider robocache@vN, tested like the others) but becomes BEST only once
-# measured: voxelize v3 has not been timed yet.
-BEST: dict[str, str] = {"resample": "v2", "fuse": "v2", "voxelize": "v2"}
+# measured (voxelize v3: docs/kernels.md, H100 nightly of 2026-11-24, mean 1.25-1.62x faster than v2).
+BEST: dict[str, str] = {"resample": "v2", "fuse": "v2", "voxelize": "v3"}
 assert set(BEST) == set(VERSIONS) and all(BEST[op] in VERSIONS[op] for op in VERSIONS), BEST
 
 
