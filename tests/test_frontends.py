@@ -256,8 +256,8 @@ def test_pytest_benchmark_saves_device_samples(tmp_path):
                           "--benchmark-save=smoke", f"--benchmark-storage=file://{storage}", "-p",
                           "no:cacheprovider"], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:]
-    saved = list(storage.rglob("*smoke.json"))
-    assert len(saved) == 1
+    saved = list(storage.rglob("*.json"))
+    assert [p.name for p in saved] == ["0001_smoke_cpu.json"]  # the GPU (here: none) in the saved run's name
     data = json.loads(saved[0].read_text())
     (bench,) = data["benchmarks"]
     rec = [r for r in store.load(tmp_path / "records").records if r["frontend"] == "pytest-benchmark"]
@@ -284,6 +284,7 @@ def test_pytest_benchmark_machine_info_names_the_gpu(monkeypatch):
            "cuda": "13.0", "nvml": "ok"}
     asked = []
     monkeypatch.setattr(context, "capture_env_in_child", lambda device, machine: asked.append(device) or env)
+    monkeypatch.setattr(bconf, "_ENV", None)
     monkeypatch.setattr(frontend, "device_here", lambda: "gpu")
 
     class Sampler:
@@ -309,6 +310,20 @@ def test_pytest_benchmark_machine_info_names_the_gpu(monkeypatch):
                            "arch": "H200", "compute_capability": "9.0", "gpu_memory_gb": 139.8, "sm_count": 132,
                            "driver": "580.159.04", "cuda": "13.0", "nvml": "ok", "sm_mhz": 1980.0,
                            "sm_mhz_max": 1980.0, "mem_mhz": 3201.0}
+
+
+def test_pytest_benchmark_saved_names_carry_the_gpu():
+    from benchmarks import conftest as bconf
+
+    h200 = {"device": "gpu", "arch": "H200", "gpu_count": 1}
+    assert bconf.gpu_slug(h200) == "h200" and bconf.gpu_slug({**h200, "gpu_count": 4}) == "h200-x4"
+    assert bconf.gpu_slug({"device": "gpu", "arch": None, "gpu_count": 1}) == "gpu"
+    assert bconf.gpu_slug({"device": "cpu", "arch": "H200"}) == "cpu"
+    assert bconf.save_name("nightly", "h100") == "nightly_h100"
+    assert bconf.save_name("h200-quick", "h200") == "h200-quick"  # already says it
+    assert bconf.save_name("h200-x2-multigpu", "h200-x2") == "h200-x2-multigpu"
+    auto = bconf.save_name(None, "cpu")  # --benchmark-autosave: pytest-benchmark's tag (commit, time), then the GPU
+    assert auto.endswith("_cpu") and len(auto) > len("_cpu")
 
 
 def test_pytest_benchmark_tool_finds_the_saved_runs_without_options():
