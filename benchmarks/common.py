@@ -1,6 +1,6 @@
 """asv base classes: thin adapters over the harness's one measurement path (``robocache.bench.frontend``).
 
-Every ``benchmarks/bench_<op>.py`` subclasses these, naming its op (``op = "fuse"``); the base classes are
+Every ``benchmarks/bench_<op>.py`` subclasses these, naming its op in a class attribute ``op``; the base classes are
 abstract (asv's discovery skips abstract classes), so asv finds benchmarks only in the op modules.
 
 **One device-independent grid.** ``params`` are built from the grid (``robocache.bench.specs``) over *both*
