@@ -167,8 +167,9 @@ def asv_requested() -> dict[str, Any]:
 
 def timing_options(requested: dict[str, Any]) -> TimingOptions:
     """The harness's timer options for an asv run that asked for ``requested`` (:func:`asv_requested`): asv's
-    ``repeat`` bounds the samples (its maximum), ``warmup_time=0`` shortens the warm-up; otherwise the front
-    ends' defaults (:data:`robocache.bench.frontend.FRONTEND_TIMING`)."""
+    ``repeat`` (its maximum) is the number of samples to take (the time limit may still stop it earlier),
+    ``warmup_time=0`` shortens the warm-up; otherwise the front ends' defaults
+    (:data:`robocache.bench.frontend.FRONTEND_TIMING`: noise-based stopping)."""
     base = TimingOptions.of(F.FRONTEND_TIMING)
     rep = requested.get("repeat")
     if rep in (None, 0):
@@ -176,7 +177,7 @@ def timing_options(requested: dict[str, Any]) -> TimingOptions:
     n = int(rep[1] if isinstance(rep, (tuple, list)) else rep)
     if n < 1:
         return base
-    short = {"max_samples": n, "min_samples": min(n, 10)}
+    short = {"max_samples": n, "min_samples": n}  # the noise rule must not stop it earlier (its time limit may)
     if n <= 2:  # --quick: one sample, a short warm-up, a short limit
         short.update(time_limit_s=min(base.time_limit_s or 1.0, 0.2), warmup_s=0.01 if
                      requested.get("warmup_time") == 0 else None, noise_target=None)
@@ -240,7 +241,8 @@ class ReplayClock:
 
     def tick(self) -> None:
         if self.used >= len(self.samples_s):
-            raise RuntimeError(f"{self.key}: asv asked for more than the harness's {len(self.samples_s)} samples")
+            raise RuntimeError(f"{self.key}: asv asked for more than the harness's {len(self.samples_s)} samples (the "
+                               "harness stopped at its time limit, ROBOCACHE_TIME_LIMIT: raise it or ask asv for fewer)")
         self.now += self.samples_s[self.used]
         self.used += 1
 

@@ -191,6 +191,18 @@ def test_asv_samples_are_the_harness_samples(tmp_path, extra):
         assert "max_samples" not in timing  # the front ends' defaults: noise-based stopping
 
 
+def test_asv_sampling_requests_bound_the_harness():
+    from benchmarks.common import asv_requested, timing_options
+
+    assert asv_requested() == {}  # outside asv: nothing asked
+    default = timing_options({})
+    assert default == timing_options({"repeat": 0}) and default.max_samples is None  # noise-based stopping
+    quick = timing_options({"number": 1, "repeat": 1, "warmup_time": 0, "rounds": 1})  # asv run --quick
+    assert (quick.min_samples, quick.max_samples) == (1, 1) and quick.time_limit_s <= 0.2 and quick.warmup_s == 0.01
+    many = timing_options({"repeat": (5, 40, 60.0)})  # asv run -a repeat='(5, 40, 60.0)'
+    assert (many.min_samples, many.max_samples) == (40, 40) and many.time_limit_s == default.time_limit_s
+
+
 def test_replay_clock_never_repeats_a_sample():
     from benchmarks.common import ReplayClock
 
