@@ -34,12 +34,17 @@ setup: $(BIN)/.installed  ## create .venv: requirements/dev.lock and robocache (
 
 # Re-resolve requirements/dev.lock from pyproject.toml (Python 3.11, Linux x86_64), keeping the pins it has unless
 # UPGRADE=--upgrade. Its torch is the CPU build (torch==X+cpu): the machine needs that wheel (local find-links, as
-# pip is configured here, or PyTorch's CPU wheel index).
-lock: setup  ## re-resolve requirements/dev.lock with uv (UPGRADE=--upgrade to move every pin)
+# pip is configured here, or PyTorch's CPU wheel index). Then requirements/cu13.lock (a GPU machine: the cu13 and
+# bench extras, Python 3.12) with every package the two share at dev.lock's version (torch's CUDA 13 build).
+lock: setup  ## re-resolve requirements/dev.lock and cu13.lock with uv (UPGRADE=--upgrade to move every pin)
 	links="$${PIP_FIND_LINKS:-$$($(BIN)/python -m pip config get global.find-links 2>/dev/null)}"; \
 	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  $$(for d in $$links; do printf -- '--find-links %s ' "$$d"; done) $(UPGRADE) \
 	  --custom-compile-command "make lock" -o $(LOCK)
+	sed -n 's/+cpu//; /==/p' $(LOCK) > $(VENV)/dev-pins.txt
+	$(BIN)/uv pip compile pyproject.toml --extra cu13 --extra bench --python-version 3.12 \
+	  --python-platform x86_64-manylinux_2_28 -c $(VENV)/dev-pins.txt --no-annotate \
+	  --custom-compile-command "make lock" -o requirements/cu13.lock
 
 RUN_OUT ?= results/local
 # `make run SERVE=0` stops after the headline table (scripted runs); PORT picks the dashboard's port.

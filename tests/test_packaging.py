@@ -143,18 +143,25 @@ def _name(req: str) -> str:
     return re.split(r"[<>=!~ ;\[]", req, maxsplit=1)[0].lower().replace("_", "-").replace(".", "-")
 
 
-def test_every_dependency_is_pinned_in_the_lock_within_its_range():
-    from packaging.requirements import Requirement
+def _pins(name: str) -> dict:
     from packaging.version import Version
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    lock = {}
-    for line in (ROOT / "requirements" / "dev.lock").read_text().splitlines():
+    pins = {}
+    for line in (ROOT / "requirements" / name).read_text().splitlines():
         m = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)", line)
         if m:
-            lock[_name(m.group(1))] = Version(m.group(2))
+            pins[_name(m.group(1))] = Version(m.group(2))
+    return pins
+
+
+@pytest.mark.parametrize("lock_name, top", [("dev.lock", ["dev"]), ("cu13.lock", ["cu13", "bench"])])
+def test_every_dependency_is_pinned_in_the_lock_within_its_range(lock_name, top):
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lock = _pins(lock_name)
     extras = project["optional-dependencies"]
-    seen, todo = set(), ["dev"]  # dev's closure: bench and dashboard through robocache[...]
+    seen, todo = set(), list(top)  # with the extras they name (robocache[...])
     reqs = list(project["dependencies"])
     while todo:
         extra = todo.pop()
@@ -167,14 +174,25 @@ def test_every_dependency_is_pinned_in_the_lock_within_its_range():
                 todo += sorted(req.extras)
             else:
                 reqs.append(r)
-    assert seen == {"dev", "bench", "dashboard"}
+    assert seen == {"dev.lock": {"dev", "bench", "dashboard"}, "cu13.lock": {"cu13", "bench"}}[lock_name]
     bad = []
     for r in reqs:
         req = Requirement(r)
         pinned = lock.get(_name(req.name))
         if pinned is None or not req.specifier.contains(pinned, prereleases=True):
             bad.append(f"{r}: lock has {pinned}")
-    assert not bad, "requirements/dev.lock is out of date with pyproject.toml (run `make lock`):\n" + "\n".join(bad)
+    assert not bad, f"requirements/{lock_name} is out of date with pyproject.toml (run `make lock`):\n" + "\n".join(bad)
+
+
+def test_the_gpu_lock_runs_the_versions_ci_runs():
+    """requirements/cu13.lock (a GPU machine) pins every package it shares with dev.lock (CI) at the same
+    version; torch is the same release, the CUDA 13 build instead of the CPU one."""
+    dev, gpu = _pins("dev.lock"), _pins("cu13.lock")
+    shared = set(dev) & set(gpu)
+    assert {"numpy", "torch", "scipy", "msgspec"} <= shared
+    differ = {n: (str(dev[n]), str(gpu[n])) for n in shared if dev[n].public != gpu[n].public}
+    assert not differ, differ
+    assert dev["torch"].local == "cpu" and gpu["torch"].local is None
 
 
 def test_version_flag():
