@@ -3,15 +3,48 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run serve screenshot demo test chromium gpu-check clean
+.PHONY: setup lock run serve screenshot demo test chromium gpu-check clean
 
-$(BIN)/.installed: pyproject.toml
+# `make setup` installs requirements/dev.lock (every package pinned: what CI runs) and robocache itself (editable)
+# with uv when it can: uv from PATH, else uv from PyPI into the venv (its version pinned in the lock); with pip
+# when uv cannot be had, or with UV=0. uv does not read pip's configuration, so the find-links pip is configured
+# with (PIP_FIND_LINKS, `pip config`: where a machine keeps local wheels, such as the CPU build of torch the lock
+# pins) are passed to it. docs/install.md has the measured times.
+LOCK ?= requirements/dev.lock
+UV ?= 1
+
+$(BIN)/.installed: pyproject.toml $(LOCK)
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@links="$${PIP_FIND_LINKS:-$$($(BIN)/python -m pip config get global.find-links 2>/dev/null)}"; \
+	uv=""; if [ "$(UV)" != 0 ]; then \
+	  if command -v uv >/dev/null 2>&1; then uv=uv; \
+	  elif $(BIN)/python -m pip install -q "$$(grep -m1 '^uv==' $(LOCK))"; then uv=$(BIN)/uv; \
+	  else echo "*** uv could not be installed: installing with pip (slower)"; fi; fi; \
+	if [ -n "$$uv" ]; then \
+	  echo "Installing $(LOCK) and robocache (editable) with $$($$uv --version) ..."; \
+	  $$uv pip install -q --python $(BIN)/python $$(for d in $$links; do printf -- '--find-links %s ' "$$d"; done) \
+	    -r $(LOCK) -e .; \
+	else \
+	  echo "Installing $(LOCK) and robocache (editable) with pip ..."; \
+	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -r $(LOCK) -e .; \
+	fi
 	touch $@
 
-setup: $(BIN)/.installed  ## create .venv and install robocache with its [dev] extra
+setup: $(BIN)/.installed  ## create .venv: requirements/dev.lock and robocache (editable), with uv (UV=0: pip)
+
+# Re-resolve requirements/dev.lock from pyproject.toml (Python 3.11, Linux x86_64), keeping the pins it has unless
+# UPGRADE=--upgrade. Its torch is the CPU build (torch==X+cpu): the machine needs that wheel (local find-links, as
+# pip is configured here, or PyTorch's CPU wheel index). Then requirements/cu13.lock (a GPU machine: the cu13 and
+# bench extras, Python 3.12) with every package the two share at dev.lock's version (torch's CUDA 13 build).
+lock: setup  ## re-resolve requirements/dev.lock and cu13.lock with uv (UPGRADE=--upgrade to move every pin)
+	links="$${PIP_FIND_LINKS:-$$($(BIN)/python -m pip config get global.find-links 2>/dev/null)}"; \
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	  $$(for d in $$links; do printf -- '--find-links %s ' "$$d"; done) $(UPGRADE) \
+	  --custom-compile-command "make lock" -o $(LOCK)
+	sed -n 's/+cpu//; /==/p' $(LOCK) > $(VENV)/dev-pins.txt
+	$(BIN)/uv pip compile pyproject.toml --extra cu13 --extra bench --python-version 3.12 \
+	  --python-platform x86_64-manylinux_2_28 -c $(VENV)/dev-pins.txt --no-annotate \
+	  --custom-compile-command "make lock" -o requirements/cu13.lock
 
 RUN_OUT ?= results/local
 # `make run SERVE=0` stops after the headline table (scripted runs); PORT picks the dashboard's port.

@@ -1,40 +1,28 @@
-"""asv benchmarks: robocache.resample and its peers, over the harness's grid (robocache.bench.specs).
+"""asv benchmarks of robocache.resample and its peers over the harness's grid (base classes: benchmarks/common.py).
 
-Cases come from the grid (suite ``ROBOCACHE_SUITE``, default nightly; wall time over the quick suite),
-so asv holds no case list of its own. ``Resample`` reports the harness's device time (us) and bandwidth
-(GB/s), ``ResampleCeiling`` the % of the copy ceiling measured in the same run; ``ResampleWall`` times one call end to end with the GPU
-synchronized (quick suite, robocache and torch.compile: ``frontend.WALL_PROVIDERS``). Without a GPU the GPU-only cases raise NotImplementedError in setup (asv: skipped).
-``ResampleCallCost`` (GPU): the call-cost cases' host time per tiny call (``track_host_us``) and device time
-per call beside it; they never feed ``Resample`` or ``ResampleCeiling``, whose figures are device times.
-With ``ROBOCACHE_SUITE=multigpu`` the classes above carry the multi-GPU cases (device time = the group's step),
-and ``ResampleMultiGPU`` (aggregate throughput, scaling efficiency) and ``ResampleGather`` (the gather's bandwidth next
-to the collective's own) exist; each case runs through torchrun, skipped with fewer GPUs than it needs.
+``Resample.time_device``: the harness's device time per call, its samples as asv's. ``ResampleWall.time_wall``: one call end
+to end with the GPU synchronized (quick suite, robocache and torch.compile; NumPy on a CPU run).
+``ResampleCallCost`` (GPU): a tiny call's host time per call (``time_host``) and device time per call beside it.
+``ResampleMultiGPU.time_step`` (``ROBOCACHE_SUITE=multigpu``): the group's step, through torchrun.
+Parameters: case (shape), dtype, provider, the same on every machine; what this machine, suite or filter does not
+run is skipped with the reason.
 """
-from robocache.bench import frontend as F
+from . import common as C
 
-F.preload_gpu_libraries()
-
-
-class Resample(F.DeviceBenchmark):
-    params = [F.device_cases("resample")]
+C.F.preload_gpu_libraries()
 
 
-class ResampleCeiling(F.CeilingBenchmark):
-    params = [F.device_cases("resample")]
+class Resample(C.DeviceTime):
+    op = "resample"
 
 
-class ResampleWall(F.WallBenchmark):
-    params = [F.wall_cases("resample")]
+class ResampleWall(C.WallTime):
+    op = "resample"
 
 
-if F.dispatch_cases("resample"):  # call cost: GPU only (a class with no case would be an empty asv benchmark)
-    class ResampleCallCost(F.CallCostBenchmark):
-        params = [F.dispatch_cases("resample")]
+class ResampleCallCost(C.CallCost):
+    op = "resample"
 
 
-if F.multigpu_suite():  # not in the quick/nightly asv passes (see frontend.multigpu_suite)
-    class ResampleMultiGPU(F.MultiGPUBenchmark):
-        params = [F.suite_cases("resample")]
-
-    class ResampleGather(F.GatherBenchmark):
-        params = [F.gather_cases("resample")]
+class ResampleMultiGPU(C.MultiGPUTime):
+    op = "resample"

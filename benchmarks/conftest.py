@@ -1,5 +1,10 @@
-"""pytest-benchmark front end: saved runs default to results/pytest, one front-end session per pytest run, and the
-GPU (or "no GPU") in every saved run's ``machine_info``.
+"""pytest-benchmark front end: saved runs default to results/pytest, one front-end session per pytest run, the
+GPU (or "no GPU") in every saved run's ``machine_info``, and the GPU in every saved run's name.
+
+A saved run's name ends with the machine's GPU (``--benchmark-save=nightly`` on an H200 saves
+``0003_nightly_h200.json``; on a CPU ``..._cpu``; a name that already says it is kept), so the source label that
+``pytest-benchmark compare`` prints beside every row names the GPU the row was measured on
+(``--benchmark-autosave``: pytest-benchmark's own tag, commit and time, then the GPU).
 
 ``.benchmarks`` at the repository root is a link to ``results/pytest``, so pytest-benchmark's own tool finds the
 saved runs from there without options (``pytest-benchmark list``, ``pytest-benchmark compare 0001 0002``).
@@ -21,6 +26,42 @@ def pytest_configure(config):
     opt = getattr(config.option, "benchmark_storage", None)
     if opt in (None, "file://./.benchmarks"):
         config.option.benchmark_storage = f"file://{ROOT / 'results' / 'pytest'}"
+    save, auto = getattr(config.option, "benchmark_save", None), getattr(config.option, "benchmark_autosave", False)
+    if (save or auto) and not getattr(config.option, "benchmark_disable", False):
+        config.option.benchmark_save = save_name(save, gpu_slug(_env()))
+
+
+_ENV: dict | None = None
+
+
+def _env() -> dict:
+    """The harness's environment capture (once per pytest run, in a child process: this one stays CUDA-free, as
+    the front end's processes must)."""
+    global _ENV
+    if _ENV is None:
+        from robocache.bench import frontend
+        from robocache.bench.context import capture_env_in_child
+
+        _ENV = capture_env_in_child(frontend.device_here(), None)
+    return _ENV
+
+
+def gpu_slug(env: dict) -> str:
+    """``h200`` (``h200-x4`` for four GPUs), ``gpu`` when the arch is unknown, ``cpu`` on a CPU run."""
+    if env.get("device") != "gpu":
+        return "cpu"
+    slug = str(env.get("arch") or "gpu").lower().replace(" ", "-")
+    n = env.get("gpu_count") or 1
+    return f"{slug}-x{n}" if n > 1 else slug
+
+
+def save_name(given: str | None, slug: str) -> str:
+    """The saved run's name: ``given`` (pytest-benchmark's own tag for --benchmark-autosave) ending with the GPU
+    ``slug``, unless it already names it."""
+    from pytest_benchmark.utils import get_tag
+
+    name = given or get_tag()
+    return name if slug.split("-x")[0] in name.lower() else f"{name}_{slug}"
 
 
 @pytest.fixture(scope="session")
@@ -36,10 +77,9 @@ def gpu_machine_info() -> dict:
     processes must) and one NVML clock reading (:class:`robocache.bench.env.ClockSampler`). A CPU run says
     ``"no GPU"``; a fact NVML cannot give is None."""
     from robocache.bench import env as envmod, frontend
-    from robocache.bench.context import capture_env_in_child
 
     device = frontend.device_here()
-    env = capture_env_in_child(device, None)
+    env = _env()
     out = {"device": device, "name": "no GPU" if device == "cpu" else env.get("gpu_name"),
            "count": 0 if device == "cpu" else env.get("gpu_count"), "machine": env.get("machine")}
     out.update({k: env.get(k) for k in ("arch", "compute_capability", "gpu_memory_gb", "sm_count", "driver", "cuda")})

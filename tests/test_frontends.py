@@ -22,63 +22,98 @@ def _env(tmp_path, **extra):
             "ROBOCACHE_DEVICE": "cpu", **extra}
 
 
-_ASV_CLASSES = r"""
-import json
-import benchmarks.bench_fuse as bf, benchmarks.bench_resample as br, benchmarks.bench_voxelize as bv
-out = {}
-for mod, op in ((br, "Resample"), (bf, "Fuse"), (bv, "Voxelize")):
-    cc = getattr(mod, op + "CallCost", None)
-    out[op] = {"params": getattr(mod, op).params, "ceiling": getattr(mod, op + "Ceiling").params,
-               "wall": getattr(mod, op + "Wall").params, "version": getattr(mod, op).version,
-               "unit": getattr(mod, op).track_device_us.unit, "callcost": cc.params if cc else None}
-print(json.dumps(out))
-"""
+_DISCOVER = "import sys; from asv_runner.discovery import _discover; _discover(sys.argv[1:])"
 
 
-def test_asv_params_come_from_the_grid(tmp_path):
-    # Imported in a fresh process, as asv does: on a GPU machine the benchmark modules preload torch and
-    # refuse a process where CUDA is already initialized (as this test process is after the GPU tests).
-    if any(os.environ.get(v) for v in ("ROBOCACHE_SUITE", "ROBOCACHE_PROVIDERS", "ROBOCACHE_WALL_PROVIDERS")):
-        pytest.skip("suite/provider filters set in the environment")
-    dev = frontend.device_here()
-    env = {k: v for k, v in _env(tmp_path).items() if k != "ROBOCACHE_DEVICE"}
-    out = subprocess.run([sys.executable, "-c", _ASV_CLASSES], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    for op, classes in got.items():
-        name = op.lower()
-        every = specs.cases("nightly", device=dev, ops=[name])
-        nightly = [c.key for c in every if not c.dispatch]  # call-cost cases never feed device-time benchmarks
-        quick = [c.key for c in specs.cases("quick", device=dev, ops=[name]) if not c.dispatch]
-        assert classes["params"] == [nightly]
-        assert classes["ceiling"] == [nightly]
-        wall = [k for k in quick if k.rsplit("/", 1)[1] in frontend.WALL_PROVIDERS]
-        assert wall and "torch_compile" in {k.rsplit("/", 1)[1] for k in wall}
-        assert classes["wall"] == [wall]
-        dispatch = [c.key for c in every if c.dispatch]  # GPU only: no CallCost class on a CPU machine
-        assert classes["callcost"] == ([dispatch] if dispatch else None)
-        assert classes["version"] == f"robocache-grid-{specs.GRID_VERSION}"
-        assert classes["unit"] == "us"
+def _discover(tmp_path, name, **env):
+    """asv's own discovery (what `asv run` writes to results/asv/benchmarks.json), in a fresh process as asv runs
+    it, under the given environment; the list of benchmarks it found."""
+    out = tmp_path / f"{name}.json"
+    e = {k: v for k, v in _env(tmp_path).items() if k not in ("ROBOCACHE_SUITE", "ROBOCACHE_PROVIDERS",
+                                                                "ROBOCACHE_DTYPES", "ROBOCACHE_WALL_PROVIDERS")}
+    run = subprocess.run([sys.executable, "-c", _DISCOVER, str(ROOT / "benchmarks"), str(out)], cwd=tmp_path,
+                         env={**e, **env}, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(out.read_text())
 
 
-def test_gpu_case_without_gpu_is_asv_skip(monkeypatch, tmp_path):
+def test_asv_discovery_is_the_same_on_every_device_and_suite(tmp_path):
+    """The bug: params were built from the discovering machine, so a CPU `asv run` rewrote benchmarks.json and
+    dropped every GPU series. Discovery on a CPU-only machine and on a (simulated) GPU machine, and under each
+    suite and filter, gives the same benchmarks: the grid over both devices, split parameters, and only
+    lower-is-better figures."""
+    cpu = _discover(tmp_path, "cpu", ROBOCACHE_DEVICE="cpu")
+    assert _discover(tmp_path, "gpu", ROBOCACHE_DEVICE="gpu") == cpu
+    assert _discover(tmp_path, "cpu-quick", ROBOCACHE_DEVICE="cpu", ROBOCACHE_SUITE="quick",
+                     ROBOCACHE_PROVIDERS="numpy", ROBOCACHE_WALL_PROVIDERS="cupy") == cpu
+    assert _discover(tmp_path, "gpu-multi", ROBOCACHE_DEVICE="gpu", ROBOCACHE_SUITE="multigpu") == cpu
+    byname = {b["name"]: b for b in cpu}
+    for op in ("resample", "fuse", "voxelize"):
+        cls = op.capitalize()
+        assert {n.split(".", 1)[1] for n in byname if n.startswith(f"bench_{op}.")} == {
+            f"{cls}.time_device", f"{cls}Wall.time_wall", f"{cls}CallCost.time_host",
+            f"{cls}CallCost.track_device_us_per_call", f"{cls}MultiGPU.time_step"}
+        dev = byname[f"bench_{op}.{cls}.time_device"]
+        assert dev["param_names"] == ["case", "dtype", "provider"] and dev["version"] == f"robocache-grid-{specs.GRID_VERSION}"
+        tags, dtypes, provs = (sorted(x.strip("'") for x in p) for p in dev["params"])
+        # both devices' cases are there, whichever machine discovered them
+        keys = {c.key for d in ("gpu", "cpu") for s in ("quick", "nightly") for c in specs.cases(s, device=d, ops=[op])
+                if not c.dispatch}
+        assert {k.split("/")[1] for k in keys} == set(tags) and {k.split("/")[2] for k in keys} == set(dtypes)
+        assert {k.split("/")[3] for k in keys} == set(provs) and {"cupy", "robocache", "numpy"} <= set(provs)
+        assert dev["type"] == "time" and dev["unit"] == "seconds" and dev["number"] == 1 and dev["rounds"] == 1
+    # nothing higher-is-better reaches asv: every benchmark is a time, or a device time per call (us)
+    assert all(b["type"] == "time" or b["name"].endswith("track_device_us_per_call") for b in cpu)
+    assert not any("gb_per_s" in b["name"] or "pct" in b["name"] or "efficiency" in b["name"] for b in cpu)
+    # the base classes (benchmarks/common.py) are abstract: asv finds no benchmark there
+    assert not any(b["name"].startswith("common.") for b in cpu)
+
+
+def test_asv_skips_what_this_machine_suite_or_filter_does_not_run(monkeypatch):
+    from benchmarks import common
+
+    for v in ("ROBOCACHE_SUITE", "ROBOCACHE_PROVIDERS", "ROBOCACHE_DTYPES", "ROBOCACHE_WALL_PROVIDERS"):
+        monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv("ROBOCACHE_DEVICE", "cpu")
-    monkeypatch.setenv("ROBOCACHE_RESULTS", str(tmp_path))
     frontend.device_here.cache_clear()
+    monkeypatch.setattr(common, "measured", lambda key, timing=None: pytest.fail(f"{key} was measured"))
     try:
-        bench = frontend.DeviceBenchmark()
+        class Resample(common.DeviceTime):
+            op = "resample"
+
+        class ResampleWall(common.WallTime):
+            op = "resample"
+
+        tag = "B256-S100-T50-D32"
+        with pytest.raises(NotImplementedError, match="robocache needs a CUDA GPU"):
+            Resample().setup(tag, "float32", "robocache")
+        with pytest.raises(NotImplementedError, match="not a point of the grid"):
+            Resample().setup(tag, "float16", "numpy")  # NumPy runs float32 only: a product of the params
         with pytest.raises(NotImplementedError, match="needs a CUDA GPU"):
-            bench.setup("resample/B256-S100-T50-D32/float32/robocache")
-        with pytest.raises(NotImplementedError):
-            frontend.WallBenchmark().setup("resample/B256-S100-T50-D32/bfloat16/cupy")
+            ResampleWall().setup(tag, "bfloat16", "cupy")
+        with pytest.raises(NotImplementedError, match="wall-time benchmark covers robocache, torch_compile, numpy"):
+            ResampleWall().setup(tag, "float32", "torch_eager")
+        monkeypatch.setenv("ROBOCACHE_PROVIDERS", "torch_eager")
+        with pytest.raises(NotImplementedError, match="filtered out"):
+            Resample().setup(tag, "float32", "numpy")
+        monkeypatch.setenv("ROBOCACHE_SUITE", "multigpu")
+        with pytest.raises(NotImplementedError, match="runs in the quick and nightly suite"):
+            Resample().setup(tag, "float32", "torch_eager")
+        monkeypatch.setenv("ROBOCACHE_SUITE", "quick")
+        monkeypatch.delenv("ROBOCACHE_PROVIDERS")
+        nightly_only = next(c for c in specs.cases("nightly", device="cpu", ops=["resample"])
+                            if "quick" not in c.suites)
+        with pytest.raises(NotImplementedError, match="not in the quick suite on a cpu machine"):
+            Resample().setup(nightly_only.tag, nightly_only.dtype, nightly_only.provider)
     finally:
         frontend.device_here.cache_clear()
 
 
 def test_dispatch_cases_feed_only_host_time_benchmarks(monkeypatch):
-    """On a GPU grid the call-cost cases go to <Op>CallCost (host time) and never to the device-time or
-    %-of-ceiling benchmarks; kernel versions and torch.compile max-autotune are ordinary device-time cases."""
+    """On a GPU grid the call-cost cases go to <Op>CallCost (host time) and never to the device-time
+    benchmarks; kernel versions and torch.compile max-autotune are ordinary device-time cases."""
+    from benchmarks import common
+
     for v in ("ROBOCACHE_SUITE", "ROBOCACHE_PROVIDERS", "ROBOCACHE_DTYPES"):
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv("ROBOCACHE_DEVICE", "gpu")
@@ -87,40 +122,118 @@ def test_dispatch_cases_feed_only_host_time_benchmarks(monkeypatch):
         dev, disp = frontend.device_cases("resample"), frontend.dispatch_cases("resample")
         assert disp and sorted(k.rsplit("/", 1)[1] for k in disp) == sorted(specs.DISPATCH_PROVIDERS)
         assert not set(dev) & set(disp) and set(dev) | set(disp) == set(frontend.suite_cases("resample"))
-        provs = {k.rsplit("/", 1)[1] for k in dev}
+        assert set(disp) == common.grid_keys("resample", "dispatch")
+        assert not set(disp) & common.grid_keys("resample", "device")
+        assert not set(disp) & common.grid_keys("resample", "wall")
+        provs = {k.rsplit("/", 1)[1] for k in common.grid_keys("resample", "device")}
         assert {"robocache@v1", "torch_compile@max-autotune"} <= provs and "bare_launch" not in provs
-        assert not any(specs.find(k).dispatch for k in frontend.wall_cases("resample"))
         assert frontend.gpu_only("robocache@v2") and frontend.gpu_only("bare_launch")
         assert not frontend.gpu_only("torch_compile@max-autotune")
-        # a dispatch record never reaches a device-time figure, whichever class is asked
+        d_tag, d_dt, d_prov = disp[0].split("/")[1:]
+        with pytest.raises(NotImplementedError, match="not a point of the grid"):
+            class Resample(common.DeviceTime):
+                op = "resample"
+            Resample().setup(d_tag, d_dt, d_prov)
         rec = {"status": "ok", "method": {"timer": "host_loop"}, "dispatch": {"device_us": 2.5},
-               "metrics": {"time_us": {"p50": 7.0}, "gb_per_s": 0.1, "pct_of_ceiling": None}}
-        monkeypatch.setattr(frontend, "asv_record", lambda key: rec)
-        for cls in (frontend.DeviceBenchmark, frontend.CeilingBenchmark):
-            with pytest.raises(NotImplementedError, match="call-cost"):
-                cls().setup(disp[0])
-        cc = frontend.CallCostBenchmark()
-        cc.setup(disp[0])
-        assert cc.track_host_us(disp[0]) == 7.0 and cc.track_device_us_per_call(disp[0]) == 2.5
-        with pytest.raises(NotImplementedError, match="not a call-cost"):
-            cc.setup(dev[0])
+               "metrics": {"time_us": {"p50": 7.0}}}
+        monkeypatch.setattr(common, "measured", lambda key, timing=None: (rec, [7.0, 7.5]))
+
+        class ResampleCallCost(common.CallCost):
+            op = "resample"
+
+        cc = ResampleCallCost()
+        cc.setup(d_tag, d_dt, d_prov)
+        assert cc.track_device_us_per_call(d_tag, d_dt, d_prov) == 2.5 and cc.repeat[:2] == (2, 2)
     finally:
         frontend.device_here.cache_clear()
 
 
+_ASV_SAMPLES = r"""
+import json, sys
+from asv_runner.discovery import get_benchmark_from_name
+from benchmarks import common
+asked = []
+def measured(key, timing=None):
+    asked.append([key, common.msgspec.to_builtins(timing)])
+    return {"status": "ok"}, [10.0, 11.0, 12.0, 13.0, 50.0]
+common.measured = measured
+extra = json.loads(sys.argv[2])
+b = get_benchmark_from_name(sys.argv[1], "bench_resample.Resample.time_device", extra_params=extra)
+b.set_param_idx(b.params[0].index("'B256-S100-T50-D32'") * len(b.params[1]) * len(b.params[2])
+                + b.params[2].index("'numpy'"))
+print("params", b._current_params, file=sys.stderr)
+assert not b.do_setup()
+res = b.run(*b._current_params)
+print(json.dumps({"samples": res["samples"], "number": res["number"], "asked": asked}))
+"""
+
+
+@pytest.mark.parametrize("extra", [{}, {"number": 1, "repeat": 1, "warmup_time": 0, "rounds": 1}],
+                         ids=["asv-run", "asv-run-quick"])
+def test_asv_samples_are_the_harness_samples(tmp_path, extra):
+    """Through asv_runner's own sampling loop (its TimeBenchmark, as `asv run` drives it): asv's samples are the
+    harness's per-call samples, every one once, in order (so asv's median, quartiles and confidence interval are
+    the harness's); with --quick (asv's extra attributes) asv takes one and the harness is asked for one."""
+    env = {**_env(tmp_path), "ROBOCACHE_SUITE": "quick"}
+    env.pop("ROBOCACHE_PROVIDERS", None)
+    out = subprocess.run([sys.executable, "-c", _ASV_SAMPLES, str(ROOT / "benchmarks"), json.dumps(extra)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    want = [10e-6, 11e-6, 12e-6, 13e-6, 50e-6]
+    ((key, timing),) = got["asked"][:1]
+    assert key == "resample/B256-S100-T50-D32/float32/numpy" and got["number"] == 1
+    if extra:
+        assert got["samples"] == pytest.approx(want[:1])
+        assert timing["max_samples"] == 1 and timing["time_limit_s"] <= 0.2
+    else:
+        assert got["samples"] == pytest.approx(want)
+        assert "max_samples" not in timing  # the front ends' defaults: noise-based stopping
+
+
+def test_asv_sampling_requests_bound_the_harness():
+    from benchmarks.common import asv_requested, timing_options
+
+    assert asv_requested() == {}  # outside asv: nothing asked
+    default = timing_options({})
+    assert default == timing_options({"repeat": 0}) and default.max_samples is None  # noise-based stopping
+    quick = timing_options({"number": 1, "repeat": 1, "warmup_time": 0, "rounds": 1})  # asv run --quick
+    assert (quick.min_samples, quick.max_samples) == (1, 1) and quick.time_limit_s <= 0.2 and quick.warmup_s == 0.01
+    many = timing_options({"repeat": (5, 40, 60.0)})  # asv run -a repeat='(5, 40, 60.0)'
+    assert (many.min_samples, many.max_samples) == (40, 40) and many.time_limit_s == default.time_limit_s
+
+
+def test_replay_clock_never_repeats_a_sample():
+    from benchmarks.common import ReplayClock
+
+    clock = ReplayClock()
+    clock.load("k", [1.0, 2.0])
+    t0 = clock()
+    clock.tick()
+    clock.load("k", [9.0])  # asv reruns setup between samples: the same case keeps its place
+    clock.tick()
+    assert clock() - t0 == pytest.approx(3e-6)
+    with pytest.raises(RuntimeError, match="more than the harness's 2 samples"):
+        clock.tick()
+    with pytest.raises(RuntimeError, match="no samples"):
+        clock.load("other", [])
+
+
 @pytest.mark.slow
 def test_asv_run_and_compare_end_to_end(tmp_path):
-    """asv run --python=same on two commit hashes (CPU numpy cases), then asv compare prints a table."""
+    """asv run --python=same on two commit hashes (CPU numpy cases, quick suite), then asv compare prints each
+    case with its spread (``±``) from the harness's samples, and the machine's GPU facts are in machine.json."""
     conf = json.loads("\n".join(l for l in (ROOT / "asv.conf.json").read_text().splitlines()
                                 if not l.strip().startswith("//")))
     conf.update(results_dir=str(tmp_path / "asv"), html_dir=str(tmp_path / "html"), repo=str(ROOT))
     conf["benchmark_dir"] = str(ROOT / "benchmarks")
     cfg = tmp_path / "asv.conf.json"
     cfg.write_text(json.dumps(conf))
-    env = _env(tmp_path, ROBOCACHE_SUITE="quick", ROBOCACHE_PROVIDERS="numpy")
+    env = _env(tmp_path, ROBOCACHE_SUITE="quick", ROBOCACHE_PROVIDERS="numpy", HOME=str(tmp_path))
     asv = [sys.executable, "-m", "asv"]
-    subprocess.run(asv + ["machine", "--config", str(cfg), "--machine", "ci-test", "--yes"], env=env,
-                   capture_output=True, check=True, timeout=120)
+    mach = subprocess.run([sys.executable, "-m", "benchmarks.machine", "--machine", "ci-test"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert mach.returncode == 0, mach.stderr[-2000:]
     # asv resolves --set-commit-hash in the repo: two real commits (the newest two)
     hashes = subprocess.run(["git", "rev-list", "--max-count=2", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.split()
@@ -129,14 +242,16 @@ def test_asv_run_and_compare_end_to_end(tmp_path):
     hashes = hashes[::-1]
     for h in hashes:
         run = subprocess.run(asv + ["run", "--config", str(cfg), "--python=same", "--machine", "ci-test",
-                                    "--set-commit-hash", h, "--bench", r"Resample\."], env=env,
+                                    "--set-commit-hash", h, "--bench", r"Resample\.time_device"], env=env,
                              capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    machine = json.loads((tmp_path / "asv" / "ci-test" / "machine.json").read_text())
+    assert machine["gpu"] == "no GPU" and {"gpu_driver", "cuda"} <= set(machine)
     cmp = subprocess.run(asv + ["compare", "--config", str(cfg), "--machine", "ci-test", *hashes], env=env,
                          capture_output=True, text=True, timeout=120)
     assert cmp.returncode == 0, cmp.stderr
-    assert "track_device_us('resample/B256-S100-T50-D32/float32/numpy')" in cmp.stdout
-    assert "Ratio" in cmp.stdout
+    rows = [l for l in cmp.stdout.splitlines() if "Resample.time_device('B256-S100-T50-D32', 'float32', 'numpy')" in l]
+    assert len(rows) == 1 and rows[0].count("±") == 2, cmp.stdout[-3000:]
     # the same measurements landed as our records, tagged asv, one file per asv invocation
     loaded = store.load(tmp_path / "records")
     assert loaded.bad == []
@@ -153,8 +268,8 @@ def test_pytest_benchmark_saves_device_samples(tmp_path):
                           "--benchmark-save=smoke", f"--benchmark-storage=file://{storage}", "-p",
                           "no:cacheprovider"], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:]
-    saved = list(storage.rglob("*smoke.json"))
-    assert len(saved) == 1
+    saved = list(storage.rglob("*.json"))
+    assert [p.name for p in saved] == ["0001_smoke_cpu.json"]  # the GPU (here: none) in the saved run's name
     data = json.loads(saved[0].read_text())
     (bench,) = data["benchmarks"]
     rec = [r for r in store.load(tmp_path / "records").records if r["frontend"] == "pytest-benchmark"]
@@ -181,6 +296,7 @@ def test_pytest_benchmark_machine_info_names_the_gpu(monkeypatch):
            "cuda": "13.0", "nvml": "ok"}
     asked = []
     monkeypatch.setattr(context, "capture_env_in_child", lambda device, machine: asked.append(device) or env)
+    monkeypatch.setattr(bconf, "_ENV", None)
     monkeypatch.setattr(frontend, "device_here", lambda: "gpu")
 
     class Sampler:
@@ -206,6 +322,20 @@ def test_pytest_benchmark_machine_info_names_the_gpu(monkeypatch):
                            "arch": "H200", "compute_capability": "9.0", "gpu_memory_gb": 139.8, "sm_count": 132,
                            "driver": "580.159.04", "cuda": "13.0", "nvml": "ok", "sm_mhz": 1980.0,
                            "sm_mhz_max": 1980.0, "mem_mhz": 3201.0}
+
+
+def test_pytest_benchmark_saved_names_carry_the_gpu():
+    from benchmarks import conftest as bconf
+
+    h200 = {"device": "gpu", "arch": "H200", "gpu_count": 1}
+    assert bconf.gpu_slug(h200) == "h200" and bconf.gpu_slug({**h200, "gpu_count": 4}) == "h200-x4"
+    assert bconf.gpu_slug({"device": "gpu", "arch": None, "gpu_count": 1}) == "gpu"
+    assert bconf.gpu_slug({"device": "cpu", "arch": "H200"}) == "cpu"
+    assert bconf.save_name("nightly", "h100") == "nightly_h100"
+    assert bconf.save_name("h200-quick", "h200") == "h200-quick"  # already says it
+    assert bconf.save_name("h200-x2-multigpu", "h200-x2") == "h200-x2-multigpu"
+    auto = bconf.save_name(None, "cpu")  # --benchmark-autosave: pytest-benchmark's tag (commit, time), then the GPU
+    assert auto.endswith("_cpu") and len(auto) > len("_cpu")
 
 
 def test_pytest_benchmark_tool_finds_the_saved_runs_without_options():

@@ -1,4 +1,6 @@
-"""asv and pytest-benchmark front ends: thin adapters over the one measurement path.
+"""asv and pytest-benchmark front ends: the shared part of two thin adapters over the one measurement path
+(the asv classes are in ``benchmarks/common.py``, the pytest-benchmark suite in
+``benchmarks/test_pytest_benchmarks.py``).
 
 Both ask the harness for a case by its key (``specs``), measure it with the same
 worker (correctness gate, then the device timer, then NVML clocks), report the
@@ -16,7 +18,7 @@ fault ends the session, as it would for any pytest test). Multi-GPU cases (suite
 
 Call-cost ("dispatch") cases (``specs.Case.dispatch``) are host time per call in a tight loop, not device
 time: they never feed the device-time, bandwidth or %-of-ceiling benchmarks (:func:`device_cases`) and get
-their own host-time benchmark (:func:`dispatch_cases`, asv ``<Op>CallCost.track_host_us``; pytest-benchmark
+their own host-time benchmark (:func:`dispatch_cases`, asv ``<Op>CallCost.time_host``; pytest-benchmark
 times them with the host-loop samples and says so in ``extra_info``).
 """
 from __future__ import annotations
@@ -116,24 +118,6 @@ def device_cases(op: str | None = None, suite: str | None = None, default_suite:
 def dispatch_cases(op: str | None = None, suite: str | None = None, default_suite: str = "nightly") -> list[str]:
     """The call-cost (dispatch) cases of :func:`suite_cases`: host time per tiny call (GPU only; none on a CPU)."""
     return [c.key for c in _suite(op, suite, default_suite) if c.dispatch]
-
-
-# Wall-time benchmarks (one call end to end, asv's own timer) cover the quick suite for the judged pair,
-# robocache and torch.compile (NumPy on a CPU run), not every peer: each case costs a process, the correctness
-# gate and a compile, and on an H200 the walls of all four GPU providers took ~90 s of fuse's 256 s asv pass,
-# which with the rest put the nightly asv run over its 15-minute budget. ROBOCACHE_WALL_PROVIDERS widens it.
-# The provider table marks them (``wall``); torch_compile@max-autotune is not: its setup autotunes.
-WALL_PROVIDERS = tuple(_providers.names(wall=True))
-
-
-def wall_cases(op: str) -> list[str]:
-    """Case keys for ``<Op>Wall``: the quick suite, providers from ``ROBOCACHE_WALL_PROVIDERS`` (comma-separated)
-    or :data:`WALL_PROVIDERS`, intersected with ``ROBOCACHE_PROVIDERS`` when that is set. Call-cost cases are
-    left out: ``<Op>CallCost`` times them (host time per call in a tight loop, the figure they exist for)."""
-    wanted = [x.strip() for x in os.environ.get("ROBOCACHE_WALL_PROVIDERS", "").split(",") if x.strip()]
-    keys = device_cases(op, suite="quick")
-    provs = set(wanted or WALL_PROVIDERS)
-    return [k for k in keys if k.rsplit("/", 1)[1] in provs]
 
 
 def results_dir() -> Path:
@@ -308,17 +292,6 @@ def measure_multigpu(case: specs.Case, session: Session, *, suite: str = "multig
     return rec
 
 
-def multigpu_suite() -> bool:
-    """asv's multi-GPU classes exist only for ``ROBOCACHE_SUITE=multigpu``: on the nightly pass (one GPU) they
-    would add a torchrun launch per case to a run that must fit its 15 minutes."""
-    return os.environ.get("ROBOCACHE_SUITE", "") == "multigpu"
-
-
-def gather_cases(op: str) -> list[str]:
-    """The multi-GPU cases of ``op`` that gather their outputs (the bandwidth benchmarks)."""
-    return [k for k in suite_cases(op, suite="multigpu") if specs.find(k).params.get("gather") != "none"]
-
-
 def synchronize() -> None:
     """Wait for the GPU (both libraries' default streams), for wall-time benchmarks."""
     torch = sys.modules.get("torch")
@@ -330,189 +303,3 @@ def synchronize() -> None:
             cupy.cuda.Device().synchronize()
         except Exception:  # noqa: BLE001 - no CUDA: nothing to wait for
             pass
-
-
-# --- asv ----------------------------------------------------------------------------------------------
-
-ASV_VERSION = f"robocache-grid-{specs.GRID_VERSION}"  # a grid change is a new benchmark, never a regression
-
-
-def asv_session() -> Session:
-    """One ``asv run`` invocation: its benchmarks are forked from one asv process (their parent)."""
-    return Session("asv", f"{os.environ.get('ASV_COMMIT', 'nocommit')[:12]}-{os.getppid()}")
-
-
-def asv_suite() -> str:
-    return os.environ.get("ROBOCACHE_SUITE", "nightly")
-
-
-def asv_record(key: str) -> Record:
-    """The record of ``key`` in this asv invocation: measured by the first benchmark that asks, then reused
-    by the others (asv runs each ``track_*`` method in its own process)."""
-    session = asv_session()
-    why = session.cached("unavailable-" + key, str)
-    if why is not None:
-        raise NotImplementedError(why)
-    hit = session.cached("rec-" + key, Record)
-    if hit is not None:
-        return hit
-    try:
-        rec = measure(key, session, suite=asv_suite())
-    except Unavailable as e:
-        session.cache("unavailable-" + key, str(e))
-        raise NotImplementedError(str(e)) from None  # asv records this as skipped, never as passed
-    session.cache("rec-" + key, rec)
-    return rec
-
-
-class _Measured:
-    """The shared setup of the ``track_*`` classes: one harness measurement per case and asv invocation."""
-
-    version = ASV_VERSION
-    timeout = 900  # torch.compile compiles each shape on first use
-    param_names = ["case"]
-
-    def setup(self, key: str) -> None:
-        self.rec = asv_record(key)
-        if self.rec["status"] != "ok":
-            raise RuntimeError(f"{key}: {self.rec['status']}: {self.rec.get('reason')}")
-
-
-def _not_dispatch(key: str, rec: dict[str, Any]) -> None:
-    """A call-cost case's figures are host times: never reported as a device time, GB/s or % of the ceiling."""
-    if rec["method"].get("timer") == "host_loop" or specs.find(key).dispatch:
-        raise NotImplementedError(f"{key} is a call-cost case (host time per call): see <Op>CallCost.track_host_us")
-
-
-class DeviceBenchmark(_Measured):
-    """asv ``track_*`` benchmarks of one case: the harness's device time and bandwidth."""
-
-    def setup(self, key: str) -> None:
-        super().setup(key)
-        _not_dispatch(key, self.rec)
-
-    def track_device_us(self, key: str) -> float:
-        return self.rec["metrics"]["time_us"]["p50"]
-
-    track_device_us.unit = "us"
-
-    def track_gb_per_s(self, key: str) -> float:
-        return self.rec["metrics"]["gb_per_s"]
-
-    track_gb_per_s.unit = "GB/s"
-
-
-class CeilingBenchmark(_Measured):
-    """asv ``track_pct_of_ceiling``: bandwidth as % of the copy ceiling measured in the same asv run (GPU)."""
-
-    def setup(self, key: str) -> None:
-        super().setup(key)
-        _not_dispatch(key, self.rec)
-        if self.rec["metrics"]["pct_of_ceiling"] is None:
-            raise NotImplementedError("no copy-bandwidth ceiling on a CPU run")
-
-    def track_pct_of_ceiling(self, key: str) -> float:
-        return self.rec["metrics"]["pct_of_ceiling"]
-
-    track_pct_of_ceiling.unit = "%"
-
-
-class CallCostBenchmark(_Measured):
-    """asv ``track_*`` of a call-cost (dispatch) case: host time per tiny call in a tight loop (the public API
-    on torch tensors and on CuPy arrays, and the bare CuPy launch that is their floor), and the device time per
-    call beside it (the GPU keeps up when it is the smaller)."""
-
-    def setup(self, key: str) -> None:
-        super().setup(key)
-        if not specs.find(key).dispatch:
-            raise NotImplementedError(f"{key} is not a call-cost case")
-
-    def track_host_us(self, key: str) -> float:
-        return self.rec["metrics"]["time_us"]["p50"]
-
-    track_host_us.unit = "us"
-
-    def track_device_us_per_call(self, key: str) -> float:
-        dev = (self.rec.get("dispatch") or {}).get("device_us")
-        return float("nan") if dev is None else dev  # asv shows n/a: no device time (a CPU run)
-
-    track_device_us_per_call.unit = "us"
-
-
-class _MultiMeasured(_Measured):
-    """Setup of the multi-GPU classes: skipped (NotImplementedError) when the machine has fewer GPUs than the
-    case needs or no torch.distributed; otherwise one torchrun launch per case and asv invocation."""
-
-    timeout = 1800  # a torchrun launch per case (and its one-GPU baseline)
-
-    def setup(self, key: str) -> None:
-        super().setup(key)
-        if not self.rec.get("distributed"):
-            raise NotImplementedError(f"{key} is not a multi-GPU case")
-
-
-class MultiGPUBenchmark(_MultiMeasured):
-    """asv ``track_*`` of a multi-GPU case (suite multigpu): the group's step, aggregate throughput and scaling
-    efficiency against the one-GPU case of the same asv run."""
-
-    def track_step_us(self, key: str) -> float:
-        return self.rec["distributed"]["step_us"]
-
-    track_step_us.unit = "us"
-
-    def track_aggregate_items_per_s(self, key: str) -> float:
-        return self.rec["distributed"]["aggregate_items_per_s"]
-
-    track_aggregate_items_per_s.unit = "items/s"
-
-    def track_efficiency(self, key: str) -> float:
-        eff = self.rec["distributed"]["efficiency"]
-        return float("nan") if eff is None else eff  # asv shows n/a: the one-GPU case failed
-
-    track_efficiency.unit = "ratio"
-
-
-class GatherBenchmark(_MultiMeasured):
-    """asv bandwidth of the op's gather next to the collective's own (all_gather of a plain tensor of the same
-    size, measured in the same launch): algbw and nccl-tests' busbw, GB/s."""
-
-    def track_gather_gb_per_s(self, key: str) -> float:
-        return self.rec["distributed"]["gather_gb_per_s"]
-
-    track_gather_gb_per_s.unit = "GB/s"
-
-    def track_collective_gb_per_s(self, key: str) -> float:
-        return self.rec["distributed"]["collective_gb_per_s"]
-
-    track_collective_gb_per_s.unit = "GB/s"
-
-    def track_collective_busbw_gb_per_s(self, key: str) -> float:
-        return self.rec["distributed"]["collective_busbw_gb_per_s"]
-
-    track_collective_busbw_gb_per_s.unit = "GB/s"
-
-
-class WallBenchmark:
-    """asv ``time_*`` benchmark: end-to-end wall time of one call with the GPU synchronized (asv's timer)."""
-
-    version = ASV_VERSION
-    timeout = 900
-    param_names = ["case"]
-    # One round: asv's default two rounds run setup twice per case, and setup includes the correctness gate
-    # (and a torch.compile compile); measured on an H200, compiles dominate the nightly asv wall time.
-    rounds = 1
-    repeat = (1, 10, 5.0)
-
-    def setup(self, key: str) -> None:
-        extras: dict[str, Any] = {}
-        try:
-            rec = measure(key, asv_session(), suite="quick", check_only=True, extras=extras, store_record=False)
-        except Unavailable as e:
-            raise NotImplementedError(str(e)) from None
-        if rec["status"] != "ok":
-            raise RuntimeError(f"{key}: {rec['status']}: {rec.get('reason')}")
-        self.call = extras["call"]
-
-    def time_wall(self, key: str) -> None:
-        self.call()
-        synchronize()
