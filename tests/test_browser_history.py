@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 
@@ -52,10 +53,26 @@ def test_alert_link_opens_history_with_the_marker(tmp_path: Path) -> None:
         assert "method change" in browser.chart_texts(page, ".annotation-text")
         ticks = browser.chart_texts(page, ".xtick")
         assert hr.commit(hr.STEP_NIGHT)[:8] in ticks, ticks
-        assert page.get_by_text(hr.MACHINE, exact=True).count() >= 1  # the machine selectbox shows the linked one
+        page.screenshot(path=str(shots / "history-alert-link.png"))
+        # the page writes its selections back into the URL: still the linked machine and case, not a default
+        assert f"machine={hr.MACHINE}" in page.url and "case=resample%2FB256-S100-T50-D32" in page.url, page.url
         legend = browser.chart_texts(page, ".legendtext")
         assert legend == ["robocache float32 method v1", "robocache float32 method v2"], legend
-        page.screenshot(path=str(shots / "history-alert-link.png"))
+
+        # click-through: a point of the line (night 10: the 5th point of method v2) links its run on the Runs page
+        night = 10
+        pt = page.locator(".js-plotly-plot .scatterlayer .trace .points path").nth(night)
+        box = pt.bounding_box()
+        assert box, "the point is not drawn"
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        link = page.get_by_role("link", name="open on the Runs page").first
+        link.wait_for(timeout=60_000)
+        assert link.get_attribute("href") == f"runs?run={hr.run_id(night)}"
+        page.goto(urljoin(page.url, link.get_attribute("href")))  # Streamlit opens markdown links in a new tab
+        assert page.url.startswith(f"{url}/runs?run={hr.run_id(night)}")
+        page.get_by_text(hr.commit(night), exact=False).first.wait_for(timeout=60_000)  # the run's own commit
+        assert page.locator('[data-testid="stException"]').count() == 0
 
         page.goto(url + "/regressions")
         page.get_by_text("open alerts").first.wait_for(timeout=60_000)

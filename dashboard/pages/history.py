@@ -70,8 +70,8 @@ def body() -> None:
                    "6 healthy runs, the newest in its machine's newest run) and found no change, drift or break.")
     table = rows.assign(run=[links.run_url(r, "") for r in rows["run_id"].astype(str)])
     styled, config = tables.readable(table[["created", "git_commit", "run_id", "provider", "dtype", "frontend",
-                                            "method_version", "input_sets", "p50", "gb_per_s", "health", "series",
-                                            "run"]].sort_values("created"), extra={"run": "Runs page", "method_version": "method version"})
+                                            "method_version", "input_sets", "p50", "gb_per_s", "health", "run",
+                                            "series"]].sort_values("created"), extra={"run": "Runs page", "method_version": "method version"})
     config["Runs page"] = st.column_config.LinkColumn("Runs page", display_text="open run")
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
 
@@ -90,8 +90,8 @@ def _events_table(ev):
                             for lo, hi in zip(ev["ratio_lo"], ev["ratio_hi"])],
                   commits=[" -> ".join(str(c)[:8] for c in (b, a) if c is not None and c == c)
                            for b, a in zip(ev["before_commit"], ev["after_commit"])])
-    styled, config = tables.readable(t[["kind", "provider", "dtype", "change", "interval", "commits", "q_value",
-                                        "detail", "link"]], extra={"link": "History", "commits": "commit range",
+    styled, config = tables.readable(t[["kind", "provider", "dtype", "change", "interval", "commits", "link",
+                                        "q_value", "detail"]], extra={"link": "History", "commits": "commit range",
                                                "q_value": "q (Benjamini-Hochberg)"})
     config["History"] = st.column_config.LinkColumn("History", display_text="this view")
     return styled, config

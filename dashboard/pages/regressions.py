@@ -62,24 +62,24 @@ def body() -> None:
                                 "worst": f"{(g['ratio'].max() - 1) * 100:+.1f}%"} for k, g in by])
         st.dataframe(ranges, hide_index=True, width="stretch")
         _show(_table(alerts, ["case_id", "provider", "dtype", "where", "change", "interval", "since",
-                                      "q_value", "confirmed", "timer", "cache", "frontend", "link"]),
+                                      "link", "q_value", "confirmed", "timer", "cache", "frontend"]),
                      hide_index=True, width="stretch")
     drifts = ev[ev["kind"] == "drift"]
     if not drifts.empty:
         st.subheader(f"Drifts ({len(drifts)}): a trend over the newest nights, no single commit blamed")
-        _show(_table(drifts, ["case_id", "provider", "dtype", "where", "change", "detail", "since", "q_value",
-                                      "link"], change="over the window", since="window (first -> last commit)"),
+        _show(_table(drifts, ["case_id", "provider", "dtype", "where", "change", "detail", "since", "link",
+                                      "q_value"], change="over the window", since="window (first -> last commit)"),
                      hide_index=True, width="stretch")
     imp = ev[ev["kind"] == "improvement"]
     if not imp.empty:
         st.subheader(f"Recent improvements ({len(imp)})")
-        _show(_table(imp, ["case_id", "provider", "dtype", "where", "change", "interval", "since", "q_value",
-                                   "link"]), hide_index=True, width="stretch")
+        _show(_table(imp, ["case_id", "provider", "dtype", "where", "change", "interval", "since", "link",
+                                   "q_value"]), hide_index=True, width="stretch")
     brk = ev[ev["kind"].isin(["method", "environment"])]
     if not brk.empty:
         st.subheader(f"Method and environment changes ({len(brk)}): not regressions")
-        _show(_table(brk, ["kind", "case_id", "provider", "dtype", "where", "change", "after_run", "detail",
-                                   "link"], after_run="from run"), hide_index=True, width="stretch")
+        _show(_table(brk, ["kind", "case_id", "provider", "dtype", "where", "link", "change", "after_run",
+                                   "detail"], after_run="from run"), hide_index=True, width="stretch")
 
 
 
