@@ -12,7 +12,7 @@ def body() -> None:
     if got is None:
         return
     df, _ = got
-    c = st.columns(6)
+    c = st.columns([3, 2, 4, 2, 2, 2])  # the machine and case names are the long ones (readable at 1280 px)
     machine = data.bound(c[0].selectbox, "machine", data.options(df, "machine"), "machine",
                          default=data.preferred(df, "machine"))
     dm = df[df["machine"] == machine]

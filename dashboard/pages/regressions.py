@@ -17,7 +17,7 @@ def _table(ev: pd.DataFrame, cols: list[str], **extra: str):
         where=[f"{m} ({a})" if a is not None and a == a else str(m) for m, a in zip(ev["machine"], ev["arch"])],
         confirmed=ev["confirmed"].map({True: "yes", False: "could not rerun", None: "not asked"}).fillna("not asked"))
     styled, config = tables.readable(t[cols], extra={"case_id": "case", "where": "machine", "link": "History",
-                                                    "since": "commit range (last before -> first after)",
+                                                    "since": "commits (before -> after)",
                                                     "change": "median time", "interval": "95% interval",
                                                     "q_value": "q (Benjamini-Hochberg)", **extra})
     config["History"] = st.column_config.LinkColumn("History", display_text="open History")
@@ -52,8 +52,11 @@ def body() -> None:
     alerts = ev[ev["kind"] == "alert"]
     st.subheader(f"Open alerts ({len(alerts)})")
     if alerts.empty:
-        st.success("No open performance regression." if summ.get("series_checked", 1) else
-                   "Nothing tested: no series has the 6 healthy runs a test needs.")
+        if summ.get("series_checked", 1):
+            st.success("No open performance regression in the series tested.")
+        else:  # nothing was tested: not a pass
+            st.info("Nothing tested: no series has the 6 healthy runs a test needs (the newest in its machine's "
+                    "newest run), so no regression can be found or ruled out yet.")
     else:
         # one commit range can move many series on several machines: the ranges first, then every series
         by = alerts.groupby(["before_commit", "after_commit"], dropna=False, sort=False)
@@ -61,8 +64,8 @@ def body() -> None:
                                 "series": len(g), "machines": ", ".join(sorted(g["machine"].astype(str).unique())),
                                 "worst": f"{(g['ratio'].max() - 1) * 100:+.1f}%"} for k, g in by])
         st.dataframe(ranges, hide_index=True, width="stretch")
-        _show(_table(alerts, ["case_id", "provider", "dtype", "where", "change", "interval", "since",
-                                      "link", "q_value", "confirmed", "timer", "cache", "frontend"]),
+        _show(_table(alerts, ["case_id", "provider", "dtype", "change", "interval", "link", "since", "where",
+                                      "q_value", "confirmed", "timer", "cache", "frontend"]),
                      hide_index=True, width="stretch")
     drifts = ev[ev["kind"] == "drift"]
     if not drifts.empty:
