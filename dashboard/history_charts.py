@@ -13,12 +13,22 @@ import plotly.graph_objects as go
 
 from robocache import providers
 
-from .charts import DASHES, METRICS, _SERIES_EXTRAS, _whole, plain, plain_col, provider_color, provider_label
+from .charts import (
+    _SERIES_EXTRAS,
+    DASHES,
+    METRICS,
+    _whole,
+    plain,
+    plain_col,
+    provider_color,
+    provider_label,
+)
+from .history_data import given
 
-ALERT_COLOR = "#d62728"
-IMPROVEMENT_COLOR = "#2ca02c"
-DRIFT_COLOR = "#ff7f0e"
-BREAK_COLOR = "#7f7f7f"
+ALERT_COLOR = "crimson"  # marker colours (a provider's colour comes from the provider table)
+IMPROVEMENT_COLOR = "seagreen"
+DRIFT_COLOR = "darkorange"
+BREAK_COLOR = "gray"
 
 
 def series_names(rows: pd.DataFrame) -> dict[str, str]:
@@ -33,11 +43,11 @@ def series_names(rows: pd.DataFrame) -> dict[str, str]:
 
 
 def _ratio(v: Any) -> str:
-    return "?" if v is None or v != v else f"x{float(v):.3f}"
+    return f"x{float(v):.3f}" if given(v) else "?"
 
 
 def _short(c: Any) -> str:
-    return "?" if c is None or c != c else str(c)[:8]
+    return str(c)[:8] if given(c) else "?"
 
 
 def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, breaks: pd.DataFrame,
@@ -89,11 +99,11 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
             color = ALERT_COLOR if a["kind"] == "alert" else IMPROVEMENT_COLOR
             if xb is not None:
                 fig.add_vrect(x0=xb, x1=xa, fillcolor=color, opacity=0.12, line_width=0, layer="below")
-            size = f"{(a['ratio'] - 1) * 100:+.1f}%" if a["ratio"] == a["ratio"] and a["ratio"] is not None else "?"
+            size = f"{(a['ratio'] - 1) * 100:+.1f}%" if given(a["ratio"]) else "?"
             q = a["q_value"]
             text = "<br>".join(plain(t) for t in (
                 f"{a['kind']}: median time {_ratio(a['ratio'])} (95% interval {_ratio(a['ratio_lo'])} to "
-                f"{_ratio(a['ratio_hi'])})" + ("" if q is None or q != q else f", q = {q:.2g}"),
+                f"{_ratio(a['ratio_hi'])})" + (f", q = {q:.2g}" if given(q) else ""),
                 f"last commit before {_short(a['before_commit'])} (run {a['before_run']})",
                 f"first commit after {_short(a['after_commit'])} (run {a['after_run']})"))
             fig.add_scatter(x=[xa], y=[float(at[metric].iloc[0])], mode="markers+text", name=plain(f"{names[k]} {a['kind']} {size}"),

@@ -139,8 +139,8 @@ def _num(v: Any) -> float | None:
 
 def events(doc: Mapping[str, Any]) -> pd.DataFrame:
     """One row per alert, improvement, drift and break of an alerts document (kind: ``alert``, ``improvement``,
-    ``drift``, ``method`` or ``environment``), with its series, size, commit range and History link (the
-    document's, else built by :func:`robocache.bench.links.history_url`, relative)."""
+    ``drift``, ``method`` or ``environment``), with its series, size, commit range and History link (built from
+    the series by :func:`robocache.bench.links.history_url`, relative to this dashboard)."""
     rows = []
 
     def series_cols(a: Mapping[str, Any]) -> dict[str, Any]:
@@ -149,7 +149,9 @@ def events(doc: Mapping[str, Any]) -> pd.DataFrame:
                                                                             "provider", "dtype", "timer", "cache",
                                                                             "frontend")},
                 "method_version": s.get("method_version", 1),
-                "link": a.get("link") if isinstance(a.get("link"), str) else links.history_url(s, "")}
+                # rebuilt from the series, never the file's own "link" (a URL read from a file is never made a
+                # link: it could say javascript:), relative to this dashboard
+                "link": links.history_url(s, "")}
 
     for kind, part in (("alert", "alerts"), ("improvement", "improvements")):
         for a in doc.get(part, []):
@@ -179,6 +181,27 @@ def events(doc: Mapping[str, Any]) -> pd.DataFrame:
                      "after_commit": None, "before_run": None, "after_run": b.get("run_id"),
                      "created": b.get("created"), "confirmed": None, "title": None, "detail": b.get("detail")})
     return pd.DataFrame(rows, columns=EVENT_COLUMNS)
+
+
+def given(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def commit_range(before: Any, after: Any) -> str:
+    """``before -> after`` as short hashes (either may be missing)."""
+    return " -> ".join(str(c)[:8] for c in (before, after) if given(c))
+
+
+def readable_events(ev: pd.DataFrame) -> pd.DataFrame:
+    """:func:`events` with text columns for a table: ``change`` (+10.1%), ``interval`` (x1.085 to x1.117),
+    ``since`` (the commit range), ``where`` (machine and architecture) and ``confirmed`` in words."""
+    return ev.assign(
+        change=[f"{(r - 1) * 100:+.1f}%" if given(r) else "" for r in ev["ratio"]],
+        interval=[f"x{lo:.3f} to x{hi:.3f}" if given(lo) and given(hi) else ""
+                  for lo, hi in zip(ev["ratio_lo"], ev["ratio_hi"])],
+        since=[commit_range(b, a) for b, a in zip(ev["before_commit"], ev["after_commit"])],
+        where=[f"{m} ({a})" if given(a) else str(m) for m, a in zip(ev["machine"], ev["arch"])],
+        confirmed=[{True: "yes", False: "could not rerun"}.get(c, "not asked") for c in ev["confirmed"]])
 
 
 # --- History: commit order, series, segments ------------------------------------------------------------------

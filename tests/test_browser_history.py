@@ -20,8 +20,8 @@ from tests.test_browser import MISSING, REQUIRED
 if MISSING and not REQUIRED:
     pytest.skip(f"DASHBOARD BROWSER TEST NOT RUN: {MISSING}", allow_module_level=True)
 
-from robocache.bench import cli  # noqa: E402
-from tests import history_rehearsal as hr  # noqa: E402
+from robocache.bench import cli
+from tests import history_rehearsal as hr
 
 pytestmark = pytest.mark.browser
 

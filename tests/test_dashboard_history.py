@@ -18,14 +18,14 @@ import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
-from dashboard import data, history_charts, history_data  # noqa: E402
-from robocache.bench import cli, links, regress, store  # noqa: E402
-from robocache.bench.schema import fingerprint  # noqa: E402
-from robocache.bench.store import write_records  # noqa: E402
-from tests import history_rehearsal as hr  # noqa: E402
-from tests.test_dashboard import assert_no_markup  # noqa: E402
+from dashboard import data, history_charts, history_data
+from robocache.bench import cli, links, regress, store
+from robocache.bench.schema import fingerprint
+from robocache.bench.store import write_records
+from tests import history_rehearsal as hr
+from tests.test_dashboard import assert_no_markup
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "dashboard" / "pages"
@@ -174,7 +174,12 @@ def test_regressions_reads_a_written_alerts_file(rehearsal: Path, tmp_path: Path
     assert not at.exception and not at.error
     assert any("read from" in c.value for c in at.caption)
     assert not at.selectbox  # the file's check is shown as written: no front end to choose
-    assert at.dataframe[1].value["History"].iloc[0] == link
+    # the page's link is rebuilt from the series, relative to itself (a URL read from a file never becomes a link)
+    assert at.dataframe[1].value["History"].iloc[0] == link.replace("https://dash.example.org/rb/", "")
+    doc["alerts"][0]["link"] = "javascript:alert(1)"
+    js.write_text(json.dumps(doc))
+    at = page("regressions", monkeypatch, rehearsal, default=False)
+    assert at.dataframe[1].value["History"].iloc[0].startswith("history?machine=")
     # a bad file is reported, and the check is computed instead
     js.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": [{"fingerprint": "nothex"}]}))
     at = page("regressions", monkeypatch, rehearsal, default=False)

@@ -85,14 +85,11 @@ def _raw_run(d, shown: str) -> str:
 
 
 def _events_table(ev):
-    t = ev.assign(change=[f"{(r - 1) * 100:+.1f}%" if r == r and r is not None else "" for r in ev["ratio"]],
-                  interval=[f"x{lo:.3f} to x{hi:.3f}" if lo == lo and lo is not None and hi == hi else ""
-                            for lo, hi in zip(ev["ratio_lo"], ev["ratio_hi"])],
-                  commits=[" -> ".join(str(c)[:8] for c in (b, a) if c is not None and c == c)
-                           for b, a in zip(ev["before_commit"], ev["after_commit"])])
-    styled, config = tables.readable(t[["kind", "provider", "dtype", "change", "interval", "commits", "link",
-                                        "q_value", "detail"]], extra={"link": "History", "commits": "commit range",
-                                               "q_value": "q (Benjamini-Hochberg)"})
+    t = history_data.readable_events(ev)
+    styled, config = tables.readable(t[["kind", "provider", "dtype", "change", "interval", "since", "link",
+                                        "q_value", "detail"]],
+                                     extra={"link": "History", "since": "commit range", "change": "median time",
+                                            "interval": "95% interval", "q_value": "q (Benjamini-Hochberg)"})
     config["History"] = st.column_config.LinkColumn("History", display_text="this view")
     return styled, config
 

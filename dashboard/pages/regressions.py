@@ -8,14 +8,7 @@ from dashboard import data, history_data, tables
 
 
 def _table(ev: pd.DataFrame, cols: list[str], **extra: str):
-    t = ev.assign(
-        change=[f"{(r - 1) * 100:+.1f}%" if r is not None and r == r else "" for r in ev["ratio"]],
-        interval=[f"x{lo:.3f} to x{hi:.3f}" if lo is not None and lo == lo and hi is not None and hi == hi else ""
-                  for lo, hi in zip(ev["ratio_lo"], ev["ratio_hi"])],
-        since=[" -> ".join(str(c)[:8] for c in (b, a) if c is not None and c == c)
-               for b, a in zip(ev["before_commit"], ev["after_commit"])],
-        where=[f"{m} ({a})" if a is not None and a == a else str(m) for m, a in zip(ev["machine"], ev["arch"])],
-        confirmed=ev["confirmed"].map({True: "yes", False: "could not rerun", None: "not asked"}).fillna("not asked"))
+    t = history_data.readable_events(ev)
     styled, config = tables.readable(t[cols], extra={"case_id": "case", "where": "machine", "link": "History",
                                                     "since": "commits (before -> after)",
                                                     "change": "median time", "interval": "95% interval",
@@ -60,13 +53,12 @@ def body() -> None:
     else:
         # one commit range can move many series on several machines: the ranges first, then every series
         by = alerts.groupby(["before_commit", "after_commit"], dropna=False, sort=False)
-        ranges = pd.DataFrame([{"commit range": " -> ".join(str(c)[:8] for c in k if c is not None and c == c),
+        ranges = pd.DataFrame([{"commit range": history_data.commit_range(*k),
                                 "series": len(g), "machines": ", ".join(sorted(g["machine"].astype(str).unique())),
                                 "worst": f"{(g['ratio'].max() - 1) * 100:+.1f}%"} for k, g in by])
         st.dataframe(ranges, hide_index=True, width="stretch")
         _show(_table(alerts, ["case_id", "provider", "dtype", "change", "interval", "link", "since", "where",
-                                      "q_value", "confirmed", "timer", "cache", "frontend"]),
-                     hide_index=True, width="stretch")
+                              "q_value", "confirmed", "timer", "cache", "frontend"]), hide_index=True, width="stretch")
     drifts = ev[ev["kind"] == "drift"]
     if not drifts.empty:
         st.subheader(f"Drifts ({len(drifts)}): a trend over the newest nights, no single commit blamed")
