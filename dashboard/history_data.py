@@ -99,19 +99,46 @@ def read_alerts(path: str) -> dict[str, Any]:
     return validate_doc(doc, store.display_path(path))
 
 
-@st.cache_data(show_spinner="Running the regression check over the history ...", max_entries=8)
-def _check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None) -> dict[str, Any]:
+@st.cache_resource(show_spinner="Loading the records for the regression check ...", max_entries=2)
+def _records(dirs: tuple[bytes, ...], fingerprint: str) -> list[Any]:
+    """The store's records of ``dirs`` (shared, never copied: ``regress.check`` only reads them)."""
     del fingerprint  # part of the cache key only
-    loaded = store.load(*(os.fsdecode(d) for d in dirs))
-    res = regress.check(list(loaded.records), frontend=frontend)
+    return list(store.load(*(os.fsdecode(d) for d in dirs)).records)
+
+
+@st.cache_data(show_spinner="Running the regression check over the history ...", max_entries=64)
+def _check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None,
+                  machine: str | None) -> dict[str, Any]:
+    res = regress.check(_records(dirs, fingerprint), machine=machine, frontend=frontend)
     # links relative to the dashboard itself (base ""): the page is already on it
     return regress.alerts_json(res, dashboard_url="")
 
 
-def check_doc(frontend: str | None, dirs: Sequence[str] | None = None) -> tuple[dict[str, Any], str]:
+def merge_docs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One document from the per-machine ones (each machine's nightly writes its own): the lists joined, the
+    summary's counts added."""
+    out: dict[str, Any] = {"schema": SCHEMA, "alerts": [], "improvements": [], "drifts": [], "breaks": [],
+                           "checked": [], "summary": {}}
+    for d in docs:
+        for k in ("alerts", "improvements", "drifts", "breaks", "checked"):
+            out[k] += list(d.get(k) or [])
+        for k, v in (d.get("summary") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("floor", "fdr_q"):
+                out["summary"][k] = out["summary"].get(k, 0) + v
+            elif k in ("floor", "fdr_q"):
+                out["summary"][k] = v
+        out["generated"] = max(str(d.get("generated", "")), out.get("generated", ""))
+    out["alerts"].sort(key=lambda a: -float(a.get("ratio") or 0))
+    return out
+
+
+def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str] | None = None
+              ) -> tuple[dict[str, Any], str]:
     """``(alerts document, where it came from)``: a given alerts.json (validated), else ``regress.check`` over the
-    loaded folders with ``frontend`` (None: every front end). A bad alerts file is shown as an error and the check
-    is computed instead."""
+    loaded folders per machine in ``machines``, with ``frontend`` (None: every front end): what each machine's
+    nightly ``robocache-bench check DIRS --machine M --frontend F --json alerts.json`` writes (scripts/nightly.sh
+    checks one machine at a time; Benjamini-Hochberg runs over that machine's series), the documents of several
+    machines joined. A bad alerts file is shown as an error and the check is computed instead."""
     dirs = tuple(str(d) for d in (data.results_dirs() if dirs is None else dirs))
     path = alerts_file()
     if path:
@@ -121,9 +148,13 @@ def check_doc(frontend: str | None, dirs: Sequence[str] | None = None) -> tuple[
                          f"{data.md_escape(doc.get('generated', 'at an unknown time'))})")
         except ValueError as e:
             st.error(f"Alerts file not used: {data.md_escape(e)}. Computing the check over the records instead.")
-    doc = _check_cached(tuple(os.fsencode(d) for d in dirs), data._fingerprint(dirs), frontend)
-    cmd = f"robocache-bench check {' '.join(store.display_path(d) for d in dirs)} --frontend {frontend or 'all'}"
-    return doc, f"computed now by regress.check over the loaded records, as {data.md_escape(cmd)} would"
+    key = (tuple(os.fsencode(d) for d in dirs), data._fingerprint(dirs))
+    doc = merge_docs([_check_cached(*key, frontend, str(m)) for m in machines])
+    where = " ".join(store.display_path(d) for d in dirs)
+    cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
+           f"--frontend {frontend or 'all'}")
+    return doc, (f"computed now by regress.check over the loaded records, as {data.md_escape(cmd)} would"
+                 + (f" (for each of the {len(machines)} machines M)" if len(machines) != 1 else ""))
 
 
 # --- the document as tables ---------------------------------------------------------------------------------

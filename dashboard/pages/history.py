@@ -35,7 +35,7 @@ def body() -> None:
     metric = data.bound(st.radio, "metric", ["p50", "items_per_s", "gb_per_s", "pct_of_ceiling"], "metric",
                         horizontal=True, format_func=lambda m: charts.METRICS[m][0])
 
-    doc, source = history_data.check_doc(None if frontend is None else str(frontend))
+    doc, source = history_data.check_doc(None if frontend is None else str(frontend), [str(machine)])
     rows = history_data.history_rows(d, order)
     ev = history_data.events(doc)
     ev = ev[ev["fingerprint"].isin(set(rows["series"]))] if not rows.empty else ev.iloc[0:0]

@@ -29,7 +29,7 @@ def body() -> None:
         pick = data.bound(st.selectbox, "front end (check --frontend)", [*fronts, history_data.EVERY_FRONTEND],
                           "frontend", default="cli" if "cli" in fronts else None)
         frontend = None if pick == history_data.EVERY_FRONTEND else pick
-    doc, source = history_data.check_doc(frontend)
+    doc, source = history_data.check_doc(frontend, [str(m) for m in data.options(df, "machine")])
     st.caption(f"The alerts {source}: the same document `check --json` writes to alerts.json (schema "
                "robocache-alerts/1). An alert is a significant slowdown beyond the 3% floor that still holds at its "
                "machine's newest run; method and environment changes are breaks, never alerts.")
