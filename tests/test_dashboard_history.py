@@ -137,9 +137,14 @@ def test_alert_link_restores_history_with_the_step_and_the_method_break(rehearsa
     assert "run %{customdata[1]}" in v2["hovertemplate"] and "health" in v2["hovertemplate"]
     assert hr.run_id(hr.STEP_NIGHT) in v2["customdata"][hr.STEP_NIGHT - hr.METHOD_NIGHT]
     runs = at.dataframe[-1].value
-    assert set(runs["Runs page"]) >= {links.run_url(hr.run_id(n), "") for n in range(hr.NIGHTS)}
     findings = at.dataframe[0].value
     assert list(findings["kind"]) == ["alert"] and findings["commit range"].iloc[0].endswith(hr.commit(14)[:8])
+    assert set(runs["Runs page"]) >= {links.run_url(hr.run_id(n), "") for n in range(hr.NIGHTS)}
+    # another provider chosen: the linked series is no longer drawn, so it leaves the URL (said once)
+    at = at.multiselect[0].set_value(["torch_eager"]).run()
+    assert "series" not in at.query_params and any("linked series" in i.value for i in at.info)
+    at = at.run()
+    assert not any("linked series" in i.value for i in at.info)
 
 
 def test_history_view_of_the_control_has_no_marker(rehearsal: Path, monkeypatch: pytest.MonkeyPatch) -> None:

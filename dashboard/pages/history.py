@@ -42,8 +42,9 @@ def body() -> None:
     breaks = history_data.method_breaks(rows)
     want = data._qp_get("series")
     highlight = want if want in set(rows["series"]) else None
-    if want is not None and highlight is None:
-        st.warning(f"The linked series {data.md_escape(want)} is not among the lines of this view.")
+    if want is not None and highlight is None:  # another view was chosen since (or the series is gone): let go
+        st.query_params.pop("series", None)
+        st.info(f"The linked series {data.md_escape(want)} is not among the lines of this view.")
     if d["run_id"].nunique() < 2:
         st.caption("Only one run has measured this case so far: history starts with the second.")
     fig = history_charts.history_commits(rows, order, ev, breaks, metric, highlight=highlight,
