@@ -140,9 +140,10 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
     ticks = order[order["x"].isin(d["x"].unique())]
     if len(ticks) > 40:  # at most ~40 labels; every point keeps its commit in the hover
         ticks = ticks.iloc[:: -(-len(ticks) // 40)]
-    fig.update_layout(title=plain(title or label), xaxis_title="commit (in the order first measured)",
+    fig.update_layout(title=plain(title or label), xaxis_title="commit (in the order first measured) and the day of its first run",
                       yaxis_title=label, legend_title="series", yaxis_type="log" if log_y else "linear",
                       xaxis=dict(tickmode="array", tickvals=ticks["x"].tolist(),
-                                 ticktext=plain_col(ticks["label"]).tolist(), tickangle=-45),
+                                 ticktext=[f"{plain(c)}<br>{plain(t)}" for c, t in zip(ticks["label"], ticks["date"])],
+                                 tickangle=-45),
                       hovermode="closest", clickmode="event+select")
     return fig

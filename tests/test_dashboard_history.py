@@ -128,7 +128,7 @@ def test_alert_link_restores_history_with_the_step_and_the_method_break(rehearsa
     assert marks[0]["x"] == [hr.STEP_NIGHT]
     assert any(s["type"] == "rect" and s["x0"] == hr.STEP_NIGHT - 1 and s["x1"] == hr.STEP_NIGHT for s in shapes)
     ticks = dict(zip(spec["layout"]["xaxis"]["tickvals"], spec["layout"]["xaxis"]["ticktext"]))
-    assert ticks[hr.STEP_NIGHT] == hr.commit(hr.STEP_NIGHT)[:8]
+    assert ticks[hr.STEP_NIGHT] == f"{hr.commit(hr.STEP_NIGHT)[:8]}<br>02-{hr.STEP_NIGHT + 1:02d}"  # commit, day
     y = dict(zip(v2["x"], v2["y"]))
     after = sum(y[n] for n in range(hr.STEP_NIGHT, hr.NIGHTS)) / (hr.NIGHTS - hr.STEP_NIGHT)
     before = sum(y[n] for n in range(hr.METHOD_NIGHT, hr.STEP_NIGHT)) / (hr.STEP_NIGHT - hr.METHOD_NIGHT)
@@ -283,3 +283,44 @@ def test_events_from_a_document() -> None:
         with pytest.raises(ValueError, match=msg):
             history_data.validate_doc(bad, "doc")
     assert isinstance(history_data.events({"alerts": []}), pd.DataFrame)
+
+
+def test_chart_draws_each_kind_of_finding(rehearsal: Path) -> None:
+    """Improvements (a green triangle down at the first commit after), drifts (a dotted line over their window)
+    and the check's own breaks (a dashed line named by kind) on the series they name; findings of series not
+    drawn are left out."""
+    df, _ = data.load_frame([str(rehearsal)])
+    d = df[(df["provider"] == "robocache")]
+    order = history_data.commit_order(df)
+    rows = history_data.history_rows(d, order)
+    v2 = rows.loc[rows["method_version"] == 2, "series"].iloc[0]
+    series = {"machine": hr.MACHINE, "op": "resample", "case_id": hr.CASE, "provider": "robocache",
+              "dtype": "float32", "timer": "cuda_event", "cache": "warm", "grid_version": 1, "frontend": "cli",
+              "input_sets": 1, "method_version": 2}
+    assert fingerprint(series) == v2  # the series an alert names is the line drawn (one definition)
+
+    def pt(n: int) -> dict:
+        return {"commit": hr.commit(n), "run_id": hr.run_id(n), "created": f"2026-02-{n + 1:02d}T03:00:00Z"}
+
+    doc = history_data.validate_doc({
+        "schema": "robocache-alerts/1", "alerts": [],
+        "improvements": [{"fingerprint": v2, "series": series, "ratio": 0.9, "ratio_ci": [0.88, 0.92],
+                          "q_value": 1e-4, "before": pt(9), "after": pt(10), "title": "t", "direction": "faster"}],
+        "drifts": [{"fingerprint": v2, "series": series, "slope_per_night": 0.01, "slope_ci": [0.005, 0.015],
+                    "total": 0.05, "first": pt(12), "last": pt(19), "title": "drifting"}],
+        "breaks": [{"fingerprint": v2, "series": series, "kind": "environment", "detail": "host_id: a -> b",
+                    "run_id": hr.run_id(16), "created": "x", "ratio": 1.2},
+                   {"fingerprint": "0" * 12, "series": {**series, "provider": "cupy"}, "kind": "method",
+                    "detail": "not drawn here", "run_id": hr.run_id(3), "created": "x", "ratio": None}]}, "doc")
+    ev = history_data.events(doc)
+    assert list(ev["kind"]) == ["improvement", "drift", "environment", "method"]
+    fig = history_charts.history_commits(rows, order, ev, history_data.method_breaks(rows))
+    by_meta = {t.meta: t for t in fig.data}
+    imp = by_meta[f"improvement:{v2}"]
+    assert list(imp.x) == [10] and imp.marker.symbol == "triangle-down" and imp.text == ("-10.0%",)
+    drift = by_meta[f"drift:{v2}"]
+    assert list(drift.x) == [12, 19] and drift.line.dash == "dot"
+    notes = {(a.text, a.x) for a in fig.layout.annotations}
+    assert ("environment change", 15.5) in notes and ("method change", hr.METHOD_NIGHT - 0.5) in notes
+    assert not any("not drawn" in str(t.hovertext) for t in fig.data)
+    assert sum(1 for s in fig.layout.shapes if s.type == "rect") == 1  # the improvement's commit range
