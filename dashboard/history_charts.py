@@ -25,6 +25,7 @@ from .charts import (
 )
 from .history_data import given
 
+MAX_TICKS = 12  # commit labels on the axis (short hashes; every point's commit and date are in its hover)
 ALERT_COLOR = "crimson"  # marker colours (a provider's colour comes from the provider table)
 IMPROVEMENT_COLOR = "seagreen"
 DRIFT_COLOR = "darkorange"
@@ -137,13 +138,18 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
     for s_ in d.loc[d["segment"] > 0].groupby(["series", "segment"]).head(1).itertuples():
         fig.add_vline(x=float(s_.x) - 0.5, line_dash="dot", line_color=BREAK_COLOR,
                       annotation_text="runner changed", annotation_position="bottom right")
-    ticks = order[order["x"].isin(d["x"].unique())]
-    if len(ticks) > 40:  # at most ~40 labels; every point keeps its commit in the hover
-        ticks = ticks.iloc[:: -(-len(ticks) // 40)]
-    fig.update_layout(title=plain(title or label), xaxis_title="commit (in the order first measured) and the day of its first run",
+    ticks = order[order["x"].isin(d["x"].unique())].reset_index(drop=True)
+    if len(ticks) > MAX_TICKS:  # labels that stay apart; every point keeps its commit in the hover
+        step = -(-len(ticks) // MAX_TICKS)
+        keep = list(range(len(ticks) - 1, -1, -step))  # evenly spaced from the newest commit
+        marked = {xmap.get(c) for c in e["after_commit"]} if not e.empty else set()
+        for m in [i for i, x in enumerate(ticks["x"]) if x in marked]:  # a finding's commit takes its neighbours' slots
+            keep = [i for i in keep if abs(i - m) >= step or i == m] + ([] if m in keep else [m])
+        ticks = ticks.iloc[sorted(keep)]
+    fig.update_layout(title=plain(title or label), xaxis_title="commit (in the order first measured; its date in the hover)",
                       yaxis_title=label, legend_title="series", yaxis_type="log" if log_y else "linear",
                       xaxis=dict(tickmode="array", tickvals=ticks["x"].tolist(),
-                                 ticktext=[f"{plain(c)}<br>{plain(t)}" for c, t in zip(ticks["label"], ticks["date"])],
+                                 ticktext=plain_col(ticks["label"]).tolist(),
                                  tickangle=-45),
                       hovermode="closest", clickmode="event+select")
     return fig

@@ -248,15 +248,13 @@ def commit_keys(df: pd.DataFrame) -> pd.Series:
 
 def commit_order(df: pd.DataFrame) -> pd.DataFrame:
     """The commits of ``df`` in the order they were first measured: columns ``commit``, ``x`` (0, 1, ...),
-    ``first`` (the first run's time), ``label`` (the short hash) and ``date`` (the first run's day, ``MM-DD``:
-    the axis' second line)."""
+    ``first`` (the first run's time) and ``label`` (the short hash)."""
     d = df.assign(_c=commit_keys(df))
     first = d.groupby("_c", sort=False)["created"].min().reset_index()
     first.columns = ["commit", "first"]
     first = first.sort_values(["first", "commit"], kind="stable", na_position="last").reset_index(drop=True)
     first["x"] = range(len(first))
     first["label"] = [c[:8] if not c.startswith(NO_COMMIT) else "no commit" for c in first["commit"].astype(str)]
-    first["date"] = first["first"].dt.strftime("%m-%d").fillna("?") if len(first) else []
     return first
 
 

@@ -128,7 +128,9 @@ def test_alert_link_restores_history_with_the_step_and_the_method_break(rehearsa
     assert marks[0]["x"] == [hr.STEP_NIGHT]
     assert any(s["type"] == "rect" and s["x0"] == hr.STEP_NIGHT - 1 and s["x1"] == hr.STEP_NIGHT for s in shapes)
     ticks = dict(zip(spec["layout"]["xaxis"]["tickvals"], spec["layout"]["xaxis"]["ticktext"]))
-    assert ticks[hr.STEP_NIGHT] == f"{hr.commit(hr.STEP_NIGHT)[:8]}<br>02-{hr.STEP_NIGHT + 1:02d}"  # commit, day
+    assert ticks[hr.STEP_NIGHT] == hr.commit(hr.STEP_NIGHT)[:8]  # the alert's commit is labelled on the axis
+    assert hr.STEP_NIGHT - 1 not in ticks and hr.STEP_NIGHT + 1 not in ticks  # its neighbours give way (<= 12 labels)
+    assert len(ticks) <= 12 and hr.NIGHTS - 1 in ticks
     y = dict(zip(v2["x"], v2["y"]))
     after = sum(y[n] for n in range(hr.STEP_NIGHT, hr.NIGHTS)) / (hr.NIGHTS - hr.STEP_NIGHT)
     before = sum(y[n] for n in range(hr.METHOD_NIGHT, hr.STEP_NIGHT)) / (hr.STEP_NIGHT - hr.METHOD_NIGHT)
