@@ -24,6 +24,7 @@ st.navigation([
     st.Page(_PAGES / "architectures.py", title="Architectures"),
     st.Page(_PAGES / "kernels.py", title="Kernels"),
     st.Page(_PAGES / "history.py", title="History"),
+    st.Page(_PAGES / "regressions.py", title="Regressions"),
     st.Page(_PAGES / "multigpu.py", title="Multi-GPU"),
     st.Page(_PAGES / "pipelines.py", title="Pipelines"),
     st.Page(_PAGES / "runs.py", title="Runs"),

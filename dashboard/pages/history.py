@@ -1,7 +1,10 @@
-"""History: each series over commits and dates (one machine, timer and cache mode at a time)."""
+"""History: each series over commits (one machine, case, front end, timer and cache mode at a time), with
+``robocache-bench check``'s change points, drifts and breaks drawn on it; the selections live in the URL (an
+alert's link opens its view: robocache/bench/links.py)."""
 import streamlit as st
 
-from dashboard import charts, data, tables
+from dashboard import charts, data, history_charts, history_data, tables
+from robocache.bench import links
 
 
 def body() -> None:
@@ -9,30 +12,93 @@ def body() -> None:
     if got is None:
         return
     df, _ = got
-    st.info("Regression markers (change points, with the commit that moved a series) come with the regression issue; "
-            "this page shows the raw series.")
-    c = st.columns(5)
+    c = st.columns([3, 2, 4, 2, 2, 2])  # the machine and case names are the long ones (readable at 1280 px)
     machine = data.bound(c[0].selectbox, "machine", data.options(df, "machine"), "machine",
                          default=data.preferred(df, "machine"))
-    d = df[(df["machine"] == machine) & (df["status"] == "ok")]
+    dm = df[df["machine"] == machine]
+    order = history_data.commit_order(dm)  # one commit axis per machine, whatever case is shown
+    d = dm[dm["status"] == "ok"]
     op = data.bound(c[1].selectbox, "op", data.options(d, "op"), "op")
     d = d[d["op"] == op]
     case = data.bound(c[2].selectbox, "case", data.options(d, "case_id"), "case")
     d = d[d["case_id"] == case]
-    _, _, d = data.pick_method(d, c[3], c[4])
+    fronts = data.options(d, "frontend")
+    frontend = data.bound(c[3].selectbox, "front end", fronts, "frontend",
+                          default="cli" if "cli" in [str(f) for f in fronts] else None)
+    d = d[d["frontend"] == frontend]
+    _, _, d = data.pick_method(d, c[4], c[5])
     provs = data.options(d, "provider")
     chosen = data.bound_multi(st.multiselect, "providers", provs, "provider", format_func=charts.provider_label)
     d = d[d["provider"].isin(chosen)]
+    dts = data.options(d, "dtype")
+    d = d[d["dtype"].isin(data.bound_multi(st.multiselect, "dtypes", dts, "dtype"))]
     metric = data.bound(st.radio, "metric", ["p50", "items_per_s", "gb_per_s", "pct_of_ceiling"], "metric",
                         horizontal=True, format_func=lambda m: charts.METRICS[m][0])
+
+    doc, source = history_data.check_doc(None if frontend is None else str(frontend), [str(machine)])
+    rows = history_data.history_rows(d, order)
+    ev = history_data.events(doc)
+    ev = ev[ev["fingerprint"].isin(set(rows["series"]))] if not rows.empty else ev.iloc[0:0]
+    breaks = history_data.method_breaks(rows)
+    want = data._qp_get("series")
+    highlight = want if want in set(rows["series"]) else None
+    if want is not None and highlight is None:  # another view was chosen since (or the series is gone): let go
+        st.query_params.pop("series", None)
+        st.info(f"The linked series {data.md_escape(want)} is not among the lines of this view.")
     if d["run_id"].nunique() < 2:
         st.caption("Only one run has measured this case so far: history starts with the second.")
-    st.plotly_chart(charts.history_lines(d, metric, title=f"{case}: {charts.METRICS[metric][0]}"), width="stretch")
-    st.caption("One line per series (provider, dtype, front end, input rotation, grid version: the series that "
-               "`robocache-bench compare` and `check` compare); its id in the hover is the fingerprint an alert names.")
-    styled, config = tables.readable(d[["created", "git_commit", "run_id", "provider", "dtype", "frontend", "input_sets",
-                                        "p50", "gb_per_s", "throttled", "contended", "noisy"]].sort_values("created"))
+    fig = history_charts.history_commits(rows, order, ev, breaks, metric, highlight=highlight,
+                                         title=f"{case}: {charts.METRICS[metric][0]}")
+    event = st.plotly_chart(fig, width="stretch", key="history-chart", on_select="rerun", selection_mode="points")
+    st.caption("x: commits in the order the runs first measured them (short hash; the date is in the hover). One "
+               "line per series (`robocache.bench.schema.series_key`: provider, dtype, front end, input rotation, "
+               "grid and method version): a series measured another way is a new line after a dashed *method "
+               "change*, and a line is cut where its runner changed, never joined across. Triangles: the check's "
+               "alerts (red, slower) and improvements (green) at the first commit after the change, the shaded "
+               "band its commit range; dotted orange: a drift over its window. Click a point to open its run. "
+               f"Check result {source}.")
+    picked = [p for p in ((event or {}).get("selection", {}) or {}).get("points", []) if p.get("customdata")]
+    for p in picked[:5]:
+        run = str(p["customdata"][1])
+        st.markdown(f"Run {data.md_escape(run)}: [open on the Runs page]({links.run_url(_raw_run(d, run), '')})")
+
+    if not ev.empty:
+        st.subheader(f"The check's findings on this view ({len(ev)})")
+        _show(_events_table(ev), hide_index=True, width="stretch")
+    elif doc.get("checked") is not None and not rows.empty:
+        tested = set(doc.get("checked") or []) & set(rows["series"])
+        st.caption(f"The check tested {len(tested)} of these {rows['series'].nunique()} series (a series needs "
+                   "6 healthy runs, the newest in its machine's newest run) and found no change, drift or break.")
+    table = rows.assign(run=[links.run_url(r, "") for r in rows["run_id"].astype(str)])
+    styled, config = tables.readable(table[["created", "git_commit", "run_id", "provider", "dtype", "frontend",
+                                            "method_version", "input_sets", "p50", "gb_per_s", "health", "run",
+                                            "series"]].sort_values("created"), extra={"run": "Runs page", "method_version": "method version"})
+    config["Runs page"] = st.column_config.LinkColumn("Runs page", display_text="open run")
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+
+
+def _raw_run(d, shown: str) -> str:
+    """The run id behind a hover's escaped text (plotly's customdata is escaped for display)."""
+    for r in d["run_id"].astype(str).unique():
+        if charts.plain(r) == shown:
+            return r
+    return shown
+
+
+def _events_table(ev):
+    t = history_data.readable_events(ev)
+    styled, config = tables.readable(t[["kind", "provider", "dtype", "change", "interval", "since", "link",
+                                        "q_value", "detail"]],
+                                     extra={"link": "History", "since": "commit range", "change": "median time",
+                                            "interval": "95% interval", "q_value": "q (Benjamini-Hochberg)"})
+    config["History"] = st.column_config.LinkColumn("History", display_text="this view")
+    return styled, config
+
+
+
+def _show(table, **kw) -> None:
+    styled, config = table
+    st.dataframe(styled, column_config=config, **kw)
 
 
 data.run_page("History", body)

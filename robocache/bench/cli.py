@@ -294,6 +294,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="where the confirmation records go (default: a new temporary folder; never the history)")
     k.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any alert or drift is raised (method or environment changes never fail)")
+    k.add_argument("--dashboard-url", default=None,
+                   help="the dashboard the alerts link to (their History view); default $ROBOCACHE_DASHBOARD_URL, "
+                        "else http://127.0.0.1:8501")
     return p
 
 
@@ -399,6 +402,10 @@ def _check_options(args: argparse.Namespace) -> None:
     """Relations between options argparse cannot see on its own."""
     if args.cmd == "run" and args.node_rank >= args.nnodes:
         raise ValueError(f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}")
+    if args.cmd == "check":  # the alerts' link base: a bad one is a usage error before anything is loaded
+        from . import links
+
+        args.dashboard_url = links.base_url(args.dashboard_url)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -653,7 +660,7 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
 
     from . import regress
 
-    text = regress.check_markdown(res)
+    text = regress.check_markdown(res, getattr(args, "dashboard_url", None))
     if refuted:
         text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
             f"{regress.md_text(regress.alert_title(c))} ({regress.md_text(c.confirm_note)})" for c in refuted) + "\n"
@@ -661,7 +668,7 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
     if args.markdown:
         store.atomic_write(args.markdown, text)
     if args.json:
-        doc = regress.alerts_json(res)
+        doc = regress.alerts_json(res, getattr(args, "dashboard_url", None))
         doc["refuted"] = [c.fingerprint for c in refuted]
         doc["confirm_asked"] = bool(args.confirm)
         store.atomic_write(args.json, json.dumps(doc, indent=1, allow_nan=False))

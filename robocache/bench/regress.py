@@ -856,7 +856,10 @@ def alert_title(c: Change) -> str:
     return f"{s['case_id']} {s['dtype']} {s['provider']} {(c.ratio - 1) * 100:+.1f}% slower on {where} {span}"
 
 
-def alert_markdown(c: Change) -> str:
+def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
+    """The alert as markdown; its History view linked at ``dashboard_url`` (:func:`links.base_url`'s default)."""
+    from . import links
+
     s = c.series
     lo, hi = c.ratio_ci
     return "\n".join([
@@ -874,8 +877,8 @@ def alert_markdown(c: Change) -> str:
         + (f": {md_text(c.confirm_note)}" if c.confirm_note else ""),
         f"- change id `{c.change_id}` (series and commit range: one issue per change, updated while it holds)",
         f"- reproduce: `{_code(reproduce_command(c))}`",
-        f"- dashboard: History page, series {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "
-        f"on {md_text(str(s['machine']))}",
+        f"- dashboard: [History of {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "
+        f"on {md_text(str(s['machine']))}]({links.history_url(s, dashboard_url)})",
     ]) + "\n"
 
 
@@ -886,7 +889,9 @@ def drift_title(d: Drift) -> str:
             f"({d.total * 100:+.1f}% over {d.window} nights)")
 
 
-def drift_markdown(d: Drift) -> str:
+def drift_markdown(d: Drift, dashboard_url: str | None = None) -> str:
+    from . import links
+
     s = d.series
     return "\n".join([
         f"### {md_text(drift_title(d))}", "",
@@ -897,6 +902,7 @@ def drift_markdown(d: Drift) -> str:
         f"q = {d.q_value:.2g}; a line fits these nights better than any single step",
         f"- window: {d.window} nights, run {md_text(d.first.run_id)} (`{_code((d.first.commit or '?')[:12])}`) to "
         f"run {md_text(d.last.run_id)} (`{_code((d.last.commit or '?')[:12])}`): a drift, no single commit is blamed",
+        f"- dashboard: [History of this series]({links.history_url(s, dashboard_url)})",
     ]) + "\n"
 
 
@@ -907,7 +913,9 @@ def break_markdown(b: Break) -> str:
             f"on {md_text(str(s['machine']))}{moved}: {md_text(b.detail)}")
 
 
-def alerts_json(res: CheckResult) -> dict[str, Any]:
+def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str, Any]:
+    from . import links
+
     def pt(p: Point) -> dict[str, Any]:
         return {"commit": p.commit, "run_id": p.run_id, "created": p.created}
 
@@ -917,7 +925,8 @@ def alerts_json(res: CheckResult) -> dict[str, Any]:
                 "direction": c.direction, "ratio": c.ratio, "ratio_ci": list(c.ratio_ci), "q_value": c.q_value,
                 "p_value": c.p_value, "noise": c.sigma, "n_before": c.n_before, "n_after": c.n_after,
                 "before": pt(c.before), "after": pt(c.after),
-                "case_key": c.key, "reproduce": reproduce_command(c), "markdown": alert_markdown(c),
+                "case_key": c.key, "reproduce": reproduce_command(c), "markdown": alert_markdown(c, dashboard_url),
+                "link": links.history_url(c.series, dashboard_url),
                 "confirmed": c.confirmed, "confirm_note": c.confirm_note}
 
     def drift(d: Drift) -> dict[str, Any]:
@@ -925,11 +934,13 @@ def alerts_json(res: CheckResult) -> dict[str, Any]:
                 .hexdigest()[:12], "kind": "drift", "series": d.series, "title": drift_title(d),
                 "direction": d.direction, "slope_per_night": d.slope, "slope_ci": list(d.slope_ci),
                 "total": d.total, "window": d.window, "tau": d.tau, "p_value": d.p_value, "q_value": d.q_value,
-                "first": pt(d.first), "last": pt(d.last), "case_key": d.key, "markdown": drift_markdown(d)}
+                "first": pt(d.first), "last": pt(d.last), "case_key": d.key, "markdown": drift_markdown(d, dashboard_url),
+                "link": links.history_url(d.series, dashboard_url)}
 
     def brk(b: Break) -> dict[str, Any]:
         return {"fingerprint": b.fingerprint, "kind": b.kind, "series": b.series, "detail": b.detail,
-                "run_id": b.run_id, "created": b.created, "ratio": b.ratio}
+                "run_id": b.run_id, "created": b.created, "ratio": b.ratio,
+                "link": links.history_url(b.series, dashboard_url)}
 
     return {"schema": "robocache-alerts/1", "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "alerts": [one(c) for c in res.alerts], "improvements": [one(c) for c in res.improvements],
@@ -943,14 +954,14 @@ def alerts_json(res: CheckResult) -> dict[str, Any]:
                         "floor": FLOOR, "fdr_q": FDR_Q}}
 
 
-def check_markdown(res: CheckResult) -> str:
+def check_markdown(res: CheckResult, dashboard_url: str | None = None) -> str:
     lines = ["## robocache-bench check", "",
              f"{res.series} series, {res.series_checked} with at least {MIN_HISTORY} healthy runs; "
              f"{res.excluded_points} points excluded ({', '.join(f'{k} {v}' for k, v in sorted(res.excluded_reasons.items())) or 'none'}); "
              f"{res.candidates} candidate change points, {len(res.changes)} significant "
              f"(Benjamini-Hochberg q <= {FDR_Q}, beyond {FLOOR:.0%}).", ""]
     if res.alerts:
-        lines += [f"**{len(res.alerts)} performance regression(s)**", ""] + [alert_markdown(c) for c in res.alerts]
+        lines += [f"**{len(res.alerts)} performance regression(s)**", ""] + [alert_markdown(c, dashboard_url) for c in res.alerts]
     elif res.series_checked == 0:
         # nothing was tested: "no regression" would be a pass that never looked
         lines.append(f"**Nothing tested**: no series has the {MIN_HISTORY} healthy runs a test needs, so no "
@@ -962,7 +973,7 @@ def check_markdown(res: CheckResult) -> str:
         lines.append("No performance regression.")
     if res.drifts:
         lines += ["", f"**{len(res.drifts)} drift(s)** (a trend over the newest nights, not one commit):", ""]
-        lines += [drift_markdown(d) for d in res.drifts]
+        lines += [drift_markdown(d, dashboard_url) for d in res.drifts]
     if res.breaks:
         lines += ["", f"{len(res.breaks)} method or environment change(s) (not regressions, no issue):", ""]
         lines += [break_markdown(b) for b in res.breaks]

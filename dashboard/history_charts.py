@@ -1,0 +1,155 @@
+"""History's figure: series over commits, with the check's change points, drifts and breaks drawn on them.
+
+Built from :func:`dashboard.history_data.history_rows` (points), :func:`~dashboard.history_data.events` (the
+check's document) and :func:`~dashboard.history_data.method_breaks`. Record text reaches plotly only through
+:func:`dashboard.charts.plain` (shown as typed, never markup).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from robocache import providers
+
+from .charts import (
+    _SERIES_EXTRAS,
+    DASHES,
+    METRICS,
+    _whole,
+    plain,
+    plain_col,
+    provider_color,
+    provider_label,
+)
+from .history_data import given
+
+MAX_TICKS = 12  # commit labels on the axis (short hashes; every point's commit and date are in its hover)
+ALERT_COLOR = "crimson"  # marker colours (a provider's colour comes from the provider table)
+IMPROVEMENT_COLOR = "seagreen"
+DRIFT_COLOR = "darkorange"
+BREAK_COLOR = "gray"
+
+
+def series_names(rows: pd.DataFrame) -> dict[str, str]:
+    """Each series' legend name: provider label and dtype, plus what tells apart the series of one provider and
+    dtype (front end, input sets, method version, grid version) where they differ (as ``charts.history_lines``)."""
+    first = rows.groupby("series", sort=False).first()
+    groups = first.assign(**{c: first[c].astype(str) for c, _ in _SERIES_EXTRAS if c in first.columns}).groupby(
+        ["provider", "dtype"], observed=True)
+    extras = [(c, fmt) for c, fmt in _SERIES_EXTRAS if c in first.columns and int(groups[c].nunique().max()) > 1]
+    return {k: " ".join([provider_label(first.at[k, "provider"]), str(first.at[k, "dtype"]),
+                         *(fmt.format(_whole(first.at[k, c])) for c, fmt in extras)]) for k in first.index}
+
+
+def _ratio(v: Any) -> str:
+    return f"x{float(v):.3f}" if given(v) else "?"
+
+
+def _short(c: Any) -> str:
+    return str(c)[:8] if given(c) else "?"
+
+
+def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, breaks: pd.DataFrame,
+                    metric: str = "p50", title: str = "", highlight: str | None = None) -> go.Figure:
+    """One line per series over commit order (x: commits in the order first measured, labelled by short hash; the
+    date in the hover), a series cut where its runner changed (separate traces, never joined); a series measured
+    another way is another trace, its start marked as a break. The check's alerts and improvements are markers at
+    the first commit after the change with a band over the commit range, drifts a dotted line over their window,
+    breaks dashed verticals. Every point's hover: run, commit, date, health flags; its customdata[1] is the run
+    id (the page links it to the Runs page). ``highlight``: a series fingerprint drawn thicker."""
+    label, log_y = METRICS[metric]
+    fig = go.Figure()
+    d = rows.dropna(subset=[metric])
+    if d.empty:
+        fig.update_layout(title=plain(title or label), annotations=[dict(text="no data", showarrow=False)])
+        return fig
+    names = series_names(d)
+    dtypes = sorted(d["dtype"].astype(str).unique())
+    first = d.groupby("series", sort=False).first()
+    keys = sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])), names[k]))
+    for k in keys:
+        g = d[d["series"] == k]
+        prov, dtype = str(first.at[k, "provider"]), str(first.at[k, "dtype"])
+        for i, (seg, s) in enumerate(g.groupby("segment", sort=True)):
+            cd = pd.DataFrame({"c": plain_col(s["commit"].astype(str).str[:12]), "r": plain_col(s["run_id"]),
+                               "d": s["created"].dt.strftime("%Y-%m-%d %H:%M").fillna("?"),
+                               "h": plain_col(s["health"]), "s": k,
+                               "e": plain_col(s["env_change"].where(s["env_change"] != "", "-"))})
+            fig.add_scatter(
+                x=s["x"].tolist(), y=s[metric].tolist(), mode="lines+markers", name=plain(names[k]), legendgroup=k,
+                showlegend=i == 0, line_color=provider_color(prov),
+                line_dash=DASHES[dtypes.index(dtype) % len(DASHES)], line_width=4 if k == highlight else 2,
+                customdata=cd, meta=k,
+                hovertemplate="commit %{customdata[0]} (%{customdata[2]} UTC)<br>run %{customdata[1]}<br>"
+                              "health: %{customdata[3]}<br>series %{customdata[4]}"
+                              + ("<br>runner changed: %{customdata[5]}" if seg else "")
+                              + "<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+    xmap = dict(zip(order["commit"], order["x"]))
+    shown = set(keys)
+    e = ev[ev["fingerprint"].isin(shown)] if not ev.empty else ev
+    for _, a in e.iterrows():
+        k = a["fingerprint"]
+        g = d[d["series"] == k]
+        if a["kind"] in ("alert", "improvement"):
+            xa, xb = xmap.get(a["after_commit"]), xmap.get(a["before_commit"])
+            at = g[g["run_id"].astype(str) == str(a["after_run"])]
+            if xa is None or at.empty:
+                continue
+            color = ALERT_COLOR if a["kind"] == "alert" else IMPROVEMENT_COLOR
+            if xb is not None:
+                fig.add_vrect(x0=xb, x1=xa, fillcolor=color, opacity=0.12, line_width=0, layer="below")
+            size = f"{(a['ratio'] - 1) * 100:+.1f}%" if given(a["ratio"]) else "?"
+            q = a["q_value"]
+            text = "<br>".join(plain(t) for t in (
+                f"{a['kind']}: median time {_ratio(a['ratio'])} (95% interval {_ratio(a['ratio_lo'])} to "
+                f"{_ratio(a['ratio_hi'])})" + (f", q = {q:.2g}" if given(q) else ""),
+                f"last commit before {_short(a['before_commit'])} (run {a['before_run']})",
+                f"first commit after {_short(a['after_commit'])} (run {a['after_run']})"))
+            fig.add_scatter(x=[xa], y=[float(at[metric].iloc[0])], mode="markers+text", name=plain(f"{names[k]} {a['kind']} {size}"),
+                            legendgroup=k, showlegend=False, meta=f"{a['kind']}:{k}",
+                            marker=dict(symbol="triangle-up" if a["kind"] == "alert" else "triangle-down", size=16,
+                                        color=color, line=dict(width=1, color="black")),
+                            text=[plain(size)], textposition="top center", hovertext=[text],
+                            hoverinfo="text")
+        elif a["kind"] == "drift":
+            x0, x1 = xmap.get(a["before_commit"]), xmap.get(a["after_commit"])
+            if x0 is None or x1 is None:
+                continue
+            w = g[(g["x"] >= x0) & (g["x"] <= x1)]
+            if w.empty:
+                continue
+            fig.add_scatter(x=[x0, x1], y=[float(w[metric].iloc[0]), float(w[metric].iloc[-1])], mode="lines",
+                            name=plain(f"{names[k]} drift"), legendgroup=k, showlegend=False, meta=f"drift:{k}",
+                            line=dict(color=DRIFT_COLOR, dash="dot", width=3),
+                            hovertext=plain(f"drift: {a['title'] or ''} {a['detail'] or ''}"), hoverinfo="text")
+        else:  # a method or environment break reported by the check
+            at = g[g["run_id"].astype(str) == str(a["after_run"])]
+            if at.empty:
+                continue
+            fig.add_vline(x=float(at["x"].iloc[0]) - 0.5, line_dash="dash", line_color=BREAK_COLOR,
+                          annotation_text=plain(f"{a['kind']} change"), annotation_position="top left")
+    for _, b in breaks.iterrows():  # another method version or input rotation begins: the old line stops there
+        if not ((d["provider"] == b["provider"]) & (d["dtype"] == b["dtype"])).any():
+            continue
+        fig.add_vline(x=float(b["x"]) - 0.5, line_dash="dash", line_color=BREAK_COLOR,
+                      annotation_text=plain("method change"), annotation_position="top right")
+    for s_ in d.loc[d["segment"] > 0].groupby(["series", "segment"]).head(1).itertuples():
+        fig.add_vline(x=float(s_.x) - 0.5, line_dash="dot", line_color=BREAK_COLOR,
+                      annotation_text="runner changed", annotation_position="bottom right")
+    ticks = order[order["x"].isin(d["x"].unique())].reset_index(drop=True)
+    if len(ticks) > MAX_TICKS:  # labels that stay apart; every point keeps its commit in the hover
+        step = -(-len(ticks) // MAX_TICKS)
+        keep = list(range(len(ticks) - 1, -1, -step))  # evenly spaced from the newest commit
+        marked = {xmap.get(c) for c in e["after_commit"]} if not e.empty else set()
+        for m in [i for i, x in enumerate(ticks["x"]) if x in marked]:  # a finding's commit takes its neighbours' slots
+            keep = [i for i in keep if abs(i - m) >= step or i == m] + ([] if m in keep else [m])
+        ticks = ticks.iloc[sorted(keep)]
+    fig.update_layout(title=plain(title or label), xaxis_title="commit (in the order first measured; its date in the hover)",
+                      yaxis_title=label, legend_title="series", yaxis_type="log" if log_y else "linear",
+                      xaxis=dict(tickmode="array", tickvals=ticks["x"].tolist(),
+                                 ticktext=plain_col(ticks["label"]).tolist(),
+                                 tickangle=-45),
+                      hovermode="closest", clickmode="event+select")
+    return fig

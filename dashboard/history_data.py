@@ -1,0 +1,325 @@
+"""The data behind History and Regressions: ``robocache-bench check``'s result, commit order and line segments.
+
+The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regress.check` on
+the records of the folders the dashboard loads (the store's records, so each point's within-run noise and runner
+fingerprint are the ones the CLI reads) with the CLI's defaults (every machine, front end ``cli`` unless another
+is chosen) and keeps :func:`robocache.bench.regress.alerts_json`'s document: exactly what ``robocache-bench check
+DIRS --frontend F --json alerts.json`` writes. Or the pages read a written ``alerts.json``
+(``--alerts FILE`` after ``--`` on the ``streamlit run`` line, or ``$ROBOCACHE_ALERTS_JSON``), validated;
+a bad file is reported and the check is computed instead.
+
+A series is :func:`robocache.bench.schema.series_key` (its fingerprint, :func:`dashboard.tables.series_ids`);
+commit order is the order in which the records' commits were first measured (records carry the commit hash, not
+its date or parents: the order the nightly runs measured them, the order ``check`` reads a history in); a series'
+line is cut where its runner changed (:func:`robocache.bench.regress.env_changes`, the check's own test).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from robocache.bench import links, regress, store
+
+from . import data, tables
+
+ALERTS_ENV = "ROBOCACHE_ALERTS_JSON"  # a written alerts.json to show instead of computing the check
+SCHEMA = "robocache-alerts/1"
+EVERY_FRONTEND = "all"  # check --frontend all
+_HEX12 = re.compile(r"^[0-9a-f]{12}$")
+
+
+# --- where the alerts come from -----------------------------------------------------------------------------
+
+def alerts_file(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    """``--alerts FILE`` from the ``streamlit run ... --`` arguments, else ``$ROBOCACHE_ALERTS_JSON``, else None."""
+    argv = sys.argv[1:] if argv is None else argv
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--alerts", default=None)
+
+    def _fail(message: str) -> None:
+        raise ValueError(message)
+
+    parser.error = _fail  # type: ignore[method-assign]
+    try:
+        got = parser.parse_known_args(list(argv))[0].alerts
+    except ValueError:
+        got = None
+    return got or (environ.get(ALERTS_ENV, "").strip() or None)
+
+
+def validate_doc(doc: Any, where: str) -> dict[str, Any]:
+    """A ``robocache-alerts/1`` document, checked for what the pages read; ValueError naming the first problem."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    if doc.get("schema") != SCHEMA:
+        raise ValueError(f"{where}: schema is {doc.get('schema')!r}, expected {SCHEMA!r} "
+                         "(the output of `robocache-bench check --json`)")
+    for part in ("alerts", "improvements", "drifts", "breaks"):
+        items = doc.get(part, [])
+        if not isinstance(items, list):
+            raise ValueError(f"{where}: {part!r} must be a list, got {type(items).__name__}")
+        for i, a in enumerate(items):
+            w = f"{where}: {part}[{i}]"
+            if not isinstance(a, dict):
+                raise ValueError(f"{w}: expected an object")
+            if not isinstance(a.get("fingerprint"), str) or not _HEX12.match(a["fingerprint"]):
+                raise ValueError(f"{w}: fingerprint must be 12 hex digits")
+            if not isinstance(a.get("series"), dict):
+                raise ValueError(f"{w}: series must be an object")
+            for k in ("ratio", "slope_per_night", "total"):
+                v = a.get(k)
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                    raise ValueError(f"{w}: {k} must be a finite number")
+            for k in ("before", "after", "first", "last"):
+                if k in a and not isinstance(a[k], dict):
+                    raise ValueError(f"{w}: {k} must be an object with commit, run_id, created")
+    doc.setdefault("alerts", [])
+    return doc
+
+
+def read_alerts(path: str) -> dict[str, Any]:
+    """A written alerts.json, validated (ValueError with a one-line reason)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise ValueError(f"{store.display_path(path)}: cannot read: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{store.display_path(path)}: not JSON: {e}") from None
+    return validate_doc(doc, store.display_path(path))
+
+
+@st.cache_resource(show_spinner="Loading the records for the regression check ...", max_entries=2)
+def _records(dirs: tuple[bytes, ...], fingerprint: str) -> list[Any]:
+    """The store's records of ``dirs`` (shared, never copied: ``regress.check`` only reads them)."""
+    del fingerprint  # part of the cache key only
+    return list(store.load(*(os.fsdecode(d) for d in dirs)).records)
+
+
+@st.cache_data(show_spinner="Running the regression check over the history ...", max_entries=64)
+def _check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None,
+                  machine: str | None) -> dict[str, Any]:
+    res = regress.check(_records(dirs, fingerprint), machine=machine, frontend=frontend)
+    # links relative to the dashboard itself (base ""): the page is already on it
+    return regress.alerts_json(res, dashboard_url="")
+
+
+def merge_docs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One document from the per-machine ones (each machine's nightly writes its own): the lists joined, the
+    summary's counts added."""
+    out: dict[str, Any] = {"schema": SCHEMA, "alerts": [], "improvements": [], "drifts": [], "breaks": [],
+                           "checked": [], "summary": {}}
+    for d in docs:
+        for k in ("alerts", "improvements", "drifts", "breaks", "checked"):
+            out[k] += list(d.get(k) or [])
+        for k, v in (d.get("summary") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("floor", "fdr_q"):
+                out["summary"][k] = out["summary"].get(k, 0) + v
+            elif k in ("floor", "fdr_q"):
+                out["summary"][k] = v
+        out["generated"] = max(str(d.get("generated", "")), out.get("generated", ""))
+    out["alerts"].sort(key=lambda a: -float(a.get("ratio") or 0))
+    return out
+
+
+def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str] | None = None
+              ) -> tuple[dict[str, Any], str]:
+    """``(alerts document, where it came from)``: a given alerts.json (validated), else ``regress.check`` over the
+    loaded folders per machine in ``machines``, with ``frontend`` (None: every front end): what each machine's
+    nightly ``robocache-bench check DIRS --machine M --frontend F --json alerts.json`` writes (scripts/nightly.sh
+    checks one machine at a time; Benjamini-Hochberg runs over that machine's series), the documents of several
+    machines joined. A bad alerts file is shown as an error and the check is computed instead."""
+    dirs = tuple(str(d) for d in (data.results_dirs() if dirs is None else dirs))
+    path = alerts_file()
+    if path:
+        try:
+            doc = read_alerts(path)
+            return doc, (f"read from {data.md_escape(store.display_path(path))} (written "
+                         f"{data.md_escape(doc.get('generated', 'at an unknown time'))})")
+        except ValueError as e:
+            st.error(f"Alerts file not used: {data.md_escape(e)}. Computing the check over the records instead.")
+    key = (tuple(os.fsencode(d) for d in dirs), data._fingerprint(dirs))
+    doc = merge_docs([_check_cached(*key, frontend, str(m)) for m in machines])
+    where = " ".join(store.display_path(d) for d in dirs)
+    cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
+           f"--frontend {frontend or 'all'}")
+    return doc, (f"computed now by regress.check over the loaded records, as {data.md_escape(cmd)} would"
+                 + (f" (for each of the {len(machines)} machines M)" if len(machines) != 1 else ""))
+
+
+# --- the document as tables ---------------------------------------------------------------------------------
+
+EVENT_COLUMNS = ["kind", "fingerprint", "machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache",
+                 "frontend", "method_version", "ratio", "ratio_lo", "ratio_hi", "q_value", "before_commit",
+                 "after_commit", "before_run", "after_run", "created", "confirmed", "title", "detail", "link"]
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def events(doc: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per alert, improvement, drift and break of an alerts document (kind: ``alert``, ``improvement``,
+    ``drift``, ``method`` or ``environment``), with its series, size, commit range and History link (built from
+    the series by :func:`robocache.bench.links.history_url`, relative to this dashboard)."""
+    rows = []
+
+    def series_cols(a: Mapping[str, Any]) -> dict[str, Any]:
+        s = a["series"]
+        return {"fingerprint": a["fingerprint"], **{k: s.get(k) for k in ("machine", "arch", "op", "case_id",
+                                                                            "provider", "dtype", "timer", "cache",
+                                                                            "frontend")},
+                "method_version": s.get("method_version", 1),
+                # rebuilt from the series, never the file's own "link" (a URL read from a file is never made a
+                # link: it could say javascript:), relative to this dashboard
+                "link": links.history_url(s, "")}
+
+    for kind, part in (("alert", "alerts"), ("improvement", "improvements")):
+        for a in doc.get(part, []):
+            ci = a.get("ratio_ci") if isinstance(a.get("ratio_ci"), list) and len(a["ratio_ci"]) == 2 else (None, None)
+            b, f = a.get("before") or {}, a.get("after") or {}
+            rows.append({"kind": kind, **series_cols(a), "ratio": _num(a.get("ratio")), "ratio_lo": _num(ci[0]),
+                         "ratio_hi": _num(ci[1]), "q_value": _num(a.get("q_value")),
+                         "before_commit": b.get("commit"), "after_commit": f.get("commit"),
+                         "before_run": b.get("run_id"), "after_run": f.get("run_id"), "created": f.get("created"),
+                         "confirmed": a.get("confirmed"), "title": a.get("title"), "detail": a.get("confirm_note")})
+    for d in doc.get("drifts", []):
+        b, f = d.get("first") or {}, d.get("last") or {}
+        tot = _num(d.get("total"))
+        ci = d.get("slope_ci") if isinstance(d.get("slope_ci"), list) and len(d["slope_ci"]) == 2 else (None, None)
+        slope = _num(d.get("slope_per_night"))
+        rows.append({"kind": "drift", **series_cols(d), "ratio": None if tot is None else 1 + tot,
+                     "ratio_lo": None, "ratio_hi": None, "q_value": _num(d.get("q_value")),
+                     "before_commit": b.get("commit"), "after_commit": f.get("commit"), "before_run": b.get("run_id"),
+                     "after_run": f.get("run_id"), "created": f.get("created"), "confirmed": None,
+                     "title": d.get("title"),
+                     "detail": (f"{slope * 100:+.2f}% per night" if slope is not None else "")
+                     + (f" (95% interval {_num(ci[0]) * 100:+.2f}% to {_num(ci[1]) * 100:+.2f}%)"
+                        if _num(ci[0]) is not None and _num(ci[1]) is not None else "")})
+    for b in doc.get("breaks", []):
+        rows.append({"kind": str(b.get("kind") or "method"), **series_cols(b), "ratio": _num(b.get("ratio")),
+                     "ratio_lo": None, "ratio_hi": None, "q_value": None, "before_commit": None,
+                     "after_commit": None, "before_run": None, "after_run": b.get("run_id"),
+                     "created": b.get("created"), "confirmed": None, "title": None, "detail": b.get("detail")})
+    return pd.DataFrame(rows, columns=EVENT_COLUMNS)
+
+
+def given(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def commit_range(before: Any, after: Any) -> str:
+    """``before -> after`` as short hashes (either may be missing)."""
+    return " -> ".join(str(c)[:8] for c in (before, after) if given(c))
+
+
+def readable_events(ev: pd.DataFrame) -> pd.DataFrame:
+    """:func:`events` with text columns for a table: ``change`` (+10.1%), ``interval`` (x1.085 to x1.117),
+    ``since`` (the commit range), ``where`` (machine and architecture) and ``confirmed`` in words."""
+    return ev.assign(
+        change=[f"{(r - 1) * 100:+.1f}%" if given(r) else "" for r in ev["ratio"]],
+        interval=[f"x{lo:.3f} to x{hi:.3f}" if given(lo) and given(hi) else ""
+                  for lo, hi in zip(ev["ratio_lo"], ev["ratio_hi"])],
+        since=[commit_range(b, a) for b, a in zip(ev["before_commit"], ev["after_commit"])],
+        where=[f"{m} ({a})" if given(a) else str(m) for m, a in zip(ev["machine"], ev["arch"])],
+        confirmed=[{True: "yes", False: "could not rerun"}.get(c, "not asked") for c in ev["confirmed"]])
+
+
+# --- History: commit order, series, segments ------------------------------------------------------------------
+
+NO_COMMIT = "(no commit)"
+
+
+def commit_keys(df: pd.DataFrame) -> pd.Series:
+    """Each row's commit (``git_commit``; a run without one stands alone as ``(no commit) RUN``)."""
+    c = df["git_commit"].astype(object)
+    return c.where(c.notna() & (c.astype(str) != ""), NO_COMMIT + " " + df["run_id"].astype(str))
+
+
+def commit_order(df: pd.DataFrame) -> pd.DataFrame:
+    """The commits of ``df`` in the order they were first measured: columns ``commit``, ``x`` (0, 1, ...),
+    ``first`` (the first run's time) and ``label`` (the short hash)."""
+    d = df.assign(_c=commit_keys(df))
+    first = d.groupby("_c", sort=False)["created"].min().reset_index()
+    first.columns = ["commit", "first"]
+    first = first.sort_values(["first", "commit"], kind="stable", na_position="last").reset_index(drop=True)
+    first["x"] = range(len(first))
+    first["label"] = [c[:8] if not c.startswith(NO_COMMIT) else "no commit" for c in first["commit"].astype(str)]
+    return first
+
+
+def _env_fp(env_json: Any, cache: dict[str, dict[str, str]]) -> dict[str, str]:
+    key = str(env_json)
+    got = cache.get(key)
+    if got is None:
+        try:
+            env = json.loads(key)
+        except ValueError:
+            env = {}
+        got = regress.env_fingerprint({"env": env if isinstance(env, dict) else {}})
+        cache[key] = got
+    return got
+
+
+def history_rows(d: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``d`` (one machine, case, timer, cache, front end) with ``series`` (the fingerprint),
+    ``x`` (commit position), ``commit``, ``segment`` (0, 1, ... within a series: a new one where the runner
+    changed) and ``health`` (the flags as text), in run order."""
+    if d.empty:
+        return d.assign(series=[], x=[], commit=[], segment=[], health=[], env_change=[])
+    d = d.sort_values(["created", "run_id"], kind="stable")
+    d = d.assign(series=tables.series_ids(d), commit=commit_keys(d))
+    d = d.assign(x=d["commit"].map(dict(zip(order["commit"], order["x"]))).astype(float))
+    flags = []
+    for t, c, n in zip(d["throttled"], d["contended"], d["noisy"]):
+        on = [name for name, v in (("throttled", t), ("contended", c), ("noisy", n)) if bool(v)]
+        flags.append(", ".join(on) if on else "healthy")
+    envs: dict[str, dict[str, str]] = {}
+    seg, change = [], []
+    last: dict[str, tuple[dict[str, str], int]] = {}
+    for fp, env in zip(d["series"], d["env"]):
+        e = _env_fp(env, envs)
+        prev = last.get(fp)
+        moved = regress.env_changes(prev[0], e) if prev else []
+        k = (prev[1] + 1 if moved else prev[1]) if prev else 0
+        seg.append(k)
+        change.append("; ".join(moved))
+        last[fp] = (e, k)
+    return d.assign(health=flags, segment=seg, env_change=change)
+
+
+def method_breaks(rows: pd.DataFrame) -> pd.DataFrame:
+    """Where a provider and dtype started being measured another way (another method version or input rotation:
+    a new series beside an older one): ``provider``, ``dtype``, ``x``, ``run_id``, ``detail``. Read off the
+    series themselves (the check reports such a break only while the new series is too short to test)."""
+    out = []
+    if rows.empty:
+        return pd.DataFrame(out, columns=["provider", "dtype", "x", "run_id", "detail"])
+    firsts = rows.groupby("series", sort=False).agg(provider=("provider", "first"), dtype=("dtype", "first"),
+                                                  method_version=("method_version", "first"),
+                                                  input_sets=("input_sets", "first"), created=("created", "min"),
+                                                  x=("x", "min"), run_id=("run_id", "first"))
+    for (prov, dtype), g in firsts.groupby(["provider", "dtype"], observed=True, sort=False):
+        g = g.sort_values("created")
+        for (_, a), (_, b) in zip(g.iloc[:-1].iterrows(), g.iloc[1:].iterrows()):
+            out.append({"provider": prov, "dtype": dtype, "x": b["x"], "run_id": b["run_id"],
+                        "detail": f"measured another way from here: method v{_whole(a['method_version'])} -> "
+                                  f"v{_whole(b['method_version'])}, input sets {_whole(a['input_sets'])} -> "
+                                  f"{_whole(b['input_sets'])}"})
+    return pd.DataFrame(out, columns=["provider", "dtype", "x", "run_id", "detail"])
+
+
+def _whole(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "?"
+    return int(v) if isinstance(v, float) and v.is_integer() else v

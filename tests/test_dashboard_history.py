@@ -1,0 +1,328 @@
+"""History over commits and the Regressions page (AppTest), and the links alerts carry to them.
+
+Over the committed records plus a rehearsed history (tests/history_rehearsal.py: 20 nights, a method change at
+night 6, robocache +10% from night 14; synthetic records): the Regressions page lists the alert that
+``regress.check`` raises, its link restores the History view, and that view draws the alert at the commit of
+night 14 and the method change as a break (two traces, a dashed line). The markers come from regress.check
+itself, so these tests also pin that the page shows what ``robocache-bench check`` writes.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("plotly")
+from streamlit.testing.v1 import AppTest
+
+from dashboard import data, history_charts, history_data
+from robocache.bench import cli, links, regress, store
+from robocache.bench.schema import fingerprint
+from robocache.bench.store import write_records
+from tests import history_rehearsal as hr
+from tests.test_dashboard import assert_no_markup
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = REPO / "dashboard" / "pages"
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hr.write(tmp_path_factory.mktemp("rehearsal"))
+
+
+def page(name: str, monkeypatch: pytest.MonkeyPatch, *dirs: Path, default: bool = True,
+         params: dict | None = None) -> AppTest:
+    monkeypatch.setenv(data.ENV_VAR, os.pathsep.join(str(d) for d in dirs))
+    if default:
+        monkeypatch.delenv(data.NO_DEFAULT_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
+    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=90)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def link_params(url: str) -> dict:
+    q = parse_qs(urlparse(url).query, keep_blank_values=True)
+    return {k: v if len(v) > 1 else v[0] for k, v in q.items()}
+
+
+def spec_of(at: AppTest) -> dict:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+def per_machine(*dirs: Path) -> list[regress.CheckResult]:
+    """``check --machine M`` for each machine of the records: what each machine's nightly writes."""
+    recs = list(store.load(*dirs).records)
+    return [regress.check(recs, machine=m) for m in sorted({r["env"]["machine"] for r in recs})]
+
+
+def the_alert(rehearsal: Path) -> regress.Change:
+    res = regress.check(list(store.load(REPO / "results", rehearsal).records), machine=hr.MACHINE)
+    mine = [a for a in res.alerts if a.series["machine"] == hr.MACHINE]
+    assert len(mine) == 1, [regress.alert_title(a) for a in res.alerts]
+    return mine[0]
+
+
+# ---------------------------------------------------------------- the alert, its link, its History view
+
+def test_regressions_page_lists_the_rehearsed_alert(rehearsal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = page("regressions", monkeypatch, rehearsal)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    metrics = {m.label: m.value for m in at.metric}
+    alert = the_alert(rehearsal)
+    expected = sum(len(r.alerts) for r in per_machine(REPO / "results", rehearsal))
+    assert metrics["open alerts"] == str(expected)  # what check raises over the same folders, no more, no less
+    assert any("computed now by regress.check" in c.value for c in at.caption)
+    ranges = at.dataframe[0].value
+    row = ranges[ranges["machines"] == hr.MACHINE].iloc[0]
+    assert row["commit range"] == f"{hr.commit(hr.STEP_NIGHT - 1)[:8]} -> {hr.commit(hr.STEP_NIGHT)[:8]}"
+    table = at.dataframe[1].value
+    mine = table[table["machine"] == f"{hr.MACHINE} (H200)"]
+    assert len(mine) == 1
+    a = mine.iloc[0]
+    assert a["provider"] == "robocache" and a["case"] == hr.CASE and a["dtype"] == "float32"
+    change = float(a["median time"].rstrip("%"))
+    assert 8.5 < change < 11.5  # the injected +10% (0.3% noise per night)
+    lo, hi = (float(v.lstrip("x")) for v in a["95% interval"].split(" to "))
+    assert lo < 1 + change / 100 < hi and lo > 1.03
+    assert a["History"] == links.history_url(alert.series, "")
+    assert a["History"].startswith("history?")
+
+
+def test_alert_link_restores_history_with_the_step_and_the_method_break(rehearsal: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    alert = the_alert(rehearsal)
+    params = link_params(links.history_url(alert.series))
+    assert params["series"] == alert.fingerprint
+    at = page("history", monkeypatch, rehearsal, params=params)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    boxes = {s.label: s.value for s in at.selectbox}
+    assert boxes == {"machine": hr.MACHINE, "op": "resample", "case": hr.CASE, "front end": "cli",
+                     "timer": "cuda_event", "cache": "warm"}
+    assert at.multiselect[0].value == ["robocache"] and at.multiselect[1].value == ["float32"]
+    spec = spec_of(at)
+    lines = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
+    # the method change is a break: two series (v1, v2), two traces, not joined
+    by_series = {t["meta"]: t for t in lines}
+    assert len(by_series) == 2 and len(lines) == 2
+    v1, v2 = sorted(by_series.values(), key=lambda t: min(t["x"]))
+    assert max(v1["x"]) == hr.METHOD_NIGHT - 1 and min(v2["x"]) == hr.METHOD_NIGHT
+    assert v2["meta"] == alert.fingerprint and v2["line"]["width"] > v1["line"]["width"]  # the linked one, bold
+    assert "method v1" in v1["name"] and "method v2" in v2["name"]
+    shapes = spec["layout"].get("shapes", [])
+    assert any(s["type"] == "line" and s["x0"] == hr.METHOD_NIGHT - 0.5 for s in shapes)
+    assert "method change" in [a.get("text") for a in spec["layout"].get("annotations", [])]
+    # the step: the alert marker at the commit of night 14 (x = its commit position), the band from night 13
+    marks = [t for t in spec["data"] if str(t.get("meta", "")).startswith("alert:")]
+    assert len(marks) == 1 and marks[0]["meta"] == f"alert:{alert.fingerprint}"
+    assert marks[0]["x"] == [hr.STEP_NIGHT]
+    assert any(s["type"] == "rect" and s["x0"] == hr.STEP_NIGHT - 1 and s["x1"] == hr.STEP_NIGHT for s in shapes)
+    ticks = dict(zip(spec["layout"]["xaxis"]["tickvals"], spec["layout"]["xaxis"]["ticktext"]))
+    assert ticks[hr.STEP_NIGHT] == hr.commit(hr.STEP_NIGHT)[:8]  # the alert's commit is labelled on the axis
+    assert hr.STEP_NIGHT - 1 not in ticks and hr.STEP_NIGHT + 1 not in ticks  # its neighbours give way (<= 12 labels)
+    assert len(ticks) <= 12 and hr.NIGHTS - 1 in ticks
+    y = dict(zip(v2["x"], v2["y"]))
+    after = sum(y[n] for n in range(hr.STEP_NIGHT, hr.NIGHTS)) / (hr.NIGHTS - hr.STEP_NIGHT)
+    before = sum(y[n] for n in range(hr.METHOD_NIGHT, hr.STEP_NIGHT)) / (hr.STEP_NIGHT - hr.METHOD_NIGHT)
+    assert after / before == pytest.approx(1 + hr.STEP, abs=0.01)  # the line itself shows the step there
+    # hover: run, commit, health; the table links each run to the Runs page
+    assert "run %{customdata[1]}" in v2["hovertemplate"] and "health" in v2["hovertemplate"]
+    assert hr.run_id(hr.STEP_NIGHT) in v2["customdata"][hr.STEP_NIGHT - hr.METHOD_NIGHT]
+    runs = at.dataframe[-1].value
+    findings = at.dataframe[0].value
+    assert list(findings["kind"]) == ["alert"] and findings["commit range"].iloc[0].endswith(hr.commit(14)[:8])
+    assert set(runs["Runs page"]) >= {links.run_url(hr.run_id(n), "") for n in range(hr.NIGHTS)}
+    # another provider chosen: the linked series is no longer drawn, so it leaves the URL (said once)
+    at = at.multiselect[0].set_value(["torch_eager"]).run()
+    assert "series" not in at.query_params and any("linked series" in i.value for i in at.info)
+    at = at.run()
+    assert not any("linked series" in i.value for i in at.info)
+
+
+def test_history_view_of_the_control_has_no_marker(rehearsal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch eager went through the same method change but no step: a break, no alert marker."""
+    at = page("history", monkeypatch, rehearsal, params={"machine": hr.MACHINE, "case": hr.CASE,
+                                                         "provider": "torch_eager"})
+    assert not at.exception and not at.error
+    spec = spec_of(at)
+    assert not [t for t in spec["data"] if str(t.get("meta", "")).startswith(("alert:", "improvement:", "drift:"))]
+    assert len({t["meta"] for t in spec["data"] if t.get("mode") == "lines+markers"}) == 2
+    assert any("tested 1 of these 2 series" in c.value for c in at.caption)  # v1 is retired, v2 was tested
+
+
+def test_pages_over_the_committed_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    res = per_machine(REPO / "results")
+    at = page("regressions", monkeypatch, REPO / "results")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["open alerts"] == str(sum(len(r.alerts) for r in res))
+    assert metrics["series tested"] == f"{sum(r.series_checked for r in res)} of {sum(r.series for r in res)}"
+    assert sum(r.series for r in res) == regress.check(list(store.load(REPO / "results").records)).series
+    at = page("history", monkeypatch, REPO / "results")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.get("plotly_chart") and spec_of(at)["layout"]["xaxis"]["title"]["text"].startswith("commit")
+
+
+# ---------------------------------------------------------------- an alerts.json instead of computing
+
+def test_regressions_reads_a_written_alerts_file(rehearsal: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    js = tmp_path / "alerts.json"
+    rc = cli.main(["check", str(rehearsal), "--json", str(js), "--dashboard-url", "https://dash.example.org/rb/"])
+    assert rc == 0
+    doc = json.loads(js.read_text())
+    link = doc["alerts"][0]["link"]
+    assert link.startswith("https://dash.example.org/rb/history?") and "series=" in link
+    assert f"({link})" in doc["alerts"][0]["markdown"]  # the issue body links the view
+    monkeypatch.setenv(history_data.ALERTS_ENV, str(js))
+    at = page("regressions", monkeypatch, rehearsal, default=False)
+    assert not at.exception and not at.error
+    assert any("read from" in c.value for c in at.caption)
+    assert not at.selectbox  # the file's check is shown as written: no front end to choose
+    # the page's link is rebuilt from the series, relative to itself (a URL read from a file never becomes a link)
+    assert at.dataframe[1].value["History"].iloc[0] == link.replace("https://dash.example.org/rb/", "")
+    doc["alerts"][0]["link"] = "javascript:alert(1)"
+    js.write_text(json.dumps(doc))
+    at = page("regressions", monkeypatch, rehearsal, default=False)
+    assert at.dataframe[1].value["History"].iloc[0].startswith("history?machine=")
+    # a bad file is reported, and the check is computed instead
+    js.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": [{"fingerprint": "nothex"}]}))
+    at = page("regressions", monkeypatch, rehearsal, default=False)
+    assert not at.exception
+    assert any("Alerts file not used" in e.value and "fingerprint" in e.value for e in at.error)
+    assert {m.label: m.value for m in at.metric}["open alerts"] == "1"
+    assert any("computed now" in c.value for c in at.caption)
+
+
+# ---------------------------------------------------------------- links and check --dashboard-url
+
+def test_links_base_url_and_params() -> None:
+    assert links.base_url(environ={}) == links.DEFAULT
+    assert links.base_url(environ={links.ENV_VAR: "https://d.example/x/"}) == "https://d.example/x"
+    assert links.base_url("http://h:1", environ={links.ENV_VAR: "https://d.example"}) == "http://h:1"
+    for bad in ("javascript:alert(1)", "ftp://x", "http://a b", "http://x/)(", "http://x/<b>"):
+        with pytest.raises(ValueError, match="http:// or https://"):
+            links.base_url(bad)
+    with pytest.raises(ValueError, match=links.ENV_VAR):
+        links.base_url(environ={links.ENV_VAR: "localhost:8501"})
+    s = {"machine": "m <x>", "op": "resample", "case_id": "resample/B1", "provider": "robocache@v2",
+         "dtype": "float32", "timer": "cuda_event", "cache": "warm", "grid_version": 1, "frontend": "cli",
+         "input_sets": 1, "method_version": 2}
+    url = links.history_url(s, "https://d.example")
+    assert url.startswith("https://d.example/history?") and " " not in url and "<" not in url
+    p = link_params(url)
+    assert p["machine"] == "m <x>" and p["provider"] == "robocache@v2" and p["series"] == fingerprint(s)
+    assert links.run_url("r 1", "") == "runs?run=r+1"
+    assert links.page_url("history", {"provider": ["a", "b"], "x": None}, "") == "history?provider=a&provider=b"
+
+
+def test_check_dashboard_url_option(rehearsal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture) -> None:
+    md = tmp_path / "alerts.md"
+    assert cli.main(["check", str(rehearsal), "--dashboard-url", "ftp://nope", "--markdown", str(md)]) == 2
+    assert "--dashboard-url must be an http:// or https:// URL" in capsys.readouterr().err and not md.exists()
+    monkeypatch.setenv(links.ENV_VAR, "not a url")
+    assert cli.main(["check", str(rehearsal)]) == 2
+    assert links.ENV_VAR in capsys.readouterr().err
+    monkeypatch.setenv(links.ENV_VAR, "https://env.example")
+    assert cli.main(["check", str(rehearsal), "--markdown", str(md)]) == 0
+    assert "](https://env.example/history?machine=rehearsal-h200&" in md.read_text()
+    monkeypatch.delenv(links.ENV_VAR)
+    assert cli.main(["check", str(rehearsal), "--markdown", str(md)]) == 0
+    assert f"]({links.DEFAULT}/history?" in md.read_text()
+
+
+# ---------------------------------------------------------------- runner changes cut a line
+
+def test_runner_change_cuts_the_line(tmp_path: Path) -> None:
+    """A series whose runner changed (another host id) is two segments: two traces, never joined, and a
+    'runner changed' line; the commit axis is the order the commits were first measured."""
+    rng = __import__("numpy").random.default_rng(1)
+    for n in range(8):
+        env = hr.env()
+        env["host_id"] = "aaaaaaaaaaaa" if n < 5 else "bbbbbbbbbbbb"
+        recs = [r for r in hr.records(n, rng) if r["case"]["provider"] == "torch_eager"]
+        for r in recs:
+            r["method"]["version"] = 1
+        write_records(tmp_path, env, recs, name=f"n{n}")
+    df, bad = data.load_frame([str(tmp_path)])
+    assert not bad
+    order = history_data.commit_order(df)
+    assert list(order["commit"]) == [hr.commit(n) for n in range(8)] and list(order["x"]) == list(range(8))
+    rows = history_data.history_rows(df, order)
+    assert rows["series"].nunique() == 1
+    assert list(rows["segment"]) == [0] * 5 + [1] * 3
+    assert "host_id: aaaaaaaaaaaa -> bbbbbbbbbbbb" in rows["env_change"].iloc[5]
+    fig = history_charts.history_commits(rows, order, history_data.events({"alerts": []}),
+                                         history_data.method_breaks(rows))
+    traces = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [list(t.x) for t in traces] == [[0, 1, 2, 3, 4], [5, 6, 7]]
+    assert [t.showlegend for t in traces] == [True, False]  # one legend entry per series
+    assert any(a.text == "runner changed" for a in fig.layout.annotations)
+    assert history_data.method_breaks(rows).empty
+
+
+def test_events_from_a_document() -> None:
+    doc = {"schema": "robocache-alerts/1", "alerts": [], "drifts": [], "breaks": [
+        {"fingerprint": "0123456789ab", "kind": "method", "series": {"machine": "m", "case_id": "resample/x",
+                                                                   "provider": "p", "dtype": "float32"},
+         "detail": "measured another way", "run_id": "r", "created": "c", "ratio": None}]}
+    ev = history_data.events(history_data.validate_doc(doc, "doc"))
+    assert list(ev["kind"]) == ["method"] and ev["link"].iloc[0].startswith("history?machine=m&op=resample&")
+    for bad, msg in (({"schema": "x"}, "schema"), ({"schema": "robocache-alerts/1", "alerts": {}}, "must be a list"),
+                     ({"schema": "robocache-alerts/1", "alerts": [{"fingerprint": "0123456789ab", "series": {},
+                                                                  "ratio": "big"}]}, "ratio")):
+        with pytest.raises(ValueError, match=msg):
+            history_data.validate_doc(bad, "doc")
+    assert isinstance(history_data.events({"alerts": []}), pd.DataFrame)
+
+
+def test_chart_draws_each_kind_of_finding(rehearsal: Path) -> None:
+    """Improvements (a green triangle down at the first commit after), drifts (a dotted line over their window)
+    and the check's own breaks (a dashed line named by kind) on the series they name; findings of series not
+    drawn are left out."""
+    df, _ = data.load_frame([str(rehearsal)])
+    d = df[(df["provider"] == "robocache")]
+    order = history_data.commit_order(df)
+    rows = history_data.history_rows(d, order)
+    v2 = rows.loc[rows["method_version"] == 2, "series"].iloc[0]
+    series = {"machine": hr.MACHINE, "op": "resample", "case_id": hr.CASE, "provider": "robocache",
+              "dtype": "float32", "timer": "cuda_event", "cache": "warm", "grid_version": 1, "frontend": "cli",
+              "input_sets": 1, "method_version": 2}
+    assert fingerprint(series) == v2  # the series an alert names is the line drawn (one definition)
+
+    def pt(n: int) -> dict:
+        return {"commit": hr.commit(n), "run_id": hr.run_id(n), "created": f"2026-02-{n + 1:02d}T03:00:00Z"}
+
+    doc = history_data.validate_doc({
+        "schema": "robocache-alerts/1", "alerts": [],
+        "improvements": [{"fingerprint": v2, "series": series, "ratio": 0.9, "ratio_ci": [0.88, 0.92],
+                          "q_value": 1e-4, "before": pt(9), "after": pt(10), "title": "t", "direction": "faster"}],
+        "drifts": [{"fingerprint": v2, "series": series, "slope_per_night": 0.01, "slope_ci": [0.005, 0.015],
+                    "total": 0.05, "first": pt(12), "last": pt(19), "title": "drifting"}],
+        "breaks": [{"fingerprint": v2, "series": series, "kind": "environment", "detail": "host_id: a -> b",
+                    "run_id": hr.run_id(16), "created": "x", "ratio": 1.2},
+                   {"fingerprint": "0" * 12, "series": {**series, "provider": "cupy"}, "kind": "method",
+                    "detail": "not drawn here", "run_id": hr.run_id(3), "created": "x", "ratio": None}]}, "doc")
+    ev = history_data.events(doc)
+    assert list(ev["kind"]) == ["improvement", "drift", "environment", "method"]
+    fig = history_charts.history_commits(rows, order, ev, history_data.method_breaks(rows))
+    by_meta = {t.meta: t for t in fig.data}
+    imp = by_meta[f"improvement:{v2}"]
+    assert list(imp.x) == [10] and imp.marker.symbol == "triangle-down" and imp.text == ("-10.0%",)
+    drift = by_meta[f"drift:{v2}"]
+    assert list(drift.x) == [12, 19] and drift.line.dash == "dot"
+    notes = {(a.text, a.x) for a in fig.layout.annotations}
+    assert ("environment change", 15.5) in notes and ("method change", hr.METHOD_NIGHT - 0.5) in notes
+    assert not any("not drawn" in str(t.hovertext) for t in fig.data)
+    assert sum(1 for s in fig.layout.shapes if s.type == "rect") == 1  # the improvement's commit range
