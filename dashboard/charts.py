@@ -368,3 +368,78 @@ def wins_heatmap(w: pd.DataFrame, title: str = "") -> go.Figure:
     fig.update_layout(title=plain(title or "robocache speedup over the strongest peer"), xaxis_title="dtype",
                       yaxis_title="case", yaxis_autorange="reversed", height=int(max(400, min(2400, 160 + 24 * len(cases)))))
     return fig
+
+
+# --- sweeps and architectures (issue 15) --------------------------------------------------------------
+
+def dtype_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
+    """One case across its dtypes: grouped bars, x = dtype (float32, float16, bfloat16, then others), one colour per
+    provider; log y for the log metrics."""
+    from robocache.bench.ops.base import GPU_DTYPES
+
+    label, log_y = METRICS[metric]
+    d = df.dropna(subset=[metric])
+    if d.empty:
+        return _empty(title or f"{label} by dtype")
+    known = [t for t in GPU_DTYPES if t in set(d["dtype"].astype(str))]
+    order = known + sorted(set(d["dtype"].astype(str)) - set(known))
+    fig = go.Figure()
+    for prov, g in sorted(d.groupby("provider", observed=True), key=lambda kv: providers.order(str(kv[0]))):
+        g = g.assign(_o=g["dtype"].astype(str).map(order.index)).sort_values("_o")
+        fig.add_bar(x=plain_col(g["dtype"]), y=g[metric], name=provider_name(prov), marker_color=provider_color(prov),
+                    customdata=plain_col(g["case_id"]),
+                    hovertemplate="%{customdata} %{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+    fig.update_layout(title=plain(title or f"{label} by dtype"), barmode="group", xaxis_title="dtype",
+                      yaxis_title=label, legend_title="provider", yaxis_type="log" if log_y else "linear",
+                      xaxis=dict(categoryorder="array", categoryarray=[plain(t) for t in order]))
+    return fig
+
+
+OP_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross")
+
+
+def roofline(df: pd.DataFrame, title: str = "") -> go.Figure:
+    """A bandwidth roofline of one GPU: achieved GB/s (y) against bytes moved per item (x), both log, one marker
+    per case and dtype, one colour per op; the roof is the GPU's own copy ceiling measured in the same runs (the
+    median over them; its range in the hover when runs differ). A bandwidth-bound kernel sits on the roof; small
+    items (or few of them) fall below it where launch and latency dominate."""
+    d = df.dropna(subset=["gb_per_s", "items_per_s"]) if not df.empty else df
+    d = d[(d["gb_per_s"] > 0) & (d["items_per_s"] > 0)] if not d.empty else d
+    if d.empty:
+        return _empty(title or "roofline (no case with bandwidth and items measured)")
+    d = d.assign(_bpi=d["gb_per_s"] * 1e9 / d["items_per_s"])
+    fig = go.Figure()
+    op_names = list(dict.fromkeys(sorted(d["op"].astype(str), key=lambda o: (_op_order(o), o))))
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+    for i, op in enumerate(op_names):
+        g = d[d["op"].astype(str) == op]
+        fig.add_scatter(x=g["_bpi"], y=g["gb_per_s"], mode="markers", name=plain(op),
+                        marker=dict(color=palette[i % len(palette)], symbol=OP_SYMBOLS[i % len(OP_SYMBOLS)], size=9),
+                        customdata=pd.DataFrame({"c": plain_col(g["case_id"]), "t": plain_col(g["dtype"]),
+                                                 "p": g["pct_of_ceiling"].round(1).astype(str).replace("nan", "-")}),
+                        hovertemplate="%{customdata[0]} %{customdata[1]}<br>%{x:.4g} bytes/item<br>%{y:.4g} GB/s "
+                                      "(%{customdata[2]}% of the copy ceiling)<extra>%{fullData.name}</extra>")
+    ceil = d["ceiling_gb_per_s"].dropna()
+    if len(ceil):
+        roof = float(ceil.median())
+        span = f" (runs: {ceil.min():.0f}-{ceil.max():.0f})" if ceil.max() > ceil.min() * 1.001 else ""
+        fig.add_hline(y=roof, line_dash="dash", line_color="black",
+                      annotation_text=f"copy ceiling {roof:.0f} GB/s{span}", annotation_position="top left")
+        top = max(roof, float(d["gb_per_s"].max()))
+    else:
+        top = float(d["gb_per_s"].max())
+        fig.add_annotation(text="no copy ceiling measured in these runs", showarrow=False, x=0.5, y=1.02,
+                           xref="paper", yref="paper")
+    import math
+
+    lo = float(d["gb_per_s"].min())
+    fig.update_layout(title=plain(title or "roofline"), xaxis_title="bytes moved per item (log)",
+                      yaxis_title="achieved bandwidth (GB/s, log)", legend_title="op", xaxis_type="log",
+                      yaxis=dict(type="log", range=[math.log10(lo) - 0.2, math.log10(top) + 0.25]), height=480)
+    return fig
+
+
+def _op_order(name: str) -> int:
+    from robocache.bench import ops
+
+    return ops.order(name)

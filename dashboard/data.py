@@ -52,7 +52,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RESULTS = REPO / "results"
 ENV_VAR = "ROBOCACHE_RESULTS_DIRS"  # folders added to results/
 NO_DEFAULT_ENV_VAR = "ROBOCACHE_NO_DEFAULT_RESULTS"  # "1": results/ left out
-SHAPE_PARAMS = ("B", "S", "T", "D", "N")
+# Shape parameters with a column each (the Sweeps page's axes); "G" is voxelize's grid side (``grid: [g, g, g]``;
+# missing when the sides differ).
+SHAPE_PARAMS = ("B", "S", "T", "D", "N", "G")
 # The snapshot pages (Overview, Sweeps, Architectures, Multi-GPU) show the newest figure of each of these; never
 # across machines, timers or warm/cold. A *series* (what History draws as one line, and compare/check compare) is
 # finer: robocache.bench.schema.series_key, which also splits by front end, grid version, input rotation and
@@ -183,6 +185,13 @@ def _arrow_type(col: str) -> pa.DataType:
 SCHEMA = pa.schema([pa.field(c, _arrow_type(c)) for c in COLUMNS])
 
 
+def _grid_side(grid: Any) -> int | None:
+    """A cubic grid's side (``[64, 64, 64]`` -> 64); ``None`` for anything else."""
+    if isinstance(grid, (list, tuple)) and grid and all(type(g) is int and g == grid[0] for g in grid):
+        return grid[0]
+    return None
+
+
 def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
     """One list per column over the records (the one pass over them)."""
     cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
@@ -223,7 +232,7 @@ def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
         a["grid_version"](c.grid_version)
         a["params"](enc(p).decode())
         for s in SHAPE_PARAMS:
-            v = p.get(s)
+            v = p.get(s) if s != "G" else _grid_side(p.get("grid"))
             a[s](v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
         a["timer"](m.timer if m else "-")
         a["cache"](m.cache if m else "-")
