@@ -198,6 +198,7 @@ def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
     a = {c: cols[c].append for c in COLUMNS}  # bound appends: the loop runs 100,000 times
     enc = msgspec.json.encode
     env_cache: dict[int, tuple[Any, ...]] = {}
+    sources: dict[Any, Any] = {}
     for r in records:
         env = r.env
         e = env_cache.get(id(env))
@@ -271,7 +272,11 @@ def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
                         "other_processes"):
                 a[col](None)
             a["throttle_reasons"]("")
-        a["source"](display_path(r.source) if r.source else r.source)
+        src = r.source
+        shown = sources.get(src)
+        if shown is None:  # one source per file
+            shown = sources[src] = display_path(src) if src else src
+        a["source"](shown)
         dsp = getattr(r, "dispatch", None)
         a["dispatch_device_us"](getattr(dsp, "device_us", None) if dsp is not None else None)
         a["dispatch_gpu_keeps_up"](getattr(dsp, "gpu_keeps_up", None) if dsp is not None else None)
@@ -296,8 +301,11 @@ def _arrow_column(col: str, vals: list[Any]) -> pa.Array:
         t = pd.to_datetime(pd.Series(vals, dtype=object), utc=True, errors="coerce", format="ISO8601")
         return pa.array(t.dt.as_unit("ns"), type=typ)
     if typ == _TEXT:
-        return pa.array([v if v is None or isinstance(v, str) else str(v) for v in vals], type=pa.string()
-                        ).dictionary_encode()
+        try:
+            return pa.array(vals, type=pa.string()).dictionary_encode()
+        except (pa.ArrowException, TypeError, ValueError):  # a value that is not text (or not UTF-8): as its str
+            return pa.array([None if v is None else str(v).encode("utf-8", "backslashreplace").decode("utf-8")
+                             for v in vals], type=pa.string()).dictionary_encode()
     try:
         return pa.array(vals, type=typ)
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
