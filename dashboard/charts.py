@@ -410,7 +410,9 @@ def roofline(df: pd.DataFrame, title: str = "") -> go.Figure:
     d = d.assign(_bpi=d["gb_per_s"] * 1e9 / d["items_per_s"])
     fig = go.Figure()
     op_names = list(dict.fromkeys(sorted(d["op"].astype(str), key=lambda o: (_op_order(o), o))))
-    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+    from plotly.colors import qualitative
+
+    palette = qualitative.D3  # ops, not providers: a colour per op (the provider table's colours mean providers)
     for i, op in enumerate(op_names):
         g = d[d["op"].astype(str) == op]
         fig.add_scatter(x=g["_bpi"], y=g["gb_per_s"], mode="markers", name=plain(op),
