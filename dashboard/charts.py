@@ -142,7 +142,7 @@ def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") 
                                       "<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or f"{label} vs {x}"), xaxis_title=plain(x), yaxis_title=label,
                       legend_title="provider", xaxis_type="log", yaxis_type="log" if log_y else "linear")
-    return fig
+    return value_axis(fig, d[x])
 
 
 def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
@@ -445,3 +445,22 @@ def _op_order(name: str) -> int:
     from robocache.bench import ops
 
     return ops.order(name)
+
+
+def short_number(v: float) -> str:
+    """A sweep value as a tick label: round thousands and millions from 10,000 on shortened (``10000`` -> ``"10k"``,
+    ``4e6`` -> ``"4M"``), other values as they are (``16384`` -> ``"16384"``)."""
+    v = float(v)
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= max(div, 1e4) and (v / div * 10).is_integer():
+            return f"{v / div:g}{unit}"
+    return str(int(v)) if v.is_integer() else f"{v:g}"
+
+
+def value_axis(fig: go.Figure, values: Any, axis: str = "xaxis") -> go.Figure:
+    """Ticks at the values measured (a sweep's points: 1, 16, 64, 256, ...; 10k, 100k, 1M), never Plotly's bare "2"
+    and "5" between the decades of a log axis; more than 12 values keep Plotly's own ticks."""
+    vals = sorted({float(v) for v in pd.Series(values, dtype="float64").dropna()})
+    if 1 < len(vals) <= 12:
+        fig.update_layout(**{axis: dict(tickvals=vals, ticktext=[short_number(v) for v in vals])})
+    return fig

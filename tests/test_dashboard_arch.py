@@ -227,3 +227,14 @@ def test_architectures_a100_alone_keeps_its_empty_state(tmp_path: Path, monkeypa
     assert "No A100 results yet" in infos and "No H100 results yet" in infos
     assert any("Only 1 architecture" in c.value for c in at.caption)
     assert any("H200 (synthetic-h200)" == f["layout"]["title"]["text"] for f in specs_of(at))  # its roofline
+
+
+def test_sweep_axis_ticks_are_the_values_measured() -> None:
+    assert [charts.short_number(v) for v in (1, 16, 16384, 10_000, 100_000, 1_000_000, 4_000_000, 2_500_000,
+                                             12_345_678, 0.5)] == \
+        ["1", "16", "16384", "10k", "100k", "1M", "4M", "2.5M", "12345678", "0.5"]
+    df = pd.DataFrame({"provider": ["robocache"] * 3, "case_id": ["a", "b", "c"], "N": [1e4, 1e5, 4e6],
+                       "p50": [1.0, 2.0, 30.0]})
+    ax = charts.sweep_lines(df, "N").to_plotly_json()["layout"]["xaxis"]
+    assert list(ax["tickvals"]) == [1e4, 1e5, 4e6] and list(ax["ticktext"]) == ["10k", "100k", "4M"]
+    assert ax["type"] == "log"

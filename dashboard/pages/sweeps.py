@@ -58,7 +58,10 @@ def body() -> None:
     _, _, d = data.pick_method(d, c[2], c[3])
     metric = data.bound(c[4].selectbox, "metric", ["p50", "items_per_s", "gb_per_s"], "metric",
                         format_func=lambda m: charts.METRICS[m][0])
-    axes = [p for p in data.SHAPE_PARAMS if d[p].nunique() > 1]
+    # a parameter that follows another one along the op's scaling views (resample's T follows S) is not an axis
+    # of its own: its sweep is the other one's
+    followed = {k for a in data.SHAPE_PARAMS for k in followers(op, a)}
+    axes = [p for p in data.SHAPE_PARAMS if d[p].nunique() > 1 and p not in followed]
     several_dtypes = bool(len(d)) and int(d.groupby("case_id")["dtype"].nunique().max()) > 1
     if several_dtypes:
         axes.append("dtype")
@@ -76,9 +79,9 @@ def body() -> None:
         d = data.latest(d[d["dtype"] == dtype].dropna(subset=[x]))
     follow = followers(op, x) if x != "dtype" else {}
     keys = d["params"].map(lambda s: slice_key(s, x, follow))
-    counts = pd.Series(keys).groupby(keys.values).size().sort_values(ascending=False, kind="stable")
-    if x == "dtype":  # one case across its dtypes: the cases measured in most dtypes first
-        counts = d.assign(_k=keys.values).groupby("_k")["dtype"].nunique().sort_values(ascending=False, kind="stable")
+    # points of a line: the distinct values of the axis under each key (the slices with most points first)
+    counts = d.assign(_k=keys.values, _x=d[x].astype(str)).groupby("_k")["_x"].nunique().sort_values(
+        ascending=False, kind="stable")
     slices = counts.index.tolist()
     if not slices:
         st.info(f"No case of this selection has {x} set.")
