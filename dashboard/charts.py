@@ -142,7 +142,8 @@ def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") 
                                       "<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or f"{label} vs {x}"), xaxis_title=plain(x), yaxis_title=label,
                       legend_title="provider", xaxis_type="log", yaxis_type="log" if log_y else "linear")
-    return value_axis(fig, d[x])
+    value_axis(fig, d[x])
+    return log_axis(fig, d[metric]) if log_y else fig
 
 
 def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
@@ -156,7 +157,7 @@ def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figu
         fig.add_bar(x=_case_labels(g), y=g[metric], name=plain(f"{arch} ({machine})"))
     fig.update_layout(title=plain(title or label), barmode="group", yaxis_title=label, legend_title="architecture",
                       yaxis_type="log" if log_y else "linear")
-    return fig
+    return log_axis(fig, d[metric]) if log_y else fig
 
 
 # What tells two series of one provider and dtype apart in a legend, when they differ in it.
@@ -407,6 +408,8 @@ def roofline(df: pd.DataFrame, title: str = "") -> go.Figure:
     d = d[(d["gb_per_s"] > 0) & (d["items_per_s"] > 0)] if not d.empty else d
     if d.empty:
         return _empty(title or "roofline (no case with bandwidth and items measured)")
+    import math
+
     d = d.assign(_bpi=d["gb_per_s"] * 1e9 / d["items_per_s"])
     fig = go.Figure()
     op_names = list(dict.fromkeys(sorted(d["op"].astype(str), key=lambda o: (_op_order(o), o))))
@@ -424,21 +427,23 @@ def roofline(df: pd.DataFrame, title: str = "") -> go.Figure:
     ceil = d["ceiling_gb_per_s"].dropna()
     if len(ceil):
         roof = float(ceil.median())
-        span = f" (runs: {ceil.min():.0f}-{ceil.max():.0f})" if ceil.max() > ceil.min() * 1.001 else ""
-        fig.add_hline(y=roof, line_dash="dash", line_color="black",
-                      annotation_text=f"copy ceiling {roof:.0f} GB/s{span}", annotation_position="top left")
+        span = f" (runs: {ceil.min():.0f} to {ceil.max():.0f})" if ceil.max() > ceil.min() * 1.01 else ""
+        fig.add_hline(y=roof, line_dash="dash", line_color="black")
+        # on a log axis an annotation's y is the exponent (add_hline's own annotation lands at 10^roof, off the chart)
+        fig.add_annotation(text=f"copy ceiling {roof:.0f} GB/s{span}", showarrow=False, x=0, xref="x domain",
+                           xanchor="left", y=math.log10(roof), yref="y", yanchor="bottom")
         top = max(roof, float(d["gb_per_s"].max()))
     else:
         top = float(d["gb_per_s"].max())
         fig.add_annotation(text="no copy ceiling measured in these runs", showarrow=False, x=0.5, y=1.02,
                            xref="paper", yref="paper")
-    import math
-
     lo = float(d["gb_per_s"].min())
     fig.update_layout(title=plain(title or "roofline"), xaxis_title="bytes moved per item (log)",
                       yaxis_title="achieved bandwidth (GB/s, log)", legend_title="op", xaxis_type="log",
-                      yaxis=dict(type="log", range=[math.log10(lo) - 0.2, math.log10(top) + 0.25]), height=480)
-    return fig
+                      yaxis=dict(type="log", range=[math.log10(lo) - 0.2, math.log10(top) + 0.25]), height=500,
+                      legend=dict(orientation="h", y=-0.22, yanchor="top"))
+    log_axis(fig, [*d["_bpi"]], "xaxis")
+    return log_axis(fig, [lo, top], "yaxis")
 
 
 def _op_order(name: str) -> int:
@@ -463,4 +468,23 @@ def value_axis(fig: go.Figure, values: Any, axis: str = "xaxis") -> go.Figure:
     vals = sorted({float(v) for v in pd.Series(values, dtype="float64").dropna()})
     if 1 < len(vals) <= 12:
         fig.update_layout(**{axis: dict(tickvals=vals, ticktext=[short_number(v) for v in vals])})
+    return fig
+
+
+def log_axis(fig: go.Figure, values: Any, axis: str = "yaxis") -> go.Figure:
+    """A log axis with every tick labelled as the number it is (1-2-5 per decade, decades alone past four of them,
+    finer under one): Plotly labels the minor ticks of a log axis with their first digit only, so 20 and 50 read
+    as "2" and "5"."""
+    import math
+
+    vs = [float(v) for v in pd.Series(values, dtype="float64").dropna() if float(v) > 0 and math.isfinite(float(v))]
+    if not vs:
+        return fig
+    lo, hi = min(vs), max(vs)
+    decades = math.log10(hi / lo) if hi > lo else 0.0
+    steps = (1.0,) if decades > 4 else (1.0, 2.0, 5.0) if decades >= 1 else (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)
+    ticks = [round(m * 10.0 ** e, 12) for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in steps]
+    ticks = [t for t in ticks if lo / 1.6 <= t <= hi * 1.6]
+    fig.update_layout(**{axis: dict(type="log", tickvals=ticks, ticktext=[short_number(t) for t in ticks])})
     return fig

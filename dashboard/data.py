@@ -192,6 +192,18 @@ def _grid_side(grid: Any) -> int | None:
     return None
 
 
+_REPO_PREFIX = str(REPO) + os.sep
+
+
+def _shown_source(src: Any) -> Any:
+    """A record's file as the pages show it: relative to the repository when inside it (``results/h200-.../x.records
+    .json``, not the checkout's absolute path), else as given; odd bytes as ``\\xNN`` (``store.display_path``)."""
+    if not src:
+        return src
+    full = os.path.abspath(src)
+    return display_path(full[len(_REPO_PREFIX):] if full.startswith(_REPO_PREFIX) else src)
+
+
 def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
     """One list per column over the records (the one pass over them)."""
     cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
@@ -274,8 +286,8 @@ def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
             a["throttle_reasons"]("")
         src = r.source
         shown = sources.get(src)
-        if shown is None:  # one source per file
-            shown = sources[src] = display_path(src) if src else src
+        if shown is None:  # one source per file; one in this checkout shown from its root (results/...)
+            shown = sources[src] = _shown_source(src)
         a["source"](shown)
         dsp = getattr(r, "dispatch", None)
         a["dispatch_device_us"](getattr(dsp, "device_us", None) if dsp is not None else None)

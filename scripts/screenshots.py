@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="robocache-shots-") as tmp, \
             browser.serve([], log=Path(tmp) / "streamlit.log", timeout_s=120) as url, \
             browser.chromium(Path(tmp) / "profile", width=args.width, height=args.height) as page:
+        # the first request of a fresh server goes to the root: one that opens on a page's own path runs that page
+        # alone, without app.py's navigation and wide layout, when the entry script sits beside a pages/ folder
+        # (Streamlit's old multipage mode, PagesManager.uses_pages_directory, until st.navigation has run once)
+        page.goto(url)
+        browser.wait_for_charts(page, 1, timeout_s=120)
         for name, path in chosen:
             page.goto(f"{url}/{path}")
             page.wait_for_selector("h1", timeout=120_000)
