@@ -142,7 +142,8 @@ def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") 
                                       "<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or f"{label} vs {x}"), xaxis_title=plain(x), yaxis_title=label,
                       legend_title="provider", xaxis_type="log", yaxis_type="log" if log_y else "linear")
-    return fig
+    value_axis(fig, d[x])
+    return log_axis(fig, d[metric]) if log_y else fig
 
 
 def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
@@ -156,7 +157,7 @@ def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figu
         fig.add_bar(x=_case_labels(g), y=g[metric], name=plain(f"{arch} ({machine})"))
     fig.update_layout(title=plain(title or label), barmode="group", yaxis_title=label, legend_title="architecture",
                       yaxis_type="log" if log_y else "linear")
-    return fig
+    return log_axis(fig, d[metric]) if log_y else fig
 
 
 # What tells two series of one provider and dtype apart in a legend, when they differ in it.
@@ -367,4 +368,123 @@ def wins_heatmap(w: pd.DataFrame, title: str = "") -> go.Figure:
         hovertemplate="%{y} %{x}<br>%{text} vs %{customdata} (the strongest peer)<extra></extra>"))
     fig.update_layout(title=plain(title or "robocache speedup over the strongest peer"), xaxis_title="dtype",
                       yaxis_title="case", yaxis_autorange="reversed", height=int(max(400, min(2400, 160 + 24 * len(cases)))))
+    return fig
+
+
+# --- sweeps and architectures (issue 15) --------------------------------------------------------------
+
+def dtype_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
+    """One case across its dtypes: grouped bars, x = dtype (float32, float16, bfloat16, then others), one colour per
+    provider; log y for the log metrics."""
+    from robocache.bench.ops.base import GPU_DTYPES
+
+    label, log_y = METRICS[metric]
+    d = df.dropna(subset=[metric])
+    if d.empty:
+        return _empty(title or f"{label} by dtype")
+    known = [t for t in GPU_DTYPES if t in set(d["dtype"].astype(str))]
+    order = known + sorted(set(d["dtype"].astype(str)) - set(known))
+    fig = go.Figure()
+    for prov, g in sorted(d.groupby("provider", observed=True), key=lambda kv: providers.order(str(kv[0]))):
+        g = g.assign(_o=g["dtype"].astype(str).map(order.index)).sort_values("_o")
+        fig.add_bar(x=plain_col(g["dtype"]), y=g[metric], name=provider_name(prov), marker_color=provider_color(prov),
+                    customdata=plain_col(g["case_id"]),
+                    hovertemplate="%{customdata} %{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+    fig.update_layout(title=plain(title or f"{label} by dtype"), barmode="group", xaxis_title="dtype",
+                      yaxis_title=label, legend_title="provider", yaxis_type="log" if log_y else "linear",
+                      xaxis=dict(categoryorder="array", categoryarray=[plain(t) for t in order]))
+    return fig
+
+
+OP_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross")
+
+
+def roofline(df: pd.DataFrame, title: str = "") -> go.Figure:
+    """A bandwidth roofline of one GPU: achieved GB/s (y) against bytes moved per item (x), both log, one marker
+    per case and dtype, one colour per op; the roof is the GPU's own copy ceiling measured in the same runs (the
+    median over them; its range in the hover when runs differ). A bandwidth-bound kernel sits on the roof; small
+    items (or few of them) fall below it where launch and latency dominate."""
+    d = df.dropna(subset=["gb_per_s", "items_per_s"]) if not df.empty else df
+    d = d[(d["gb_per_s"] > 0) & (d["items_per_s"] > 0)] if not d.empty else d
+    if d.empty:
+        return _empty(title or "roofline (no case with bandwidth and items measured)")
+    import math
+
+    d = d.assign(_bpi=d["gb_per_s"] * 1e9 / d["items_per_s"])
+    fig = go.Figure()
+    op_names = list(dict.fromkeys(sorted(d["op"].astype(str), key=lambda o: (_op_order(o), o))))
+    from plotly.colors import qualitative
+
+    palette = qualitative.D3  # ops, not providers: a colour per op (the provider table's colours mean providers)
+    for i, op in enumerate(op_names):
+        g = d[d["op"].astype(str) == op]
+        fig.add_scatter(x=g["_bpi"], y=g["gb_per_s"], mode="markers", name=plain(op),
+                        marker=dict(color=palette[i % len(palette)], symbol=OP_SYMBOLS[i % len(OP_SYMBOLS)], size=9),
+                        customdata=pd.DataFrame({"c": plain_col(g["case_id"]), "t": plain_col(g["dtype"]),
+                                                 "p": g["pct_of_ceiling"].round(1).astype(str).replace("nan", "-")}),
+                        hovertemplate="%{customdata[0]} %{customdata[1]}<br>%{x:.4g} bytes/item<br>%{y:.4g} GB/s "
+                                      "(%{customdata[2]}% of the copy ceiling)<extra>%{fullData.name}</extra>")
+    ceil = d["ceiling_gb_per_s"].dropna()
+    if len(ceil):
+        roof = float(ceil.median())
+        span = f" (runs: {ceil.min():.0f} to {ceil.max():.0f})" if ceil.max() > ceil.min() * 1.01 else ""
+        fig.add_hline(y=roof, line_dash="dash", line_color="black")
+        # on a log axis an annotation's y is the exponent (add_hline's own annotation lands at 10^roof, off the chart)
+        fig.add_annotation(text=f"copy ceiling {roof:.0f} GB/s{span}", showarrow=False, x=0, xref="x domain",
+                           xanchor="left", y=math.log10(roof), yref="y", yanchor="bottom")
+        top = max(roof, float(d["gb_per_s"].max()))
+    else:
+        top = float(d["gb_per_s"].max())
+        fig.add_annotation(text="no copy ceiling measured in these runs", showarrow=False, x=0.5, y=1.02,
+                           xref="paper", yref="paper")
+    lo = float(d["gb_per_s"].min())
+    fig.update_layout(title=plain(title or "roofline"), xaxis_title="bytes moved per item (log)",
+                      yaxis_title="achieved bandwidth (GB/s, log)", legend_title="op", xaxis_type="log",
+                      yaxis=dict(type="log", range=[math.log10(lo) - 0.2, math.log10(top) + 0.25]), height=500,
+                      legend=dict(orientation="h", y=-0.22, yanchor="top"))
+    log_axis(fig, [*d["_bpi"]], "xaxis")
+    return log_axis(fig, [lo, top], "yaxis")
+
+
+def _op_order(name: str) -> int:
+    from robocache.bench import ops
+
+    return ops.order(name)
+
+
+def short_number(v: float) -> str:
+    """A sweep value as a tick label: round thousands and millions from 10,000 on shortened (``10000`` -> ``"10k"``,
+    ``4e6`` -> ``"4M"``), other values as they are (``16384`` -> ``"16384"``)."""
+    v = float(v)
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= max(div, 1e4) and (v / div * 10).is_integer():
+            return f"{v / div:g}{unit}"
+    return str(int(v)) if v.is_integer() else f"{v:g}"
+
+
+def value_axis(fig: go.Figure, values: Any, axis: str = "xaxis") -> go.Figure:
+    """Ticks at the values measured (a sweep's points: 1, 16, 64, 256, ...; 10k, 100k, 1M), never Plotly's bare "2"
+    and "5" between the decades of a log axis; more than 12 values keep Plotly's own ticks."""
+    vals = sorted({float(v) for v in pd.Series(values, dtype="float64").dropna()})
+    if 1 < len(vals) <= 12:
+        fig.update_layout(**{axis: dict(tickvals=vals, ticktext=[short_number(v) for v in vals])})
+    return fig
+
+
+def log_axis(fig: go.Figure, values: Any, axis: str = "yaxis") -> go.Figure:
+    """A log axis with every tick labelled as the number it is (1-2-5 per decade, decades alone past four of them,
+    finer under one): Plotly labels the minor ticks of a log axis with their first digit only, so 20 and 50 read
+    as "2" and "5"."""
+    import math
+
+    vs = [float(v) for v in pd.Series(values, dtype="float64").dropna() if float(v) > 0 and math.isfinite(float(v))]
+    if not vs:
+        return fig
+    lo, hi = min(vs), max(vs)
+    decades = math.log10(hi / lo) if hi > lo else 0.0
+    steps = (1.0,) if decades > 4 else (1.0, 2.0, 5.0) if decades >= 1 else (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)
+    ticks = [round(m * 10.0 ** e, 12) for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in steps]
+    ticks = [t for t in ticks if lo / 1.6 <= t <= hi * 1.6]
+    fig.update_layout(**{axis: dict(type="log", tickvals=ticks, ticktext=[short_number(t) for t in ticks])})
     return fig

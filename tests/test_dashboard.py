@@ -158,7 +158,7 @@ def test_script_case_shows_as_data(fixture_dir: Path, monkeypatch: pytest.Monkey
 
 def test_sweep_axis_and_metric(fixture_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = app("sweeps", fixture_dir, monkeypatch)
-    assert at.radio[0].options == ["B"]
+    assert at.radio[0].options == ["B (batch)"]  # the axis named
     at = next(s for s in at.selectbox if s.label == "metric").select("gb_per_s").run()
     assert not at.exception and not at.error
     fig = at.get("plotly_chart")[0]
@@ -575,7 +575,7 @@ def test_architectures_page_compares_h100_and_h200(kernels_dir: Path, monkeypatc
     got = dict(zip(ratio["case"], ratio["ratio (x)"].round(6)))
     assert got == {"resample/B4096-S100-T50-D32": 1.4, "resample/B256-S100-T50-D32": round(1.4 / 3.0, 6)}
     figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
-    assert len(figs) == 3 and "nvidia-h200 speedup over nvidia-h100-x1" in figs[-1]["layout"]["title"]["text"]
+    assert len(figs) == 5 and "nvidia-h200 speedup over nvidia-h100-x1" in figs[-1]["layout"]["title"]["text"]  # 2 bars, 2 rooflines, the ratio
     # torch.compile in both modes beside robocache, with their readable labels
     at = next(m for m in at.multiselect if m.label == "providers").select("torch_compile@max-autotune").run()
     assert not at.exception and not at.error

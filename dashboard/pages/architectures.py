@@ -1,5 +1,6 @@
 """Architectures: every GPU architecture present, side by side on the same cases, in absolute terms
-and as % of each GPU's own copy ceiling."""
+and as % of each GPU's own copy ceiling (measured in the same run as the case), a bandwidth roofline per GPU, and
+two machines compared case by case."""
 import pandas as pd
 import streamlit as st
 
@@ -31,13 +32,43 @@ def body() -> None:
     n_arch = d["arch"].nunique()
     if n_arch < 2:
         st.caption(f"Only {n_arch} architecture has results for this selection; the others join it here once measured.")
+    else:
+        which = data.bound(st.radio, "cases", ["measured on every architecture shown", "all"], "cases",
+                           horizontal=True)
+        if which != "all":
+            both = d.groupby(["case_id", "dtype"], observed=True)["arch"].transform("nunique") == n_arch
+            d = d[both]
+            if d.empty:
+                st.info("No case of this selection was measured on every architecture; choose 'all' to see each.")
+                return
     st.plotly_chart(charts.arch_bars(d, "p50", title=f"{op} {provider} {dtype}: median time"), width="stretch")
     st.plotly_chart(charts.arch_bars(d, "pct_of_ceiling", title="% of each GPU's own copy ceiling"), width="stretch")
     styled, config = tables.readable(d[["arch", "machine", "gpu_name", "case_id", "p50", "gb_per_s", "ceiling_gb_per_s",
                                         "pct_of_ceiling", "run_id"]].sort_values(["case_id", "arch"]))
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+    rooflines(df[(df["status"] == "ok") & (df["provider"] == provider) & (df["timer"] == timer)
+                 & (df["cache"] == cache)], provider)
     two_gpus(df[(df["op"] == op) & (df["dtype"] == dtype) & (df["timer"] == timer) & (df["cache"] == cache)],
              provider)
+
+
+def rooflines(d: pd.DataFrame, provider: str) -> None:
+    """One bandwidth roofline per GPU machine (every op and dtype of the provider, newest record of each case): the
+    achieved GB/s against bytes per item, under the GPU's own copy ceiling measured in the same runs."""
+    st.subheader("Roofline per GPU")
+    d = data.latest(d[d["device"].astype(str) == "gpu"])
+    machines = [m for m in data.preferred_machines(d) if (d["machine"].astype(str) == m).any()]
+    if not machines:
+        st.info("No GPU records with bandwidth for this provider and method.")
+        return
+    st.caption(f"{charts.provider_label(provider)}, every op and dtype; bytes per item = bytes moved / items (a "
+               "trajectory, a point). The dashed roof is the copy ceiling measured in the same runs: a case on it is "
+               "bandwidth-bound; one far below is bound by launch, latency or atomics.")
+    cols = st.columns(min(2, len(machines)))
+    for i, m in enumerate(machines):
+        g = d[d["machine"].astype(str) == m]
+        arch = str(g["arch"].iloc[0])
+        cols[i % len(cols)].plotly_chart(charts.roofline(g, title=f"{arch} ({m})"), width="stretch")
 
 
 def two_gpus(d: pd.DataFrame, provider: str) -> None:

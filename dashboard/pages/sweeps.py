@@ -1,16 +1,46 @@
-"""Sweeps: p50 time, items/s or GB/s against one shape parameter (B, S, D, ...), one line per provider."""
+"""Sweeps: p50 time, items/s or GB/s against one shape parameter (B, S, D, N, G, ...) or the dtype, one line (or bar)
+per provider, every other parameter held fixed.
+
+A parameter the op's scaling views (``Op.scaling_views``, the report's scaling tables) tie to the axis follows it:
+resample's length sweep moves T with S (T = S/2), so "S" draws the length scaling the report shows.
+"""
 import json
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables
+from robocache.bench import ops
+
+AXIS_NAMES = {"B": "batch", "S": "length", "T": "target length", "D": "dimension", "N": "points", "G": "grid side",
+              "dtype": "dtype"}
 
 
-def _slice_key(params: str, x: str) -> str:
-    """The case's other parameters (all but ``x``): points of one line share them."""
-    p = json.loads(params)
+def followers(op: str, x: str) -> dict[str, Any]:
+    """The parameters the op's scaling views derive from ``x`` (resample: T follows S), with their rule."""
+    try:
+        views = ops.get(op).scaling_views
+    except KeyError:
+        return {}
+    return {k: v for _title, axis, fixed in views if axis == x for k, v in fixed.items() if callable(v)}
+
+
+def slice_key(params: str, x: str, follow: dict[str, Any] | None = None) -> str:
+    """The case's other parameters (all but ``x``, and a follower that keeps its rule): points of one line share
+    them. ``x == "dtype"``: every parameter (the line is one case across dtypes)."""
+    orig = json.loads(params)
+    p = dict(orig)
+    if x == "G":
+        p.pop("grid", None)
     p.pop(x, None)
+    for k, rule in (follow or {}).items():
+        try:
+            keeps = k in p and p[k] == rule(orig)
+        except Exception:  # noqa: BLE001 - a rule that does not fit this case: the parameter stays in the key
+            keeps = False
+        if keeps:
+            p[k] = f"follows {x}"
     return ", ".join(f"{k}={p[k]}" for k in sorted(p))
 
 
@@ -19,33 +49,61 @@ def body() -> None:
     if got is None:
         return
     df, _ = got
-    c = st.columns(6)
+    c = st.columns(5)
     op = data.bound(c[0].selectbox, "op", data.options(df, "op"), "op")
     d = df[(df["op"] == op) & (df["status"] == "ok") & df["world_size"].isna()]
     machine = data.bound(c[1].selectbox, "machine", data.options(d, "machine"), "machine",
                          default=data.preferred(d, "machine"))
     d = d[d["machine"] == machine]
-    dtype = data.bound(c[2].selectbox, "dtype", data.options(d, "dtype"), "dtype")
-    d = d[d["dtype"] == dtype]
-    _, _, d = data.pick_method(d, c[3], c[4])
-    metric = data.bound(c[5].selectbox, "metric", ["p50", "items_per_s", "gb_per_s"], "metric",
-                         format_func=lambda m: charts.METRICS[m][0])
-    axes = [p for p in data.SHAPE_PARAMS if d[p].nunique() > 1]
+    _, _, d = data.pick_method(d, c[2], c[3])
+    metric = data.bound(c[4].selectbox, "metric", ["p50", "items_per_s", "gb_per_s"], "metric",
+                        format_func=lambda m: charts.METRICS[m][0])
+    # a parameter that follows another one along the op's scaling views (resample's T follows S) is not an axis
+    # of its own: its sweep is the other one's
+    followed = {k for a in data.SHAPE_PARAMS for k in followers(op, a)}
+    axes = [p for p in data.SHAPE_PARAMS if d[p].nunique() > 1 and p not in followed]
+    several_dtypes = bool(len(d)) and int(d.groupby("case_id")["dtype"].nunique().max()) > 1
+    if several_dtypes:
+        axes.append("dtype")
     if not axes:
-        st.info("No sweep here: no shape parameter takes more than one value for this selection.")
+        st.info("No sweep here: no shape parameter (and no dtype) takes more than one value for this selection.")
         return
-    x = data.bound(st.radio, "against", axes, "against", horizontal=True)
-    d = data.latest(d.dropna(subset=[x]))
-    keys = d["params"].map(lambda s: _slice_key(s, x))
-    counts = pd.Series(keys).groupby(keys.values).size().sort_values(ascending=False)
+    x = data.bound(st.radio, "against", axes, "against", horizontal=True,
+                   format_func=lambda a: f"{a} ({AXIS_NAMES[a]})" if a in AXIS_NAMES and a != "dtype" else a)
+    c2 = st.columns([1, 3])
+    if x == "dtype":
+        d = data.latest(d)
+        dtype = None
+    else:
+        dtype = data.bound(c2[0].selectbox, "dtype", data.options(d, "dtype"), "dtype")
+        d = data.latest(d[d["dtype"] == dtype].dropna(subset=[x]))
+    follow = followers(op, x) if x != "dtype" else {}
+    keys = d["params"].map(lambda s: slice_key(s, x, follow))
+    # points of a line: the distinct values of the axis under each key (the slices with most points first)
+    counts = d.assign(_k=keys.values, _x=d[x].astype(str)).groupby("_k")["_x"].nunique().sort_values(
+        ascending=False, kind="stable")
     slices = counts.index.tolist()
-    fixed = data.bound(st.selectbox, "other parameters fixed at", slices, "fixed",
-                       format_func=lambda k: f"{k}  ({counts[k]} points)")
-    d = d[keys == fixed]
-    st.plotly_chart(charts.sweep_lines(d, x, metric, title=f"{op} {dtype}: {charts.METRICS[metric][0]} vs {x}"),
-                    width="stretch")
-    styled, config = tables.readable(
-        d[["case_id", "provider", x, "p50", "items_per_s", "gb_per_s", "run_id"]].sort_values([x, "provider"]))
+    if not slices:
+        st.info(f"No case of this selection has {x} set.")
+        return
+    fixed = data.bound(c2[1].selectbox, "case" if x == "dtype" else "other parameters fixed at", slices, "fixed",
+                       format_func=lambda k: f"{k}  ({counts[k]} {'dtypes' if x == 'dtype' else 'points'})")
+    d = d[(keys == fixed).to_numpy()]
+    if follow:
+        st.caption(f"{', '.join(sorted(follow))} follow{'s' if len(follow) == 1 else ''} {x} along this sweep, as "
+                   "the op's scaling view defines it (the report's scaling table).")
+    if x == "dtype":
+        st.plotly_chart(charts.dtype_bars(d, metric, title=f"{op}: {charts.METRICS[metric][0]} by dtype"),
+                        width="stretch")
+        cols = ["case_id", "provider", "dtype", "p50", "items_per_s", "gb_per_s", "run_id"]
+        order = ["dtype", "provider"]
+    else:
+        st.plotly_chart(charts.sweep_lines(d, x, metric, title=f"{op} {dtype}: {charts.METRICS[metric][0]} vs "
+                                                                   f"{x} ({AXIS_NAMES.get(x, x)})"),
+                        width="stretch")
+        cols = ["case_id", "provider", x, "p50", "items_per_s", "gb_per_s", "run_id"]
+        order = [x, "provider"]
+    styled, config = tables.readable(d[cols].sort_values(order))
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
 
 

@@ -28,6 +28,10 @@ class Voxelize(Op):
     # points, B, N, counts, occupancy, lo xyz, hi xyz, 1/size xyz, grid xyz
     launch_floor_args = ("ptr", "i64", "i32", "out", "ptr", *("f32",) * 9, *("i32",) * 3)
     representative = (("voxelize/B4-N100000-G64-count-uniform", "float32"),)
+    scaling_views = (
+        ("Points scaling (voxelize, B=4, 64^3 counts, uniform cloud, float32)", "N",
+         {"B": 4, "grid": [64, 64, 64], "mode": "count", "cloud": "uniform"}),
+    )
 
     def points(self) -> tuple[Point, ...]:
         return (
@@ -42,6 +46,16 @@ class Voxelize(Op):
                   dtypes=("float32",)),
             point(4, 100_000, 64, "mean", "uniform", "mean features over a uniform cloud"),
             point(1, 10_000, 32, "count", "uniform", "tiny cloud: launch-bound regime", dtypes=("float32",)),
+            # one axis at a time around the quick LiDAR point (B=4, N=100k, 64^3 counts, uniform, float32), so the
+            # Sweeps page and the report can draw points and grid scaling as lines (the points above vary several
+            # axes at once)
+            *(point(4, n, 64, "count", "uniform", f"points scaling: N={n:,} per cloud into 64^3 counts "
+                    f"({'the zeroed 64^3 grids outweigh the points' if n < 100_000 else 'scatter throughput'})", dtypes=("float32",))
+              for n in (10_000, 1_000_000, 4_000_000)),
+            *(point(4, 100_000, g, "count", "uniform", f"grid scaling: {g}^3 voxels for 100k points "
+                    f"({'hot voxels, atomic contention' if g < 64 else 'output-bound: the zeroed grid outweighs the points'})",
+                    dtypes=("float32",))
+              for g in (16, 32, 128, 256)),
         )
 
     def dispatch_points(self) -> tuple[Point, ...]:

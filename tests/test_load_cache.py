@@ -1,0 +1,233 @@
+"""The dashboard's columnar load cache (dashboard.data.load_table): the JSON records stay the source of truth.
+
+The cache must give the very frame a load from JSON gives, read again only the files whose key (size, mtime_ns,
+ctime_ns, inode) changed, drop the rows of files that went, report every bad file exactly as the store does (a
+file that became bad included), and rebuild (never trust) a cache file that is not whole. No timing is
+asserted here: scripts/bench_load.py measures the speed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("pyarrow")
+
+import pandas as pd  # noqa: E402
+
+from dashboard import data  # noqa: E402
+from robocache.bench import store  # noqa: E402
+from tests.test_store import make_doc  # noqa: E402
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def _folder(tmp_path: Path) -> Path:
+    d = tmp_path / "res"
+    (d / "sub").mkdir(parents=True)
+    _write(d / "a.records.json", make_doc(3, run_id="run-a"))
+    _write(d / "b.records.json", make_doc(2, run_id="run-b"))
+    _write(d / "sub" / "c.records.json", make_doc(4, run_id="run-c"))
+    return d
+
+
+def _fresh(dirs: list[str]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """The frame and bad files straight from the JSON, through the store's own load."""
+    res = store.load(*dirs)
+    return data.build_frame(res.records), res.bad
+
+
+def _via_cache(dirs: list[str], cache: Path) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    table, bad = data.load_table(dirs, cache)
+    return data.to_frame(table), bad
+
+
+class _Reads:
+    """Counts the files the loader parses (store.read_file), to tell a cache hit from a re-read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.paths: list[str] = []
+        real = store.read_file
+
+        def counting(path: str) -> Any:
+            self.paths.append(os.path.basename(path))
+            return real(path)
+
+        monkeypatch.setattr(store, "read_file", counting)
+
+    def take(self) -> list[str]:
+        out, self.paths = sorted(self.paths), []
+        return out
+
+    def fresh(self, dirs: list[str]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+        """:func:`_fresh`, its reads not counted."""
+        before = list(self.paths)
+        got = _fresh(dirs)
+        self.paths = before
+        return got
+
+
+def _bump() -> None:
+    """Let the clock move on before a rewrite, so the file's ctime differs from the one cached (file times tick
+    coarsely); a pause, nothing timed."""
+    time.sleep(0.05)
+
+
+def test_committed_records_through_the_cache_equal_the_json_load(tmp_path: Path) -> None:
+    dirs = [str(data.DEFAULT_RESULTS)]
+    want, want_bad = _fresh(dirs)
+    assert len(want) > 100  # the committed records are there
+    cache = tmp_path / "cache"
+    built, bad1 = _via_cache(dirs, cache)  # no cache yet: built from the JSON and written
+    assert len(list(cache.glob("frame-*.parquet"))) == 1
+    again, bad2 = _via_cache(dirs, cache)  # read from the cache
+    pd.testing.assert_frame_equal(built, want)
+    pd.testing.assert_frame_equal(again, want)
+    assert bad1 == bad2 == want_bad
+    # the page-facing entry point gives the same frame
+    df, bad = data.load_frame(dirs, cache=cache)
+    pd.testing.assert_frame_equal(df, want)
+    assert bad == [(store.display_path(p), w) for p, w in want_bad]
+
+
+def test_only_changed_files_are_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = _folder(tmp_path)
+    cache = tmp_path / "cache"
+    reads = _Reads(monkeypatch)
+    _via_cache([str(d)], cache)
+    assert reads.take() == ["a.records.json", "b.records.json", "c.records.json"]
+    df, bad = _via_cache([str(d)], cache)
+    assert reads.take() == [] and not bad and len(df) == 9  # all from the cache
+
+    _bump()
+    _write(d / "a.records.json", make_doc(5, run_id="run-a2"))  # changed
+    (d / "b.records.json").unlink()  # removed
+    _write(d / "sub" / "new.records.json", make_doc(1, run_id="run-new"))  # added
+    df, bad = _via_cache([str(d)], cache)
+    assert reads.take() == ["a.records.json", "new.records.json"]
+    want, want_bad = reads.fresh([str(d)])
+    pd.testing.assert_frame_equal(df, want)
+    assert bad == want_bad == []
+    assert set(df["run_id"].astype(str)) == {"run-a2", "run-c", "run-new"} and len(df) == 10
+    # and the rewritten cache holds the new state: nothing is read on the next load
+    df2, _ = _via_cache([str(d)], cache)
+    assert reads.take() == []
+    pd.testing.assert_frame_equal(df2, want)
+
+
+def test_a_file_that_became_bad_is_reported_never_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = _folder(tmp_path)
+    cache = tmp_path / "cache"
+    _via_cache([str(d)], cache)
+    target = d / "b.records.json"
+    before = target.stat()
+    _bump()
+    # corrupt it in place keeping its size and mtime (only its ctime moves): still caught
+    raw = bytearray(target.read_bytes())
+    raw[0:1] = b"["
+    target.write_bytes(bytes(raw))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert target.stat().st_size == before.st_size and target.stat().st_mtime_ns == before.st_mtime_ns
+    reads = _Reads(monkeypatch)
+    df, bad = _via_cache([str(d)], cache)
+    want, want_bad = reads.fresh([str(d)])
+    assert len(want_bad) == 1 and want_bad[0][0] == str(target)
+    assert bad == want_bad  # the store's own reason, in its order
+    pd.testing.assert_frame_equal(df, want)
+    assert "run-b" not in set(df["run_id"].astype(str))
+    # a bad file is never cached: read (and reported) again on every load
+    df, bad = _via_cache([str(d)], cache)
+    assert reads.take() == ["b.records.json", "b.records.json"]
+    assert bad == want_bad
+    # mended, it comes back
+    _write(target, make_doc(2, run_id="run-b"))
+    df, bad = _via_cache([str(d)], cache)
+    assert not bad and "run-b" in set(df["run_id"].astype(str))
+
+
+def test_bad_files_and_missing_folders_listed_as_the_store_lists_them(tmp_path: Path) -> None:
+    d = _folder(tmp_path)
+    (d / "zz.records.json").write_text("{not json", encoding="utf-8")
+    _write(d / "aa.records.json", {"schema_version": 1, "kind": "robocache-bench/records"})
+    dirs = [str(tmp_path / "nowhere"), str(d)]
+    want, want_bad = _fresh(dirs)
+    assert [os.path.basename(p) for p, _ in want_bad] == ["nowhere", "aa.records.json", "zz.records.json"]
+    cache = tmp_path / "cache"
+    for _ in range(2):  # building the cache, then from it
+        df, bad = _via_cache(dirs, cache)
+        assert bad == want_bad
+        pd.testing.assert_frame_equal(df, want)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "flip", "not-ours", "wrong-rows"])
+def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = _folder(tmp_path)
+    cache = tmp_path / "cache"
+    _via_cache([str(d)], cache)
+    (path,) = cache.glob("frame-*.parquet")
+    raw = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"PAR1" + os.urandom(200) + b"PAR1")
+    elif damage == "flip":  # the last byte of p50's column chunk, inside a data page: its page checksum catches it
+        col = pq.ParquetFile(path).metadata.row_group(0).column(data.COLUMNS.index("p50"))
+        start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+        at = start + col.total_compressed_size - 1
+        flipped = bytearray(raw)
+        flipped[at] ^= 0xFF
+        path.write_bytes(bytes(flipped))
+    elif damage == "not-ours":  # a valid Parquet file this code did not write (no manifest)
+        pq.write_table(pa.table({"run_id": ["forged"]}), path)
+    else:  # whole, but its manifest does not count its rows
+        t = pq.read_table(path)
+        meta = json.loads(t.schema.metadata[b"robocache.frames"])
+        meta["files"][0][2] += 1
+        pq.write_table(t.replace_schema_metadata({b"robocache.frames": json.dumps(meta).encode()}), path)
+    reads = _Reads(monkeypatch)
+    want, _ = reads.fresh([str(d)])
+    with pytest.warns(UserWarning, match="not used, rebuilt"):
+        df, bad = _via_cache([str(d)], cache)
+    assert reads.take() == ["a.records.json", "b.records.json", "c.records.json"]  # all read from the JSON
+    pd.testing.assert_frame_equal(df, want)
+    assert not bad
+    # rewritten whole: the next load trusts it again and reads nothing
+    df, _ = _via_cache([str(d)], cache)
+    assert reads.take() == []
+    pd.testing.assert_frame_equal(df, want)
+
+
+def test_cache_written_atomically_in_its_folder_and_off_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = _folder(tmp_path)
+    cache = tmp_path / "cache"
+    _via_cache([str(d)], cache)
+    assert [p.name for p in cache.iterdir() if p.name.startswith(store.TMP_PREFIX)] == []  # no temporaries left
+    assert data.cache_dir({data.CACHE_ENV_VAR: "off"}) is None
+    assert data.cache_dir({data.CACHE_ENV_VAR: str(cache)}) == cache
+    assert data.cache_dir({}) == data.DEFAULT_CACHE_DIR
+    # the default folder is one git ignores
+    ignored = (data.REPO / ".gitignore").read_text(encoding="utf-8").split()
+    assert "/.cache/" in ignored and data.DEFAULT_CACHE_DIR.relative_to(data.REPO).parts[0] == ".cache"
+    # no cache: the same frame, nothing written
+    table, bad = data.load_table([str(d)], None)
+    pd.testing.assert_frame_equal(data.to_frame(table), _fresh([str(d)])[0])
+
+
+def test_a_cache_folder_that_cannot_be_written_only_warns(tmp_path: Path) -> None:
+    d = _folder(tmp_path)
+    blocker = tmp_path / "file-not-folder"
+    blocker.write_text("x", encoding="utf-8")
+    with pytest.warns(UserWarning, match="could not write the load cache"):
+        df, bad = _via_cache([str(d)], blocker / "cache")
+    pd.testing.assert_frame_equal(df, _fresh([str(d)])[0])
+    assert not bad
