@@ -1,7 +1,6 @@
 """The harness end to end on the CPU providers: run -> records -> store -> show/report, and isolation."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

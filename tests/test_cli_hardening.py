@@ -6,7 +6,6 @@ the pipe ends the output quietly; terminal text carries no markdown escapes.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

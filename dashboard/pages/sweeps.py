@@ -7,7 +7,6 @@ resample's length sweep moves T with S (T = S/2), so "S" draws the length scalin
 import json
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables
