@@ -575,11 +575,18 @@ def options(df: pd.DataFrame, col: str) -> list[Any]:
     return sorted(vals, key=str)
 
 
+# The timer a page opens on: the device timer of the kernel grid first, never the profile suite's untimed
+# records ("-") or the pipelines' host timer only because it sorts first.
+TIMER_ORDER = ("cuda_event", "host_loop", "host")
+
+
 def pick_method(d: pd.DataFrame, timer_col: Any, cache_col: Any) -> tuple[str, str, pd.DataFrame]:
     """The timer and cache-mode selectboxes (in the two given columns; the cache modes offered are the chosen
     timer's; both bound to the URL's ``timer`` and ``cache``): ``(timer, cache, the rows of d measured so)``.
     Figures are never mixed across them."""
-    timer = bound(timer_col.selectbox, "timer", options(d, "timer"), "timer")
+    timers = options(d, "timer")
+    first = next((t for t in TIMER_ORDER if t in timers), timers[0] if timers else None)
+    timer = bound(timer_col.selectbox, "timer", timers, "timer", default=first)
     cache = bound(cache_col.selectbox, "cache", options(d[d["timer"] == timer], "cache"), "cache")
     return timer, cache, d[(d["timer"] == timer) & (d["cache"] == cache)]
 
