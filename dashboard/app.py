@@ -14,7 +14,7 @@ if str(_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-_PAGES = _ROOT / "dashboard" / "pages"
+_PAGES = _ROOT / "dashboard" / "views"
 
 st.set_page_config(layout="wide", page_title="robocache-bench")
 st.navigation([

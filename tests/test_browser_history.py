@@ -43,6 +43,12 @@ def test_alert_link_opens_history_with_the_marker(tmp_path: Path) -> None:
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(alert["link"])
         browser.wait_for_charts(page, 1, timeout_s=60)
+        # the link is this fresh server's first request: app.py ran (its page titles in the sidebar, not the files'
+        # names), as it does only because the pages are not in a folder named pages/ (Streamlit's old multipage
+        # mode would run history.py alone, narrow, with a sidebar of file names)
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        nav.get_by_text("Where robocache wins").first.wait_for(timeout=30_000)
+        assert nav.get_by_text("Regressions").count() >= 1
         # the marker: its size drawn as text beside the triangle at the first commit after the change
         size = f"{(alert['ratio'] - 1) * 100:+.1f}%"
         page.wait_for_function(

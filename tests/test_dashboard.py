@@ -90,7 +90,7 @@ def app(page: str, results: Path | str, monkeypatch: pytest.MonkeyPatch) -> AppT
     """The page over ``results`` alone (the repository's results/ left out)."""
     monkeypatch.setenv(data.ENV_VAR, str(results))
     monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
-    at = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60)
+    at = AppTest.from_file(str(REPO / "dashboard" / "views" / f"{page}.py"), default_timeout=60)
     return at.run()
 
 
@@ -745,7 +745,7 @@ def test_first_screen_without_gpu_shows_committed_gpu_results(tmp_path: Path,
     assert data.preferred(df, "arch") == "H200"
     for page, label, want in (("overview", "architecture", "H200"), ("sweeps", "machine", "nvidia-h200"),
                               ("history", "machine", "nvidia-h200")):
-        at = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60).run()
+        at = AppTest.from_file(str(REPO / "dashboard" / "views" / f"{page}.py"), default_timeout=60).run()
         assert not at.exception and not at.error, page
         assert next(s for s in at.selectbox if s.label == label).value == want, page
         assert at.get("plotly_chart"), page
@@ -785,7 +785,7 @@ def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.Monk
     """Query parameters set the selections (a shared link opens the same view), and a change is written back."""
     monkeypatch.setenv(data.ENV_VAR, str(fixture_dir))
     monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
-    at = AppTest.from_file(str(REPO / "dashboard" / "pages" / "history.py"), default_timeout=60)
+    at = AppTest.from_file(str(REPO / "dashboard" / "views" / "history.py"), default_timeout=60)
     at.query_params.update({"machine": "synthetic-b200", "case": "resample/B64-S100-T50-D32",
                             "provider": ["robocache", "cupy"], "metric": "gb_per_s"})
     at = at.run()
@@ -803,7 +803,7 @@ def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.Monk
     at = at.multiselect[0].set_value(["cupy"]).run()
     assert at.query_params["provider"] in ("cupy", ["cupy"])
     # a parameter naming no option is ignored, the page still draws
-    at2 = AppTest.from_file(str(REPO / "dashboard" / "pages" / "overview.py"), default_timeout=60)
+    at2 = AppTest.from_file(str(REPO / "dashboard" / "views" / "overview.py"), default_timeout=60)
     at2.query_params["arch"] = "<b>nope</b>"
     at2 = at2.run()
     assert not at2.exception and not at2.error and at2.get("plotly_chart")
@@ -814,7 +814,7 @@ def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.Monk
     assert at2.query_params["arch"] in ("H200", ["H200"])
     # every page binds its selections: each widget's label has a query parameter after a plain run
     for page in ("sweeps", "kernels", "architectures", "multigpu", "runs"):
-        at3 = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{page}.py"), default_timeout=60).run()
+        at3 = AppTest.from_file(str(REPO / "dashboard" / "views" / f"{page}.py"), default_timeout=60).run()
         assert not at3.exception and not at3.error, page
         assert len(at3.query_params) >= len(at3.selectbox) > 0 or page == "multigpu", (page, at3.query_params)
 

@@ -30,7 +30,7 @@ def page(name: str, results: Path, monkeypatch: pytest.MonkeyPatch, **params: An
     monkeypatch.setenv(data.ENV_VAR, str(results))
     monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
     monkeypatch.setenv(data.CACHE_ENV_VAR, "off")
-    at = AppTest.from_file(str(REPO / "dashboard" / "pages" / f"{name}.py"), default_timeout=90)
+    at = AppTest.from_file(str(REPO / "dashboard" / "views" / f"{name}.py"), default_timeout=90)
     at.query_params.update(params)
     at = at.run()
     assert not at.exception, at.exception
@@ -90,7 +90,7 @@ def _sweeps_module() -> Any:
     import ast
     import types
 
-    src = (REPO / "dashboard" / "pages" / "sweeps.py").read_text(encoding="utf-8")
+    src = (REPO / "dashboard" / "views" / "sweeps.py").read_text(encoding="utf-8")
     tree = ast.parse(src)
     tree.body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Call))]
     mod = types.ModuleType("sweeps_helpers")

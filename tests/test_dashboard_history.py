@@ -28,7 +28,7 @@ from tests import history_rehearsal as hr
 from tests.test_dashboard import assert_no_markup
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = REPO / "dashboard" / "pages"
+PAGES = REPO / "dashboard" / "views"
 
 
 @pytest.fixture(scope="module")

@@ -79,7 +79,7 @@ def test_dashboard_runs_page_with_a_non_utf8_name(tmp_path: Path, monkeypatch: p
         f.write(b"{not json")
     monkeypatch.setenv(data.ENV_VAR, str(d))
     monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
-    at = AppTest.from_file(str(Path(data.__file__).parent / "pages" / "runs.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(Path(data.__file__).parent / "views" / "runs.py"), default_timeout=60).run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
 

@@ -58,7 +58,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _page(results: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv(data.ENV_VAR, str(results))
     monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
-    return AppTest.from_file(str(REPO / "dashboard" / "pages" / "pipelines.py"), default_timeout=60).run()
+    return AppTest.from_file(str(REPO / "dashboard" / "views" / "pipelines.py"), default_timeout=60).run()
 
 
 def test_pipelines_page_per_gpu(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
