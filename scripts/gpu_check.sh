@@ -148,7 +148,7 @@ if part asv; then
   touch "$OUT/.asv-start"
   trap '(find results/asv -type f -newer "$OUT/.asv-start" -printf "%P\n" | while read -r f; do
            mkdir -p "$OUT/asv/$(dirname "$f")"; cp "results/asv/$f" "$OUT/asv/$f"; done; rm -f "$OUT/.asv-start")' EXIT
-  $PY -m asv machine --machine "$MACHINE" --yes > /dev/null
+  $PY -m benchmarks.machine --machine "$MACHINE" > /dev/null  # asv machine --yes plus the GPU, driver and CUDA
   timeout "${ASV_TIMEOUT:-0}" $PY -m asv run --python=same --machine "$MACHINE" --set-commit-hash "$COMMIT" --bench "${3:-.}" \
       --show-stderr 2>&1 | tee "$OUT/asv.log" | grep -E "^\[|failed|Error" | tail -40
   arc=${PIPESTATUS[0]}
@@ -163,7 +163,7 @@ if part pytest; then
   MACHINE=$(machine_name)
   export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="$MACHINE" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
-  $PY -m pytest benchmarks -q -p no:cacheprovider --benchmark-save="$MACHINE-${ROBOCACHE_SUITE:-quick}" \
+  $PY -m pytest benchmarks -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} --benchmark-save="$MACHINE-${ROBOCACHE_SUITE:-quick}" \
       --benchmark-storage="file://$OUT/pytest" --benchmark-columns=min,median,max,rounds 2>&1 | tail -25
   prc=${PIPESTATUS[0]}
   echo "PYTEST-BENCHMARK SUMMARY: wall $(( $(date +%s) - start )) s; exit $prc"

@@ -89,7 +89,7 @@ if [ "$ASV" != 0 ]; then
   touch "$OUT/.asv-start"
   export ROBOCACHE_SUITE="$SUITE" ROBOCACHE_DEVICE="$DEVICE"
   {
-    "$PY" -m asv machine --machine "$MACHINE" --yes > /dev/null &&
+    "$PY" -m benchmarks.machine --machine "$MACHINE" > /dev/null &&
     ROBOCACHE_RESULTS="$OUT/records" "$PY" -m asv run --python=same --machine "$MACHINE" \
         --set-commit-hash "$COMMIT" --show-stderr
   } > "$OUT/asv.log" 2>&1 || asv_rc=$?
