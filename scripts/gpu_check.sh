@@ -50,7 +50,9 @@ export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 PY=${PYTHON:-python3}
 if ! $PY -c "import msgspec, asv" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  [ -d /tmp/rcb-site ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/rcb-site .whl/*.whl
+  # (again, --upgrade, when a warm machine's earlier install lacks one: e.g. asv's wheels added later)
+  PYTHONPATH="/tmp/rcb-site${PYTHONPATH:+:$PYTHONPATH}" $PY -c "import msgspec, asv" 2>/dev/null ||
+    $PY -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/rcb-site .whl/*.whl
   export PYTHONPATH="/tmp/rcb-site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
