@@ -67,6 +67,12 @@ def test_asv_discovery_is_the_same_on_every_device_and_suite(tmp_path):
     assert not any("gb_per_s" in b["name"] or "pct" in b["name"] or "efficiency" in b["name"] for b in cpu)
     # the base classes (benchmarks/common.py) are abstract: asv finds no benchmark there
     assert not any(b["name"].startswith("common.") for b in cpu)
+    # the committed results/asv/benchmarks.json (what `asv publish` reads beside the committed results) is this
+    # discovery: a grid change that is not rediscovered would leave asv's site on a stale grid. (The committed
+    # file was written by asv on the H100 of 2026-11-24; regenerate it with `asv run` or this discovery.)
+    committed = json.loads((ROOT / "results" / "asv" / "benchmarks.json").read_text())
+    assert {k: v for k, v in committed.items() if k != "version"} == byname, \
+        "results/asv/benchmarks.json is stale: rerun asv's discovery (docs/harness.md, asv section)"
 
 
 def test_asv_skips_what_this_machine_suite_or_filter_does_not_run(monkeypatch):
