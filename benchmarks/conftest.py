@@ -1,10 +1,11 @@
 """pytest-benchmark front end: saved runs default to results/pytest, one front-end session per pytest run, the
 GPU (or "no GPU") in every saved run's ``machine_info``, and the GPU in every saved run's name.
 
-A saved run's name ends with the machine's GPU (``--benchmark-save=nightly`` on an H200 saves
-``0003_nightly_h200.json``; on a CPU ``..._cpu``; a name that already says it is kept), so the source label that
-``pytest-benchmark compare`` prints beside every row names the GPU the row was measured on
-(``--benchmark-autosave``: pytest-benchmark's own tag, commit and time, then the GPU).
+A saved run's name starts with the machine's GPU (``--benchmark-save=nightly`` on an H200 saves
+``0003_h200_nightly.json``; on a CPU ``0003_cpu_nightly.json``; a name that already starts with it is kept), so the
+source label that ``pytest-benchmark compare`` prints beside every row names the GPU the row was measured on: that
+label keeps only the first 12 characters of the file name (``0003_h200_ni``), so the GPU goes first
+(``--benchmark-autosave``: the GPU, then pytest-benchmark's own tag, commit and time).
 
 ``.benchmarks`` at the repository root is a link to ``results/pytest``, so pytest-benchmark's own tool finds the
 saved runs from there without options (``pytest-benchmark list``, ``pytest-benchmark compare 0001 0002``).
@@ -56,12 +57,13 @@ def gpu_slug(env: dict) -> str:
 
 
 def save_name(given: str | None, slug: str) -> str:
-    """The saved run's name: ``given`` (pytest-benchmark's own tag for --benchmark-autosave) ending with the GPU
-    ``slug``, unless it already names it."""
+    """The saved run's name: the GPU ``slug``, then ``given`` (pytest-benchmark's own tag for
+    --benchmark-autosave), unless ``given`` already starts with the slug. First, because ``pytest-benchmark
+    compare`` shows only the first 12 characters of a saved run's file name (``0003_h200_ni``)."""
     from pytest_benchmark.utils import get_tag
 
     name = given or get_tag()
-    return name if slug.split("-x")[0] in name.lower() else f"{name}_{slug}"
+    return name if name.lower().startswith(slug) else f"{slug}_{name}"
 
 
 @pytest.fixture(scope="session")

@@ -165,7 +165,7 @@ if part pytest; then
   MACHINE=$(machine_name)
   export ROBOCACHE_RESULTS="$OUT/records" ROBOCACHE_MACHINE="$MACHINE" ROBOCACHE_DEVICE=gpu
   start=$(date +%s)
-  $PY -m pytest benchmarks -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} --benchmark-save="$MACHINE-${ROBOCACHE_SUITE:-quick}" \
+  $PY -m pytest benchmarks -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} --benchmark-save="${ROBOCACHE_SUITE:-quick}" \
       --benchmark-storage="file://$OUT/pytest" --benchmark-columns=min,median,max,rounds 2>&1 | tail -25
   prc=${PIPESTATUS[0]}
   echo "PYTEST-BENCHMARK SUMMARY: wall $(( $(date +%s) - start )) s; exit $prc"

@@ -275,7 +275,7 @@ def test_pytest_benchmark_saves_device_samples(tmp_path):
                           "no:cacheprovider"], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:]
     saved = list(storage.rglob("*.json"))
-    assert [p.name for p in saved] == ["0001_smoke_cpu.json"]  # the GPU (here: none) in the saved run's name
+    assert [p.name for p in saved] == ["0001_cpu_smoke.json"]  # the GPU (here: none) in the saved run's name
     data = json.loads(saved[0].read_text())
     (bench,) = data["benchmarks"]
     rec = [r for r in store.load(tmp_path / "records").records if r["frontend"] == "pytest-benchmark"]
@@ -337,11 +337,17 @@ def test_pytest_benchmark_saved_names_carry_the_gpu():
     assert bconf.gpu_slug(h200) == "h200" and bconf.gpu_slug({**h200, "gpu_count": 4}) == "h200-x4"
     assert bconf.gpu_slug({"device": "gpu", "arch": None, "gpu_count": 1}) == "gpu"
     assert bconf.gpu_slug({"device": "cpu", "arch": "H200"}) == "cpu"
-    assert bconf.save_name("nightly", "h100") == "nightly_h100"
-    assert bconf.save_name("h200-quick", "h200") == "h200-quick"  # already says it
+    assert bconf.save_name("nightly", "h100") == "h100_nightly"
+    assert bconf.save_name("h200-quick", "h200") == "h200-quick"  # already starts with it
     assert bconf.save_name("h200-x2-multigpu", "h200-x2") == "h200-x2-multigpu"
-    auto = bconf.save_name(None, "cpu")  # --benchmark-autosave: pytest-benchmark's tag (commit, time), then the GPU
-    assert auto.endswith("_cpu") and len(auto) > len("_cpu")
+    assert bconf.save_name("nvidia-h200-quick", "h200") == "h200_nvidia-h200-quick"  # the GPU first, always
+    # what pytest-benchmark compare shows of a saved run's file name: the GPU is in it
+    from pytest_benchmark.utils import name_formatter_normal
+
+    label = name_formatter_normal({"name": "t", "source": f"Linux-CPython-3.12-64bit/0003_{bconf.save_name('quick', 'h100')}"})
+    assert "0003_h100_qu" in label, label
+    auto = bconf.save_name(None, "cpu")  # --benchmark-autosave: the GPU, then pytest-benchmark's tag (commit, time)
+    assert auto.startswith("cpu_") and len(auto) > len("cpu_")
 
 
 def test_pytest_benchmark_tool_finds_the_saved_runs_without_options():
