@@ -76,6 +76,8 @@ DRIFT_WINDOWS = (6, 9, 12, 16, 20)  # nights a drift (a trend, not a step) is te
 DRIFT_MIN = 12  # healthy points a series needs before it is tested for drift
 DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
 SCREEN_P = 0.01  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
+SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level of at least this many runs (PELT's
+# shortest segments on heavy-tailed series are two or three outlying nights, whose median is no reference)
 PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
 LEVEL_Q = 0.9  # the level spread is winsorized at this quantile: a second state must recur in about 10% of nights
 VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
@@ -437,7 +439,8 @@ class Change:
     key: str
     before_level: float = 0.0  # mean log-time of the segment before the change
     q_value: float = 1.0
-    kind: str = "tail"  # "tail": the newest runs against the level before; "pelt": PELT's last change point
+    kind: str = "tail"  # "tail": the newest runs against the level before; "pelt": PELT's last change point;
+    # "scan": the likeliest single split inside PELT's last segment (Bonferroni over the splits scanned)
     dof: float = 1.0
     after_levels: list[float] = field(default_factory=list)  # log-times after the change
     before_levels: list[float] = field(default_factory=list)  # log-times of the level before
@@ -552,7 +555,9 @@ def _level_spread(x: np.ndarray) -> float:
         return 0.0
     from scipy.ndimage import median_filter
 
-    r = x - median_filter(x, size=min(9, len(x) | 1), mode="nearest")
+    # mode "mirror": padding with copies of the first run ("nearest") made the first nights their own median,
+    # so a slow state seen only early in the history did not count
+    r = x - median_filter(x, size=min(9, len(x) | 1), mode="mirror")
     c = float(np.quantile(np.abs(r), LEVEL_Q))
     r = np.clip(r, -c, c)
     return float(np.sqrt(np.mean(r * r)))
@@ -560,7 +565,7 @@ def _level_spread(x: np.ndarray) -> float:
 
 def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -> float:
     """Between-run noise of one series (one run's sigma of log-time): the standard deviation of consecutive
-    differences over sqrt(2) (a step moves one difference only), the differences first winsorized at 5 MADs
+    differences over sqrt(2) (a step moves one difference only), the differences first winsorized at 3 MADs
     (a crash-slow night does not inflate it), leaving out the differences in ``skip`` (across the changes
     being tested); never below the spread of the levels (:func:`_level_spread`, two-state series), the
     runs' own median within-run noise or NOISE_MIN."""
@@ -569,10 +574,11 @@ def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -
     if drop and len(d) - len(drop) >= 2:
         d = np.delete(d, drop)
     if len(d) >= 2:
-        m = float(np.median(d))
-        mad = 1.4826 * float(np.median(np.abs(d - m)))
+        # centred on 0, where differences of a level sit (their median is not: an alternating 100/108 series
+        # has its differences at +8% and -8%, and the median of an odd count of them is one side's)
+        mad = 1.4826 * float(np.median(np.abs(d)))
         if mad > 0:
-            d = np.clip(d, m - 3 * mad, m + 3 * mad)
+            d = np.clip(d, -3 * mad, 3 * mad)
         sd = float(np.std(d, ddof=1)) / math.sqrt(2)
     elif len(d) == 1:  # two runs (compare's shortest history): the one difference is the estimate, not zero
         sd = abs(float(d[0])) / math.sqrt(2)
@@ -747,10 +753,18 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             lo = max(b for b in bounds[:-1] if b <= idx - 3) if idx >= 3 else 0
             if idx - lo >= 3:
                 tests[idx] = (lo, n, "tail")
+        # the likeliest single change inside PELT's last segment (where PELT, its penalty scaled by a noise the
+        # tails inflate, found none): its p is Bonferroni's over the locations scanned
+        lo0 = bounds[-2]
+        scan = range(lo0 + 3, n - 2)
+        if len(scan) >= 2:
+            best = max(scan, key=lambda j: _split_stats(x, lo0, j, n))
+            if best not in tests:
+                tests[best] = (lo0, n, "scan")
         key = case_key(recs[-1])
 
         def make(idx: int, lo: int, hi: int, kind: str, *, x=x, within=within, pts=pts, cps=cps, prior=prior,
-                 series=series, fp=fp, key=key, n=n) -> Change:
+                 series=series, fp=fp, key=key, n=n, scan=scan) -> Change:
             before, after = x[lo:idx], x[idx:hi]
             # the noise without the differences across segment boundaries and this candidate
             skip = {b - 1 for b in cps} | {idx - 1}
@@ -758,12 +772,14 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             dof = (2.0 / 3.0) * max(n - 1 - len(skip), 1)
             sig_c = shrink(_series_sigma(x, within, skip=skip), dof, prior)
             d, se, p, tq = _test(before, after, sig_c, dof + PRIOR_DOF)
+            if kind == "scan":  # the location was chosen as the likeliest of len(scan) splits
+                p = min(1.0, p * len(scan))
             moved = env_changes(pts[idx - 1].env, pts[idx].env)
             return Change(series=series, fingerprint=fp, index=idx, n_before=len(before), n_after=len(after),
                           ratio=_exp(d), ratio_ci=(_exp(d - tq * se), _exp(d + tq * se)), p_value=p,
                           before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
                           before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF,
-                          p_one=p / 2 if d > 0 else 1 - p / 2,
+                          p_one=p / 2 if d > 0 else min(1.0, 1 - p / 2),
                           after_levels=[float(v) for v in after], before_levels=[float(v) for v in before],
                           cause="environment" if moved else "code", cause_detail="; ".join(moved),
                           segment=(lo, hi))
@@ -819,6 +835,9 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     # the check on those), so a change is found however many other series moved tonight
     screened = [c for c in cands if screen is not None and id(c) in beyond and c.ratio > 1 and not c.strict
                 and c.p_one * c.n_tests <= screen]
+    if screen is not None:  # a rerun follows: it needs a level to be compared with (SCREEN_MIN_BEFORE runs)
+        screened = [c for c in screened if c.n_before >= SCREEN_MIN_BEFORE]
+        res.changes = [c for c in res.changes if c.ratio < 1 or c.n_before >= SCREEN_MIN_BEFORE]
 
     # one change per series: of its significant candidates (all about the level tonight), the split that
     # explains the most variance, d^2 nb na / (nb + na) (the likelihood-ratio location: a step two nights ago
@@ -872,6 +891,12 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
 
 CONFIRM_P = 0.001  # the confirmation's one-sided p-value bound
 CONFIRM_RUNS = 2  # fresh measurements of each alerted case; every one of them must be slower beyond the floor
+# A change that has held: at least HELD_NIGHTS nights after it, their median slower beyond the floor, the nights' own
+# one-sided p <= HELD_P. Its rerun is held to CONFIRM_P_HELD instead of CONFIRM_P (the two independent pieces of
+# evidence together still <= 1e-8; a step of 3x the noise is beyond what two reruns can show at 0.001).
+HELD_NIGHTS = 3
+HELD_P = 1e-6
+CONFIRM_P_HELD = 0.01
 
 
 def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
@@ -927,7 +952,8 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     """The confirmation's decision for alert ``c`` on rerun sets ``xs`` (shape (sets, runs), log-times): each
     set alone against the level before the change, one-sided, with the series' noise. Returns per set
     (confirmed, p, the reruns' mean ratio, the lowest rerun's ratio). Vectorized: the quality tests compute
-    the exact confirmation probability of a false alert over every rerun their noise pool allows."""
+    the exact confirmation probability of a false alert over every rerun their noise pool allows. A change that
+    has held (HELD_NIGHTS nights, their median beyond the floor, their p <= HELD_P) needs p <= CONFIRM_P_HELD."""
     from scipy import special
 
     xs = np.atleast_2d(np.asarray(xs, dtype=float))
@@ -938,7 +964,16 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / xs.shape[1])
     p = special.stdtr(max(c.dof, 1.0), -d / se)
     low_log = xs.min(axis=1) - ref
+    held = (c.n_after >= HELD_NIGHTS and c.p_one <= HELD_P
+            and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
+    if held:
+        p_max = max(p_max, CONFIRM_P_HELD)
     ok = (p <= p_max) & (low_log >= math.log1p(floor))
+    # and slower than 90% of the nights before the change, whatever their distribution: a series with a second
+    # state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has shown
+    # that level before, which no step does
+    if len(c.before_levels) >= SCREEN_MIN_BEFORE:
+        ok &= xs.min(axis=1) > float(np.quantile(c.before_levels, LEVEL_Q))
     # and beyond the provider's measured run-to-run tails: the share of its real deviations at least as slow
     # as the lowest rerun, to the power of the reruns, at most p_max (a provider whose runs of one commit
     # moved 20% now and then confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
