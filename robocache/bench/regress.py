@@ -30,9 +30,13 @@ Two questions, one noise model:
     across a change of runner (:func:`env_fingerprint`) or of measuring method is a *break*, never an
     alert; a trend over the newest nights is a *drift* (Theil-Sen, Mann-Kendall), never blamed on one commit.
 
+    With a confirmation rerun to follow (``check(screen=SCREEN_P)``, ``check --confirm``), a per-series
+    screen replaces Benjamini-Hochberg as the gate to the rerun: the rerun is the check on those cases.
+
 ``confirm(first, rerun)``
     The alerted cases measured again (CONFIRM_RUNS fresh runs), tested *alone* against the level before the
-    change: the nights that raised the alert are not counted twice.
+    change (:func:`rerun_test`: the series' noise, the provider's measured tails, the nights before): the
+    nights that raised the alert are not counted twice.
 
 Why ruptures + SciPy rather than Apache Otava (E-Divisive + t-test, the method this mirrors) or MongoDB's
 signal-processing-algorithms: apache-otava 0.8.0 pins numpy 2.2 (we pin 2.4) and pulls database, BigQuery
