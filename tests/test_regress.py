@@ -645,7 +645,7 @@ def test_rerun_beyond_the_providers_measured_tails():
     assert pool is not None and float(np.mean(pool >= math.log(1.12))) ** 2 > regress.CONFIRM_P
     for provider, confirmed in (("torch_compile", False), ("robocache", True)):
         c = regress.check(series([10.0 * v / 100 for v in FLAT] + [11.2], provider=provider)).alerts[0]
-        ok, p, ratio, low = regress.rerun_test(c, np.log([[11.2, 11.25]]))
+        ok, p, _, _ = regress.rerun_test(c, np.log([[11.2, 11.25]]))
         assert p[0] <= regress.CONFIRM_P and bool(ok[0]) is confirmed, provider
 
 
@@ -670,3 +670,38 @@ def test_outlying_nights_do_not_set_the_noise():
     assert regress._series_sigma(x, np.zeros(0)) < quiet + 0.008
     x[13] -= 0.24
     assert regress._series_sigma(x, np.zeros(0)) < 0.045
+
+
+def test_rerun_in_a_state_the_series_has_shown_before_confirms_nothing():
+    # 100/108 us, the slow state in 3 of the 20 nights before, then two slow nights and two slow reruns: the
+    # parametric test alone would confirm (the quiet state's noise is small); the nights before held that level
+    # (the reruns must be beyond the floor above 90% of them)
+    import numpy as np
+
+    vals = _noisy(11, n=20, sigma=0.002)
+    for i in (4, 9, 15):
+        vals[i] *= 1.08
+    c = regress.check(series(vals + [108.1, 107.9]), screen=regress.SCREEN_P).alerts[0]
+    ok, _, _, _ = regress.rerun_test(c, np.log([[108.2, 108.0]]))
+    assert not ok[0]
+    ok, _, _, _ = regress.rerun_test(c, np.log([[114.0, 113.8]]))  # beyond the floor above that level: a change
+    assert ok[0]
+
+
+def test_a_change_that_has_held_needs_less_of_the_rerun():
+    import numpy as np
+
+    base = _noisy(5, n=20, sigma=0.03)
+    c = regress.check(series(base + [v * 1.10 for v in _noisy(6, n=6, sigma=0.03)])).alerts[0]
+    assert c.n_after >= regress.HELD_NIGHTS and c.p_one <= regress.HELD_P
+    ref = float(np.median(c.before_levels))
+    # reruns just beyond the floor above 90% of the nights before, their mean p between CONFIRM_P and
+    # CONFIRM_P_HELD: confirmed only for the change that has held
+    xs = np.full((1, 2), float(np.quantile(c.before_levels, regress.LEVEL_Q)) + math.log1p(regress.FLOOR) + 0.002)
+    ok, p, _, _ = regress.rerun_test(c, xs)
+    assert regress.CONFIRM_P < p[0] <= regress.CONFIRM_P_HELD, (p[0], xs[0, 0] - ref)
+    assert ok[0]
+    fresh = copy.copy(c)
+    fresh.n_after = 1
+    ok, _, _, _ = regress.rerun_test(fresh, xs)
+    assert not ok[0]

@@ -589,7 +589,7 @@ def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -
     else:
         sd = 0.0
     # the level spread of the points before the newest ones (a change tonight is not noise)
-    lv = _level_spread(x[:-2] if len(x) >= 10 else x)
+    lv = _level_spread(x[:-2] if len(x) >= 7 else x)
     sd = sd if math.isfinite(sd) else 0.0
     return max(sd, lv, float(np.median(within)) if len(within) else 0.0, NOISE_MIN)
 
@@ -973,11 +973,11 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     if held:
         p_max = max(p_max, CONFIRM_P_HELD)
     ok = (p <= p_max) & (low_log >= math.log1p(floor))
-    # and slower than 90% of the nights before the change, whatever their distribution: a series with a second
-    # state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has shown
-    # that level before, which no step does
+    # and beyond the floor above 90% of the nights before the change, whatever their distribution: a series with
+    # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
+    # shown that level before, which no step does
     if len(c.before_levels) >= SCREEN_MIN_BEFORE:
-        ok &= xs.min(axis=1) > float(np.quantile(c.before_levels, LEVEL_Q))
+        ok &= xs.min(axis=1) - float(np.quantile(c.before_levels, LEVEL_Q)) >= math.log1p(floor)
     # and beyond the provider's measured run-to-run tails: the share of its real deviations at least as slow
     # as the lowest rerun, to the power of the reruns, at most p_max (a provider whose runs of one commit
     # moved 20% now and then confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
