@@ -146,7 +146,7 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
     out = []
     for n in check_at:
         recs = [r for night in by_night[:n] for r in night]
-        first = regress.check(recs)
+        first = regress.check(recs, screen=regress.SCREEN_P)  # the nightly job: check --confirm
         raw = {c.fingerprint: c for c in first.alerts}
         kept: dict[str, regress.Change] = {}
         if first.alerts:

@@ -5,18 +5,22 @@ whose noise is bootstrapped from the real run-to-run ratios of the committed rec
 One simulation (module fixture, about a minute on 2 cores): the 216 series of the nightly grid with their real
 H200 medians; per provider a quarter left alone (A/A), the rest given a step of +5%, +10% or +20% at night 20;
 12 copies of quiet series (noise <= 0.5%) drifting +0.5%/night and 6 drifting +1%/night from night 20; 12 two-state
-series (100/108 alternating, or the slow state 30% of the nights). The nightly check (with the confirmation
+series (100/108 alternating, or the slow state 30% of the nights); one more copy of every series with noise <= 2%
+given +10% and of every one with noise <= 1% given +5% (the targets' bands: 74 and 27 series). The nightly check (with the confirmation
 rerun, tested alone) runs after nights 8, 10, ..., 20 and every night 21 to 32.
 
 Measured and printed per provider (run with ``-s``): confirmed false alerts per 1,000 series-nights (A/A), the
 share of steps found within one, two and ten nights by step size and noise band, the change point on the right
 commit, drift nights-to-report, two-state false alerts. docs/regressions.md has the table of this commit.
-The asserts hold the rates measured at this commit (with a margin), and the issue's targets are printed next
-to them: a target that is not met is reported, not hidden.
+The asserts are the issue's targets where this commit meets them (A/A on the expected count, see
+test_aa_false_alerts_per_provider; +10% within one night, +5% within two; placement where noise <= 2%; drift)
+and, where the measured noise does not allow them, the rates reached, with the reason in docs/regressions.md;
+every target is printed next to its measured rate.
 """
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -57,45 +61,75 @@ def world():
         series.append(_copy(quiet[k % len(quiet)], f"drift1pc{k}", kind="drift", slope=0.01, start=START))
     for k in range(12):
         series.append(_copy(quiet[k % len(quiet)], f"two{k}", kind="twostate", state_p=0.5 if k < 6 else 0.3))
-    rng = np.random.default_rng(20261124)
+    # the issue's rate targets need more than the grid's 13 series a cell (a 90% rate cannot be told from 75% on
+    # 13): one more copy of every grid series in the target's noise band, with its own real pool and median
+    for s in grid:
+        if s.noise <= 0.02:
+            series.append(_copy(s, "ten", kind="step", step=0.10, start=START))
+        if s.noise <= 0.01:
+            series.append(_copy(s, "five", kind="step", step=0.05, start=START))
+    # REGRESS_SIM_SEED: another draw of the same world (to see that a rate is not one seed's luck)
+    rng = np.random.default_rng(int(os.environ.get("REGRESS_SIM_SEED", "20261124")))
     return series, sim.run_nights(series, NIGHTS, CHECKS, rng)
 
 
+def p_confirm(s: sim.Series, c: regress.Change) -> float:
+    """The exact probability that the confirmation rerun keeps alert ``c`` of series ``s`` when nothing
+    changed: the share of every rerun the series' real noise pool allows (``CONFIRM_RUNS`` draws with
+    replacement, as the simulation draws them) that :func:`regress.rerun_test` confirms."""
+    grids = np.meshgrid(*[s.pool] * regress.CONFIRM_RUNS, indexing="ij")
+    xs = math.log(s.t_us) + np.stack([g.ravel() for g in grids], axis=1)
+    ok, *_ = regress.rerun_test(c, xs)
+    return float(ok.mean())
+
+
 def _aa_nights(series, results):
-    """(series-nights, confirmed false alerts, raw false alerts) per provider over the A/A states."""
-    out: dict[str, list[int]] = {}
+    """Per provider over the A/A states: [series-nights, confirmed false alerts, raw false alerts (sent to the
+    rerun), expected confirmed false alerts (each raw one's exact confirmation probability, p_confirm), drifts]."""
+    out: dict[str, list[float]] = {}
     for s in series:
         if s.kind == "drift" or s.kind == "twostate":
             continue
-        row = out.setdefault(s.provider, [0, 0, 0])
+        row = out.setdefault(s.provider, [0, 0, 0, 0.0, 0])
         for r in results:
             if r.night > s.start or s.fingerprint not in r.checked:
                 continue
             row[0] += 1
-            row[1] += (s.fingerprint in r.kept) + (s.fingerprint in r.drifts)
-            row[2] += s.fingerprint in r.raw
+            row[1] += s.fingerprint in r.kept
+            row[4] += s.fingerprint in r.drifts
+            if s.fingerprint in r.raw:
+                row[2] += 1
+                row[3] += p_confirm(s, r.raw[s.fingerprint])
     return out
 
 
 def test_aa_false_alerts_per_provider(world):
+    """A/A: confirmed false alerts per 1,000 series-nights. The count the simulated reruns confirmed is shown,
+    but 2,000-odd series-nights can only bound a rate by ~1.4 per 1,000; the target (0.05) is asserted on the
+    expected count: every alert the screen sent to the rerun times its exact probability of being confirmed
+    over all the reruns the series' real noise allows (the rerun is independent of the nights that raised the
+    alert; p_confirm), which has no sampling error from the rerun."""
     series, results = world
     rows = _aa_nights(series, results)
-    total = [sum(v[i] for v in rows.values()) for i in range(3)]
-    print(f"\nA/A (real-noise bootstrap): {total[0]} series-nights, {total[1]} confirmed false alerts "
-          f"({1000 * total[1] / total[0]:.2f} per 1,000; Poisson 95% upper bound "
-          f"{1000 * _upper(total[1]) / total[0]:.2f}), {total[2]} before confirmation; target <= 0.05 per 1,000")
+    total = [sum(v[i] for v in rows.values()) for i in range(5)]
+    print(f"\nA/A (real-noise bootstrap): {total[0]} series-nights, {total[2]} sent to the rerun, {total[1]} confirmed "
+          f"by the simulated reruns (Poisson 95% upper bound {1000 * _upper(total[1]) / total[0]:.2f} per 1,000), "
+          f"expected confirmed over every rerun the pools allow {total[3]:.4f} = {1000 * total[3] / total[0]:.4f} "
+          f"per 1,000 (target <= 0.05); {total[4]} drifts")
     for s in series:  # what the false alerts looked like
         for r in results:
             if s.kind in ("aa", "step") and r.night <= s.start and s.fingerprint in r.kept:
                 c = r.kept[s.fingerprint]
                 print(f"  false: {s.key} night {r.night} x{c.ratio:.3f} noise {c.sigma:.4f} n_before {c.n_before} "
                       f"{c.kind}; {c.confirm_note}")
-    for p, (n, kept, raw) in rows.items():
-        print(f"  {p:14s} {n:5d} series-nights: {kept} confirmed ({1000 * kept / n:.2f}/1,000), {raw} raw")
+    for p, (n, kept, raw, exp, dr) in rows.items():
+        print(f"  {p:14s} {n:5d} series-nights: {raw} sent to the rerun, {kept} confirmed, expected "
+              f"{1000 * exp / n:.4f}/1,000; {dr} drifts")
     assert total[0] >= 2000
-    # measured 0 at this commit; 2184 series-nights can only bound the rate by 1.4 per 1,000 (95%), not show
-    # the target of 0.05 (that takes ~60,000 series-nights: 20 minutes here)
-    assert total[1] <= 1, "confirmed false alerts on unchanged series"
+    assert total[2] >= 10, "the screen sends some noise to the rerun: else the expected rate measures nothing"
+    assert 1000 * total[3] / total[0] <= 0.05, "expected confirmed false alerts per 1,000 series-nights (issue 14)"
+    # what the simulated reruns did is one draw of that expectation (0.02 here): at most one is consistent with it
+    assert total[1] + total[4] <= 1, "confirmed false alerts or drifts on unchanged series"
 
 
 def _upper(k: int) -> float:
@@ -145,6 +179,14 @@ def test_steps_found_per_size_noise_band_and_provider(world):
     big = [(s, g) for s, g in det if s.step >= 3 * s.noise]
     big_found = sum(1 for _, g in big if g and g[0] <= 10)
     print(f"  change point on the right commit: {placed}/{len(found)} detections (target >= 95%)")
+    for name, sel in (("noise <= 2%", lambda s: s.noise <= 0.02), ("noise > 2%", lambda s: s.noise > 0.02),
+                      ("step >= 5x noise", lambda s: s.step >= 5 * s.noise),
+                      ("step < 5x noise", lambda s: s.step < 5 * s.noise)):
+        xs = [g for s, g in det if g and sel(s)]
+        print(f"    {name}: {sum(1 for g in xs if g[1])}/{len(xs)}")
+    for s, g in det:
+        if s.step >= 3 * s.noise and not (g and g[0] <= 10):
+            print(f"  3x step missed: {s.key} +{s.step:.0%} noise {s.noise:.2%} ({s.step / s.noise:.1f}x)")
     print(f"  steps of at least 3x the series' noise found within 10 nights: {big_found}/{len(big)} (target: all)")
     ten2 = [g for s, g in det if s.step == 0.10 and s.noise <= 0.02]
     five1 = [g for s, g in det if s.step == 0.05 and s.noise <= 0.01]
@@ -152,13 +194,20 @@ def test_steps_found_per_size_noise_band_and_provider(world):
     r5 = sum(1 for g in five1 if g and g[0] <= 2) / max(len(five1), 1)
     print(f"  +10% within one night where noise <= 2%: {r10:.0%} (target >= 90%); "
           f"+5% within two nights where noise <= 1%: {r5:.0%} (target >= 80%)")
-    # what this commit achieves (84/100 placed, +10% 62% in one night where noise <= 2%, +5% 100% in two where
-    # noise <= 1%, 87/104 of 3-sigma steps within ten nights; pools refit with main's runs of 2026-11-24, before
-    # which it was 88/99 placed and 85/95), with a margin; the targets are printed above and the gaps stated in
-    # docs/regressions.md
-    assert placed >= 0.8 * len(found)
-    assert r10 >= 0.5 and r5 >= 0.8
-    assert big_found >= 0.8 * len(big)
+    # the issue's targets, asserted where this commit meets them. Measured at the default seed (and at
+    # REGRESS_SIM_SEED=1 / 2): +10% in one night 67/74 = 91% (91% / 95%), +5% in two 27/27 (all three),
+    # placement where noise <= 2% 116/119 = 97% (93% / 97%: seed 1 misses it by three series)
+    assert r10 >= 0.9, "+10% found within one night in >= 90% of series with noise <= 2% (issue 14)"
+    assert r5 >= 0.8, "+5% found within two nights in >= 80% of series with noise <= 1% (issue 14)"
+    near = [g for s, g in det if g and s.noise <= 0.02]
+    assert sum(1 for g in near if g[1]) >= 0.95 * len(near), "placement where noise <= 2% (issue: >= 95%)"
+    # where the measured noise does not allow the issue's targets (docs/regressions.md says why, with the
+    # figures), the rates reached: placement over every detection 170/190 (89%; the misses: steps under 5x the
+    # noise of CuPy, torch.compile and torch eager, 39/53 placed, found late); steps of 3x the noise within
+    # ten nights 171/187 (91%; 176 and 175 at seeds 1 and 2; the misses: torch.compile's and CuPy's +10%/+20%
+    # at 3-6x a pool whose tails reach 20%, robocache's +5% at 3.5x its few-microsecond pool with +-24% outliers)
+    assert placed >= 0.85 * len(found)
+    assert big_found >= 0.9 * len(big)
 
 
 def test_drift_reported_before_five_percent_and_not_blamed_on_a_commit(world):
@@ -179,7 +228,7 @@ def test_drift_reported_before_five_percent_and_not_blamed_on_a_commit(world):
               f"{nights} nights; before +5% in all: {early}/{len(xs)} (target: all at +0.5%); blamed on a commit "
               f"before the drift was reported: {blamed_first}/{len(xs)}")
     half = [(f, b) for s, f, b in rows if s.slope == 0.005]
-    assert sum(1 for f, _ in half if f is not None and 1.005 ** f - 1 < 0.05) >= 0.75 * len(half)
+    assert sum(1 for f, _ in half if f is not None and 1.005 ** f - 1 < 0.05) == len(half), "issue 14: all"
 
 
 def test_two_state_series_raise_nothing(world):
@@ -188,8 +237,13 @@ def test_two_state_series_raise_nothing(world):
     n = sum(1 for s in two for r in results if s.fingerprint in r.checked)
     false = [(s.case["id"], r.night) for s in two for r in results if s.fingerprint in r.kept or s.fingerprint in r.drifts]
     raw = sum(1 for s in two for r in results if s.fingerprint in r.raw)
-    print(f"\ntwo-state series (100/108 us): {n} series-nights, {len(false)} confirmed alerts or drifts, {raw} raw")
-    assert n >= 100 and false == []
+    print(f"\ntwo-state series (100/108 us): {n} series-nights, {len(false)} confirmed alerts or drifts, {raw} raw: "
+          f"{false}")
+    # a gap, stated in docs/regressions.md: a series whose slow state (30% of nights) has not yet shown in the
+    # nights before, and whose two reruns both land in it, is a +8% step to every test here; measured 0 in 228
+    # series-nights at the default seed and seed 2, 1 at seed 1 (alternating series: none)
+    assert n >= 100 and len(false) <= 1
+    assert not [s for s in two if s.state_p == 0.5 for r in results if s.fingerprint in r.kept]
 
 
 def test_priors_are_fitted_per_provider_and_not_optimistic():

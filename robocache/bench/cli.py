@@ -561,7 +561,9 @@ def _check(args: argparse.Namespace) -> int:
         return records
     frontend = None if args.frontend == "all" else args.frontend
     kw = {"floor": args.floor} if args.floor is not None else {}
-    res = regress.check(records, machine=args.machine, frontend=frontend, **kw)
+    # with --confirm, a per-series screen sends cases to the rerun, which is the check on them (regress.check)
+    res = regress.check(records, machine=args.machine, frontend=frontend,
+                        screen=regress.SCREEN_P if args.confirm else None, **kw)
     if res.series == 0:
         machines = sorted({str((r.get("env") or {}).get("machine")) for r in records})
         print(f"robocache-bench check: no series for machine {args.machine!r} and front end {args.frontend!r}; "

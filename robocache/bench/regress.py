@@ -30,9 +30,13 @@ Two questions, one noise model:
     across a change of runner (:func:`env_fingerprint`) or of measuring method is a *break*, never an
     alert; a trend over the newest nights is a *drift* (Theil-Sen, Mann-Kendall), never blamed on one commit.
 
+    With a confirmation rerun to follow (``check(screen=SCREEN_P)``, ``check --confirm``), a per-series
+    screen replaces Benjamini-Hochberg as the gate to the rerun: the rerun is the check on those cases.
+
 ``confirm(first, rerun)``
     The alerted cases measured again (CONFIRM_RUNS fresh runs), tested *alone* against the level before the
-    change: the nights that raised the alert are not counted twice.
+    change (:func:`rerun_test`: the series' noise, the provider's measured tails, the nights before): the
+    nights that raised the alert are not counted twice.
 
 Why ruptures + SciPy rather than Apache Otava (E-Divisive + t-test, the method this mirrors) or MongoDB's
 signal-processing-algorithms: apache-otava 0.8.0 pins numpy 2.2 (we pin 2.4) and pulls database, BigQuery
@@ -75,6 +79,11 @@ PRIOR_DOF = 4.0  # the prior counts as this many degrees of freedom next to a se
 DRIFT_WINDOWS = (6, 9, 12, 16, 20)  # nights a drift (a trend, not a step) is tested over, ending tonight
 DRIFT_MIN = 12  # healthy points a series needs before it is tested for drift
 DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
+SCREEN_P = 0.01  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
+SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level of at least this many runs (PELT's
+# shortest segments on heavy-tailed series are two or three outlying nights, whose median is no reference)
+PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
+LEVEL_Q = 0.9  # the level spread is winsorized at this quantile: a second state must recur in about 10% of nights
 VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
 PRIORS_FILE = Path(__file__).with_name("noise_priors.json")
 BUCKETS = ((20.0, "lt20us"), (200.0, "lt200us"), (math.inf, "ge200us"))  # prior time buckets (median time)
@@ -170,6 +179,21 @@ def prior_noise(time_us: float, provider: str | None = None, *, tails: bool = Fa
     if fitted is None:
         return max(model, NOISE_MIN)
     return max(fitted, PRIOR_ABS_US / t, NOISE_MIN)
+
+
+def prior_pool(time_us: float, provider: str | None) -> np.ndarray | None:
+    """The provider's measured run-to-run deviations (log-time, sorted) for a case of median ``time_us``: the
+    pool :func:`prior_noise` takes its sigma from (None when the provider has no fitted runs)."""
+    t = min(max(float(time_us), 1e-3), 1e300)
+    for name in ([provider, provider.split("@")[0]] if provider else []):
+        per = priors().get(name)
+        if not per:
+            continue
+        b = per.get(_bucket(t))
+        pick = b if b and b["n"] >= PRIOR_MIN_N else per.get("*")
+        if pick and pick["n"] >= PRIOR_MIN_N and pick.get("deviations"):
+            return np.sort(np.asarray(pick["deviations"], dtype=float))
+    return None
 
 
 def shrink(sigma: float, dof: float, prior: float) -> float:
@@ -419,10 +443,15 @@ class Change:
     key: str
     before_level: float = 0.0  # mean log-time of the segment before the change
     q_value: float = 1.0
-    kind: str = "tail"  # "tail": the newest runs against the level before; "pelt": PELT's last change point
+    kind: str = "tail"  # "tail": the newest runs against the level before; "pelt": PELT's last change point;
+    # "scan": the likeliest single split inside PELT's last segment (Bonferroni over the splits scanned)
     dof: float = 1.0
     after_levels: list[float] = field(default_factory=list)  # log-times after the change
     before_levels: list[float] = field(default_factory=list)  # log-times of the level before
+    p_one: float = 1.0  # one-sided p (slower) of the tested candidate: the screen's evidence (check(screen=...))
+    strict: bool = True  # significant at the check's own level (Benjamini-Hochberg), not only at the screen's
+    n_tests: int = 1  # candidates tested in this series tonight (the screen's Bonferroni factor)
+    segment: tuple[int, int] = (0, 0)  # the runs [lo, hi) the split was tested in
     confirmed: bool | None = None  # None: no confirmation asked; False: could not be measured again
     confirm_note: str = ""  # why it could not be measured again, or the rerun's own evidence
     cause: str = "code"  # "code"; "environment": the runner changed between the two runs (not the commit's fault)
@@ -522,22 +551,25 @@ def _test(before: np.ndarray, after: np.ndarray, sigma: float, dof: float) -> tu
 
 def _level_spread(x: np.ndarray) -> float:
     """The spread of the levels themselves: RMS of the distance to a running median of 9 runs (which follows a
-    step within a few runs), winsorized at its 95th percentile (an isolated crash-slow night does not count,
-    a second state that recurs does). Floors the noise of a two-state series (100/108 us alternating), where
+    step within a few runs), winsorized at its LEVEL_Q (90th) percentile (isolated outlying nights do not
+    count, a second state that recurs in a tenth of the nights or more does: at the 95th percentile two
+    outliers in 20 nights, as robocache's few-microsecond cases have, set a 7.7% floor on a 1.4% series). Floors the noise of a two-state series (100/108 us alternating), where
     consecutive differences winsorized by their MAD collapse to the quiet mode."""
     if len(x) < 5:
         return 0.0
     from scipy.ndimage import median_filter
 
-    r = x - median_filter(x, size=min(9, len(x) | 1), mode="nearest")
-    c = float(np.quantile(np.abs(r), 0.95))
+    # mode "mirror": padding with copies of the first run ("nearest") made the first nights their own median,
+    # so a slow state seen only early in the history did not count
+    r = x - median_filter(x, size=min(9, len(x) | 1), mode="mirror")
+    c = float(np.quantile(np.abs(r), LEVEL_Q))
     r = np.clip(r, -c, c)
     return float(np.sqrt(np.mean(r * r)))
 
 
 def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -> float:
     """Between-run noise of one series (one run's sigma of log-time): the standard deviation of consecutive
-    differences over sqrt(2) (a step moves one difference only), the differences first winsorized at 5 MADs
+    differences over sqrt(2) (a step moves one difference only), the differences first winsorized at 3 MADs
     (a crash-slow night does not inflate it), leaving out the differences in ``skip`` (across the changes
     being tested); never below the spread of the levels (:func:`_level_spread`, two-state series), the
     runs' own median within-run noise or NOISE_MIN."""
@@ -546,17 +578,18 @@ def _series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -
     if drop and len(d) - len(drop) >= 2:
         d = np.delete(d, drop)
     if len(d) >= 2:
-        m = float(np.median(d))
-        mad = 1.4826 * float(np.median(np.abs(d - m)))
+        # centred on 0, where differences of a level sit (their median is not: an alternating 100/108 series
+        # has its differences at +8% and -8%, and the median of an odd count of them is one side's)
+        mad = 1.4826 * float(np.median(np.abs(d)))
         if mad > 0:
-            d = np.clip(d, m - 5 * mad, m + 5 * mad)
+            d = np.clip(d, -3 * mad, 3 * mad)
         sd = float(np.std(d, ddof=1)) / math.sqrt(2)
     elif len(d) == 1:  # two runs (compare's shortest history): the one difference is the estimate, not zero
         sd = abs(float(d[0])) / math.sqrt(2)
     else:
         sd = 0.0
     # the level spread of the points before the newest ones (a change tonight is not noise)
-    lv = _level_spread(x[:-2] if len(x) >= 10 else x)
+    lv = _level_spread(x[:-2] if len(x) >= 7 else x)
     sd = sd if math.isfinite(sd) else 0.0
     return max(sd, lv, float(np.median(within)) if len(within) else 0.0, NOISE_MIN)
 
@@ -612,9 +645,26 @@ def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float
     return best
 
 
+def _split_stats(x: np.ndarray, lo: int, idx: int, hi: int) -> float:
+    """The variance a split of x[lo:hi] at ``idx`` explains, d^2 nb na / (nb + na): the two-segment Gaussian
+    log-likelihood gain (up to the noise's variance), maximal at the maximum-likelihood change point."""
+    b, a = x[lo:idx], x[idx:hi]
+    d = float(a.mean() - b.mean())
+    return d * d * len(b) * len(a) / (len(b) + len(a))
+
+
+def _refine(x: np.ndarray, lo: int, idx: int, hi: int) -> int:
+    """The change's location by maximum likelihood among the neighbouring commits (within PLACE_RADIUS runs
+    of ``idx``, keeping 3 runs before it and one after): the tested split decides *whether* the series moved,
+    this decides *where* (a noisy night just before or after the step otherwise moves the blame by a commit:
+    the newest run tested alone against a level that already holds the step's first night)."""
+    js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
+    return max(js, key=lambda j: (_split_stats(x, lo, j, hi), -abs(j - idx)), default=idx)
+
+
 def check(records: Iterable[Any], *, machine: str | None = None, frontend: str | None = "cli",
           floor: float = FLOOR, q: float = FDR_Q, min_history: int = MIN_HISTORY,
-          tail: Sequence[int] = (1, 2)) -> CheckResult:
+          tail: Sequence[int] = (1, 2), screen: float | None = None) -> CheckResult:
     """Change points over the history of every series in ``records`` (see the module doc).
 
     Only *current* series are tested: those whose newest healthy point is in their machine's newest run (a
@@ -624,7 +674,15 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     tonight: a change stays under test until it is alerted or the series returns). A change whose two sides
     were measured on different runners (:func:`env_fingerprint`) is a break, not a regression. A trend over
     the newest nights (DRIFT_WINDOWS) that a line fits better than a step is a drift (Mann-Kendall, Theil-Sen)
-    and no commit is blamed for it."""
+    and no commit is blamed for it.
+
+    ``screen``: the check that a confirmation rerun follows (``check --confirm``, the nightly job). An alert is
+    then a series whose candidates' smallest one-sided p (slower), Bonferroni over that series' own
+    candidates, is at most ``screen`` (SCREEN_P), beyond the floor: a per-series screen whose false alerts
+    the rerun, tested alone (:func:`confirm`), weeds out (false alerts per series-night: about the screen's
+    rate times the confirmation's). Without a rerun the alerts are Benjamini-Hochberg's over all series, which
+    must carry the whole false-alert budget alone. Alerts significant at that level too are marked
+    ``strict``; only those are raised when the rerun cannot measure them."""
     from scipy import stats
 
     _check_floor(floor)
@@ -644,6 +702,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     res.series = len(by)
     cands: list[Change] = []
     drift_cands: list[tuple[Drift | None, bool]] = []
+    builders: dict[str, Any] = {}  # fingerprint -> (its candidate maker, its log-times): to refine a location
     # series measured another way (method version, input rotation): the same case's other series, for breaks
     siblings: dict[Series, list[tuple[str, Series]]] = defaultdict(list)
     for k, recs in by.items():
@@ -698,25 +757,46 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
             lo = max(b for b in bounds[:-1] if b <= idx - 3) if idx >= 3 else 0
             if idx - lo >= 3:
                 tests[idx] = (lo, n, "tail")
+        # the likeliest single change inside PELT's last segment (where PELT, its penalty scaled by a noise the
+        # tails inflate, found none): its p is Bonferroni's over the locations scanned
+        lo0 = bounds[-2]
+        scan = range(lo0 + 3, n - 2)
+        if len(scan) >= 2:
+            best = max(scan, key=lambda j: _split_stats(x, lo0, j, n))
+            if best not in tests:
+                tests[best] = (lo0, n, "scan")
         key = case_key(recs[-1])
-        for idx, (lo, hi, kind) in sorted(tests.items()):
+
+        def make(idx: int, lo: int, hi: int, kind: str, *, x=x, within=within, pts=pts, cps=cps, prior=prior,
+                 series=series, fp=fp, key=key, n=n, scan=scan) -> Change:
             before, after = x[lo:idx], x[idx:hi]
-            if len(before) < 3 or len(after) < 1:  # a level needs 3 runs before it can be departed from
-                continue
             # the noise without the differences across segment boundaries and this candidate
             skip = {b - 1 for b in cps} | {idx - 1}
             # consecutive differences overlap: their SD has about 2/3 of the degrees of freedom of their count
             dof = (2.0 / 3.0) * max(n - 1 - len(skip), 1)
             sig_c = shrink(_series_sigma(x, within, skip=skip), dof, prior)
             d, se, p, tq = _test(before, after, sig_c, dof + PRIOR_DOF)
+            if kind == "scan":  # the location was chosen as the likeliest of len(scan) splits
+                p = min(1.0, p * len(scan))
             moved = env_changes(pts[idx - 1].env, pts[idx].env)
-            cands.append(Change(series=series, fingerprint=fp, index=idx, n_before=len(before),
-                                n_after=len(after), ratio=_exp(d),
-                                ratio_ci=(_exp(d - tq * se), _exp(d + tq * se)), p_value=p,
-                                before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
-                                before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF,
-                                after_levels=[float(v) for v in after], before_levels=[float(v) for v in before],
-                                cause="environment" if moved else "code", cause_detail="; ".join(moved)))
+            return Change(series=series, fingerprint=fp, index=idx, n_before=len(before), n_after=len(after),
+                          ratio=_exp(d), ratio_ci=(_exp(d - tq * se), _exp(d + tq * se)), p_value=p,
+                          before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
+                          before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF,
+                          p_one=p / 2 if d > 0 else min(1.0, 1 - p / 2),
+                          after_levels=[float(v) for v in after], before_levels=[float(v) for v in before],
+                          cause="environment" if moved else "code", cause_detail="; ".join(moved),
+                          segment=(lo, hi))
+
+        mine = []
+        for idx, (lo, hi, kind) in sorted(tests.items()):
+            if idx - lo < 3 or hi - idx < 1:  # a level needs 3 runs before it can be departed from
+                continue
+            mine.append(make(idx, lo, hi, kind))
+        for c in mine:
+            c.n_tests = len(mine)
+        cands += mine
+        builders[fp] = (make, x)
         if n >= DRIFT_MIN:
             # the noise of the nights before the windows (a drift is not noise)
             head = x[:-min(DRIFT_WINDOWS)]
@@ -748,10 +828,21 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     if not cands:
         return res
     qv = stats.false_discovery_control(np.array([c.p_value for c in cands]), method="bh")
+    beyond = {id(c) for c in cands if c.ratio >= 1 + floor or c.ratio <= 1 / (1 + floor)}
     for c, qq in zip(cands, qv):
         c.q_value = float(qq)
-        if qq <= q and (c.ratio >= 1 + floor or c.ratio <= 1 / (1 + floor)):
+        c.strict = qq <= q and id(c) in beyond
+        if c.strict:
             res.changes.append(c)
+    # the screen (a confirmation rerun follows): per series, slower candidates beyond the floor whose one-sided p,
+    # Bonferroni over the series' own candidates, is at most `screen`; no correction across series (the rerun is
+    # the check on those), so a change is found however many other series moved tonight
+    screened = [c for c in cands if screen is not None and id(c) in beyond and c.ratio > 1 and not c.strict
+                and c.p_one * c.n_tests <= screen]
+    if screen is not None:  # a rerun follows: it needs a level to be compared with (SCREEN_MIN_BEFORE runs)
+        screened = [c for c in screened if c.n_before >= SCREEN_MIN_BEFORE]
+        res.changes = [c for c in res.changes if c.ratio < 1 or c.n_before >= SCREEN_MIN_BEFORE]
+
     # one change per series: of its significant candidates (all about the level tonight), the split that
     # explains the most variance, d^2 nb na / (nb + na) (the likelihood-ratio location: a step two nights ago
     # also makes "last night vs before" significant, diluted, and the reverse)
@@ -762,13 +853,29 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     per: dict[str, list[Change]] = defaultdict(list)
     for c in res.changes:
         per[c.fingerprint].append(c)
+    strict_slower = {c.fingerprint for c in res.changes if c.ratio > 1}
+    for c in screened:
+        if c.fingerprint not in strict_slower:  # a strict slower change speaks first
+            per[c.fingerprint].append(c)
     current: dict[str, Change] = {}
     for fp, cs in per.items():
         # a significant step tonight measured inside PELT's last segment is newer news than that segment's
         # own start (an old step must not hide tonight's)
         last_cp = max((c.index for c in cs if c.kind == "pelt"), default=None)
         newer = [c for c in cs if last_cp is not None and c.kind == "tail" and c.index - c.n_before >= last_cp]
-        current[fp] = min(newer or cs, key=rank)
+        c = min(newer or cs, key=rank)
+        # where: the maximum-likelihood split among the neighbouring commits; its own statistics are reported
+        make, x = builders[fp]
+        lo, hi = c.segment
+        j = _refine(x, lo, c.index, hi)
+        if j != c.index:
+            moved = make(j, lo, hi, c.kind)
+            if (moved.ratio > 1) == (c.ratio > 1) and (moved.ratio >= 1 + floor or moved.ratio <= 1 / (1 + floor)):
+                moved.q_value, moved.strict, moved.n_tests = c.q_value, c.strict, c.n_tests
+                moved.p_one = min(moved.p_one, c.p_one)
+                moved.p_value = min(moved.p_value, c.p_value)
+                c = moved
+        current[fp] = c
     for c in current.values():
         if c.cause == "environment":  # the runner changed between the two runs: never the commit's fault
             res.breaks.append(Break(series=c.series, fingerprint=c.fingerprint, kind="environment",
@@ -788,6 +895,12 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
 
 CONFIRM_P = 0.001  # the confirmation's one-sided p-value bound
 CONFIRM_RUNS = 2  # fresh measurements of each alerted case; every one of them must be slower beyond the floor
+# A change that has held: at least HELD_NIGHTS nights after it, their median slower beyond the floor, the nights' own
+# one-sided p <= HELD_P. Its rerun is held to CONFIRM_P_HELD instead of CONFIRM_P (the two independent pieces of
+# evidence together still <= 1e-8; a step of 3x the noise is beyond what two reruns can show at 0.001).
+HELD_NIGHTS = 3
+HELD_P = 1e-6
+CONFIRM_P_HELD = 0.01
 
 
 def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
@@ -803,9 +916,9 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     not measure healthily (crashed, throttled, another machine, a provider that is not registered:
     ``measurable`` lists the fingerprints this machine could rerun, ``not_measured`` says why not) is
     *unconfirmable*: it is still raised, marked unconfirmed, never dropped because the check could not
-    measure. Kept alerts are marked confirmed."""
-    from scipy import special
-
+    measure, when it is significant at the check's own level (``strict``); one only the screen called
+    (``check(screen=...)``) is listed among the refuted with that reason (without a rerun it is no alert).
+    Kept alerts are marked confirmed."""
     _check_floor(floor)
     got: dict[str, list[float]] = defaultdict(list)
     for r in rerun:
@@ -820,23 +933,59 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
         if not xs or (can is not None and c.fingerprint not in can):
             c.confirmed = False
             c.confirm_note = why_not.get(c.fingerprint, "the case could not be measured again here")
-            unconfirmable.append(c)
+            if c.strict:
+                unconfirmable.append(c)
+            else:  # only the screen called it: without a rerun it is no alert (the nights alone are not enough)
+                c.confirm_note += (f"; the nights alone are not significant at the check's own level "
+                                   f"(q = {c.q_value:.2g} > {FDR_Q}): not raised without a rerun")
+                refuted.append(c)
             continue
-        # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
-        # night that would make every later run look slower; the median's variance is pi/2 the mean's)
-        ref = float(np.median(c.before_levels)) if c.before_levels else c.before_level
-        d = float(np.mean(xs)) - ref
-        se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / len(xs))
-        p = float(special.stdtr(max(c.dof, 1.0), -d / se))
-        low = _exp(min(xs) - ref)
-        c.confirm_note = (f"rerun x{_exp(d):.3f} of the level before (one-sided p = {p:.2g}, {len(xs)} run(s), "
-                          f"the lowest x{low:.3f})")
-        if p <= p_max and low >= 1 + floor:
+        ok, p, ratio, low = rerun_test(c, np.array([xs]), floor=floor, p_max=p_max)
+        c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s), "
+                          f"the lowest x{low[0]:.3f})")
+        if ok[0]:
             c.confirmed = True
             kept.append(c)
         else:
             refuted.append(c)
     return kept, refuted, unconfirmable
+
+
+def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
+               p_max: float = CONFIRM_P) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The confirmation's decision for alert ``c`` on rerun sets ``xs`` (shape (sets, runs), log-times): each
+    set alone against the level before the change, one-sided, with the series' noise. Returns per set
+    (confirmed, p, the reruns' mean ratio, the lowest rerun's ratio). Vectorized: the quality tests compute
+    the exact confirmation probability of a false alert over every rerun their noise pool allows. A change that
+    has held (HELD_NIGHTS nights, their median beyond the floor, their p <= HELD_P) needs p <= CONFIRM_P_HELD."""
+    from scipy import special
+
+    xs = np.atleast_2d(np.asarray(xs, dtype=float))
+    # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
+    # night that would make every later run look slower; the median's variance is pi/2 the mean's)
+    ref = float(np.median(c.before_levels)) if c.before_levels else c.before_level
+    d = xs.mean(axis=1) - ref
+    se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / xs.shape[1])
+    p = special.stdtr(max(c.dof, 1.0), -d / se)
+    low_log = xs.min(axis=1) - ref
+    held = (c.n_after >= HELD_NIGHTS and c.p_one <= HELD_P
+            and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
+    if held:
+        p_max = max(p_max, CONFIRM_P_HELD)
+    ok = (p <= p_max) & (low_log >= math.log1p(floor))
+    # and beyond the floor above 90% of the nights before the change, whatever their distribution: a series with
+    # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
+    # shown that level before, which no step does
+    if len(c.before_levels) >= SCREEN_MIN_BEFORE:
+        ok &= xs.min(axis=1) - float(np.quantile(c.before_levels, LEVEL_Q)) >= math.log1p(floor)
+    # and beyond the provider's measured run-to-run tails: the share of its real deviations at least as slow
+    # as the lowest rerun, to the power of the reruns, at most p_max (a provider whose runs of one commit
+    # moved 20% now and then confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
+    pool = prior_pool(_exp(ref), c.series.get("provider"))
+    if pool is not None:
+        tail = (len(pool) - np.searchsorted(pool, low_log, side="left")) / len(pool)
+        ok &= tail ** xs.shape[1] <= p_max
+    return ok, p, np.exp(np.clip(d, -700, 700)), np.exp(np.clip(low_log, -700, 700))
 
 
 def reproduce_command(c: Change) -> str:
