@@ -12,6 +12,8 @@ BIN := $(VENV)/bin
 # pins) are passed to it. docs/install.md has the measured times.
 LOCK ?= requirements/dev.lock
 UV ?= 1
+# the uv `make lock` runs: the one on PATH (what setup used when there was one), else the venv's
+UV_BIN = $(shell command -v uv 2>/dev/null || echo $(BIN)/uv)
 
 $(BIN)/.installed: pyproject.toml $(LOCK)
 	$(PY) -m venv $(VENV)
@@ -38,11 +40,11 @@ setup: $(BIN)/.installed  ## create .venv: requirements/dev.lock and robocache (
 # bench extras, Python 3.12) with every package the two share at dev.lock's version (torch's CUDA 13 build).
 lock: setup  ## re-resolve requirements/dev.lock and cu13.lock with uv (UPGRADE=--upgrade to move every pin)
 	links="$${PIP_FIND_LINKS:-$$($(BIN)/python -m pip config get global.find-links 2>/dev/null)}"; \
-	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	$(UV_BIN) pip compile pyproject.toml --extra dev --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  $$(for d in $$links; do printf -- '--find-links %s ' "$$d"; done) $(UPGRADE) \
 	  --custom-compile-command "make lock" -o $(LOCK)
 	sed -n 's/+cpu//; /==/p' $(LOCK) > $(VENV)/dev-pins.txt
-	$(BIN)/uv pip compile pyproject.toml --extra cu13 --extra bench --python-version 3.12 \
+	$(UV_BIN) pip compile pyproject.toml --extra cu13 --extra bench --python-version 3.12 \
 	  --python-platform x86_64-manylinux_2_28 -c $(VENV)/dev-pins.txt --no-annotate \
 	  --custom-compile-command "make lock" -o requirements/cu13.lock
 

@@ -375,8 +375,26 @@ DEFAULT_CACHE_DIR = REPO / ".cache" / "frames"
 CACHE_FORMAT = 1  # raise when what a row holds changes: older caches are then rebuilt
 CACHE_KEEP = 16  # cache files kept per folder (one per set of results folders); the least recently used go
 _CACHE_META = b"robocache.frames"
-# the schema's text (names and types) is part of the cache's identity: a changed column rebuilds it
-_SCHEMA_ID = hashlib.sha256(f"{CACHE_FORMAT}:{SCHEMA}".encode()).hexdigest()[:16]
+
+
+def _cache_identity() -> str:
+    """What a cached row depends on besides the records themselves: the frame's schema text (names and types),
+    the code that derives the rows and validates the files (this module, ``robocache.bench.store`` and
+    ``schema``: their source text), the record schema's version. Any change to them rebuilds the cache, so a
+    ``git pull`` that changes how a column is derived or which files are rejected never serves old rows."""
+    from robocache.bench import schema as rschema
+    from robocache.bench import store as rstore
+
+    h = hashlib.sha256(f"{CACHE_FORMAT}:{SCHEMA}:{rschema.SCHEMA_VERSION}".encode())
+    for mod_file in (__file__, rstore.__file__, rschema.__file__):
+        try:
+            h.update(Path(mod_file).read_bytes())
+        except OSError:  # a frozen or zipped install: the version still keys it
+            h.update(str(mod_file).encode())
+    return h.hexdigest()[:16]
+
+
+_SCHEMA_ID = _cache_identity()
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:

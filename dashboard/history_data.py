@@ -2,9 +2,10 @@
 
 The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regress.check` on
 the records of the folders the dashboard loads (the store's records, so each point's within-run noise and runner
-fingerprint are the ones the CLI reads) with the CLI's defaults (every machine, front end ``cli`` unless another
-is chosen) and keeps :func:`robocache.bench.regress.alerts_json`'s document: exactly what ``robocache-bench check
-DIRS --frontend F --json alerts.json`` writes. Or the pages read a written ``alerts.json``
+fingerprint are the ones the CLI reads) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
+time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regress.alerts_json`'s
+documents. That is ``check`` WITHOUT ``--confirm``: the nightly job's alerts are those its rerun confirmed, so
+the pages name a written ``alerts.json`` as the source of what the nightly raised. Or the pages read a written ``alerts.json``
 (``--alerts FILE`` after ``--`` on the ``streamlit run`` line, or ``$ROBOCACHE_ALERTS_JSON``), validated;
 a bad file is reported and the check is computed instead.
 

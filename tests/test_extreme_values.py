@@ -224,10 +224,36 @@ def check_kernel_outcome(got: np.ndarray, want: np.ndarray, vals32: np.ndarray, 
     assert np.isnan(got[equal]).all() and not np.isnan(want[equal]).any()
     assert np.isfinite(got[steep]).all() and np.isinf(want[steep]).all()
     fin = np.isfinite(want) & ~corner
-    scale = np.abs(vals32[np.isfinite(vals32)]).max(initial=1.0)
-    err = np.abs(got[fin].astype(np.float64) - want[fin]) / np.maximum(1.0, np.abs(want[fin].astype(np.float64)))
-    assert (err <= rtol * max(1.0, scale)).all(), float(err.max(initial=0.0))
+    # each output's own scale: the larger magnitude of its bracket's two samples (the interpolation's rounding is
+    # relative to them, not to the result nor to the largest value anywhere in the input)
+    scale = np.ones(want.shape, np.float64)
+    with np.errstate(all="ignore"):
+        for b in range(want.shape[0]):
+            j0, j1, _ = reference.bracket(src[b].astype(np.float64), tgt[b].astype(np.float64))
+            a, c = np.abs(vals32[b, j0].astype(np.float64)), np.abs(vals32[b, j1].astype(np.float64))
+            scale[b] = np.maximum(1.0, np.fmax(a, c))  # fmax: a NaN sample does not hide the other's scale
+    err = np.abs(got[fin].astype(np.float64) - want[fin].astype(np.float64))
+    bound = rtol * scale[fin]
+    assert (err <= bound).all(), f"finite values differ: worst {float((err / bound).max(initial=0.0)):.3g}x the bound"
 
+
+
+def test_check_kernel_outcome_catches_a_wrong_finite_value() -> None:
+    """The tolerance has teeth: a finite output off by far more than its bracket's rounding fails, also when
+    the same input holds ±3e38 elsewhere (a bound scaled by the input's largest value would let it pass)."""
+    vals = np.array([[[1.0], [2.0], [3e38], [4.0]]], np.float32)
+    src = np.array([[0.0, 1.0, 2.0, 3.0]])
+    tgt = np.array([[0.5, 0.25, 2.0]])
+    want = reference.resample(vals, src, tgt, out_dtype=np.float32)
+    check_kernel_outcome(want.copy(), want, vals, src, tgt)  # the reference itself passes
+    bad = want.copy()
+    bad[0, 0, 0] = 1.5 + 1e-3  # 1.5 in [1, 2]: off by ~1e-3, far beyond rtol * 2
+    with pytest.raises(AssertionError, match="finite values differ"):
+        check_kernel_outcome(bad, want, vals, src, tgt)
+    bad = want.copy()
+    bad[0, 1, 0] = 1e20
+    with pytest.raises(AssertionError, match="finite values differ"):
+        check_kernel_outcome(bad, want, vals, src, tgt)
 
 def _inputs(case, tdtype):
     vals, src, tgt = case

@@ -231,3 +231,30 @@ def test_a_cache_folder_that_cannot_be_written_only_warns(tmp_path: Path) -> Non
         df, bad = _via_cache([str(d)], blocker / "cache")
     pd.testing.assert_frame_equal(df, _fresh([str(d)])[0])
     assert not bad
+
+
+def test_changed_derivation_code_rebuilds_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache's identity covers the code that derives rows and validates files (dashboard/data.py, the store,
+    the record schema) and the schema version: after a change to any of them every file is read again, never
+    served from rows an older derivation wrote."""
+    d = _folder(tmp_path)
+    cache = tmp_path / "cache"
+    reads = _Reads(monkeypatch)
+    _via_cache([str(d)], cache)
+    assert len(reads.take()) == 3
+    _via_cache([str(d)], cache)
+    assert reads.take() == []  # a hit
+    ident = data._cache_identity()
+    assert ident == data._SCHEMA_ID
+    from robocache.bench import schema as rschema
+
+    monkeypatch.setattr(rschema, "SCHEMA_VERSION", rschema.SCHEMA_VERSION + 1)
+    assert data._cache_identity() != ident  # the record schema's version is part of it
+    monkeypatch.setattr(rschema, "SCHEMA_VERSION", rschema.SCHEMA_VERSION - 1)
+    edited = tmp_path / "data_edited.py"  # stands for this module after a code change
+    edited.write_text(Path(data.__file__).read_text(encoding="utf-8") + "\n# a changed derivation\n", encoding="utf-8")
+    monkeypatch.setattr(data, "__file__", str(edited))
+    monkeypatch.setattr(data, "_SCHEMA_ID", data._cache_identity())
+    assert data._SCHEMA_ID != ident
+    df, bad = _via_cache([str(d)], cache)
+    assert reads.take() == ["a.records.json", "b.records.json", "c.records.json"] and not bad and len(df) == 9

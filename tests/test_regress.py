@@ -705,3 +705,11 @@ def test_a_change_that_has_held_needs_less_of_the_rerun():
     fresh.n_after = 1
     ok, _, _, _ = regress.rerun_test(fresh, xs)
     assert not ok[0]
+
+
+def test_alerts_json_reports_the_checks_own_floor_and_q() -> None:
+    """`check --floor 0.05` wrote "floor": 0.03 (the module's default) into alerts.json's summary, and the
+    dashboard's Regressions page captions alerts with that summary's floor."""
+    s = regress.alerts_json(regress.check([], floor=0.05, q=0.01))["summary"]
+    assert s["floor"] == 0.05 and s["fdr_q"] == 0.01
+    assert regress.alerts_json(regress.check([]))["summary"]["floor"] == regress.FLOOR

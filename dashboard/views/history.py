@@ -4,7 +4,7 @@ alert's link opens its view: robocache/bench/links.py)."""
 import streamlit as st
 
 from dashboard import charts, data, history_charts, history_data, tables
-from robocache.bench import links
+from robocache.bench import links, regress
 
 
 def body() -> None:
@@ -68,7 +68,8 @@ def body() -> None:
     elif doc.get("checked") is not None and not rows.empty:
         tested = set(doc.get("checked") or []) & set(rows["series"])
         st.caption(f"The check tested {len(tested)} of these {rows['series'].nunique()} series (a series needs "
-                   "6 healthy runs, the newest in its machine's newest run) and found no change, drift or break.")
+                   f"{regress.MIN_HISTORY} healthy runs, the newest in its machine's newest run) and found no change, "
+                   "drift or break.")
     table = rows.assign(run=[links.run_url(r, "") for r in rows["run_id"].astype(str)])
     styled, config = tables.readable(table[["created", "git_commit", "run_id", "provider", "dtype", "frontend",
                                             "method_version", "input_sets", "p50", "gb_per_s", "health", "run",

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, history_data, tables
+from robocache.bench import regress
 
 
 def _table(ev: pd.DataFrame, cols: list[str], **extra: str):
@@ -30,11 +31,17 @@ def body() -> None:
                           "frontend", default="cli" if "cli" in fronts else None)
         frontend = None if pick == history_data.EVERY_FRONTEND else pick
     doc, source = history_data.check_doc(frontend, [str(m) for m in data.options(df, "machine")])
-    st.caption(f"The alerts {source}: the same document `check --json` writes to alerts.json (schema "
-               "robocache-alerts/1). An alert is a significant slowdown beyond the 3% floor that still holds at its "
-               "machine's newest run; method and environment changes are breaks, never alerts.")
-    ev = history_data.events(doc)
     summ = doc.get("summary") or {}
+    floor = summ.get("floor", regress.FLOOR)
+    computed = "" if given else (
+        " Computed here, machine by machine, as `check` without `--confirm`: the nightly job also reruns each "
+        "alerted case and raises only what the rerun confirms, so for what it raised open its alerts.json "
+        "(`-- --alerts FILE` or `ROBOCACHE_ALERTS_JSON`).")
+    st.caption(f"The alerts {source}: the document `check --json` writes to alerts.json (schema "
+               f"robocache-alerts/1). An alert is a significant slowdown beyond the {100 * float(floor):.3g}% floor "
+               "that still holds at its machine's newest run; method and environment changes are breaks, never "
+               "alerts." + computed)
+    ev = history_data.events(doc)
     cols = st.columns(5)
     cols[0].metric("open alerts", int((ev["kind"] == "alert").sum()))
     cols[1].metric("drifts", int((ev["kind"] == "drift").sum()))
@@ -45,11 +52,15 @@ def body() -> None:
     alerts = ev[ev["kind"] == "alert"]
     st.subheader(f"Open alerts ({len(alerts)})")
     if alerts.empty:
-        if summ.get("series_checked", 1):
+        checked = summ.get("series_checked")
+        if checked is None:  # a file without its summary: unknown, never a pass
+            st.warning("This alerts file does not say how many series were tested: no alert in it, but no pass "
+                       "either.")
+        elif checked:
             st.success("No open performance regression in the series tested.")
         else:  # nothing was tested: not a pass
-            st.info("Nothing tested: no series has the 6 healthy runs a test needs (the newest in its machine's "
-                    "newest run), so no regression can be found or ruled out yet.")
+            st.info(f"Nothing tested: no series has the {regress.MIN_HISTORY} healthy runs a test needs (the newest "
+                    "in its machine's newest run), so no regression can be found or ruled out yet.")
     else:
         # one commit range can move many series on several machines: the ranges first, then every series
         by = alerts.groupby(["before_commit", "after_commit"], dropna=False, sort=False)

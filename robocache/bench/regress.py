@@ -515,6 +515,8 @@ class CheckResult:
     excluded_points: int = 0
     candidates: int = 0
     excluded_reasons: dict[str, int] = field(default_factory=dict)
+    floor: float = FLOOR  # the check's own settings (check(floor=, q=)), reported as they were
+    fdr_q: float = FDR_Q
 
 
 def _series_dict(rec: Any) -> dict[str, Any]:
@@ -686,7 +688,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     from scipy import stats
 
     _check_floor(floor)
-    res = CheckResult()
+    res = CheckResult(floor=floor, fdr_q=q)
     by: dict[Series, list[Any]] = defaultdict(list)
     newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
     for r in records:
@@ -871,9 +873,10 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
         if j != c.index:
             moved = make(j, lo, hi, c.kind)
             if (moved.ratio > 1) == (c.ratio > 1) and (moved.ratio >= 1 + floor or moved.ratio <= 1 / (1 + floor)):
+                # the significance is the tested split's (the test that controls the error rate); only the
+                # place and the size move: the best of two locations' p would be an uncorrected second look
                 moved.q_value, moved.strict, moved.n_tests = c.q_value, c.strict, c.n_tests
-                moved.p_one = min(moved.p_one, c.p_one)
-                moved.p_value = min(moved.p_value, c.p_value)
+                moved.p_one, moved.p_value = c.p_one, c.p_value
                 c = moved
         current[fp] = c
     for c in current.values():
@@ -1100,7 +1103,7 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
                         "alerts": len(res.alerts), "improvements": len(res.improvements),
                         "drifts": len(res.drifts), "breaks": len(res.breaks),
                         "excluded_points": res.excluded_points, "excluded_reasons": res.excluded_reasons,
-                        "floor": FLOOR, "fdr_q": FDR_Q}}
+                        "floor": res.floor, "fdr_q": res.fdr_q}}
 
 
 def check_markdown(res: CheckResult, dashboard_url: str | None = None) -> str:
