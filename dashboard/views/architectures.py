@@ -45,7 +45,7 @@ def body() -> None:
     st.plotly_chart(charts.arch_bars(d, "pct_of_ceiling", title="% of each GPU's own copy ceiling"), width="stretch")
     styled, config = tables.readable(d[["arch", "machine", "gpu_name", "case_id", "p50", "gb_per_s", "ceiling_gb_per_s",
                                         "pct_of_ceiling", "run_id"]].sort_values(["case_id", "arch"]))
-    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
     rooflines(df[(df["status"] == "ok") & (df["provider"] == provider) & (df["timer"] == timer)
                  & (df["cache"] == cache)], provider)
     two_gpus(df[(df["op"] == op) & (df["dtype"] == dtype) & (df["timer"] == timer) & (df["cache"] == cache)],
@@ -96,7 +96,7 @@ def two_gpus(d: pd.DataFrame, provider: str) -> None:
                "ceilings differ.")
     st.plotly_chart(charts.machine_ratio_bars(ratio, base, other), width="stretch")
     styled, config = tables.readable(ratio)
-    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 data.run_page("Architectures", body)

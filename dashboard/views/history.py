@@ -75,7 +75,7 @@ def body() -> None:
                                             "method_version", "input_sets", "p50", "gb_per_s", "health", "run",
                                             "series"]].sort_values("created"), extra={"run": "Runs page", "method_version": "method version"})
     config["Runs page"] = st.column_config.LinkColumn("Runs page", display_text="open run")
-    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 def _raw_run(d, shown: str) -> str:
@@ -99,7 +99,7 @@ def _events_table(ev):
 
 def _show(table, **kw) -> None:
     styled, config = table
-    st.dataframe(styled, column_config=config, **kw)
+    st.dataframe(styled, column_config=config, **kw, placeholder=tables.MISSING)
 
 
 data.run_page("History", body)

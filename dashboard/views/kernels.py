@@ -22,7 +22,7 @@ SUMMARY_COLUMNS = {"op": "op", "arch": "GPU", "machine": "machine", "cases": "ca
 def _show(df: pd.DataFrame, columns: dict[str, str]) -> None:
     """A report table with readable column names (record text stays data in a dataframe)."""
     st.dataframe(df[[c for c in columns if c in df.columns]].rename(columns=columns), hide_index=True,
-                 width="stretch")
+                 width="stretch", placeholder=tables.MISSING)
 
 
 def body() -> None:
@@ -70,7 +70,7 @@ def body() -> None:
         st.plotly_chart(charts.ratio_bars(cases, title=f"{op}: torch.compile at its best / {charts.provider_label(ours)}"),
                         width="stretch")
         with st.expander("every case"):
-            st.dataframe(cases, hide_index=True, width="stretch")
+            st.dataframe(cases, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
     st.header("Call cost")
     cost = tables.call_cost(df[df["machine"].isin(chosen)])
@@ -79,7 +79,7 @@ def body() -> None:
     else:
         st.caption("Host time per call of a tiny call in a tight loop; x bare launch = this / a bare kernel launch "
                    "of the same run.")
-        st.dataframe(cost, hide_index=True, width="stretch")
+        st.dataframe(cost, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 data.run_page("Kernels", body)

@@ -2,7 +2,7 @@
 gather's bandwidth next to the collective's own; from records carrying ``distributed`` (suite multigpu)."""
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import charts, data, tables
 
 TABLE = ["machine", "arch", "op", "case_id", "provider", "dtype", "world_size", "nodes", "scaling", "gather", "status",
          "step_us", "per_rank_us", "aggregate_items_per_s", "efficiency", "gather_gb_per_s", "collective_gb_per_s",
@@ -52,7 +52,7 @@ def body() -> None:
     if not failed.empty:
         st.warning(f"{len(failed)} multi-GPU case(s) failed (the table says why); failed cases carry no aggregate.")
     st.dataframe(latest[TABLE].sort_values(["machine", "case_id", "provider", "world_size"]), hide_index=True,
-                 width="stretch")
+                 width="stretch", placeholder=tables.MISSING)
 
 
 data.run_page("Multi-GPU", body)

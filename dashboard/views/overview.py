@@ -38,7 +38,7 @@ def body() -> None:
     provs = tables.providers_in(wide)
     best = wide[["case_id", "dtype", "best", "best_p50", *provs, "machine", "timer", "cache", "run_id", "created"]]
     styled, config = tables.readable(best, provider_cols=provs)
-    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
     st.subheader("% of the copy ceiling")
     st.plotly_chart(charts.ceiling_bars(lat[lat["status"] == "ok"]), width="stretch")
@@ -47,7 +47,7 @@ def body() -> None:
     show = ["case_id", "provider", "dtype", "machine", "status", "p50", "items_per_s", "gb_per_s", "pct_of_ceiling",
             "throttled", "contended", "noisy", "run_id", "git_commit", "created", "reason"]
     styled, config = tables.readable(lat[show].sort_values(["case_id", "dtype", "provider"]))
-    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 data.run_page("Overview", body)

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from dashboard import charts, data  # noqa: E402
+from dashboard import charts, data, tables  # noqa: E402
 from robocache import providers  # noqa: E402
 from robocache.bench import report, store  # noqa: E402
 from robocache.bench.schema import to_dict  # noqa: E402
@@ -76,7 +76,8 @@ def body() -> None:
     if rows:
         st.plotly_chart(dataload_chart(rows, f"Data loading on {gpu}"), width="stretch")
         df = pd.DataFrame(rows)
-        st.dataframe(df[list(DATALOAD_COLUMNS)].rename(columns=DATALOAD_COLUMNS), hide_index=True, width="stretch")
+        st.dataframe(df[list(DATALOAD_COLUMNS)].rename(columns=DATALOAD_COLUMNS),
+                     hide_index=True, width="stretch", placeholder=tables.MISSING)
     else:
         st.info("No data-loading case for this GPU.")
     for title, fn, header in (
@@ -85,7 +86,7 @@ def body() -> None:
         st.subheader(title)
         rows_ = fn(mine)
         if rows_:
-            st.dataframe(_frame(rows_, header), hide_index=True, width="stretch")
+            st.dataframe(_frame(rows_, header), hide_index=True, width="stretch", placeholder=tables.MISSING)
         else:
             st.info("None for this GPU.")
     st.subheader("Kernel breakdown of a training step")
@@ -95,7 +96,8 @@ def body() -> None:
     for r in prof:
         st.text(f"{r['case']['id']} ({r['case']['provider']})"
                 + (f": trace {r['pipeline']['trace_file']}" if r["pipeline"].get("trace_file") else ""))
-        st.dataframe(pd.DataFrame(r["pipeline"]["kernels"]), hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame(r["pipeline"]["kernels"]),
+                     hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 data.run_page("Pipelines", body)

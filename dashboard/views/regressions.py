@@ -67,7 +67,7 @@ def body() -> None:
         ranges = pd.DataFrame([{"commit range": history_data.commit_range(*k),
                                 "series": len(g), "machines": ", ".join(sorted(g["machine"].astype(str).unique())),
                                 "worst": f"{(g['ratio'].max() - 1) * 100:+.1f}%"} for k, g in by])
-        st.dataframe(ranges, hide_index=True, width="stretch")
+        st.dataframe(ranges, hide_index=True, width="stretch", placeholder=tables.MISSING)
         _show(_table(alerts, ["case_id", "provider", "dtype", "change", "interval", "link", "since", "where",
                               "q_value", "confirmed", "timer", "cache", "frontend"]), hide_index=True, width="stretch")
     drifts = ev[ev["kind"] == "drift"]
@@ -91,7 +91,7 @@ def body() -> None:
 
 def _show(table, **kw) -> None:
     styled, config = table
-    st.dataframe(styled, column_config=config, **kw)
+    st.dataframe(styled, column_config=config, **kw, placeholder=tables.MISSING)
 
 
 data.run_page("Regressions", body)

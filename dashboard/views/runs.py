@@ -41,14 +41,16 @@ def body() -> None:
     st.subheader("Clocks and health per case")
     st.dataframe(d[["case_id", "provider", "dtype", "status", "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported",
                     "temperature_c_max", "power_w_max", "other_processes", "throttle_reasons", "throttled",
-                    "contended", "noisy", "health_reasons"]], hide_index=True, width="stretch")
+                    "contended", "noisy", "health_reasons"]],
+                 hide_index=True, width="stretch", placeholder=tables.MISSING)
 
     failed = d[~d["status"].astype(str).isin(["ok", "skipped"])]
     st.subheader(f"Failed cases ({len(failed)})")
     if failed.empty:
         st.success("No case failed in this run.")
     else:
-        st.dataframe(failed[["case_id", "provider", "dtype", "status", "reason"]], hide_index=True, width="stretch")
+        st.dataframe(failed[["case_id", "provider", "dtype", "status", "reason"]],
+                     hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 data.run_page("Runs", body)

@@ -103,7 +103,7 @@ def body() -> None:
         cols = ["case_id", "provider", x, "p50", "items_per_s", "gb_per_s", "run_id"]
         order = [x, "provider"]
     styled, config = tables.readable(d[cols].sort_values(order))
-    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 data.run_page("Sweeps", body)

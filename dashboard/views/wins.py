@@ -39,7 +39,7 @@ def body() -> None:
                                            "run_id"]],
                                      extra={"robocache_p50": "robocache median (us)",
                                             "peer_p50": "strongest peer median (us)", "peer": "strongest peer"})
-    st.dataframe(styled, column_config=config, hide_index=True, width="stretch")
+    st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 data.run_page("Where robocache wins", body)
