@@ -260,3 +260,23 @@ def test_headline_states_the_grid_wide_ratio_to_torch_compile(records: list) -> 
     assert "Across the grid" in report.report(run).split("## Headline")[1].split("\n## ")[0]
     plain = [r for r in run if r["case"]["provider"] in ("robocache", "torch_eager")]
     assert "Across the grid" not in report.headline(plain)
+
+
+def test_report_links_its_dashboard_views(monkeypatch, tmp_path) -> None:
+    """The report carries links to its views (issue 15): the run's Runs page and the machine's wins and History
+    pages, on the base of $ROBOCACHE_DASHBOARD_URL; a bad base leaves the line out instead of printing it."""
+    from robocache.bench import cli, report
+
+    monkeypatch.setenv("ROBOCACHE_DASHBOARD_URL", "https://bench.example.org/rc/")
+    line = report.dashboard_links("20261124T031558Z-51257c", "nvidia-h200 x")
+    assert line == ("- **dashboard**: [this run](https://bench.example.org/rc/runs?run=20261124T031558Z-51257c), "
+                    "[where robocache wins](https://bench.example.org/rc/wins?machine=nvidia-h200+x), "
+                    "[history](https://bench.example.org/rc/history?machine=nvidia-h200+x)")
+    out = tmp_path / "r.md"
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "results" / "h200-nvidia-h200"
+    assert cli.main(["report", str(committed), "--out", str(out)]) == 0
+    assert "- **dashboard**: [this run](https://bench.example.org/rc/runs?run=" in out.read_text()
+    monkeypatch.setenv("ROBOCACHE_DASHBOARD_URL", "javascript:alert(1)")
+    assert report.dashboard_links("r", "m") is None

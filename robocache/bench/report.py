@@ -193,7 +193,26 @@ def header(records: list[dict[str, Any]]) -> str:
         " (device-to-device copy, bytes read + written)",
         "- libraries: " + ", ".join(f"{_esc(k)} {_esc(v)}" for k, v in sorted((env.get("libs") or {}).items())),
     ]
+    view = dashboard_links(r0["run_id"], env.get("machine"))
+    if view:
+        lines.append(view)
     return "\n".join(lines) + synthetic
+
+
+def dashboard_links(run_id: str, machine: str | None) -> str | None:
+    """The dashboard's views of this run (its Runs page, and the machine's wins heat map and History),
+    base URL from ``$ROBOCACHE_DASHBOARD_URL`` (else ``make run``'s http://127.0.0.1:8501): one markdown line.
+    The query values are URL-encoded by :mod:`links`; a bad base URL leaves the line out (the report still
+    prints) rather than printing a link that could break out of the markdown."""
+    from . import links
+
+    try:
+        m = {"machine": machine} if machine else {}
+        parts = [("this run", links.run_url(run_id)), ("where robocache wins", links.page_url("wins", m)),
+                 ("history", links.page_url(links.HISTORY_PAGE, m))]
+    except ValueError:
+        return None
+    return "- **dashboard**: " + ", ".join(f"[{t}]({u})" for t, u in parts)
 
 
 # --- report -----------------------------------------------------------------------------------------
