@@ -71,6 +71,10 @@ def ratio_ticks(values: Any) -> tuple[list[float], list[str]]:
     ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
              for m in _RATIO_STEPS]
     ticks = [round(t, 12) for t in ticks if lo / 1.5 <= t <= hi * 1.5]  # a tick just past each end
+    if len(ticks) < 3:  # a narrow range (e.g. versions within 1-1.4x of each other): finer steps, never "1x" alone
+        fine = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+                for m in (1, 1.1, 1.2, 1.3, 1.5, 1.7, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)]
+        ticks = [round(t, 12) for t in fine if lo / 1.15 <= t <= hi * 1.15]
     return ticks, [ratio_label(t) for t in ticks]
 
 

@@ -705,6 +705,9 @@ def test_ratio_axes_label_ratios() -> None:
     assert dict(zip(text, vals))["0.5x"] == 0.5 and dict(zip(text, vals))["20x"] == 20
     assert vals == sorted(vals) and min(vals) <= 0.3 and max(vals) >= 40
     assert "1x" in charts.ratio_ticks([])[1] and "1x" in charts.ratio_ticks([30.0, 80.0])[1]  # 1x always covered
+    # a narrow range (kernel versions within 1.3x of each other) gets finer ticks, never "1x" alone
+    vals, text = charts.ratio_ticks([1.0, 1.3])
+    assert len(vals) >= 3 and "1x" in text and "1.3x" in text, text
     speed = pd.DataFrame({"case_id": ["a", "b"], "dtype": ["float32"] * 2, "peer": ["torch_eager"] * 2,
                           "speedup": [0.4, 3.0], "run_id": ["r", "r"]})
     cases = pd.DataFrame({"case": ["a"], "dtype": ["bf16"], "arch": ["H200"], "machine": ["m"], "ratio": [0.25],
