@@ -49,11 +49,13 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 PY=${PYTHON:-python3}
+# wheels from .whl/ go under the user's own cache (not a fixed /tmp path another user could create first)
+SITE=${RCB_SITE:-${XDG_CACHE_HOME:-$HOME/.cache}/robocache-bench/site}
 if ! $PY -c "import msgspec, asv" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
   # (again, --upgrade, when a warm machine's earlier install lacks one: e.g. asv's wheels added later)
-  PYTHONPATH="/tmp/rcb-site${PYTHONPATH:+:$PYTHONPATH}" $PY -c "import msgspec, asv" 2>/dev/null ||
-    $PY -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/rcb-site .whl/*.whl
-  export PYTHONPATH="/tmp/rcb-site${PYTHONPATH:+:$PYTHONPATH}"
+  PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" $PY -c "import msgspec, asv" 2>/dev/null ||
+    $PY -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl
+  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export ASV_PYTHONPATH="$PYTHONPATH"  # asv drops PYTHONPATH for benchmark processes unless told
@@ -202,8 +204,8 @@ fi
 if part pipelines; then
   # the dataset is HDF5: h5py from a wheel in .whl/ when the machine lacks it (docs/pipelines.md)
   if ! $PY -c "import h5py" 2>/dev/null && ls .whl/h5py-*.whl >/dev/null 2>&1; then
-    [ -d /tmp/rcb-h5py ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/rcb-h5py .whl/h5py-*.whl
-    export PYTHONPATH="/tmp/rcb-h5py:$PYTHONPATH"
+    [ -d "$SITE-h5py" ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE-h5py" .whl/h5py-*.whl
+    export PYTHONPATH="$SITE-h5py:$PYTHONPATH"
   fi
   MACHINE=$(machine_name)
   start=$(date +%s)
