@@ -1,8 +1,9 @@
 """The data behind History and Regressions: ``robocache-bench check``'s result, commit order and line segments.
 
 The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regress.check` on
-the records of the folders the dashboard loads (the store's records, so each point's within-run noise and runner
-fingerprint are the ones the CLI reads) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
+the records of the folders the dashboard loads, rebuilt from the dashboard's one frame (:func:`check_records` over
+:func:`dashboard.data.load_frame`, so through the columnar cache like every page: each point's within-run noise
+and runner env are columns of it, and the result equals the CLI's over the files) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
 time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regress.alerts_json`'s
 documents. That is ``check`` WITHOUT ``--confirm``: the nightly job's alerts are those its rerun confirmed, so
 the pages name a written ``alerts.json`` as the source of what the nightly raised. Or the pages read a written ``alerts.json``
@@ -100,17 +101,77 @@ def read_alerts(path: str) -> dict[str, Any]:
     return validate_doc(doc, store.display_path(path))
 
 
-@st.cache_resource(show_spinner="Loading the records for the regression check ...", max_entries=2)
-def _records(dirs: tuple[bytes, ...], fingerprint: str) -> list[Any]:
-    """The store's records of ``dirs`` (shared, never copied: ``regress.check`` only reads them)."""
-    del fingerprint  # part of the cache key only
-    return list(store.load(*(os.fsdecode(d) for d in dirs)).records)
+def _int(v: Any) -> Any:
+    """A frame value of an int field as the record holds it: ``2.0`` (a column with gaps) -> 2, NaN -> None."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def _num_or_none(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def _iso(t: Any) -> str:
+    """A frame's ``created`` (UTC) as ISO 8601 text, as the records write it (``2026-11-20T03:12:45+00:00``)."""
+    return "" if t is None or pd.isna(t) else t.isoformat()
+
+
+def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The records :func:`robocache.bench.regress.check` reads, rebuilt from the dashboard's frame (the columnar
+    cache's rows: :func:`dashboard.data.load_frame`) rather than parsed again from JSON: per record its run, commit,
+    created, suite, front end, status, case (op, id, provider, dtype, grid version), method (timer, cache, input
+    sets, version, within-run noise; ``None`` for a record never timed), p50, health and env. The same fields the
+    check reads from a loaded record, so its result is the one ``robocache-bench check`` computes over the files
+    (tests/test_dashboard_history.py compares the two documents); ``created`` is the UTC time in ISO 8601 (records
+    written with another offset or a ``Z`` read as the same instant)."""
+    if df.empty:
+        return []
+    envs: dict[str, dict[str, Any]] = {}
+
+    def env_of(text: Any) -> dict[str, Any]:
+        key = str(text)
+        got = envs.get(key)
+        if got is None:
+            try:
+                got = json.loads(key)
+            except ValueError:
+                got = {}
+            envs[key] = got = got if isinstance(got, dict) else {}
+        return got
+
+    cols = ("run_id", "created", "git_commit", "suite", "frontend", "status", "synthetic", "op", "case_id",
+            "provider", "dtype", "grid_version", "timer", "cache", "input_sets", "method_version", "noise", "p50",
+            "throttled", "contended", "noisy", "env")
+    out = []
+    for (run, created, commit, suite, front, status, synth, op, case, prov, dtype, grid, timer, cache, sets, ver,
+         noise, p50, thr, con, noisy, env) in zip(*(df[c].tolist() for c in cols)):
+        sets = _int(sets)
+        out.append({
+            "run_id": run, "created": _iso(created), "git_commit": commit, "suite": suite, "frontend": front,
+            "status": status, "synthetic": synth,
+            "case": {"op": op, "id": case, "provider": prov, "dtype": dtype, "grid_version": _int(grid)},
+            # the frame writes a method's input sets always (1 by default): none means no method
+            "method": None if sets is None else {"timer": timer, "cache": cache, "input_sets": sets,
+                                                 "version": _int(ver), "noise": _num_or_none(noise)},
+            "metrics": None if _num_or_none(p50) is None else {"time_us": {"p50": p50}},
+            "health": {"throttled": bool(thr), "contended": bool(con), "noisy": bool(noisy)},
+            "env": env_of(env)})
+    return out
 
 
 @st.cache_data(show_spinner="Running the regression check over the history ...", max_entries=64)
 def _check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None,
                   machine: str | None) -> dict[str, Any]:
-    res = regress.check(_records(dirs, fingerprint), machine=machine, frontend=frontend)
+    """``check --machine M --frontend F`` over the dashboard's frame (the one loader and its columnar cache; the
+    frame is cached in the process by the same key), its rows narrowed to the machine and front end first."""
+    del fingerprint  # part of the cache key only (load_frame computes its own)
+    df, _ = data.load_frame([os.fsdecode(d) for d in dirs])
+    if machine is not None:
+        df = df[df["machine"].astype(str) == machine]
+    if frontend:
+        df = df[df["frontend"].astype(str) == frontend]
+    res = regress.check(check_records(df), machine=machine, frontend=frontend)
     # links relative to the dashboard itself (base ""): the page is already on it
     return regress.alerts_json(res, dashboard_url="")
 
