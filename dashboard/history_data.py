@@ -18,6 +18,7 @@ line is cut where its runner changed (:func:`robocache.bench.regress.env_changes
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -26,6 +27,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -101,20 +103,23 @@ def read_alerts(path: str) -> dict[str, Any]:
     return validate_doc(doc, store.display_path(path))
 
 
-def _int(v: Any) -> Any:
-    """A frame value of an int field as the record holds it: ``2.0`` (a column with gaps) -> 2, NaN -> None."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    return int(v) if isinstance(v, float) and v.is_integer() else v
+def _ints(col: pd.Series) -> list[Any]:
+    """An int column as the records hold it: ``2.0`` (a column with gaps is float) -> 2, NaN -> None."""
+    return [None if v is None or v != v else int(v) for v in col.tolist()]
 
 
-def _num_or_none(v: Any) -> Any:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+def _floats(col: pd.Series) -> list[Any]:
+    return [None if v is None or v != v else v for v in col.tolist()]
 
 
-def _iso(t: Any) -> str:
-    """A frame's ``created`` (UTC) as ISO 8601 text, as the records write it (``2026-11-20T03:12:45+00:00``)."""
-    return "" if t is None or pd.isna(t) else t.isoformat()
+def _iso(col: pd.Series) -> list[str]:
+    """``created`` (UTC) as ISO 8601 text, as ``Timestamp.isoformat`` writes it (``2026-11-20T03:12:45+00:00``,
+    microseconds only when there are some; a missing time as ``""``), for a whole column at once."""
+    t = col.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+    sec = np.datetime_as_string(t, unit="s")
+    frac = t.astype("int64") % 1_000_000_000 // 1000
+    text = np.where(frac != 0, np.datetime_as_string(t, unit="us"), sec)
+    return ["" if x.startswith("NaT") else x + "+00:00" for x in text.tolist()]
 
 
 def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -124,39 +129,49 @@ def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     sets, version, within-run noise; ``None`` for a record never timed), p50, health and env. The same fields the
     check reads from a loaded record, so its result is the one ``robocache-bench check`` computes over the files
     (tests/test_dashboard_history.py compares the two documents); ``created`` is the UTC time in ISO 8601 (records
-    written with another offset or a ``Z`` read as the same instant)."""
+    written with another offset or a ``Z`` read as the same instant). The case, health and env of equal rows are
+    one shared object each (the check only reads them)."""
     if df.empty:
         return []
-    envs: dict[str, dict[str, Any]] = {}
-
-    def env_of(text: Any) -> dict[str, Any]:
-        key = str(text)
-        got = envs.get(key)
-        if got is None:
-            try:
-                got = json.loads(key)
-            except ValueError:
-                got = {}
-            envs[key] = got = got if isinstance(got, dict) else {}
-        return got
-
-    cols = ("run_id", "created", "git_commit", "suite", "frontend", "status", "synthetic", "op", "case_id",
-            "provider", "dtype", "grid_version", "timer", "cache", "input_sets", "method_version", "noise", "p50",
-            "throttled", "contended", "noisy", "env")
+    envs: dict[Any, dict[str, Any]] = {}
+    cases: dict[tuple, dict[str, Any]] = {}
+    healths: dict[tuple, dict[str, bool]] = {}
+    text = ("run_id", "git_commit", "suite", "frontend", "status", "synthetic", "op", "case_id", "provider", "dtype",
+            "timer", "cache", "throttled", "contended", "noisy", "env")
     out = []
-    for (run, created, commit, suite, front, status, synth, op, case, prov, dtype, grid, timer, cache, sets, ver,
-         noise, p50, thr, con, noisy, env) in zip(*(df[c].tolist() for c in cols)):
-        sets = _int(sets)
-        out.append({
-            "run_id": run, "created": _iso(created), "git_commit": commit, "suite": suite, "frontend": front,
-            "status": status, "synthetic": synth,
-            "case": {"op": op, "id": case, "provider": prov, "dtype": dtype, "grid_version": _int(grid)},
-            # the frame writes a method's input sets always (1 by default): none means no method
-            "method": None if sets is None else {"timer": timer, "cache": cache, "input_sets": sets,
-                                                 "version": _int(ver), "noise": _num_or_none(noise)},
-            "metrics": None if _num_or_none(p50) is None else {"time_us": {"p50": p50}},
-            "health": {"throttled": bool(thr), "contended": bool(con), "noisy": bool(noisy)},
-            "env": env_of(env)})
+    gc_was_on = gc.isenabled()
+    gc.disable()  # as store.load: many small acyclic dicts make the cyclic GC's passes the cost
+    try:
+        for (run, commit, suite, front, status, synth, op, case, prov, dtype, timer, cache, thr, con, noisy, env,
+             created, grid, sets, ver, noise, p50) in zip(
+                *(df[c].tolist() for c in text), _iso(df["created"]),
+                *(_ints(df[c]) for c in ("grid_version", "input_sets", "method_version")),
+                *(_floats(df[c]) for c in ("noise", "p50"))):
+            e = envs.get(env)
+            if e is None:
+                try:
+                    e = json.loads(str(env))
+                except ValueError:
+                    e = {}
+                envs[env] = e = e if isinstance(e, dict) else {}
+            ck = (op, case, prov, dtype, grid)
+            c = cases.get(ck)
+            if c is None:
+                c = cases[ck] = {"op": op, "id": case, "provider": prov, "dtype": dtype, "grid_version": grid}
+            hk = (bool(thr), bool(con), bool(noisy))
+            h = healths.get(hk)
+            if h is None:
+                h = healths[hk] = {"throttled": hk[0], "contended": hk[1], "noisy": hk[2]}
+            out.append({
+                "run_id": run, "created": created, "git_commit": commit, "suite": suite, "frontend": front,
+                "status": status, "synthetic": synth, "case": c,
+                # the frame writes a method's input sets always (1 by default): none means no method
+                "method": None if sets is None else {"timer": timer, "cache": cache, "input_sets": sets, "version": ver,
+                                                     "noise": noise},
+                "metrics": None if p50 is None else {"time_us": {"p50": p50}}, "health": h, "env": e})
+    finally:
+        if gc_was_on:
+            gc.enable()
     return out
 
 
