@@ -621,6 +621,26 @@ def run_page(title: str, body: Callable[[], None]) -> None:
         st.error(f"This page failed: {md_escape(type(e).__name__)}: {md_escape(e)}")
 
 
+def frame_page(title: str, body: Callable[[pd.DataFrame], None]) -> None:
+    """A page over the loaded records: :func:`run_page` of ``body(frame)`` after :func:`loaded`'s banners (an empty
+    load shows its note, and ``body`` is not called)."""
+    def run() -> None:
+        got = loaded()
+        if got is not None:
+            body(got[0])
+
+    run_page(title, run)
+
+
+def show_table(table: tuple[Any, dict[str, Any]], **kw: Any) -> None:
+    """A ``(styled frame, column config)`` pair (:func:`dashboard.tables.readable`) as a dataframe; missing values
+    as :data:`dashboard.tables.MISSING`."""
+    from . import tables
+
+    styled, config = table
+    st.dataframe(styled, column_config=config, **kw, placeholder=tables.MISSING)
+
+
 def loaded() -> tuple[pd.DataFrame, list[tuple[str, str]]] | None:
     """The frame and bad files, with the shared banners; ``None`` (after an ``st.info``) when empty."""
     dirs = results_dirs()

@@ -45,11 +45,7 @@ def _frame(rows: list[list], header: list[str]) -> pd.DataFrame:
     return pd.DataFrame([[str(c) for c in row] for row in rows], columns=header)
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
+def body(df: pd.DataFrame) -> None:
     dirs = data.results_dirs()
     recs = _records(tuple(dirs), data._fingerprint(tuple(dirs)))
     if not recs:
@@ -97,4 +93,4 @@ def body() -> None:
                      hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-data.run_page("Pipelines", body)
+data.frame_page("Pipelines", body)
