@@ -81,8 +81,14 @@ def ratio_ticks(values: Any) -> tuple[list[float], list[str]]:
 def ratio_axis(fig: go.Figure, values: Any, axis: str = "yaxis") -> go.Figure:
     """Make ``axis`` a log ratio axis with ticks labelled as ratios (plotly's own log ticks label 0.2 and
     0.5 as "2" and "5")."""
+    import math
+
     vals, text = ratio_ticks(values)
-    fig.update_layout(**{axis: dict(type="log", tickvals=vals, ticktext=text)})
+    vs = [float(v) for v in pd.Series(values, dtype="float64").dropna() if float(v) > 0 and math.isfinite(float(v))]
+    # the range set, 1x always inside: plotly's autorange of bars based at 1 on a log axis starts at 1x and hides
+    # every bar below it (a peer faster than robocache)
+    lo, hi = min(vs + [1.0]) / 1.25, max(vs + [1.0]) * 1.25
+    fig.update_layout(**{axis: dict(type="log", tickvals=vals, ticktext=text, range=[math.log10(lo), math.log10(hi)])})
     return fig
 
 
@@ -294,17 +300,21 @@ def _machine_names(d: pd.DataFrame) -> pd.Series:
     return d["arch"].astype(str) + " (" + d["machine"].astype(str) + ")"
 
 
+PUBLIC_LABEL = "public API"
+
+
 def journey_bars(journey: pd.DataFrame, title: str = "") -> go.Figure:
     """Grouped bars over :func:`robocache.bench.report.journey_rows` rows of one op: per kernel version, its
     geometric-mean speedup over the first version across every case both measured, one colour per machine;
-    the 1x line is the first version."""
-    d = journey[journey["version"] != "public"].dropna(subset=["geomean_vs_v1"]) if not journey.empty else journey
+    the 1x line is the first version. The public API (``version == "public"``: what ``robocache`` calls, the best
+    version) is the last bar, "public API": with only v1 and the public call measured it is the journey's end."""
+    d = journey.dropna(subset=["geomean_vs_v1"]) if not journey.empty else journey
     if d.empty:
         return _empty(title or "kernel versions: geomean speedup (no versions measured)")
     fig = go.Figure()
-    d = d.assign(_who=_machine_names(d))
+    d = d.assign(_who=_machine_names(d), _v=d["version"].astype(str).replace({"public": PUBLIC_LABEL}))
     for who, g in d.groupby("_who", sort=True):
-        ratio_bar(fig, plain_col(g["version"]), g["geomean_vs_v1"], plain(who),
+        ratio_bar(fig, plain_col(g["_v"]), g["geomean_vs_v1"], plain(who),
                   extra={c: g[c] for c in ("cases_vs_v1", "min_vs_v1", "max_vs_v1")},
                   hovertemplate="%{x}: %{customdata[0]:.2f}x over %{customdata[1]} cases (%{customdata[2]:.2f}-"
                                 "%{customdata[3]:.2f}x)<extra>%{fullData.name}</extra>")

@@ -227,7 +227,7 @@ def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]
             st.error(f"Alerts file not used: {data.md_escape(e)}. Computing the check over the records instead.")
     key = (tuple(os.fsencode(d) for d in dirs), data._fingerprint(dirs))
     doc = merge_docs([_check_cached(*key, frontend, str(m)) for m in machines])
-    where = " ".join(store.display_path(d) for d in dirs)
+    where = " ".join(data._shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
     cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
            f"--frontend {frontend or 'all'}")
     return doc, (f"computed now by regress.check over the loaded records, as {data.md_escape(cmd)} would"

@@ -751,7 +751,14 @@ def test_ratio_bars_start_at_1x() -> None:
         y = fig.to_dict()["layout"]["yaxis"]
         assert y["type"] == "log"
         assert {"0.2x", "0.5x", "1x", "2x", "5x"} <= set(y["ticktext"]), y["ticktext"]
+        # the range is set (plotly's autorange starts such bars' axis at 1x): every bar's end is inside it
+        assert 10 ** y["range"][0] < min(ratios) and 10 ** y["range"][1] > max(ratios), y["range"]
         assert dict(zip(y["ticktext"], y["tickvals"]))["0.5x"] == 0.5
+    # the journey ends at the public API (what `robocache` calls): with only v1 and it measured, a bar each
+    two = pd.DataFrame({"version": ["v1", "public"], "geomean_vs_v1": [1.0, 1.7], "arch": ["H200"] * 2,
+                        "machine": ["m"] * 2, "cases_vs_v1": [3, 3], "min_vs_v1": [1.0, 1.2], "max_vs_v1": [1.0, 2.0]})
+    (t,) = charts.journey_bars(two).data
+    assert list(t.x) == ["v1", charts.PUBLIC_LABEL] and [1 + v for v in t.y] == pytest.approx([1.0, 1.7])
 
 
 def cpu_dir(tmp: Path) -> Path:
