@@ -26,7 +26,7 @@ def _show(df: pd.DataFrame, columns: dict[str, str]) -> None:
 
 
 def body(df: pd.DataFrame) -> None:
-    c = st.columns(3)
+    c = st.columns([3, 2, 2])  # the machines multiselect holds the long names (readable at 1280 px)
     machines = data.options(df, "machine")
     chosen = data.bound_multi(c[0].multiselect, "machines", machines, "machine")
     d = df[df["machine"].isin(chosen)]
