@@ -81,8 +81,27 @@ def ratio_ticks(values: Any) -> tuple[list[float], list[str]]:
 def ratio_axis(fig: go.Figure, values: Any, axis: str = "yaxis") -> go.Figure:
     """Make ``axis`` a log ratio axis with ticks labelled as ratios (plotly's own log ticks label 0.2 and
     0.5 as "2" and "5")."""
+    import math
+
     vals, text = ratio_ticks(values)
-    fig.update_layout(**{axis: dict(type="log", tickvals=vals, ticktext=text)})
+    vs = [float(v) for v in pd.Series(values, dtype="float64").dropna() if float(v) > 0 and math.isfinite(float(v))]
+    # the range set, 1x always inside: plotly's autorange of bars based at 1 on a log axis starts at 1x and hides
+    # every bar below it (a peer faster than robocache)
+    lo, hi = min(vs + [1.0]) / 1.25, max(vs + [1.0]) * 1.25
+    fig.update_layout(**{axis: dict(type="log", tickvals=vals, ticktext=text, range=[math.log10(lo), math.log10(hi)])})
+    return fig
+
+
+def ratio_bar(fig: go.Figure, x: Any, ratio: Any, name: str, hovertemplate: str, extra: dict[str, Any] | None = None,
+              **kw: Any) -> go.Figure:
+    """Add one trace of bars to a log ratio axis, each drawn from the 1x line to its ratio: plotly draws a bar
+    from ``base`` to ``base + y``, so the bars get base 1 and length ``ratio - 1`` (a 0.5x bar points down from
+    1x, a 2x bar up; with plotly's default base a log axis starts every bar at the bottom of the chart, and a
+    0.5x bar looks like a gain). The ratio is ``customdata[0]`` (the hover's ``%{customdata[0]:.2f}x``), the
+    columns of ``extra`` follow it in order."""
+    r = pd.Series(ratio, dtype="float64").reset_index(drop=True)
+    cd = pd.DataFrame({"_ratio": r, **{k: pd.Series(v).reset_index(drop=True) for k, v in (extra or {}).items()}})
+    fig.add_bar(x=x, y=r - 1.0, base=1.0, name=name, customdata=cd, hovertemplate=hovertemplate, **kw)
     return fig
 
 
@@ -104,9 +123,9 @@ def speedup_bars(speed: pd.DataFrame, title: str = "robocache speedup over each 
         return _empty(title)
     fig = go.Figure()
     for peer, g in speed.groupby("peer", sort=True):
-        fig.add_bar(x=_case_labels(g), y=g["speedup"], name=provider_name(peer), marker_color=provider_color(peer),
-                    customdata=plain_col(g["run_id"]),
-                    hovertemplate="%{x}<br>%{y:.2f}x vs " + "%{fullData.name}<extra></extra>")
+        ratio_bar(fig, _case_labels(g), g["speedup"], provider_name(peer), marker_color=provider_color(peer),
+                  extra={"run": plain_col(g["run_id"])},
+                  hovertemplate="%{x}<br>%{customdata[0]:.2f}x vs %{fullData.name}<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
     fig.update_layout(title=plain(title), barmode="group", yaxis_type="log", height=_bar_height(speed),
                       yaxis_title="speedup (peer p50 / robocache p50)", xaxis_title="case", legend_title="peer")
@@ -281,20 +300,24 @@ def _machine_names(d: pd.DataFrame) -> pd.Series:
     return d["arch"].astype(str) + " (" + d["machine"].astype(str) + ")"
 
 
+PUBLIC_LABEL = "public API"
+
+
 def journey_bars(journey: pd.DataFrame, title: str = "") -> go.Figure:
     """Grouped bars over :func:`robocache.bench.report.journey_rows` rows of one op: per kernel version, its
     geometric-mean speedup over the first version across every case both measured, one colour per machine;
-    the 1x line is the first version."""
-    d = journey[journey["version"] != "public"].dropna(subset=["geomean_vs_v1"]) if not journey.empty else journey
+    the 1x line is the first version. The public API (``version == "public"``: what ``robocache`` calls, the best
+    version) is the last bar, "public API": with only v1 and the public call measured it is the journey's end."""
+    d = journey.dropna(subset=["geomean_vs_v1"]) if not journey.empty else journey
     if d.empty:
         return _empty(title or "kernel versions: geomean speedup (no versions measured)")
     fig = go.Figure()
-    d = d.assign(_who=_machine_names(d))
+    d = d.assign(_who=_machine_names(d), _v=d["version"].astype(str).replace({"public": PUBLIC_LABEL}))
     for who, g in d.groupby("_who", sort=True):
-        fig.add_bar(x=plain_col(g["version"]), y=g["geomean_vs_v1"], name=plain(who),
-                    customdata=g[["cases_vs_v1", "min_vs_v1", "max_vs_v1"]].to_numpy(),
-                    hovertemplate="%{x}: %{y:.2f}x over %{customdata[0]} cases (%{customdata[1]:.2f}-"
-                                  "%{customdata[2]:.2f}x)<extra>%{fullData.name}</extra>")
+        ratio_bar(fig, plain_col(g["_v"]), g["geomean_vs_v1"], plain(who),
+                  extra={c: g[c] for c in ("cases_vs_v1", "min_vs_v1", "max_vs_v1")},
+                  hovertemplate="%{x}: %{customdata[0]:.2f}x over %{customdata[1]} cases (%{customdata[2]:.2f}-"
+                                "%{customdata[3]:.2f}x)<extra>%{fullData.name}</extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
     fig.update_layout(title=plain(title or "kernel versions: geomean speedup over the first version"),
                       barmode="group", xaxis_title="kernel version", yaxis_title="geomean speedup (x)",
@@ -311,8 +334,9 @@ def ratio_bars(cases: pd.DataFrame, title: str = "") -> go.Figure:
     d = cases.assign(_who=_machine_names(cases), _x=plain_col(cases["case"].astype(str) + " " + cases["dtype"].astype(str)))
     fig = go.Figure()
     for who, g in d.groupby("_who", sort=True):
-        fig.add_bar(x=g["_x"], y=g["ratio"], name=plain(who), customdata=plain_col(g["compile_mode"]),
-                    hovertemplate="%{x}<br>%{y:.2f}x (torch.compile %{customdata})<extra>%{fullData.name}</extra>")
+        ratio_bar(fig, g["_x"], g["ratio"], plain(who), extra={"mode": plain_col(g["compile_mode"])},
+                  hovertemplate="%{x}<br>%{customdata[0]:.2f}x (torch.compile %{customdata[1]})"
+                                "<extra>%{fullData.name}</extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
     n = d["_x"].nunique()
     fig.update_layout(title=plain(title or "robocache vs torch.compile at its best"), barmode="group",
@@ -329,8 +353,8 @@ def machine_ratio_bars(ratio: pd.DataFrame, base: str, other: str, title: str = 
         return _empty(title or f"{base} vs {other} (no case measured on both)")
     fig = go.Figure()
     for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_bar(x=_case_labels(g), y=g["ratio"], name=provider_name(prov), marker_color=provider_color(prov),
-                    hovertemplate="%{x}<br>%{y:.2f}x<extra>%{fullData.name}</extra>")
+        ratio_bar(fig, _case_labels(g), g["ratio"], provider_name(prov), marker_color=provider_color(prov),
+                  hovertemplate="%{x}<br>%{customdata[0]:.2f}x<extra>%{fullData.name}</extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
     fig.update_layout(title=plain(title or f"{other} speedup over {base}"), barmode="group",
                       yaxis_title=plain(f"{base} p50 / {other} p50"), xaxis_title="case", legend_title="provider",

@@ -68,7 +68,8 @@ MULTI_NUMERIC = ("world_size", "nodes", "step_us", "aggregate_items_per_s", "eff
 MULTI_COLUMNS = (*MULTI_NUMERIC, "backend", "scaling", "gather", "per_rank_us")
 
 COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
-           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "method_version", "status", "reason",
+           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "method_version", "noise", "status",
+           "reason",
            "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled",
            "contended", "noisy", "synthetic", "params", *SHAPE_PARAMS,
            # for the runs page
@@ -159,7 +160,7 @@ def _fingerprint(dirs: Sequence[str]) -> str:
 # encoded: 100,000 records of 100 files repeat each file's env (kilobytes of JSON) 1,000 times, stored once each.
 CATEGORY_COLUMNS = ("run_id", "suite", "frontend", "machine", "arch", "device", "op", "provider", "dtype", "timer",
                     "cache", "status")
-FLOAT_COLUMNS = ("p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", *SHAPE_PARAMS,
+FLOAT_COLUMNS = ("noise", "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", *SHAPE_PARAMS,
                  "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
                  *MULTI_NUMERIC, "dispatch_device_us")
 # int64 in the frame when every record has one, float64 (NaN) when some lack it: pandas' own rule for a list
@@ -251,6 +252,7 @@ def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
         a["cache"](m.cache if m else "-")
         a["input_sets"](m.input_sets if m else None)
         a["method_version"](m.version if m else None)
+        a["noise"](m.noise if m else None)  # the median's 95% half-width in its run: the check's within-run noise
         a["status"](r.status)
         a["reason"](r.reason or "")
         if x is not None:
@@ -372,7 +374,7 @@ def build_frame(records: Sequence[Any]) -> pd.DataFrame:
 
 CACHE_ENV_VAR = "ROBOCACHE_FRAME_CACHE"  # a folder for the columnar cache; "off" (or "0", "none") turns it off
 DEFAULT_CACHE_DIR = REPO / ".cache" / "frames"
-CACHE_FORMAT = 1  # raise when what a row holds changes: older caches are then rebuilt
+CACHE_FORMAT = 2  # raise when what a row holds changes: older caches are then rebuilt
 CACHE_KEEP = 16  # cache files kept per folder (one per set of results folders); the least recently used go
 _CACHE_META = b"robocache.frames"
 
@@ -617,6 +619,26 @@ def run_page(title: str, body: Callable[[], None]) -> None:
     except Exception as e:  # noqa: BLE001 - the page must stay up; the details go to the server log
         traceback.print_exc()
         st.error(f"This page failed: {md_escape(type(e).__name__)}: {md_escape(e)}")
+
+
+def frame_page(title: str, body: Callable[[pd.DataFrame], None]) -> None:
+    """A page over the loaded records: :func:`run_page` of ``body(frame)`` after :func:`loaded`'s banners (an empty
+    load shows its note, and ``body`` is not called)."""
+    def run() -> None:
+        got = loaded()
+        if got is not None:
+            body(got[0])
+
+    run_page(title, run)
+
+
+def show_table(table: tuple[Any, dict[str, Any]], **kw: Any) -> None:
+    """A ``(styled frame, column config)`` pair (:func:`dashboard.tables.readable`) as a dataframe; missing values
+    as :data:`dashboard.tables.MISSING`."""
+    from . import tables
+
+    styled, config = table
+    st.dataframe(styled, column_config=config, **kw, placeholder=tables.MISSING)
 
 
 def loaded() -> tuple[pd.DataFrame, list[tuple[str, str]]] | None:

@@ -1,8 +1,9 @@
 """The data behind History and Regressions: ``robocache-bench check``'s result, commit order and line segments.
 
 The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regress.check` on
-the records of the folders the dashboard loads (the store's records, so each point's within-run noise and runner
-fingerprint are the ones the CLI reads) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
+the records of the folders the dashboard loads, rebuilt from the dashboard's one frame (:func:`check_records` over
+:func:`dashboard.data.load_frame`, so through the columnar cache like every page: each point's within-run noise
+and runner env are columns of it, and the result equals the CLI's over the files) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
 time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regress.alerts_json`'s
 documents. That is ``check`` WITHOUT ``--confirm``: the nightly job's alerts are those its rerun confirmed, so
 the pages name a written ``alerts.json`` as the source of what the nightly raised. Or the pages read a written ``alerts.json``
@@ -17,6 +18,7 @@ line is cut where its runner changed (:func:`robocache.bench.regress.env_changes
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -25,6 +27,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -100,17 +103,90 @@ def read_alerts(path: str) -> dict[str, Any]:
     return validate_doc(doc, store.display_path(path))
 
 
-@st.cache_resource(show_spinner="Loading the records for the regression check ...", max_entries=2)
-def _records(dirs: tuple[bytes, ...], fingerprint: str) -> list[Any]:
-    """The store's records of ``dirs`` (shared, never copied: ``regress.check`` only reads them)."""
-    del fingerprint  # part of the cache key only
-    return list(store.load(*(os.fsdecode(d) for d in dirs)).records)
+def _ints(col: pd.Series) -> list[Any]:
+    """An int column as the records hold it: ``2.0`` (a column with gaps is float) -> 2, NaN -> None."""
+    return [None if v is None or v != v else int(v) for v in col.tolist()]
+
+
+def _floats(col: pd.Series) -> list[Any]:
+    return [None if v is None or v != v else v for v in col.tolist()]
+
+
+def _iso(col: pd.Series) -> list[str]:
+    """``created`` (UTC) as ISO 8601 text, as ``Timestamp.isoformat`` writes it (``2026-11-20T03:12:45+00:00``,
+    microseconds only when there are some; a missing time as ``""``), for a whole column at once."""
+    t = col.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+    sec = np.datetime_as_string(t, unit="s")
+    frac = t.astype("int64") % 1_000_000_000 // 1000
+    text = np.where(frac != 0, np.datetime_as_string(t, unit="us"), sec)
+    return ["" if x.startswith("NaT") else x + "+00:00" for x in text.tolist()]
+
+
+def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The records :func:`robocache.bench.regress.check` reads, rebuilt from the dashboard's frame (the columnar
+    cache's rows: :func:`dashboard.data.load_frame`) rather than parsed again from JSON: per record its run, commit,
+    created, suite, front end, status, case (op, id, provider, dtype, grid version), method (timer, cache, input
+    sets, version, within-run noise; ``None`` for a record never timed), p50, health and env. The same fields the
+    check reads from a loaded record, so its result is the one ``robocache-bench check`` computes over the files
+    (tests/test_dashboard_history.py compares the two documents); ``created`` is the UTC time in ISO 8601 (records
+    written with another offset or a ``Z`` read as the same instant). The case, health and env of equal rows are
+    one shared object each (the check only reads them)."""
+    if df.empty:
+        return []
+    envs: dict[Any, dict[str, Any]] = {}
+    cases: dict[tuple, dict[str, Any]] = {}
+    healths: dict[tuple, dict[str, bool]] = {}
+    text = ("run_id", "git_commit", "suite", "frontend", "status", "synthetic", "op", "case_id", "provider", "dtype",
+            "timer", "cache", "throttled", "contended", "noisy", "env")
+    out = []
+    gc_was_on = gc.isenabled()
+    gc.disable()  # as store.load: many small acyclic dicts make the cyclic GC's passes the cost
+    try:
+        for (run, commit, suite, front, status, synth, op, case, prov, dtype, timer, cache, thr, con, noisy, env,
+             created, grid, sets, ver, noise, p50) in zip(
+                *(df[c].tolist() for c in text), _iso(df["created"]),
+                *(_ints(df[c]) for c in ("grid_version", "input_sets", "method_version")),
+                *(_floats(df[c]) for c in ("noise", "p50"))):
+            e = envs.get(env)
+            if e is None:
+                try:
+                    e = json.loads(str(env))
+                except ValueError:
+                    e = {}
+                envs[env] = e = e if isinstance(e, dict) else {}
+            ck = (op, case, prov, dtype, grid)
+            c = cases.get(ck)
+            if c is None:
+                c = cases[ck] = {"op": op, "id": case, "provider": prov, "dtype": dtype, "grid_version": grid}
+            hk = (bool(thr), bool(con), bool(noisy))
+            h = healths.get(hk)
+            if h is None:
+                h = healths[hk] = {"throttled": hk[0], "contended": hk[1], "noisy": hk[2]}
+            out.append({
+                "run_id": run, "created": created, "git_commit": commit, "suite": suite, "frontend": front,
+                "status": status, "synthetic": synth, "case": c,
+                # the frame writes a method's input sets always (1 by default): none means no method
+                "method": None if sets is None else {"timer": timer, "cache": cache, "input_sets": sets, "version": ver,
+                                                     "noise": noise},
+                "metrics": None if p50 is None else {"time_us": {"p50": p50}}, "health": h, "env": e})
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return out
 
 
 @st.cache_data(show_spinner="Running the regression check over the history ...", max_entries=64)
 def _check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None,
                   machine: str | None) -> dict[str, Any]:
-    res = regress.check(_records(dirs, fingerprint), machine=machine, frontend=frontend)
+    """``check --machine M --frontend F`` over the dashboard's frame (the one loader and its columnar cache; the
+    frame is cached in the process by the same key), its rows narrowed to the machine and front end first."""
+    del fingerprint  # part of the cache key only (load_frame computes its own)
+    df, _ = data.load_frame([os.fsdecode(d) for d in dirs])
+    if machine is not None:
+        df = df[df["machine"].astype(str) == machine]
+    if frontend:
+        df = df[df["frontend"].astype(str) == frontend]
+    res = regress.check(check_records(df), machine=machine, frontend=frontend)
     # links relative to the dashboard itself (base ""): the page is already on it
     return regress.alerts_json(res, dashboard_url="")
 
@@ -151,7 +227,7 @@ def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]
             st.error(f"Alerts file not used: {data.md_escape(e)}. Computing the check over the records instead.")
     key = (tuple(os.fsencode(d) for d in dirs), data._fingerprint(dirs))
     doc = merge_docs([_check_cached(*key, frontend, str(m)) for m in machines])
-    where = " ".join(store.display_path(d) for d in dirs)
+    where = " ".join(data._shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
     cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
            f"--frontend {frontend or 'all'}")
     return doc, (f"computed now by regress.check over the loaded records, as {data.md_escape(cmd)} would"

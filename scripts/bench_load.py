@@ -11,6 +11,8 @@ Per size, writes files of 1,000 schema-valid synthetic records each into a tempo
   from the writes, nothing of Python's is): with no columnar cache ("no cache"), building the cache where there
   is none ("cache build"), and with the cache present ("cache, new process": the cold load of a dashboard
   started again), plus that process's import of ``dashboard.data`` (streamlit, pandas, pyarrow) apart;
+- the History and Regressions pages' data in a new process (the frame through the cache, then ``check --machine``
+  over its rows: ``dashboard.history_data``), and warm in this process (both ``st.cache_data`` hits);
 - in this process, the warm load (``st.cache_data`` hit, what every rerun of a page costs), then (at 100,000)
   the overview's speedup figure and the Kernels page's tables over the frame.
 Prints one line per figure; docs/harness.md quotes them. Nothing is asserted about time: a figure that grew
@@ -35,9 +37,12 @@ REPO = Path(__file__).resolve().parents[1]
 from tests.test_store import make_env, make_record  # noqa: E402
 
 
+MACHINE = "synthetic-bulk"
+
+
 def write_bulk(out: Path, n_files: int = 100, per_file: int = 1000) -> None:
     """``n_files * per_file`` schema-valid records, json.dumps directly (write_records validates: slow)."""
-    env = make_env("synthetic-bulk")
+    env = make_env(MACHINE)
     env.update(device="gpu", gpu_name="NVIDIA H200 (synthetic)", arch="H200", compute_capability="9.0",
                gpu_count=1, gpu_memory_gb=80.0, sm_count=132, l2_mb=50.0, driver="0.0", cuda="13.0",
                nvml="unknown: synthetic fixture")
@@ -50,6 +55,7 @@ def write_bulk(out: Path, n_files: int = 100, per_file: int = 1000) -> None:
             b = 1 + i // len(providers)
             t = 1.0 + b * 0.01 + f * 1e-4
             r["run_id"] = f"bulk-{f:03d}"
+            r["frontend"] = "cli"  # the History page's (and check's) default front end
             r["created"] = f"2026-02-{1 + f % 28:02d}T{f % 24:02d}:00:00Z"
             r["git_commit"] = f"{f:040x}"
             r["case"].update(id=f"resample/B{b}-S100-T50-D32", provider=providers[i % len(providers)],
@@ -75,6 +81,39 @@ df, bad = data.load_frame([sys.argv[1]], cache=sys.argv[2] if sys.argv[2] != "-"
 t2 = time.perf_counter()
 print(f"{t1 - t0:.3f} {t2 - t1:.3f} {len(df)} {len(bad)}")
 """
+
+
+# The History and Regressions pages in a fresh interpreter: the frame through the columnar cache, then
+# `check --machine M` over it (history_data._check_cached, what both pages call). Prints "<load s> <rows to check
+# records s> <check s (the rows again, and the check)> <series>".
+_CHILD_HISTORY = """
+import os, sys, time, warnings
+warnings.simplefilter("ignore")
+import logging
+logging.disable(logging.WARNING)
+os.environ["ROBOCACHE_FRAME_CACHE"] = sys.argv[2]
+from dashboard import data, history_data
+t0 = time.perf_counter()
+df, bad = data.load_frame([sys.argv[1]])
+t1 = time.perf_counter()
+import scipy.stats  # regress.check's own import, apart: it is no part of loading
+t2 = time.perf_counter()
+recs = history_data.check_records(df[df["machine"].astype(str) == sys.argv[3]])
+t3 = time.perf_counter()
+doc = history_data._check_cached((os.fsencode(sys.argv[1]),), "bench", "cli", sys.argv[3])
+t4 = time.perf_counter()
+print(f"{t1 - t0:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {doc['summary']['series']}")
+"""
+
+
+def child_history(folder: Path, cache: Path, machine: str) -> tuple[float, float, float, int]:
+    """(load_frame s, frame rows to check records s, check s, series) of the History page's data in a new process
+    (the cache present)."""
+    out = subprocess.run([sys.executable, "-c", _CHILD_HISTORY, str(folder), str(cache), machine], cwd=REPO,
+                         capture_output=True, text=True, check=True, env={**__import__("os").environ,
+                                                                         "PYTHONPATH": str(REPO)})
+    load_s, rows_s, check_s, series = out.stdout.split()[-4:]
+    return float(load_s), float(rows_s), float(check_s), int(series)
 
 
 def child(folder: Path, cache: Path | None) -> tuple[float, float, int]:
@@ -131,6 +170,27 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
         warm.append(time.perf_counter() - t0)
     print(f"[{n:,} records] load_frame, warm (st.cache_data hit): best {min(warm):.2f} s "
           f"({', '.join(f'{t:.2f}' for t in warm)})")
+    # History and Regressions: the same frame, then the regression check over its rows (no second JSON load)
+    hist = [child_history(folder, cache, MACHINE) for _ in range(repeat)]
+    print(f"[{n:,} records] History/Regressions, new process (cache present): load_frame best "
+          f"{min(h[0] for h in hist):.2f} s ({', '.join(f'{h[0]:.2f}' for h in hist)}); the rows as check records "
+          f"best {min(h[1] for h in hist):.2f} s; check --machine over the frame (rows and check) best "
+          f"{min(h[2] for h in hist):.2f} s ({hist[0][3]} series)")
+    import os
+
+    from dashboard import history_data
+
+    os.environ[data.CACHE_ENV_VAR] = str(cache)  # the pages' load_frame(cache=True) finds this process's frame
+    key = ((os.fsencode(str(folder)),), "bench-warm", "cli", MACHINE)
+    history_data._check_cached(*key)  # this process's first: fills st.cache_data
+    hwarm = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        data.load_frame([str(folder)])
+        history_data._check_cached(*key)
+        hwarm.append(time.perf_counter() - t0)
+    print(f"[{n:,} records] History/Regressions, warm (st.cache_data hits: frame and check): best {min(hwarm):.2f} s "
+          f"({', '.join(f'{t:.2f}' for t in hwarm)})")
     if n >= 100_000:
         t0 = time.perf_counter()
         d = df2[(df2["arch"] == "H200") & (df2["op"] == "resample") & (df2["timer"] == "cuda_event")

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Screenshots of every dashboard page over the committed records, into docs/screenshots/<page>.png.
 
-    python scripts/screenshots.py the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-           # every page of dashboard/app.py, full page, 1280 px wide
+    python scripts/screenshots.py                   # every page of dashboard/app.py, full page, 1280 px wide
     python scripts/screenshots.py --pages sweeps architectures --out /tmp/shots
 
 One Streamlit server and one Debian Chromium (dashboard/browser.py's machinery, as `make screenshot`), the pages
@@ -25,10 +24,8 @@ from dashboard import browser  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 # the tallest scrolled content on the page (Streamlit's main area scrolls inside the window)
 _CONTENT_HEIGHT_JS = ("() => Math.max(document.documentElement.scrollHeight, ...[...document.querySelectorAll("
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-              "'[data-testid=\"stMain\"], [data-testid=\"stAppViewContainer\"], section.main')]"
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-              ".map(e => e.scrollHeight))")
+                      "'[data-testid=\"stMain\"], [data-testid=\"stAppViewContainer\"], section.main')]"
+                      ".map(e => e.scrollHeight))")
 
 
 def pages() -> list[tuple[str, str]]:
@@ -36,12 +33,9 @@ def pages() -> list[tuple[str, str]]:
     src = (REPO / "dashboard" / "app.py").read_text(encoding="utf-8")
     out = []
     for m in re.finditer(r'st\.Page\(_PAGES / "(\w+)\.py"([^)]*)\)', src):
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-name, rest = m.group(1), m.group(2)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-url = re.search(r'url_path="([\w-]+)"', rest)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-out.append((name, "" if "default=True" in rest else (url.group(1) if url else name)))
+        name, rest = m.group(1), m.group(2)
+        url = re.search(r'url_path="([\w-]+)"', rest)
+        out.append((name, "" if "default=True" in rest else (url.group(1) if url else name)))
     return out
 
 
@@ -56,80 +50,45 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [p for p in known if args.pages is None or p[0] in args.pages]
     unknown = set(args.pages or ()) - {p[0] for p in known}
     if unknown:
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-print(f"screenshots: no such page: {', '.join(sorted(unknown))} (pages: {', '.join(p for p, _ in known)})",
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-      file=sys.stderr)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-return 2
+        print(f"screenshots: no such page: {', '.join(sorted(unknown))} (pages: {', '.join(p for p, _ in known)})",
+              file=sys.stderr)
+        return 2
     if not os.access(browser.CHROMIUM, os.X_OK):
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-print(f"screenshots: no Chromium at {browser.CHROMIUM}: `make chromium` installs Debian's", file=sys.stderr)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-return 2
+        print(f"screenshots: no Chromium at {browser.CHROMIUM}: `make chromium` installs Debian's", file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     failed = []
     with tempfile.TemporaryDirectory(prefix="robocache-shots-") as tmp, \
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    browser.serve([], log=Path(tmp) / "streamlit.log", timeout_s=120) as url, \
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    browser.chromium(Path(tmp) / "profile", width=args.width, height=args.height) as page:
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-# the first request of a fresh server goes to the root: one that opens on a page's own path runs that page
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-# alone, without app.py's navigation and wide layout, when the entry script sits beside a pages/ folder
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-# (Streamlit's old multipage mode, PagesManager.uses_pages_directory, until st.navigation has run once)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-page.goto(url)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-browser.wait_for_charts(page, 1, timeout_s=120)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-for name, path in chosen:
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    page.goto(f"{url}/{path}")
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    page.wait_for_selector("h1", timeout=120_000)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    try:  # a page with charts: until they have drawn (the Runs page has none)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-        browser.wait_for_charts(page, 1, timeout_s=45)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    except Exception:  # noqa: BLE001 - playwright's TimeoutError: a page without charts
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-        pass
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    browser.wait_idle(page, timeout_s=120)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    page.wait_for_timeout(2000)  # plotly's drawing and transitions
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    if page.locator('[data-testid="stException"]').count() or page.locator('[data-testid="stAlertContentError"]').count():
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-        print(f"{name}: the page shows an error; no screenshot", file=sys.stderr)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-        failed.append(name)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-        continue
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    out = args.out / f"{name}.png"
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    # Streamlit scrolls its main area inside the window: the window made as tall as that content, so the
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    # picture holds the whole page
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    tall = int(page.evaluate(_CONTENT_HEIGHT_JS))
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    page.set_viewport_size({"width": args.width, "height": max(args.height, min(tall + 40, 12000))})
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    page.wait_for_timeout(1500)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    page.screenshot(path=str(out), full_page=True)
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    page.set_viewport_size({"width": args.width, "height": args.height})
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-    print(f"wrote {out.relative_to(REPO) if out.is_relative_to(REPO) else out} "
- the first request of a fresh server goes to the root: one that opens on a page.s own path runs that page
-          f"({out.stat().st_size // 1024} KiB, {browser.wait_for_charts(page, 0)} charts)")
+            browser.serve([], log=Path(tmp) / "streamlit.log", timeout_s=120) as url, \
+            browser.chromium(Path(tmp) / "profile", width=args.width, height=args.height) as page:
+        # the first request of a fresh server goes to the root: one that opens on a page's own path runs that page
+        # alone, without app.py's navigation and wide layout, when the entry script sits beside a pages/ folder
+        # (Streamlit's old multipage mode, PagesManager.uses_pages_directory, until st.navigation has run once)
+        page.goto(url)
+        browser.wait_for_charts(page, 1, timeout_s=120)
+        for name, path in chosen:
+            page.goto(f"{url}/{path}")
+            page.wait_for_selector("h1", timeout=120_000)
+            try:  # a page with charts: until they have drawn (the Runs page has none)
+                browser.wait_for_charts(page, 1, timeout_s=45)
+            except Exception:  # noqa: BLE001 - playwright's TimeoutError: a page without charts
+                pass
+            browser.wait_idle(page, timeout_s=120)
+            page.wait_for_timeout(2000)  # plotly's drawing and transitions
+            if page.locator('[data-testid="stException"]').count() or page.locator('[data-testid="stAlertContentError"]').count():
+                print(f"{name}: the page shows an error; no screenshot", file=sys.stderr)
+                failed.append(name)
+                continue
+            out = args.out / f"{name}.png"
+            # Streamlit scrolls its main area inside the window: the window made as tall as that content, so the
+            # picture holds the whole page
+            tall = int(page.evaluate(_CONTENT_HEIGHT_JS))
+            page.set_viewport_size({"width": args.width, "height": max(args.height, min(tall + 40, 12000))})
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(out), full_page=True)
+            page.set_viewport_size({"width": args.width, "height": args.height})
+            print(f"wrote {out.relative_to(REPO) if out.is_relative_to(REPO) else out} "
+                  f"({out.stat().st_size // 1024} KiB, {browser.wait_for_charts(page, 0)} charts)")
     return 1 if failed else 0
 
 

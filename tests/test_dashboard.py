@@ -724,6 +724,43 @@ def test_ratio_axes_label_ratios() -> None:
         assert len(y.tickvals) == len(y.ticktext)
 
 
+def test_ratio_bars_start_at_1x() -> None:
+    """A bar on a log ratio axis is drawn from the 1x line to its ratio (plotly: from base to base + y), so a 0.5x
+    bar points down and a 2x bar up; the hover shows the ratio itself (customdata[0]); the ticks read 0.2x ...
+    2x. Checked on the figure dict of every log-ratio bar chart."""
+    ratios = [0.25, 0.5, 2.0, 4.0]
+    speed = pd.DataFrame({"case_id": list("abcd"), "dtype": ["float32"] * 4, "peer": ["torch_eager"] * 4,
+                          "speedup": ratios, "run_id": ["r"] * 4})
+    cases = pd.DataFrame({"case": list("abcd"), "dtype": ["bf16"] * 4, "arch": ["H200"] * 4, "machine": ["m"] * 4,
+                          "ratio": ratios, "compile_mode": ["default"] * 4})
+    ratio = pd.DataFrame({"case_id": list("abcd"), "dtype": ["bf16"] * 4, "provider": ["robocache"] * 4,
+                          "ratio": ratios})
+    journey = pd.DataFrame({"version": ["v1", "v2", "v3", "v4"], "geomean_vs_v1": ratios, "arch": ["H200"] * 4,
+                            "machine": ["m"] * 4, "cases_vs_v1": [3] * 4, "min_vs_v1": ratios, "max_vs_v1": ratios})
+    for fig in (charts.speedup_bars(speed), charts.ratio_bars(cases), charts.machine_ratio_bars(ratio, "a", "b"),
+                charts.journey_bars(journey)):
+        bars = [t for t in fig.data if t.type == "bar"]  # plotly's objects: to_dict() packs arrays as bytes
+        assert bars, fig.layout.title.text
+        for t in bars:
+            assert t.base == 1.0, t.base
+            tops = [1.0 + float(v) for v in t.y]
+            assert tops == pytest.approx(ratios)  # each bar ends at its ratio
+            assert [float(v) < 0 for v in t.y] == [True, True, False, False]  # below 1x: pointing down
+            assert [row[0] for row in t.customdata] == pytest.approx(ratios)
+            assert "%{customdata[0]:.2f}x" in t.hovertemplate and "%{y" not in t.hovertemplate
+        y = fig.to_dict()["layout"]["yaxis"]
+        assert y["type"] == "log"
+        assert {"0.2x", "0.5x", "1x", "2x", "5x"} <= set(y["ticktext"]), y["ticktext"]
+        # the range is set (plotly's autorange starts such bars' axis at 1x): every bar's end is inside it
+        assert 10 ** y["range"][0] < min(ratios) and 10 ** y["range"][1] > max(ratios), y["range"]
+        assert dict(zip(y["ticktext"], y["tickvals"]))["0.5x"] == 0.5
+    # the journey ends at the public API (what `robocache` calls): with only v1 and it measured, a bar each
+    two = pd.DataFrame({"version": ["v1", "public"], "geomean_vs_v1": [1.0, 1.7], "arch": ["H200"] * 2,
+                        "machine": ["m"] * 2, "cases_vs_v1": [3, 3], "min_vs_v1": [1.0, 1.2], "max_vs_v1": [1.0, 2.0]})
+    (t,) = charts.journey_bars(two).data
+    assert list(t.x) == ["v1", charts.PUBLIC_LABEL] and [1 + v for v in t.y] == pytest.approx([1.0, 1.7])
+
+
 def cpu_dir(tmp: Path) -> Path:
     """A local CPU run without robocache records, on a machine whose name sorts before every GPU machine."""
     recs = []

@@ -326,3 +326,33 @@ def test_chart_draws_each_kind_of_finding(rehearsal: Path) -> None:
     assert ("environment change", 15.5) in notes and ("method change", hr.METHOD_NIGHT - 0.5) in notes
     assert not any("not drawn" in str(t.hovertext) for t in fig.data)
     assert sum(1 for s in fig.layout.shapes if s.type == "rect") == 1  # the improvement's commit range
+
+
+def test_check_over_the_frame_is_the_clis(rehearsal: Path, tmp_path: Path) -> None:
+    """History and Regressions run the check over the dashboard's frame (the columnar cache's rows), never a second
+    JSON load: per machine and front end, the alerts document equals the one ``check`` computes over the store's
+    records of the same files (created times compared as the instants they are: the frame holds them in UTC)."""
+    dirs = [str(REPO / "results"), str(rehearsal)]
+    cache = tmp_path / "frames"
+    _, bad = data.load_table(dirs, cache)  # builds the Parquet cache ...
+    assert not bad and list(cache.glob("frame-*.parquet"))
+    df = data.to_frame(data.load_table(dirs, cache)[0])  # ... and this frame is read back from it
+    recs = [store.to_dict(r) for r in store.load(*dirs).records]
+    for r in recs:
+        r["created"] = pd.Timestamp(r["created"]).tz_convert("UTC").isoformat()
+    assert len(recs) == len(df)
+    alerts = 0
+    for machine in sorted(df["machine"].astype(str).unique()):
+        for frontend in ("cli", None):
+            want = regress.alerts_json(regress.check(recs, machine=machine, frontend=frontend), dashboard_url="")
+            sub = df[df["machine"].astype(str) == machine]
+            got = regress.alerts_json(regress.check(history_data.check_records(sub), machine=machine,
+                                                    frontend=frontend), dashboard_url="")
+            for doc in (want, got):
+                doc.pop("generated")
+            assert got == want, (machine, frontend)
+            alerts += len(want["alerts"])
+    assert alerts >= 1  # the rehearsal's +10% step: the comparison covers an alert, not only empty documents
+    # a record never timed (no method) and one with gaps in an int column keep their series
+    one = history_data.check_records(df.head(1).assign(input_sets=float("nan"), grid_version=2.0))[0]
+    assert one["method"] is None and one["case"]["grid_version"] == 2 and type(one["case"]["grid_version"]) is int

@@ -8,11 +8,7 @@ from dashboard import charts, data, tables
 from robocache import providers
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
+def body(df: pd.DataFrame) -> None:
     df = df[df["world_size"].isna()]  # single-GPU cases; multi-GPU ones have their own page
     present = data.options(df, "arch")
     missing = [a for a in data.EXPECTED_ARCHES if a not in present]
@@ -99,4 +95,4 @@ def two_gpus(d: pd.DataFrame, provider: str) -> None:
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-data.run_page("Architectures", body)
+data.frame_page("Architectures", body)

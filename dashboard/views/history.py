@@ -1,17 +1,14 @@
 """History: each series over commits (one machine, case, front end, timer and cache mode at a time), with
 ``robocache-bench check``'s change points, drifts and breaks drawn on it; the selections live in the URL (an
 alert's link opens its view: robocache/bench/links.py)."""
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, history_charts, history_data, tables
 from robocache.bench import links, regress
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
+def body(df: pd.DataFrame) -> None:
     c = st.columns([3, 2, 4, 2, 2, 2])  # the machine and case names are the long ones (readable at 1280 px)
     machine = data.bound(c[0].selectbox, "machine", data.options(df, "machine"), "machine",
                          default=data.preferred(df, "machine"))
@@ -64,7 +61,7 @@ def body() -> None:
 
     if not ev.empty:
         st.subheader(f"The check's findings on this view ({len(ev)})")
-        _show(_events_table(ev), hide_index=True, width="stretch")
+        data.show_table(_events_table(ev), hide_index=True, width="stretch")
     elif doc.get("checked") is not None and not rows.empty:
         tested = set(doc.get("checked") or []) & set(rows["series"])
         st.caption(f"The check tested {len(tested)} of these {rows['series'].nunique()} series (a series needs "
@@ -96,10 +93,4 @@ def _events_table(ev):
     return styled, config
 
 
-
-def _show(table, **kw) -> None:
-    styled, config = table
-    st.dataframe(styled, column_config=config, **kw, placeholder=tables.MISSING)
-
-
-data.run_page("History", body)
+data.frame_page("History", body)

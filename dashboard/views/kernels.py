@@ -25,12 +25,8 @@ def _show(df: pd.DataFrame, columns: dict[str, str]) -> None:
                  width="stretch", placeholder=tables.MISSING)
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
-    c = st.columns(3)
+def body(df: pd.DataFrame) -> None:
+    c = st.columns([3, 2, 2])  # the machines multiselect holds the long names (readable at 1280 px)
     machines = data.options(df, "machine")
     chosen = data.bound_multi(c[0].multiselect, "machines", machines, "machine")
     d = df[df["machine"].isin(chosen)]
@@ -82,4 +78,4 @@ def body() -> None:
         st.dataframe(cost, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-data.run_page("Kernels", body)
+data.frame_page("Kernels", body)

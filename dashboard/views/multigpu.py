@@ -1,5 +1,6 @@
 """Multi-GPU: scaling efficiency and aggregate throughput against the GPU count, per architecture, and the
 gather's bandwidth next to the collective's own; from records carrying ``distributed`` (suite multigpu)."""
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables
@@ -9,11 +10,7 @@ TABLE = ["machine", "arch", "op", "case_id", "provider", "dtype", "world_size", 
          "collective_busbw_gb_per_s", "backend", "run_id", "reason"]
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
+def body(df: pd.DataFrame) -> None:
     # A multi-GPU record is one of the multigpu suite: its params name the world size (failed ones have no
     # "distributed" section, so the suite is the test).
     multi = df[(df["suite"] == "multigpu") | df["world_size"].notna()]
@@ -55,4 +52,4 @@ def body() -> None:
                  width="stretch", placeholder=tables.MISSING)
 
 
-data.run_page("Multi-GPU", body)
+data.frame_page("Multi-GPU", body)

@@ -2,16 +2,13 @@
 % of the copy ceiling and the health flags as counts. Single-GPU records only (the Multi-GPU page has the
 others); the first screen is the newest GPU with robocache records (:func:`dashboard.data.preferred`); every
 selection lives in the URL."""
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
+def body(df: pd.DataFrame) -> None:
     df = df[df["world_size"].isna()]  # single-GPU records; multi-GPU ones never mix into these views
     c1, c2, c3, c4 = st.columns(4)
     arch = data.bound(c1.selectbox, "architecture", data.options(df, "arch"), "arch",
@@ -50,4 +47,4 @@ def body() -> None:
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-data.run_page("Overview", body)
+data.frame_page("Overview", body)

@@ -2,21 +2,14 @@
 vs robocache.fuse, with the speedup), the training step's time split, policy inference by backend, and the
 kernel breakdown of a training step. The tables are the CLI report's own (``robocache.bench.report``), built
 from the pipeline records under the dashboard's results folders (the one store loader)."""
-import sys
-from pathlib import Path
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import pandas as pd  # noqa: E402
-import plotly.graph_objects as go  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from dashboard import charts, data, tables  # noqa: E402
-from robocache import providers  # noqa: E402
-from robocache.bench import report, store  # noqa: E402
-from robocache.bench.schema import to_dict  # noqa: E402
+from dashboard import charts, data, tables
+from robocache import providers
+from robocache.bench import report, store
+from robocache.bench.schema import to_dict
 
 DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers": "workers",
                     "base_tps": "CPU workers traj/s", "ours_tps": "robocache traj/s", "speedup": "speedup",
@@ -52,10 +45,7 @@ def _frame(rows: list[list], header: list[str]) -> pd.DataFrame:
     return pd.DataFrame([[str(c) for c in row] for row in rows], columns=header)
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
+def body(df: pd.DataFrame) -> None:
     dirs = data.results_dirs()
     recs = _records(tuple(dirs), data._fingerprint(tuple(dirs)))
     if not recs:
@@ -64,7 +54,10 @@ def body() -> None:
         return
     recs = report.latest_pipeline_runs(recs)
     gpus = sorted({_gpu(r) for r in recs})
-    gpu = data.bound(st.selectbox, "GPU", gpus, "gpu")
+    # the first screen: the newest GPU with pipelines records (the other pages' rule, over these records' machines)
+    machines = {str((r.get("env") or {}).get("machine")) for r in recs}
+    gpu = data.bound(st.selectbox, "GPU", gpus, "gpu",
+                     default=data.preferred(df[df["machine"].astype(str).isin(machines)], "arch"))
     mine = [r for r in recs if _gpu(r) == gpu]
     if any((r.get("pipeline") or {}).get("resample_on") == "numpy_fallback" for r in mine):
         st.warning("These records come from a machine without a GPU: robocache ran its NumPy fallback; they are "
@@ -100,4 +93,4 @@ def body() -> None:
                      hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-data.run_page("Pipelines", body)
+data.frame_page("Pipelines", body)

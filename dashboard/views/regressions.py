@@ -18,11 +18,7 @@ def _table(ev: pd.DataFrame, cols: list[str], **extra: str):
     return styled, config
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
+def body(df: pd.DataFrame) -> None:
     given = history_data.alerts_file()
     frontend = None
     if not given:
@@ -68,30 +64,25 @@ def body() -> None:
                                 "series": len(g), "machines": ", ".join(sorted(g["machine"].astype(str).unique())),
                                 "worst": f"{(g['ratio'].max() - 1) * 100:+.1f}%"} for k, g in by])
         st.dataframe(ranges, hide_index=True, width="stretch", placeholder=tables.MISSING)
-        _show(_table(alerts, ["case_id", "provider", "dtype", "change", "interval", "link", "since", "where",
-                              "q_value", "confirmed", "timer", "cache", "frontend"]), hide_index=True, width="stretch")
+        data.show_table(_table(alerts, ["case_id", "provider", "dtype", "change", "interval", "link", "since",
+                                        "where", "q_value", "confirmed", "timer", "cache", "frontend"]),
+                        hide_index=True, width="stretch")
     drifts = ev[ev["kind"] == "drift"]
     if not drifts.empty:
         st.subheader(f"Drifts ({len(drifts)}): a trend over the newest nights, no single commit blamed")
-        _show(_table(drifts, ["case_id", "provider", "dtype", "where", "change", "detail", "since", "link",
-                                      "q_value"], change="over the window", since="window (first -> last commit)"),
-                     hide_index=True, width="stretch")
+        data.show_table(_table(drifts, ["case_id", "provider", "dtype", "where", "change", "detail", "since", "link",
+                                        "q_value"], change="over the window", since="window (first -> last commit)"),
+                        hide_index=True, width="stretch")
     imp = ev[ev["kind"] == "improvement"]
     if not imp.empty:
         st.subheader(f"Recent improvements ({len(imp)})")
-        _show(_table(imp, ["case_id", "provider", "dtype", "where", "change", "interval", "since", "link",
-                                   "q_value"]), hide_index=True, width="stretch")
+        data.show_table(_table(imp, ["case_id", "provider", "dtype", "where", "change", "interval", "since", "link",
+                                     "q_value"]), hide_index=True, width="stretch")
     brk = ev[ev["kind"].isin(["method", "environment"])]
     if not brk.empty:
         st.subheader(f"Method and environment changes ({len(brk)}): not regressions")
-        _show(_table(brk, ["kind", "case_id", "provider", "dtype", "where", "link", "change", "after_run",
-                                   "detail"], after_run="from run"), hide_index=True, width="stretch")
+        data.show_table(_table(brk, ["kind", "case_id", "provider", "dtype", "where", "link", "change", "after_run",
+                                     "detail"], after_run="from run"), hide_index=True, width="stretch")
 
 
-
-def _show(table, **kw) -> None:
-    styled, config = table
-    st.dataframe(styled, column_config=config, **kw, placeholder=tables.MISSING)
-
-
-data.run_page("Regressions", body)
+data.frame_page("Regressions", body)

@@ -7,6 +7,7 @@ resample's length sweep moves T with S (T = S/2), so "S" draws the length scalin
 import json
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables
@@ -43,11 +44,7 @@ def slice_key(params: str, x: str, follow: dict[str, Any] | None = None) -> str:
     return ", ".join(f"{k}={p[k]}" for k in sorted(p))
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
+def body(df: pd.DataFrame) -> None:
     c = st.columns(5)
     op = data.bound(c[0].selectbox, "op", data.options(df, "op"), "op")
     d = df[(df["op"] == op) & (df["status"] == "ok") & df["world_size"].isna()]
@@ -106,4 +103,4 @@ def body() -> None:
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-data.run_page("Sweeps", body)
+data.frame_page("Sweeps", body)

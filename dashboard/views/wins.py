@@ -1,6 +1,7 @@
 """Where robocache wins: per machine, a heat map over the grid (case x dtype) coloured by robocache's speedup over
 the strongest peer measured in the same run (log scale, diverging at 1x), and the cases worst first. Single-GPU
 records; the selections live in the URL."""
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables
@@ -8,11 +9,7 @@ from dashboard import charts, data, tables
 EVERY_OP = "every op"
 
 
-def body() -> None:
-    got = data.loaded()
-    if got is None:
-        return
-    df, _ = got
+def body(df: pd.DataFrame) -> None:
     df = df[df["world_size"].isna() & (df["status"] == "ok")]
     c = st.columns(4)
     machine = data.bound(c[0].selectbox, "machine", data.options(df, "machine"), "machine",
@@ -42,4 +39,4 @@ def body() -> None:
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-data.run_page("Where robocache wins", body)
+data.frame_page("Where robocache wins", body)
