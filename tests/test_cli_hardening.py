@@ -199,7 +199,7 @@ def test_cpu_and_unknown_gpu_keep_the_hostname(monkeypatch) -> None:
 
 
 def test_internal_error_is_not_exit_1(capsys, monkeypatch) -> None:
-    from robocache.bench import report
+    from robocache.bench.views import report
 
     monkeypatch.setattr(report, "show", lambda recs: 1 / 0)
     rc, _, err = _main(["show", str(RESULTS)], capsys)

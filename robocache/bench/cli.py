@@ -25,10 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import providers
-from . import report as rep
 from . import specs, store
-from .multigpu import launch
 from .messages import TimingOptions
+from .multigpu import launch
+from .views import report as rep
+from .views.kernels import kernels, kernels_sections
+from .views.multigpu import multigpu as multigpu_table
+from .views.records import pick_run, runs
+from .views.tables import sections_json, table
 
 
 PIPELINES = "pipelines"  # the end-to-end suite (robocache.bench.pipelines), outside the kernel grid
@@ -456,7 +460,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                                    "bytes_upper_bound": c.bytes, "reason": c.reason} for c in cases]}))
             return 0
         rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f}", c.reason] for c in cases]
-        print(terminal_text(rep.table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows)))
+        print(terminal_text(table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows)))
         print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}); "
               "bytes: the upper bound from the parameters, a record carries its inputs' moved bytes")
         return 0
@@ -471,12 +475,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise ValueError(f"no records in {', '.join(args.paths)}")
             records = loaded.records
         else:
-            _, records = rep.pick_run(loaded.records, args.run)
+            _, records = pick_run(loaded.records, args.run)
         if args.format == "json":
             text = _json_text(_show_report_json(args, records, [{"path": str(p), "why": str(w)}
                                                                 for p, w in loaded.bad]))
         elif args.cmd == "report" and args.kernels:
-            text = rep.kernels(records)
+            text = kernels(records)
         elif args.cmd == "show":
             text = rep.show(records)
         elif args.headline:
@@ -502,8 +506,8 @@ def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) 
     """The JSON of ``show`` / ``report``: the same rows and tables the markdown is rendered from."""
     if args.cmd == "report" and args.kernels:
         return {"schema": REPORT_SCHEMA, "kind": "kernels",
-                "runs": [rep.run_facts(rs) for rs in rep.runs(records).values()],
-                "sections": rep.sections_json(rep.kernels_sections(records)), "skipped_files": bad}
+                "runs": [rep.run_facts(rs) for rs in runs(records).values()],
+                "sections": sections_json(kernels_sections(records)), "skipped_files": bad}
     doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(records),
            "cases": rep.case_rows(records), "skipped_files": bad}
     if args.cmd == "report":
@@ -511,7 +515,7 @@ def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) 
         if args.headline:
             sections = sections[:1] if sections and sections[0][1].startswith("Headline") else []
         doc = {"schema": REPORT_SCHEMA, "kind": "run", **{k: v for k, v in doc.items() if k != "schema"},
-               "sections": rep.sections_json(sections)}
+               "sections": sections_json(sections)}
     return doc
 
 
@@ -521,9 +525,9 @@ def _run_records(spec: str, results: list[str]) -> tuple[str, list]:
         loaded = store.load(spec)
         for path, why in loaded.bad:
             print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-        return rep.pick_run(loaded.records)
+        return pick_run(loaded.records)
     loaded = store.load(*results)
-    return rep.pick_run(loaded.records, spec)
+    return pick_run(loaded.records, spec)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -783,7 +787,7 @@ def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
         return 1 if res.launch_failed else 0
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
     print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s; records: {', '.join(str(p) for p in res.paths)}")
-    print(rep.multigpu(res.records))
+    print(multigpu_table(res.records))
     for x in res.launches:
         if x.get("detail") and not x.get("status"):  # a group stopped after its last case: records complete
             print(f"  note: the launch of {x['world_size']} rank(s): {x['detail']}")
