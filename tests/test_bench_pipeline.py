@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from robocache.bench import report, runner, specs, store
+from robocache.bench import runner, specs, store
+from robocache.bench.views import report
 
 FAST = {"time_limit_s": 0.3, "noise_target": 0.05, "warmup_s": 0.01}
 ROOT = Path(__file__).resolve().parent.parent

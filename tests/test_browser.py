@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dashboard import browser
-from robocache.bench.report import label
+from robocache.providers import label
 
 REQUIRED = os.environ.get("ROBOCACHE_REQUIRE_BROWSER", "") == "1"
 

@@ -178,7 +178,7 @@ def test_run_default_out_is_ignored_folder() -> None:
     ("NVIDIA H200", 4, "nvidia-h200-x4"), ("NVIDIA H100 80GB HBM3", 8, "nvidia-h100-80gb-hbm3-x8")])
 def test_machine_name_from_the_gpu(name: str, count: int, machine: str, monkeypatch) -> None:
     monkeypatch.delenv("ROBOCACHE_MACHINE", raising=False)
-    monkeypatch.setattr(envmod, "_nvml", lambda: (None, "stubbed"))
+    monkeypatch.setattr(envmod, "nvml", lambda: (None, "stubbed"))
     monkeypatch.setattr(envmod, "_torch_gpu", lambda i: {"gpu_name": name, "gpu_count": count})
     env = envmod.capture_env("gpu")
     assert env["machine"] == machine
@@ -193,13 +193,13 @@ def test_cpu_and_unknown_gpu_keep_the_hostname(monkeypatch) -> None:
 
     monkeypatch.delenv("ROBOCACHE_MACHINE", raising=False)
     assert envmod.capture_env("cpu")["machine"] == socket.gethostname()
-    monkeypatch.setattr(envmod, "_nvml", lambda: (None, "stubbed"))
+    monkeypatch.setattr(envmod, "nvml", lambda: (None, "stubbed"))
     monkeypatch.setattr(envmod, "_torch_gpu", lambda i: {})
     assert envmod.capture_env("gpu")["machine"] == socket.gethostname()
 
 
 def test_internal_error_is_not_exit_1(capsys, monkeypatch) -> None:
-    from robocache.bench import report
+    from robocache.bench.views import report
 
     monkeypatch.setattr(report, "show", lambda recs: 1 / 0)
     rc, _, err = _main(["show", str(RESULTS)], capsys)

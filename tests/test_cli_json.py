@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from robocache.bench import cli, report as rep, specs, store
+from robocache.bench import cli, specs, store
+from robocache.bench.views import report as rep
+from robocache.bench.views.records import pick_run, runs
 
 ROOT = Path(__file__).resolve().parents[1]
 MACHINES = sorted(p for p in (ROOT / "results").iterdir() if p.is_dir() and list(p.glob("*.records.json")))
-ESCAPE = re.compile(r"\\[\\|<>`*_\[\]]")  # a markdown escape, as report.table writes them
+ESCAPE = re.compile(r"\\[\\|<>`*_\[\]]")  # a markdown escape, as views.tables.table writes them
 
 
 def _main(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
@@ -67,7 +69,7 @@ def test_show_json_on_committed_results(folder, capsys):
     rc, out, _ = _main(["show", str(folder), "--format", "json"], capsys)
     assert rc == 0
     doc = json.loads(out)
-    rid, records = rep.pick_run(store.load(folder).records)
+    rid, records = pick_run(store.load(folder).records)
     assert doc["schema"] == cli.SHOW_SCHEMA == "robocache-show/1"
     assert doc["run"]["run_id"] == rid and doc["skipped_files"] == []
     assert len(doc["cases"]) == len(records)
@@ -123,7 +125,7 @@ def test_report_json_headline_kernels_and_out(tmp_path, capsys):
     assert rc == 0
     doc = json.loads(out)
     assert doc["kind"] == "kernels" and doc["schema"] == cli.REPORT_SCHEMA
-    assert {r["run_id"] for r in doc["runs"]} == set(rep.runs(store.load(ROOT / "results").records))
+    assert {r["run_id"] for r in doc["runs"]} == set(runs(store.load(ROOT / "results").records))
     assert [s["title"] for s in doc["sections"]][:3] == ["Optimisation journey", "Against torch.compile at its best",
                                                          "Call cost"]
     assert all(s["tables"] for s in doc["sections"][:3])  # the committed records fill every kernel table
@@ -131,7 +133,7 @@ def test_report_json_headline_kernels_and_out(tmp_path, capsys):
     dest = tmp_path / "report.json"
     rc, out, _ = _main(["report", str(folder), "--format", "json", "--out", str(dest)], capsys)
     assert rc == 0 and "report written to" in out
-    assert json.loads(dest.read_text())["run"]["run_id"] == rep.pick_run(store.load(folder).records)[0]
+    assert json.loads(dest.read_text())["run"]["run_id"] == pick_run(store.load(folder).records)[0]
 
 
 def test_bad_file_is_reported_in_the_json(tmp_path, capsys):

@@ -654,20 +654,21 @@ def test_provider_facts_live_in_the_table_only() -> None:
 
 def test_kernel_tables_from_the_frame(kernels_dir: Path) -> None:
     """The dashboard's kernel tables are the report's functions over the frame: the same numbers."""
-    from robocache.bench import report, store
+    from robocache.bench import store
+    from robocache.bench.views import kernels
 
     df, bad = data.load_frame([str(kernels_dir)])
     assert not bad
     recs = store.load(kernels_dir).records
     frame_rows = tables.journey(tables.kernel_records(df)).to_dict("records")
-    report_rows = report.journey_rows(recs)
+    report_rows = kernels.journey_rows(recs)
     assert len(frame_rows) == len(report_rows) == 18
     for a, b in zip(frame_rows, report_rows):
         for k in ("machine", "op", "version", "case", "dtype", "p50_us", "speedup_vs_v1", "vs_compile",
                   "geomean_vs_v1", "cases_vs_v1"):
             assert a[k] == pytest.approx(b[k]) if isinstance(b[k], float) else a[k] == b[k], k
     cases, summary = tables.vs_compile(tables.kernel_records(df))
-    assert summary.to_dict("records") == report.vs_compile_summary(report.vs_compile_cases(recs))
+    assert summary.to_dict("records") == kernels.vs_compile_summary(kernels.vs_compile_cases(recs))
     assert len(tables.call_cost(df)) == 8
     # robocache@vN are kernel versions, the call-cost variant and the bare launch are not peers either: the
     # overview's speedups leave them out (robocache "losing" to the launch floor is not a peer's win)

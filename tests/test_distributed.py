@@ -411,18 +411,18 @@ def test_gather_checksum_sees_changed_and_moved_bytes():
 
 
 def test_report_marks_host_bound_steps():
-    from robocache.bench import report
+    from robocache.bench.views.multigpu import multigpu
 
     r = _multigpu_record()
     r["case"]["params"] = {**r["case"]["params"], "world_size": 2, "scaling": "weak", "gather": "all"}
     r["health"] = {"throttled": False, "contended": False, "noisy": False, "reasons": []}
-    assert "host-bound" not in report.multigpu([r]).splitlines()[-1]
+    assert "host-bound" not in multigpu([r]).splitlines()[-1]
     r["health"]["reasons"] = ["rank 1: host-bound: enqueueing op + gather took 120.0 of the step's 125.0 us per call"]
-    assert report.multigpu([r]).splitlines()[-1].endswith("| host-bound |")
+    assert multigpu([r]).splitlines()[-1].endswith("| host-bound |")
     r["health"]["reasons"] = ["efficiency against a host-bound one-GPU step (90.0 us, paced by the host's launches)"]
-    assert report.multigpu([r]).splitlines()[-1].endswith("| host-bound baseline |")
+    assert multigpu([r]).splitlines()[-1].endswith("| host-bound baseline |")
     r["health"]["reasons"].append("rank 0: host-bound: enqueueing op + gather took 120.0 of the step's 125.0 us")
-    assert report.multigpu([r]).splitlines()[-1].endswith("| host-bound,host-bound baseline |")
+    assert multigpu([r]).splitlines()[-1].endswith("| host-bound,host-bound baseline |")
 
 
 def test_committed_results_still_load():

@@ -14,7 +14,10 @@ import pytest
 h5py = pytest.importorskip("h5py")
 torch = pytest.importorskip("torch")
 
-from robocache.bench import regress, report, schema, store  # noqa: E402
+from robocache.bench import regress, schema, store  # noqa: E402
+from robocache.bench.views import report  # noqa: E402
+from robocache.bench.views.kernels import kernels  # noqa: E402
+from robocache.bench.views.pipelines import latest_pipeline_runs, pipeline_dataload_rows  # noqa: E402
 from robocache.bench.pipelines import __main__ as pcli  # noqa: E402
 from robocache.bench.pipelines import dataset as ds  # noqa: E402
 from robocache.bench.pipelines import inference, loading, training  # noqa: E402
@@ -281,7 +284,7 @@ def test_report_tables(suite_run) -> None:
                   "## Policy inference by backend", "## Kernel breakdown of a training step"):
         assert title in text
     assert "NumPy fallback (no GPU)" in text and "CPU only" in text
-    rows = report.pipeline_dataload_rows(store.load(out).records)
+    rows = pipeline_dataload_rows(store.load(out).records)
     assert len(rows) == 1 and rows[0]["B"] == 2 and rows[0]["speedup"] > 0
     assert "## Headline" not in text  # a pipelines run is not judged by the kernel sections
     # report --kernels (every machine): the pipelines tables of the newest run per machine and kind
@@ -291,10 +294,10 @@ def test_report_tables(suite_run) -> None:
         r["run_id"], r["created"] = "19990101T000000Z-old", "1999-01-01T00:00:00+00:00"
         r["env"] = schema.to_dict(loaded[0].env)  # the same machine, an older run
     both = [*loaded, *older]
-    assert {r["run_id"] for r in report.latest_pipeline_runs(both)} == {res.run_id}
-    kern = report.kernels(both)
+    assert {r["run_id"] for r in latest_pipeline_runs(both)} == {res.run_id}
+    kern = kernels(both)
     assert "# End-to-end pipelines (the newest run per machine)" in kern and "## Data loading by batch size" in kern
-    assert "End-to-end" not in report.kernels([])
+    assert "End-to-end" not in kernels([])
 
 
 def test_regression_check_covers_pipeline_series(suite_run, tmp_path: Path) -> None:

@@ -12,9 +12,10 @@ import pytest
 pytest.importorskip("h5py")
 torch = pytest.importorskip("torch")
 
-from robocache.bench import context, report, store
+from robocache.bench import context, store  # noqa: E402
 from robocache.bench.multigpu import launch  # noqa: E402
 from robocache.bench.pipelines import dataset as ds  # noqa: E402
+from robocache.bench.views.pipelines import pipeline_training  # noqa: E402
 from robocache.bench.pipelines import ddp  # noqa: E402
 from robocache.bench.pipelines.run import Config, points, run  # noqa: E402
 
@@ -52,7 +53,7 @@ def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:
         assert r.check.passed and len(r.pipeline.loss) == 4 and r.pipeline.figures["ranks"] == 2
     # the same seed and shards: the two pipelines' curves on rank 0 are the same
     assert recs["cpu_workers"].pipeline.loss == recs["robocache"].pipeline.loss
-    text = report.pipeline_training(loaded.records)
+    text = pipeline_training(loaded.records)
     assert "| CPU (ci-cpu) | mlp | robocache.fuse | 2 | 2 | 0 |" in text
 
 

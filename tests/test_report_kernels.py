@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from robocache.bench import report, store
+from robocache import providers
+from robocache.bench import store
+from robocache.bench.views import kernels, report
+from robocache.bench.views.records import is_dispatch, runs, runs_per_op
 from tests.synthetic_kernels import CASES, SCRIPT, write_fixture
 
 
@@ -21,28 +24,28 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> list:
 
 
 def _run(records: list, run_id: str) -> list:
-    return report.runs(records)[run_id]
+    return runs(records)[run_id]
 
 
 def test_labels_and_order() -> None:
-    assert report.label("robocache@v2") == "robocache v2"
-    assert report.label("torch_compile@max-autotune") == "torch.compile (max-autotune)"
-    assert report.label("torch_compile@reduce-overhead") == "torch.compile (reduce-overhead)"
-    assert report.label("torch_compile") == "torch.compile"
-    assert report.label("mystery@x") == "mystery@x" and report.label(SCRIPT) == SCRIPT
-    assert report.version_of("robocache@v12") == "v12" and report.version_of("robocache@best") is None
-    assert report.compile_mode("torch_compile") == "default"
-    assert report.compile_mode("torch_compile@max-autotune") == "max-autotune"
-    assert report.compile_mode("torch_eager") is None
+    assert providers.label("robocache@v2") == "robocache v2"
+    assert providers.label("torch_compile@max-autotune") == "torch.compile (max-autotune)"
+    assert providers.label("torch_compile@reduce-overhead") == "torch.compile (reduce-overhead)"
+    assert providers.label("torch_compile") == "torch.compile"
+    assert providers.label("mystery@x") == "mystery@x" and providers.label(SCRIPT) == SCRIPT
+    assert providers.version_of("robocache@v12") == "v12" and providers.version_of("robocache@best") is None
+    assert providers.compile_mode("torch_compile") == "default"
+    assert providers.compile_mode("torch_compile@max-autotune") == "max-autotune"
+    assert providers.compile_mode("torch_eager") is None
     provs = ["cupy", "robocache@v10", "torch_compile@max-autotune", "zeta", "robocache", "robocache@v2",
              "torch_compile", "torch_eager"]
-    assert sorted(provs, key=report.provider_order) == [
+    assert sorted(provs, key=providers.order) == [
         "robocache", "robocache@v2", "robocache@v10", "torch_compile", "torch_compile@max-autotune", "torch_eager",
         "cupy", "zeta"]
 
 
 def test_journey_rows(records: list) -> None:
-    rows = report.journey_rows(records)
+    rows = kernels.journey_rows(records)
     # one run per machine and op: the nightly runs (the newer quick run on the H200 is not picked)
     assert {r["run_id"] for r in rows} == {"synthetic-nvidia-h100-x1-nightly", "synthetic-nvidia-h200-nightly"}
     assert {(r["machine"], r["arch"]) for r in rows} == {("nvidia-h100-x1", "H100"), ("nvidia-h200", "H200")}
@@ -75,15 +78,15 @@ def test_journey_representative_fallback(records: list) -> None:
     """Without the standard case, the journey reads the first case in grid order every version measured."""
     rs = [r for r in _run(records, "synthetic-nvidia-h200-nightly")
           if not (r["case"]["id"] == "resample/B256-S100-T50-D32")]
-    assert report.representative(rs, "resample") == ("resample/B4096-S100-T50-D32", "bfloat16")
+    assert kernels.representative(rs, "resample") == ("resample/B4096-S100-T50-D32", "bfloat16")
     # a version missing on a case: a case every version measured wins
     rs2 = [r for r in rs if not (r["case"]["id"] == "resample/B4096-S100-T50-D32"
                                  and r["case"]["provider"] == "robocache@v1")]
-    assert report.representative(rs2, "resample") == ("resample/B16384-S100-T50-D32", "float32")
+    assert kernels.representative(rs2, "resample") == ("resample/B16384-S100-T50-D32", "float32")
 
 
 def test_journey_markdown(records: list) -> None:
-    md = report.journey(records)
+    md = kernels.journey(records)
     assert md.count("| version |") == 6  # three ops x two GPUs
     assert "| v2 | 4.0 |" in md  # the H200's v2 on the standard case
     assert "1.20x (default)" in md and "2.00x" in md
@@ -92,10 +95,10 @@ def test_journey_markdown(records: list) -> None:
 
 
 def test_vs_compile_summary(records: list) -> None:
-    cases = report.vs_compile_cases(records)
+    cases = kernels.vs_compile_cases(records)
     h200 = [c for c in cases if c["machine"] == "nvidia-h200"]
     assert len(h200) == len(CASES)  # the dispatch case is host time: never compared with device time
-    summary = {(s["machine"], s["op"]): s for s in report.vs_compile_summary(cases)}
+    summary = {(s["machine"], s["op"]): s for s in kernels.vs_compile_summary(cases)}
     for machine in ("nvidia-h100-x1", "nvidia-h200"):
         res = summary[(machine, "resample")]
         # ratios min(default, max-autotune) per case: 1.2, 0.9, 0.4 (max-autotune), 0.8, 1.0 (max-autotune)
@@ -111,25 +114,25 @@ def test_vs_compile_summary(records: list) -> None:
         assert fuse["worst_case"] == "fuse/robot-B32-T100 float32"
         vox = summary[(machine, "voxelize")]
         assert (vox["worst"], vox["best"], vox["at_least_1x"]) == (pytest.approx(1.5), pytest.approx(4.0), 2)
-    md = report.vs_compile(records)
+    md = kernels.vs_compile(records)
     assert "0.40x (resample/B4096-S100-T50-D32 bfloat16)" in md and "2 of 5" in md
     # a version against torch.compile: v1 is twice as slow on every resample case but one
-    v1 = {s["op"]: s for s in report.vs_compile_summary(report.vs_compile_cases(records, "robocache@v1"))
+    v1 = {s["op"]: s for s in kernels.vs_compile_summary(kernels.vs_compile_cases(records, "robocache@v1"))
           if s["machine"] == "nvidia-h200"}
     assert v1["resample"]["best"] == pytest.approx(1.0 / 1.5 * 1.0)  # the <script> case: min(1.1, 1.0) / 1.5
 
 
 def test_call_cost(records: list) -> None:
-    rows = report.call_cost_rows(records)
+    rows = kernels.call_cost_rows(records)
     h200 = {r["provider"]: r for r in rows if r["machine"] == "nvidia-h200"}
     assert set(h200) == {"robocache", "robocache@cupy", "robocache@v1", "bare_launch"}
     assert h200["robocache"]["vs_bare"] == pytest.approx(9.0 / 5.0) and h200["robocache"]["timer"] == "host"
     assert h200["robocache@cupy"]["vs_bare"] == pytest.approx(7.0 / 5.0)
     assert h200["robocache@v1"]["vs_bare"] == pytest.approx(9.0)
     assert h200["robocache"]["device_us"] is None  # no dispatch section in these records
-    md = report.call_cost(records)
+    md = kernels.call_cost(records)
     assert "1.80x" in md and "robocache v1" in md and "robocache (CuPy arrays)" in md and "bare CuPy launch" in md
-    assert report.call_cost([r for r in records if not report.is_dispatch(r)]).startswith("_No call-cost")
+    assert kernels.call_cost([r for r in records if not is_dispatch(r)]).startswith("_No call-cost")
 
 
 def test_call_cost_reads_the_dispatch_section() -> None:
@@ -142,11 +145,11 @@ def test_call_cost_reads_the_dispatch_section() -> None:
     recs[0]["dispatch"] = {"device_us": 2.5, "gpu_keeps_up": True}
     for r in recs:
         r["env"] = gpu_env("H200", "nvidia-h200")
-    rows = report.call_cost_rows(recs)
+    rows = kernels.call_cost_rows(recs)
     assert [(r["provider"], r["vs_bare"], r["device_us"], r["gpu_keeps_up"]) for r in rows] == [
         ("robocache", 2.0, 2.5, True), ("bare_launch", 1.0, None, None)]
-    assert "| 2.5 | yes |" in report.call_cost(recs)
-    assert report.is_dispatch(recs[0]) and not report.is_dispatch({"case": {"id": "fuse/robot-B32-T100",
+    assert "| 2.5 | yes |" in kernels.call_cost(recs)
+    assert is_dispatch(recs[0]) and not is_dispatch({"case": {"id": "fuse/robot-B32-T100",
                                                                             "params": {"B": 32}}})
 
 
@@ -169,14 +172,14 @@ def test_report_of_one_run_has_the_kernel_sections(records: list) -> None:
 def test_kernel_sections_skip_gracefully(records: list) -> None:
     """A run without versions, a second compile mode or dispatch cases: no empty sections, no errors."""
     plain = [r for r in _run(records, "synthetic-nvidia-h200-nightly")
-             if r["case"]["provider"] in ("robocache", "torch_eager") and not report.is_dispatch(r)]
+             if r["case"]["provider"] in ("robocache", "torch_eager") and not is_dispatch(r)]
     text = report.report(plain)
     assert "## Optimisation journey" not in text and "## Call cost" not in text
     assert "## Against torch.compile at its best" not in text
-    assert report.journey(plain).startswith("_No kernel versions")
-    assert report.vs_compile(plain).startswith("_No case with both")
-    assert report.journey([]).startswith("_No kernel versions") and report.call_cost_rows([]) == []
-    whole = report.kernels(records)
+    assert kernels.journey(plain).startswith("_No kernel versions")
+    assert kernels.vs_compile(plain).startswith("_No case with both")
+    assert kernels.journey([]).startswith("_No kernel versions") and kernels.call_cost_rows([]) == []
+    whole = kernels.kernels(records)
     assert whole.count("| version |") == 6 and "| op | GPU (machine) |" in whole
 
 
@@ -199,7 +202,7 @@ def test_cli_report_kernels_over_every_machine(tmp_path: Path, capsys: pytest.Ca
     out = tmp_path / "kernels.md"
     assert cli.main(["report", str(tmp_path), "--kernels", "--out", str(out)]) == 0
     text = out.read_text()
-    assert text == report.kernels(store.load(tmp_path).records)
+    assert text == kernels.kernels(store.load(tmp_path).records)
     assert "## Optimisation journey" in text and "## Call cost" in text
     machines = {r["env"]["machine"] for r in store.load(tmp_path).records}
     assert len(machines) > 1 and all(m in text for m in machines)
@@ -216,8 +219,6 @@ def test_runs_of_one_commit_and_suite_are_one_measurement():
     is read as one measurement; a run at another commit never joins it. SYNTHETIC records."""
     from synthetic_kernels import CASES, nightly_records
 
-    from robocache.bench import report as rep
-
     def tag(recs, env, commit):
         for r in recs:
             r["env"] = env
@@ -231,7 +232,7 @@ def test_runs_of_one_commit_and_suite_are_one_measurement():
             if r["case"]["id"] != CASES[0][0]]
     other = nightly_records(2.0, 4300.0, "run-c", "2026-02-01T00:00:00Z", with_dispatch=False)
     recs = tag(first, env, "c1") + tag(rest, env, "c1") + tag(other, env, "c0")
-    got = {op: (rid, rs) for _, op, rid, rs in rep.runs_per_op(recs)}
+    got = {op: (rid, rs) for _, op, rid, rs in runs_per_op(recs)}
     op0 = CASES[0][1]
     rid, rs = got[op0]
     assert all(r["git_commit"] == "c1" for r in rs)
@@ -246,7 +247,7 @@ def test_headline_states_the_grid_wide_ratio_to_torch_compile(records: list) -> 
     every case and dtype of the run (the kernels report's own vs_compile_cases), so one tie never stands for it."""
     run = _run(records, "synthetic-nvidia-h200-nightly")
     text = report.headline(run)
-    cases = report.vs_compile_cases(run)
+    cases = kernels.vs_compile_cases(run)
     assert cases
     ratios = sorted(c["ratio"] for c in cases)
     worst = min(cases, key=lambda c: c["ratio"])
@@ -265,7 +266,7 @@ def test_headline_states_the_grid_wide_ratio_to_torch_compile(records: list) -> 
 def test_report_links_its_dashboard_views(monkeypatch, tmp_path) -> None:
     """The report carries links to its views (issue 15): the run's Runs page and the machine's wins and History
     pages, on the base of $ROBOCACHE_DASHBOARD_URL; a bad base leaves the line out instead of printing it."""
-    from robocache.bench import cli, report
+    from robocache.bench import cli
 
     monkeypatch.setenv("ROBOCACHE_DASHBOARD_URL", "https://bench.example.org/rc/")
     line = report.dashboard_links("20261124T031558Z-51257c", "nvidia-h200 x")

@@ -25,10 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import providers
-from . import report as rep
 from . import specs, store
-from .multigpu import launch
 from .messages import TimingOptions
+from .multigpu import launch
+from .views import report as rep
+from .views.kernels import kernels, kernels_sections
+from .views.multigpu import multigpu as multigpu_table
+from .views.records import pick_run, runs
+from .views.tables import sections_json, table
 
 
 PIPELINES = "pipelines"  # the end-to-end suite (robocache.bench.pipelines), outside the kernel grid
@@ -446,64 +450,67 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.cmd == "list":
-        cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
-                            dtypes=args.dtypes)
-        if args.format == "json":
-            print(_json_text({"schema": LIST_SCHEMA, "suite": args.suite, "device": args.device,
-                              "grid_version": specs.GRID_VERSION, "cases": [
-                                  {"key": c.key, "op": c.op, "id": c.id, "dtype": c.dtype, "provider": c.provider,
-                                   "bytes_upper_bound": c.bytes, "reason": c.reason} for c in cases]}))
-            return 0
-        rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f}", c.reason] for c in cases]
-        print(terminal_text(rep.table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows)))
-        print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}); "
-              "bytes: the upper bound from the parameters, a record carries its inputs' moved bytes")
+    commands = {"list": _list, "show": _show_report, "report": _show_report, "compare": _compare, "check": _check}
+    return commands.get(args.cmd, _run)(args)
+
+
+def _list(args: argparse.Namespace) -> int:
+    """``list``: the cases of a suite, as a table or JSON."""
+    cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
+                        dtypes=args.dtypes)
+    if args.format == "json":
+        print(_json_text({"schema": LIST_SCHEMA, "suite": args.suite, "device": args.device,
+                          "grid_version": specs.GRID_VERSION, "cases": [
+                              {"key": c.key, "op": c.op, "id": c.id, "dtype": c.dtype, "provider": c.provider,
+                               "bytes_upper_bound": c.bytes, "reason": c.reason} for c in cases]}))
         return 0
-    if args.cmd in ("show", "report"):
-        loaded = store.load(*args.paths)
-        for path, why in loaded.bad:
-            print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-        if args.cmd == "report" and args.kernels:
-            if args.run:
-                raise ValueError("--kernels picks one run per machine and op itself: drop --run")
-            if not loaded.records:
-                raise ValueError(f"no records in {', '.join(args.paths)}")
-            records = loaded.records
-        else:
-            _, records = rep.pick_run(loaded.records, args.run)
-        if args.format == "json":
-            text = _json_text(_show_report_json(args, records, [{"path": str(p), "why": str(w)}
-                                                                for p, w in loaded.bad]))
-        elif args.cmd == "report" and args.kernels:
-            text = rep.kernels(records)
-        elif args.cmd == "show":
-            text = rep.show(records)
-        elif args.headline:
-            text = rep.header(records) + "\n\n" + rep.headline(records)
-        else:
-            text = rep.report(records)
-        if args.cmd == "report" and args.out:
-            store.atomic_write(args.out, text)
-            print(f"report written to {args.out}")
-        elif args.format == "json":
-            print(text)
-        else:
-            print(terminal_text(text) if args.cmd == "show" else _for_stdout(text))
-        return 0
-    if args.cmd == "compare":
-        return _compare(args)
-    if args.cmd == "check":
-        return _check(args)
-    return _run(args)
+    rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f}", c.reason] for c in cases]
+    print(terminal_text(table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows)))
+    print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}); "
+          "bytes: the upper bound from the parameters, a record carries its inputs' moved bytes")
+    return 0
+
+
+def _show_report(args: argparse.Namespace) -> int:
+    """``show`` / ``report``: one run (or, ``report --kernels``, every machine) as a table, markdown or JSON."""
+    loaded = store.load(*args.paths)
+    for path, why in loaded.bad:
+        print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
+    if args.cmd == "report" and args.kernels:
+        if args.run:
+            raise ValueError("--kernels picks one run per machine and op itself: drop --run")
+        if not loaded.records:
+            raise ValueError(f"no records in {', '.join(args.paths)}")
+        records = loaded.records
+    else:
+        _, records = pick_run(loaded.records, args.run)
+    if args.format == "json":
+        text = _json_text(_show_report_json(args, records, [{"path": str(p), "why": str(w)}
+                                                            for p, w in loaded.bad]))
+    elif args.cmd == "report" and args.kernels:
+        text = kernels(records)
+    elif args.cmd == "show":
+        text = rep.show(records)
+    elif args.headline:
+        text = rep.header(records) + "\n\n" + rep.headline(records)
+    else:
+        text = rep.report(records)
+    if args.cmd == "report" and args.out:
+        store.atomic_write(args.out, text)
+        print(f"report written to {args.out}")
+    elif args.format == "json":
+        print(text)
+    else:
+        print(terminal_text(text) if args.cmd == "show" else _for_stdout(text))
+    return 0
 
 
 def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) -> dict:
     """The JSON of ``show`` / ``report``: the same rows and tables the markdown is rendered from."""
     if args.cmd == "report" and args.kernels:
         return {"schema": REPORT_SCHEMA, "kind": "kernels",
-                "runs": [rep.run_facts(rs) for rs in rep.runs(records).values()],
-                "sections": rep.sections_json(rep.kernels_sections(records)), "skipped_files": bad}
+                "runs": [rep.run_facts(rs) for rs in runs(records).values()],
+                "sections": sections_json(kernels_sections(records)), "skipped_files": bad}
     doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(records),
            "cases": rep.case_rows(records), "skipped_files": bad}
     if args.cmd == "report":
@@ -511,7 +518,7 @@ def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) 
         if args.headline:
             sections = sections[:1] if sections and sections[0][1].startswith("Headline") else []
         doc = {"schema": REPORT_SCHEMA, "kind": "run", **{k: v for k, v in doc.items() if k != "schema"},
-               "sections": rep.sections_json(sections)}
+               "sections": sections_json(sections)}
     return doc
 
 
@@ -521,9 +528,9 @@ def _run_records(spec: str, results: list[str]) -> tuple[str, list]:
         loaded = store.load(spec)
         for path, why in loaded.bad:
             print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-        return rep.pick_run(loaded.records)
+        return pick_run(loaded.records)
     loaded = store.load(*results)
-    return rep.pick_run(loaded.records, spec)
+    return pick_run(loaded.records, spec)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -689,38 +696,62 @@ def _floor_arg(text: str) -> float:
     return x
 
 
+def _usage(message: str) -> int:
+    """A usage error of ``run`` found after parsing: its one line on stderr, exit 2."""
+    print(message, file=sys.stderr)
+    return EXIT_USAGE
+
+
 def _run(args: argparse.Namespace) -> int:
+    """``run``: the pipelines suite, or the cases of the grid: single-GPU ones (one process each) or multi-GPU
+    ones (torchrun per world size), never both in one run."""
     from . import runner
 
     if args.suite == PIPELINES:
-        from .pipelines import __main__ as pipelines
-
-        given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
-                                      ("--cases", args.cases), ("--gpus", args.gpus)) if v]
-        if given or args.cache != "warm" or args.precompile_jobs:
-            print(f"--suite pipelines takes --device, --out and --machine only (got {', '.join(given) or 'other options'}"
-                  "); every knob: python -m robocache.bench.pipelines run --help", file=sys.stderr)
-            return 2
-        device = pipelines.detect_device(args.device)
-        return pipelines.run_and_print(pipelines.config_from(argparse.Namespace(), device), args.out, args.machine)
+        return _run_pipelines(args)
     device = runner.detect_device() if args.device == "auto" else args.device
-    if args.cases:
-        cases = [specs.find(k) for k in args.cases]
-    else:
-        cases = specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes)
+    cases = ([specs.find(k) for k in args.cases] if args.cases else
+             specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes))
+    why = _run_cases_unusable(args, cases)
+    if why:
+        return _usage(why)
+    if cases[0].distributed:
+        return _run_multigpu(args, device, cases)
+    return _run_single(args, device, cases)
+
+
+def _run_pipelines(args: argparse.Namespace) -> int:
+    """``run --suite pipelines``: the end-to-end suite with its defaults (its own CLI has every knob)."""
+    from .pipelines import __main__ as pipelines
+
+    given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
+                                  ("--cases", args.cases), ("--gpus", args.gpus)) if v]
+    if given or args.cache != "warm" or args.precompile_jobs:
+        return _usage(f"--suite pipelines takes --device, --out and --machine only (got "
+                      f"{', '.join(given) or 'other options'}); every knob: python -m robocache.bench.pipelines run "
+                      "--help")
+    device = pipelines.detect_device(args.device)
+    return pipelines.run_and_print(pipelines.config_from(argparse.Namespace(), device), args.out, args.machine)
+
+
+def _run_cases_unusable(args: argparse.Namespace, cases: list) -> str | None:
+    """Why ``run`` cannot run these cases with these options (one line), or None."""
     if not cases:
-        print("no cases match these filters; see `robocache-bench list`", file=sys.stderr)
-        return 2
+        return "no cases match these filters; see `robocache-bench list`"
     multi = [c for c in cases if c.distributed]
     if multi and len(multi) != len(cases):
-        print("multi-GPU cases (suite multigpu) and single-GPU cases run separately: pick one kind", file=sys.stderr)
-        return 2
-    if multi:
-        return _run_multigpu(args, device, multi)
-    if args.gpus is not None or args.nnodes != 1 or args.rdzv_endpoint or args.collective_timeout is not None:
-        print("--gpus, --nnodes, --rdzv-endpoint and --collective-timeout apply to multi-GPU cases "
-              "(--suite multigpu)", file=sys.stderr)
-        return 2
+        return "multi-GPU cases (suite multigpu) and single-GPU cases run separately: pick one kind"
+    if not multi and (args.gpus is not None or args.nnodes != 1 or args.rdzv_endpoint
+                      or args.collective_timeout is not None):
+        return ("--gpus, --nnodes, --rdzv-endpoint and --collective-timeout apply to multi-GPU cases "
+                "(--suite multigpu)")
+    return None
+
+
+def _run_single(args: argparse.Namespace, device: str, cases: list) -> int:
+    """Single-GPU cases, one process each; the summary and every failure printed; exit 1 when one failed."""
+    from . import runner
+
     timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     where = "GPU (device timers)" if device == "gpu" else "CPU only (host timer; no GPU found)"
     print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
@@ -728,37 +759,40 @@ def _run(args: argparse.Namespace) -> int:
                            timeout_s=args.timeout, timing=timing, machine=args.machine,
                            progress=not args.no_progress and _stderr_is_tty(), precompile_jobs=args.precompile_jobs)
     if res.precompile is not None:
-        pre = res.precompile
-        print(f"precompile: {pre.get('ok', 0)} of {pre.get('cases', 0)} torch.compile cases compiled in "
-              f"{pre.get('wall_s', 0.0):.0f} s with {pre['jobs']} processes"
-              + "".join(f"; {f['case']}: {f['status']}" for f in pre.get("failed", []))
-              + (f"; pre-pass error: {pre['error']}" if pre.get("error") else ""))
+        print(_precompile_line(res.precompile))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
     ceiling = (f"; copy ceiling {res.ceiling.gb_per_s:.0f} GB/s" if res.ceiling and res.ceiling.gb_per_s is not None
                else "")
     print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s{ceiling}; records: {res.path}")
-    for r in res.failed:
-        print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
-              f"{(r.get('reason') or '').splitlines()[0][:160]}")
+    _print_failed(res.failed, 160)
     if res.ceiling_failed:
         print(f"  FAILED copy-ceiling measurement: {res.ceiling.reason}; records carry no % of ceiling")
     return 1 if res.failed or res.ceiling_failed else 0
 
 
-def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
-    from .multigpu import launch
+def _precompile_line(pre: dict[str, Any]) -> str:
+    """The torch.compile pre-pass in one line: how many compiled, in how long, and each failure."""
+    return (f"precompile: {pre.get('ok', 0)} of {pre.get('cases', 0)} torch.compile cases compiled in "
+            f"{pre.get('wall_s', 0.0):.0f} s with {pre['jobs']} processes"
+            + "".join(f"; {f['case']}: {f['status']}" for f in pre.get("failed", []))
+            + (f"; pre-pass error: {pre['error']}" if pre.get("error") else ""))
 
-    if args.nnodes > 1 and not args.rdzv_endpoint:
-        print("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)", file=sys.stderr)
-        return 2
-    ok, why = launch.available(device)
-    if not ok:
-        print(f"robocache-bench run: multi-GPU cases need torch.distributed: {why}", file=sys.stderr)
-        return 2
+
+def _print_failed(failed: list[dict[str, Any]], width: int) -> None:
+    """One line per failed record: its case, status and the first line of its reason (``width`` characters)."""
+    for r in failed:
+        print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
+              f"{(r.get('reason') or '').splitlines()[0][:width]}")
+
+
+def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
+    """Multi-GPU cases: torchrun per world size on this node (of ``--nnodes``); node 0 writes the records."""
+    why = _multigpu_unusable(args, device)
+    if why:
+        return _usage(why)
     gpus = args.gpus if args.gpus is not None else (launch.gpu_count() if device == "gpu" else 2)
     if gpus < 1:
-        print("no GPU visible here: pass --gpus N, or --device cpu for Gloo processes", file=sys.stderr)
-        return 2
+        return _usage("no GPU visible here: pass --gpus N, or --device cpu for Gloo processes")
     timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     coll = args.collective_timeout if args.collective_timeout is not None else launch.COLLECTIVE_TIMEOUT_S
     where = (f"{gpus} GPU(s) per node, NCCL" if device == "gpu" else f"{gpus} Gloo process(es) per node, CPU only "
@@ -770,26 +804,37 @@ def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
                               machine=args.machine, collective_timeout_s=coll, case_timeout_s=args.timeout,
                               nnodes=args.nnodes, node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
                               rdzv_id=args.rdzv_id, log=say)
+    return _multigpu_summary(args, res)
+
+
+def _multigpu_unusable(args: argparse.Namespace, device: str) -> str | None:
+    """Why the multi-GPU cases cannot run here with these options (one line), or None."""
+    if args.nnodes > 1 and not args.rdzv_endpoint:
+        return "--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)"
+    ok, why = launch.available(device)
+    return None if ok else f"robocache-bench run: multi-GPU cases need torch.distributed: {why}"
+
+
+def _multigpu_summary(args: argparse.Namespace, res: Any) -> int:
+    """What a multi-GPU run did: cases not run, the table (on the writing node), notes and failures; the exit
+    code (2: no case fits here, 1: a case or a launch failed)."""
     if res.not_run:
         need = sorted({specs.find(k).world_size for k, _ in res.not_run})
         print(f"not run: {len(res.not_run)} case(s) needing {', '.join(map(str, need))} ranks "
               f"({res.not_run[0][1]})", file=sys.stderr)
     if not res.records and not res.launches:
-        print("no multi-GPU case fits on this machine", file=sys.stderr)
-        return 2
+        return _usage("no multi-GPU case fits on this machine")
     if not res.writer:
         rcs = ", ".join(f"{x['world_size']} ranks: exit {x['rc']}" for x in res.launches)
         print(f"node {args.node_rank}: launches done ({rcs}); the records are written on the node with --node-rank 0")
         return 1 if res.launch_failed else 0
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))
     print(f"run {res.run_id}: {counts} in {res.wall_s:.0f} s; records: {', '.join(str(p) for p in res.paths)}")
-    print(rep.multigpu(res.records))
+    print(multigpu_table(res.records))
     for x in res.launches:
         if x.get("detail") and not x.get("status"):  # a group stopped after its last case: records complete
             print(f"  note: the launch of {x['world_size']} rank(s): {x['detail']}")
-    for r in res.failed:
-        print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
-              f"{(r.get('reason') or '').splitlines()[0][:200]}")
+    _print_failed(res.failed, 200)
     return 1 if res.failed else 0
 
 

@@ -102,7 +102,7 @@ def _why(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _nvml() -> tuple[ModuleType | None, str | None]:
+def nvml() -> tuple[ModuleType | None, str | None]:
     """``(pynvml, None)`` once ``nvmlInit`` has succeeded, else ``(None, "<Type: message>")``.
 
     nvmlShutdown is never called: NVML reference-counts its init, and a sampler thread or another
@@ -356,7 +356,7 @@ def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None 
     if device == "cpu":
         return env
 
-    nv, err = _nvml()
+    nv, err = nvml()
     gpu: dict[str, Any] = {}
     if nv is None:
         env["nvml"] = f"unknown: {err}"
@@ -464,7 +464,7 @@ class ClockSampler:
 
     def start(self) -> None:
         """Open the device, take the first sample and start the sampling thread."""
-        nv, err = _nvml()
+        nv, err = nvml()
         if nv is None:
             self.error = err
             return
@@ -575,6 +575,24 @@ class ClockSampler:
 
 
 # --- health -----------------------------------------------------------------------------------
+
+class NullSampler:
+    """:class:`ClockSampler`'s stand-in on the CPU: nothing sampled, ``stats()`` is None."""
+
+    def __enter__(self) -> NullSampler:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+    def stats(self) -> None:
+        return None
+
+
+def clock_sampler(on_gpu: bool) -> ClockSampler | NullSampler:
+    """The clock sampler of a case: GPU 0's through NVML on the GPU, none (:class:`NullSampler`) on the CPU."""
+    return ClockSampler(0) if on_gpu else NullSampler()
+
 
 def assess_health(clocks: dict | None, noise_target_met: bool | None) -> dict:
     """The schema ``Health``: a throttled or contended run is flagged and never raises an alert.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -80,7 +80,3 @@ def history_url(series: Mapping[str, Any], base: str | None = None) -> str:
 def run_url(run_id: str, base: str | None = None) -> str:
     """The link to one run on the Runs page."""
     return page_url(RUNS_PAGE, {"run": run_id}, base)
-
-
-def regressions_url(base: str | None = None, params: Sequence[tuple[str, str]] | None = None) -> str:
-    return page_url(REGRESSIONS_PAGE, dict(params or ()), base)

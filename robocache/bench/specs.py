@@ -210,10 +210,6 @@ def __getattr__(name: str) -> Any:
         return all_points()
     if name == "OPS":
         return ops.names()
-    if name == "DISPATCH_POINTS":
-        return tuple(pt for op in ops.registered() for pt in op.dispatch_points())
-    if name == "MULTIGPU_POINTS":
-        return tuple(pt for pt in all_points() if "multigpu" in pt.suites)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -299,7 +299,7 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
         if moved:  # bytes per call: the mean over the input sets the timer walks
             rec.case.bytes = round(sum(moved) / len(moved))
         graph_us = None
-        with envmod.ClockSampler(0) if device == "gpu" else _NullSampler() as cs:
+        with envmod.clock_sampler(device == "gpu") as cs:
             if device == "gpu":
                 t = timing.time_gpu(call, method="cuda_event", cache=task.cache, **opts)
             else:
@@ -363,7 +363,7 @@ def _time_dispatch(rec: Record, case: specs.Case, prep: Prepared, device: str, o
         import torch
 
         sync = torch.cuda.synchronize  # device-wide: covers CuPy's stream and torch's alike
-    with envmod.ClockSampler(0) if on_gpu else _NullSampler() as cs:
+    with envmod.clock_sampler(on_gpu) as cs:
         t = timing.time_host_loop(prep.call, sync=sync, **options.kwargs(*_HOST_LOOP_OPTS))
     clocks = Clocks(**cs.stats()) if on_gpu else None
     device_us = None
@@ -389,17 +389,6 @@ def _time_dispatch(rec: Record, case: specs.Case, prep: Prepared, device: str, o
             f"gpu-bound: {device_us:.2f} us of device time per call >= {host_us:.2f} us of host time: "
             "a loop of these calls runs at the GPU's rate, not the host's")
     rec.status, rec.reason = "ok", None
-
-
-class _NullSampler:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def stats(self):
-        return None
 
 
 def ceiling_task(task: Task | None = None) -> Ceiling:

@@ -318,7 +318,7 @@ def _stop_on_signals():
             signal.signal(sig, handler)
 
 
-def _launch(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeout_s: float,
+def run_torchrun(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeout_s: float,
             collective_timeout_s: float, env: dict[str, str],
             on_case: Callable[[CaseDone], None] | None) -> _Launch:
     """Run one torchrun and watch it (:func:`_watch`) until it exits or must be stopped; then kill whatever of
@@ -547,8 +547,8 @@ class _MultiRun:
                                    join_timeout_s=self.case_timeout_s)
             self.say(f"[{k} rank(s){f' over {self.nnodes} nodes' if multi_node else ''}] {len(cases)} case(s): "
                      + " ".join(cmd[1:4]) + " ...")
-            got = _launch(cmd, work, k=k, n_cases=len(cases), case_timeout_s=self.case_timeout_s,
-                          collective_timeout_s=self.collective_timeout_s, env=_child_env(),
+            got = run_torchrun(cmd, work, k=k, n_cases=len(cases), case_timeout_s=self.case_timeout_s,
+                          collective_timeout_s=self.collective_timeout_s, env=child_env(),
                           on_case=self.said if res.writer else None)
         res.launches.append({"world_size": k, "rc": got.rc, "seconds": got.seconds, "cases": len(cases),
                              "status": got.status, "detail": got.detail})
@@ -592,29 +592,38 @@ class _MultiRun:
             if got.rc != 0 or got.status:
                 self.say(f"  launch failed on this node (exit {got.rc}): {root_cause(got.log) or got.detail or ''}")
             return []
+        fails, rest = self.failures(k, got, remaining, multi_node)
+        self.record_failures(fails, name)
+        return rest
+
+    def failures(self, k: int, got: _Launch, remaining: list[specs.Case], multi_node: bool
+                 ) -> tuple[list[Record], list[specs.Case]]:
+        """(the records of a launch that ended before ``remaining`` was done, the cases to launch again): the case
+        it ended on failed; nothing ran: every case failed; a multi-node launch: the rest skipped, no retry."""
+        n_done = len(got.done)
         failed = remaining[n_done]
         started = got.progress is not None and got.progress.key == failed.key and got.progress.index == n_done
-        status, reason = _failure(got, "during the case" if started else "before the case started")
+        status, reason = case_failure(got, "during the case" if started else "before the case started")
         if not started and n_done == 0:
             # nothing ran: the launch itself failed (rendezvous, process group, import); no retry loop
-            fails = [self.failure(c, status, f"the launch of {k} rank(s) failed before its first case: {reason}")
-                     for c in remaining]
-            rest: list[specs.Case] = []
-        elif multi_node:
-            fails = [self.failure(failed, status, reason)]
-            fails += [self.failure(c, "skipped", f"not run: the {self.nnodes}-node launch ended at {failed.key}")
-                      for c in remaining[n_done + 1:]]
-            rest = []
-        else:
-            fails = [self.failure(failed, status, reason)]
-            rest = remaining[n_done + 1:]
+            return [self.failure(c, status, f"the launch of {k} rank(s) failed before its first case: {reason}")
+                    for c in remaining], []
+        fails = [self.failure(failed, status, reason)]
+        if not multi_node:
+            return fails, remaining[n_done + 1:]
+        return fails + [self.failure(c, "skipped", f"not run: the {self.nnodes}-node launch ended at {failed.key}")
+                        for c in remaining[n_done + 1:]], []
+
+    def record_failures(self, fails: list[Record], name: str) -> None:
+        """Each failure said, appended to the run's records file (after the launch has ended: one writer at a
+        time) and kept in the result."""
+        res = self.res
         for r in fails:
             self.say(f"  {r.status:<9} {r.case.id}/{r.case.dtype}/{r.case.provider}  {r.reason.splitlines()[0][:160]}")
-        path = self.run.append(fails, name)  # after the launch has ended: one writer at a time
+        path = self.run.append(fails, name)
         if path not in res.paths:
             res.paths.append(path)
         res.records.extend(fails)
-        return rest
 
     def failure(self, case: specs.Case, status: str, reason: str) -> Record:
         from .. import worker
@@ -622,7 +631,7 @@ class _MultiRun:
         return worker.base_record(self.task, case, status, reason)
 
 
-def _failure(got: _Launch, when: str) -> tuple[str, str]:
+def case_failure(got: _Launch, when: str) -> tuple[str, str]:
     """(status, reason) of the case a launch ended on without a record."""
     if got.status:
         return got.status, got.detail + (f"; {got.died}" if got.died else "")
@@ -633,7 +642,7 @@ def _failure(got: _Launch, when: str) -> tuple[str, str]:
                      + (f"; last error: {err}" if err else ""))
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     """torchrun's environment: this one's, NVLink multicast off and one OpenMP thread unless set."""
     env = dict(os.environ)
     env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast on shared machines (DESIGN.md)

@@ -121,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def profile(args: argparse.Namespace, device: str) -> int:
-    from .. import env as envmod
-    from .. import report as rep
     from .. import context, specs, store
+    from .. import env as envmod
+    from ..views.pipelines import PROFILE_HEADER, pipeline_profile_rows
+    from ..views.tables import table
     from . import ncu
 
     keys = list(args.cases) if args.cases else ncu.default_cases()
@@ -143,7 +144,7 @@ def profile(args: argparse.Namespace, device: str) -> int:
 
     path = store.write_records(Path(args.out) / store.safe_component(f"{slug}-{env['machine']}"), env, recs,
                                name=f"{run_id}-{ncu.SUITE}", unique=False)
-    print(rep.table(rep.PROFILE_HEADER, rep.pipeline_profile_rows(
+    print(table(PROFILE_HEADER, pipeline_profile_rows(
         [{**r, "env": env} for r in recs])))
     failed = [r for r in recs if r["status"] in ("error", "timeout", "crash", "oom", "incorrect")]
     print(f"run {run_id}: {len(recs)} case(s), {len(failed)} failed; records: {path}")
@@ -151,18 +152,18 @@ def profile(args: argparse.Namespace, device: str) -> int:
 
 
 def list_cases(cfg) -> int:
-    from .. import report as rep
+    from ..views.tables import table
     from .run import points
 
     info = {"episodes": "N", "seed": cfg.seed, "rgb": cfg.rgb, "payload_bytes": 0}
     pts = points(cfg, info)
-    print(rep.table(["case", "provider", "why"], [[f"{p['kind']}/{p['tag']}", p["provider"], p["reason"]] for p in pts]))
+    print(table(["case", "provider", "why"], [[f"{p['kind']}/{p['tag']}", p["provider"], p["reason"]] for p in pts]))
     print(f"\n{len(pts)} cases in suite pipelines for {cfg.device} (N = the dataset's episodes)")
     return 0
 
 
 def run_and_print(cfg, out: str, machine: str | None) -> int:
-    from .. import report as rep
+    from ..views.pipelines import pipelines
     from .run import run
 
     where = "GPU" if cfg.device == "gpu" else "CPU only (robocache runs its NumPy fallback: no GPU figure)"
@@ -175,7 +176,7 @@ def run_and_print(cfg, out: str, machine: str | None) -> int:
         for path, why in loaded.bad:
             print(f"FAILED to read back {path}: {why}", file=sys.stderr)
             return 1
-        print(rep.pipelines(loaded.records))
+        print(pipelines(loaded.records))
     counts: dict[str, int] = {}
     for r in res.records:
         counts[r["status"]] = counts.get(r["status"], 0) + 1

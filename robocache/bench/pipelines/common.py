@@ -57,7 +57,7 @@ class UtilSampler:
             return self
         from .. import env
 
-        nv, why = env._nvml()
+        nv, why = env.nvml()
         if nv is None:
             self.status = f"unavailable: NVML {why}"
             return self

@@ -2,7 +2,7 @@
 
 :func:`run_ddp` starts one launch per rank count (``python -m torch.distributed.run ... -m
 robocache.bench.pipelines.ddp --task TASK.json``, :func:`robocache.bench.multigpu.launch.torchrun_command`) under
-:func:`robocache.bench.multigpu.launch._launch`'s watchdog (case timeout, a dead rank, no process left behind). The task
+:func:`robocache.bench.multigpu.launch.run_torchrun`'s watchdog (case timeout, a dead rank, no process left behind). The task
 is a :class:`DDPTask`: the harness's :class:`~robocache.bench.context.LaunchTask` (the run's context, the cases,
 the collective timeout, the one-rank baselines) plus what the training needs (the dataset, the steps, the
 points). Every rank runs the harness's rank loop (:func:`robocache.bench.multigpu.rank.rank_main`: ``Rank``,
@@ -193,8 +193,8 @@ def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: 
                                                             train_warmup=cfg.train_warmup, points=mine))
             cmd = launch.torchrun_command(k, work / "task.json", module=MODULE)
             say(f"ddp: {k} rank(s) ({'NCCL' if cfg.device == 'gpu' else 'Gloo'}), {len(mine)} case(s)")
-            got = launch._launch(cmd, work, k=k, n_cases=len(mine), case_timeout_s=case_timeout_s,
-                                 collective_timeout_s=collective_timeout_s, env=launch._child_env(), on_case=None)
+            got = launch.run_torchrun(cmd, work, k=k, n_cases=len(mine), case_timeout_s=case_timeout_s,
+                                 collective_timeout_s=collective_timeout_s, env=launch.child_env(), on_case=None)
         recs: list[Any] = [d.record for d in got.done]
         if len(recs) < len(mine):  # the launch died or timed out: the cases without a record say why
             recs += _unfinished(got, k, mine[len(recs):], msgspec.structs.asdict(task))
@@ -215,7 +215,7 @@ def _unfinished(got: Any, k: int, left: list[Point], ctx: dict[str, Any]) -> lis
     first = left[0]
     n_done = len(got.done)
     started = got.progress is not None and got.progress.key == first.key and got.progress.index == n_done
-    status, reason = launch._failure(got, "during the case" if started else "before the case started")
+    status, reason = launch.case_failure(got, "during the case" if started else "before the case started")
     if not started and n_done == 0:
         why = f"the DDP launch of {k} rank(s) failed before its first case: {reason}"
         return [common.record(ctx, pt.case(k), status=status, reason=why) for pt in left]

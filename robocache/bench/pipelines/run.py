@@ -137,9 +137,8 @@ def _failed(ctx, pt, e: BaseException, t0: float) -> dict[str, Any]:
 
 def _clock_sampler(device: str):
     from .. import env as envmod
-    from ..worker import _NullSampler
 
-    return envmod.ClockSampler(0) if device == "gpu" else _NullSampler()
+    return envmod.clock_sampler(device == "gpu")
 
 
 def _ms(xs: list[float]) -> dict[str, float]:
@@ -344,19 +343,27 @@ def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
                         + ("GPU kernels by self device time" if cfg.device == "gpu" else
                            "CPU operators by self CPU time (no GPU)")]}
             t = common.timing([x * 1e6 for x in r["per_s"]], r["warmup_s"])
-            status, reason = "ok", None
-            if prov != "cpu_workers" and chk is None:  # never an unchecked "ok": the baseline's case failed
-                status, reason = "error", ("no cpu_workers baseline of this model to check the loss curve against "
-                                           "(its case failed; see its record)")
-            elif chk is not None and not chk["passed"]:
-                status, reason = "incorrect", (f"loss curve differs from the cpu_workers pipeline's: max rel diff "
-                                               f"{chk['max_rel_err']} > {chk['tolerance']}")
+            status, reason = _gate(chk, prov == "cpu_workers",
+                                   "no cpu_workers baseline of this model to check the loss curve against (its case "
+                                   "failed; see its record)", "loss curve differs from the cpu_workers pipeline's: "
+                                   "max rel diff")
             emit(common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
                                pipeline=pipe, clocks=cs.stats(), duration_s=time.perf_counter() - t0))
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
             emit(_failed(ctx, pt, e, t0))
+
+
+def _gate(chk: dict[str, Any] | None, is_reference: bool, missing: str, differs: str) -> tuple[str, str | None]:
+    """(status, reason) of a checked case: ``error`` when a case that must be checked has no check (never an
+    unchecked "ok": the reference's case failed), ``incorrect`` when the check failed (``differs``, then the
+    error and the tolerance), else ``ok``."""
+    if not is_reference and chk is None:
+        return "error", missing
+    if chk is not None and not chk["passed"]:
+        return "incorrect", f"{differs} {chk['max_rel_err']} > {chk['tolerance']}"
+    return "ok", None
 
 
 def _infer(cfg, ctx, pts, emit, say) -> None:
@@ -386,12 +393,8 @@ def _infer(cfg, ctx, pts, emit, say) -> None:
                     "notes": (["peak memory: not measured on a CPU run"] if cfg.device != "gpu" else [])
                     + ["output checked against eager's" if be != "eager" else "eager: the reference output"]}
             t = common.timing([x * 1e6 for x in lat], r["warmup_s"])
-            status, reason = "ok", None
-            if be != "eager" and chk is None:  # never an unchecked "ok"
-                status, reason = "error", "no eager output of this batch to check the output against"
-            elif chk is not None and not chk["passed"]:
-                status, reason = "incorrect", (f"output differs from eager's: max rel err {chk['max_rel_err']} > "
-                                               f"{chk['tolerance']}")
+            status, reason = _gate(chk, be == "eager", "no eager output of this batch to check the output against",
+                                   "output differs from eager's: max rel err")
             emit(common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
                                pipeline=pipe, clocks=cs.stats(), duration_s=time.perf_counter() - t0))
         except BaseException as e:  # noqa: BLE001

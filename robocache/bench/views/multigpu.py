@@ -1,0 +1,59 @@
+"""The multi-GPU scaling table: per world size the group's step, aggregate throughput, efficiency, and the
+gather's bandwidth beside the collective's own."""
+from __future__ import annotations
+
+from typing import Any
+
+from .. import ops, specs
+from .records import flags, is_multigpu
+from .tables import fmt_num, fmt_us, table
+
+_UNIT = {"trajectories": "traj", "points": "pts"}
+
+
+def _gb(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _mg_flags(r: dict[str, Any]) -> str:
+    f = [] if flags(r) == "-" else [flags(r)]
+    reasons = (r.get("health") or {}).get("reasons") or []
+    if any(": host-bound:" in x for x in reasons):
+        f.append("host-bound")
+    if any("host-bound one-GPU step" in x for x in reasons):
+        f.append("host-bound baseline")
+    return ",".join(f) or "-"
+
+
+def multigpu(records: list[dict[str, Any]]) -> str:
+    """Multi-GPU cases: per world size the group's step (slowest rank), aggregate throughput, efficiency
+    against the one-rank case of the run, and the gather's bandwidth beside the collective's own."""
+    rows = []
+
+    def order(r):
+        p = r["case"]["params"]
+        return (ops.order(r["case"]["op"]), r["case"]["provider"],
+                p.get("scaling", ""), specs.GATHER_MODES.index(p["gather"]) if p.get("gather") in specs.GATHER_MODES
+                else 9, p.get("B", 0), p.get("world_size", 0))
+    for r in sorted((r for r in records if is_multigpu(r)), key=order):
+        p = r["case"]["params"]
+        d = r.get("distributed") or {}
+        ranks = d.get("per_rank_us") or []
+        spread = f"{min(ranks):.1f}-{max(ranks):.1f}" if len(ranks) > 1 else (fmt_us(ranks[0]) if ranks else "-")
+        nodes = f" ({d['nodes']} nodes)" if d.get("nodes", 1) > 1 else ""
+        rows.append([r["case"]["id"], r["case"]["provider"], f"{p.get('world_size')}{nodes}", p.get("scaling"),
+                     p.get("gather"), r["status"], fmt_us(d.get("step_us")), spread,
+                     fmt_num(d.get("aggregate_items_per_s"), f" {_UNIT.get(r['case']['items_unit'], 'items')}/s"),
+                     f"{d['efficiency']:.2f}" if d.get("efficiency") is not None else "-",
+                     _gb(d.get("gather_gb_per_s")), _gb(d.get("collective_gb_per_s")),
+                     _gb(d.get("collective_busbw_gb_per_s")), _mg_flags(r)])
+    if not rows:
+        return "_No multi-GPU case in this run._"
+    return ("Step = the slowest rank's median (op, plus the gather when there is one); efficiency against the "
+            "one-rank case of this run (weak: t1/tk, strong: t1/(k tk)); all_gather bandwidth of a plain tensor "
+            "of the same size, measured in the same run (algbw and nccl-tests' busbw). host-bound: the host took "
+            "most of the step to enqueue op + gather, so the step is Python's launch rate, not the GPU's; host-bound "
+            "baseline: the one-GPU step the efficiency divides by was, so the efficiency is overstated.\n\n"
+            + table(["case", "provider", "ranks", "scaling", "gather", "status", "step us", "op us per rank",
+                     "aggregate", "efficiency", "gather GB/s", "all_gather algbw GB/s", "busbw GB/s", "flags"],
+                    rows))

@@ -1,0 +1,201 @@
+"""The end-to-end pipelines' tables (suites ``pipelines`` and ``profile``: docs/pipelines.md): data loading,
+training step, policy inference, the kernel breakdown of a training step, Nsight Compute."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from .. import ops
+from .records import flagged, flags, is_pipeline, machine, pipeline_kind
+from .tables import esc, fmt_us, fmt_x, table
+
+_PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse"}
+
+
+_RESAMPLE_ON = {"cpu_workers": "CPU workers", "gpu": "GPU", "numpy_fallback": "NumPy fallback (no GPU)"}
+
+
+def _fig(r: dict[str, Any] | None, key: str) -> float | None:
+    return ((r or {}).get("pipeline") or {}).get("figures", {}).get(key) if r else None
+
+
+def _f(x: float | None, fmt: str = "{:.3g}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def _pct_share(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _util(r: dict[str, Any] | None) -> str:
+    p = (r or {}).get("pipeline") or {}
+    if p.get("gpu_util_pct") is not None:
+        return f"{p['gpu_util_pct']:.0f}%"
+    return "n/a" if r else "-"
+
+
+def pipeline_dataload_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (machine, dataset tag, B, workers): both pipelines' figures and the speedup (one run's records)."""
+    pairs: dict[tuple, dict[str, Any]] = defaultdict(dict)
+    for r in records:
+        if pipeline_kind(r) == "dataload":
+            pairs[(machine(r), r["case"]["id"])][r["case"]["provider"]] = r
+    rows = []
+    for (mach, cid), by in pairs.items():
+        base, ours = by.get("cpu_workers"), by.get("robocache")
+        any_r = base or ours
+        p = any_r["case"]["params"]
+        tb, to = _fig(base, "traj_per_s"), _fig(ours, "traj_per_s")
+        rows.append({"machine": mach[0], "arch": mach[1], "case": cid, "B": p.get("B"), "workers": p.get("workers"),
+                     "base_tps": tb, "ours_tps": to, "speedup": to / tb if tb and to else None,
+                     "base_p50": _fig(base, "ms_p50"), "base_p90": _fig(base, "ms_p90"),
+                     "ours_p50": _fig(ours, "ms_p50"), "ours_p90": _fig(ours, "ms_p90"),
+                     "base_util": _util(base), "ours_util": _util(ours),
+                     "resample_on": _RESAMPLE_ON.get(((ours or {}).get("pipeline") or {}).get("resample_on"), "-"),
+                     "status": "/".join(x["status"] for x in (base, ours) if x), "flagged": flagged(base, ours)})
+    return sorted(rows, key=lambda x: (x["machine"], x["B"] or 0, x["workers"] or 0, x["case"]))
+
+
+def pipeline_dataload(records: Iterable[dict[str, Any]]) -> str:
+    rows = pipeline_dataload_rows(records)
+    if not rows:
+        return "_No data-loading case in these records._"
+    body = [[f"{r['arch']} ({r['machine']})", r["B"], r["workers"], _f(r["base_tps"], "{:,.1f}"),
+             _f(r["ours_tps"], "{:,.1f}"), fmt_x(r["speedup"]) + (" (flagged)" if r["flagged"] else ""),
+             f"{_f(r['base_p50'], '{:.2f}')} / {_f(r['base_p90'], '{:.2f}')}",
+             f"{_f(r['ours_p50'], '{:.2f}')} / {_f(r['ours_p90'], '{:.2f}')}", r["base_util"], r["ours_util"],
+             r["resample_on"], r["status"]] for r in rows]
+    return ("Trajectories per second through a DataLoader (same workers, batches, episodes; batches checked equal "
+            "before timing); speedup = robocache / CPU workers; ms per batch p50 / p90 from the end of one batch "
+            "to the next one ready on the device; GPU utilisation by NVML (n/a: unavailable).\n\n"
+            + table(["machine", "batch", "workers", "CPU workers traj/s", "robocache traj/s", "speedup",
+                     "CPU workers ms p50 / p90", "robocache ms p50 / p90", "GPU util (CPU workers)",
+                     "GPU util (robocache)", "robocache resample on", "status"], body))
+
+
+TRAINING_HEADER = ["machine", "model", "pipeline", "ranks", "batch", "workers", "steps/s", "data share",
+                   "ms wait / transfer / resample / compute", "GPU util", "speedup", "loss gate", "status"]
+
+
+INFERENCE_HEADER = ["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup vs eager", "peak MB", "max rel err",
+                    "flags", "status"]
+
+
+def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """The training table's rows (:data:`TRAINING_HEADER`)."""
+    recs = sorted((r for r in records if pipeline_kind(r) == "train"),
+                  key=lambda r: (machine(r), r["case"]["id"], r["case"]["provider"]))
+    body = []
+    for r in recs:
+        pipe = r.get("pipeline") or {}
+        sp = pipe.get("split_ms") or {}
+        chk = r.get("check") or {}
+        body.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("model"),
+                     _PIPE_LABEL.get(r["case"]["provider"], r["case"]["provider"]),
+                     r["case"]["params"].get("ranks", 1), r["case"]["params"].get("B"),
+                     r["case"]["params"].get("workers"), _f(_fig(r, "steps_per_s"), "{:.2f}"),
+                     _pct_share(_fig(r, "data_wait_share")),
+                     " / ".join(_f(sp.get(k), "{:.2f}") for k in ("data_wait", "transfer", "resampling", "compute")),
+                     _util(r), fmt_x(_fig(r, "speedup_vs_baseline")),
+                     "-" if chk.get("max_rel_err") is None else f"{chk['max_rel_err']:.1e}", r["status"]])
+    return body
+
+
+def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
+    body = pipeline_training_rows(records)
+    if not body:
+        return "_No training case in these records._"
+    return ("Fixed optimizer steps from each pipeline; data share = time waiting for the batch, copying it and "
+            "(robocache) resampling it, over the step; split per step in ms; loss gate = largest relative "
+            "difference of the loss curve against the CPU workers' on the same seed.\n\n"
+            + table(TRAINING_HEADER, body))
+
+
+def pipeline_inference_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """The inference table's rows (:data:`INFERENCE_HEADER`)."""
+    from ..pipelines.kinds import INFER_BACKENDS
+
+    order = {b: i for i, b in enumerate(INFER_BACKENDS)}
+    recs = sorted((r for r in records if pipeline_kind(r) == "infer"),
+                  key=lambda r: (machine(r), r["case"]["params"].get("B", 0), order.get(r["case"]["provider"], 9)))
+    return [[f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("B"), r["case"]["provider"],
+             _f(_fig(r, "latency_ms_p50"), "{:.3f}"), _f(_fig(r, "latency_ms_p99"), "{:.3f}"),
+             fmt_x(_fig(r, "speedup_vs_eager")), _f(_fig(r, "peak_mem_mb"), "{:.1f}"),
+             "-" if (r.get("check") or {}).get("max_rel_err") is None else f"{r['check']['max_rel_err']:.1e}",
+             flags(r), r["status"]] for r in recs]
+
+
+def pipeline_inference(records: Iterable[dict[str, Any]]) -> str:
+    body = pipeline_inference_rows(records)
+    if not body:
+        return "_No inference case in these records._"
+    return ("Latency of one call of the transformer policy, device synchronized, p50 / p99; speedup = eager p50 / "
+            "this p50; peak memory over the timed calls (GPU only); max rel err against eager's output.\n\n"
+            + table(INFERENCE_HEADER, body))
+
+
+def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
+    recs = [r for r in records if pipeline_kind(r) and (r.get("pipeline") or {}).get("kernels")]
+    if not recs:
+        return "_No profile in these records._"
+    parts = []
+    for r in sorted(recs, key=lambda r: (machine(r), r["case"]["id"], r["case"]["provider"])):
+        pipe = r["pipeline"]
+        rows = [[k["name"][:90], f"{100 * k['share']:.1f}%", k["calls"], fmt_us(k["avg_us"]), fmt_us(k["total_us"])]
+                for k in pipe["kernels"][:top]]
+        trace = f"; trace `{esc(pipe['trace_file'])}`" if pipe.get("trace_file") else ""
+        parts.append(f"**{esc(r['case']['id'])}** ({esc(_PIPE_LABEL.get(r['case']['provider'], r['case']['provider']))}"
+                     f", {esc(machine(r)[1])}){trace}\n\n"
+                     + table(["kernel" if (r.get("env") or {}).get("device") == "gpu" else "operator (CPU run)",
+                              "share", "calls", "avg us", "total us"], rows))
+    return ("torch.profiler over a few training steps after the timed ones: share of the profiled GPU time per "
+            "kernel (a CPU run: self CPU time per operator).\n\n" + "\n\n".join(parts))
+
+
+PROFILE_HEADER = ["machine", "case", "dtype", "provider", "longest kernel", "its share of the call", "DRAM % of peak",
+                  "SM % of peak", "achieved occupancy %", "L2 hit rate %", "registers", "status"]
+
+
+def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """The Nsight Compute table's rows (:data:`PROFILE_HEADER`)."""
+    recs = sorted((r for r in records if pipeline_kind(r) == "profile"),
+                  key=lambda r: (machine(r), ops.order(r["case"]["op"]), r["case"]["id"]))
+    out = []
+    for r in recs:
+        ks = ((r.get("pipeline") or {}).get("kernels")) or []
+        top = max(ks, key=lambda k: k.get("share") or 0.0) if ks else None
+        out.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["id"], r["case"]["dtype"], r["case"]["provider"],
+                    top["name"][:60] if top else "-", _f(top.get("share") if top else None, "{:.0%}"),
+                    _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"), _f(_fig(r, "sm_pct_of_peak"), "{:.1f}"),
+                    _f(_fig(r, "achieved_occupancy_pct"), "{:.1f}"), _f(_fig(r, "l2_hit_rate_pct"), "{:.1f}"),
+                    _f(_fig(r, "registers"), "{:.0f}"),
+                    r["status"] + (f": {(r.get('reason') or '').splitlines()[0][:60]}" if r["status"] != "ok" else "")])
+    return out
+
+
+def latest_pipeline_runs(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pipeline records of the newest run per machine and kind (a run may hold only some of the kinds)."""
+    def key(r: dict[str, Any]) -> tuple[str, str]:
+        return str((r.get("env") or {}).get("machine", "?")), str(pipeline_kind(r))
+
+    recs = [r for r in records if is_pipeline(r)]
+    newest: dict[tuple[str, str], tuple[str, str]] = {}
+    for r in recs:
+        stamp = (r["created"], r["run_id"])
+        if key(r) not in newest or stamp > newest[key(r)]:
+            newest[key(r)] = stamp
+    return [r for r in recs if newest[key(r)][1] == r["run_id"]]
+
+
+def pipelines(records: Iterable[dict[str, Any]]) -> str:
+    """The seed's four end-to-end tables from pipeline records (any number of runs and machines)."""
+    records = list(records)
+    prof = pipeline_profile_rows(records)
+    return "\n\n".join(["## Data loading by batch size", pipeline_dataload(records),
+                         "## Training step: where the time goes", pipeline_training(records),
+                         "## Policy inference by backend", pipeline_inference(records),
+                         "## Kernel breakdown of a training step", pipeline_kernels(records),
+                         *(["## Nsight Compute: robocache's kernels",
+                            "One profiled call per case under ncu (its first kernel's metrics).\n\n"
+                            + table(PROFILE_HEADER, prof)] if prof else [])])

@@ -1,0 +1,155 @@
+"""Selecting and indexing records for the views: runs, one measurement per machine and op, record kinds
+(call cost, multi-GPU, pipelines), a case's median and flags, torch.compile at its best."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from ...providers import compile_mode
+from .. import ops
+from ..schema import PIPELINE_KINDS, Series, series_key  # PIPELINE_KINDS: dataload, train, infer
+
+
+def is_dispatch(r: dict[str, Any]) -> bool:
+    """A call-cost ("dispatch") case: host time per call of a tiny call in a tight loop.
+
+    Recognised by its case id (``<op>/dispatch...``) or its params (``kind``/``mode`` == ``"dispatch"`` or a
+    true ``dispatch`` key), so the rest of the report can leave these host-time figures out of device-time
+    comparisons whatever the final field names are.
+    """
+    c = r["case"]
+    p = c.get("params") or {}
+    tag = str(c["id"]).split("/", 1)[-1]
+    return (tag.startswith("dispatch") or p.get("kind") == "dispatch" or p.get("mode") == "dispatch"
+            or bool(p.get("dispatch")))
+
+
+def runs(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Records grouped by run id, in the order of their creation."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        out[r["run_id"]].append(r)
+    return dict(sorted(out.items(), key=lambda kv: min(r["created"] for r in kv[1])))
+
+
+def pick_run(records: list[dict[str, Any]], run_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """The records of ``run_id`` (a unique prefix is enough), or of the latest run."""
+    by = runs(records)
+    if not by:
+        raise ValueError("no records found; run `robocache-bench run` first or point at a results folder")
+    if run_id is None:
+        rid = list(by)[-1]
+        return rid, by[rid]
+    hits = [r for r in by if r.startswith(run_id)]
+    if len(hits) != 1:
+        raise ValueError(f"run {run_id!r} matches {len(hits)} runs; known runs: {', '.join(list(by)[-10:])}")
+    return hits[0], by[hits[0]]
+
+
+def p50(r: dict[str, Any]) -> float | None:
+    m = r.get("metrics")
+    return m["time_us"]["p50"] if m else None
+
+
+def flags(r: dict[str, Any]) -> str:
+    h = r.get("health") or {}
+    f = [k for k in ("throttled", "contended", "noisy") if h.get(k)]
+    return ",".join(f) or "-"
+
+
+def flagged(*recs: Any) -> bool:
+    return any(flags(r) != "-" for r in recs if r)
+
+
+def index(records: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(r["case"]["id"], r["case"]["dtype"], r["case"]["provider"]): r for r in records}
+
+
+def ok_time(idx, cid: str, dtype: str, prov: str) -> float | None:
+    r = idx.get((cid, dtype, prov))
+    return p50(r) if r and r["status"] == "ok" else None
+
+
+def compile_best(idx: dict[tuple[str, str, str], dict[str, Any]], cid: str, dtype: str
+                 ) -> tuple[float, str, dict[str, Any]] | None:
+    """torch.compile at its best on one case: (median, mode, record) of the fastest ``ok`` compile mode.
+
+    Every ``torch_compile`` / ``torch_compile@<mode>`` record of the case competes; None when none is ``ok``.
+    """
+    best = None
+    for (c, dt, prov), r in idx.items():
+        if c != cid or dt != dtype or compile_mode(prov) is None:
+            continue
+        t = ok_time(idx, cid, dtype, prov)
+        if t is not None and (best is None or t < best[0]):
+            best = (t, compile_mode(prov), r)
+    return best
+
+
+def is_multigpu(r: dict[str, Any]) -> bool:
+    """A record of a multi-GPU case (its params name the world size)."""
+    return "world_size" in (r["case"]["params"] or {})
+
+
+def machine(r: dict[str, Any]) -> tuple[str, str, str]:
+    """(machine, arch, GPU name) from the record's env; ``?`` where unknown."""
+    env = r.get("env") or {}
+    arch = env.get("arch") or ("CPU" if env.get("device") == "cpu" else env.get("gpu_name")) or "?"
+    return (str(env.get("machine") or "?"), str(arch), str(env.get("gpu_name") or env.get("cpu") or "?"))
+
+
+def timed(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Single-GPU device-time records: multi-GPU, call-cost (dispatch) and pipeline cases left out."""
+    return [r for r in records if not is_multigpu(r) and not is_dispatch(r) and not is_pipeline(r)]
+
+
+def pipeline_kind(r: dict[str, Any]) -> str | None:
+    """``dataload``, ``train``, ``infer`` or ``profile`` for a record of the pipelines or profile suites (its
+    section's kind; a failed or skipped case without the section: from its suite and case), None otherwise."""
+    sec = r.get("pipeline")
+    if sec is not None:
+        return sec["kind"]
+    if r.get("suite") == "profile":
+        return "profile"
+    if r.get("suite") == "pipelines" and r["case"]["op"] in PIPELINE_KINDS:
+        return r["case"]["op"]
+    return None
+
+
+def is_pipeline(r: dict[str, Any]) -> bool:
+    """A record of the end-to-end suites (data loading, training step, inference, Nsight Compute profile)."""
+    return pipeline_kind(r) is not None
+
+
+def runs_per_op(records: Iterable[dict[str, Any]], want: Any = None
+                ) -> list[tuple[tuple[str, str, str], str, str, list[dict[str, Any]]]]:
+    """One measurement per machine and op: ``[((machine, arch, gpu), op, run label, its records of op), ...]``.
+
+    Ratios are only taken inside one measurement of one commit on one GPU, so each machine and op
+    contributes one: the runs of one suite and front end at one git commit count as one measurement (a
+    suite split over several invocations: asv's nightly pass runs each op in its own, and a run cut short
+    by a device lease is finished with ``run --cases``), its label the run ids joined by ``+``, each series
+    (:func:`robocache.bench.schema.series_key`) from its newest run. Among those with a record of the op for
+    which ``want(record)`` holds (any when ``want`` is None): a ``nightly`` one (the whole grid) before any
+    other, then the newest. Records without a commit are their own run. Machines sorted, ops in grid order.
+    """
+    by: dict[tuple, dict[tuple, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        commit = r.get("git_commit")
+        # one front end's runs: a figure of asv and one of the CLI are two series, never one measurement's ratio
+        group = (r["suite"], r.get("frontend"), commit) if commit else (r["suite"], None, r["run_id"])
+        by[(machine(r), r["case"]["op"])][group].append(r)
+    out = []
+    for mach, op in sorted(by, key=lambda k: (k[0], ops.order(k[1]), k[1])):
+        cands = [rs for rs in by[(mach, op)].values() if want is None or any(want(r) for r in rs)]
+        if not cands:
+            continue
+        rs = max(cands, key=lambda rs: (any(r["suite"] == "nightly" for r in rs),
+                                        max(str(r["created"]) for r in rs), max(r["run_id"] for r in rs)))
+        newest: dict[Series, dict[str, Any]] = {}
+        for r in sorted(rs, key=lambda r: (str(r["created"]), r["run_id"])):
+            newest[series_key(r)] = r
+        rids = sorted({r["run_id"] for r in newest.values()})
+        out.append((mach, op, "+".join(rids), sorted(newest.values(), key=lambda r: (str(r["created"]), r["run_id"]))))
+    return out
