@@ -304,7 +304,7 @@ PUBLIC_LABEL = "public API"
 
 
 def journey_bars(journey: pd.DataFrame, title: str = "") -> go.Figure:
-    """Grouped bars over :func:`robocache.bench.report.journey_rows` rows of one op: per kernel version, its
+    """Grouped bars over :func:`robocache.bench.views.kernels.journey_rows` rows of one op: per kernel version, its
     geometric-mean speedup over the first version across every case both measured, one colour per machine;
     the 1x line is the first version. The public API (``version == "public"``: what ``robocache`` calls, the best
     version) is the last bar, "public API": with only v1 and the public call measured it is the journey's end."""

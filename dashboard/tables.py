@@ -11,7 +11,9 @@ from typing import Any
 import pandas as pd
 
 from robocache import providers
-from robocache.bench import report, schema
+from robocache.bench import schema
+from robocache.bench.views import kernels as report_kernels
+from robocache.bench.views.records import is_dispatch
 
 KEYS = ["machine", "arch", "op", "timer", "cache", "case_id", "dtype"]
 OURS = providers.OURS
@@ -81,7 +83,7 @@ def health_counts(df: pd.DataFrame) -> dict[str, int]:
     }
 
 
-# --- the report's own tables (one definition: robocache.bench.report), fed from the frame -------------
+# --- the report's own tables (one definition: robocache.bench.views), fed from the frame -------------
 
 _REC_COLUMNS = ["run_id", "created", "suite", "frontend", "machine", "arch", "gpu_name", "device", "op", "case_id",
                 "provider", "dtype", "params", "grid_version", "timer", "cache", "input_sets", "method_version",
@@ -97,7 +99,7 @@ def _opt(v: Any) -> Any:
 
 
 def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Frame rows as the record dicts :mod:`robocache.bench.report` reads (only the fields its kernel tables use),
+    """Frame rows as the record dicts :mod:`robocache.bench.views` reads (only the fields its kernel tables use),
     so the dashboard shows the report's tables computed by the report's own functions."""
     if df.empty:
         return []
@@ -143,18 +145,18 @@ def series_ids(df: pd.DataFrame) -> pd.Series:
 
 
 def _dispatch_rows(df: pd.DataFrame) -> pd.Series:
-    """Rows of call-cost (dispatch) cases, by the report's own :func:`robocache.bench.report.is_dispatch`."""
+    """Rows of call-cost (dispatch) cases, by the report's own :func:`robocache.bench.views.records.is_dispatch`."""
     maybe = df["case_id"].astype(str).str.contains("dispatch", regex=False) | df["params"].astype(str).str.contains(
         "dispatch", regex=False)
     out = pd.Series(False, index=df.index)
     if maybe.any():
-        out[maybe] = [report.is_dispatch(r) for r in as_records(df[maybe])]
+        out[maybe] = [is_dispatch(r) for r in as_records(df[maybe])]
     return out
 
 
 def kernel_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The records the kernel tables read: single-GPU device-time records of robocache (and its versions) and
-    torch.compile (every mode), of the runs :func:`robocache.bench.report.runs_per_op` can pick.
+    torch.compile (every mode), of the runs :func:`robocache.bench.views.records.runs_per_op` can pick.
 
     Converting rows to records costs ~40 us each, so the runs are narrowed first: per machine, op and
     robocache provider only the run the report's rule would pick for it (a nightly run first, then the newest)
@@ -184,22 +186,22 @@ def kernel_records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def journey(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """:func:`robocache.bench.report.journey_rows` over :func:`kernel_records`, as a DataFrame."""
-    return pd.DataFrame(report.journey_rows(records))
+    """:func:`robocache.bench.views.kernels.journey_rows` over :func:`kernel_records`, as a DataFrame."""
+    return pd.DataFrame(report_kernels.journey_rows(records))
 
 
 def vs_compile(records: list[dict[str, Any]], provider: str = OURS) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per-case ratios, per machine and op summary): :func:`robocache.bench.report.vs_compile_cases` and
-    :func:`~robocache.bench.report.vs_compile_summary` over :func:`kernel_records`."""
-    cases = report.vs_compile_cases(records, provider)
-    return pd.DataFrame(cases), pd.DataFrame(report.vs_compile_summary(cases))
+    """(per-case ratios, per machine and op summary): :func:`robocache.bench.views.kernels.vs_compile_cases` and
+    :func:`~robocache.bench.views.kernels.vs_compile_summary` over :func:`kernel_records`."""
+    cases = report_kernels.vs_compile_cases(records, provider)
+    return pd.DataFrame(cases), pd.DataFrame(report_kernels.vs_compile_summary(cases))
 
 
 def call_cost(df: pd.DataFrame) -> pd.DataFrame:
-    """:func:`robocache.bench.report.call_cost_rows` over the frame (empty without dispatch cases)."""
+    """:func:`robocache.bench.views.kernels.call_cost_rows` over the frame (empty without dispatch cases)."""
     if df.empty:
         return pd.DataFrame()
-    return pd.DataFrame(report.call_cost_rows(as_records(df[_dispatch_rows(df)])))
+    return pd.DataFrame(report_kernels.call_cost_rows(as_records(df[_dispatch_rows(df)])))
 
 
 def machine_ratio(df: pd.DataFrame, base: str, other: str) -> pd.DataFrame:

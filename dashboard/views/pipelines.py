@@ -1,6 +1,6 @@
 """Pipelines: the end-to-end benchmarks (suite ``pipelines``) per GPU: data loading by batch size (CPU workers
 vs robocache.fuse, with the speedup), the training step's time split, policy inference by backend, and the
-kernel breakdown of a training step. The tables are the CLI report's own (``robocache.bench.report``), built
+kernel breakdown of a training step. The tables are the CLI report's own (``robocache.bench.views``), built
 from the pipeline records under the dashboard's results folders (the one store loader)."""
 import pandas as pd
 import plotly.graph_objects as go
@@ -8,7 +8,9 @@ import streamlit as st
 
 from dashboard import charts, data, tables
 from robocache import providers
-from robocache.bench import report, store
+from robocache.bench import store
+from robocache.bench.views import pipelines as report_pipelines
+from robocache.bench.views.records import is_pipeline
 from robocache.bench.schema import to_dict
 
 DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers": "workers",
@@ -22,7 +24,7 @@ DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers"
 @st.cache_data(show_spinner="Loading pipeline records ...", max_entries=4)
 def _records(dirs: tuple[str, ...], fingerprint: tuple) -> list[dict]:
     del fingerprint  # part of the cache key only
-    return [to_dict(r) for r in store.load(*dirs).records if report.is_pipeline(r)]
+    return [to_dict(r) for r in store.load(*dirs).records if is_pipeline(r)]
 
 
 def _gpu(r: dict) -> str:
@@ -52,7 +54,7 @@ def body(df: pd.DataFrame) -> None:
         st.info("No pipeline results yet. `robocache-bench run --suite pipelines` (or `python -m "
                 "robocache.bench.pipelines run`) records data loading, training steps and policy inference here.")
         return
-    recs = report.latest_pipeline_runs(recs)
+    recs = report_pipelines.latest_pipeline_runs(recs)
     gpus = sorted({_gpu(r) for r in recs})
     # the first screen: the newest GPU with pipelines records (the other pages' rule, over these records' machines)
     machines = {str((r.get("env") or {}).get("machine")) for r in recs}
@@ -65,7 +67,7 @@ def body(df: pd.DataFrame) -> None:
     st.caption("Newest pipelines run per machine. Data loading: trajectories per second through the same "
                "DataLoader (workers, pinned memory, prefetch), batches checked equal before timing.")
     st.subheader(data.md_escape(f"Data loading by batch size on {gpu}"))
-    rows = report.pipeline_dataload_rows(mine)
+    rows = report_pipelines.pipeline_dataload_rows(mine)
     if rows:
         st.plotly_chart(dataload_chart(rows, f"Data loading on {gpu}"), width="stretch")
         df = pd.DataFrame(rows)
@@ -74,8 +76,8 @@ def body(df: pd.DataFrame) -> None:
     else:
         st.info("No data-loading case for this GPU.")
     for title, fn, header in (
-            ("Training step: where the time goes", report.pipeline_training_rows, report.TRAINING_HEADER),
-            ("Policy inference by backend", report.pipeline_inference_rows, report.INFERENCE_HEADER)):
+            ("Training step: where the time goes", report_pipelines.pipeline_training_rows, report_pipelines.TRAINING_HEADER),
+            ("Policy inference by backend", report_pipelines.pipeline_inference_rows, report_pipelines.INFERENCE_HEADER)):
         st.subheader(title)
         rows_ = fn(mine)
         if rows_:
