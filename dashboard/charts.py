@@ -184,13 +184,27 @@ def arch_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figu
 
 
 # What tells two series of one provider and dtype apart in a legend, when they differ in it.
-_SERIES_EXTRAS = (("frontend", "{}"), ("input_sets", "{} input sets"), ("method_version", "method v{}"),
-                  ("grid_version", "grid v{}"))
+SERIES_EXTRAS = (("frontend", "{}"), ("input_sets", "{} input sets"), ("method_version", "method v{}"),
+                 ("grid_version", "grid v{}"))
 
 
-def _whole(v: Any) -> Any:
+def whole(v: Any) -> Any:
     """A float that holds a whole number (a frame column with gaps) as the int it is: ``21.0`` -> ``21``."""
     return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def legend_extras(first: pd.DataFrame) -> list[tuple[str, str]]:
+    """Of :data:`SERIES_EXTRAS`, those that tell apart series of one provider and dtype in ``first`` (one row
+    per series)."""
+    groups = first.assign(**{c: first[c].astype(str) for c, _ in SERIES_EXTRAS if c in first.columns}).groupby(
+        ["provider", "dtype"], observed=True)
+    return [(c, fmt) for c, fmt in SERIES_EXTRAS if c in first.columns and int(groups[c].nunique().max()) > 1]
+
+
+def legend_name(first: pd.DataFrame, key: Any, extras: list[tuple[str, str]]) -> str:
+    """Series ``key``'s legend name: provider label, dtype and its ``extras``."""
+    return " ".join([provider_label(str(first.at[key, "provider"])), str(first.at[key, "dtype"]),
+                     *(fmt.format(whole(first.at[key, c])) for c, fmt in extras)])
 
 
 def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Figure:
@@ -204,19 +218,16 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
     if d.empty:
         return _empty(title or label)
     d = d.assign(_series=tables.series_ids(d))
-    # a legend names what tells apart the series of one provider and dtype
-    pd_groups = d.assign(**{c: d[c].astype(str) for c, _ in _SERIES_EXTRAS if c in d.columns}).groupby(
-        ["provider", "dtype"], observed=True)
-    extras = [(c, fmt) for c, fmt in _SERIES_EXTRAS if c in d.columns and int(pd_groups[c].nunique().max()) > 1]
     fig = go.Figure()
     dtypes = sorted(d["dtype"].astype(str).unique())
     first = d.groupby("_series", sort=False).first()
+    extras = legend_extras(first)  # a legend names what tells apart the series of one provider and dtype
     order = sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])),
                                                str(first.at[k, "dtype"]), *(str(first.at[k, c]) for c, _ in extras)))
     for key in order:
         g = d[d["_series"] == key]
         prov, dtype = str(first.at[key, "provider"]), str(first.at[key, "dtype"])
-        name = " ".join([provider_label(prov), dtype, *(fmt.format(_whole(first.at[key, c])) for c, fmt in extras)])
+        name = legend_name(first, key, extras)
         commit = plain_col(g["git_commit"].fillna("unknown").astype(str).str[:10])
         fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=plain(name),
                         line_color=provider_color(prov), line_dash=DASHES[dtypes.index(dtype) % len(DASHES)],

@@ -14,14 +14,13 @@ import plotly.graph_objects as go
 from robocache import providers
 
 from .charts import (
-    _SERIES_EXTRAS,
     DASHES,
     METRICS,
-    _whole,
+    legend_extras,
+    legend_name,
     plain,
     plain_col,
     provider_color,
-    provider_label,
 )
 from .history_data import given
 
@@ -36,11 +35,8 @@ def series_names(rows: pd.DataFrame) -> dict[str, str]:
     """Each series' legend name: provider label and dtype, plus what tells apart the series of one provider and
     dtype (front end, input sets, method version, grid version) where they differ (as ``charts.history_lines``)."""
     first = rows.groupby("series", sort=False).first()
-    groups = first.assign(**{c: first[c].astype(str) for c, _ in _SERIES_EXTRAS if c in first.columns}).groupby(
-        ["provider", "dtype"], observed=True)
-    extras = [(c, fmt) for c, fmt in _SERIES_EXTRAS if c in first.columns and int(groups[c].nunique().max()) > 1]
-    return {k: " ".join([provider_label(first.at[k, "provider"]), str(first.at[k, "dtype"]),
-                         *(fmt.format(_whole(first.at[k, c])) for c, fmt in extras)]) for k in first.index}
+    extras = legend_extras(first)
+    return {k: legend_name(first, k, extras) for k in first.index}
 
 
 def _ratio(v: Any) -> str:

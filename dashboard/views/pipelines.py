@@ -9,9 +9,9 @@ import streamlit as st
 from dashboard import charts, data, tables
 from robocache import providers
 from robocache.bench import store
+from robocache.bench.schema import to_dict
 from robocache.bench.views import pipelines as report_pipelines
 from robocache.bench.views.records import is_pipeline
-from robocache.bench.schema import to_dict
 
 DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers": "workers",
                     "base_tps": "CPU workers traj/s", "ours_tps": "robocache traj/s", "speedup": "speedup",
