@@ -152,7 +152,12 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
         if first.alerts:
             again = [record(by_key[c.key], time_at(by_key[c.key], n - 1, rng), n - 1, rerun=True)
                      for c in first.alerts for _ in range(regress.CONFIRM_RUNS)]
-            k, _, unconfirmable = regress.confirm(first, again)
+            k, refuted, unconfirmable = regress.confirm(first, again)
+            more = [c for c in refuted if c.wants_more]  # a held change, the first reruns not conclusive
+            if more:  # measured CONFIRM_MORE more times, as check --confirm does, and every rerun tested again
+                again += [record(by_key[c.key], time_at(by_key[c.key], n - 1, rng), n - 1, rerun=True)
+                          for c in more for _ in range(regress.CONFIRM_MORE)]
+                k, _, unconfirmable = regress.confirm(first, again)
             assert not unconfirmable  # the simulated rerun always measures
             kept = {c.fingerprint: c for c in k}
         out.append(NightResult(n, raw, kept, {d.fingerprint: d for d in first.drifts}, set(first.checked)))

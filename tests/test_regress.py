@@ -488,7 +488,7 @@ def test_confirm_needs_every_rerun_beyond_the_floor_and_a_robust_level_before():
     res = regress.check(series(FLAT + [110.0]))
     # one rerun slower, the other back at the level: an outlier repeated once is not a confirmation
     kept, refuted, _ = regress.confirm(res, [rec(t=125.0, run="c1", night=13), rec(t=100.2, run="c2", night=13)])
-    assert not kept and len(refuted) == 1 and "the lowest x1.00" in refuted[0].confirm_note
+    assert not kept and len(refuted) == 1 and "the lowest counted x1.00" in refuted[0].confirm_note
     res = regress.check(series(FLAT + [110.0]))
     kept, _, _ = regress.confirm(res, [rec(t=110.4, run="c1", night=13), rec(t=109.6, run="c2", night=13)])
     assert len(kept) == 1

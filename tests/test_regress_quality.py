@@ -73,14 +73,29 @@ def world():
     return series, sim.run_nights(series, NIGHTS, CHECKS, rng)
 
 
+def _tuples(pool: np.ndarray, k: int) -> np.ndarray:
+    """Every k-tuple of draws from ``pool`` (with replacement, as the simulation draws them), shape (len^k, k)."""
+    grids = np.meshgrid(*[pool] * k, indexing="ij")
+    return np.stack([g.ravel() for g in grids], axis=1)
+
+
 def p_confirm(s: sim.Series, c: regress.Change) -> float:
-    """The exact probability that the confirmation rerun keeps alert ``c`` of series ``s`` when nothing
-    changed: the share of every rerun the series' real noise pool allows (``CONFIRM_RUNS`` draws with
-    replacement, as the simulation draws them) that :func:`regress.rerun_test` confirms."""
-    grids = np.meshgrid(*[s.pool] * regress.CONFIRM_RUNS, indexing="ij")
-    xs = math.log(s.t_us) + np.stack([g.ravel() for g in grids], axis=1)
-    ok, *_ = regress.rerun_test(c, xs)
-    return float(ok.mean())
+    """The exact probability that the confirmation keeps alert ``c`` of series ``s`` when nothing changed: the
+    share of every rerun the series' real noise pool allows (``CONFIRM_RUNS`` draws with replacement, as the
+    simulation draws them) that :func:`regress.rerun_test` confirms, plus, for the first reruns that ask for
+    more (:func:`regress.rerun_more`: a held change, consistent but not conclusive), the share of every
+    ``CONFIRM_MORE`` further draws with which all of them confirm it (the sequential second look, exactly)."""
+    first = math.log(s.t_us) + _tuples(s.pool, regress.CONFIRM_RUNS)
+    ok, *_ = regress.rerun_test(c, first)
+    p = float(ok.mean())
+    more = regress.rerun_more(c, first, ok=ok)
+    if more.any():
+        second = math.log(s.t_us) + _tuples(s.pool, regress.CONFIRM_MORE)
+        for row in first[more]:
+            xs = np.concatenate([np.broadcast_to(row, (len(second), len(row))), second], axis=1)
+            ok2, *_ = regress.rerun_test(c, xs)
+            p += float(ok2.mean()) / len(first)
+    return p
 
 
 def _aa_nights(series, results):

@@ -454,6 +454,8 @@ class Change:
     segment: tuple[int, int] = (0, 0)  # the runs [lo, hi) the split was tested in
     confirmed: bool | None = None  # None: no confirmation asked; False: could not be measured again
     confirm_note: str = ""  # why it could not be measured again, or the rerun's own evidence
+    reruns: int = 0  # fresh measurements the confirmation tested (CONFIRM_RUNS, or CONFIRM_RUNS_MAX: rerun_more)
+    wants_more: bool = False  # confirm(): the first reruns are consistent with a held change but not conclusive
     cause: str = "code"  # "code"; "environment": the runner changed between the two runs (not the commit's fault)
     cause_detail: str = ""
 
@@ -904,6 +906,13 @@ CONFIRM_RUNS = 2  # fresh measurements of each alerted case; every one of them m
 HELD_NIGHTS = 3
 HELD_P = 1e-6
 CONFIRM_P_HELD = 0.01
+# Sequential confirmation of a held change: when its CONFIRM_RUNS reruns are consistent with it (their mean beyond the
+# floor) but not conclusive, CONFIRM_MORE more are measured and all CONFIRM_RUNS_MAX are tested again, by the same rule
+# at the same level (a second look: Bonferroni's bound over the two looks is 2 x CONFIRM_P_HELD; the A/A rate this
+# allows is measured in tests/test_regress_quality.py over every rerun the real noise pools allow, both looks).
+CONFIRM_MORE = 2
+CONFIRM_RUNS_MAX = CONFIRM_RUNS + CONFIRM_MORE
+RERUN_SPARE = 1  # of CONFIRM_RUNS_MAX reruns, this many may fall short of the bars (all of CONFIRM_RUNS must pass)
 
 
 def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
@@ -943,15 +952,47 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
                                    f"(q = {c.q_value:.2g} > {FDR_Q}): not raised without a rerun")
                 refuted.append(c)
             continue
+        xs = xs[:CONFIRM_RUNS_MAX]
         ok, p, ratio, low = rerun_test(c, np.array([xs]), floor=floor, p_max=p_max)
+        c.reruns = len(xs)
+        c.wants_more = bool(rerun_more(c, np.array([xs]), floor=floor, ok=ok)[0])
         c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s), "
-                          f"the lowest x{low[0]:.3f})")
+                          f"the lowest counted x{low[0]:.3f})"
+                          + (f"; consistent with a change that has held, not conclusive: {CONFIRM_MORE} more "
+                             f"rerun(s) asked" if c.wants_more else ""))
         if ok[0]:
             c.confirmed = True
             kept.append(c)
         else:
             refuted.append(c)
     return kept, refuted, unconfirmable
+
+
+def _held(c: Change, ref: float, floor: float) -> bool:
+    """The change has held: HELD_NIGHTS nights after it or more, their median beyond the floor, their p <= HELD_P."""
+    return (c.n_after >= HELD_NIGHTS and c.p_one <= HELD_P and bool(c.after_levels)
+            and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
+
+
+def _ref(c: Change) -> float:
+    """The level before the change, robustly: the median of its runs."""
+    return float(np.median(c.before_levels)) if c.before_levels else c.before_level
+
+
+def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarray | None = None) -> np.ndarray:
+    """Per rerun set (rows of ``xs``, log-times): does it call for CONFIRM_MORE more reruns? Only a change that has
+    held (:func:`_held`), whose first CONFIRM_RUNS reruns did not confirm it (``ok``, else :func:`rerun_test`'s)
+    but are consistent with it: their mean beyond the floor above the level before. What a maintainer does when
+    two fresh runs of a noisy case point the same way as three nights but do not settle it: measure more."""
+    xs = np.atleast_2d(np.asarray(xs, dtype=float))
+    if xs.shape[1] >= CONFIRM_RUNS_MAX:
+        return np.zeros(len(xs), dtype=bool)
+    ref = _ref(c)
+    if not _held(c, ref, floor):
+        return np.zeros(len(xs), dtype=bool)
+    if ok is None:
+        ok = rerun_test(c, xs, floor=floor)[0]
+    return ~ok & (xs.mean(axis=1) - ref >= math.log1p(floor))
 
 
 def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
@@ -966,28 +1007,33 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     xs = np.atleast_2d(np.asarray(xs, dtype=float))
     # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
     # night that would make every later run look slower; the median's variance is pi/2 the mean's)
-    ref = float(np.median(c.before_levels)) if c.before_levels else c.before_level
+    ref = _ref(c)
     d = xs.mean(axis=1) - ref
     se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / xs.shape[1])
     p = special.stdtr(max(c.dof, 1.0), -d / se)
-    low_log = xs.min(axis=1) - ref
-    held = (c.n_after >= HELD_NIGHTS and c.p_one <= HELD_P
-            and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
-    if held:
+    # the reruns that must each be beyond the bars below: all of CONFIRM_RUNS; of CONFIRM_RUNS_MAX (the second look,
+    # rerun_more) all but one (one outlying rerun among four neither confirms nor refutes; the tails below count it)
+    spare = RERUN_SPARE if xs.shape[1] >= CONFIRM_RUNS_MAX else 0
+    low_log = np.sort(xs, axis=1)[:, spare] - ref
+    if _held(c, ref, floor):
         p_max = max(p_max, CONFIRM_P_HELD)
     ok = (p <= p_max) & (low_log >= math.log1p(floor))
     # and beyond the floor above 90% of the nights before the change, whatever their distribution: a series with
     # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
     # shown that level before, which no step does
     if len(c.before_levels) >= SCREEN_MIN_BEFORE:
-        ok &= xs.min(axis=1) - float(np.quantile(c.before_levels, LEVEL_Q)) >= math.log1p(floor)
-    # and beyond the provider's measured run-to-run tails: the share of its real deviations at least as slow
-    # as the lowest rerun, to the power of the reruns, at most p_max (a provider whose runs of one commit
-    # moved 20% now and then confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
+        ok &= low_log + ref - float(np.quantile(c.before_levels, LEVEL_Q)) >= math.log1p(floor)
+    # and beyond the provider's measured run-to-run tails: the chance that the provider's real deviations (drawn
+    # as often as there are reruns) put as many runs as slow as the counted rerun (all of them, or all but the
+    # spare: the binomial tail), at most p_max (a provider whose runs of one commit moved 20% now and then
+    # confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
     pool = prior_pool(_exp(ref), c.series.get("provider"))
     if pool is not None:
+        from scipy import stats
+
+        k = xs.shape[1]
         tail = (len(pool) - np.searchsorted(pool, low_log, side="left")) / len(pool)
-        ok &= tail ** xs.shape[1] <= p_max
+        ok &= stats.binom.sf(k - spare - 1, k, tail) <= p_max
     return ok, p, np.exp(np.clip(d, -700, 700)), np.exp(np.clip(low_log, -700, 700))
 
 
