@@ -776,3 +776,14 @@ def test_confirm_reports_the_number_of_reruns_and_asks_for_more(tmp_path, capsys
     doc = json.loads(js.read_text())
     assert rc == 1 and doc["alerts"][0]["confirmed"] is True
     assert f"{regress.CONFIRM_RUNS_MAX} run(s)" in doc["alerts"][0]["confirm_note"]
+    assert doc["alerts"][0]["reruns"] == regress.CONFIRM_RUNS_MAX and 0 < doc["alerts"][0]["location_p"] <= 1
+
+
+def test_location_share_is_high_for_a_clear_step_and_low_when_a_neighbour_is_as_likely():
+    import numpy as np
+
+    clear = np.log([100.0] * 18 + [100.1, 99.9] + [110.0, 110.1, 109.9])
+    assert regress._place_p(clear, 0, 20, len(clear), 0.005) > 0.99
+    # the first night after the step sits half way: commit 20 or 21 are about as likely
+    halfway = np.log([100.0] * 18 + [100.1, 99.9] + [105.0, 110.1, 109.9, 110.0])
+    assert 0.2 < regress._place_p(halfway, 0, 20, len(halfway), 0.02) < 0.7

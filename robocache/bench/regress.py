@@ -83,6 +83,7 @@ DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
 SCREEN_P = 0.01  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
 SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level of at least this many runs (PELT's
 # shortest segments on heavy-tailed series are two or three outlying nights, whose median is no reference)
+PLACE_SURE = 0.7  # an alert whose location's likelihood share (_place_p) is below this says a neighbour may be it
 PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
 LEVEL_Q = 0.9  # the level spread is winsorized at this quantile: a second state must recur in about 10% of nights
 VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
@@ -1084,7 +1085,7 @@ def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
         f"{c.n_before} runs before, {c.n_after} after; series noise {c.sigma * 100:.2f}% per run; "
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
         f"- location: this commit range's share of the likelihood among the neighbouring ones {c.place_p:.0%}"
-        + (" (not sure: a neighbouring commit may be the one)" if c.place_p < 0.7 else ""),
+        + (" (not sure: a neighbouring commit may be the one)" if c.place_p < PLACE_SURE else ""),
         f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
         f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
         "- confirmation: " + {True: "a rerun of the case, tested alone, reproduced it",
