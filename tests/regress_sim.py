@@ -14,6 +14,7 @@ synthetic.
 from __future__ import annotations
 
 import math
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,6 +144,15 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
     ``check_at`` over the nights before it, as the nightly job does."""
     by_night = [[record(s, time_at(s, n, rng), n) for s in series] for n in range(nights)]
     by_key = {s.key: s for s in series}
+    # each series' reruns after night n come from their own stream: whether one alert is measured again, and
+    # how often, does not redraw every other alert's reruns (variants of the confirmation compare on the same draws)
+    base = int(rng.integers(2 ** 62))
+    streams: dict[tuple[str, int], np.random.Generator] = {}
+
+    def rerun(key: str, n: int) -> dict:
+        g = streams.setdefault((key, n), np.random.default_rng([base, n, zlib.crc32(key.encode())]))
+        return record(by_key[key], time_at(by_key[key], n - 1, g), n - 1, rerun=True)
+
     out = []
     for n in check_at:
         recs = [r for night in by_night[:n] for r in night]
@@ -150,9 +160,12 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
         raw = {c.fingerprint: c for c in first.alerts}
         kept: dict[str, regress.Change] = {}
         if first.alerts:
-            again = [record(by_key[c.key], time_at(by_key[c.key], n - 1, rng), n - 1, rerun=True)
-                     for c in first.alerts for _ in range(regress.CONFIRM_RUNS)]
-            k, _, unconfirmable = regress.confirm(first, again)
+            again = [rerun(c.key, n) for c in first.alerts for _ in range(regress.CONFIRM_RUNS)]
+            k, refuted, unconfirmable = regress.confirm(first, again)
+            more = [c for c in refuted if c.wants_more]  # a held change, the first reruns not conclusive
+            if more:  # measured CONFIRM_MORE more times, as check --confirm does, and every rerun tested again
+                again += [rerun(c.key, n) for c in more for _ in range(regress.CONFIRM_MORE)]
+                k, _, unconfirmable = regress.confirm(first, again)
             assert not unconfirmable  # the simulated rerun always measures
             kept = {c.fingerprint: c for c in k}
         out.append(NightResult(n, raw, kept, {d.fingerprint: d for d in first.drifts}, set(first.checked)))

@@ -488,7 +488,7 @@ def test_confirm_needs_every_rerun_beyond_the_floor_and_a_robust_level_before():
     res = regress.check(series(FLAT + [110.0]))
     # one rerun slower, the other back at the level: an outlier repeated once is not a confirmation
     kept, refuted, _ = regress.confirm(res, [rec(t=125.0, run="c1", night=13), rec(t=100.2, run="c2", night=13)])
-    assert not kept and len(refuted) == 1 and "the lowest x1.00" in refuted[0].confirm_note
+    assert not kept and len(refuted) == 1 and "the lowest counted x1.00" in refuted[0].confirm_note
     res = regress.check(series(FLAT + [110.0]))
     kept, _, _ = regress.confirm(res, [rec(t=110.4, run="c1", night=13), rec(t=109.6, run="c2", night=13)])
     assert len(kept) == 1
@@ -713,3 +713,77 @@ def test_alerts_json_reports_the_checks_own_floor_and_q() -> None:
     s = regress.alerts_json(regress.check([], floor=0.05, q=0.01))["summary"]
     assert s["floor"] == 0.05 and s["fdr_q"] == 0.01
     assert regress.alerts_json(regress.check([]))["summary"]["floor"] == regress.FLOOR
+
+
+def _held_change():
+    """A +10% step on a 3% series that has held six nights (nights' p <= HELD_P)."""
+    c = regress.check(series(_noisy(5, n=20, sigma=0.03) + [v * 1.10 for v in _noisy(6, n=6, sigma=0.03)])).alerts[0]
+    assert c.n_after >= regress.HELD_NIGHTS and c.p_one <= regress.HELD_P
+    return c
+
+
+def test_an_alert_whose_reruns_are_consistent_but_not_conclusive_is_measured_again():
+    import numpy as np
+
+    c = _held_change()
+    ref = float(np.median(c.before_levels))
+    # two reruns +10% and +2%: their mean beyond the floor (consistent with the change), the lower one not
+    # (not conclusive): more reruns are asked for; two at the level before ask for nothing (refuted)
+    inconclusive = np.array([[ref + math.log(1.10), ref + math.log(1.02)]])
+    ok, *_ = regress.rerun_test(c, inconclusive)
+    assert not ok[0] and regress.rerun_more(c, inconclusive)[0]
+    assert not regress.rerun_more(c, np.array([[ref + 0.001, ref - 0.002]]))[0]
+    # the second look: all four reruns tested by the same rule, all but one of them beyond the bars
+    four_ok = np.concatenate([inconclusive, [[ref + math.log(1.11), ref + math.log(1.10)]]], axis=1)
+    ok, *_ = regress.rerun_test(c, four_ok)
+    assert ok[0] and not regress.rerun_more(c, four_ok)[0]  # never a third look
+    four_no = np.concatenate([inconclusive, [[ref + math.log(1.11), ref + math.log(1.01)]]], axis=1)
+    ok, *_ = regress.rerun_test(c, four_no)
+    assert not ok[0] and not regress.rerun_more(c, four_no)[0]  # two of four short of the floor: refuted
+
+
+def test_confirm_reports_the_number_of_reruns_and_asks_for_more(tmp_path, capsys, monkeypatch):
+    """check --confirm: an alert whose two reruns are consistent but not conclusive is measured
+    CONFIRM_MORE more times the same way (run_suite, fresh processes), and the alert says on how many reruns it
+    was confirmed."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    from robocache.bench import runner
+
+    vals = _noisy(5, n=20, sigma=0.03) + [v * 1.10 for v in _noisy(6, n=6, sigma=0.03)]
+    hist = series(vals, provider="numpy")
+    _write_hist(tmp_path / "hist", hist)
+    ref = float(np.median(np.log(vals[:20])))
+    reruns = iter([1.10, 1.02, 1.11, 1.10])  # the first two inconclusive, the next two settle it
+    calls = []
+
+    def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress):
+        calls.append([c.key for c in cases])
+        r = copy.deepcopy(hist[-1])
+        r["run_id"] = f"confirm-{len(calls)}"
+        r["created"] = f"2026-02-01T00:00:{len(calls):02d}+00:00"
+        r["metrics"]["time_us"]["p50"] = float(math.exp(ref) * next(reruns))
+        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r["run_id"]))
+
+    monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+    js = tmp_path / "alerts.json"
+    rc = cli.main(["check", str(tmp_path / "hist"), "--machine", "ci-synthetic", "--confirm", "--json", str(js),
+                   "--confirm-out", str(tmp_path / "again"), "--fail-on-regression"])
+    err = capsys.readouterr().err
+    assert len(calls) == regress.CONFIRM_RUNS_MAX, err
+    assert f"measuring them {regress.CONFIRM_MORE} times" in err
+    doc = json.loads(js.read_text())
+    assert rc == 1 and doc["alerts"][0]["confirmed"] is True
+    assert f"{regress.CONFIRM_RUNS_MAX} run(s)" in doc["alerts"][0]["confirm_note"]
+    assert doc["alerts"][0]["reruns"] == regress.CONFIRM_RUNS_MAX and 0 < doc["alerts"][0]["location_p"] <= 1
+
+
+def test_location_share_is_high_for_a_clear_step_and_low_when_a_neighbour_is_as_likely():
+    import numpy as np
+
+    clear = np.log([100.0] * 18 + [100.1, 99.9] + [110.0, 110.1, 109.9])
+    assert regress._place_p(clear, 0, 20, len(clear), 0.005) > 0.99
+    # the first night after the step sits half way: commit 20 or 21 are about as likely
+    halfway = np.log([100.0] * 18 + [100.1, 99.9] + [105.0, 110.1, 109.9, 110.0])
+    assert 0.2 < regress._place_p(halfway, 0, 20, len(halfway), 0.02) < 0.7

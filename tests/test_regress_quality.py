@@ -73,14 +73,29 @@ def world():
     return series, sim.run_nights(series, NIGHTS, CHECKS, rng)
 
 
+def _tuples(pool: np.ndarray, k: int) -> np.ndarray:
+    """Every k-tuple of draws from ``pool`` (with replacement, as the simulation draws them), shape (len^k, k)."""
+    grids = np.meshgrid(*[pool] * k, indexing="ij")
+    return np.stack([g.ravel() for g in grids], axis=1)
+
+
 def p_confirm(s: sim.Series, c: regress.Change) -> float:
-    """The exact probability that the confirmation rerun keeps alert ``c`` of series ``s`` when nothing
-    changed: the share of every rerun the series' real noise pool allows (``CONFIRM_RUNS`` draws with
-    replacement, as the simulation draws them) that :func:`regress.rerun_test` confirms."""
-    grids = np.meshgrid(*[s.pool] * regress.CONFIRM_RUNS, indexing="ij")
-    xs = math.log(s.t_us) + np.stack([g.ravel() for g in grids], axis=1)
-    ok, *_ = regress.rerun_test(c, xs)
-    return float(ok.mean())
+    """The exact probability that the confirmation keeps alert ``c`` of series ``s`` when nothing changed: the
+    share of every rerun the series' real noise pool allows (``CONFIRM_RUNS`` draws with replacement, as the
+    simulation draws them) that :func:`regress.rerun_test` confirms, plus, for the first reruns that ask for
+    more (:func:`regress.rerun_more`: a held change, consistent but not conclusive), the share of every
+    ``CONFIRM_MORE`` further draws with which all of them confirm it (the sequential second look, exactly)."""
+    first = math.log(s.t_us) + _tuples(s.pool, regress.CONFIRM_RUNS)
+    ok, *_ = regress.rerun_test(c, first)
+    p = float(ok.mean())
+    more = regress.rerun_more(c, first, ok=ok)
+    if more.any():
+        second = math.log(s.t_us) + _tuples(s.pool, regress.CONFIRM_MORE)
+        for row in first[more]:
+            xs = np.concatenate([np.broadcast_to(row, (len(second), len(row))), second], axis=1)
+            ok2, *_ = regress.rerun_test(c, xs)
+            p += float(ok2.mean()) / len(first)
+    return p
 
 
 def _aa_nights(series, results):
@@ -194,21 +209,23 @@ def test_steps_found_per_size_noise_band_and_provider(world):
     r5 = sum(1 for g in five1 if g and g[0] <= 2) / max(len(five1), 1)
     print(f"  +10% within one night where noise <= 2%: {r10:.0%} (target >= 90%); "
           f"+5% within two nights where noise <= 1%: {r5:.0%} (target >= 80%)")
-    # the issue's targets, asserted where this commit meets them. Measured at the default seed (and at
-    # REGRESS_SIM_SEED=1 / 2): +10% in one night 67/74 = 91% (91% / 95%), +5% in two 27/27 (all three),
-    # placement where noise <= 2% 116/119 = 97% (93% / 97%: seed 1 misses it by three series)
+    # the issue's targets, asserted where this commit meets them at the default seed (REGRESS_SIM_SEED=1 and 2
+    # in brackets; docs/regressions.md has the table): +10% in one night 68/74 = 92% (65/74 = 88% at seed 1: not
+    # met there, the misses are robocache's few-microsecond series the screen does not send on their first
+    # night), +5% in two 27/27 (all three), placement where noise <= 2% 120/123 = 98% (92%, 95%: seed 1 misses
+    # it by four series)
     assert r10 >= 0.9, "+10% found within one night in >= 90% of series with noise <= 2% (issue 14)"
     assert r5 >= 0.8, "+5% found within two nights in >= 80% of series with noise <= 1% (issue 14)"
     near = [g for s, g in det if g and s.noise <= 0.02]
     assert sum(1 for g in near if g[1]) >= 0.95 * len(near), "placement where noise <= 2% (issue: >= 95%)"
     # where the measured noise does not allow the issue's targets (docs/regressions.md says why, with the
-    # figures), the rates reached: placement over every detection 170/190 (89%; the misses: steps under 5x the
-    # noise of CuPy, torch.compile and torch eager, 39/53 placed, found late); steps of 3x the noise within
-    # ten nights 171/187 (91%; 176 and 175 at seeds 1 and 2; the misses: torch.compile's and CuPy's +10%/+20%
-    # at 3-6x a pool whose tails reach 20%, robocache's +5% at 3.5x its few-microsecond pool with +-24% outliers)
-    assert placed >= 0.85 * len(found)
-    assert big_found >= 0.9 * len(big)
-
+    # figures), the rates reached at all three seeds: placement over every detection 180/201 (90%; 182/202,
+    # 186/204; the misses: steps under 5x the noise, found after several nights, placed on a neighbour, and the
+    # location's likelihood does not sharpen later); steps of 3x the noise within ten nights 179/187 (96%; 180,
+    # 179 with the sequential second look of the confirmation; the misses: torch.compile's +10%/+20% at 3-6x a
+    # pool whose tails reach 20%, CuPy's fuse +20%, robocache's +5% at 3.5x its few-microsecond pool)
+    assert placed >= 0.89 * len(found)
+    assert big_found >= 0.95 * len(big)
 
 def test_drift_reported_before_five_percent_and_not_blamed_on_a_commit(world):
     series, results = world

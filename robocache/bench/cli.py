@@ -629,8 +629,10 @@ def _measurable(alerts: list) -> tuple[list[str], dict[str, str]]:
 
 def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> list:
     """Measure this machine's alerted cases again (``regress.CONFIRM_RUNS`` fresh runs) and keep the alerts the
-    reruns, tested alone, reproduce; an alert that cannot be measured here is raised, marked unconfirmed.
-    Updates ``res.alerts``; returns the refuted ones."""
+    reruns, tested alone, reproduce; an alert that cannot be measured here is raised, marked unconfirmed. An
+    alert whose first reruns are consistent with it but not conclusive (``Change.wants_more``) is measured
+    ``regress.CONFIRM_MORE`` times more, the same way, and tested again on all its reruns (the alert's
+    confirmation note reports how many). Updates ``res.alerts``; returns the refuted ones."""
     import tempfile
 
     from . import env as envmod  # capture_env's rule for the name (argument, ROBOCACHE_MACHINE, GPU, hostname)
@@ -640,25 +642,32 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
     mine = [c for c in res.alerts if c.series["machine"] == here]  # a rerun here confirms this machine's only
     keys, why_not = _measurable(mine)
     again: list = []
-    if keys:
-        out = args.confirm_out or tempfile.mkdtemp(prefix="robocache-confirm-")
-        print(f"confirming {len(keys)} alerted case(s) on {here} by measuring them {regress.CONFIRM_RUNS} times "
+    out = args.confirm_out or (tempfile.mkdtemp(prefix="robocache-confirm-") if keys else None)
+    device = runner.detect_device() if keys else None
+
+    def measure(alerts: list, times: int) -> None:
+        print(f"confirming {len(alerts)} alerted case(s) on {here} by measuring them {times} times "
               f"again into {out} ...", file=sys.stderr)
-        device = runner.detect_device()
         # each alert measured as its series was: its suite and cache mode (a cold-cache series rerun warm would be
         # another series and could never confirm it)
         groups: dict[tuple[str, str], list[str]] = {}
-        for c in mine:
-            if c.key in keys:
-                cache = c.series.get("cache") if c.series.get("cache") in ("warm", "cold") else "warm"
-                groups.setdefault((c.after.suite, cache), []).append(c.key)
+        for c in alerts:
+            cache = c.series.get("cache") if c.series.get("cache") in ("warm", "cold") else "warm"
+            groups.setdefault((c.after.suite, cache), []).append(c.key)
         for (suite, cache), ks in sorted(groups.items()):
-            for _ in range(regress.CONFIRM_RUNS):  # fresh processes each time: independent measurements
+            for _ in range(times):  # fresh processes each time: independent measurements
                 rr = runner.run_suite(suite, device=device, cases=[specs.find(k) for k in sorted(set(ks))],
                                       out_dir=out, machine=here, cache=cache, progress=False)
-                again += store.load(rr.path).records if rr.path else []
-    kept, refuted, unconfirmable = regress.confirm(
-        res, again, measurable={c.fingerprint for c in mine if c.key in keys}, not_measured=why_not, **kw)
+                again.extend(store.load(rr.path).records if rr.path else [])
+
+    if keys:
+        measure([c for c in mine if c.key in keys], regress.CONFIRM_RUNS)
+    measurable = {c.fingerprint for c in mine if c.key in keys}
+    kept, refuted, unconfirmable = regress.confirm(res, again, measurable=measurable, not_measured=why_not, **kw)
+    more = [c for c in refuted if c.wants_more]  # the sequential second look (regress.rerun_more)
+    if more:
+        measure(more, regress.CONFIRM_MORE)
+        kept, refuted, unconfirmable = regress.confirm(res, again, measurable=measurable, not_measured=why_not, **kw)
     res.alerts = kept + unconfirmable
     return refuted
 

@@ -34,7 +34,8 @@ Two questions, one noise model:
     screen replaces Benjamini-Hochberg as the gate to the rerun: the rerun is the check on those cases.
 
 ``confirm(first, rerun)``
-    The alerted cases measured again (CONFIRM_RUNS fresh runs), tested *alone* against the level before the
+    The alerted cases measured again (CONFIRM_RUNS fresh runs; CONFIRM_MORE more when those are consistent
+    with the change but not conclusive, :func:`rerun_more`), tested *alone* against the level before the
     change (:func:`rerun_test`: the series' noise, the provider's measured tails, the nights before): the
     nights that raised the alert are not counted twice.
 
@@ -82,6 +83,7 @@ DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
 SCREEN_P = 0.01  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
 SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level of at least this many runs (PELT's
 # shortest segments on heavy-tailed series are two or three outlying nights, whose median is no reference)
+PLACE_SURE = 0.7  # an alert whose location's likelihood share (_place_p) is below this says a neighbour may be it
 PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
 LEVEL_Q = 0.9  # the level spread is winsorized at this quantile: a second state must recur in about 10% of nights
 VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
@@ -454,8 +456,11 @@ class Change:
     segment: tuple[int, int] = (0, 0)  # the runs [lo, hi) the split was tested in
     confirmed: bool | None = None  # None: no confirmation asked; False: could not be measured again
     confirm_note: str = ""  # why it could not be measured again, or the rerun's own evidence
+    reruns: int = 0  # fresh measurements the confirmation tested (CONFIRM_RUNS; CONFIRM_RUNS_MAX after rerun_more)
+    wants_more: bool = False  # confirm(): the first reruns are consistent with the change but not conclusive
     cause: str = "code"  # "code"; "environment": the runner changed between the two runs (not the commit's fault)
     cause_detail: str = ""
+    place_p: float = 1.0  # how sure the location is (_place_p): its likelihood's share among the neighbouring commits
 
     @property
     def direction(self) -> str:
@@ -662,6 +667,17 @@ def _refine(x: np.ndarray, lo: int, idx: int, hi: int) -> int:
     the newest run tested alone against a level that already holds the step's first night)."""
     js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
     return max(js, key=lambda j: (_split_stats(x, lo, j, hi), -abs(j - idx)), default=idx)
+
+
+def _place_p(x: np.ndarray, lo: int, idx: int, hi: int, sigma: float) -> float:
+    """How sure the location is: the Gaussian profile likelihood of the split at ``idx`` against the other
+    splits within PLACE_RADIUS runs (keeping 3 runs before and one after), as a share (a flat prior over them)."""
+    js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
+    if idx not in js:
+        return 1.0
+    ll = np.array([_split_stats(x, lo, j, hi) for j in js]) / (2 * sigma * sigma)
+    w = np.exp(ll - ll.max())
+    return float(w[list(js).index(idx)] / w.sum())
 
 
 def check(records: Iterable[Any], *, machine: str | None = None, frontend: str | None = "cli",
@@ -878,6 +894,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
                 moved.q_value, moved.strict, moved.n_tests = c.q_value, c.strict, c.n_tests
                 moved.p_one, moved.p_value = c.p_one, c.p_value
                 c = moved
+        c.place_p = _place_p(x, lo, c.index, hi, c.sigma)
         current[fp] = c
     for c in current.values():
         if c.cause == "environment":  # the runner changed between the two runs: never the commit's fault
@@ -904,6 +921,13 @@ CONFIRM_RUNS = 2  # fresh measurements of each alerted case; every one of them m
 HELD_NIGHTS = 3
 HELD_P = 1e-6
 CONFIRM_P_HELD = 0.01
+# Sequential confirmation: when an alert's CONFIRM_RUNS reruns are consistent with it (their mean beyond the floor)
+# but not conclusive, CONFIRM_MORE more are measured and all CONFIRM_RUNS_MAX are tested again by the same rule at the
+# same level (a second look: Bonferroni's bound over the two looks is twice the level; the A/A rate this allows is
+# measured in tests/test_regress_quality.py over every rerun the real noise pools allow, both looks, exactly).
+CONFIRM_MORE = 2
+CONFIRM_RUNS_MAX = CONFIRM_RUNS + CONFIRM_MORE
+RERUN_SPARE = 1  # of CONFIRM_RUNS_MAX reruns, this many may fall short of the bars (all of CONFIRM_RUNS must pass)
 
 
 def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
@@ -912,7 +936,8 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     """Which alerts of ``first`` the confirmation rerun reproduces: (kept, refuted, unconfirmable).
 
     Independent evidence: the rerun's median times of the series *alone* (the nights that raised the alert
-    are not counted again; ``check --confirm`` measures CONFIRM_RUNS times) must be slower than the level
+    are not counted again; ``check --confirm`` measures CONFIRM_RUNS times, and CONFIRM_MORE more where
+    ``Change.wants_more``, then calls this again with all of them: :func:`rerun_more`) must be slower than the level
     before the change, their mean one-sided p <= ``p_max`` with the series' noise, and every one of them
     beyond the floor (one outlying rerun, as the real run-to-run ratios have, confirms nothing); else the
     alert is refuted. An alert whose series the rerun did
@@ -943,9 +968,14 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
                                    f"(q = {c.q_value:.2g} > {FDR_Q}): not raised without a rerun")
                 refuted.append(c)
             continue
+        xs = xs[:CONFIRM_RUNS_MAX]
         ok, p, ratio, low = rerun_test(c, np.array([xs]), floor=floor, p_max=p_max)
+        c.reruns = len(xs)
+        c.wants_more = bool(rerun_more(c, np.array([xs]), floor=floor, ok=ok)[0])
         c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s), "
-                          f"the lowest x{low[0]:.3f})")
+                          f"the lowest counted x{low[0]:.3f})"
+                          + (f"; consistent with the change, not conclusive: {CONFIRM_MORE} more rerun(s) asked"
+                             if c.wants_more else ""))
         if ok[0]:
             c.confirmed = True
             kept.append(c)
@@ -954,40 +984,72 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     return kept, refuted, unconfirmable
 
 
+def _held(c: Change, ref: float, floor: float) -> bool:
+    """The change has held: HELD_NIGHTS nights after it or more, their median beyond the floor, their p <= HELD_P."""
+    return (c.n_after >= HELD_NIGHTS and c.p_one <= HELD_P and bool(c.after_levels)
+            and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
+
+
+def _ref(c: Change) -> float:
+    """The level before the change, robustly: the median of its runs."""
+    return float(np.median(c.before_levels)) if c.before_levels else c.before_level
+
+
+def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarray | None = None) -> np.ndarray:
+    """Per rerun set (rows of ``xs``, log-times): does it call for CONFIRM_MORE more reruns? When the first
+    CONFIRM_RUNS reruns did not confirm alert ``c`` (``ok``, else :func:`rerun_test`'s) but are consistent with
+    it: their mean beyond the floor above the level before. What a maintainer does when two fresh runs of a
+    noisy case point the same way as the nights but do not settle it: measure more (never a third look)."""
+    xs = np.atleast_2d(np.asarray(xs, dtype=float))
+    if xs.shape[1] >= CONFIRM_RUNS_MAX:
+        return np.zeros(len(xs), dtype=bool)
+    ref = _ref(c)
+    if ok is None:
+        ok = rerun_test(c, xs, floor=floor)[0]
+    return ~ok & (xs.mean(axis=1) - ref >= math.log1p(floor))
+
+
 def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
                p_max: float = CONFIRM_P) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The confirmation's decision for alert ``c`` on rerun sets ``xs`` (shape (sets, runs), log-times): each
     set alone against the level before the change, one-sided, with the series' noise. Returns per set
     (confirmed, p, the reruns' mean ratio, the lowest rerun's ratio). Vectorized: the quality tests compute
     the exact confirmation probability of a false alert over every rerun their noise pool allows. A change that
-    has held (HELD_NIGHTS nights, their median beyond the floor, their p <= HELD_P) needs p <= CONFIRM_P_HELD."""
+    has held (HELD_NIGHTS nights, their median beyond the floor, their p <= HELD_P) needs p <= CONFIRM_P_HELD.
+    A set of CONFIRM_RUNS_MAX reruns (the second look, :func:`rerun_more`) is judged by the same bars with one
+    spare (RERUN_SPARE): all but the lowest rerun beyond them, the tails' chance binomial."""
     from scipy import special
 
     xs = np.atleast_2d(np.asarray(xs, dtype=float))
     # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
     # night that would make every later run look slower; the median's variance is pi/2 the mean's)
-    ref = float(np.median(c.before_levels)) if c.before_levels else c.before_level
+    ref = _ref(c)
     d = xs.mean(axis=1) - ref
     se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / xs.shape[1])
     p = special.stdtr(max(c.dof, 1.0), -d / se)
-    low_log = xs.min(axis=1) - ref
-    held = (c.n_after >= HELD_NIGHTS and c.p_one <= HELD_P
-            and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
-    if held:
+    # the reruns that must each be beyond the bars below: all of CONFIRM_RUNS; of CONFIRM_RUNS_MAX (the second look,
+    # rerun_more) all but one (one outlying rerun among four neither confirms nor refutes; the tails below count it)
+    spare = RERUN_SPARE if xs.shape[1] >= CONFIRM_RUNS_MAX else 0
+    low_log = np.sort(xs, axis=1)[:, spare] - ref
+    if _held(c, ref, floor):
         p_max = max(p_max, CONFIRM_P_HELD)
     ok = (p <= p_max) & (low_log >= math.log1p(floor))
     # and beyond the floor above 90% of the nights before the change, whatever their distribution: a series with
     # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
     # shown that level before, which no step does
     if len(c.before_levels) >= SCREEN_MIN_BEFORE:
-        ok &= xs.min(axis=1) - float(np.quantile(c.before_levels, LEVEL_Q)) >= math.log1p(floor)
-    # and beyond the provider's measured run-to-run tails: the share of its real deviations at least as slow
-    # as the lowest rerun, to the power of the reruns, at most p_max (a provider whose runs of one commit
-    # moved 20% now and then confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
+        ok &= low_log + ref - float(np.quantile(c.before_levels, LEVEL_Q)) >= math.log1p(floor)
+    # and beyond the provider's measured run-to-run tails: the chance that the provider's real deviations (drawn
+    # as often as there are reruns) put as many runs as slow as the counted rerun (all of them, or all but the
+    # spare: the binomial tail), at most p_max (a provider whose runs of one commit moved 20% now and then
+    # confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
     pool = prior_pool(_exp(ref), c.series.get("provider"))
     if pool is not None:
+        from scipy import stats
+
+        k = xs.shape[1]
         tail = (len(pool) - np.searchsorted(pool, low_log, side="left")) / len(pool)
-        ok &= tail ** xs.shape[1] <= p_max
+        ok &= stats.binom.sf(k - spare - 1, k, tail) <= p_max
     return ok, p, np.exp(np.clip(d, -700, 700)), np.exp(np.clip(low_log, -700, 700))
 
 
@@ -1022,6 +1084,8 @@ def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
         f"- change: median time x{c.ratio:.3f} (95% interval x{lo:.3f} to x{hi:.3f}); "
         f"{c.n_before} runs before, {c.n_after} after; series noise {c.sigma * 100:.2f}% per run; "
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
+        f"- location: this commit range's share of the likelihood among the neighbouring ones {c.place_p:.0%}"
+        + (" (not sure: a neighbouring commit may be the one)" if c.place_p < PLACE_SURE else ""),
         f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
         f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
         "- confirmation: " + {True: "a rerun of the case, tested alone, reproduced it",
@@ -1079,7 +1143,8 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
                 "before": pt(c.before), "after": pt(c.after),
                 "case_key": c.key, "reproduce": reproduce_command(c), "markdown": alert_markdown(c, dashboard_url),
                 "link": links.history_url(c.series, dashboard_url),
-                "confirmed": c.confirmed, "confirm_note": c.confirm_note}
+                "confirmed": c.confirmed, "confirm_note": c.confirm_note, "reruns": c.reruns,
+                "location_p": c.place_p}
 
     def drift(d: Drift) -> dict[str, Any]:
         return {"fingerprint": d.fingerprint, "change_id": hashlib.sha256(f"{d.fingerprint}|drift".encode())
