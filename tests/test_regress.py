@@ -532,7 +532,8 @@ def test_compare_check_report_and_history_share_one_series():
     pytest.importorskip("pandas")
     pytest.importorskip("plotly")
     from dashboard import charts, data
-    from robocache.bench import report, schema
+    from robocache.bench import schema
+    from robocache.bench.views import records as report
 
     cli_runs = series(FLAT)
     asv_runs = series([v * 1.3 for v in FLAT])
