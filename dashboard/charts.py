@@ -337,7 +337,7 @@ def journey_bars(journey: pd.DataFrame, title: str = "") -> go.Figure:
 
 
 def ratio_bars(cases: pd.DataFrame, title: str = "") -> go.Figure:
-    """Bars over :func:`robocache.bench.report.vs_compile_cases` rows: per case and dtype, torch.compile at
+    """Bars over :func:`robocache.bench.views.kernels.vs_compile_cases` rows: per case and dtype, torch.compile at
     its best / robocache (above the 1x line: robocache faster), one colour per machine; log y. The winning
     torch.compile mode is in the hover."""
     if cases.empty:

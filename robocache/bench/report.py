@@ -1,6 +1,6 @@
-"""The old import path of the views, kept only for ``dashboard/tables.py``, ``dashboard/views/pipelines.py`` and
-``tests/test_regress.py`` (owned elsewhere this session) until they import :mod:`robocache.bench.views`
-themselves; nothing in ``robocache/``, ``benchmarks/`` or ``scripts/`` uses it. Delete this file with that change.
+"""The old import path of the views, kept only for ``tests/test_regress.py`` (owned elsewhere this session) until
+it imports :mod:`robocache.bench.views` itself; nothing in ``robocache/``, ``dashboard/``, ``benchmarks/`` or
+``scripts/`` uses it. Delete this file with that change.
 """
 from __future__ import annotations
 
