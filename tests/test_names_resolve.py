@@ -1,6 +1,6 @@
-"""Code that no CPU test runs (tests/gpu/, benchmarks/, scripts/) still names only what robocache has: every
-``module.name`` it reads of a robocache or dashboard module it imports exists. A rename (issue 13 made private names public)
-otherwise breaks it first on a GPU machine, as ``env._nvml()`` in tests/gpu/test_multigpu_gpu.py did."""
+"""Code that no CPU test runs (tests/gpu/, benchmarks/, scripts/) still names only what the project has: every
+``module.name`` it reads of a robocache or dashboard module it imports exists. A rename (issue 13 made private
+names public) otherwise breaks it first on a GPU machine, as ``env._nvml()`` in tests/gpu/test_multigpu_gpu.py did."""
 from __future__ import annotations
 
 import ast
