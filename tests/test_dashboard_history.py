@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pandas as pd
@@ -21,7 +22,7 @@ pytest.importorskip("plotly")
 from streamlit.testing.v1 import AppTest
 
 from dashboard import data, history_charts, history_data
-from robocache.bench import cli, links, regress, store
+from robocache.bench import cli, links, regress, schema, store
 from robocache.bench.schema import fingerprint
 from robocache.bench.store import write_records
 from tests import history_rehearsal as hr
@@ -356,3 +357,54 @@ def test_check_over_the_frame_is_the_clis(rehearsal: Path, tmp_path: Path) -> No
     # a record never timed (no method) and one with gaps in an int column keep their series
     one = history_data.check_records(df.head(1).assign(input_sets=float("nan"), grid_version=2.0))[0]
     assert one["method"] is None and one["case"]["grid_version"] == 2 and type(one["case"]["grid_version"]) is int
+
+
+def _what_check_reads(r: Any) -> tuple:
+    """Every field of a record that ``regress.check`` reads (through ``schema.series_key``, its health and noise
+    tests, ``regress.env_fingerprint`` and the alert's series): a loaded record and a ``check_records`` dict alike."""
+    m, x, h, env = r.get("method"), r.get("metrics"), r.get("health") or {}, r.get("env") or {}
+    return (r["run_id"], pd.Timestamp(r["created"]).tz_convert("UTC"), r.get("git_commit"), r["suite"],
+            r["frontend"], r["status"], schema.series_key(r),
+            None if not m else (m.get("timer"), m.get("cache"), m.get("input_sets"), m.get("version"), m.get("noise")),
+            None if not x else x["time_us"]["p50"], bool(h.get("throttled")), bool(h.get("contended")),
+            regress.env_fingerprint(r), env.get("machine"), env.get("arch"))
+
+
+def test_check_records_carry_every_field_the_check_reads(tmp_path: Path) -> None:
+    """Record by record, what the check reads from a ``check_records`` row equals what it reads from the store's
+    record: over results/ (single- and multi-GPU, call cost, pipelines, asv and pytest-benchmark imports, failed
+    records) and records at the edges (no commit, no noise, never timed, throttled, contended, synthetic, an env
+    without its optional host fields). The alerts documents compared above can agree while a field is lost: the
+    committed history raises no alert and holds no throttled or contended point."""
+    from tests.test_store import make_env, make_record
+
+    env = make_env("edge-machine")
+    env.update(device="gpu", gpu_name="NVIDIA H200", arch="H200", driver="1.0", cuda="13.0", cpu="x86")
+    env.pop("kernel", None)
+    env.pop("host_id", None)
+    recs = []
+    for i in range(8):
+        r = make_record(i, run_id=f"edge-{i}")
+        r["created"] = f"2026-11-2{i % 3}T01:02:0{i}+00:00"
+        recs.append(r)
+    recs[0]["git_commit"] = None
+    recs[1]["method"]["noise"] = None
+    recs[2].update(status="crash", method=None, metrics=None, reason="died")
+    recs[3]["health"].update(throttled=True)
+    recs[4]["health"].update(contended=True)
+    recs[5]["synthetic"] = True
+    recs[6]["method"].update(input_sets=4, version=2)
+    recs[7]["case"]["grid_version"] = 1
+    write_records(tmp_path, env, recs, name="edge")
+    loaded = store.load(str(REPO / "results"), str(tmp_path))
+    assert not loaded.bad
+    df = data.build_frame(loaded.records)
+    rows = history_data.check_records(df)
+    assert len(rows) == len(loaded.records) > 2000
+    want = [_what_check_reads(r) for r in loaded.records]
+    got = [_what_check_reads(r) for r in rows]
+    diff = [(w, g) for w, g in zip(want, got) if w != g]
+    assert not diff, diff[:3]
+    # the edges are there to compare: a record never timed, throttled and contended points, a missing commit
+    assert {w[5] for w in want} >= {"ok", "crash"} and any(w[9] for w in want) and any(w[10] for w in want)
+    assert any(w[2] is None for w in want) and any(w[7] and w[7][4] is None for w in want)

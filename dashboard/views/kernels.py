@@ -1,6 +1,6 @@
 """Kernels: the optimisation journey (kernel versions robocache@v1, v2, ... side by side, per op and GPU),
 robocache against torch.compile at its best (the faster of its modes on each case), and the call cost of tiny
-calls. The tables are the CLI report's own (``robocache.bench.report``), fed from the dashboard's frame."""
+calls. The tables are the CLI report's own (``robocache.bench.views``), fed from the dashboard's frame."""
 import pandas as pd
 import streamlit as st
 

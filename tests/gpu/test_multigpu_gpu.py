@@ -29,7 +29,7 @@ def _processes_on(gpu: int) -> int | None:
     In a whole-suite run the test process itself has one on the GPUs earlier tests used: for the ranks it
     is honestly "another process" on their GPU, so the health check may say so, but never count a peer rank.
     """
-    nv, _ = env._nvml()
+    nv, _ = env.nvml()
     if nv is None:
         return None
     try:
