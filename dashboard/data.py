@@ -12,7 +12,7 @@ The frame is built column-wise (one pass over the records appending to plain lis
 with a fixed schema, :data:`SCHEMA`, then pandas): for 100,000 records that is a fraction of the msgspec load.
 
 Two caches, both keyed by what is on disk:
-- in the process, ``st.cache_data`` keyed by every results file's path, size and mtime (:func:`_fingerprint`),
+- in the process, ``st.cache_data`` keyed by every results file's path, size and mtime (:func:`files_fingerprint`),
   so a new run shows up on the next rerun without clearing anything;
 - across processes, a columnar cache: one Parquet file per set of folders in :func:`cache_dir`
   (``.cache/frames/`` in the repository, ignored by git; ``$ROBOCACHE_FRAME_CACHE`` names another folder, ``off``
@@ -130,7 +130,7 @@ def _dedup(paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _fingerprint(dirs: Sequence[str]) -> str:
+def files_fingerprint(dirs: Sequence[str]) -> str:
     """The cache key of what is on disk: a sha256 over every results file's (path, size, mtime), so new or
     rewritten files reload. Paths enter as bytes (``os.fsencode``): a file name that is not UTF-8 (a str with
     lone surrogates, which Streamlit's hasher cannot encode) is a key like any other."""
@@ -196,7 +196,7 @@ def _grid_side(grid: Any) -> int | None:
 _REPO_PREFIX = str(REPO) + os.sep
 
 
-def _shown_source(src: Any) -> Any:
+def shown_source(src: Any) -> Any:
     """A record's file as the pages show it: relative to the repository when inside it (``results/h200-.../x.records
     .json``, not the checkout's absolute path), else as given; odd bytes as ``\\xNN`` (``store.display_path``)."""
     if not src:
@@ -289,7 +289,7 @@ def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
         src = r.source
         shown = sources.get(src)
         if shown is None:  # one source per file; one in this checkout shown from its root (results/...)
-            shown = sources[src] = _shown_source(src)
+            shown = sources[src] = shown_source(src)
         a["source"](shown)
         dsp = getattr(r, "dispatch", None)
         a["dispatch_device_us"](getattr(dsp, "device_us", None) if dsp is not None else None)
@@ -552,12 +552,12 @@ def load_frame(dirs: Sequence[str] | None = None, cache: Path | str | None | boo
     """All records under ``dirs`` (default: :func:`results_dirs`) as one DataFrame, and the bad files.
 
     Bad files are ``(path, reason)`` pairs the loader skipped; a missing folder is one of them. The in-process
-    cache key is the folders as bytes and :func:`_fingerprint`, so any file name the OS allows can be hashed.
+    cache key is the folders as bytes and :func:`files_fingerprint`, so any file name the OS allows can be hashed.
     ``cache``: the columnar cache's folder (``True``: :func:`cache_dir`; ``None``/``False``: none).
     """
     dirs = tuple(str(d) for d in (results_dirs() if dirs is None else dirs))
     folder = cache_dir() if cache is True else (Path(cache) if cache else None)
-    return _load_cached(tuple(os.fsencode(d) for d in dirs), _fingerprint(dirs),
+    return _load_cached(tuple(os.fsencode(d) for d in dirs), files_fingerprint(dirs),
                         None if folder is None else os.fsencode(str(folder)))
 
 
@@ -701,7 +701,7 @@ def preferred(df: pd.DataFrame, col: str) -> Any:
 
 # --- deep links: every page's selections live in the URL ---------------------------------------------------
 
-def _qp_get(key: str) -> str | None:
+def qp_get(key: str) -> str | None:
     try:
         v = st.query_params.get_all(key)
     except Exception:  # noqa: BLE001 - a malformed URL never fails a page
@@ -717,7 +717,7 @@ def bound(widget: Callable[..., Any], label: str, opts: Sequence[Any], key: str,
     option is ignored (the page still draws) and replaced."""
     opts = list(opts)
     names = [str(o) for o in opts]
-    want = _qp_get(key)
+    want = qp_get(key)
     if want is not None and want in names:
         index = names.index(want)
     elif default is not None and str(default) in names:

@@ -176,7 +176,7 @@ def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 @st.cache_data(show_spinner="Running the regression check over the history ...", max_entries=64)
-def _check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None,
+def check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None,
                   machine: str | None) -> dict[str, Any]:
     """``check --machine M --frontend F`` over the dashboard's frame (the one loader and its columnar cache; the
     frame is cached in the process by the same key), its rows narrowed to the machine and front end first."""
@@ -225,9 +225,9 @@ def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]
                          f"{data.md_escape(doc.get('generated', 'at an unknown time'))})")
         except ValueError as e:
             st.error(f"Alerts file not used: {data.md_escape(e)}. Computing the check over the records instead.")
-    key = (tuple(os.fsencode(d) for d in dirs), data._fingerprint(dirs))
-    doc = merge_docs([_check_cached(*key, frontend, str(m)) for m in machines])
-    where = " ".join(data._shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
+    key = (tuple(os.fsencode(d) for d in dirs), data.files_fingerprint(dirs))
+    doc = merge_docs([check_cached(*key, frontend, str(m)) for m in machines])
+    where = " ".join(data.shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
     cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
            f"--frontend {frontend or 'all'}")
     return doc, (f"computed now by regress.check over the loaded records, as {data.md_escape(cmd)} would"

@@ -84,7 +84,7 @@ print(f"{t1 - t0:.3f} {t2 - t1:.3f} {len(df)} {len(bad)}")
 
 
 # The History and Regressions pages in a fresh interpreter: the frame through the columnar cache, then
-# `check --machine M` over it (history_data._check_cached, what both pages call). Prints "<load s> <rows to check
+# `check --machine M` over it (history_data.check_cached, what both pages call). Prints "<load s> <rows to check
 # records s> <check s (the rows again, and the check)> <series>".
 _CHILD_HISTORY = """
 import os, sys, time, warnings
@@ -100,7 +100,7 @@ import scipy.stats  # regress.check's own import, apart: it is no part of loadin
 t2 = time.perf_counter()
 recs = history_data.check_records(df[df["machine"].astype(str) == sys.argv[3]])
 t3 = time.perf_counter()
-doc = history_data._check_cached((os.fsencode(sys.argv[1]),), "bench", "cli", sys.argv[3])
+doc = history_data.check_cached((os.fsencode(sys.argv[1]),), "bench", "cli", sys.argv[3])
 t4 = time.perf_counter()
 print(f"{t1 - t0:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {doc['summary']['series']}")
 """
@@ -182,12 +182,12 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
 
     os.environ[data.CACHE_ENV_VAR] = str(cache)  # the pages' load_frame(cache=True) finds this process's frame
     key = ((os.fsencode(str(folder)),), "bench-warm", "cli", MACHINE)
-    history_data._check_cached(*key)  # this process's first: fills st.cache_data
+    history_data.check_cached(*key)  # this process's first: fills st.cache_data
     hwarm = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         data.load_frame([str(folder)])
-        history_data._check_cached(*key)
+        history_data.check_cached(*key)
         hwarm.append(time.perf_counter() - t0)
     print(f"[{n:,} records] History/Regressions, warm (st.cache_data hits: frame and check): best {min(hwarm):.2f} s "
           f"({', '.join(f'{t:.2f}' for t in hwarm)})")

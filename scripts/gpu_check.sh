@@ -50,7 +50,7 @@ export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 PY=${PYTHON:-python3}
 # wheels from .whl/ go under the user's own cache (not a fixed /tmp path another user could create first)
-SITE=${RCB_SITE:-${XDG_CACHE_HOME:-$HOME/.cache}/robocache-bench/site}
+SITE=${RCB_SITE:-${XDG_CACHE_HOME:-${HOME:?set HOME, XDG_CACHE_HOME or RCB_SITE (where the wheels go)}/.cache}/robocache-bench/site}
 if ! $PY -c "import msgspec, asv" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
   # (again, --upgrade, when a warm machine's earlier install lacks one: e.g. asv's wheels added later)
   PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" $PY -c "import msgspec, asv" 2>/dev/null ||

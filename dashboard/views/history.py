@@ -37,7 +37,7 @@ def body(df: pd.DataFrame) -> None:
     ev = history_data.events(doc)
     ev = ev[ev["fingerprint"].isin(set(rows["series"]))] if not rows.empty else ev.iloc[0:0]
     breaks = history_data.method_breaks(rows)
-    want = data._qp_get("series")
+    want = data.qp_get("series")
     highlight = want if want in set(rows["series"]) else None
     if want is not None and highlight is None:  # another view was chosen since (or the series is gone): let go
         st.query_params.pop("series", None)

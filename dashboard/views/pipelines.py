@@ -49,7 +49,7 @@ def _frame(rows: list[list], header: list[str]) -> pd.DataFrame:
 
 def body(df: pd.DataFrame) -> None:
     dirs = data.results_dirs()
-    recs = _records(tuple(dirs), data._fingerprint(tuple(dirs)))
+    recs = _records(tuple(dirs), data.files_fingerprint(tuple(dirs)))
     if not recs:
         st.info("No pipeline results yet. `robocache-bench run --suite pipelines` (or `python -m "
                 "robocache.bench.pipelines run`) records data loading, training steps and policy inference here.")
