@@ -379,7 +379,7 @@ CACHE_KEEP = 16  # cache files kept per folder (one per set of results folders);
 _CACHE_META = b"robocache.frames"
 
 
-def _cache_identity() -> str:
+def cache_identity() -> str:
     """What a cached row depends on besides the records themselves: the frame's schema text (names and types),
     the code that derives the rows and validates the files (this module, ``robocache.bench.store`` and
     ``schema``: their source text), the record schema's version. Any change to them rebuilds the cache, so a
@@ -396,7 +396,7 @@ def _cache_identity() -> str:
     return h.hexdigest()[:16]
 
 
-_SCHEMA_ID = _cache_identity()
+_SCHEMA_ID = cache_identity()
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -473,18 +473,18 @@ def _write_cache(path: Path, table: pa.Table, files: list[tuple[str, tuple[int, 
                        compression="zstd", write_page_checksum=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         store.atomic_write(path, buf.getvalue())
-        _prune(path.parent, keep=path)
+        prune(path.parent, keep=path)
     except Exception as e:  # noqa: BLE001 - a read-only checkout still loads, only slower
         warnings.warn(f"robocache dashboard: could not write the load cache {display_path(path)}: {e}", stacklevel=2)
 
 
-def _prune(folder: Path, keep: Path) -> None:
-    """At most :data:`CACHE_KEEP` cache files in ``folder``; the least recently written go first."""
+def prune(folder: Path, keep: Path, pattern: str = "frame-*.parquet", most: int = CACHE_KEEP) -> None:
+    """At most ``most`` cache files matching ``pattern`` in ``folder``; the least recently written go first."""
     try:
-        found = sorted(folder.glob("frame-*.parquet"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        found = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     except OSError:
         return
-    for p in found[CACHE_KEEP:]:
+    for p in found[most:]:
         if p != keep:
             try:
                 p.unlink()

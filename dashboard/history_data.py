@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import math
 import os
 import re
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -175,20 +178,88 @@ def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+CHECK_CACHE_KEEP = 64  # check documents kept on disk (one per results folders, machine and front end)
+
+
+def check_identity() -> str:
+    """What a check document depends on besides the records: the frame's derivation (``data.cache_identity``),
+    this module (``check_records``), the check's code and its noise priors (their bytes). A change to any of
+    them computes the check again."""
+    h = hashlib.sha256(data.cache_identity().encode())
+    mod = Path(regress.__file__)
+    code = sorted(mod.parent.glob("*.py")) if mod.name == "__init__.py" else [mod]
+    for f in [Path(__file__), *code, *sorted(Path(regress.__file__).parent.glob("*.json"))]:
+        try:
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+        except OSError:  # a frozen or zipped install: the name still keys it
+            h.update(str(f).encode())
+    return h.hexdigest()[:16]
+
+
+def check_cache_file(dirs: Sequence[str], frontend: str | None, machine: str | None) -> Path | None:
+    """Where the check document of these results folders (as they are on disk now: ``data.files_fingerprint``),
+    front end and machine is kept (``<frame cache folder>/checks``); None when the cache is off."""
+    folder = data.cache_dir()
+    if folder is None:
+        return None
+    key = json.dumps([check_identity(), [os.fsencode(str(d)).hex() for d in dirs], data.files_fingerprint(dirs),
+                      frontend, machine])
+    return folder / "checks" / f"check-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def _read_check(path: Path) -> dict[str, Any] | None:
+    """A kept check document, validated; None when there is none. A bad one is reported and computed again."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        warnings.warn(f"robocache dashboard: check cache {store.display_path(path)} not read, computed again: {e}",
+                      stacklevel=2)
+        return None
+    try:
+        return validate_doc(json.loads(raw), store.display_path(path))
+    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+        warnings.warn(f"robocache dashboard: check cache not used, computed again: {e}", stacklevel=2)
+        return None
+
+
+def _write_check(path: Path, doc: dict[str, Any]) -> None:
+    """Keep ``doc`` (atomically); a failure (a read-only checkout, a non-finite number) only costs speed."""
+    try:
+        text = json.dumps(doc, allow_nan=False, sort_keys=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store.atomic_write(path, text.encode())
+        data.prune(path.parent, keep=path, pattern="check-*.json", most=CHECK_CACHE_KEEP)
+    except (OSError, ValueError, TypeError) as e:
+        warnings.warn(f"robocache dashboard: could not keep the check in {store.display_path(path)}: {e}",
+                      stacklevel=2)
+
+
 @st.cache_data(show_spinner="Running the regression check over the history ...", max_entries=64)
 def check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None,
-                  machine: str | None) -> dict[str, Any]:
+                 machine: str | None, disk: bool = True) -> dict[str, Any]:
     """``check --machine M --frontend F`` over the dashboard's frame (the one loader and its columnar cache; the
-    frame is cached in the process by the same key), its rows narrowed to the machine and front end first."""
-    del fingerprint  # part of the cache key only (load_frame computes its own)
-    df, _ = data.load_frame([os.fsdecode(d) for d in dirs])
+    frame is cached in the process by the same key), its rows narrowed to the machine and front end first.
+    Kept on disk beside the frame cache (``disk``), keyed by the files as they are and the code that computes it,
+    so a new process (a restarted dashboard) does not compute it again until a results file or that code changes."""
+    del fingerprint  # part of the in-process cache key only (the disk key takes the files' own fingerprint)
+    folders = [os.fsdecode(d) for d in dirs]
+    path = check_cache_file(folders, frontend, machine) if disk else None
+    kept = _read_check(path) if path is not None else None
+    if kept is not None:
+        return kept
+    df, _ = data.load_frame(folders)
     if machine is not None:
         df = df[df["machine"].astype(str) == machine]
     if frontend:
         df = df[df["frontend"].astype(str) == frontend]
     res = regress.check(check_records(df), machine=machine, frontend=frontend)
     # links relative to the dashboard itself (base ""): the page is already on it
-    return regress.alerts_json(res, dashboard_url="")
+    doc = regress.alerts_json(res, dashboard_url="")
+    if path is not None:
+        _write_check(path, doc)
+    return doc
 
 
 def merge_docs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -171,11 +172,15 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
     print(f"[{n:,} records] load_frame, warm (st.cache_data hit): best {min(warm):.2f} s "
           f"({', '.join(f'{t:.2f}' for t in warm)})")
     # History and Regressions: the same frame, then the regression check over its rows (no second JSON load)
-    hist = [child_history(folder, cache, MACHINE) for _ in range(repeat)]
-    print(f"[{n:,} records] History/Regressions, new process (cache present): load_frame best "
+    # the first new process computes the check (none kept yet) and keeps it beside the frame cache; the next ones
+    # read it back (what a restarted dashboard does until a results file or the check's code changes)
+    shutil.rmtree(cache / "checks", ignore_errors=True)
+    hist = [child_history(folder, cache, MACHINE) for _ in range(max(2, repeat))]
+    print(f"[{n:,} records] History/Regressions, new process (frame cache present): load_frame best "
           f"{min(h[0] for h in hist):.2f} s ({', '.join(f'{h[0]:.2f}' for h in hist)}); the rows as check records "
-          f"best {min(h[1] for h in hist):.2f} s; check --machine over the frame (rows and check) best "
-          f"{min(h[2] for h in hist):.2f} s ({hist[0][3]} series)")
+          f"best {min(h[1] for h in hist):.2f} s; check --machine over the frame, computed (rows and check) "
+          f"{hist[0][2]:.2f} s ({hist[0][3]} series); the kept check read back best "
+          f"{min(h[2] for h in hist[1:]):.2f} s ({', '.join(f'{h[2]:.2f}' for h in hist[1:])})")
     import os
 
     from dashboard import history_data

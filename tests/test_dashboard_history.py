@@ -408,3 +408,47 @@ def test_check_records_carry_every_field_the_check_reads(tmp_path: Path) -> None
     # the edges are there to compare: a record never timed, throttled and contended points, a missing commit
     assert {w[5] for w in want} >= {"ok", "crash"} and any(w[9] for w in want) and any(w[10] for w in want)
     assert any(w[2] is None for w in want) and any(w[7] and w[7][4] is None for w in want)
+
+
+def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new process (a restarted dashboard) reads the check document kept beside the frame cache instead of
+    computing it again; a results file that changes, or a kept file that is bad, computes it again (the bad one
+    reported, never trusted)."""
+    res = tmp_path / "results"
+    res.mkdir()
+    for f in sorted(rehearsal.glob("*.json")):
+        (res / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setenv(data.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    key = ((os.fsencode(str(res)),), "t", "cli", hr.MACHINE)
+    history_data.check_cached.clear()
+    first = history_data.check_cached(*key)
+    assert first["alerts"], "the rehearsal's +10% step: the kept document holds an alert"
+    kept = history_data.check_cache_file([str(res)], "cli", hr.MACHINE)
+    assert kept is not None and kept.exists()
+
+    calls = []
+    real = regress.check
+    monkeypatch.setattr(regress, "check", lambda *a, **k: calls.append(1) or real(*a, **k))
+    history_data.check_cached.clear()  # a new process: only the disk cache is left
+    assert history_data.check_cached(*key) == json.loads(json.dumps(first)) and not calls
+
+    kept.write_text('{"schema": "robocache-alerts/1", "alerts": [{"fingerprint": "nothex"}]}')
+    history_data.check_cached.clear()
+    with pytest.warns(UserWarning, match="check cache not used"):
+        again = history_data.check_cached(*key)
+    assert calls == [1] and again["alerts"] == json.loads(json.dumps(first))["alerts"]
+
+    newest = max(res.glob("*.json"))
+    doc = json.loads(newest.read_text())
+    doc["records"] = doc["records"][:-1]  # a night less: another document, never the kept one
+    store.atomic_write(newest, json.dumps(doc))
+    history_data.check_cached.clear()
+    history_data.check_cached(*key)
+    assert calls == [1, 1]
+    assert history_data.check_cache_file([str(res)], "cli", hr.MACHINE) != kept
+
+
+def test_check_is_not_kept_when_the_cache_is_off(rehearsal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(data.CACHE_ENV_VAR, "off")
+    assert history_data.check_cache_file([str(rehearsal)], "cli", hr.MACHINE) is None

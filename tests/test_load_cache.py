@@ -244,17 +244,17 @@ def test_changed_derivation_code_rebuilds_the_cache(tmp_path: Path, monkeypatch:
     assert len(reads.take()) == 3
     _via_cache([str(d)], cache)
     assert reads.take() == []  # a hit
-    ident = data._cache_identity()
+    ident = data.cache_identity()
     assert ident == data._SCHEMA_ID
     from robocache.bench import schema as rschema
 
     monkeypatch.setattr(rschema, "SCHEMA_VERSION", rschema.SCHEMA_VERSION + 1)
-    assert data._cache_identity() != ident  # the record schema's version is part of it
+    assert data.cache_identity() != ident  # the record schema's version is part of it
     monkeypatch.setattr(rschema, "SCHEMA_VERSION", rschema.SCHEMA_VERSION - 1)
     edited = tmp_path / "data_edited.py"  # stands for this module after a code change
     edited.write_text(Path(data.__file__).read_text(encoding="utf-8") + "\n# a changed derivation\n", encoding="utf-8")
     monkeypatch.setattr(data, "__file__", str(edited))
-    monkeypatch.setattr(data, "_SCHEMA_ID", data._cache_identity())
+    monkeypatch.setattr(data, "_SCHEMA_ID", data.cache_identity())
     assert data._SCHEMA_ID != ident
     df, bad = _via_cache([str(d)], cache)
     assert reads.take() == ["a.records.json", "b.records.json", "c.records.json"] and not bad and len(df) == 9
