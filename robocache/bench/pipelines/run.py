@@ -343,12 +343,10 @@ def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
                         + ("GPU kernels by self device time" if cfg.device == "gpu" else
                            "CPU operators by self CPU time (no GPU)")]}
             t = common.timing([x * 1e6 for x in r["per_s"]], r["warmup_s"])
-            status, reason = _gate(chk, prov == "cpu_workers",
-                                   "no cpu_workers baseline of this model to check the loss curve against (its case "
-                                   "failed; see its record)", "loss curve differs from the cpu_workers pipeline's: "
-                                   "max rel diff")
-            emit(common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
-                               pipeline=pipe, clocks=cs.stats(), duration_s=time.perf_counter() - t0))
+            emit(_gated(ctx, pt, b, chk, prov == "cpu_workers",
+                        "no cpu_workers baseline of this model to check the loss curve against (its case failed; "
+                        "see its record)", "loss curve differs from the cpu_workers pipeline's: max rel diff",
+                        t=t, pipeline=pipe, clocks=cs.stats(), t0=t0))
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -364,6 +362,14 @@ def _gate(chk: dict[str, Any] | None, is_reference: bool, missing: str, differs:
     if chk is not None and not chk["passed"]:
         return "incorrect", f"{differs} {chk['max_rel_err']} > {chk['tolerance']}"
     return "ok", None
+
+
+def _gated(ctx, pt, b: int, chk: dict[str, Any] | None, is_reference: bool, missing: str, differs: str, *, t,
+           pipeline: dict[str, Any], clocks, t0: float) -> dict[str, Any]:
+    """The record of a timed, checked case (train, infer), its status from :func:`_gate`."""
+    status, reason = _gate(chk, is_reference, missing, differs)
+    return common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
+                         pipeline=pipeline, clocks=clocks, duration_s=time.perf_counter() - t0)
 
 
 def _infer(cfg, ctx, pts, emit, say) -> None:
@@ -393,10 +399,8 @@ def _infer(cfg, ctx, pts, emit, say) -> None:
                     "notes": (["peak memory: not measured on a CPU run"] if cfg.device != "gpu" else [])
                     + ["output checked against eager's" if be != "eager" else "eager: the reference output"]}
             t = common.timing([x * 1e6 for x in lat], r["warmup_s"])
-            status, reason = _gate(chk, be == "eager", "no eager output of this batch to check the output against",
-                                   "output differs from eager's: max rel err")
-            emit(common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
-                               pipeline=pipe, clocks=cs.stats(), duration_s=time.perf_counter() - t0))
+            emit(_gated(ctx, pt, b, chk, be == "eager", "no eager output of this batch to check the output against",
+                        "output differs from eager's: max rel err", t=t, pipeline=pipe, clocks=cs.stats(), t0=t0))
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
