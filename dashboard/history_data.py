@@ -1,10 +1,10 @@
 """The data behind History and Regressions: ``robocache-bench check``'s result, commit order and line segments.
 
-The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regress.check` on
+The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regressions.check` on
 the records of the folders the dashboard loads, rebuilt from the dashboard's one frame (:func:`check_records` over
 :func:`dashboard.data.load_frame`, so through the columnar cache like every page: each point's within-run noise
 and runner env are columns of it, and the result equals the CLI's over the files) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
-time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regress.alerts_json`'s
+time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regressions.alerts_json`'s
 documents. That is ``check`` WITHOUT ``--confirm``: the nightly job's alerts are those its rerun confirmed, so
 the pages name a written ``alerts.json`` as the source of what the nightly raised. Or the pages read a written ``alerts.json``
 (``--alerts FILE`` after ``--`` on the ``streamlit run`` line, or ``$ROBOCACHE_ALERTS_JSON``), validated;
@@ -13,7 +13,7 @@ a bad file is reported and the check is computed instead.
 A series is :func:`robocache.bench.schema.series_key` (its fingerprint, :func:`dashboard.tables.series_ids`);
 commit order is the order in which the records' commits were first measured (records carry the commit hash, not
 its date or parents: the order the nightly runs measured them, the order ``check`` reads a history in); a series'
-line is cut where its runner changed (:func:`robocache.bench.regress.env_changes`, the check's own test).
+line is cut where its runner changed (:func:`robocache.bench.regressions.env_changes`, the check's own test).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from robocache.bench import links, regress, store
+from robocache.bench import links, regressions, store
 
 from . import data, tables
 
@@ -123,7 +123,7 @@ def _iso(col: pd.Series) -> list[str]:
 
 
 def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """The records :func:`robocache.bench.regress.check` reads, rebuilt from the dashboard's frame (the columnar
+    """The records :func:`robocache.bench.regressions.check` reads, rebuilt from the dashboard's frame (the columnar
     cache's rows: :func:`dashboard.data.load_frame`) rather than parsed again from JSON: per record its run, commit,
     created, suite, front end, status, case (op, id, provider, dtype, grid version), method (timer, cache, input
     sets, version, within-run noise; ``None`` for a record never timed), p50, health and env. The same fields the
@@ -186,9 +186,9 @@ def _check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | Non
         df = df[df["machine"].astype(str) == machine]
     if frontend:
         df = df[df["frontend"].astype(str) == frontend]
-    res = regress.check(check_records(df), machine=machine, frontend=frontend)
+    res = regressions.check(check_records(df), machine=machine, frontend=frontend)
     # links relative to the dashboard itself (base ""): the page is already on it
-    return regress.alerts_json(res, dashboard_url="")
+    return regressions.alerts_json(res, dashboard_url="")
 
 
 def merge_docs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -211,7 +211,7 @@ def merge_docs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str] | None = None
               ) -> tuple[dict[str, Any], str]:
-    """``(alerts document, where it came from)``: a given alerts.json (validated), else ``regress.check`` over the
+    """``(alerts document, where it came from)``: a given alerts.json (validated), else ``regressions.check`` over the
     loaded folders per machine in ``machines``, with ``frontend`` (None: every front end): what each machine's
     nightly ``robocache-bench check DIRS --machine M --frontend F --json alerts.json`` writes (scripts/nightly.sh
     checks one machine at a time; Benjamini-Hochberg runs over that machine's series), the documents of several
@@ -230,7 +230,7 @@ def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]
     where = " ".join(data._shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
     cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
            f"--frontend {frontend or 'all'}")
-    return doc, (f"computed now by regress.check over the loaded records, as {data.md_escape(cmd)} would"
+    return doc, (f"computed now by regressions.check over the loaded records, as {data.md_escape(cmd)} would"
                  + (f" (for each of the {len(machines)} machines M)" if len(machines) != 1 else ""))
 
 
@@ -343,7 +343,7 @@ def _env_fp(env_json: Any, cache: dict[str, dict[str, str]]) -> dict[str, str]:
             env = json.loads(key)
         except ValueError:
             env = {}
-        got = regress.env_fingerprint({"env": env if isinstance(env, dict) else {}})
+        got = regressions.env_fingerprint({"env": env if isinstance(env, dict) else {}})
         cache[key] = got
     return got
 
@@ -367,7 +367,7 @@ def history_rows(d: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
     for fp, env in zip(d["series"], d["env"]):
         e = _env_fp(env, envs)
         prev = last.get(fp)
-        moved = regress.env_changes(prev[0], e) if prev else []
+        moved = regressions.env_changes(prev[0], e) if prev else []
         k = (prev[1] + 1 if moved else prev[1]) if prev else 0
         seg.append(k)
         change.append("; ".join(moved))

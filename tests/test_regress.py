@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 from test_store import make_env, make_record
 
-from robocache.bench import cli, regress, store
+from robocache.bench import cli, store
+from robocache.bench import regressions as regress
+from robocache.bench.regressions import changepoints
+from robocache.bench.schema import fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "results" / "h200-nvidia-h200"
@@ -97,7 +100,7 @@ def test_compare_two_run_history_that_moved_is_not_quiet():
 def test_prior_per_provider_is_fitted_from_committed_records():
     doc = json.loads(regress.PRIORS_FILE.read_text())
     # the committed file is what fit_priors gives on the committed results (refit after adding runs:
-    # python -m robocache.bench.regress fit-priors results/)
+    # python -m robocache.bench.regressions fit-priors results/)
     assert doc["providers"] == json.loads(json.dumps(regress.fit_priors(store.load(REPO / "results").records)))
     cupy, rc = doc["providers"]["cupy"]["ge200us"], doc["providers"]["robocache"]["lt200us"]
     assert cupy["n"] >= 10 and rc["n"] >= 10 and cupy["sigma"] > 5 * rc["sigma"]  # measured, H100 + H200
@@ -480,8 +483,8 @@ def test_old_records_without_the_new_fields_still_load_and_fingerprints_are_stab
     assert not loaded.bad and loaded.records
     r = copy.deepcopy(rec())
     r["method"].pop("version", None)
-    assert regress.fingerprint(regress._series_dict(r)) == regress.fingerprint(
-        {k: v for k, v in regress._series_dict(r).items() if k != "method_version"})
+    assert fingerprint(changepoints._series_dict(r)) == fingerprint(
+        {k: v for k, v in changepoints._series_dict(r).items() if k != "method_version"})
 
 
 def test_confirm_needs_every_rerun_beyond_the_floor_and_a_robust_level_before():
@@ -654,9 +657,9 @@ def test_change_point_refined_to_the_likeliest_commit():
     import numpy as np
 
     x = np.log([100.0] * 18 + [100.5, 99.6] + [111.0, 110.0])  # the step is at run 20
-    assert regress._refine(x, 0, 21, len(x)) == 20  # tested as "the newest run against the rest": moved back
-    assert regress._refine(x, 0, 20, len(x)) == 20
-    assert regress._refine(x, 17, 20, len(x)) == 20  # 3 runs before it are kept
+    assert changepoints._refine(x, 0, 21, len(x)) == 20  # tested as "the newest run against the rest": moved back
+    assert changepoints._refine(x, 0, 20, len(x)) == 20
+    assert changepoints._refine(x, 17, 20, len(x)) == 20  # 3 runs before it are kept
 
 
 def test_outlying_nights_do_not_set_the_noise():
@@ -666,11 +669,11 @@ def test_outlying_nights_do_not_set_the_noise():
     import numpy as np
 
     x = np.log(_noisy(3, n=20, sigma=0.012))
-    quiet = regress._series_sigma(x, np.zeros(0))
+    quiet = regress.series_sigma(x, np.zeros(0))
     x[5] += 0.24
-    assert regress._series_sigma(x, np.zeros(0)) < quiet + 0.008
+    assert regress.series_sigma(x, np.zeros(0)) < quiet + 0.008
     x[13] -= 0.24
-    assert regress._series_sigma(x, np.zeros(0)) < 0.045
+    assert regress.series_sigma(x, np.zeros(0)) < 0.045
 
 
 def test_rerun_in_a_state_the_series_has_shown_before_confirms_nothing():
@@ -784,7 +787,7 @@ def test_location_share_is_high_for_a_clear_step_and_low_when_a_neighbour_is_as_
     import numpy as np
 
     clear = np.log([100.0] * 18 + [100.1, 99.9] + [110.0, 110.1, 109.9])
-    assert regress._place_p(clear, 0, 20, len(clear), 0.005) > 0.99
+    assert changepoints._place_p(clear, 0, 20, len(clear), 0.005) > 0.99
     # the first night after the step sits half way: commit 20 or 21 are about as likely
     halfway = np.log([100.0] * 18 + [100.1, 99.9] + [105.0, 110.1, 109.9, 110.0])
-    assert 0.2 < regress._place_p(halfway, 0, 20, len(halfway), 0.02) < 0.7
+    assert 0.2 < changepoints._place_p(halfway, 0, 20, len(halfway), 0.02) < 0.7
