@@ -51,75 +51,16 @@ ruptures is maintained, numpy/scipy-only, with wheels for our Pythons.
 """
 from __future__ import annotations
 
-from .alerts import (
-                     PLACE_SURE,
-                     alert_markdown,
-                     alert_title,
-                     alerts_json,
-                     break_markdown,
-                     check_markdown,
-                     drift_markdown,
-                     drift_title,
-                     md_text,
-                     reproduce_command,
-)
-from .changepoints import (
-                     DRIFT_MIN,
-                     DRIFT_Q,
-                     DRIFT_WINDOWS,
-                     FDR_Q,
-                     MAX_HISTORY,
-                     MIN_HISTORY,
-                     PELT_BETA,
-                     PLACE_RADIUS,
-                     RECENT,
-                     SCREEN_MIN_BEFORE,
-                     SCREEN_P,
-                     Break,
-                     Change,
-                     CheckResult,
-                     Drift,
-                     Point,
-                     check,
-)
-from .confirmation import (
-                     CONFIRM_MORE,
-                     CONFIRM_P,
-                     CONFIRM_P_HELD,
-                     CONFIRM_RUNS,
-                     CONFIRM_RUNS_MAX,
-                     HELD_NIGHTS,
-                     HELD_P,
-                     RERUN_SPARE,
-                     confirm,
-                     rerun_more,
-                     rerun_test,
-)
-from .noise import (
-                     LEVEL_Q,
-                     NOISE_MIN,
-                     PRIOR_ABS_US,
-                     PRIOR_DOF,
-                     PRIOR_MIN_N,
-                     PRIOR_REL,
-                     PRIOR_WIDEN,
-                     PRIORS_FILE,
-                     fit_priors,
-                     prior_noise,
-                     prior_pool,
-                     priors,
-                     series_sigma,
-                     shrink,
-)
-from .records import (
-                     ENV_FIELDS,
-                     FLOOR,
-                     case_key,
-                     case_label,
-                     env_changes,
-                     env_fingerprint,
-)
-from .verdicts import VERDICTS, Verdict, Z, compare, compare_markdown, history_noise
+from .alerts import (PLACE_SURE, alert_markdown, alert_title, alerts_json, break_markdown, check_markdown,
+                     drift_markdown, drift_title, md_text, reproduce_command)
+from .changepoints import (DRIFT_MIN, DRIFT_Q, DRIFT_WINDOWS, FDR_Q, MAX_HISTORY, MIN_HISTORY, PELT_BETA, PLACE_RADIUS,
+                           RECENT, SCREEN_MIN_BEFORE, SCREEN_P, Break, Change, CheckResult, Drift, Point, check)
+from .confirmation import (CONFIRM_MORE, CONFIRM_P, CONFIRM_P_HELD, CONFIRM_RUNS, CONFIRM_RUNS_MAX, HELD_NIGHTS, HELD_P,
+                           RERUN_SPARE, confirm, rerun_more, rerun_test)
+from .noise import (LEVEL_Q, NOISE_MIN, PRIOR_ABS_US, PRIOR_DOF, PRIOR_MIN_N, PRIOR_REL, PRIOR_WIDEN, PRIORS_FILE,
+                    fit_priors, prior_noise, prior_pool, priors, series_sigma, shrink)
+from .records import ENV_FIELDS, FLOOR, case_key, case_label, env_changes, env_fingerprint
+from .verdicts import VERDICTS, Z, Verdict, compare, compare_markdown, history_noise
 
 __all__ = [
     # records

@@ -12,17 +12,7 @@ import numpy as np
 
 from ..schema import Series, fingerprint, series_key
 from .noise import PRIOR_DOF, prior_noise, series_sigma, shrink
-from .records import (
-    FLOOR,
-    case_key,
-    check_floor,
-    env_changes,
-    env_fingerprint,
-    p50,
-    safe_exp,
-    unhealthy,
-    within_sigma,
-)
+from .records import FLOOR, case_key, check_floor, env_changes, env_fingerprint, p50, safe_exp, unhealthy, within_sigma
 
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
 RECENT = 5  # an improvement older than the newest RECENT runs is history, not news
@@ -174,9 +164,7 @@ def _segments(x: np.ndarray, sigma: float) -> list[int]:
 
 def _test(before: np.ndarray, after: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float]:
     """Difference of means (log-ratio), its standard error, two-sided p and the 97.5% t quantile."""
-    from scipy import (
-        special,  # Student t's ufuncs: stats.t's machinery costs ~0.5 ms a call, per candidate
-    )
+    from scipy import special  # Student t's ufuncs: stats.t's machinery costs ~0.5 ms a call, per candidate
 
     d = float(after.mean() - before.mean())
     se = sigma * math.sqrt(1.0 / len(before) + 1.0 / len(after))

@@ -12,16 +12,7 @@ import numpy as np
 from ..schema import FAILED_STATUSES, Series, series_key
 from .alerts import md_text, us_text
 from .noise import prior_noise, series_sigma, shrink
-from .records import (
-    FLOOR,
-    case_key,
-    case_label,
-    check_floor,
-    p50,
-    safe_exp,
-    unhealthy,
-    within_sigma,
-)
+from .records import FLOOR, case_key, case_label, check_floor, p50, safe_exp, unhealthy, within_sigma
 
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
 VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
