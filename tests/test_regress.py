@@ -97,6 +97,42 @@ def test_compare_two_run_history_that_moved_is_not_quiet():
     assert none.verdict == "slower" and two.verdict == "same"
 
 
+def test_the_package_exports_its_submodules_objects_and_no_name_hides_a_submodule():
+    """``regressions.X`` is the object its submodule defines (a copy would make a monkeypatch of it patch nothing),
+    and no exported name is also a submodule's (``regressions.check`` must stay the function while
+    ``regressions.changepoints`` is the module)."""
+    import importlib
+    import sys
+    import types
+
+    subs = ["records", "noise", "verdicts", "changepoints", "confirmation", "alerts"]
+    mods = {m: importlib.import_module(f"robocache.bench.regressions.{m}") for m in subs}
+    assert all(isinstance(m, types.ModuleType) for m in mods.values())
+    assert not set(regress.__all__) & set(subs)
+    for name in regress.__all__:
+        obj = getattr(regress, name)
+        assert any(vars(mod).get(name) is obj for mod in mods.values()), f"{name}: not a submodule's object"
+        home = getattr(obj, "__module__", None)  # functions and classes: the module that defines them
+        if isinstance(obj, (types.FunctionType, type)):
+            assert home in {mod.__name__ for mod in mods.values()} and vars(sys.modules[home])[name] is obj, name
+    assert callable(regress.check) and regress.check is changepoints.check
+
+
+def test_fit_priors_command_writes_the_committed_priors(tmp_path, capsys):
+    from robocache.bench.regressions import noise
+
+    out = tmp_path / "priors.json"
+    assert noise.main(["fit-priors", str(REPO / "results"), "--out", str(out)]) == 0
+    got, committed = json.loads(out.read_text()), json.loads(noise.PRIORS_FILE.read_text())
+    assert got["providers"] == committed["providers"] and got["about"] == committed["about"]
+    assert "python -m robocache.bench.regressions fit-priors" in got["about"]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / f"x{store.RECORDS_SUFFIX}").write_text("{not json")
+    assert noise.main(["fit-priors", str(bad), "--out", str(tmp_path / "never.json")]) == 2
+    assert "bad results file" in capsys.readouterr().err and not (tmp_path / "never.json").exists()
+
+
 def test_prior_per_provider_is_fitted_from_committed_records():
     doc = json.loads(regress.PRIORS_FILE.read_text())
     # the committed file is what fit_priors gives on the committed results (refit after adding runs:
