@@ -1,10 +1,10 @@
 """The data behind History and Regressions: ``robocache-bench check``'s result, commit order and line segments.
 
-The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regress.check` on
+The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regressions.check` on
 the records of the folders the dashboard loads, rebuilt from the dashboard's one frame (:func:`check_records` over
 :func:`dashboard.data.load_frame`, so through the columnar cache like every page: each point's within-run noise
 and runner env are columns of it, and the result equals the CLI's over the files) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
-time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regress.alerts_json`'s
+time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regressions.alerts_json`'s
 documents. That is ``check`` WITHOUT ``--confirm``: the nightly job's alerts are those its rerun confirmed, so
 the pages name a written ``alerts.json`` as the source of what the nightly raised. Or the pages read a written ``alerts.json``
 (``--alerts FILE`` after ``--`` on the ``streamlit run`` line, or ``$ROBOCACHE_ALERTS_JSON``), validated;
@@ -13,7 +13,7 @@ a bad file is reported and the check is computed instead.
 A series is :func:`robocache.bench.schema.series_key` (its fingerprint, :func:`dashboard.tables.series_ids`);
 commit order is the order in which the records' commits were first measured (records carry the commit hash, not
 its date or parents: the order the nightly runs measured them, the order ``check`` reads a history in); a series'
-line is cut where its runner changed (:func:`robocache.bench.regress.env_changes`, the check's own test).
+line is cut where its runner changed (:func:`robocache.bench.regressions.env_changes`, the check's own test).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from robocache.bench import links, regress, store
+from robocache.bench import links, regressions, store
 
 from . import data, tables
 
@@ -126,7 +126,7 @@ def _iso(col: pd.Series) -> list[str]:
 
 
 def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """The records :func:`robocache.bench.regress.check` reads, rebuilt from the dashboard's frame (the columnar
+    """The records :func:`robocache.bench.regressions.check` reads, rebuilt from the dashboard's frame (the columnar
     cache's rows: :func:`dashboard.data.load_frame`) rather than parsed again from JSON: per record its run, commit,
     created, suite, front end, status, case (op, id, provider, dtype, grid version), method (timer, cache, input
     sets, version, within-run noise; ``None`` for a record never timed), p50, health and env. The same fields the
@@ -186,9 +186,9 @@ def check_identity() -> str:
     this module (``check_records``), the check's code and its noise priors (their bytes). A change to any of
     them computes the check again."""
     h = hashlib.sha256(data.cache_identity().encode())
-    mod = Path(regress.__file__)
+    mod = Path(regressions.__file__)
     code = sorted(mod.parent.glob("*.py")) if mod.name == "__init__.py" else [mod]
-    for f in [Path(__file__), *code, *sorted(Path(regress.__file__).parent.glob("*.json"))]:
+    for f in [Path(__file__), *code, *sorted(Path(regressions.__file__).parent.glob("*.json"))]:
         try:
             h.update(f.name.encode() + b"\0" + f.read_bytes())
         except OSError:  # a frozen or zipped install: the name still keys it
@@ -254,9 +254,9 @@ def check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None
         df = df[df["machine"].astype(str) == machine]
     if frontend:
         df = df[df["frontend"].astype(str) == frontend]
-    res = regress.check(check_records(df), machine=machine, frontend=frontend)
+    res = regressions.check(check_records(df), machine=machine, frontend=frontend)
     # links relative to the dashboard itself (base ""): the page is already on it
-    doc = regress.alerts_json(res, dashboard_url="")
+    doc = regressions.alerts_json(res, dashboard_url="")
     if path is not None:
         _write_check(path, doc)
     return doc
@@ -282,7 +282,7 @@ def merge_docs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str] | None = None
               ) -> tuple[dict[str, Any], str]:
-    """``(alerts document, where it came from)``: a given alerts.json (validated), else ``regress.check`` over the
+    """``(alerts document, where it came from)``: a given alerts.json (validated), else ``regressions.check`` over the
     loaded folders per machine in ``machines``, with ``frontend`` (None: every front end): what each machine's
     nightly ``robocache-bench check DIRS --machine M --frontend F --json alerts.json`` writes (scripts/nightly.sh
     checks one machine at a time; Benjamini-Hochberg runs over that machine's series), the documents of several
@@ -301,7 +301,7 @@ def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]
     where = " ".join(data.shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
     cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
            f"--frontend {frontend or 'all'}")
-    return doc, (f"computed now by regress.check over the loaded records, as {data.md_escape(cmd)} would"
+    return doc, (f"computed now by regressions.check over the loaded records, as {data.md_escape(cmd)} would"
                  + (f" (for each of the {len(machines)} machines M)" if len(machines) != 1 else ""))
 
 
@@ -414,7 +414,7 @@ def _env_fp(env_json: Any, cache: dict[str, dict[str, str]]) -> dict[str, str]:
             env = json.loads(key)
         except ValueError:
             env = {}
-        got = regress.env_fingerprint({"env": env if isinstance(env, dict) else {}})
+        got = regressions.env_fingerprint({"env": env if isinstance(env, dict) else {}})
         cache[key] = got
     return got
 
@@ -438,7 +438,7 @@ def history_rows(d: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
     for fp, env in zip(d["series"], d["env"]):
         e = _env_fp(env, envs)
         prev = last.get(fp)
-        moved = regress.env_changes(prev[0], e) if prev else []
+        moved = regressions.env_changes(prev[0], e) if prev else []
         k = (prev[1] + 1 if moved else prev[1]) if prev else 0
         seg.append(k)
         change.append("; ".join(moved))

@@ -97,7 +97,7 @@ from dashboard import data, history_data
 t0 = time.perf_counter()
 df, bad = data.load_frame([sys.argv[1]])
 t1 = time.perf_counter()
-import scipy.stats  # regress.check's own import, apart: it is no part of loading
+import scipy.stats  # regressions.check's own import, apart: it is no part of loading
 t2 = time.perf_counter()
 recs = history_data.check_records(df[df["machine"].astype(str) == sys.argv[3]])
 t3 = time.perf_counter()

@@ -21,7 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from robocache.bench import regress, store
+from robocache.bench import regressions as regress
+from robocache.bench import store
+from robocache.bench.regressions import noise
+from robocache.bench.schema import fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "results" / "h200-nvidia-h200"
@@ -41,7 +44,7 @@ def pool_for(pl: dict[str, dict[str, np.ndarray]], provider: str, t_us: float) -
         per = pl.get(name)
         if not per:
             continue
-        b = per.get(regress._bucket(t_us))
+        b = per.get(noise._bucket(t_us))
         if b is not None and len(b) >= regress.PRIOR_MIN_N:
             return b
         if len(per.get("*", ())) >= regress.PRIOR_MIN_N:
@@ -81,7 +84,7 @@ class Series:
 
     @property
     def fingerprint(self) -> str:
-        return regress.fingerprint({"machine": MACHINE, "case_id": self.case["id"], "provider": self.provider,
+        return fingerprint({"machine": MACHINE, "case_id": self.case["id"], "provider": self.provider,
                                     "dtype": self.case["dtype"], "timer": "cuda_event", "cache": "warm",
                                     "grid_version": self.case["grid_version"], "frontend": "cli",
                                     "input_sets": 1})

@@ -112,9 +112,9 @@ def test_run_out_unwritable_before_measuring(not_a_folder: Path, capsys, monkeyp
     ["check", str(RESULTS), "--confirm-out", "{bad}"],
 ])
 def test_unwritable_outputs_are_usage_errors(argv: list[str], not_a_folder: Path, capsys, monkeypatch) -> None:
-    from robocache.bench import regress
+    from robocache.bench.regressions import changepoints  # the module cli._check reads check from
 
-    monkeypatch.setattr(regress, "check", lambda *a, **k: pytest.fail("analysed before checking the outputs"))
+    monkeypatch.setattr(changepoints, "check", lambda *a, **k: pytest.fail("analysed before checking the outputs"))
     argv = [a.replace("{bad}", str(not_a_folder)) for a in argv]
     flag = next(a for a in argv if a.startswith("--"))
     rc, _, err = _main(argv, capsys)

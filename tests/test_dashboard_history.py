@@ -2,8 +2,8 @@
 
 Over the committed records plus a rehearsed history (tests/history_rehearsal.py: 20 nights, a method change at
 night 6, robocache +10% from night 14; synthetic records): the Regressions page lists the alert that
-``regress.check`` raises, its link restores the History view, and that view draws the alert at the commit of
-night 14 and the method change as a break (two traces, a dashed line). The markers come from regress.check
+``regressions.check`` raises, its link restores the History view, and that view draws the alert at the commit of
+night 14 and the method change as a break (two traces, a dashed line). The markers come from regressions.check
 itself, so these tests also pin that the page shows what ``robocache-bench check`` writes.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ pytest.importorskip("plotly")
 from streamlit.testing.v1 import AppTest
 
 from dashboard import data, history_charts, history_data
-from robocache.bench import cli, links, regress, schema, store
+from robocache.bench import cli, links, schema, store
+from robocache.bench import regressions as regress
 from robocache.bench.schema import fingerprint
 from robocache.bench.store import write_records
 from tests import history_rehearsal as hr
@@ -82,7 +83,7 @@ def test_regressions_page_lists_the_rehearsed_alert(rehearsal: Path, monkeypatch
     alert = the_alert(rehearsal)
     expected = sum(len(r.alerts) for r in per_machine(REPO / "results", rehearsal))
     assert metrics["open alerts"] == str(expected)  # what check raises over the same folders, no more, no less
-    assert any("computed now by regress.check" in c.value for c in at.caption)
+    assert any("computed now by regressions.check" in c.value for c in at.caption)
     ranges = at.dataframe[0].value
     row = ranges[ranges["machines"] == hr.MACHINE].iloc[0]
     assert row["commit range"] == f"{hr.commit(hr.STEP_NIGHT - 1)[:8]} -> {hr.commit(hr.STEP_NIGHT)[:8]}"

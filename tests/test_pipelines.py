@@ -14,7 +14,7 @@ import pytest
 h5py = pytest.importorskip("h5py")
 torch = pytest.importorskip("torch")
 
-from robocache.bench import regress, schema, store  # noqa: E402
+from robocache.bench import regressions, schema, store  # noqa: E402
 from robocache.bench.views import report  # noqa: E402
 from robocache.bench.views.kernels import kernels  # noqa: E402
 from robocache.bench.views.pipelines import latest_pipeline_runs, pipeline_dataload_rows  # noqa: E402
@@ -317,7 +317,7 @@ def test_regression_check_covers_pipeline_series(suite_run, tmp_path: Path) -> N
             r["method"]["noise"] = 0.01  # a few CPU samples give a wide interval: these runs are fixtures
             r["synthetic"] = True
         store.write_records(tmp_path, env, recs, name=f"run{k}-pipelines")
-    got = regress.check(store.load(tmp_path).records, machine="ci-cpu")
+    got = regressions.check(store.load(tmp_path).records, machine="ci-cpu")
     assert got.series == got.series_checked == len(res.records), (got.series_checked, got.excluded_reasons)
     alerted = {(a.series["case_id"], a.series["provider"]) for a in got.alerts}
     assert ("dataload/" + res.records[1]["case"]["id"].split("/", 1)[1], "robocache") in alerted

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 from test_store import make_env, make_record
 
-from robocache.bench import cli, regress, store
+from robocache.bench import cli, store
+from robocache.bench import regressions as regress
+from robocache.bench.regressions import changepoints
+from robocache.bench.schema import fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "results" / "h200-nvidia-h200"
@@ -94,10 +97,46 @@ def test_compare_two_run_history_that_moved_is_not_quiet():
     assert none.verdict == "slower" and two.verdict == "same"
 
 
+def test_the_package_exports_its_submodules_objects_and_no_name_hides_a_submodule():
+    """``regressions.X`` is the object its submodule defines (a copy would make a monkeypatch of it patch nothing),
+    and no exported name is also a submodule's (``regressions.check`` must stay the function while
+    ``regressions.changepoints`` is the module)."""
+    import importlib
+    import sys
+    import types
+
+    subs = ["records", "noise", "verdicts", "changepoints", "confirmation", "alerts"]
+    mods = {m: importlib.import_module(f"robocache.bench.regressions.{m}") for m in subs}
+    assert all(isinstance(m, types.ModuleType) for m in mods.values())
+    assert not set(regress.__all__) & set(subs)
+    for name in regress.__all__:
+        obj = getattr(regress, name)
+        assert any(vars(mod).get(name) is obj for mod in mods.values()), f"{name}: not a submodule's object"
+        home = getattr(obj, "__module__", None)  # functions and classes: the module that defines them
+        if isinstance(obj, (types.FunctionType, type)):
+            assert home in {mod.__name__ for mod in mods.values()} and vars(sys.modules[home])[name] is obj, name
+    assert callable(regress.check) and regress.check is changepoints.check
+
+
+def test_fit_priors_command_writes_the_committed_priors(tmp_path, capsys):
+    from robocache.bench.regressions import noise
+
+    out = tmp_path / "priors.json"
+    assert noise.main(["fit-priors", str(REPO / "results"), "--out", str(out)]) == 0
+    got, committed = json.loads(out.read_text()), json.loads(noise.PRIORS_FILE.read_text())
+    assert got["providers"] == committed["providers"] and got["about"] == committed["about"]
+    assert "python -m robocache.bench.regressions fit-priors" in got["about"]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / f"x{store.RECORDS_SUFFIX}").write_text("{not json")
+    assert noise.main(["fit-priors", str(bad), "--out", str(tmp_path / "never.json")]) == 2
+    assert "bad results file" in capsys.readouterr().err and not (tmp_path / "never.json").exists()
+
+
 def test_prior_per_provider_is_fitted_from_committed_records():
     doc = json.loads(regress.PRIORS_FILE.read_text())
     # the committed file is what fit_priors gives on the committed results (refit after adding runs:
-    # python -m robocache.bench.regress fit-priors results/)
+    # python -m robocache.bench.regressions fit-priors results/)
     assert doc["providers"] == json.loads(json.dumps(regress.fit_priors(store.load(REPO / "results").records)))
     cupy, rc = doc["providers"]["cupy"]["ge200us"], doc["providers"]["robocache"]["lt200us"]
     assert cupy["n"] >= 10 and rc["n"] >= 10 and cupy["sigma"] > 5 * rc["sigma"]  # measured, H100 + H200
@@ -480,8 +519,8 @@ def test_old_records_without_the_new_fields_still_load_and_fingerprints_are_stab
     assert not loaded.bad and loaded.records
     r = copy.deepcopy(rec())
     r["method"].pop("version", None)
-    assert regress.fingerprint(regress._series_dict(r)) == regress.fingerprint(
-        {k: v for k, v in regress._series_dict(r).items() if k != "method_version"})
+    assert fingerprint(changepoints._series_dict(r)) == fingerprint(
+        {k: v for k, v in changepoints._series_dict(r).items() if k != "method_version"})
 
 
 def test_confirm_needs_every_rerun_beyond_the_floor_and_a_robust_level_before():
@@ -654,9 +693,9 @@ def test_change_point_refined_to_the_likeliest_commit():
     import numpy as np
 
     x = np.log([100.0] * 18 + [100.5, 99.6] + [111.0, 110.0])  # the step is at run 20
-    assert regress._refine(x, 0, 21, len(x)) == 20  # tested as "the newest run against the rest": moved back
-    assert regress._refine(x, 0, 20, len(x)) == 20
-    assert regress._refine(x, 17, 20, len(x)) == 20  # 3 runs before it are kept
+    assert changepoints._refine(x, 0, 21, len(x)) == 20  # tested as "the newest run against the rest": moved back
+    assert changepoints._refine(x, 0, 20, len(x)) == 20
+    assert changepoints._refine(x, 17, 20, len(x)) == 20  # 3 runs before it are kept
 
 
 def test_outlying_nights_do_not_set_the_noise():
@@ -666,11 +705,11 @@ def test_outlying_nights_do_not_set_the_noise():
     import numpy as np
 
     x = np.log(_noisy(3, n=20, sigma=0.012))
-    quiet = regress._series_sigma(x, np.zeros(0))
+    quiet = regress.series_sigma(x, np.zeros(0))
     x[5] += 0.24
-    assert regress._series_sigma(x, np.zeros(0)) < quiet + 0.008
+    assert regress.series_sigma(x, np.zeros(0)) < quiet + 0.008
     x[13] -= 0.24
-    assert regress._series_sigma(x, np.zeros(0)) < 0.045
+    assert regress.series_sigma(x, np.zeros(0)) < 0.045
 
 
 def test_rerun_in_a_state_the_series_has_shown_before_confirms_nothing():
@@ -784,7 +823,7 @@ def test_location_share_is_high_for_a_clear_step_and_low_when_a_neighbour_is_as_
     import numpy as np
 
     clear = np.log([100.0] * 18 + [100.1, 99.9] + [110.0, 110.1, 109.9])
-    assert regress._place_p(clear, 0, 20, len(clear), 0.005) > 0.99
+    assert changepoints._place_p(clear, 0, 20, len(clear), 0.005) > 0.99
     # the first night after the step sits half way: commit 20 or 21 are about as likely
     halfway = np.log([100.0] * 18 + [100.1, 99.9] + [105.0, 110.1, 109.9, 110.0])
-    assert 0.2 < regress._place_p(halfway, 0, 20, len(halfway), 0.02) < 0.7
+    assert 0.2 < changepoints._place_p(halfway, 0, 20, len(halfway), 0.02) < 0.7

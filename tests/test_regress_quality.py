@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from robocache.bench import regress
+from robocache.bench import regressions as regress
 
 import regress_sim as sim
 

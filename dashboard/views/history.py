@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, history_charts, history_data, tables
-from robocache.bench import links, regress
+from robocache.bench import links
+from robocache.bench.regressions import changepoints
 
 
 def body(df: pd.DataFrame) -> None:
@@ -65,8 +66,8 @@ def body(df: pd.DataFrame) -> None:
     elif doc.get("checked") is not None and not rows.empty:
         tested = set(doc.get("checked") or []) & set(rows["series"])
         st.caption(f"The check tested {len(tested)} of these {rows['series'].nunique()} series (a series needs "
-                   f"{regress.MIN_HISTORY} healthy runs, the newest in its machine's newest run) and found no change, "
-                   "drift or break.")
+                   f"{changepoints.MIN_HISTORY} healthy runs, the newest in its machine's newest run) and found no "
+                   "change, drift or break.")
     table = rows.assign(run=[links.run_url(r, "") for r in rows["run_id"].astype(str)])
     styled, config = tables.readable(table[["created", "git_commit", "run_id", "provider", "dtype", "frontend",
                                             "method_version", "input_sets", "p50", "gb_per_s", "health", "run",

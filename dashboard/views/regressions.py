@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, history_data, tables
-from robocache.bench import regress
+from robocache.bench import regressions
 
 
 def _table(ev: pd.DataFrame, cols: list[str], **extra: str):
@@ -28,7 +28,7 @@ def body(df: pd.DataFrame) -> None:
         frontend = None if pick == history_data.EVERY_FRONTEND else pick
     doc, source = history_data.check_doc(frontend, [str(m) for m in data.options(df, "machine")])
     summ = doc.get("summary") or {}
-    floor = summ.get("floor", regress.FLOOR)
+    floor = summ.get("floor", regressions.FLOOR)
     computed = "" if given else (
         " Computed here, machine by machine, as `check` without `--confirm`: the nightly job also reruns each "
         "alerted case and raises only what the rerun confirms, so for what it raised open its alerts.json "
@@ -55,8 +55,8 @@ def body(df: pd.DataFrame) -> None:
         elif checked:
             st.success("No open performance regression in the series tested.")
         else:  # nothing was tested: not a pass
-            st.info(f"Nothing tested: no series has the {regress.MIN_HISTORY} healthy runs a test needs (the newest "
-                    "in its machine's newest run), so no regression can be found or ruled out yet.")
+            st.info(f"Nothing tested: no series has the {regressions.MIN_HISTORY} healthy runs a test needs (the "
+                    "newest in its machine's newest run), so no regression can be found or ruled out yet.")
     else:
         # one commit range can move many series on several machines: the ranges first, then every series
         by = alerts.groupby(["before_commit", "after_commit"], dropna=False, sort=False)

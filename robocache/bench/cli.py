@@ -536,41 +536,41 @@ def _run_records(spec: str, results: list[str]) -> tuple[str, list]:
 def _compare(args: argparse.Namespace) -> int:
     import json
 
-    from . import regress
+    from .regressions.verdicts import VERDICTS, compare, compare_markdown
 
     bname, base = _run_records(args.base, args.results)
     nname, new = _run_records(args.new, args.results)
     hist_paths = args.results if args.history is None else args.history
     history = store.load(*hist_paths).records if hist_paths else []
     kw = {"floor": args.floor} if args.floor is not None else {}
-    verdicts = regress.compare(base, new, history=history, **kw)
+    verdicts = compare(base, new, history=history, **kw)
     if args.format == "json":
         text = json.dumps({"schema": "robocache-compare/1", "base": bname, "new": nname,
                            "cases": [v.to_dict() for v in verdicts]}, indent=1, allow_nan=False)
     else:
-        text = regress.compare_markdown(verdicts, bname, nname)
+        text = compare_markdown(verdicts, bname, nname)
     if args.out:
         store.atomic_write(args.out, text)
         print(f"comparison written to {args.out}")
     else:
         print(text)
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in regress.VERDICTS}
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
     return 1 if args.fail_on_slower and (counts["slower"] or counts["failed"]) else 0
 
 
 def _check(args: argparse.Namespace) -> int:
     """``check``: load the history, find the changes, confirm them by measuring again (``--confirm``), write."""
-    from . import regress
+    from .regressions import changepoints
 
     records = _check_history(args)
     if isinstance(records, int):
         return records
     frontend = None if args.frontend == "all" else args.frontend
     kw = {"floor": args.floor} if args.floor is not None else {}
-    # with --confirm, a per-series screen sends cases to the rerun, which is the check on them (regress.check)
-    res = regress.check(records, machine=args.machine, frontend=frontend,
-                        screen=regress.SCREEN_P if args.confirm else None, **kw)
+    # with --confirm, a per-series screen sends cases to the rerun, which is the check on them (changepoints.check)
+    res = changepoints.check(records, machine=args.machine, frontend=frontend,
+                             screen=changepoints.SCREEN_P if args.confirm else None, **kw)
     if res.series == 0:
         machines = sorted({str((r.get("env") or {}).get("machine")) for r in records})
         print(f"robocache-bench check: no series for machine {args.machine!r} and front end {args.frontend!r}; "
@@ -628,15 +628,16 @@ def _measurable(alerts: list) -> tuple[list[str], dict[str, str]]:
 
 
 def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> list:
-    """Measure this machine's alerted cases again (``regress.CONFIRM_RUNS`` fresh runs) and keep the alerts the
+    """Measure this machine's alerted cases again (``confirmation.CONFIRM_RUNS`` fresh runs) and keep the alerts the
     reruns, tested alone, reproduce; an alert that cannot be measured here is raised, marked unconfirmed. An
     alert whose first reruns are consistent with it but not conclusive (``Change.wants_more``) is measured
-    ``regress.CONFIRM_MORE`` times more, the same way, and tested again on all its reruns (the alert's
+    ``CONFIRM_MORE`` times more, the same way, and tested again on all its reruns (the alert's
     confirmation note reports how many). Updates ``res.alerts``; returns the refuted ones."""
     import tempfile
 
     from . import env as envmod  # capture_env's rule for the name (argument, ROBOCACHE_MACHINE, GPU, hostname)
-    from . import regress, runner
+    from . import runner
+    from .regressions import confirmation
 
     here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
     mine = [c for c in res.alerts if c.series["machine"] == here]  # a rerun here confirms this machine's only
@@ -661,13 +662,15 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
                 again.extend(store.load(rr.path).records if rr.path else [])
 
     if keys:
-        measure([c for c in mine if c.key in keys], regress.CONFIRM_RUNS)
+        measure([c for c in mine if c.key in keys], confirmation.CONFIRM_RUNS)
     measurable = {c.fingerprint for c in mine if c.key in keys}
-    kept, refuted, unconfirmable = regress.confirm(res, again, measurable=measurable, not_measured=why_not, **kw)
-    more = [c for c in refuted if c.wants_more]  # the sequential second look (regress.rerun_more)
+    kept, refuted, unconfirmable = confirmation.confirm(res, again, measurable=measurable,
+                                                        not_measured=why_not, **kw)
+    more = [c for c in refuted if c.wants_more]  # the sequential second look (confirmation.rerun_more)
     if more:
-        measure(more, regress.CONFIRM_MORE)
-        kept, refuted, unconfirmable = regress.confirm(res, again, measurable=measurable, not_measured=why_not, **kw)
+        measure(more, confirmation.CONFIRM_MORE)
+        kept, refuted, unconfirmable = confirmation.confirm(res, again, measurable=measurable,
+                                                            not_measured=why_not, **kw)
     res.alerts = kept + unconfirmable
     return refuted
 
@@ -676,17 +679,17 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
     """``check``'s report on stdout and, when asked, its markdown and JSON files (written atomically)."""
     import json
 
-    from . import regress
+    from .regressions import alerts
 
-    text = regress.check_markdown(res, getattr(args, "dashboard_url", None))
+    text = alerts.check_markdown(res, getattr(args, "dashboard_url", None))
     if refuted:
         text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
-            f"{regress.md_text(regress.alert_title(c))} ({regress.md_text(c.confirm_note)})" for c in refuted) + "\n"
+            f"{alerts.md_text(alerts.alert_title(c))} ({alerts.md_text(c.confirm_note)})" for c in refuted) + "\n"
     print(_for_stdout(text))
     if args.markdown:
         store.atomic_write(args.markdown, text)
     if args.json:
-        doc = regress.alerts_json(res, getattr(args, "dashboard_url", None))
+        doc = alerts.alerts_json(res, getattr(args, "dashboard_url", None))
         doc["refuted"] = [c.fingerprint for c in refuted]
         doc["confirm_asked"] = bool(args.confirm)
         store.atomic_write(args.json, json.dumps(doc, indent=1, allow_nan=False))

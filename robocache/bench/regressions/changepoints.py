@@ -1,0 +1,486 @@
+"""``check(records)``: change points, drifts and breaks over the history of every series (see the package doc)."""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..schema import Series, fingerprint, series_key
+from .noise import PRIOR_DOF, prior_noise, series_sigma, shrink
+from .records import FLOOR, case_key, check_floor, env_changes, env_fingerprint, p50, safe_exp, unhealthy, within_sigma
+
+FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
+RECENT = 5  # an improvement older than the newest RECENT runs is history, not news
+MAX_HISTORY = 150  # the newest healthy points per series that a check looks at
+MIN_HISTORY = 6  # healthy points a series needs before it can alert (fewer: its noise is a guess)
+PELT_BETA = 8.0  # PELT penalty: beta * sigma^2 * log(n) on log-times (twice BIC's: few spurious splits)
+DRIFT_WINDOWS = (6, 9, 12, 16, 20)  # nights a drift (a trend, not a step) is tested over, ending tonight
+DRIFT_MIN = 12  # healthy points a series needs before it is tested for drift
+DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
+SCREEN_P = 0.01  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
+SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level of at least this many runs (PELT's
+# shortest segments on heavy-tailed series are two or three outlying nights, whose median is no reference)
+PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
+
+
+@dataclass
+class Point:
+    run_id: str
+    commit: str | None
+    created: str
+    log_t: float
+    within: float
+    suite: str
+    env: dict[str, str] = field(default_factory=dict)  # env_fingerprint of the run
+
+
+@dataclass
+class Change:
+    series: dict[str, Any]
+    fingerprint: str
+    index: int  # first point after the change
+    n_before: int
+    n_after: int
+    ratio: float
+    ratio_ci: tuple[float, float]
+    p_value: float
+    before: Point
+    after: Point
+    latest: bool  # the after-segment reaches the newest point
+    sigma: float
+    key: str
+    before_level: float = 0.0  # mean log-time of the segment before the change
+    q_value: float = 1.0
+    kind: str = "tail"  # "tail": the newest runs against the level before; "pelt": PELT's last change point;
+    # "scan": the likeliest single split inside PELT's last segment (Bonferroni over the splits scanned)
+    dof: float = 1.0
+    after_levels: list[float] = field(default_factory=list)  # log-times after the change
+    before_levels: list[float] = field(default_factory=list)  # log-times of the level before
+    p_one: float = 1.0  # one-sided p (slower) of the tested candidate: the screen's evidence (check(screen=...))
+    strict: bool = True  # significant at the check's own level (Benjamini-Hochberg), not only at the screen's
+    n_tests: int = 1  # candidates tested in this series tonight (the screen's Bonferroni factor)
+    segment: tuple[int, int] = (0, 0)  # the runs [lo, hi) the split was tested in
+    confirmed: bool | None = None  # None: no confirmation asked; False: could not be measured again
+    confirm_note: str = ""  # why it could not be measured again, or the rerun's own evidence
+    reruns: int = 0  # fresh measurements the confirmation tested (CONFIRM_RUNS; CONFIRM_RUNS_MAX after rerun_more)
+    wants_more: bool = False  # confirm(): the first reruns are consistent with the change but not conclusive
+    cause: str = "code"  # "code"; "environment": the runner changed between the two runs (not the commit's fault)
+    cause_detail: str = ""
+    place_p: float = 1.0  # how sure the location is (_place_p): its likelihood's share among the neighbouring commits
+
+    @property
+    def direction(self) -> str:
+        return "slower" if self.ratio > 1 else "faster"
+
+    @property
+    def change_id(self) -> str:
+        """12 hex digits per change: the series and the commit range (one change, however many nights it holds)."""
+        text = f"{self.fingerprint}|{self.before.commit}|{self.after.commit}"
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Drift:
+    """A trend over the newest nights (Mann-Kendall, Theil-Sen slope): no single commit is blamed."""
+    series: dict[str, Any]
+    fingerprint: str
+    key: str
+    slope: float  # relative change per night (Theil-Sen on log-time, exp(slope) - 1)
+    slope_ci: tuple[float, float]  # its 95% interval
+    total: float  # relative change over the window
+    window: int  # nights in the window
+    tau: float  # Kendall's tau of log-time against night
+    p_value: float  # one-sided (slower), Mann-Kendall
+    first: Point
+    last: Point
+    q_value: float = 1.0
+
+    @property
+    def direction(self) -> str:
+        return "slower" if self.slope > 0 else "faster"
+
+
+@dataclass
+class Break:
+    """A series moved or restarted because the way it is measured, or the runner, changed: not a regression."""
+    series: dict[str, Any]
+    fingerprint: str
+    kind: str  # "method" | "environment"
+    detail: str
+    run_id: str
+    created: str
+    ratio: float | None = None  # the move across the break, when both sides have levels
+
+
+@dataclass
+class CheckResult:
+    changes: list[Change] = field(default_factory=list)  # significant, beyond the floor
+    alerts: list[Change] = field(default_factory=list)  # of those: current and slower, blamed on code
+    improvements: list[Change] = field(default_factory=list)  # current and faster
+    drifts: list[Drift] = field(default_factory=list)  # significant trends beyond the floor (slower)
+    breaks: list[Break] = field(default_factory=list)  # method or environment changes (never an alert)
+    checked: list[str] = field(default_factory=list)  # fingerprints of the series tested tonight
+    series: int = 0
+    series_checked: int = 0  # current, with enough healthy history
+    series_stale: int = 0  # no healthy point in their machine's newest run: not tested tonight
+    excluded_points: int = 0
+    candidates: int = 0
+    excluded_reasons: dict[str, int] = field(default_factory=dict)
+    floor: float = FLOOR  # the check's own settings (check(floor=, q=)), reported as they were
+    fdr_q: float = FDR_Q
+
+
+def _series_dict(rec: Any) -> dict[str, Any]:
+    """The record's series (:func:`schema.series_key`, method version included) as a dict, with the machine's
+    architecture for the alert; its :func:`schema.fingerprint` is the alert's series id (method version 1, every
+    record before the version existed, hashes as before)."""
+    return {**series_key(rec)._asdict(), "arch": (rec.get("env") or {}).get("arch")}
+
+
+def _siblings_key(k: Series) -> Series:
+    """The case measured any way (any method version, any input rotation): a new series among its siblings
+    started with a method change, a *break* in :func:`check`, not a regression."""
+    return k._replace(method_version=None, input_sets=None)
+
+
+def _segments(x: np.ndarray, sigma: float) -> list[int]:
+    """PELT change points (indices where a new segment starts) on log-times, penalty in units of sigma^2."""
+    import ruptures
+
+    n = len(x)
+    if n < 4:
+        return []
+    pen = PELT_BETA * sigma ** 2 * math.log(n)
+    # the linear kernel's cost is the l2 cost (sum of squared deviations from the segment mean), and
+    # KernelCPD runs PELT in ruptures' C code: the same change points as Pelt(model="l2"), ~1000x faster
+    bkps = ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
+    return [int(b) for b in bkps if 0 < b < n]
+
+
+def _test(before: np.ndarray, after: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float]:
+    """Difference of means (log-ratio), its standard error, two-sided p and the 97.5% t quantile."""
+    from scipy import special  # Student t's ufuncs: stats.t's machinery costs ~0.5 ms a call, per candidate
+
+    d = float(after.mean() - before.mean())
+    se = sigma * math.sqrt(1.0 / len(before) + 1.0 / len(after))
+    dof = max(float(dof), 1.0)
+    p = float(2 * special.stdtr(dof, -abs(d) / se))
+    return d, se, p, float(special.stdtrit(dof, 0.975))
+
+
+def _mann_kendall(w: np.ndarray) -> tuple[float, float]:
+    """Mann-Kendall's trend test: (Kendall's tau of the values against their order, one-sided p for an
+    upward trend), the S statistic's normal approximation with the tie-corrected variance and a continuity
+    correction (Hipel and McLeod; the form pymannkendall uses). NumPy only: it runs per series per night."""
+    n = len(w)
+    sgn = np.sign(w[None, :] - w[:, None])[np.triu_indices(n, 1)]
+    s_stat = float(sgn.sum())
+    _, counts = np.unique(w, return_counts=True)
+    var = (n * (n - 1) * (2 * n + 5) - float(np.sum(counts * (counts - 1) * (2 * counts + 5)))) / 18.0
+    if var <= 0:
+        return 0.0, 1.0
+    z = (s_stat - 1) / math.sqrt(var) if s_stat > 0 else (s_stat + 1) / math.sqrt(var) if s_stat < 0 else 0.0
+    return s_stat / (n * (n - 1) / 2), 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float, float, int] | None:
+    """The strongest trend ending tonight over windows of DRIFT_WINDOWS nights: Theil-Sen's slope (log-time per
+    night) with its 95% interval, tested against the series' own noise (the slope's standard error under
+    independent nights, sigma * sqrt(12 / (w^3 - w)), Student t, one-sided for slower, Bonferroni over the
+    windows), and only where Mann-Kendall (Kendall's tau against night) also calls it (one-sided p <= 0.05:
+    one outlying night does not make a trend) and a line fits the window better than the best single step
+    (a step is a change point's business). Returns (slope, lo, hi, tau, p, window) or None."""
+    from scipy import special, stats
+
+    best = None
+    wins = [w for w in DRIFT_WINDOWS if w <= len(x)]
+    for w_n in wins:
+        w = x[-w_n:]
+        if float(np.ptp(w)) == 0.0:
+            continue
+        i = np.arange(w_n, dtype=float)
+        tau, p_mk = _mann_kendall(w)
+        if not (tau > 0 and p_mk <= 0.05):
+            continue
+        slope, icpt, lo, hi = stats.theilslopes(w, i)
+        if slope <= 0:
+            continue
+        sse_lin = float(np.sum((w - (icpt + slope * i)) ** 2))
+        cs, cs2 = np.cumsum(w), np.cumsum(w * w)
+        sse_step = min(float((cs2[k - 1] - cs[k - 1] ** 2 / k)
+                             + (cs2[-1] - cs2[k - 1]) - (cs[-1] - cs[k - 1]) ** 2 / (w_n - k))
+                       for k in range(2, w_n - 1))
+        if sse_lin >= sse_step:
+            continue
+        se = sigma * math.sqrt(12.0 / (w_n ** 3 - w_n))
+        p = min(1.0, float(special.stdtr(max(dof, 1.0), -slope / se)) * len(wins))
+        if best is None or p < best[4]:
+            best = (float(slope), float(lo), float(hi), float(tau), p, w_n)
+    return best
+
+
+def _split_stats(x: np.ndarray, lo: int, idx: int, hi: int) -> float:
+    """The variance a split of x[lo:hi] at ``idx`` explains, d^2 nb na / (nb + na): the two-segment Gaussian
+    log-likelihood gain (up to the noise's variance), maximal at the maximum-likelihood change point."""
+    b, a = x[lo:idx], x[idx:hi]
+    d = float(a.mean() - b.mean())
+    return d * d * len(b) * len(a) / (len(b) + len(a))
+
+
+def _refine(x: np.ndarray, lo: int, idx: int, hi: int) -> int:
+    """The change's location by maximum likelihood among the neighbouring commits (within PLACE_RADIUS runs
+    of ``idx``, keeping 3 runs before it and one after): the tested split decides *whether* the series moved,
+    this decides *where* (a noisy night just before or after the step otherwise moves the blame by a commit:
+    the newest run tested alone against a level that already holds the step's first night)."""
+    js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
+    return max(js, key=lambda j: (_split_stats(x, lo, j, hi), -abs(j - idx)), default=idx)
+
+
+def _place_p(x: np.ndarray, lo: int, idx: int, hi: int, sigma: float) -> float:
+    """How sure the location is: the Gaussian profile likelihood of the split at ``idx`` against the other
+    splits within PLACE_RADIUS runs (keeping 3 runs before and one after), as a share (a flat prior over them)."""
+    js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
+    if idx not in js:
+        return 1.0
+    ll = np.array([_split_stats(x, lo, j, hi) for j in js]) / (2 * sigma * sigma)
+    w = np.exp(ll - ll.max())
+    return float(w[list(js).index(idx)] / w.sum())
+
+
+def check(records: Iterable[Any], *, machine: str | None = None, frontend: str | None = "cli",
+          floor: float = FLOOR, q: float = FDR_Q, min_history: int = MIN_HISTORY,
+          tail: Sequence[int] = (1, 2), screen: float | None = None) -> CheckResult:
+    """Change points over the history of every series in ``records`` (see the package doc).
+
+    Only *current* series are tested: those whose newest healthy point is in their machine's newest run (a
+    retired case, an old grid version or input rotation, or a series throttled tonight says nothing about
+    tonight). Per current series the hypotheses are about the level tonight: the newest one and two runs
+    against the level before them, and PELT's last change point whatever its age (its segment reaches
+    tonight: a change stays under test until it is alerted or the series returns). A change whose two sides
+    were measured on different runners (:func:`env_fingerprint`) is a break, not a regression. A trend over
+    the newest nights (DRIFT_WINDOWS) that a line fits better than a step is a drift (Mann-Kendall, Theil-Sen)
+    and no commit is blamed for it.
+
+    ``screen``: the check that a confirmation rerun follows (``check --confirm``, the nightly job). An alert is
+    then a series whose candidates' smallest one-sided p (slower), Bonferroni over that series' own
+    candidates, is at most ``screen`` (SCREEN_P), beyond the floor: a per-series screen whose false alerts
+    the rerun, tested alone (:func:`confirm`), weeds out (false alerts per series-night: about the screen's
+    rate times the confirmation's). Without a rerun the alerts are Benjamini-Hochberg's over all series, which
+    must carry the whole false-alert budget alone. Alerts significant at that level too are marked
+    ``strict``; only those are raised when the rerun cannot measure them."""
+    from scipy import stats
+
+    check_floor(floor)
+    res = CheckResult(floor=floor, fdr_q=q)
+    by: dict[Series, list[Any]] = defaultdict(list)
+    newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
+    for r in records:
+        env = r.get("env") or {}
+        if machine and env.get("machine") != machine:
+            continue
+        if frontend and r["frontend"] != frontend:
+            continue
+        by[series_key(r)].append(r)
+        m, stamp = env.get("machine"), (r["created"], r["run_id"])
+        if m not in newest or stamp > newest[m]:
+            newest[m] = stamp
+    res.series = len(by)
+    cands: list[Change] = []
+    drift_cands: list[tuple[Drift | None, bool]] = []
+    builders: dict[str, Any] = {}  # fingerprint -> (its candidate maker, its log-times): to refine a location
+    # series measured another way (method version, input rotation): the same case's other series, for breaks
+    siblings: dict[Series, list[tuple[str, Series]]] = defaultdict(list)
+    for k, recs in by.items():
+        siblings[_siblings_key(k)].append((max(r["created"] for r in recs), k))
+    for skey, recs in by.items():
+        recs.sort(key=lambda r: (r["created"], r["run_id"]))
+        pts: list[Point] = []
+        for r in recs:
+            why = unhealthy(r)
+            if why:
+                res.excluded_points += 1
+                k = why.split()[0] if why.startswith("status") else why
+                res.excluded_reasons[k] = res.excluded_reasons.get(k, 0) + 1
+                continue
+            pts.append(Point(r["run_id"], r.get("git_commit"), r["created"], math.log(p50(r)), within_sigma(r),
+                             r["suite"], env_fingerprint(r)))
+        pts = pts[-MAX_HISTORY:]  # PELT's cost grows with the history; older levels say nothing of tonight
+        mach = (recs[-1].get("env") or {}).get("machine")
+        if not pts or pts[-1].run_id != newest[mach][1]:
+            res.series_stale += 1
+            continue
+        series = _series_dict(recs[-1])
+        fp = fingerprint(series)
+        if len(pts) < min_history:
+            older = [k for t, k in siblings[_siblings_key(skey)] if k != skey and t < pts[0].created]
+            if older:
+                prev = max(older, key=lambda k: max(r["created"] for r in by[k]))
+                res.breaks.append(Break(series=series, fingerprint=fp, kind="method", run_id=pts[0].run_id,
+                                        created=pts[0].created, detail=(
+                                            f"measured another way since run {pts[0].run_id}: method version "
+                                            f"{prev.method_version} -> {skey.method_version}, input sets "
+                                            f"{prev.input_sets} -> {skey.input_sets}; a new series, not compared "
+                                            "with the old one")))
+            continue
+        res.series_checked += 1
+        res.checked.append(fp)
+        x = np.array([p.log_t for p in pts])
+        within = np.array([p.within for p in pts])
+        n = len(x)
+        prior = prior_noise(safe_exp(float(np.median(x))), series["provider"])
+        sigma = shrink(series_sigma(x, within), (2.0 / 3.0) * (n - 1), prior)
+        cps = _segments(x, sigma)
+        bounds = [0, *cps, n]
+        tests: dict[int, tuple[int, int, str]] = {}  # change index -> (level start, end, kind)
+        if cps:  # PELT's last change point, whatever its age: its segment reaches tonight
+            tests[cps[-1]] = (bounds[-3], n, "pelt")
+        # the newest runs against the level before them: from the latest PELT boundary that leaves 3 runs
+        # (a boundary among the newest runs is itself a candidate: PELT's minimum segment of 2 puts one at
+        # n-2 when only the last run moved; which split is right is decided below, by how much each explains)
+        for k in tail:
+            idx = n - k
+            lo = max(b for b in bounds[:-1] if b <= idx - 3) if idx >= 3 else 0
+            if idx - lo >= 3:
+                tests[idx] = (lo, n, "tail")
+        # the likeliest single change inside PELT's last segment (where PELT, its penalty scaled by a noise the
+        # tails inflate, found none): its p is Bonferroni's over the locations scanned
+        lo0 = bounds[-2]
+        scan = range(lo0 + 3, n - 2)
+        if len(scan) >= 2:
+            best = max(scan, key=lambda j: _split_stats(x, lo0, j, n))
+            if best not in tests:
+                tests[best] = (lo0, n, "scan")
+        key = case_key(recs[-1])
+
+        def make(idx: int, lo: int, hi: int, kind: str, *, x=x, within=within, pts=pts, cps=cps, prior=prior,
+                 series=series, fp=fp, key=key, n=n, scan=scan) -> Change:
+            before, after = x[lo:idx], x[idx:hi]
+            # the noise without the differences across segment boundaries and this candidate
+            skip = {b - 1 for b in cps} | {idx - 1}
+            # consecutive differences overlap: their SD has about 2/3 of the degrees of freedom of their count
+            dof = (2.0 / 3.0) * max(n - 1 - len(skip), 1)
+            sig_c = shrink(series_sigma(x, within, skip=skip), dof, prior)
+            d, se, p, tq = _test(before, after, sig_c, dof + PRIOR_DOF)
+            if kind == "scan":  # the location was chosen as the likeliest of len(scan) splits
+                p = min(1.0, p * len(scan))
+            moved = env_changes(pts[idx - 1].env, pts[idx].env)
+            return Change(series=series, fingerprint=fp, index=idx, n_before=len(before), n_after=len(after),
+                          ratio=safe_exp(d), ratio_ci=(safe_exp(d - tq * se), safe_exp(d + tq * se)), p_value=p,
+                          before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
+                          before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF,
+                          p_one=p / 2 if d > 0 else min(1.0, 1 - p / 2),
+                          after_levels=[float(v) for v in after], before_levels=[float(v) for v in before],
+                          cause="environment" if moved else "code", cause_detail="; ".join(moved),
+                          segment=(lo, hi))
+
+        mine = []
+        for idx, (lo, hi, kind) in sorted(tests.items()):
+            if idx - lo < 3 or hi - idx < 1:  # a level needs 3 runs before it can be departed from
+                continue
+            mine.append(make(idx, lo, hi, kind))
+        for c in mine:
+            c.n_tests = len(mine)
+        cands += mine
+        builders[fp] = (make, x)
+        if n >= DRIFT_MIN:
+            # the noise of the nights before the windows (a drift is not noise)
+            head = x[:-min(DRIFT_WINDOWS)]
+            dof_d = (2.0 / 3.0) * max(len(head) - 1, 0)
+            sig_d = shrink(series_sigma(head, within[:len(head)]), dof_d, prior)
+            got = _drift(x, sig_d, dof_d + PRIOR_DOF)
+            if got is not None:
+                slope, lo_s, hi_s, tau, p, w = got
+                drift_cands.append((Drift(series=series, fingerprint=fp, key=key, slope=safe_exp(slope) - 1,
+                                          slope_ci=(safe_exp(lo_s) - 1, safe_exp(hi_s) - 1),
+                                          total=safe_exp(slope * (w - 1)) - 1, window=w, tau=tau, p_value=p,
+                                          first=pts[-w], last=pts[-1]), True))
+            else:
+                drift_cands.append((None, False))
+    res.candidates = len(cands)
+    drifting: set[str] = set()
+    if drift_cands:
+        # every series tested for drift counts in Benjamini-Hochberg's denominator (no trend: p = 1)
+        qd = stats.false_discovery_control(np.array([d.p_value if d else 1.0 for d, _ in drift_cands]),
+                                           method="bh")
+        for (d, linear), qq in zip(drift_cands, qd):
+            if d is None:
+                continue
+            d.q_value = float(qq)
+            if qq <= DRIFT_Q and linear and d.total >= floor:
+                res.drifts.append(d)
+                drifting.add(d.fingerprint)
+        res.drifts.sort(key=lambda d: -d.slope)
+    if not cands:
+        return res
+    qv = stats.false_discovery_control(np.array([c.p_value for c in cands]), method="bh")
+    beyond = {id(c) for c in cands if c.ratio >= 1 + floor or c.ratio <= 1 / (1 + floor)}
+    for c, qq in zip(cands, qv):
+        c.q_value = float(qq)
+        c.strict = qq <= q and id(c) in beyond
+        if c.strict:
+            res.changes.append(c)
+    # the screen (a confirmation rerun follows): per series, slower candidates beyond the floor whose one-sided p,
+    # Bonferroni over the series' own candidates, is at most `screen`; no correction across series (the rerun is
+    # the check on those), so a change is found however many other series moved tonight
+    screened = [c for c in cands if screen is not None and id(c) in beyond and c.ratio > 1 and not c.strict
+                and c.p_one * c.n_tests <= screen]
+    if screen is not None:  # a rerun follows: it needs a level to be compared with (SCREEN_MIN_BEFORE runs)
+        screened = [c for c in screened if c.n_before >= SCREEN_MIN_BEFORE]
+        res.changes = [c for c in res.changes if c.ratio < 1 or c.n_before >= SCREEN_MIN_BEFORE]
+
+    # one change per series: of its significant candidates (all about the level tonight), the split that
+    # explains the most variance, d^2 nb na / (nb + na) (the likelihood-ratio location: a step two nights ago
+    # also makes "last night vs before" significant, diluted, and the reverse)
+    def rank(c: Change) -> float:
+        d = math.log(c.ratio)
+        return -d * d * c.n_before * c.n_after / (c.n_before + c.n_after)
+
+    per: dict[str, list[Change]] = defaultdict(list)
+    for c in res.changes:
+        per[c.fingerprint].append(c)
+    strict_slower = {c.fingerprint for c in res.changes if c.ratio > 1}
+    for c in screened:
+        if c.fingerprint not in strict_slower:  # a strict slower change speaks first
+            per[c.fingerprint].append(c)
+    current: dict[str, Change] = {}
+    for fp, cs in per.items():
+        # a significant step tonight measured inside PELT's last segment is newer news than that segment's
+        # own start (an old step must not hide tonight's)
+        last_cp = max((c.index for c in cs if c.kind == "pelt"), default=None)
+        newer = [c for c in cs if last_cp is not None and c.kind == "tail" and c.index - c.n_before >= last_cp]
+        c = min(newer or cs, key=rank)
+        # where: the maximum-likelihood split among the neighbouring commits; its own statistics are reported
+        make, x = builders[fp]
+        lo, hi = c.segment
+        j = _refine(x, lo, c.index, hi)
+        if j != c.index:
+            moved = make(j, lo, hi, c.kind)
+            if (moved.ratio > 1) == (c.ratio > 1) and (moved.ratio >= 1 + floor or moved.ratio <= 1 / (1 + floor)):
+                # the significance is the tested split's (the test that controls the error rate); only the
+                # place and the size move: the best of two locations' p would be an uncorrected second look
+                moved.q_value, moved.strict, moved.n_tests = c.q_value, c.strict, c.n_tests
+                moved.p_one, moved.p_value = c.p_one, c.p_value
+                c = moved
+        c.place_p = _place_p(x, lo, c.index, hi, c.sigma)
+        current[fp] = c
+    for c in current.values():
+        if c.cause == "environment":  # the runner changed between the two runs: never the commit's fault
+            res.breaks.append(Break(series=c.series, fingerprint=c.fingerprint, kind="environment",
+                                    detail=f"the runner changed between run {c.before.run_id} and "
+                                           f"{c.after.run_id} ({c.cause_detail})",
+                                    run_id=c.after.run_id, created=c.after.created, ratio=c.ratio))
+        elif c.fingerprint in drifting:  # a trend, reported as a drift: no single commit is blamed
+            continue
+        elif c.direction == "slower":
+            res.alerts.append(c)
+        elif c.n_after <= RECENT:  # an older improvement is history
+            res.improvements.append(c)
+    res.alerts.sort(key=lambda c: -c.ratio)
+    res.improvements.sort(key=lambda c: c.ratio)
+    return res
+

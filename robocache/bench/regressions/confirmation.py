@@ -1,0 +1,155 @@
+"""``confirm(first, rerun)``: which alerts a fresh rerun of their cases, tested alone, reproduces (see the
+package doc)."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..schema import fingerprint, series_key
+from .changepoints import FDR_Q, SCREEN_MIN_BEFORE, Change, CheckResult
+from .noise import LEVEL_Q, prior_pool
+from .records import FLOOR, check_floor, p50, safe_exp, unhealthy
+
+CONFIRM_P = 0.001  # the confirmation's one-sided p-value bound
+CONFIRM_RUNS = 2  # fresh measurements of each alerted case; every one of them must be slower beyond the floor
+# A change that has held: at least HELD_NIGHTS nights after it, their median slower beyond the floor, the nights' own
+# one-sided p <= HELD_P. Its rerun is held to CONFIRM_P_HELD instead of CONFIRM_P (the two independent pieces of
+# evidence together still <= 1e-8; a step of 3x the noise is beyond what two reruns can show at 0.001).
+HELD_NIGHTS = 3
+HELD_P = 1e-6
+CONFIRM_P_HELD = 0.01
+# Sequential confirmation: when an alert's CONFIRM_RUNS reruns are consistent with it (their mean beyond the floor)
+# but not conclusive, CONFIRM_MORE more are measured and all CONFIRM_RUNS_MAX are tested again by the same rule at the
+# same level (a second look: Bonferroni's bound over the two looks is twice the level; the A/A rate this allows is
+# measured in tests/test_regress_quality.py over every rerun the real noise pools allow, both looks, exactly).
+CONFIRM_MORE = 2
+CONFIRM_RUNS_MAX = CONFIRM_RUNS + CONFIRM_MORE
+RERUN_SPARE = 1  # of CONFIRM_RUNS_MAX reruns, this many may fall short of the bars (all of CONFIRM_RUNS must pass)
+
+
+def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
+            measurable: Iterable[str] | None = None,
+            not_measured: dict[str, str] | None = None) -> tuple[list[Change], list[Change], list[Change]]:
+    """Which alerts of ``first`` the confirmation rerun reproduces: (kept, refuted, unconfirmable).
+
+    Independent evidence: the rerun's median times of the series *alone* (the nights that raised the alert
+    are not counted again; ``check --confirm`` measures CONFIRM_RUNS times, and CONFIRM_MORE more where
+    ``Change.wants_more``, then calls this again with all of them: :func:`rerun_more`) must be slower than the level
+    before the change, their mean one-sided p <= ``p_max`` with the series' noise, and every one of them
+    beyond the floor (one outlying rerun, as the real run-to-run ratios have, confirms nothing); else the
+    alert is refuted. An alert whose series the rerun did
+    not measure healthily (crashed, throttled, another machine, a provider that is not registered:
+    ``measurable`` lists the fingerprints this machine could rerun, ``not_measured`` says why not) is
+    *unconfirmable*: it is still raised, marked unconfirmed, never dropped because the check could not
+    measure, when it is significant at the check's own level (``strict``); one only the screen called
+    (``check(screen=...)``) is listed among the refuted with that reason (without a rerun it is no alert).
+    Kept alerts are marked confirmed."""
+    check_floor(floor)
+    got: dict[str, list[float]] = defaultdict(list)
+    for r in rerun:
+        if unhealthy(r):
+            continue
+        got[fingerprint(series_key(r))].append(math.log(p50(r)))
+    can = set(measurable) if measurable is not None else None
+    why_not = not_measured or {}
+    kept, refuted, unconfirmable = [], [], []
+    for c in first.alerts:
+        xs = got.get(c.fingerprint)
+        if not xs or (can is not None and c.fingerprint not in can):
+            c.confirmed = False
+            c.confirm_note = why_not.get(c.fingerprint, "the case could not be measured again here")
+            if c.strict:
+                unconfirmable.append(c)
+            else:  # only the screen called it: without a rerun it is no alert (the nights alone are not enough)
+                c.confirm_note += (f"; the nights alone are not significant at the check's own level "
+                                   f"(q = {c.q_value:.2g} > {FDR_Q}): not raised without a rerun")
+                refuted.append(c)
+            continue
+        xs = xs[:CONFIRM_RUNS_MAX]
+        ok, p, ratio, low = rerun_test(c, np.array([xs]), floor=floor, p_max=p_max)
+        c.reruns = len(xs)
+        c.wants_more = bool(rerun_more(c, np.array([xs]), floor=floor, ok=ok)[0])
+        c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s), "
+                          f"the lowest counted x{low[0]:.3f})"
+                          + (f"; consistent with the change, not conclusive: {CONFIRM_MORE} more rerun(s) asked"
+                             if c.wants_more else ""))
+        if ok[0]:
+            c.confirmed = True
+            kept.append(c)
+        else:
+            refuted.append(c)
+    return kept, refuted, unconfirmable
+
+
+def _held(c: Change, ref: float, floor: float) -> bool:
+    """The change has held: HELD_NIGHTS nights after it or more, their median beyond the floor, their p <= HELD_P."""
+    return (c.n_after >= HELD_NIGHTS and c.p_one <= HELD_P and bool(c.after_levels)
+            and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
+
+
+def _ref(c: Change) -> float:
+    """The level before the change, robustly: the median of its runs."""
+    return float(np.median(c.before_levels)) if c.before_levels else c.before_level
+
+
+def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarray | None = None) -> np.ndarray:
+    """Per rerun set (rows of ``xs``, log-times): does it call for CONFIRM_MORE more reruns? When the first
+    CONFIRM_RUNS reruns did not confirm alert ``c`` (``ok``, else :func:`rerun_test`'s) but are consistent with
+    it: their mean beyond the floor above the level before. What a maintainer does when two fresh runs of a
+    noisy case point the same way as the nights but do not settle it: measure more (never a third look)."""
+    xs = np.atleast_2d(np.asarray(xs, dtype=float))
+    if xs.shape[1] >= CONFIRM_RUNS_MAX:
+        return np.zeros(len(xs), dtype=bool)
+    ref = _ref(c)
+    if ok is None:
+        ok = rerun_test(c, xs, floor=floor)[0]
+    return ~ok & (xs.mean(axis=1) - ref >= math.log1p(floor))
+
+
+def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
+               p_max: float = CONFIRM_P) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The confirmation's decision for alert ``c`` on rerun sets ``xs`` (shape (sets, runs), log-times): each
+    set alone against the level before the change, one-sided, with the series' noise. Returns per set
+    (confirmed, p, the reruns' mean ratio, the lowest rerun's ratio). Vectorized: the quality tests compute
+    the exact confirmation probability of a false alert over every rerun their noise pool allows. A change that
+    has held (HELD_NIGHTS nights, their median beyond the floor, their p <= HELD_P) needs p <= CONFIRM_P_HELD.
+    A set of CONFIRM_RUNS_MAX reruns (the second look, :func:`rerun_more`) is judged by the same bars with one
+    spare (RERUN_SPARE): all but the lowest rerun beyond them, the tails' chance binomial."""
+    from scipy import special
+
+    xs = np.atleast_2d(np.asarray(xs, dtype=float))
+    # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
+    # night that would make every later run look slower; the median's variance is pi/2 the mean's)
+    ref = _ref(c)
+    d = xs.mean(axis=1) - ref
+    se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / xs.shape[1])
+    p = special.stdtr(max(c.dof, 1.0), -d / se)
+    # the reruns that must each be beyond the bars below: all of CONFIRM_RUNS; of CONFIRM_RUNS_MAX (the second look,
+    # rerun_more) all but one (one outlying rerun among four neither confirms nor refutes; the tails below count it)
+    spare = RERUN_SPARE if xs.shape[1] >= CONFIRM_RUNS_MAX else 0
+    low_log = np.sort(xs, axis=1)[:, spare] - ref
+    if _held(c, ref, floor):
+        p_max = max(p_max, CONFIRM_P_HELD)
+    ok = (p <= p_max) & (low_log >= math.log1p(floor))
+    # and beyond the floor above 90% of the nights before the change, whatever their distribution: a series with
+    # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
+    # shown that level before, which no step does
+    if len(c.before_levels) >= SCREEN_MIN_BEFORE:
+        ok &= low_log + ref - float(np.quantile(c.before_levels, LEVEL_Q)) >= math.log1p(floor)
+    # and beyond the provider's measured run-to-run tails: the chance that the provider's real deviations (drawn
+    # as often as there are reruns) put as many runs as slow as the counted rerun (all of them, or all but the
+    # spare: the binomial tail), at most p_max (a provider whose runs of one commit moved 20% now and then
+    # confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
+    pool = prior_pool(safe_exp(ref), c.series.get("provider"))
+    if pool is not None:
+        from scipy import stats
+
+        k = xs.shape[1]
+        tail = (len(pool) - np.searchsorted(pool, low_log, side="left")) / len(pool)
+        ok &= stats.binom.sf(k - spare - 1, k, tail) <= p_max
+    return ok, p, np.exp(np.clip(d, -700, 700)), np.exp(np.clip(low_log, -700, 700))
+

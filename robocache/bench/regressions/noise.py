@@ -1,0 +1,215 @@
+"""Between-run noise: the per-provider priors fitted from the committed records (``noise_priors.json``, next to
+this module; refit with ``python -m robocache.bench.regressions fit-priors results/``), a series' own noise
+(:func:`series_sigma`) and the two pooled (:func:`shrink`)."""
+from __future__ import annotations
+
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..schema import Series, series_key
+from .records import p50, unhealthy
+
+NOISE_MIN = 0.002  # no series is assumed quieter than 0.2% between runs
+# Between-run noise assumed at least (per run, relative): sigma(t) = sqrt(REL^2 + (ABS_US / t)^2). Fitted to
+# the 44 quick cases measured by 6 runs of commit c700059 on an H200 (2 CLI, 1 pytest-benchmark, 3 asv).
+# Only the fallback for a provider without fitted runs (noise_priors.json, fit_priors); ABS_US also floors
+# every prior (launch-bound cases of a few microseconds move by a fraction of a microsecond between processes).
+PRIOR_REL = 0.015
+PRIOR_ABS_US = 0.1
+PRIOR_WIDEN = 1.5  # the prior is widened by this much for a series without history of its own (conservative)
+PRIOR_DOF = 4.0  # the prior counts as this many degrees of freedom next to a series' own history
+LEVEL_Q = 0.9  # the level spread is winsorized at this quantile: a second state must recur in about 10% of nights
+PRIORS_FILE = Path(__file__).with_name("noise_priors.json")
+BUCKETS = ((20.0, "lt20us"), (200.0, "lt200us"), (math.inf, "ge200us"))  # prior time buckets (median time)
+
+
+def _bucket(time_us: float) -> str:
+    return next(name for hi, name in BUCKETS if time_us < hi)
+
+
+def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
+    """Between-run noise per provider and time bucket from runs of one commit (differences are noise).
+
+    Groups healthy records by series (:func:`schema.series_key`: front end, input rotation and method version
+    included) and git commit; every group of two or more runs gives its runs' deviations from the group's mean
+    log-time (scaled by sqrt(n / (n - 1)): one run's deviation). Per provider and bucket of median time: a
+    Gaussian-equivalent sigma from the 90th percentile of the absolute deviations (|e|_90 / 1.645: one case that
+    moved 17% between a quick and a nightly run would otherwise set the whole bucket's sigma; the tails are what
+    the confirmation rerun is for) and the deviations themselves, the pool that the quality tests draw nights
+    from. ``"*"`` pools a provider's buckets, ``"all"`` every provider."""
+    groups: dict[tuple[Series, str], list[float]] = defaultdict(list)
+    for r in records:
+        if unhealthy(r) or not r.get("git_commit") or r.get("synthetic"):
+            continue
+        groups[(series_key(r), r["git_commit"])].append(math.log(p50(r)))
+    dev: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (sk, _commit), xs in groups.items():
+        if len(xs) < 2:
+            continue
+        x = np.array(xs)
+        scale = math.sqrt(len(x) / (len(x) - 1))
+        b = _bucket(math.exp(float(x.mean())))
+        for e in (x - x.mean()) * scale:
+            for prov in (sk.provider, "all"):
+                dev[prov][b].append(float(e))
+                dev[prov]["*"].append(float(e))
+    out: dict[str, Any] = {}
+    for prov, per in sorted(dev.items()):
+        out[prov] = {b: {"sigma": round(float(np.quantile(np.abs(v), 0.9)) / 1.645, 5), "n": len(v),
+                         "rms": round(float(np.sqrt(np.mean(np.square(v)))), 5),
+                         "deviations": [round(e, 5) for e in sorted(v)]} for b, v in sorted(per.items())}
+    return out
+
+
+_PRIORS: dict[str, Any] | None = None
+PRIOR_MIN_N = 10  # deviations a provider's bucket needs before its own sigma is used (else the provider's pool)
+
+
+def priors() -> dict[str, Any]:
+    """The committed priors (``noise_priors.json``, written by ``python -m robocache.bench.regressions fit-priors``)."""
+    global _PRIORS
+    if _PRIORS is None:
+        import json
+
+        try:
+            doc = json.loads(PRIORS_FILE.read_text())
+            if doc.get("schema") != "robocache-noise-priors/1" or not isinstance(doc.get("providers"), dict):
+                raise ValueError(f"not a robocache-noise-priors/1 document (schema {doc.get('schema')!r})")
+            _PRIORS = doc["providers"]
+        except (OSError, ValueError, AttributeError) as e:
+            # the thresholds fall back to the H200 model: say so, never silently
+            print(f"warning: noise priors {PRIORS_FILE} unusable ({e}); using the built-in H200 noise model "
+                  "(refit: python -m robocache.bench.regressions fit-priors results/)", file=sys.stderr)
+            _PRIORS = {}
+    return _PRIORS
+
+
+def prior_noise(time_us: float, provider: str | None = None, *, tails: bool = False) -> float:
+    """Relative between-run noise (one sigma, one run) assumed for a case of median ``time_us`` and ``provider``.
+
+    The provider's fitted sigma for the case's time bucket (its pooled sigma when the bucket has fewer than
+    PRIOR_MIN_N deviations; the base provider for ``name@version``), else the H200 model; never below the
+    H200 model's absolute part (``PRIOR_ABS_US / t``) or NOISE_MIN. ``tails``: the root mean square of the
+    deviations instead (outliers included), for ``compare``, which has no confirmation rerun to weed them out."""
+    t = min(max(float(time_us), 1e-3), 1e300)
+    model = math.hypot(PRIOR_REL, PRIOR_ABS_US / t)
+    table = priors()
+    fitted = None
+    for name in ([provider, provider.split("@")[0]] if provider else []):
+        per = table.get(name)
+        if not per:
+            continue
+        b = per.get(_bucket(t))
+        pick = b if b and b["n"] >= PRIOR_MIN_N else per.get("*")
+        if pick and pick["n"] >= PRIOR_MIN_N:
+            fitted = max(float(pick["sigma"]), float(pick["rms"])) if tails else float(pick["sigma"])
+            break
+    if fitted is None:
+        return max(model, NOISE_MIN)
+    return max(fitted, PRIOR_ABS_US / t, NOISE_MIN)
+
+
+def prior_pool(time_us: float, provider: str | None) -> np.ndarray | None:
+    """The provider's measured run-to-run deviations (log-time, sorted) for a case of median ``time_us``: the
+    pool :func:`prior_noise` takes its sigma from (None when the provider has no fitted runs)."""
+    t = min(max(float(time_us), 1e-3), 1e300)
+    for name in ([provider, provider.split("@")[0]] if provider else []):
+        per = priors().get(name)
+        if not per:
+            continue
+        b = per.get(_bucket(t))
+        pick = b if b and b["n"] >= PRIOR_MIN_N else per.get("*")
+        if pick and pick["n"] >= PRIOR_MIN_N and pick.get("deviations"):
+            return np.sort(np.asarray(pick["deviations"], dtype=float))
+    return None
+
+
+def shrink(sigma: float, dof: float, prior: float) -> float:
+    """A series' noise with the prior: with no history the prior widened by PRIOR_WIDEN; with history the
+    pooled variance (dof * sigma^2 + PRIOR_DOF * (widened prior)^2) / (dof + PRIOR_DOF), so the prior's
+    weight shrinks as the series' own history grows."""
+    p = PRIOR_WIDEN * prior
+    if dof <= 0 or not math.isfinite(sigma):
+        return p
+    return math.sqrt((dof * sigma ** 2 + PRIOR_DOF * p ** 2) / (dof + PRIOR_DOF))
+
+
+def _level_spread(x: np.ndarray) -> float:
+    """The spread of the levels themselves: RMS of the distance to a running median of 9 runs (which follows a
+    step within a few runs), winsorized at its LEVEL_Q (90th) percentile (isolated outlying nights do not
+    count, a second state that recurs in a tenth of the nights or more does: at the 95th percentile two
+    outliers in 20 nights, as robocache's few-microsecond cases have, set a 7.7% floor on a 1.4% series). Floors the noise of a two-state series (100/108 us alternating), where
+    consecutive differences winsorized by their MAD collapse to the quiet mode."""
+    if len(x) < 5:
+        return 0.0
+    from scipy.ndimage import median_filter
+
+    # mode "mirror": padding with copies of the first run ("nearest") made the first nights their own median,
+    # so a slow state seen only early in the history did not count
+    r = x - median_filter(x, size=min(9, len(x) | 1), mode="mirror")
+    c = float(np.quantile(np.abs(r), LEVEL_Q))
+    r = np.clip(r, -c, c)
+    return float(np.sqrt(np.mean(r * r)))
+
+
+def series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -> float:
+    """Between-run noise of one series (one run's sigma of log-time): the standard deviation of consecutive
+    differences over sqrt(2) (a step moves one difference only), the differences first winsorized at 3 MADs
+    (a crash-slow night does not inflate it), leaving out the differences in ``skip`` (across the changes
+    being tested); never below the spread of the levels (:func:`_level_spread`, two-state series), the
+    runs' own median within-run noise or NOISE_MIN."""
+    d = np.diff(x)
+    drop = [j for j in skip if 0 <= j < len(d)]  # differences across a change being tested are not noise
+    if drop and len(d) - len(drop) >= 2:
+        d = np.delete(d, drop)
+    if len(d) >= 2:
+        # centred on 0, where differences of a level sit (their median is not: an alternating 100/108 series
+        # has its differences at +8% and -8%, and the median of an odd count of them is one side's)
+        mad = 1.4826 * float(np.median(np.abs(d)))
+        if mad > 0:
+            d = np.clip(d, -3 * mad, 3 * mad)
+        sd = float(np.std(d, ddof=1)) / math.sqrt(2)
+    elif len(d) == 1:  # two runs (compare's shortest history): the one difference is the estimate, not zero
+        sd = abs(float(d[0])) / math.sqrt(2)
+    else:
+        sd = 0.0
+    # the level spread of the points before the newest ones (a change tonight is not noise)
+    lv = _level_spread(x[:-2] if len(x) >= 7 else x)
+    sd = sd if math.isfinite(sd) else 0.0
+    return max(sd, lv, float(np.median(within)) if len(within) else 0.0, NOISE_MIN)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m robocache.bench.regressions fit-priors results/``: refit ``noise_priors.json`` from the records."""
+    import argparse
+    import json
+
+    from .. import store
+
+    ap = argparse.ArgumentParser(prog="python -m robocache.bench.regressions")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fit-priors", help="fit the per-provider noise priors from runs of one commit")
+    f.add_argument("paths", nargs="+")
+    f.add_argument("--out", default=str(PRIORS_FILE))
+    args = ap.parse_args(argv)
+    loaded = store.load(*args.paths)
+    if loaded.bad:
+        for path, why in loaded.bad:
+            print(f"bad results file {path}: {why}", file=sys.stderr)
+        return 2
+    doc = {"schema": "robocache-noise-priors/1",
+           "about": "between-run noise (one sigma of log-time per run) per provider and median-time bucket, from "
+                    "healthy runs of one commit; written by python -m robocache.bench.regressions fit-priors",
+           "sources": sorted({str(Path(p)) for p in args.paths}), "providers": fit_priors(loaded.records)}
+    text = json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    out = Path(args.out)
+    store.atomic_write(out, text)
+    print(f"priors for {len(doc['providers'])} providers written to {out}")
+    return 0
+

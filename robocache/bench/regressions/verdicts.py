@@ -1,0 +1,161 @@
+"""``compare(base, new)``: a verdict per case between two runs (see the package doc), and its markdown."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..schema import FAILED_STATUSES, Series, series_key
+from .alerts import md_text, us_text
+from .noise import prior_noise, series_sigma, shrink
+from .records import FLOOR, case_key, case_label, check_floor, p50, safe_exp, unhealthy, within_sigma
+
+Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
+VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
+
+
+# compare() names these in its verdict ("incomparable: machine ...", "front end ...", "method version ...", "input
+# sets ...") instead of matching on them, so a run measured differently reads as incomparable, not as missing.
+_SAID_APART = {"machine": None, "frontend": None, "input_sets": None, "method_version": None}
+
+
+def _match_key(rec: Any) -> Series:
+    return series_key(rec)._replace(**_SAID_APART)
+
+
+def _match_untimed(b_idx: dict[Series, Any], n_idx: dict[Series, Any]) -> None:
+    """A record never timed (a crash or a failed check before timing: no method, timer "-") stands for its case
+    whatever timer and cache the other run measured it with, so it reads "failed", not "missing" (in place)."""
+    for idx, other in ((n_idx, b_idx), (b_idx, n_idx)):
+        for k in [k for k in idx if k.timer == "-" and k not in other]:
+            match = [o for o in other if o._replace(timer="-", cache="-") == k and o not in idx]
+            if len(match) == 1:
+                idx[match[0]] = idx.pop(k)
+
+
+def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[Series, tuple[float, float]]:
+    """Between-run noise per series (one sigma of log-time per run) from its healthy runs, in run order, with
+    its degrees of freedom (about 2/3 of the consecutive differences, which overlap): ``{key: (sigma, dof)}``.
+    Any history of two runs or more counts; how much it counts is for :func:`shrink` to say."""
+    skip = set(exclude_runs)
+    pts: dict[Series, list[tuple[str, float]]] = defaultdict(list)
+    for r in records:
+        if r["run_id"] in skip or unhealthy(r):
+            continue
+        pts[series_key(r)].append((r["created"], math.log(p50(r))))
+    out = {}
+    for k, xs in pts.items():
+        if len(xs) >= 2:
+            x = np.array([v for _, v in sorted(xs)])
+            out[k] = (series_sigma(x, np.zeros(0)), (2.0 / 3.0) * (len(x) - 1))
+    return out
+
+
+@dataclass
+class Verdict:
+    case: str  # "op/tag dtype provider"
+    key: str  # harness case key
+    verdict: str
+    ratio: float | None = None  # new / base median time (above 1: slower)
+    threshold: float | None = None  # the relative change needed for a verdict (the smallest detectable)
+    noise: float | None = None  # one sigma of log(ratio)
+    noise_source: str = ""  # "history" | "prior"
+    base_us: float | None = None
+    new_us: float | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] = (), floor: float = FLOOR,
+            z: float = Z) -> list[Verdict]:
+    """Verdicts for every case in either run (see the package doc)."""
+    check_floor(floor)
+    b_idx = {_match_key(r): r for r in base}
+    n_idx = {_match_key(r): r for r in new}
+    _match_untimed(b_idx, n_idx)
+    runs = {r["run_id"] for r in (*base, *new)}
+    hist = history_noise(history, exclude_runs=runs)
+    out: list[Verdict] = []
+    for k in sorted(set(b_idx) | set(n_idx), key=lambda k: tuple(str(x) for x in k)):
+        b, n = b_idx.get(k), n_idx.get(k)
+        ref = n if n is not None else b
+        v = Verdict(case=case_label(ref), key=case_key(ref), verdict="incomparable")
+        if b is None or n is None:
+            v.reason = "only in the new run" if b is None else "missing from the new run"
+            out.append(v)
+            continue
+        b_env, n_env = b.get("env") or {}, n.get("env") or {}
+        if b_env.get("machine") != n_env.get("machine"):
+            v.reason = f"machine {b_env.get('machine')} vs {n_env.get('machine')}"
+            out.append(v)
+            continue
+        if n["status"] in FAILED_STATUSES or b["status"] in FAILED_STATUSES:
+            v.verdict = "failed"
+            v.reason = (f"new: {n['status']}" if n["status"] in FAILED_STATUSES else f"base: {b['status']}")
+            out.append(v)
+            continue
+        if b["frontend"] != n["frontend"]:
+            v.reason = f"front end {b['frontend']} vs {n['frontend']} (measured differently)"
+            out.append(v)
+            continue
+        vb, vn = (b.get("method") or {}).get("version", 1), (n.get("method") or {}).get("version", 1)
+        if vb != vn:
+            v.reason = f"method version {vb} vs {vn} (measured differently: a method change, not the code's)"
+            out.append(v)
+            continue
+        ib, inn = (b.get("method") or {}).get("input_sets", 1), (n.get("method") or {}).get("input_sets", 1)
+        if ib != inn:
+            v.reason = f"input sets {ib} vs {inn} (a method change: L2-resident or rotated inputs)"
+            out.append(v)
+            continue
+        why = unhealthy(b) or unhealthy(n)
+        if why:
+            v.reason = ("base " if unhealthy(b) else "new ") + why
+            out.append(v)
+            continue
+        tb, tn = p50(b), p50(n)
+        sk = series_key(n)
+        # the series' own between-run noise, pooled with the provider's prior (widened, and weighing less the
+        # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
+        # a series whose history said 0.4% moved 3.5% between two runs of one commit)
+        prior = prior_noise(min(tb, tn), n["case"]["provider"], tails=True)
+        s_h, dof = hist.get(sk, (0.0, 0.0))
+        between = shrink(s_h, dof, prior)
+        v.noise_source = f"history ({dof:.1f} dof) + prior" if dof > 0 else "prior"
+        sigma = math.sqrt(within_sigma(b) ** 2 + within_sigma(n) ** 2 + 2 * between ** 2)
+        thr = max(floor, safe_exp(z * sigma) - 1.0)
+        ratio = tn / tb if math.isfinite(tn / tb) and tn / tb > 0 else safe_exp(math.log(tn) - math.log(tb))
+        v.ratio, v.threshold, v.noise, v.base_us, v.new_us = ratio, thr, sigma, tb, tn
+        if ratio > 1 + thr:
+            v.verdict = "slower"
+        elif ratio < 1 / (1 + thr):
+            v.verdict = "faster"
+        else:
+            v.verdict = "same"
+        out.append(v)
+    return out
+
+
+def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str) -> str:
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
+    lines = [f"## robocache-bench compare: {md_text(base_name)} -> {md_text(new_name)}", "",
+             " | ".join(f"{k} {counts[k]}" for k in VERDICTS), "",
+             "| verdict | case | base | new | ratio | needs | noise | reason |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    order = {k: i for i, k in enumerate(VERDICTS)}
+    for v in sorted(verdicts, key=lambda v: (order[v.verdict], -(abs(math.log(v.ratio)) if v.ratio else 0))):
+        lines.append("| " + " | ".join([
+            f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, md_text(v.case),
+            us_text(v.base_us), us_text(v.new_us), f"{v.ratio:.3f}" if v.ratio else "",
+            f"±{v.threshold * 100:.1f}%" if v.threshold is not None else "",
+            f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", md_text(v.reason)]) + " |")
+    lines += ["", f"A verdict needs a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
+              "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base))."]
+    return "\n".join(lines) + "\n"
+
