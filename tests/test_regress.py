@@ -753,6 +753,9 @@ def test_alerts_json_reports_the_checks_own_floor_and_q() -> None:
     s = regress.alerts_json(regress.check([], floor=0.05, q=0.01))["summary"]
     assert s["floor"] == 0.05 and s["fdr_q"] == 0.01
     assert regress.alerts_json(regress.check([]))["summary"]["floor"] == regress.FLOOR
+    # and the markdown's header line too (the rehearsal's `check --floor 1` printed "beyond 3%")
+    assert "(Benjamini-Hochberg q <= 0.005, beyond 100%)" in regress.check_markdown(regress.check([], floor=1.0,
+                                                                                                  q=0.005))
 
 
 def _held_change():

@@ -7,8 +7,7 @@ import shlex
 from datetime import datetime, timezone
 from typing import Any
 
-from .changepoints import FDR_Q, MIN_HISTORY, Break, Change, CheckResult, Drift, Point
-from .records import FLOOR
+from .changepoints import MIN_HISTORY, Break, Change, CheckResult, Drift, Point
 
 PLACE_SURE = 0.7  # an alert whose location's likelihood share (_place_p) is below this says a neighbour may be it
 
@@ -136,7 +135,7 @@ def check_markdown(res: CheckResult, dashboard_url: str | None = None) -> str:
              f"{res.series} series, {res.series_checked} with at least {MIN_HISTORY} healthy runs; "
              f"{res.excluded_points} points excluded ({', '.join(f'{k} {v}' for k, v in sorted(res.excluded_reasons.items())) or 'none'}); "
              f"{res.candidates} candidate change points, {len(res.changes)} significant "
-             f"(Benjamini-Hochberg q <= {FDR_Q}, beyond {FLOOR:.0%}).", ""]
+             f"(Benjamini-Hochberg q <= {res.fdr_q:g}, beyond {res.floor:.0%}).", ""]
     if res.alerts:
         lines += [f"**{len(res.alerts)} performance regression(s)**", ""] + [alert_markdown(c, dashboard_url) for c in res.alerts]
     elif res.series_checked == 0:
