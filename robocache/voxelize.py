@@ -66,16 +66,8 @@ class _Plan:
 
     def __call__(self, points: Any, features: Any | None, out: Any = None) -> Any:
         ptr = L.ptr
-        if self.mode != "mean":
-            if out is None:
-                out = _zeros(self.kind, self.out_shape, self.out_dtype, points, self.dev)
-            else:
-                with L.on_device(self.kind, self.dev):  # the fill on the output's device and stream
-                    out[...] = 0
-            if self.grid:  # main: count/occupancy (0 points, 3 counts, 4 occ) or hashed (0, 7 counts)
-                L.fast_launch(self.main, self.grid, self.kind, self.dev,
-                              {0: ptr(points), self.main_out_slot(): ptr(out)}, self.smem)
-            return out
+        if self.mode != "mean":  # main: count/occupancy (0 points, 3 counts, 4 occ) or hashed (0, 7 counts)
+            return _filled_launch(self, points, out, self.main_out_slot())
         counts = _zeros(self.kind, (self.b * self.vox,), "int32", points, self.dev)
         sums = _zeros(self.kind, (self.b * self.vox * self.c,), "float32", points, self.dev)
         if out is None:
@@ -108,6 +100,20 @@ def _hash_shape(c: int) -> tuple[int, int, int] | None:
     return hs.bit_length() - 1, hs // 2, hs * words * 4
 
 
+def _filled_launch(plan: Any, points: Any, out: Any, out_slot: int, block: int = L.BLOCK) -> Any:
+    """count/occupancy (and v2's hashed count) of a v2 or v3 plan: the output zeroed (allocated, or ``out``
+    filled on its device and stream), then the plan's one kernel writing it through argument ``out_slot``."""
+    if out is None:
+        out = _zeros(plan.kind, plan.out_shape, plan.out_dtype, points, plan.dev)
+    else:
+        with L.on_device(plan.kind, plan.dev):  # the fill on the output's device and stream
+            out[...] = 0
+    if plan.grid:
+        L.fast_launch(plan.main, plan.grid, plan.kind, plan.dev, {0: L.ptr(points), out_slot: L.ptr(out)}, plan.smem,
+                      block=block)
+    return out
+
+
 def _zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, dev: int) -> Any:
     if kind == "torch":
         import torch
@@ -138,15 +144,7 @@ class _PlanV3:
     def __call__(self, points: Any, features: Any | None, out: Any = None) -> Any:
         ptr = L.ptr
         if self.mode != "mean":
-            if out is None:
-                out = _zeros(self.kind, self.out_shape, self.out_dtype, points, self.dev)
-            else:
-                with L.on_device(self.kind, self.dev):
-                    out[...] = 0
-            if self.grid:
-                L.fast_launch(self.main, self.grid, self.kind, self.dev,
-                              {0: ptr(points), self.main_slots[0]: ptr(out)}, self.smem, block=self.block)
-            return out
+            return _filled_launch(self, points, out, self.main_slots[0], self.block)
         vw = self.vw
         if out is None:
             out = L.empty(self.kind, self.out_shape, features, self.dev)
