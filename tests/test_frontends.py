@@ -359,3 +359,24 @@ def test_pytest_benchmark_tool_finds_the_saved_runs_without_options():
     listed = {Path(line).name for line in out.stdout.split()}
     saved = {p.name for p in (ROOT / "results" / "pytest").rglob("*.json")}
     assert saved and listed == saved
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_front_end_sessions_live_in_a_private_folder(tmp_path):
+    """asv's and pytest-benchmark's session state (run id, environment, records) sits in a 0700 folder of this
+    user, never a fixed /tmp path that another user could create first; a planted or open one is refused."""
+    from robocache.bench import frontend
+
+    d = frontend.private_dir(tmp_path)
+    assert d.name == f"robocache-frontend-{os.getuid()}" and (d.stat().st_mode & 0o777) == 0o700
+    assert frontend.private_dir(tmp_path) == d  # the same folder again
+    d.chmod(0o777)  # someone made it open (or created it that way first)
+    with pytest.raises(RuntimeError, match="not a private folder"):
+        frontend.private_dir(tmp_path)
+    d.chmod(0o700)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    d.rmdir()
+    d.symlink_to(other, target_is_directory=True)  # a link planted under the name
+    with pytest.raises(RuntimeError, match="not a private folder"):
+        frontend.private_dir(tmp_path)

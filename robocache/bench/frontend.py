@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -130,14 +131,30 @@ def frontend_git() -> tuple[str | None, bool | None]:
     return (commit, None) if commit else git_state()
 
 
+def private_dir(base: str | os.PathLike[str] | None = None) -> Path:
+    """This user's folder for front-end sessions under the temporary folder (``robocache-frontend-<uid>``, mode
+    0700): another user cannot create it first and plant a run id, an environment or records in it. A folder of
+    that name that is a link, another user's, or open to others is refused (RuntimeError naming it)."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    d = Path(tempfile.gettempdir() if base is None else base) / (f"robocache-frontend-{uid}" if uid is not None
+                                                               else "robocache-frontend")
+    d.mkdir(mode=0o700, exist_ok=True)
+    st = d.lstat()
+    if uid is not None and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != uid
+                            or st.st_mode & 0o077):
+        raise RuntimeError(f"{d}: not a private folder of this user (owner uid {st.st_uid}, mode "
+                           f"{stat.filemode(st.st_mode)}); remove it, or set TMPDIR to a folder of your own")
+    return d
+
+
 class Session:
     """State shared by the benchmarks of one front-end invocation, kept in a temp folder: its run id, the
     environment, the copy ceiling and the records measured (asv runs each benchmark in a process of its own)."""
 
     def __init__(self, frontend: str, key: str):
         self.frontend = frontend
-        self.dir = Path(tempfile.gettempdir()) / "robocache-frontend" / store.safe_component(f"{frontend}-{key}")
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = private_dir() / store.safe_component(f"{frontend}-{key}")
+        self.dir.mkdir(exist_ok=True)
         rid = self.dir / "run_id"
         if not rid.exists():
             _atomic_write(rid, new_run_id().encode())
