@@ -175,7 +175,7 @@ def _test(before: np.ndarray, after: np.ndarray, sigma: float, dof: float) -> tu
     return d, se, p, float(special.stdtrit(dof, 0.975))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.triu_indices(n, 1)``, read-only: Mann-Kendall's pairs i < j, the same few window lengths every series."""
     rows, cols = np.triu_indices(n, 1)
