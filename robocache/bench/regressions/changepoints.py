@@ -1,6 +1,8 @@
 """``check(records)``: change points, drifts and breaks over the history of every series (see the package doc)."""
 from __future__ import annotations
 
+import functools
+import gc
 import hashlib
 import math
 from collections import defaultdict
@@ -11,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..schema import Series, fingerprint, series_key
-from .noise import PRIOR_DOF, prior_noise, series_sigma, shrink
+from .noise import PRIOR_DOF, prior_noise, series_sigma, shrink, sigma_floors
 from .records import FLOOR, case_key, check_floor, env_changes, env_fingerprint, p50, safe_exp, unhealthy, within_sigma
 
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
@@ -173,12 +175,20 @@ def _test(before: np.ndarray, after: np.ndarray, sigma: float, dof: float) -> tu
     return d, se, p, float(special.stdtrit(dof, 0.975))
 
 
+@functools.cache
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(n, 1)``, read-only: Mann-Kendall's pairs i < j, the same few window lengths every series."""
+    rows, cols = np.triu_indices(n, 1)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
+
+
 def _mann_kendall(w: np.ndarray) -> tuple[float, float]:
     """Mann-Kendall's trend test: (Kendall's tau of the values against their order, one-sided p for an
     upward trend), the S statistic's normal approximation with the tie-corrected variance and a continuity
     correction (Hipel and McLeod; the form pymannkendall uses). NumPy only: it runs per series per night."""
     n = len(w)
-    sgn = np.sign(w[None, :] - w[:, None])[np.triu_indices(n, 1)]
+    sgn = np.sign(w[None, :] - w[:, None])[_pairs(n)]
     s_stat = float(sgn.sum())
     _, counts = np.unique(w, return_counts=True)
     var = (n * (n - 1) * (2 * n + 5) - float(np.sum(counts * (counts - 1) * (2 * counts + 5)))) / 18.0
@@ -188,6 +198,16 @@ def _mann_kendall(w: np.ndarray) -> tuple[float, float]:
     return s_stat / (n * (n - 1) / 2), 0.5 * math.erfc(z / math.sqrt(2))
 
 
+def _theilslopes() -> Any:
+    """``scipy.stats.theilslopes`` itself, without the axis/NaN-policy wrapper SciPy puts around it (``__wrapped__``):
+    the drift test calls it on short 1-D windows without NaNs (log-times of healthy runs), for which the wrapper
+    passes the arrays through unchanged and returns the function's own result, at some 1 ms of bookkeeping a call,
+    the bulk of a check over a thousand drifting series. The wrapped function where SciPy has no wrapper."""
+    from scipy import stats
+
+    return getattr(stats.theilslopes, "__wrapped__", stats.theilslopes)
+
+
 def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float, float, int] | None:
     """The strongest trend ending tonight over windows of DRIFT_WINDOWS nights: Theil-Sen's slope (log-time per
     night) with its 95% interval, tested against the series' own noise (the slope's standard error under
@@ -195,9 +215,10 @@ def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float
     windows), and only where Mann-Kendall (Kendall's tau against night) also calls it (one-sided p <= 0.05:
     one outlying night does not make a trend) and a line fits the window better than the best single step
     (a step is a change point's business). Returns (slope, lo, hi, tau, p, window) or None."""
-    from scipy import special, stats
+    from scipy import special
 
     best = None
+    theilslopes = _theilslopes()
     wins = [w for w in DRIFT_WINDOWS if w <= len(x)]
     for w_n in wins:
         w = x[-w_n:]
@@ -207,7 +228,7 @@ def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float
         tau, p_mk = _mann_kendall(w)
         if not (tau > 0 and p_mk <= 0.05):
             continue
-        slope, icpt, lo, hi = stats.theilslopes(w, i)
+        slope, icpt, lo, hi = theilslopes(w, i)
         if slope <= 0:
             continue
         sse_lin = float(np.sum((w - (icpt + slope * i)) ** 2))
@@ -230,6 +251,30 @@ def _split_stats(x: np.ndarray, lo: int, idx: int, hi: int) -> float:
     b, a = x[lo:idx], x[idx:hi]
     d = float(a.mean() - b.mean())
     return d * d * len(b) * len(a) / (len(b) + len(a))
+
+
+def _best_split(x: np.ndarray, lo: int, scan: range) -> int:
+    """``max(scan, key=lambda j: _split_stats(x, lo, j, len(x)))``, the same index, without two slices' means per
+    split: every split's gain from the segment's cumulative sums at once, then :func:`_split_stats` itself only on
+    the splits whose gain could be the largest given how far the cumulative sums can stray from the slices' means
+    (their rounding differs; bounded here a thousand-fold wider than it can), in scan's
+    order, so that the exact maximum and its first occurrence (max's tie rule) are the ones the plain max finds."""
+    n = len(x)
+    seg = x[lo:n]
+    js = np.arange(scan.start, scan.stop)
+    nb, na = (js - lo).astype(float), (n - js).astype(float)
+    cs = np.cumsum(seg)
+    sb = cs[js - lo - 1]
+    d = (cs[-1] - sb) / na - sb / nb
+    w = nb * na / (nb + na)
+    gain = d * d * w
+    # how far cumsum's difference of means can be from the slices' (each sum within n^2 eps max|x|), 1000-fold
+    delta = 1e3 * n * n * float(np.finfo(float).eps) * float(np.max(np.abs(seg)))
+    err = w * (2 * np.abs(d) * delta + delta * delta) + 1e-9 * gain
+    if not (np.all(np.isfinite(gain)) and np.all(np.isfinite(err))):
+        return max(scan, key=lambda j: _split_stats(x, lo, j, n))
+    near = js[gain + err >= float(np.max(gain - err))]
+    return max((int(j) for j in near), key=lambda j: _split_stats(x, lo, j, n))
 
 
 def _refine(x: np.ndarray, lo: int, idx: int, hi: int) -> int:
@@ -273,9 +318,23 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     rate times the confirmation's). Without a rerun the alerts are Benjamini-Hochberg's over all series, which
     must carry the whole false-alert budget alone. Alerts significant at that level too are marked
     ``strict``; only those are raised when the rerun cannot measure them."""
+    check_floor(floor)
+    gc_was_on = gc.isenabled()
+    gc.disable()  # as store.load: a Point, a list and a few arrays per record, acyclic; the cyclic GC's passes
+    # over them (and over the records the caller holds) were a tenth of a check over 100,000 records
+    try:
+        return _check(records, machine=machine, frontend=frontend, floor=floor, q=q, min_history=min_history,
+                      tail=tail, screen=screen)
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None, floor: float, q: float,
+           min_history: int, tail: Sequence[int], screen: float | None) -> CheckResult:
+    """:func:`check`'s work (the GC paused around it)."""
     from scipy import stats
 
-    check_floor(floor)
     res = CheckResult(floor=floor, fdr_q=q)
     by: dict[Series, list[Any]] = defaultdict(list)
     newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
@@ -297,6 +356,17 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
     siblings: dict[Series, list[tuple[str, Series]]] = defaultdict(list)
     for k, recs in by.items():
         siblings[_siblings_key(k)].append((max(r["created"] for r in recs), k))
+    # the runner's fingerprint per env object (records of one file, or of one frame row's env, share theirs):
+    # id -> (the env, kept alive so that its id is not reused during this call; its fingerprint)
+    env_fps: dict[int, tuple[Any, dict[str, str]]] = {}
+
+    def env_fp(r: Any) -> dict[str, str]:
+        env = r.get("env")
+        got = env_fps.get(id(env))
+        if got is None or got[0] is not env:
+            got = env_fps[id(env)] = (env, env_fingerprint(r))
+        return dict(got[1])  # each point its own dict, as before
+
     for skey, recs in by.items():
         recs.sort(key=lambda r: (r["created"], r["run_id"]))
         pts: list[Point] = []
@@ -308,7 +378,7 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
                 res.excluded_reasons[k] = res.excluded_reasons.get(k, 0) + 1
                 continue
             pts.append(Point(r["run_id"], r.get("git_commit"), r["created"], math.log(p50(r)), within_sigma(r),
-                             r["suite"], env_fingerprint(r)))
+                             r["suite"], env_fp(r)))
         pts = pts[-MAX_HISTORY:]  # PELT's cost grows with the history; older levels say nothing of tonight
         mach = (recs[-1].get("env") or {}).get("machine")
         if not pts or pts[-1].run_id != newest[mach][1]:
@@ -333,7 +403,8 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
         within = np.array([p.within for p in pts])
         n = len(x)
         prior = prior_noise(safe_exp(float(np.median(x))), series["provider"])
-        sigma = shrink(series_sigma(x, within), (2.0 / 3.0) * (n - 1), prior)
+        floors = sigma_floors(x, within)  # the same for every candidate's noise below
+        sigma = shrink(series_sigma(x, within, floors=floors), (2.0 / 3.0) * (n - 1), prior)
         cps = _segments(x, sigma)
         bounds = [0, *cps, n]
         tests: dict[int, tuple[int, int, str]] = {}  # change index -> (level start, end, kind)
@@ -352,19 +423,19 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
         lo0 = bounds[-2]
         scan = range(lo0 + 3, n - 2)
         if len(scan) >= 2:
-            best = max(scan, key=lambda j: _split_stats(x, lo0, j, n))
+            best = _best_split(x, lo0, scan)
             if best not in tests:
                 tests[best] = (lo0, n, "scan")
         key = case_key(recs[-1])
 
         def make(idx: int, lo: int, hi: int, kind: str, *, x=x, within=within, pts=pts, cps=cps, prior=prior,
-                 series=series, fp=fp, key=key, n=n, scan=scan) -> Change:
+                 series=series, fp=fp, key=key, n=n, scan=scan, floors=floors) -> Change:
             before, after = x[lo:idx], x[idx:hi]
             # the noise without the differences across segment boundaries and this candidate
             skip = {b - 1 for b in cps} | {idx - 1}
             # consecutive differences overlap: their SD has about 2/3 of the degrees of freedom of their count
             dof = (2.0 / 3.0) * max(n - 1 - len(skip), 1)
-            sig_c = shrink(series_sigma(x, within, skip=skip), dof, prior)
+            sig_c = shrink(series_sigma(x, within, skip=skip, floors=floors), dof, prior)
             d, se, p, tq = _test(before, after, sig_c, dof + PRIOR_DOF)
             if kind == "scan":  # the location was chosen as the likeliest of len(scan) splits
                 p = min(1.0, p * len(scan))

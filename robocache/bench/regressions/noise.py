@@ -158,12 +158,23 @@ def _level_spread(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(r * r)))
 
 
-def series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) -> float:
+def sigma_floors(x: np.ndarray, within: np.ndarray) -> tuple[float, float]:
+    """The parts of :func:`series_sigma` that do not depend on ``skip``: (the level spread of the points before
+    the newest ones, the runs' median within-run noise). ``check`` tests several candidates per series, each
+    leaving out other differences: it computes these once per series and passes them back (``floors=``)."""
+    # the level spread of the points before the newest ones (a change tonight is not noise)
+    lv = _level_spread(x[:-2] if len(x) >= 7 else x)
+    return lv, float(np.median(within)) if len(within) else 0.0
+
+
+def series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = (), *,
+                 floors: tuple[float, float] | None = None) -> float:
     """Between-run noise of one series (one run's sigma of log-time): the standard deviation of consecutive
     differences over sqrt(2) (a step moves one difference only), the differences first winsorized at 3 MADs
     (a crash-slow night does not inflate it), leaving out the differences in ``skip`` (across the changes
     being tested); never below the spread of the levels (:func:`_level_spread`, two-state series), the
-    runs' own median within-run noise or NOISE_MIN."""
+    runs' own median within-run noise or NOISE_MIN. ``floors``: :func:`sigma_floors` of these same ``x`` and
+    ``within``, computed once by a caller that asks for several ``skip``s (None: computed here)."""
     d = np.diff(x)
     drop = [j for j in skip if 0 <= j < len(d)]  # differences across a change being tested are not noise
     if drop and len(d) - len(drop) >= 2:
@@ -179,10 +190,9 @@ def series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = ()) ->
         sd = abs(float(d[0])) / math.sqrt(2)
     else:
         sd = 0.0
-    # the level spread of the points before the newest ones (a change tonight is not noise)
-    lv = _level_spread(x[:-2] if len(x) >= 7 else x)
+    lv, med = sigma_floors(x, within) if floors is None else floors
     sd = sd if math.isfinite(sd) else 0.0
-    return max(sd, lv, float(np.median(within)) if len(within) else 0.0, NOISE_MIN)
+    return max(sd, lv, med, NOISE_MIN)
 
 
 def main(argv: list[str] | None = None) -> int:
