@@ -830,3 +830,33 @@ def test_location_share_is_high_for_a_clear_step_and_low_when_a_neighbour_is_as_
     # the first night after the step sits half way: commit 20 or 21 are about as likely
     halfway = np.log([100.0] * 18 + [100.1, 99.9] + [105.0, 110.1, 109.9, 110.0])
     assert 0.2 < changepoints._place_p(halfway, 0, 20, len(halfway), 0.02) < 0.7
+
+
+def test_best_split_is_the_plain_maximum():
+    """changepoints._best_split (every split's gain from cumulative sums, then the exact gain near the best) picks
+    the index ``max(scan, key=_split_stats)`` picks, ties included (the first), on random, flat, tied and two-state
+    series."""
+    import numpy as np
+
+    from robocache.bench.regressions import changepoints as cp
+
+    rng = np.random.default_rng(7)
+    cases = []
+    for _ in range(400):
+        n = int(rng.integers(4, 60))
+        kind = rng.integers(4)
+        if kind == 0:
+            x = rng.normal(0, 0.02, n)
+        elif kind == 1:
+            x = np.full(n, 3.0)  # flat: every split ties at 0
+        elif kind == 2:
+            x = np.round(rng.normal(0, 1, n), 1)  # many equal values
+        else:
+            x = np.where(rng.random(n) < 0.3, 0.08, 0.0) + rng.normal(0, 1e-9, n)  # two states
+        lo = int(rng.integers(0, n - 3))
+        a = int(rng.integers(lo + 1, n - 1))
+        b = int(rng.integers(a + 1, n))
+        cases.append((x, lo, range(a, b)))
+    for x, lo, scan in cases:
+        want = max(scan, key=lambda j: cp._split_stats(x, lo, j, len(x)))
+        assert cp._best_split(x, lo, scan) == want, (x.tolist(), lo, scan)
