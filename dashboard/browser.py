@@ -104,13 +104,31 @@ def chromium(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterato
             ctx.close()
 
 
-def wait_for_charts(page: Any, n: int = 1, timeout_s: float = 30.0) -> int:
-    """Wait until at least ``n`` Plotly charts have drawn; their number."""
+_SETTLED_JS = ("() => [(" + _DRAWN_JS + ")(), !!document.querySelector('[data-testid=\"stStatusWidget\"]')]")
+
+
+def wait_for_charts(page: Any, n: int = 1, timeout_s: float = 60.0, quiet_s: float = 1.0) -> int:
+    """Wait until at least ``n`` Plotly charts have drawn and the page has settled (no rerun running, the number
+    of drawn charts unchanged for ``quiet_s``); their number then. A count read the moment it first reached
+    ``n`` could be the old page's charts, which a rerun then replaces one by one: on a loaded CI machine a
+    test once read 3 of 4 that way."""
+    deadline = time.monotonic() + timeout_s
     page.wait_for_function(f"n => ({_DRAWN_JS})() >= n", arg=n, timeout=timeout_s * 1000)
-    return int(page.evaluate(_DRAWN_JS))
+    last, since = None, time.monotonic()
+    while True:
+        count, running = page.evaluate(_SETTLED_JS)
+        now = time.monotonic()
+        if (count, running) != last:
+            last, since = (count, running), now
+        elif count >= n and not running and now - since >= quiet_s:
+            return int(count)
+        if now > deadline:
+            raise TimeoutError(f"the page did not settle with {n} chart(s) drawn within {timeout_s:g} s "
+                               f"(last: {count} drawn, {'a rerun running' if running else 'idle'})")
+        page.wait_for_timeout(100)
 
 
-def wait_idle(page: Any, timeout_s: float = 30.0) -> None:
+def wait_idle(page: Any, timeout_s: float = 60.0) -> None:
     """Wait until Streamlit has finished the current rerun (its "running" status widget is gone)."""
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
                            timeout=timeout_s * 1000)

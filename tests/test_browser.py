@@ -223,10 +223,11 @@ def test_multigpu_page_in_chromium(multigpu_results: Path, shots: Path, tmp_path
         assert any(LINK in t for t in browser.chart_texts(page, ".gtitle")) is False  # machines are not in titles
         page.screenshot(path=str(shots / "multigpu.png"), full_page=True)
         browser.select(page, "metric", "aggregate items per second")
-        browser.wait_idle(page)
-        assert browser.wait_for_charts(page, 4) >= 4
+        # the new metric's title first (the rerun's output), then every chart drawn and the page settled
         page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
-                               ".some(t => t.textContent.includes('aggregate items per second'))", timeout=30_000)
+                               ".some(t => t.textContent.includes('aggregate items per second'))", timeout=60_000)
+        browser.wait_idle(page)
+        assert browser.wait_for_charts(page, 4, timeout_s=60) >= 4
         _no_exception(page, "multigpu (aggregate)")
     assert not dialogs and not errors, (dialogs, errors)
     assert (shots / "multigpu.png").stat().st_size > 10_000

@@ -221,7 +221,8 @@ def _parser() -> argparse.ArgumentParser:
                         "size of the suite up to it runs, one torchrun each")
     g.add_argument("--collective-timeout", type=_POSITIVE_S, default=None,
                    help="seconds a collective waits for a peer before it fails: the process group's timeout "
-                        "(default 120); a dead rank ends the run within it plus a margin")
+                        "once every rank has started (default 120; the start may take up to 300 s); a dead rank "
+                        "ends the run within it plus a margin")
     g.add_argument("--nnodes", type=_POSITIVE_INT, default=1, help="machines in the run (default 1: torchrun --standalone)")
     g.add_argument("--node-rank", type=_NONNEG_INT, default=0,
                    help="this machine's rank among --nnodes (0 runs the one-GPU cases and writes the records)")

@@ -9,8 +9,9 @@ cases with ``k <= N`` (ascending, so the one-rank cases, every efficiency's refe
 (the venv's own torchrun: ``sys.executable -m torch.distributed.run``). NCCL on GPUs, Gloo on the CPU. The
 ranks write the records through the store (:mod:`robocache.bench.multigpu.rank`); this module watches them:
 
-* **collective timeout** (``collective_timeout``, default 120 s) goes to ``init_process_group``: a rank
-  waiting in a collective for a dead or hung peer raises after it;
+* **collective timeout** (``collective_timeout``, default 120 s) is the process group's timeout once every
+  rank has started (the start may take :data:`rank.STARTUP_TIMEOUT_S`): a rank waiting in a collective for a
+  dead or hung peer raises after it;
 * **a dead rank**: torchrun's agent sees it within its monitor interval and stops the other ranks; should
   the group still be alive ``collective_timeout + MARGIN_S`` after a local rank died, this launcher stops
   it. The case is recorded as ``crash`` with the root cause torchrun reports (which rank, which exit code

@@ -70,11 +70,29 @@ def _dist():
     return dist
 
 
+# A peer that is still starting (importing torch, creating its CUDA context) is not a hung peer: the rendezvous
+# and the agreement collectives below wait up to this long (or the collective timeout, if longer); the cases'
+# collectives then get the collective timeout. On a loaded 2-core machine a rank's start alone took over 5 s.
+STARTUP_TIMEOUT_S = 300.0
+
+
+def _timeout_setter() -> Callable[[timedelta], None] | None:
+    """What sets the default group's timeout after ``init_process_group`` (torch's ``_set_pg_timeout``, in
+    torch since 2.3); None on a torch without it."""
+    from torch.distributed import distributed_c10d as c10d
+
+    setter = getattr(c10d, "_set_pg_timeout", None)
+    return setter if callable(setter) else None
+
+
 def _init(lt: LaunchTask, me: Rank) -> None:
     import torch
 
     dist = _dist()
-    timeout = timedelta(seconds=lt.collective_timeout_s)
+    collective = timedelta(seconds=lt.collective_timeout_s)
+    # without a way to change the group's timeout afterwards, the collective timeout holds from the start
+    setter = _timeout_setter()
+    timeout = max(collective, timedelta(seconds=STARTUP_TIMEOUT_S)) if setter else collective
     kw: dict[str, Any] = {}
     if me.device == "gpu":
         torch.cuda.set_device(me.local_rank)
@@ -100,6 +118,8 @@ def _init(lt: LaunchTask, me: Rank) -> None:
     if differ:
         raise RuntimeError(f"the nodes were given different {', '.join(differ)}: start every node's launcher with "
                            "the same arguments")
+    if setter and timeout != collective:
+        setter(collective)  # every rank has started: a peer that makes us wait longer is dead or hung
 
 
 def _all(obj: Any) -> list[Any]:
