@@ -27,6 +27,7 @@ DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
 SCREEN_P = 0.01  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
 SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level of at least this many runs (PELT's
 # shortest segments on heavy-tailed series are two or three outlying nights, whose median is no reference)
+BLIP_MAX = 3  # an interior PELT segment of at most this many runs whose neighbours are one level is a blip, not a level
 PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
 
 
@@ -164,6 +165,34 @@ def _segments(x: np.ndarray, sigma: float) -> list[int]:
     return [int(b) for b in bkps if 0 < b < n]
 
 
+def _blips(x: np.ndarray, cps: list[int], sigma: float) -> tuple[list[int], np.ndarray]:
+    """PELT's change points without the blips, and which runs are not in a blip.
+
+    A blip is an interior segment of at most BLIP_MAX runs whose neighbouring segments are one level by PELT's
+    own penalty (joining them would not cost more than the penalty): an isolated outlying night or two (the
+    few-microsecond cases' +-24% nights), or a regression that was fixed. Neither is a level that tonight's runs
+    should be compared with from its far side, nor part of the level around it: the tests leave blip runs out
+    of both levels, so one outlying night no longer cuts the level before tonight to three runs (too few to be
+    screened) or moves its mean by a tenth of the outlier."""
+    n = len(x)
+    keep = np.ones(n, dtype=bool)
+    if len(cps) < 2:
+        return list(cps), keep
+    bounds = [0, *cps, n]
+    pen = PELT_BETA * sigma ** 2 * math.log(n)
+    drop: set[int] = set()
+    for j in range(1, len(bounds) - 2):  # interior segments [bounds[j], bounds[j+1]): never the first or last
+        a, b = bounds[j], bounds[j + 1]
+        if b - a > BLIP_MAX:
+            continue
+        left, right = x[bounds[j - 1]:a], x[b:bounds[j + 2]]
+        gain = len(left) * len(right) / (len(left) + len(right)) * float(left.mean() - right.mean()) ** 2
+        if gain < pen:
+            keep[a:b] = False
+            drop |= {a, b}
+    return [c for c in cps if c not in drop], keep
+
+
 def _test(before: np.ndarray, after: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float, float]:
     """Difference of means (log-ratio), its standard error, two-sided p and the 97.5% t quantile."""
     from scipy import special  # Student t's ufuncs: stats.t's machinery costs ~0.5 ms a call, per candidate
@@ -245,10 +274,15 @@ def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float
     return best
 
 
-def _split_stats(x: np.ndarray, lo: int, idx: int, hi: int) -> float:
+def _split_stats(x: np.ndarray, lo: int, idx: int, hi: int, keep: np.ndarray | None = None) -> float:
     """The variance a split of x[lo:hi] at ``idx`` explains, d^2 nb na / (nb + na): the two-segment Gaussian
-    log-likelihood gain (up to the noise's variance), maximal at the maximum-likelihood change point."""
+    log-likelihood gain (up to the noise's variance), maximal at the maximum-likelihood change point. ``keep``:
+    the runs that count (:func:`_blips`; None: all)."""
     b, a = x[lo:idx], x[idx:hi]
+    if keep is not None:
+        b, a = b[keep[lo:idx]], a[keep[idx:hi]]
+        if not len(b) or not len(a):
+            return -math.inf
     d = float(a.mean() - b.mean())
     return d * d * len(b) * len(a) / (len(b) + len(a))
 
@@ -277,22 +311,24 @@ def _best_split(x: np.ndarray, lo: int, scan: range) -> int:
     return max((int(j) for j in near), key=lambda j: _split_stats(x, lo, j, n))
 
 
-def _refine(x: np.ndarray, lo: int, idx: int, hi: int) -> int:
+def _refine(x: np.ndarray, lo: int, idx: int, hi: int, keep: np.ndarray | None = None) -> int:
     """The change's location by maximum likelihood among the neighbouring commits (within PLACE_RADIUS runs
     of ``idx``, keeping 3 runs before it and one after): the tested split decides *whether* the series moved,
     this decides *where* (a noisy night just before or after the step otherwise moves the blame by a commit:
     the newest run tested alone against a level that already holds the step's first night)."""
     js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
-    return max(js, key=lambda j: (_split_stats(x, lo, j, hi), -abs(j - idx)), default=idx)
+    return max(js, key=lambda j: (_split_stats(x, lo, j, hi, keep), -abs(j - idx)), default=idx)
 
 
-def _place_p(x: np.ndarray, lo: int, idx: int, hi: int, sigma: float) -> float:
+def _place_p(x: np.ndarray, lo: int, idx: int, hi: int, sigma: float, keep: np.ndarray | None = None) -> float:
     """How sure the location is: the Gaussian profile likelihood of the split at ``idx`` against the other
     splits within PLACE_RADIUS runs (keeping 3 runs before and one after), as a share (a flat prior over them)."""
     js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
     if idx not in js:
         return 1.0
-    ll = np.array([_split_stats(x, lo, j, hi) for j in js]) / (2 * sigma * sigma)
+    ll = np.array([_split_stats(x, lo, j, hi, keep) for j in js]) / (2 * sigma * sigma)
+    if not np.isfinite(ll.max()):
+        return 1.0
     w = np.exp(ll - ll.max())
     return float(w[list(js).index(idx)] / w.sum())
 
@@ -406,10 +442,11 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         floors = sigma_floors(x, within)  # the same for every candidate's noise below
         sigma = shrink(series_sigma(x, within, floors=floors), (2.0 / 3.0) * (n - 1), prior)
         cps = _segments(x, sigma)
-        bounds = [0, *cps, n]
+        levels, keep = _blips(x, cps, sigma)  # the levels' boundaries; blip runs are left out of every level
+        bounds = [0, *levels, n]
         tests: dict[int, tuple[int, int, str]] = {}  # change index -> (level start, end, kind)
-        if cps:  # PELT's last change point, whatever its age: its segment reaches tonight
-            tests[cps[-1]] = (bounds[-3], n, "pelt")
+        if levels:  # PELT's last change point, whatever its age: its segment reaches tonight
+            tests[levels[-1]] = (bounds[-3], n, "pelt")
         # the newest runs against the level before them: from the latest PELT boundary that leaves 3 runs
         # (a boundary among the newest runs is itself a candidate: PELT's minimum segment of 2 puts one at
         # n-2 when only the last run moved; which split is right is decided below, by how much each explains)
@@ -429,8 +466,8 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         key = case_key(recs[-1])
 
         def make(idx: int, lo: int, hi: int, kind: str, *, x=x, within=within, pts=pts, cps=cps, prior=prior,
-                 series=series, fp=fp, key=key, n=n, scan=scan, floors=floors) -> Change:
-            before, after = x[lo:idx], x[idx:hi]
+                 series=series, fp=fp, key=key, n=n, scan=scan, floors=floors, keep=keep) -> Change:
+            before, after = x[lo:idx][keep[lo:idx]], x[idx:hi][keep[idx:hi]]
             # the noise without the differences across segment boundaries and this candidate
             skip = {b - 1 for b in cps} | {idx - 1}
             # consecutive differences overlap: their SD has about 2/3 of the degrees of freedom of their count
@@ -445,19 +482,19 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
                           before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
                           before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF,
                           p_one=p / 2 if d > 0 else min(1.0, 1 - p / 2),
-                          after_levels=[float(v) for v in after], before_levels=[float(v) for v in before],
+                          after_levels=[float(v) for v in after], before_levels=[float(v) for v in x[lo:idx]],
                           cause="environment" if moved else "code", cause_detail="; ".join(moved),
                           segment=(lo, hi))
 
         mine = []
         for idx, (lo, hi, kind) in sorted(tests.items()):
-            if idx - lo < 3 or hi - idx < 1:  # a level needs 3 runs before it can be departed from
+            if keep[lo:idx].sum() < 3 or not keep[idx:hi].any():  # a level needs 3 runs before it can be departed from
                 continue
             mine.append(make(idx, lo, hi, kind))
         for c in mine:
             c.n_tests = len(mine)
         cands += mine
-        builders[fp] = (make, x)
+        builders[fp] = (make, x, keep)
         if n >= DRIFT_MIN:
             # the noise of the nights before the windows (a drift is not noise)
             head = x[:-min(DRIFT_WINDOWS)]
@@ -526,9 +563,9 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         newer = [c for c in cs if last_cp is not None and c.kind == "tail" and c.index - c.n_before >= last_cp]
         c = min(newer or cs, key=rank)
         # where: the maximum-likelihood split among the neighbouring commits; its own statistics are reported
-        make, x = builders[fp]
+        make, x, keep = builders[fp]
         lo, hi = c.segment
-        j = _refine(x, lo, c.index, hi)
+        j = _refine(x, lo, c.index, hi, keep)
         if j != c.index:
             moved = make(j, lo, hi, c.kind)
             if (moved.ratio > 1) == (c.ratio > 1) and (moved.ratio >= 1 + floor or moved.ratio <= 1 / (1 + floor)):
@@ -537,7 +574,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
                 moved.q_value, moved.strict, moved.n_tests = c.q_value, c.strict, c.n_tests
                 moved.p_one, moved.p_value = c.p_one, c.p_value
                 c = moved
-        c.place_p = _place_p(x, lo, c.index, hi, c.sigma)
+        c.place_p = _place_p(x, lo, c.index, hi, c.sigma, keep)
         current[fp] = c
     for c in current.values():
         if c.cause == "environment":  # the runner changed between the two runs: never the commit's fault
