@@ -141,7 +141,8 @@ def test_host_honours_time_limit_when_target_unreachable():
 
 
 def test_host_stops_at_max_samples():
-    t = timing.time_host(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
+    # the time limit only as a bound: it must not end the sampling first, even on a stalled machine (issue 16)
+    t = timing.time_host(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=60.0,
                         warmup_s=0.0)
     assert len(t.samples_us) == 7
 
@@ -199,9 +200,11 @@ def test_host_loop_drains_between_loops_and_caps_the_loop():
 
 def test_host_loop_sample_is_many_calls_of_target_length():
     # calls far shorter than a sample's target (well under 1 us against 10 ms, so still >= 50x short on a machine
-    # twenty times slower): capped at the launch-queue bound
-    t = timing.time_host_loop(lambda: None, time_limit_s=0.3, target_sample_s=1e-2)
-    assert t.reps_per_sample == 200
+    # twenty times slower): capped at the launch-queue bound. The estimate is the warm-up's mean, which a stall of
+    # the process in its first calls inflates (issue 16): the best of three calibrations is held to it
+    reps = [timing.time_host_loop(lambda: None, time_limit_s=0.3, target_sample_s=1e-2).reps_per_sample
+            for _ in range(3)]
+    assert max(reps) == 200, reps
     t = timing.time_host_loop(lambda: time.sleep(1e-3), time_limit_s=0.3, target_sample_s=1e-3)
     q = t.quantiles()
     assert t.reps_per_sample == 1 and 950 <= q["min"] <= t.median_us and q["min"] <= 3000, q  # as above
@@ -214,8 +217,8 @@ def test_host_loop_keeps_the_garbage_collector_on():
 
 
 def test_host_loop_stop_rule_and_time_limit():
-    t = timing.time_host_loop(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
-                             warmup_s=0.0)
+    t = timing.time_host_loop(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=60.0,
+                             warmup_s=0.0)  # the time limit never first, as in test_host_stops_at_max_samples
     assert len(t.samples_us) == 7
     r = random.Random(5)
     t0 = time.perf_counter()
