@@ -69,9 +69,11 @@ def serve(app_args: Sequence[str] = (), *, port: int | None = None, log: Path | 
             log = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="robocache-serve-"))) / "streamlit.log"
         cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", "127.0.0.1",
                "--server.port", str(port or 0), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none", "--", *app_args]
+               "--server.fileWatcherType", "none", "--logger.hideWelcomeMessage", "false", "--", *app_args]
         out = stack.enter_context(open(log, "wb"))
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        # its output unbuffered: the URL line must reach the log while it runs
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             deadline = time.monotonic() + timeout_s
             url = f"http://127.0.0.1:{port}" if port else None
