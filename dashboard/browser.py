@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -29,13 +31,23 @@ CHROMIUM = os.environ.get("ROBOCACHE_CHROMIUM", "/usr/bin/chromium")
 # connections (updates, sync, QUIC probes) are refused and only slow it down.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# How long a wait for the server or the page may take before it fails: generous, not a speed test. On a quiet
+# machine each wait ends in seconds; CI shares two cores with other jobs and may run several times slower, with
+# stalls of seconds (issue 16: no test may fail only because the machine is loaded). Also the page's default
+# timeout for Playwright's own actions and waits (clicks, goto, locator waits), 30 s otherwise.
+TIMEOUT_S = 120.0
+TIMEOUT_MS = int(TIMEOUT_S * 1000)
+# Streamlit's own line naming the address it listens on ("URL: http://127.0.0.1:PORT"; "Local URL: ..." when no
+# address is set)
+_URL_LINE = re.compile(rb"URL: (http://127\.0\.0\.1:(\d+))\s")
 # Plotly graph divs that have finished drawing (plotly sets _fullLayout and adds its SVG layers).
 _DRAWN_JS = ("() => [...document.querySelectorAll('.js-plotly-plot')]"
              ".filter(d => d._fullLayout && d.querySelector('.main-svg')).length")
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the OS picks it)."""
+    """A TCP port free on 127.0.0.1 now (the OS picks it). Another process may take it before it is bound:
+    :func:`serve` lets the OS pick its port as it binds instead."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -43,44 +55,53 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serve(app_args: Sequence[str] = (), *, port: int | None = None, log: Path | None = None,
-          timeout_s: float = 60.0) -> Iterator[str]:
+          timeout_s: float = TIMEOUT_S) -> Iterator[str]:
     """``streamlit run dashboard/app.py -- APP_ARGS`` on 127.0.0.1, headless; yields its URL.
 
-    Waits for Streamlit's health endpoint; the server is stopped on exit. Its output goes to ``log``
-    (or is discarded); a server that dies or does not answer in ``timeout_s`` raises ``RuntimeError``
-    with the end of that log.
+    Without ``port`` Streamlit binds port 0 (the OS picks a free one as it binds, so no other process can take it
+    first, as one could a port picked here and bound later) and its URL is read from its output. Waits for
+    Streamlit's health endpoint; the server is stopped on exit. Its output goes to ``log`` (or a temporary
+    file); a server that dies or does not answer in ``timeout_s`` raises ``RuntimeError`` with the end of that
+    log.
     """
-    port = port or free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", "127.0.0.1",
-           "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none", "--", *app_args]
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}: {_tail(log)}")
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:  # noqa: S310 - loopback
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not answer on {url} in {timeout_s:.0f} s: {_tail(log)}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
+    with contextlib.ExitStack() as stack:
+        if log is None:
+            log = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="robocache-serve-"))) / "streamlit.log"
+        cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", "127.0.0.1",
+               "--server.port", str(port or 0), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none", "--logger.hideWelcomeMessage", "false", "--", *app_args]
+        out = stack.enter_context(open(log, "wb"))
+        # its output unbuffered: the URL line must reach the log while it runs
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if log:
-            out.close()  # type: ignore[union-attr]
+            deadline = time.monotonic() + timeout_s
+            url = f"http://127.0.0.1:{port}" if port else None
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"streamlit exited with {proc.returncode}: {_tail(log)}")
+                if url is None:
+                    m = _URL_LINE.search(log.read_bytes())
+                    url = m.group(1).decode() if m else None
+                if url is not None:
+                    try:
+                        with urllib.request.urlopen(url + "/_stcore/health", timeout=10) as r:  # noqa: S310 - loopback
+                            if r.read().strip() == b"ok":
+                                break
+                    except OSError:
+                        pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not answer on {url or 'its port'} in {timeout_s:.0f} s: "
+                                       f"{_tail(log)}")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _tail(log: Path | None, n: int = 2000) -> str:
@@ -98,6 +119,8 @@ def chromium(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterato
         ctx = pw.chromium.launch_persistent_context(
             str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
             viewport={"width": width, "height": height})
+        ctx.set_default_timeout(TIMEOUT_MS)  # every action and wait of the page's, unless given its own
+        ctx.set_default_navigation_timeout(TIMEOUT_MS)
         try:
             yield ctx.pages[0] if ctx.pages else ctx.new_page()
         finally:
@@ -107,7 +130,7 @@ def chromium(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterato
 _SETTLED_JS = ("() => [(" + _DRAWN_JS + ")(), !!document.querySelector('[data-testid=\"stStatusWidget\"]')]")
 
 
-def wait_for_charts(page: Any, n: int = 1, timeout_s: float = 60.0, quiet_s: float = 1.0) -> int:
+def wait_for_charts(page: Any, n: int = 1, timeout_s: float = TIMEOUT_S, quiet_s: float = 1.0) -> int:
     """Wait until at least ``n`` Plotly charts have drawn and the page has settled (no rerun running, the number
     of drawn charts unchanged for ``quiet_s``); their number then. A count read the moment it first reached
     ``n`` could be the old page's charts, which a rerun then replaces one by one: on a loaded CI machine a
@@ -128,7 +151,7 @@ def wait_for_charts(page: Any, n: int = 1, timeout_s: float = 60.0, quiet_s: flo
         page.wait_for_timeout(100)
 
 
-def wait_idle(page: Any, timeout_s: float = 60.0) -> None:
+def wait_idle(page: Any, timeout_s: float = TIMEOUT_S) -> None:
     """Wait until Streamlit has finished the current rerun (its "running" status widget is gone)."""
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
                            timeout=timeout_s * 1000)

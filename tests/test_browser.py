@@ -1,4 +1,4 @@
-"""The dashboard in a real browser: ``streamlit run dashboard/app.py`` on a free 127.0.0.1 port, driven
+"""The dashboard in a real browser: ``streamlit run dashboard/app.py`` on a 127.0.0.1 port (the OS picks it), driven
 by Playwright in Debian's headless Chromium (``/usr/bin/chromium``; ``make test`` installs it).
 
 Over generated, SYNTHETIC records (two architectures, a ``<script>`` case id, providers and a machine
@@ -125,7 +125,7 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
         page.wait_for_function(
             "([t, gone]) => { const xs = [...document.querySelectorAll('.js-plotly-plot .legendtext')]"
             ".map(e => e.textContent); return xs.includes(t) && !xs.includes(gone); }",
-            arg=[BOLD, label("cupy")], timeout=60_000)
+            arg=[BOLD, label("cupy")], timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
         assert browser.wait_for_charts(page, 2) >= 2
         _no_exception(page, "overview, H200")
@@ -140,7 +140,7 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
         page.get_by_test_id("stSidebarNav").get_by_role("link", name="Architectures").click()
         page.wait_for_function(
             "t => [...document.querySelectorAll('.js-plotly-plot .legendtext')].some(e => e.textContent.includes(t))",
-            arg=LINK, timeout=30_000)
+            arg=LINK, timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
         _no_exception(page, "architectures")
         _no_markup_in_charts(page, "architectures")
@@ -148,18 +148,21 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
 
         # History: pick the <script> case; the chart's title carries it, as text
         page.get_by_test_id("stSidebarNav").get_by_role("link", name="History").click()
+        # the History page's own widget first: the charts counted next are then its own, never the Architectures
+        # page's still on screen before the rerun starts (a loaded machine can take more than the settle time)
+        page.get_by_role("combobox", name="machine", exact=True).wait_for()
         browser.wait_for_charts(page, 1)
         browser.wait_idle(page)
         browser.select(page, "machine", "synthetic-h200")
         page.wait_for_function(
             "t => [...document.querySelectorAll('.js-plotly-plot .legendtext')].some(e => e.textContent === t)",
-            arg=f"{label('torch_eager')} float32", timeout=30_000)
+            arg=f"{label('torch_eager')} float32", timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
         browser.select(page, "case", CASE)
         want = f"{CASE}: median time per call (us)"
         page.wait_for_function(
             "t => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent === t)",
-            arg=want, timeout=30_000)
+            arg=want, timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
         _no_exception(page, "history")
         assert page.locator("script", has_text="alert(1)").count() == 0
@@ -169,7 +172,7 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
 
         # Runs: the bad file's name <img src=x onerror=alert(1)> listed as text, no <img> made of it
         page.goto(url + "/runs")
-        page.get_by_text("onerror=alert(1)", exact=False).first.wait_for(timeout=30_000)
+        page.get_by_text("onerror=alert(1)", exact=False).first.wait_for(timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
         _no_exception(page, "runs")
         assert page.locator('img[src="x"]').count() == 0
@@ -225,9 +228,10 @@ def test_multigpu_page_in_chromium(multigpu_results: Path, shots: Path, tmp_path
         browser.select(page, "metric", "aggregate items per second")
         # the new metric's title first (the rerun's output), then every chart drawn and the page settled
         page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
-                               ".some(t => t.textContent.includes('aggregate items per second'))", timeout=60_000)
+                               ".some(t => t.textContent.includes('aggregate items per second'))",
+                               timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
-        assert browser.wait_for_charts(page, 4, timeout_s=60) >= 4
+        assert browser.wait_for_charts(page, 4) >= 4
         _no_exception(page, "multigpu (aggregate)")
     assert not dialogs and not errors, (dialogs, errors)
     assert (shots / "multigpu.png").stat().st_size > 10_000

@@ -31,29 +31,29 @@ def test_alert_link_opens_history_with_the_marker(tmp_path: Path) -> None:
         pytest.fail(f"DASHBOARD BROWSER TEST NOT RUN: {MISSING} (ROBOCACHE_REQUIRE_BROWSER=1)", pytrace=False)
     hist = hr.write(tmp_path / "history")
     shots = Path(os.environ.get("ROBOCACHE_SCREENSHOTS") or tmp_path)
-    port = browser.free_port()
-    url = f"http://127.0.0.1:{port}"
     js = tmp_path / "alerts.json"
-    assert cli.main(["check", str(hist), "--json", str(js), "--dashboard-url", url]) == 0
-    alert = json.loads(js.read_text())["alerts"][0]
-    assert alert["link"].startswith(url + "/history?")
     errors: list[str] = []
-    with browser.serve(["--results", str(hist)], port=port, log=tmp_path / "streamlit.log"), \
+    # the server first, on the port the OS gives it as it binds (a port picked before and bound later could be
+    # taken in between by another job on a shared machine); the check's links then name its URL
+    with browser.serve(["--results", str(hist)], log=tmp_path / "streamlit.log") as url, \
             browser.chromium(tmp_path / "profile") as page:
+        assert cli.main(["check", str(hist), "--json", str(js), "--dashboard-url", url]) == 0
+        alert = json.loads(js.read_text())["alerts"][0]
+        assert alert["link"].startswith(url + "/history?")
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(alert["link"])
-        browser.wait_for_charts(page, 1, timeout_s=60)
+        browser.wait_for_charts(page, 1)
         # the link is this fresh server's first request: app.py ran (its page titles in the sidebar, not the files'
         # names), as it does only because the pages are not in a folder named pages/ (Streamlit's old multipage
         # mode would run history.py alone, narrow, with a sidebar of file names)
         nav = page.locator('[data-testid="stSidebarNav"]')
-        nav.get_by_text("Where robocache wins").first.wait_for(timeout=30_000)
+        nav.get_by_text("Where robocache wins").first.wait_for(timeout=browser.TIMEOUT_MS)
         assert nav.get_by_text("Regressions").count() >= 1
         # the marker: its size drawn as text beside the triangle at the first commit after the change
         size = f"{(alert['ratio'] - 1) * 100:+.1f}%"
         page.wait_for_function(
             "t => [...document.querySelectorAll('.js-plotly-plot .textpoint text')].some(e => e.textContent === t)",
-            arg=size, timeout=60_000)
+            arg=size, timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
         assert page.locator('[data-testid="stException"]').count() == 0
         assert "method change" in browser.chart_texts(page, ".annotation-text")
@@ -73,15 +73,16 @@ def test_alert_link_opens_history_with_the_marker(tmp_path: Path) -> None:
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         link = page.get_by_role("link", name="open on the Runs page").first
-        link.wait_for(timeout=60_000)
+        link.wait_for(timeout=browser.TIMEOUT_MS)
         assert link.get_attribute("href") == f"runs?run={hr.run_id(night)}"
         page.goto(urljoin(page.url, link.get_attribute("href")))  # Streamlit opens markdown links in a new tab
         assert page.url.startswith(f"{url}/runs?run={hr.run_id(night)}")
-        page.get_by_text(hr.commit(night), exact=False).first.wait_for(timeout=60_000)  # the run's own commit
+        # the run's own commit
+        page.get_by_text(hr.commit(night), exact=False).first.wait_for(timeout=browser.TIMEOUT_MS)
         assert page.locator('[data-testid="stException"]').count() == 0
 
         page.goto(url + "/regressions")
-        page.get_by_text("open alerts").first.wait_for(timeout=60_000)
+        page.get_by_text("open alerts").first.wait_for(timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
         assert page.locator('[data-testid="stException"]').count() == 0
         metric = page.locator('[data-testid="stMetric"]', has_text="open alerts")

@@ -117,11 +117,13 @@ def test_rows_needed_is_fast_at_b65536():
     b, s, t = 65536, 100, 50
     src = np.sort(np.linspace(0, 2, s)[None] + rng.uniform(-0.006, 0.006, (b, s)), axis=1)
     tgt = np.broadcast_to(np.linspace(0, 2, t), (b, t))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rows = specs.rows_needed(src, tgt)
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert rows.shape == (b,) and (rows <= s).all() and (rows >= t).all()
-    assert took < 5.0, f"{took:.2f} s"  # ~0.5 s on the 2-core CI machine
+    # vectorized, not a Python loop over 65536 rows (minutes): held on this process's CPU time, ~0.5 s on the 2-core
+    # CI machine, which the other jobs on a loaded machine do not add to as they add to the wall time (issue 16)
+    assert cpu < 5.0, f"{cpu:.2f} s of CPU time ({took:.2f} s wall)"
 
 
 # --- moved_bytes ------------------------------------------------------------------------------------

@@ -44,21 +44,23 @@ def test_pipelines_page_in_chromium(results: Path, tmp_path: Path) -> None:  # n
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(url)
         page.get_by_test_id("stSidebarNav").get_by_role("link", name="Pipelines").click()
+        # the Pipelines page's own widget first, so the charts counted are its own, not the overview's
+        page.get_by_role("combobox", name="GPU", exact=True).wait_for()
         assert browser.wait_for_charts(page, 1) >= 1
         browser.wait_idle(page)
         # the first screen is the GPU run (the other pages' default rule), not the CPU run that sorts first
         page.wait_for_function("() => [...document.querySelectorAll('h3')].some(e => e.textContent.includes('H100'))",
-                               timeout=30_000)
+                               timeout=browser.TIMEOUT_MS)
         assert page.get_by_text("NumPy fallback").count() == 0
         browser.select(page, "GPU", "CPU")
         browser.wait_idle(page)
         page.wait_for_function("() => [...document.querySelectorAll('h3')].some(e => e.textContent.includes("
-                               "'Data loading by batch size on CPU'))", timeout=30_000)
+                               "'Data loading by batch size on CPU'))", timeout=browser.TIMEOUT_MS)
         assert page.get_by_text("NumPy fallback").count() >= 1
         browser.select(page, "GPU", "H100")
         browser.wait_idle(page)
         page.wait_for_function("() => [...document.querySelectorAll('h3')].some(e => e.textContent.includes('H100'))",
-                               timeout=30_000)
+                               timeout=browser.TIMEOUT_MS)
         assert browser.wait_for_charts(page, 1) >= 1
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator(".js-plotly-plot svg a").count() == 0

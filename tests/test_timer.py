@@ -74,9 +74,14 @@ def test_noise_shrinks_like_one_over_sqrt_n():
 
 
 def test_host_measures_a_2ms_sleep():
-    t = timing.time_host(lambda: time.sleep(0.002), time_limit_s=1.0)
-    # time.sleep overshoots by the timer slack (~50-100 us on Linux); a loaded CI box adds more.
-    assert 1950 <= t.median_us <= 3000, t.quantiles()
+    # time_limit_s bounds the sampling even short of min_samples: 10 s leaves a multi-second stall room for 5
+    # samples (a quiet machine meets the stop rule in a few ms and stops there)
+    t = timing.time_host(lambda: time.sleep(0.002), time_limit_s=10.0)
+    q = t.quantiles()
+    # a sleep never returns early: no sample is under it. It overshoots by the timer slack (~50-100 us on Linux),
+    # and on a loaded machine by however long the wake-up waits for a core, in any number of samples (issue 16):
+    # so the fastest sample, not the median, is held near 2 ms (a units or per-call error is off by 1000x or reps)
+    assert 1950 <= q["min"] <= t.median_us and q["min"] <= 3000, q
     assert t.timer == "host" and t.cache == "warm" and t.reps_per_sample == 1
     assert len(t.samples_us) >= 5
 
@@ -109,9 +114,12 @@ def test_host_reps_make_a_sample_last_target_sample_s(monkeypatch):
     t = timing.time_host(call, time_limit_s=0.3, target_sample_s=2e-4, warmup_s=0.01)
     assert t.reps_per_sample == 200
     monkeypatch.undo()
-    # the real clock: a ~1 us call gets many reps per sample (a 100x slower machine still > 10)
-    t = timing.time_host(lambda: sum(range(50)), time_limit_s=0.3, target_sample_s=1e-3)
-    assert t.reps_per_sample > 10
+    # the real clock: a ~1 us call gets many reps per sample (a 100x slower machine still > 10). The estimate is the
+    # warm-up's mean time per call, so a stall of the whole process early in one warm-up (a loaded machine's
+    # scheduler, issue 16) can inflate it past that: the best of three calibrations is held to it
+    reps = [timing.time_host(lambda: sum(range(50)), time_limit_s=0.3, target_sample_s=1e-3).reps_per_sample
+            for _ in range(3)]
+    assert max(reps) > 10, reps
 
 
 def test_host_honours_time_limit_when_target_unreachable():
@@ -125,14 +133,16 @@ def test_host_honours_time_limit_when_target_unreachable():
     wall = time.perf_counter() - t0
     assert not t.noise_target_met
     assert t.noise is not None and t.noise > 1e-9
-    # the limit is honoured (10**7 samples would take minutes); the bound leaves a machine four times slower
-    # than a quiet one room (issue 16: no test may fail on a busy machine)
-    assert 0.3 <= wall < 4 * (0.3 + 0.02 + 0.3), wall
+    # the limit is honoured (10**7 samples would take over 20 minutes); the bound leaves a machine far slower than a
+    # quiet one room, as test_host_loop_stop_rule_and_time_limit's does (issue 16: 2.56 s was seen there under load,
+    # past the 2.48 s this bound once was)
+    assert 0.3 <= wall < 20.0, wall
     assert t.method()["noise_target_met"] is False
 
 
 def test_host_stops_at_max_samples():
-    t = timing.time_host(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
+    # the time limit only as a bound: it must not end the sampling first, even on a stalled machine (issue 16)
+    t = timing.time_host(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=60.0,
                         warmup_s=0.0)
     assert len(t.samples_us) == 7
 
@@ -181,17 +191,23 @@ def test_host_loop_drains_between_loops_and_caps_the_loop():
     assert t.timer == "host_loop" and t.cache == "warm"
     assert 1 <= t.reps_per_sample <= 16 and q.deepest <= 16  # a loop never outgrows the launch queue
     assert q.syncs >= len(t.samples_us)  # the queue is drained before every loop
-    assert 20 <= t.median_us <= 2000, t.quantiles()  # the 20 us sleep plus its slack
+    qs = t.quantiles()
+    # the 20 us sleep plus its slack: never under it; the fastest loop near it (a loaded machine delays the wake-ups
+    # of any number of loops, so the median is not held to it: issue 16)
+    assert 20 <= qs["min"] <= t.median_us and qs["min"] <= 2000, qs
     msgspec.convert(t.method(), schema.Method)
 
 
 def test_host_loop_sample_is_many_calls_of_target_length():
     # calls far shorter than a sample's target (well under 1 us against 10 ms, so still >= 50x short on a machine
-    # twenty times slower): capped at the launch-queue bound
-    t = timing.time_host_loop(lambda: None, time_limit_s=0.3, target_sample_s=1e-2)
-    assert t.reps_per_sample == 200
+    # twenty times slower): capped at the launch-queue bound. The estimate is the warm-up's mean, which a stall of
+    # the process in its first calls inflates (issue 16): the best of three calibrations is held to it
+    reps = [timing.time_host_loop(lambda: None, time_limit_s=0.3, target_sample_s=1e-2).reps_per_sample
+            for _ in range(3)]
+    assert max(reps) == 200, reps
     t = timing.time_host_loop(lambda: time.sleep(1e-3), time_limit_s=0.3, target_sample_s=1e-3)
-    assert t.reps_per_sample == 1 and 950 <= t.median_us <= 3000
+    q = t.quantiles()
+    assert t.reps_per_sample == 1 and 950 <= q["min"] <= t.median_us and q["min"] <= 3000, q  # as above
 
 
 def test_host_loop_keeps_the_garbage_collector_on():
@@ -201,8 +217,8 @@ def test_host_loop_keeps_the_garbage_collector_on():
 
 
 def test_host_loop_stop_rule_and_time_limit():
-    t = timing.time_host_loop(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=5.0,
-                             warmup_s=0.0)
+    t = timing.time_host_loop(lambda: None, noise_target=0.0, max_samples=7, min_samples=5, time_limit_s=60.0,
+                             warmup_s=0.0)  # the time limit never first, as in test_host_stops_at_max_samples
     assert len(t.samples_us) == 7
     r = random.Random(5)
     t0 = time.perf_counter()

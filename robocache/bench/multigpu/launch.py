@@ -56,6 +56,9 @@ from ..schema import FAILED_STATUSES, Record
 COLLECTIVE_TIMEOUT_S = 120.0
 MARGIN_S = 30.0  # a dead rank must end the launch within the collective timeout plus this
 GRACE_S = 10.0  # SIGTERM -> SIGKILL
+# SIGKILLed processes still in /proc are killed again until none is left, for at most this long: a killed process
+# must get a core to exit, which on a loaded machine can take seconds (the launch returns only once they are gone)
+REAP_S = 60.0
 LAUNCH_ENV = "ROBOCACHE_LAUNCH_ID"
 POLL_S = 0.2
 # A multi-GPU case samples for 1 s (the op alone) plus ~3 x 0.5 s of lockstep phases (gather cases), so the
@@ -182,19 +185,18 @@ def _kill_launch(proc: subprocess.Popen, launch_id: str, grace_s: float = GRACE_
 
 def _reap(proc: subprocess.Popen, launch_id: str) -> list[int]:
     """SIGKILL torchrun's group and every process carrying this launch's id; returns the pids killed."""
-    killed = []
+    killed: list[int] = []
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # torchrun leads its own session (start_new_session)
     except OSError:
         pass
-    for _ in range(3):
-        left = processes_with_env(LAUNCH_ENV, launch_id)
-        if not left:
-            break
+    deadline = time.monotonic() + REAP_S
+    while (left := processes_with_env(LAUNCH_ENV, launch_id)) and time.monotonic() < deadline:
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+                if pid not in killed:
+                    killed.append(pid)
             except OSError:
                 pass
         time.sleep(0.2)
