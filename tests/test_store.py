@@ -163,8 +163,16 @@ def _negative_time(r: dict) -> None:
     r["metrics"]["time_us"]["min"] = -1.0
 
 
+def _local_time(r: dict) -> None:
+    r["created"] = "2026-01-01T09:00:00+09:00"  # the history orders runs by this text: UTC only
+
+
+def _not_a_time(r: dict) -> None:
+    r["created"] = "yesterday"
+
+
 @pytest.mark.parametrize("breaker", [_nan_metric, _inf_metric, _unknown_field, _unknown_nested, _bad_status,
-                                     _missing_field, _wrong_type, _negative_time])
+                                     _missing_field, _wrong_type, _negative_time, _local_time, _not_a_time])
 def test_bad_records_refused_before_writing(tmp_path: Path, breaker) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -173,6 +181,22 @@ def test_bad_records_refused_before_writing(tmp_path: Path, breaker) -> None:
     with pytest.raises(SchemaError):
         write_records(out, make_env(), recs, name="bad")
     assert listing(out) == []  # no result, no temporary
+
+
+def test_created_in_utc_loads_and_another_offset_is_a_bad_file(tmp_path: Path) -> None:
+    """Both UTC spellings (with or without fractions of a second) load; a file with a local offset is reported as
+    bad, naming the field, and the other files still load."""
+    good = make_doc(3)
+    for r, when in zip(good["records"], ("2026-01-01T00:00:00+00:00", "2026-01-01T00:00:01Z",
+                                          "2026-01-01T00:00:02.250000+00:00")):
+        r["created"] = when
+    (tmp_path / f"good{RECORDS_SUFFIX}").write_text(json.dumps(good))
+    bad = make_doc(2, run_id="run-1")
+    bad["records"][1]["created"] = "2026-01-01T09:00:03+09:00"
+    (tmp_path / f"bad{RECORDS_SUFFIX}").write_text(json.dumps(bad))
+    loaded = load(tmp_path)
+    assert len(loaded.records) == 3 and len(loaded.bad) == 1
+    assert "created" in loaded.bad[0][1] and "bad" in str(loaded.bad[0][0])
 
 
 def test_bad_env_refused_and_no_folder_created(tmp_path: Path) -> None:

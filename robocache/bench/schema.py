@@ -51,6 +51,9 @@ _BIG = 1.0e300  # finite bounds make NaN (every comparison false) and +-Inf fail
 Finite = Annotated[float, Meta(ge=-_BIG, le=_BIG)]
 NonNeg = Annotated[float, Meta(ge=0.0, le=_BIG)]
 Count = Annotated[int, Meta(ge=0)]
+# ISO 8601 in UTC, as every writer writes it (datetime.now(timezone.utc).isoformat(timespec="seconds")): the
+# history orders runs by this text, which is the time order only while every record is in UTC
+UtcTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(\+00:00|Z)$")]
 
 
 class _Rec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -261,7 +264,7 @@ class Pipeline(_Rec):
 
 class Record(_Rec, omit_defaults=True):
     run_id: str
-    created: str  # ISO 8601 UTC
+    created: UtcTime  # ISO 8601 UTC (validated: another offset would misorder the history)
     git_commit: str | None
     git_dirty: bool | None
     suite: str
