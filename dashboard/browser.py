@@ -83,6 +83,9 @@ def serve(app_args: Sequence[str] = (), *, port: int | None = None, log: Path | 
                 if url is None:
                     m = _URL_LINE.search(log.read_bytes())
                     url = m.group(1).decode() if m else None
+                    if m and int(m.group(2)) == 0:  # Streamlit before March 2026 printed the port asked for
+                        raise RuntimeError("streamlit reported port 0, not the port it bound: this Streamlit is too "
+                                           "old for serve() without port= (upgrade streamlit, or pass port=)")
                 if url is not None:
                     try:
                         with urllib.request.urlopen(url + "/_stcore/health", timeout=10) as r:  # noqa: S310 - loopback

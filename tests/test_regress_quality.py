@@ -210,20 +210,20 @@ def test_steps_found_per_size_noise_band_and_provider(world):
     print(f"  +10% within one night where noise <= 2%: {r10:.0%} (target >= 90%); "
           f"+5% within two nights where noise <= 1%: {r5:.0%} (target >= 80%)")
     # the issue's targets, asserted where this commit meets them at the default seed (REGRESS_SIM_SEED=1, 2, 3, 4
-    # in brackets; docs/regressions.md has the table): +10% in one night 69/74 = 93% (93%, 95%, 91%, 92%: met at
-    # every seed since the blips, check step 3; 88% at seed 1 before), +5% in two 27/27 (all), placement where
-    # noise <= 2% 119/123 = 97% (92%, 94%, 94%, 96%: not met at seeds 1-3)
+    # in brackets; docs/regressions.md has the table): +10% in one night 68/74 = 92% (92%, 92%, 93%, 91%: met at
+    # every seed since the spikes and blips, check step 3; 88% at seed 1 before), +5% in two 27/27 (all),
+    # placement where noise <= 2% 121/122 = 99% (95%, 97%, 98%, 98%; 92-97% before the spikes)
     assert r10 >= 0.9, "+10% found within one night in >= 90% of series with noise <= 2% (issue 14)"
     assert r5 >= 0.8, "+5% found within two nights in >= 80% of series with noise <= 1% (issue 14)"
     near = [g for s, g in det if g and s.noise <= 0.02]
     assert sum(1 for g in near if g[1]) >= 0.95 * len(near), "placement where noise <= 2% (issue: >= 95%)"
     # where the measured noise does not allow the issue's targets (docs/regressions.md says why, with the
-    # figures), the rates reached at all five seeds: placement over every detection 179/201 (89%; 90%, 91%, 87%,
-    # 95%; the misses: steps under 5x the noise, found after several nights, placed on a neighbour, and the
-    # location's likelihood does not sharpen later); steps of 3x the noise within ten nights 179/187 (96%; 182,
+    # figures), the rates reached at all five seeds: placement over every detection 180/200 (90%; 92%, 92%, 90%,
+    # 96%; the misses: steps under 5x the noise, found after several nights, placed on a neighbour, and the
+    # location's likelihood does not sharpen later); steps of 3x the noise within ten nights 178/187 (95%; 182,
     # 179, 182, 180; the misses: torch.compile's +10%/+20% at 3-6x a pool whose tails reach 20%, CuPy's fuse +20%,
     # robocache's +5% at 3.5x its few-microsecond pool)
-    assert placed >= 0.87 * len(found)
+    assert placed >= 0.89 * len(found)
     assert big_found >= 0.95 * len(big)
 
 def test_drift_reported_before_five_percent_and_not_blamed_on_a_commit(world):

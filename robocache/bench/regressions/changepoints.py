@@ -27,6 +27,7 @@ DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
 SCREEN_P = 0.01  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
 SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level of at least this many runs (PELT's
 # shortest segments on heavy-tailed series are two or three outlying nights, whose median is no reference)
+SPIKE_K = 5.0  # a night beyond SPIKE_K sigmas from both neighbours, which agree with each other, is a spike
 BLIP_MAX = 3  # an interior PELT segment of at most this many runs whose neighbours are one level is a blip, not a level
 PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
 
@@ -165,7 +166,23 @@ def _segments(x: np.ndarray, sigma: float) -> list[int]:
     return [int(b) for b in bkps if 0 < b < n]
 
 
-def _blips(x: np.ndarray, cps: list[int], sigma: float) -> tuple[list[int], np.ndarray]:
+def _spikes(x: np.ndarray, sigma: float) -> np.ndarray:
+    """Which runs are not spikes: a spike is one night beyond SPIKE_K sigmas from both its neighbours, on the same
+    side, while the neighbours agree (within half that): an outlying night (robocache's few-microsecond cases draw
+    +-24% now and then, CuPy's and torch.compile's 15-20%). PELT runs without them, so an outlier in PELT's last
+    segment does not start that segment (a step tonight was blamed on the outlier's night). The newest run has no
+    neighbour after it and is never a spike: tonight's news is always tested."""
+    keep = np.ones(len(x), dtype=bool)
+    if len(x) < 3:
+        return keep
+    a, b, c = x[:-2], x[1:-1], x[2:]
+    lim = SPIKE_K * sigma
+    out = (np.minimum(b - a, b - c) > lim) | (np.minimum(a - b, c - b) > lim)
+    keep[1:-1] = ~(out & (np.abs(a - c) <= lim / 2))
+    return keep
+
+
+def _blips(x: np.ndarray, cps: list[int], sigma: float, keep: np.ndarray | None = None) -> tuple[list[int], np.ndarray]:
     """PELT's change points without the blips, and which runs are not in a blip.
 
     A blip is an interior segment of at most BLIP_MAX runs whose neighbouring segments are one level by PELT's
@@ -175,21 +192,30 @@ def _blips(x: np.ndarray, cps: list[int], sigma: float) -> tuple[list[int], np.n
     of both levels, so one outlying night no longer cuts the level before tonight to three runs (too few to be
     screened) or moves its mean by a tenth of the outlier."""
     n = len(x)
-    keep = np.ones(n, dtype=bool)
+    keep = np.ones(n, dtype=bool) if keep is None else keep.copy()
     if len(cps) < 2:
         return list(cps), keep
     bounds = [0, *cps, n]
     pen = PELT_BETA * sigma ** 2 * math.log(n)
     drop: set[int] = set()
+    start = 0  # where the level left of segment j starts (blips before it merged into it)
     for j in range(1, len(bounds) - 2):  # interior segments [bounds[j], bounds[j+1]): never the first or last
-        a, b = bounds[j], bounds[j + 1]
-        if b - a > BLIP_MAX:
+        a, b, hi = bounds[j], bounds[j + 1], bounds[j + 2]
+        # a short segment whose right neighbour is short too (and not the last) is left alone: two adjacent
+        # excursions could otherwise both go and take a step that holds with them
+        if b - a > BLIP_MAX or (hi - b <= BLIP_MAX and j + 2 < len(bounds) - 1):
+            start = a
             continue
-        left, right = x[bounds[j - 1]:a], x[b:bounds[j + 2]]
+        left, right = x[start:a][keep[start:a]], x[b:hi][keep[b:hi]]
+        if not len(left) or not len(right):
+            start = a
+            continue
         gain = len(left) * len(right) / (len(left) + len(right)) * float(left.mean() - right.mean()) ** 2
         if gain < pen:
             keep[a:b] = False
             drop |= {a, b}
+        else:
+            start = a
     return [c for c in cps if c not in drop], keep
 
 
@@ -316,21 +342,30 @@ def _refine(x: np.ndarray, lo: int, idx: int, hi: int, keep: np.ndarray | None =
     of ``idx``, keeping 3 runs before it and one after): the tested split decides *whether* the series moved,
     this decides *where* (a noisy night just before or after the step otherwise moves the blame by a commit:
     the newest run tested alone against a level that already holds the step's first night)."""
-    js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
+    js = _places(lo, idx, hi, keep)
     return max(js, key=lambda j: (_split_stats(x, lo, j, hi, keep), -abs(j - idx)), default=idx)
+
+
+def _places(lo: int, idx: int, hi: int, keep: np.ndarray | None) -> list[int]:
+    """The locations within PLACE_RADIUS runs of ``idx`` that keep 3 runs before them and one after (runs that
+    count: ``keep``, :func:`_spikes` and :func:`_blips`)."""
+    js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
+    if keep is None:
+        return list(js)
+    return [j for j in js if keep[lo:j].sum() >= 3 and keep[j:hi].any()]
 
 
 def _place_p(x: np.ndarray, lo: int, idx: int, hi: int, sigma: float, keep: np.ndarray | None = None) -> float:
     """How sure the location is: the Gaussian profile likelihood of the split at ``idx`` against the other
     splits within PLACE_RADIUS runs (keeping 3 runs before and one after), as a share (a flat prior over them)."""
-    js = range(max(lo + 3, idx - PLACE_RADIUS), min(hi - 1, idx + PLACE_RADIUS) + 1)
+    js = _places(lo, idx, hi, keep)
     if idx not in js:
         return 1.0
     ll = np.array([_split_stats(x, lo, j, hi, keep) for j in js]) / (2 * sigma * sigma)
     if not np.isfinite(ll.max()):
         return 1.0
     w = np.exp(ll - ll.max())
-    return float(w[list(js).index(idx)] / w.sum())
+    return float(w[js.index(idx)] / w.sum())
 
 
 def check(records: Iterable[Any], *, machine: str | None = None, frontend: str | None = "cli",
@@ -441,8 +476,10 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         prior = prior_noise(safe_exp(float(np.median(x))), series["provider"])
         floors = sigma_floors(x, within)  # the same for every candidate's noise below
         sigma = shrink(series_sigma(x, within, floors=floors), (2.0 / 3.0) * (n - 1), prior)
-        cps = _segments(x, sigma)
-        levels, keep = _blips(x, cps, sigma)  # the levels' boundaries; blip runs are left out of every level
+        spiky = _spikes(x, sigma)  # outlying single nights: PELT runs without them
+        kept_at = np.flatnonzero(spiky)
+        cps = [int(kept_at[b]) for b in _segments(x[spiky], sigma)]
+        levels, keep = _blips(x, cps, sigma, spiky)  # the levels' boundaries; spikes and blips left out of every level
         bounds = [0, *levels, n]
         tests: dict[int, tuple[int, int, str]] = {}  # change index -> (level start, end, kind)
         if levels:  # PELT's last change point, whatever its age: its segment reaches tonight
@@ -457,10 +494,13 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
                 tests[idx] = (lo, n, "tail")
         # the likeliest single change inside PELT's last segment (where PELT, its penalty scaled by a noise the
         # tails inflate, found none): its p is Bonferroni's over the locations scanned
+        # (over the runs that count: spikes and blips left out, as in every level)
         lo0 = bounds[-2]
-        scan = range(lo0 + 3, n - 2)
+        kept_at = np.flatnonzero(keep)
+        lo0_k = int(keep[:lo0].sum())
+        scan = range(lo0_k + 3, len(kept_at) - 2)
         if len(scan) >= 2:
-            best = _best_split(x, lo0, scan)
+            best = int(kept_at[_best_split(x[keep], lo0_k, scan)])
             if best not in tests:
                 tests[best] = (lo0, n, "scan")
         key = case_key(recs[-1])
