@@ -48,7 +48,7 @@ def main() -> int:
     from robocache import _cuda, _launch, reference
     from robocache.bench.timing import time_gpu
     from robocache._versions import VERSIONS, all_versions
-    from robocache.providers import torch_compile, torch_eager
+    from robocache.providers import torch_eager
 
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
