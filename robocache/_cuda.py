@@ -63,9 +63,10 @@ def _module(op: str, device_id: int, extra: tuple[str, ...] = ()) -> Any:
         return cupy.RawModule(code=source(op), options=COMPILE_OPTIONS + extra)
 
 
-def function(op: str, name: str, device_id: int) -> Any:
-    """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized)."""
-    return _function(op, name, device_id, EXTRA_OPTIONS)
+def function(op: str, name: str, device_id: int, options: tuple[str, ...] = ()) -> Any:
+    """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized), built with the extra
+    NVRTC ``options`` (a launch configuration's build, robocache/_tune.py; one module per option set)."""
+    return _function(op, name, device_id, EXTRA_OPTIONS + tuple(options))
 
 
 @functools.lru_cache(maxsize=None)
