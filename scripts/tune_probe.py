@@ -55,9 +55,6 @@ def main() -> int:
     torch._dynamo.config.recompile_limit = 1000
     torch._dynamo.config.cache_size_limit = 1000
     out_rows = []
-    a = torch.empty(2**29, dtype=torch.float32, device=dev)
-    b_ = torch.empty_like(a)
-
     def evt(fn, n=5):
         fn()
         torch.cuda.synchronize()
@@ -74,8 +71,12 @@ def main() -> int:
             xs.append(s.elapsed_time(e) * 1e3 / reps)
         return sorted(xs)[n // 2]
 
-    ceiling = 2 * a.numel() * 4 / evt(lambda: b_.copy_(a)) / 1e3
-    del a, b_
+    def copy_ceiling() -> float:
+        src = torch.empty(2**29, dtype=torch.float32, device=dev)
+        dst = torch.empty_like(src)
+        return 2 * src.numel() * 4 / evt(lambda: dst.copy_(src)) / 1e3
+
+    ceiling = copy_ceiling()
     name = torch.cuda.get_device_name()
     print(f"device {name} copy ceiling {ceiling:.0f} GB/s", flush=True)
     stream = L.stream_for("torch", 0)

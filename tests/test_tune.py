@@ -170,7 +170,7 @@ def test_every_version_has_a_launch_function():
 
     import robocache  # noqa: F401  (the op modules)
 
-    for op in ("resample", "fuse"):
+    for op in ("resample", "fuse", "voxelize"):
         mod = sys.modules[f"robocache.{op}"]
         assert set(mod._LAUNCH) == set(_versions.VERSIONS[op])
     with pytest.raises(ImportError, match="without a launch function"):
