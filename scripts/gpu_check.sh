@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # One command for a GPU check on a CUDA machine (e.g. the H200 device machine):
-#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|asv|pytest|multigpu|ncu]   (default: all = tests,bench)
+#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv|pytest|multigpu|ncu|pipelines]   (default: all = tests,bench)
 #   several parts in one call: comma-separated, e.g. tests,bench,ncu
-# tests: the test paths in TESTS (default: tests, the whole suite: CPU tests, kernel compile checks, and the GPU
-#        tests that skip elsewhere; TESTS="tests/gpu tests/test_kernels_compile.py" for the GPU part only) with the
-#        machine's own python3 and packages, then the demo;
+# tests: the test paths in TESTS (default: "tests/gpu tests/test_kernels_compile.py", the GPU tests and the kernels'
+#        compile and register checks; the CPU suite is CI's: TESTS=tests runs it here too) with the machine's own
+#        python3 and packages, then the demo; always first, so a broken kernel is seen before any timing;
 # bench: the quick suite through robocache-bench (SUITE="quick nightly" runs each in turn), records of every
 #        suite under OUTDIR/results/, one report per suite (OUTDIR/report-<suite>.md) and the kernel tables over
 #        all of them (OUTDIR/kernels.md: journey, vs torch.compile, call cost). The torch.compile cases are
 #        compiled first in PRECOMPILE_JOBS parallel processes (default 4; 0: off), see `run --precompile-jobs`.
+# aa:    the A/A pair: the quick suite twice on this commit, then `compare` of the two runs with the results'
+#        history (every robocache case should be "same"; the peers' verdicts show their run-to-run noise):
+#        records under OUTDIR/results, OUTDIR/aa-compare.md.
+# tune:  `robocache-bench tune`: the tuned launch configurations of this GPU (robocache/_tune.py) over the sampled
+#        distribution's tuning seed, written to OUTDIR/tuned/<gpu>.json (copy it to robocache/tuned/ and commit).
 # Machine name (bench, asv, pytest, multigpu): ROBOCACHE_MACHINE when set, else from nvidia-smi's GPU name and
 #        count: one H100 -> nvidia-h100-x1, one H200 -> nvidia-h200, N of them -> nvidia-h100-xN / nvidia-h200-xN
 #        (the lent machines' names); another GPU -> the hostname (never a name that claims another machine).
@@ -39,7 +44,7 @@
 #        suite: Nsight Compute metrics of each op's representative kernel (OUT/profile.log; PROFILE_TIMEOUT, 180 s).
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest|multigpu|pipelines]}
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv REGEX|pytest|multigpu|ncu|pipelines]}
 WHAT=${2:-all}
 # WHAT may name several parts, comma-separated (e.g. tests,bench,ncu): one device call, several parts
 part() { [ "$WHAT" = all ] && { [ "$1" = tests ] || [ "$1" = bench ]; } && return 0; [[ ",$WHAT," == *",$1,"* ]]; }
@@ -96,7 +101,7 @@ PYEOF
 
 if part tests; then
   start=$(date +%s)
-  $PY -m pytest ${TESTS:-tests} -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+  $PY -m pytest ${TESTS:-tests/gpu tests/test_kernels_compile.py} -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
   rc=${PIPESTATUS[0]}
   $PY -m robocache.demo 2>&1 | tee -a "$OUT/gpu-tests.log"
   $PY - "$OUT/gpu-tests.xml" "$(( $(date +%s) - start ))" "$rc" <<'PYEOF' || status=1
@@ -137,6 +142,40 @@ if part bench; then
   done
   $PY -m robocache.bench.cli report "$OUT/results" --kernels --out "$OUT/kernels.md" 2>&1 | tail -1
 fi
+if part aa; then
+  MACHINE=$(machine_name)
+  start=$(date +%s)
+  : > "$OUT/aa.log"
+  for i in 1 2; do
+    $PY -m robocache.bench.cli run --suite quick --device gpu --out "$OUT/results" --machine "$MACHINE" \
+        --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress >> "$OUT/aa.log" 2>&1
+    arc=$?
+    [ "$arc" = 0 ] || status=1
+  done
+  # the two newest quick runs of this machine: a records file is <run id>-<suite>.records.json, the run id
+  # <UTC time>-<hex>, so the names sort oldest first
+  mapfile -t RUNS < <(ls "$OUT/results/"*"-$MACHINE"/*-quick.records.json 2>/dev/null | xargs -n1 basename |
+                      sed -E 's/^([0-9]+T[0-9]+Z-[0-9a-f]+)-.*/\1/' | sort | tail -2)
+  if [ "${#RUNS[@]}" = 2 ]; then
+    $PY -m robocache.bench.cli compare "${RUNS[0]}" "${RUNS[1]}" --results "$OUT/results" results \
+        --history "$OUT/results" results --out "$OUT/aa-compare.md"
+    crc=$?
+    grep -E "^\| (robocache|same|faster|slower)|Verdicts|verdict" "$OUT/aa-compare.md" | head -5
+  else
+    echo "aa: expected two quick runs in $OUT/results, found ${#RUNS[@]}"; crc=2
+  fi
+  echo "AA SUMMARY: machine $MACHINE runs ${RUNS[*]:-none} wall $(( $(date +%s) - start )) s; compare exit $crc"
+  [ "$crc" = 0 ] || status=1
+fi
+
+if part tune; then
+  start=$(date +%s)
+  $PY -m robocache.bench.cli tune --out "$OUT/tuned" ${TUNE_ARGS:-} 2>&1 | tee "$OUT/tune.log" | tail -15
+  trc=${PIPESTATUS[0]}
+  echo "TUNE SUMMARY: wall $(( $(date +%s) - start )) s; exit $trc"
+  [ "$trc" = 0 ] || status=1
+fi
+
 if part asv; then
   COMMIT=${ROBOCACHE_GIT_COMMIT:-$(git rev-parse HEAD)}
   # asv resolves the commit in the repository: a copied working tree may come without history, so a
