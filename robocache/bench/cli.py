@@ -279,6 +279,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", help="write to this file instead of stdout")
     c.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any case is slower or failed")
 
+    tn = sub.add_parser(
+        "tune", help="on a GPU: the launch-configuration table of this GPU model (robocache/tuned/)",
+        description="Tune robocache's launch configurations (resample and fuse v3) on this GPU over a tuning set of "
+                    "shapes drawn from the sampled suite's distribution with its own seed, and write the table "
+                    "robocache ships for this GPU model (<OUT>/<gpu>.json; commit it as robocache/tuned/<gpu>.json). "
+                    "docs/kernels.md says how v3 uses it.")
+    tn.add_argument("--out", default="robocache/tuned", help="folder of the table (default: robocache/tuned)")
+    tn.add_argument("--ops", type=_csv, default=None, help="comma-separated subset of resample,fuse (default: both)")
+    tn.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N",
+                    help="the tuning set's seed (default: 1000000 + the grid version, never an evaluation seed)")
+    tn.add_argument("--points", type=_POSITIVE_INT, default=96, metavar="N", help="shapes per op (default 96)")
+
     k = sub.add_parser(
         "check", help="change points over the history of every series; alerts for current regressions",
         description="Detect change points in every series (machine, case, provider, dtype, timer, cache, front end) "
@@ -391,7 +403,7 @@ def _writable_file(flag: str, path: str) -> None:
 
 # Every output option of every command: checked before any measurement, load or analysis (shared plumbing).
 _OUTPUT_FILES = {"report": ("out",), "compare": ("out",), "check": ("json", "markdown")}
-_OUTPUT_DIRS = {"run": ("out",), "check": ("confirm_out",)}
+_OUTPUT_DIRS = {"run": ("out",), "check": ("confirm_out",), "tune": ("out",)}
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -451,8 +463,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    commands = {"list": _list, "show": _show_report, "report": _show_report, "compare": _compare, "check": _check}
+    commands = {"list": _list, "show": _show_report, "report": _show_report, "compare": _compare, "check": _check,
+                "tune": _tune_cmd}
     return commands.get(args.cmd, _run)(args)
+
+
+def _tune_cmd(args: argparse.Namespace) -> int:
+    """``tune``: this GPU's launch-configuration table (robocache/bench/tune.py)."""
+    from . import tune
+
+    tune.tune(Path(args.out), tuple(args.ops) if args.ops else tune.TUNE_OPS,
+              tune.TUNE_SEED if args.sample_seed is None else args.sample_seed, args.points)
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:
