@@ -130,6 +130,7 @@ def test_gpu_check_pipelines_part(tmp_path: Path) -> None:
     pipe = next(c for c in calls if c[1] == "robocache.bench.pipelines")
     assert pipe[2] == "run" and pipe[pipe.index("--machine") + 1] == "nvidia-h200"
     assert pipe[pipe.index("--device") + 1] == "gpu" and pipe[-2:] == ["--parts", "dataload"]
+    assert pipe[pipe.index("--train-batches") + 1] == "32,128"  # the EpisodeCache's training at both batch sizes
     assert pipe[pipe.index("--out") + 1] == str(tmp_path / "out" / "results")
     rep = next(c for c in calls if c[1:3] == ["robocache.bench.cli", "report"])
     assert rep[rep.index("--out") + 1].endswith("report-pipelines.md")
