@@ -178,19 +178,20 @@ class _Arrays:
             raise TypeError(f"episode {i} stream {name!r} must be a (times, values) pair")
         return pair
 
-    def times(self, i: int, name: str) -> tuple[np.ndarray, str]:
-        return _host(f"episode {i} stream {name!r} times", self._pair(i, name)[0])
+    def episode(self, i: int) -> tuple[list[tuple[np.ndarray, str, tuple[int, ...], str]], float | None,
+                                         float | None]:
+        """Per stream (times on the host, their dtype, the values' shape and dtype), the duration and origin
+        when given (else None: the streams' span)."""
+        meta = []
+        for name in self.names:
+            t, v = self._pair(i, name)
+            meta.append((*_host(f"episode {i} stream {name!r} times", t),
+                         *_meta(f"episode {i} stream {name!r} values", v)))
+        return (meta, float(self._dur[i]) if self._dur is not None else None,
+                float(self._org[i]) if self._org is not None else None)
 
-    def values_meta(self, i: int, name: str) -> tuple[tuple[int, ...], str]:
-        return _meta(f"episode {i} stream {name!r} values", self._pair(i, name)[1])
-
-    def values(self, i: int, name: str) -> np.ndarray:
-        return _host(f"episode {i} stream {name!r} values", self._pair(i, name)[1])[0]
-
-    def duration_origin(self, i: int, first: float, last: float) -> tuple[float, float]:
-        org = float(self._org[i]) if self._org is not None else first
-        dur = float(self._dur[i]) if self._dur is not None else last - org
-        return dur, org
+    def values(self, i: int) -> list[np.ndarray]:
+        return [_host(f"episode {i} stream {name!r} values", self._pair(i, name)[1])[0] for name in self.names]
 
     def close(self) -> None:
         pass
@@ -223,22 +224,17 @@ class _Hdf5:
         self.n = int(attrs["episodes"])
         self.g = self.f["episodes"]
 
-    def _ep(self, i: int):
-        return self.g[f"ep_{i:06d}"]
+    def episode(self, i: int) -> tuple[list[tuple[np.ndarray, str, tuple[int, ...], str]], float | None,
+                                         float | None]:
+        g = self.g[f"ep_{i:06d}"]  # few lookups (whole paths): h5py's lookups are most of the build's time
+        meta = []
+        for name in self.names:
+            t, x = g[f"{name}/t"][()], g[f"{name}/x"]
+            meta.append((t, t.dtype.name, tuple(x.shape), x.dtype.name))
+        return meta, float(g.attrs["duration_s"]), 0.0
 
-    def times(self, i: int, name: str) -> tuple[np.ndarray, str]:
-        t = self._ep(i)[name]["t"][()]
-        return t, t.dtype.name
-
-    def values_meta(self, i: int, name: str) -> tuple[tuple[int, ...], str]:
-        d = self._ep(i)[name]["x"]
-        return tuple(d.shape), d.dtype.name
-
-    def values(self, i: int, name: str) -> np.ndarray:
-        return self._ep(i)[name]["x"][()]
-
-    def duration_origin(self, i: int, first: float, last: float) -> tuple[float, float]:
-        return float(self._ep(i).attrs["duration_s"]), 0.0
+    def values(self, i: int) -> list[np.ndarray]:
+        return [self.g[f"ep_{i:06d}/{name}/x"][()] for name in self.names]
 
     def close(self) -> None:
         self.f.close()
@@ -282,9 +278,10 @@ def _read_layout(src: Any, ids: np.ndarray, rate: float) -> _Layout:
     for e, g in enumerate(ids.tolist()):
         row = []
         first, last = math.inf, -math.inf
+        meta, dur, org = src.episode(g)
         for k, name in enumerate(names):
             where = f"episode {g} stream {name!r}"
-            t, tdt = src.times(g, name)
+            t, tdt, shape, vdt = meta[k]
             if tdt not in A.TIME_DTYPES:
                 raise TypeError(f"{where}: times have dtype {tdt}; times must be float32 or float64 "
                                 "(convert integer timestamps with .astype(float64))")
@@ -300,7 +297,6 @@ def _read_layout(src: Any, ids: np.ndarray, rate: float) -> _Layout:
                                  f"after {t[j]!r})")
             if t.shape[0] > A.INT32_MAX:
                 raise ValueError(f"{where}: {t.shape[0]} samples, more than robocache's limit of {A.INT32_MAX}")
-            shape, vdt = src.values_meta(g, name)
             if vdt not in STREAM_DTYPES:
                 raise TypeError(f"{where}: values have dtype {vdt}; EpisodeCache stores "
                                 f"{', '.join(STREAM_DTYPES)} (cast the stream first)")
@@ -315,7 +311,8 @@ def _read_layout(src: Any, ids: np.ndarray, rate: float) -> _Layout:
             counts[e, k] = t.shape[0]
             first, last = min(first, float(t[0])), max(last, float(t[-1]))
             row.append(t)
-        dur, org = src.duration_origin(g, first, last)
+        org = first if org is None else org
+        dur = last - org if dur is None else dur
         if not (math.isfinite(dur) and dur >= 0 and math.isfinite(org)):
             raise ValueError(f"episode {g}: duration {dur} and origin {org} must be finite, duration >= 0")
         n_tgt[e] = n_targets(dur, rate)
@@ -819,10 +816,9 @@ class EpisodeCache:
                 self._host_v.append(v)
                 self._host_t.append(t)
             for e in range(eps):
-                g = int(lay.gid[e])
-                for k, name in enumerate(lay.names):
+                for k, v in enumerate(src.values(int(lay.gid[e]))):
                     a, n = int(self._hoff[e, k]), int(lay.counts[e, k])
-                    self._host_v[k][a:a + n] = _raw(src.values(g, name), lay.dtypes[k])
+                    self._host_v[k][a:a + n] = _raw(v, lay.dtypes[k])
                     self._host_t[k][a:a + n] = lay.times[e][k]
             if streamed:
                 self.host_bytes = int(sum(x.nbytes for x in self._host_v + self._host_t))
@@ -861,10 +857,9 @@ class EpisodeCache:
             self._ring_t = [self._dev_bytes(plan.slots * int(plan.cap[k]) * TIME_BYTES) for k in range(k_n)]
             if plan.mode == "resident":  # straight from the source, episode by episode (no host copy of it all)
                 for e in range(len(lay.gid)):
-                    g = int(lay.gid[e])
-                    for k, name in enumerate(lay.names):
-                        a, n = int(self._hoff[e, k]), int(lay.counts[e, k])
-                        v = np.ascontiguousarray(_raw(src.values(g, name), lay.dtypes[k]))
+                    for k, vals in enumerate(src.values(int(lay.gid[e]))):
+                        a = int(self._hoff[e, k])
+                        v = np.ascontiguousarray(_raw(vals, lay.dtypes[k]))
                         t = np.ascontiguousarray(lay.times[e][k])
                         rt.memcpy(L.ptr(self._ring_v[k]) + a * self._row_bytes[k], v.ctypes.data, v.nbytes,
                                   rt.memcpyHostToDevice)
