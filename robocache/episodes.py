@@ -1140,7 +1140,8 @@ class EpisodeCache:
             o = np.asarray(order, dtype=np.int64)
             local = np.full(int(self._lay.gid.max()) + 1, -1, dtype=np.int64)
             local[self._lay.gid] = np.arange(len(self._lay.gid))
-            if o.ndim != 1 or o.size < self._batch_size or o.min() < 0 or o.max() >= local.size or (local[o] < 0).any():
+            if o.ndim != 1 or o.size < self._batch_size or o.min() < 0 or o.max() >= local.size \
+                    or (local[o] < 0).any():
                 raise ValueError(f"order must name at least {self._batch_size} episodes, all held by this cache")
             self._order = local[o].astype(np.int32)
             self._used = (len(o) // self._batch_size) * self._batch_size

@@ -346,7 +346,8 @@ def test_bad_inputs_are_refused_before_allocation(no_alloc) -> None:
     eps = make_episodes(6, seed=12)
     t, v = eps[2]["b"]
     cases = [
-        (_swap(eps, 2, "b", times=t[::-1].copy()), {}, ValueError, "episode 2 stream 'b': times must be non-decreasing"),
+        (_swap(eps, 2, "b", times=t[::-1].copy()), {}, ValueError,
+         "episode 2 stream 'b': times must be non-decreasing"),
         (_swap(eps, 1, "a", times=np.where(np.arange(len(eps[1]["a"][0])) == 3, np.nan, eps[1]["a"][0])), {},
          ValueError, "episode 1 stream 'a': times must be finite"),
         (_swap(eps, 0, "c", values=eps[0]["c"][1].astype(np.float64)), {}, TypeError,

@@ -1,8 +1,9 @@
 """Pipelines: the end-to-end benchmarks (suite ``pipelines``) per GPU: data loading by batch size (CPU workers
 vs robocache.fuse vs the EpisodeCache, with the speedups), the EpisodeCache in each regime (resident, streamed)
 with its memory and build time, the training step's time split from all three loaders, policy inference by
-backend, and the kernel breakdown of a training step. The tables are the CLI report's own (``robocache.bench.views``), built
-from the pipeline records under the dashboard's results folders (the one store loader)."""
+backend, and the kernel breakdown of a training step. The tables are the CLI report's own
+(``robocache.bench.views``), built from the pipeline records under the dashboard's results folders (the one store
+loader)."""
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st

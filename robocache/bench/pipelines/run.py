@@ -123,14 +123,13 @@ def points(cfg: Config, info: dict[str, Any]) -> list[dict[str, Any]]:
                                 "reason": "data loading (seed 001): DataLoader with N workers, CPU resampling to 50 Hz "
                                           "in the workers vs read+pad in the workers and one robocache.fuse per batch"})
             for regime in cfg.cache_regimes:
+                where = ("the whole dataset on the device" if regime == "resident" else
+                         "streamed from pinned host memory within a budget half the dataset")
                 out.append({"kind": "dataload", "tag": f"B{b}-{_cache_tag(cfg, regime)}-{dtag}",
-                            "provider": loading.CACHE, "params": {"B": b, "workers": 0, **_cache_params(cfg, info, regime),
-                                                                  **dsp},
+                            "provider": loading.CACHE,
+                            "params": {"B": b, "workers": 0, **_cache_params(cfg, info, regime), **dsp},
                             "reason": "data loading from robocache.EpisodeCache (issue 26): no worker, no per-batch "
-                                      "copy, one launch per batch; " + ("the whole dataset on the device" if
-                                                                        regime == "resident" else
-                                                                        "streamed from pinned host memory within a "
-                                                                        "budget half the dataset")})
+                                      f"copy, one launch per batch; {where}"})
     if "train" in cfg.parts:
         for m in cfg.models:
             for b in cfg.t_batches:
