@@ -83,7 +83,7 @@ def test_records_of_the_cache_in_both_regimes(suite) -> None:
         assert f["cache_mb"] > 0 and f["cache_build_s"] > 0 and r.check.passed
         assert any(n.startswith("EpisodeCache: " + r.case.params["regime"]) for n in r.pipeline.notes)
         if r.case.params["regime"] == "streamed":
-            assert f["cache_mb"] <= r.case.params["budget_mb"] and f["cache_host_mb"] > f["cache_mb"]
+            assert f["cache_mb"] <= r.case.params["budget_mb"] + 1e-3 < f["cache_host_mb"]  # budget_mb: 3 decimals
             assert f["chunks"] > f["slots"] >= 2 and f["chunk_copies"] >= 1 and f["prefetch_depth"] == 1
     dl = {r.case.params["regime"]: r for r in cache if r.case.op == "dataload"}
     assert dl["resident"].check.max_rel_err == 0.0  # the NumPy path: the CPU workers' batches to the bit

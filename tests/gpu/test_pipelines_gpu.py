@@ -39,7 +39,7 @@ def test_pipelines_on_the_gpu(tmp_path: Path) -> None:
         assert c.pipeline.figures["cache_build_s"] > 0 and any(n.startswith(f"EpisodeCache: {regime} on GPU")
                                                                for n in c.pipeline.notes)
     st = dl[("episode_cache", "streamed")].pipeline.figures
-    assert st["cache_mb"] <= dl[("episode_cache", "streamed")].case.params["budget_mb"] < st["cache_host_mb"]
+    assert st["cache_mb"] <= dl[("episode_cache", "streamed")].case.params["budget_mb"] + 1e-3 < st["cache_host_mb"]
     assert st["chunks"] > st["slots"] and st["chunk_copies"] >= 1
     for r in loaded.records:
         if r.pipeline.gpu_util != "ok":  # NVML may be missing: then said, never a made-up figure
