@@ -197,7 +197,10 @@ class Pipeline:
 
         if self.provider == CACHE:  # launched by next_batch already: here the kernel's remaining time
             t0 = time.perf_counter()
-            sync(self.device)
+            if self.device == "gpu":
+                # the batch's stream only (its kernel waited for its chunks' copies): a streamed cache's copies
+                # of the next chunks run on its side stream while the step computes, as in a training loop
+                torch.cuda.current_stream().synchronize()
             return {"x": batch.x, "mask": batch.mask, "rgb": None}, 0.0, time.perf_counter() - t0
         dev = torch_device(self.device)
         nb = self.device == "gpu"

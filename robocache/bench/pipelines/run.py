@@ -339,7 +339,8 @@ def _cache_figures(cache: Any, copies0: int) -> dict[str, float | None]:
 
 def _cache_notes(cache: Any) -> list[str]:
     return [cache.summary, "no worker and no per-batch copy: wait = the host's part of next_batch (the chunk "
-                           "bookkeeping and one launch), resampling = the kernel until the device synchronize"]
+                           "bookkeeping and one launch), resampling = the kernel until its stream's synchronize "
+                           "(streamed: with the wait for this batch's chunks; the next chunks copy on a side stream)"]
 
 
 def _rgb_skip(ctx, pt, t0: float) -> dict[str, Any]:
