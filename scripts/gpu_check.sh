@@ -34,13 +34,15 @@
 #        named in NCU_KEYS, one profiled call each after the reference gate: the profile suite
 #        (`python -m robocache.bench.pipelines profile --cases ...`), records under OUTDIR/results, OUTDIR/ncu.log.
 # pipelines: the end-to-end suite (docs/pipelines.md) on one GPU: a generated robot dataset (PIPELINES_MB, default
-#        128 MB), data loading at batch 32 and 128 with 4 and 8 workers (CPU workers vs robocache.fuse), the training
-#        step of both models, inference at batch 1 and 32 for eager, SDPA, torch.compile and max-autotune (in that
-#        order, so a cut leaves the slowest compile out); records under OUTDIR/results/<arch>-<machine>/ (traces in
-#        traces/ beside them), OUTDIR/pipelines.log and OUTDIR/report-pipelines.md. Planned for <= 4 minutes (not
-#        yet timed on a lent GPU); PIPELINES_TIMEOUT (default 300 s) stops it, keeping the records of every case
-#        finished (the run file is rewritten after each); PIPELINES_ARGS adds options of
-#        `python -m robocache.bench.pipelines run`. Then, where ncu is on PATH (PROFILE=0: not), the profile
+#        128 MB), data loading at batch 32 and 128 with 4 and 8 workers (CPU workers vs robocache.fuse) and from the
+#        EpisodeCache (resident, and streamed within half its size), the training step of both models at batch 32
+#        and 128 from all three loaders, inference at batch 1 and 32 for eager, SDPA, torch.compile and
+#        max-autotune (in that order, so a cut leaves the slowest compile out); records under
+#        OUTDIR/results/<arch>-<machine>/ (traces in traces/ beside them), OUTDIR/pipelines.log and
+#        OUTDIR/report-pipelines.md. Took 395-403 s before the EpisodeCache's cases (max-autotune about half; add
+#        --parts dataload,train to PIPELINES_ARGS for the loaders alone); PIPELINES_TIMEOUT (default 300 s) stops
+#        it, keeping the records of every case finished (the run file is rewritten after each); PIPELINES_ARGS adds
+#        options of `python -m robocache.bench.pipelines run`. Then, where ncu is on PATH (PROFILE=0: not), the profile
 #        suite: Nsight Compute metrics of each op's representative kernel (OUT/profile.log; PROFILE_TIMEOUT, 180 s).
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
@@ -250,7 +252,8 @@ if part pipelines; then
   start=$(date +%s)
   timeout "${PIPELINES_TIMEOUT:-300}" $PY -m robocache.bench.pipelines run --device gpu --out "$OUT/results" \
       --machine "$MACHINE" --size-mb "${PIPELINES_MB:-128}" --batch-sizes 32,128 --workers 4,8 --load-batches 40 \
-      --train-steps 30 --profile-steps 2 --infer-batches 1,32 --infer-time 1 ${PIPELINES_ARGS:-} 2>&1 | tee "$OUT/pipelines.log"
+      --train-steps 30 --train-batches 32,128 --profile-steps 2 --infer-batches 1,32 --infer-time 1 \
+      ${PIPELINES_ARGS:-} 2>&1 | tee "$OUT/pipelines.log"
   prc=${PIPESTATUS[0]}
   # the latest run in OUT/results is the one just measured
   $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-pipelines.md" 2>&1 | tail -1

@@ -34,6 +34,8 @@ EXPECTED_ENTRIES = {
     "voxelize": {f"voxel_{k}_{n}_{v}" for n in VERSIONS["voxelize"]
                  for k in VOXELIZE_KERNELS[n] for v in ("float32", "float16", "bfloat16")}
     | {e for n in VERSIONS["voxelize"] for e in VOXELIZE_EXTRA[n]},
+    # robocache.EpisodeCache (kernels/episodes.cu): one batch entry per output dtype, the ring's slot update
+    "episodes": {f"episodes_batch_{v}" for v in ("float32", "float16", "bfloat16")} | {"episodes_place"},
 }
 
 

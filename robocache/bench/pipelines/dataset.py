@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = "robocache-bench/robot-synthetic"
-VERSION = 1
+from ...episodes import HDF5_FORMAT as FORMAT  # the library reads this format (EpisodeCache.from_hdf5)
+from ...episodes import HDF5_VERSION as VERSION
 RGB_SHAPE = (48, 64, 3)
 
 
