@@ -208,7 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("paths", nargs="+")
     f.add_argument("--out", default=str(PRIORS_FILE))
     args = ap.parse_args(argv)
-    loaded = store.load(*args.paths)
+    # the committed records only: a folder's files that git ignores (make run's results/local/, the user's own
+    # runs) would change the committed priors from one checkout to the next; named explicitly, they count
+    paths, ignored = store.committed_files(*args.paths)
+    if ignored:
+        where = sorted({str(Path(f).parent) for f in ignored})
+        print(f"fit-priors: left out {len(ignored)} results file(s) git ignores ({', '.join(where[:3])}"
+              f"{', ...' if len(where) > 3 else ''}): not committed records; name that folder to fit on it",
+              file=sys.stderr)
+    loaded = store.load(*paths)
     if loaded.bad:
         for path, why in loaded.bad:
             print(f"bad results file {path}: {why}", file=sys.stderr)
