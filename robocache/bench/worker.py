@@ -420,9 +420,14 @@ def run_task(data: bytes, result_path: str) -> None:
             res = base_record(task, specs.find(task.case_key), "error", f"the record could not be encoded: {e}")
         out = messages.pack(res)
     tmp = result_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(out)
-    os.replace(tmp, result_path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(out)
+        os.replace(tmp, result_path)
+    except FileNotFoundError:
+        # the runner is gone and took its temporary folder with it (it was interrupted): nobody will read this
+        # answer, and a traceback here would land in the user's terminal after the runner's own last line
+        return
 
 
 if __name__ == "__main__":
