@@ -139,7 +139,7 @@ def copy_tree(dst: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nights", type=int, default=6, help="quiet nights before the slow commit (6: check needs 6 runs)")
     ap.add_argument("--slowdown", type=float, default=9.0,

@@ -266,9 +266,9 @@ def _record(common: Any, base: dict[str, Any], rc: dict[str, Any], code: int, st
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m robocache.bench.pipelines.ncu")
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m robocache.bench.pipelines.ncu")
     sub = p.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("target", help="(run by ncu) one case's call inside the profiled NVTX range")
+    t = sub.add_parser("target", allow_abbrev=False, help="(run by ncu) one case's call inside the profiled NVTX range")
     t.add_argument("key")
     a = p.parse_args(argv)
     return target(a.key)

@@ -202,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from .. import store
 
-    ap = argparse.ArgumentParser(prog="python -m robocache.bench.regressions")
+    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m robocache.bench.regressions")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("fit-priors", help="fit the per-provider noise priors from runs of one commit")
+    f = sub.add_parser("fit-priors", allow_abbrev=False,
+                       help="fit the per-provider noise priors from runs of one commit")
     f.add_argument("paths", nargs="+")
     f.add_argument("--out", default=str(PRIORS_FILE))
     args = ap.parse_args(argv)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import ops
 from .records import flagged, flags, is_pipeline, machine, pipeline_kind
-from .tables import esc, fmt_us, fmt_x, table
+from .tables import code, esc, fmt_us, fmt_x, table
 
 _PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse"}
 
@@ -144,7 +144,7 @@ def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
         pipe = r["pipeline"]
         rows = [[k["name"][:90], f"{100 * k['share']:.1f}%", k["calls"], fmt_us(k["avg_us"]), fmt_us(k["total_us"])]
                 for k in pipe["kernels"][:top]]
-        trace = f"; trace `{esc(pipe['trace_file'])}`" if pipe.get("trace_file") else ""
+        trace = f"; trace `{code(pipe['trace_file'])}`" if pipe.get("trace_file") else ""
         parts.append(f"**{esc(r['case']['id'])}** ({esc(_PIPE_LABEL.get(r['case']['provider'], r['case']['provider']))}"
                      f", {esc(machine(r)[1])}){trace}\n\n"
                      + table(["kernel" if (r.get("env") or {}).get("device") == "gpu" else "operator (CPU run)",

@@ -15,7 +15,7 @@ from .kernels import call_cost, journey, vs_compile, vs_compile_cases
 from .multigpu import multigpu
 from .pipelines import pipelines
 from .records import compile_best, flags, index, is_dispatch, is_multigpu, is_pipeline, ok_time, p50, timed
-from .tables import Section, esc, fmt_num, fmt_us, render, table
+from .tables import Section, code, esc, fmt_num, fmt_us, render, table
 
 
 def case_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -74,9 +74,9 @@ def header(records: list[dict[str, Any]]) -> str:
         r.get("synthetic") for r in records) else ""
     lines = [
         f"- **device**: {esc(gpu)}; driver {esc(env.get('driver'))}, CUDA {esc(env.get('cuda'))}; "
-        f"machine `{esc(env.get('machine'))}`",
-        f"- **run** `{esc(r0['run_id'])}`, suite `{esc(r0['suite'])}`, front end {esc(r0['frontend'])}, "
-        f"{esc(min(r['created'] for r in records))}; **commit** `{esc(commit)}`{dirty}",
+        f"machine `{code(env.get('machine'))}`",
+        f"- **run** `{code(r0['run_id'])}`, suite `{code(r0['suite'])}`, front end {esc(r0['frontend'])}, "
+        f"{esc(min(r['created'] for r in records))}; **commit** `{code(commit)}`{dirty}",
         f"- **copy ceiling** measured in this run: {fmt_num(ceiling * 1e9, 'B/s') if ceiling else 'not measured'}"
         " (device-to-device copy, bytes read + written)",
         "- libraries: " + ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted((env.get("libs") or {}).items())),

@@ -19,6 +19,12 @@ def esc(x: Any) -> str:
     return s.replace("\n", " ")
 
 
+def code(x: Any) -> str:
+    """Text for inside a code span (between backticks): markdown shows it literally, so nothing is escaped there (a
+    backslash would show as one); a backtick, which would end the span, becomes ``'`` and a newline a space."""
+    return str(x).replace("`", "'").replace("\r", " ").replace("\n", " ")
+
+
 def fmt_us(x: float | None) -> str:
     if x is None:
         return "-"
