@@ -31,6 +31,22 @@ def fmt_us(x: float | None) -> str:
     return f"{x:,.1f}" if x < 1e4 else f"{x:,.0f}"
 
 
+def fmt_sig(x: float | None, digits: int = 3) -> str:
+    """``x`` with ``digits`` significant digits, never in exponent form and never rounded to nothing (0.2 GB/s
+    printed as ``0``, an integer format, read as no bandwidth at all): 0.213 -> ``0.213``, 8.0 -> ``8.00``,
+    616.1 -> ``616``; thousands and up in full with separators (``2,412``)."""
+    import math
+
+    if x is None:
+        return "-"
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    if abs(x) >= 10 ** (digits - 1):
+        return f"{x:,.0f}"
+    decimals = digits - 1 - math.floor(math.log10(abs(x)))
+    return f"{x:,.{decimals}f}"
+
+
 def fmt_num(x: float | None, unit: str = "") -> str:
     if x is None:
         return "-"
