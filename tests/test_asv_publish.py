@@ -175,3 +175,24 @@ def test_migration_script_dry_run_and_bad_input(tmp_path, capsys) -> None:
     (tmp_path / "m" / "bad.json").write_text("{not json")
     assert mig.main(["--results", str(tmp_path)]) == 2
     assert "nothing written" in capsys.readouterr().err
+
+
+def test_the_documented_pytest_benchmark_compare_selects_one_gpu() -> None:
+    """The README's `pytest-benchmark compare 0001 0003` set the CPU's 0001 beside the H200's (a bare number selects
+    every Python folder's save of it); docs/harness.md gives the command that names the GPU, and it selects H200
+    saves only, as pytest-benchmark's own storage resolves them."""
+    import logging
+    import re
+
+    from pytest_benchmark.storage.file import FileStorage
+
+    docs = (ROOT / "docs" / "harness.md").read_text()
+    m = re.search(r"`pytest-benchmark compare (0001_h200 0003_h200)\s", docs)
+    assert m, "docs/harness.md: the pytest-benchmark compare example that names the GPU"
+    storage = FileStorage(ROOT / "results" / "pytest", logging.getLogger("t"))
+
+    def gpus(*globs: str) -> set[str]:
+        return {p.name.split("_")[1].split("-")[0] for p in storage.query(*globs)}
+
+    assert gpus(*m.group(1).split()) == {"h200"} and len(storage.query(*m.group(1).split())) == 2
+    assert gpus("0001", "0003") == {"cpu", "h200"}  # the README's example: a CPU run beside H200 runs
