@@ -6,7 +6,7 @@
     robocache-bench show results/                     # one run (the latest unless --run), every case
     robocache-bench report results/ --out report.md   # the markdown report of one run
     robocache-bench report results/ --kernels         # every machine: kernel journey, vs torch.compile, call cost
-    robocache-bench compare BASE NEW --history results/   # per case: same / faster / slower / ...
+    robocache-bench compare BASE NEW --history results/   # per case: slower / faster / inconclusive / same / ...
     robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
     robocache-bench show results/ --format json       # list, show and report as JSON too (docs/report.md)
 """
@@ -278,10 +278,12 @@ def _parser() -> argparse.ArgumentParser:
                                    "the newest), so --run does not apply; see docs/report.md")
 
     c = sub.add_parser(
-        "compare", help="per case verdicts between two runs: same, faster, slower, incomparable, failed",
-        description="Compare two runs case by case. A case is 'same' unless its change exceeds both the floor and "
-                    "4 sigma of its noise: the two runs' own uncertainty plus the between-run noise, taken from "
-                    "--history (other runs of the same series) or else from a prior fitted on H200 runs. "
+        "compare", help="per case verdicts between two runs: slower, faster, inconclusive, same, incomparable, failed",
+        description="Compare two runs of one machine case by case. A case is 'slower' or 'faster' when its change "
+                    "exceeds both the floor and 4 sigma of its noise: the two runs' own uncertainty plus the "
+                    "between-run noise, taken from --history (other runs of the same series) or else from a prior "
+                    "fitted on the committed runs; 'inconclusive' when it exceeds the floor but not the noise (the "
+                    "reason says what the case could resolve); 'same' when it stays within the floor. "
                     "BASE and NEW are each a records file, a folder (its latest run) or a run id (looked up in "
                     "--results). Exit code 1 with --fail-on-slower when any case is slower or failed.")
     c.add_argument("base")

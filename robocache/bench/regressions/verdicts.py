@@ -169,7 +169,8 @@ def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str)
             us_text(v.base_us), us_text(v.new_us), f"{v.ratio:.3f}" if v.ratio else "",
             f"±{v.threshold * 100:.1f}%" if v.threshold is not None else "",
             f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", md_text(v.reason)]) + " |")
-    lines += ["", f"A verdict needs a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
-              "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base))."]
+    lines += ["", f"slower or faster: a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
+              "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base)); inconclusive: "
+              "beyond the floor but within the noise (the data cannot tell); same: within the floor."]
     return "\n".join(lines) + "\n"
 
