@@ -56,7 +56,7 @@ METRICS = {"gpu__time_duration.sum": "ncu_time_us",
 # abbreviate: "nsecond"/"ns"; `--print-units base` asks for ns and bytes, but a value's own unit is what counts),
 # as the factor to the figure's unit (us, MB = 1e6 bytes, %, a count). A unit not listed here is refused, never
 # guessed: "ns" read as "us" put 1000x too long kernel times in the profile tables (issue 24).
-KIND = {"ncu_time_us": "time", "dram_pct_of_peak": "percent", "dram_read_mb": "bytes", "dram_write_mb": "bytes",
+METRIC_KIND = {"ncu_time_us": "time", "dram_pct_of_peak": "percent", "dram_read_mb": "bytes", "dram_write_mb": "bytes",
         "sm_pct_of_peak": "percent", "achieved_occupancy_pct": "percent", "l2_hit_rate_pct": "percent",
         "registers": "count"}
 UNITS = {
@@ -81,7 +81,7 @@ def scale(metric: str, unit: str) -> float:
     """The factor from ``unit`` (as ncu printed it for ``metric``) to the figure's unit; :class:`UnitError`
     for a unit not in :data:`UNITS` for the figure's kind."""
     fig = METRICS[metric]
-    kind = KIND[fig]
+    kind = METRIC_KIND[fig]
     unit = unit.strip()
     try:
         return UNITS[kind][unit]
