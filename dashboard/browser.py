@@ -173,7 +173,7 @@ def chart_texts(page: Any, selector: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Screenshot one page of the dashboard (after optional selections) into a PNG."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0],
                                  epilog="Arguments after -- go to the dashboard (--results DIR ..., "
                                         "--no-default-results).")
     ap.add_argument("out", type=Path, help="PNG to write")

@@ -50,7 +50,7 @@ def alerts_file(argv: Sequence[str] | None = None, environ: Mapping[str, str] | 
     """``--alerts FILE`` from the ``streamlit run ... --`` arguments, else ``$ROBOCACHE_ALERTS_JSON``, else None."""
     argv = sys.argv[1:] if argv is None else argv
     environ = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
     parser.add_argument("--alerts", default=None)
 
     def _fail(message: str) -> None:

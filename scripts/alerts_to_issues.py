@@ -272,11 +272,16 @@ def _commit(c: Any) -> str:
     return re.sub(r"[^0-9A-Za-z._-]", "", str(c or ""))[:12] or "unknown commit"
 
 
+def _date(text: Any) -> str:
+    """The YYYY-MM-DD a record's or a file's timestamp starts with, else "" (the text itself never reaches an
+    issue: it is record data, and an issue is markdown)."""
+    s = str(text or "")
+    return s[:10] if re.match(r"\d{4}-\d\d-\d\d(?!\d)", s) else ""
+
+
 def _when(alert: dict[str, Any]) -> tuple[str, str]:
     after = alert.get("after") or alert.get("last") or {}
-    created = str(after.get("created") or "")
-    date = created[:10] if re.match(r"\d{4}-\d\d-\d\d", created) else (created or "an unknown date")
-    return date, _commit(after.get("commit"))
+    return _date(after.get("created")) or "an unknown date", _commit(after.get("commit"))
 
 
 def _run_link() -> str:
@@ -410,7 +415,7 @@ def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any =
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="alerts_to_issues.py", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="alerts_to_issues.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     p.add_argument("alerts_json", nargs="+", metavar="ALERTS_JSON",
@@ -437,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                 checked = None  # a file without the list: close nothing this time
             else:
                 checked |= set(doc["checked"])
-            date = max(date, doc["generated"][:10])
+            date = max(date, _date(doc["generated"]))
     except AlertsFileError as e:
         print(f"alerts_to_issues: bad alerts file: {e}", file=sys.stderr)
         return 2

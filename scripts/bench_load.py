@@ -211,7 +211,7 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="record counts to time")
     ap.add_argument("--repeat", type=int, default=3, help="timed loads per figure (best is quoted)")
     args = ap.parse_args()

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--no-autotune", action="store_true", help="skip torch.compile max-autotune-no-cudagraphs")
     ap.add_argument("--autotune-cases", type=int, default=1000,

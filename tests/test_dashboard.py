@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from dashboard import charts, data, tables  # noqa: E402
 from robocache.bench.store import write_records  # noqa: E402
+from tests import committed  # noqa: E402
 from tests.test_store import make_env, make_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -174,7 +175,7 @@ def test_sweep_axis_and_metric(fixture_dir: Path, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    at = app(page, REPO / "results", monkeypatch)
+    at = app(page, committed.dirs_env(), monkeypatch)  # the committed records, never results/local/
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     assert_no_markup(at)
@@ -183,7 +184,7 @@ def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -
         assert at.get("plotly_chart"), page
     if page == "architectures":
         assert "A100" in infos and "No H200" not in infos
-        has_h100 = any(p.name.startswith("h100-") for p in (REPO / "results").iterdir())
+        has_h100 = any(p.name.startswith("h100-") for p in committed.folders())
         assert ("No H100" in infos) != has_h100  # the H100 joins once its records are committed
     if page == "kernels":  # the committed H200 runs measured torch.compile beside robocache
         assert any(df.value.shape[0] for df in at.dataframe)
@@ -895,7 +896,7 @@ def test_wins_against_the_strongest_peer(fixture_dir: Path, monkeypatch: pytest.
 def test_bound_widgets_keep_successive_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two choices in a row on one widget both hold (its identity does not follow the URL it rewrote), and a
     choice that the next options lack falls back to an offered one without an error."""
-    at = app("history", REPO / "results", monkeypatch)
+    at = app("history", committed.dirs_env(), monkeypatch)
     case = next(s for s in at.selectbox if s.label == "case")
     first, second = case.options[1], case.options[2]
     at = case.select(first).run()

@@ -26,6 +26,7 @@ from robocache.bench import cli, links, schema, store
 from robocache.bench import regressions as regress
 from robocache.bench.schema import fingerprint
 from robocache.bench.store import write_records
+from tests import committed
 from tests import history_rehearsal as hr
 from tests.test_dashboard import assert_no_markup
 
@@ -40,11 +41,10 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def page(name: str, monkeypatch: pytest.MonkeyPatch, *dirs: Path, default: bool = True,
          params: dict | None = None) -> AppTest:
-    monkeypatch.setenv(data.ENV_VAR, os.pathsep.join(str(d) for d in dirs))
-    if default:
-        monkeypatch.delenv(data.NO_DEFAULT_ENV_VAR, raising=False)
-    else:
-        monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
+    # default: the committed records beside ``dirs`` (the app's default, results/, less the user's results/local/)
+    monkeypatch.setenv(data.ENV_VAR, os.pathsep.join([*(map(str, committed.folders()) if default else ()),
+                                                      *(str(d) for d in dirs)]))
+    monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
     at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=90)
     for k, v in (params or {}).items():
         at.query_params[k] = v
@@ -67,7 +67,7 @@ def per_machine(*dirs: Path) -> list[regress.CheckResult]:
 
 
 def the_alert(rehearsal: Path) -> regress.Change:
-    res = regress.check(list(store.load(REPO / "results", rehearsal).records), machine=hr.MACHINE)
+    res = regress.check(list(store.load(*committed.files(), rehearsal).records), machine=hr.MACHINE)
     mine = [a for a in res.alerts if a.series["machine"] == hr.MACHINE]
     assert len(mine) == 1, [regress.alert_title(a) for a in res.alerts]
     return mine[0]
@@ -81,7 +81,7 @@ def test_regressions_page_lists_the_rehearsed_alert(rehearsal: Path, monkeypatch
     assert_no_markup(at)
     metrics = {m.label: m.value for m in at.metric}
     alert = the_alert(rehearsal)
-    expected = sum(len(r.alerts) for r in per_machine(REPO / "results", rehearsal))
+    expected = sum(len(r.alerts) for r in per_machine(*committed.folders(), rehearsal))
     assert metrics["open alerts"] == str(expected)  # what check raises over the same folders, no more, no less
     assert any("computed now by regressions.check" in c.value for c in at.caption)
     ranges = at.dataframe[0].value
@@ -163,14 +163,14 @@ def test_history_view_of_the_control_has_no_marker(rehearsal: Path, monkeypatch:
 
 
 def test_pages_over_the_committed_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    res = per_machine(REPO / "results")
-    at = page("regressions", monkeypatch, REPO / "results")
+    res = per_machine(*committed.folders())
+    at = page("regressions", monkeypatch)
     assert not at.exception and not at.error, [e.value for e in at.error]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["open alerts"] == str(sum(len(r.alerts) for r in res))
     assert metrics["series tested"] == f"{sum(r.series_checked for r in res)} of {sum(r.series for r in res)}"
-    assert sum(r.series for r in res) == regress.check(list(store.load(REPO / "results").records)).series
-    at = page("history", monkeypatch, REPO / "results")
+    assert sum(r.series for r in res) == regress.check(list(committed.load().records)).series
+    at = page("history", monkeypatch)
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.get("plotly_chart") and spec_of(at)["layout"]["xaxis"]["title"]["text"].startswith("commit")
 
@@ -334,7 +334,7 @@ def test_check_over_the_frame_is_the_clis(rehearsal: Path, tmp_path: Path) -> No
     """History and Regressions run the check over the dashboard's frame (the columnar cache's rows), never a second
     JSON load: per machine and front end, the alerts document equals the one ``check`` computes over the store's
     records of the same files (created times compared as the instants they are: the frame holds them in UTC)."""
-    dirs = [str(REPO / "results"), str(rehearsal)]
+    dirs = [*map(str, committed.folders()), str(rehearsal)]
     cache = tmp_path / "frames"
     _, bad = data.load_table(dirs, cache)  # builds the Parquet cache ...
     assert not bad and list(cache.glob("frame-*.parquet"))
@@ -397,7 +397,7 @@ def test_check_records_carry_every_field_the_check_reads(tmp_path: Path) -> None
     recs[6]["method"].update(input_sets=4, version=2)
     recs[7]["case"]["grid_version"] = 1
     write_records(tmp_path, env, recs, name="edge")
-    loaded = store.load(str(REPO / "results"), str(tmp_path))
+    loaded = store.load(*committed.files(), str(tmp_path))
     assert not loaded.bad
     df = data.build_frame(loaded.records)
     rows = history_data.check_records(df)

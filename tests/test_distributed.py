@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import committed
 import pytest
 
 from robocache.bench import frontend, specs, store, timing
@@ -510,7 +511,7 @@ def test_report_marks_host_bound_steps():
 
 
 def test_committed_results_still_load():
-    loaded = store.load(ROOT / "results")
+    loaded = committed.load()
     assert loaded.bad == [] and loaded.records
     versions = {json.loads(Path(p).read_bytes())["schema_version"] for p in {r["source"] for r in loaded.records}}
     assert versions <= set(range(1, SCHEMA_VERSION + 1))  # every version a reader still accepts

@@ -6,7 +6,7 @@
     robocache-bench show results/                     # one run (the latest unless --run), every case
     robocache-bench report results/ --out report.md   # the markdown report of one run
     robocache-bench report results/ --kernels         # every machine: kernel journey, vs torch.compile, call cost
-    robocache-bench compare BASE NEW --history results/   # per case: same / faster / slower / ...
+    robocache-bench compare BASE NEW --history results/   # per case: slower / faster / inconclusive / same / ...
     robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
     robocache-bench show results/ --format json       # list, show and report as JSON too (docs/report.md)
 """
@@ -21,6 +21,7 @@ import re
 import sys
 import tempfile
 import traceback
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ PIPELINES = "pipelines"  # the end-to-end suite (robocache.bench.pipelines), out
 
 
 def _csv(text: str) -> list[str]:
+    """A comma-separated option's items; invisible format characters (a word joiner copied from a GitHub issue
+    after ``@``, a zero-width space) are dropped, so a provider name copied from rendered markdown still works."""
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
@@ -86,14 +90,19 @@ def _endpoint(text: str) -> str:
     return text
 
 
-_TERMINAL = re.compile(r"\\([\\|<>`*_\[\]])|\*\*|`")
+# a markdown escape (a backslash before any ASCII punctuation, as CommonMark allows), bold, a backtick
+_TERMINAL = re.compile(r"\\([!-/:-@\[-`{-~])|\*\*|`")
 
 
 def terminal_text(markdown: str) -> str:
     """Markdown made plain for a terminal: escapes undone (``torch\\_eager`` -> ``torch_eager``), ``**`` and
-    backticks dropped; tables keep their pipes. ``list`` and ``show`` always print this; ``report`` (and other
-    markdown) when stdout is a terminal; a pipe or file gets the markdown itself."""
-    return _TERMINAL.sub(lambda m: m.group(1) or "", markdown)
+    backticks dropped, and no invisible character left (the word joiner the markdown puts after ``@`` so that a
+    GitHub issue mentions nobody, a zero-width space or a bidirectional override from a record: Unicode format
+    characters, category Cf), so what is copied from a terminal is what a command takes (``--providers
+    torch_compile@max-autotune``). Tables keep their pipes. ``list`` always prints this; ``show``, ``report``,
+    ``compare`` and ``check`` when stdout is a terminal; a pipe or file gets the markdown itself."""
+    plain = _TERMINAL.sub(lambda m: m.group(1) or "", markdown)
+    return "".join(ch for ch in plain if unicodedata.category(ch) != "Cf")
 
 
 def _stderr_is_tty() -> bool:
@@ -164,7 +173,13 @@ def _json_text(doc: dict) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line usage error (the option and what to fix, then where the help is), exit 2."""
+    """argparse with a one-line usage error (the option and what to fix, then where the help is), exit 2, and no
+    prefix matching of long options (``run --suit quick`` is an error, never ``--suite``; every subcommand's parser
+    is one of these: argparse makes them with the parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -263,10 +278,12 @@ def _parser() -> argparse.ArgumentParser:
                                    "the newest), so --run does not apply; see docs/report.md")
 
     c = sub.add_parser(
-        "compare", help="per case verdicts between two runs: same, faster, slower, incomparable, failed",
-        description="Compare two runs case by case. A case is 'same' unless its change exceeds both the floor and "
-                    "4 sigma of its noise: the two runs' own uncertainty plus the between-run noise, taken from "
-                    "--history (other runs of the same series) or else from a prior fitted on H200 runs. "
+        "compare", help="per case verdicts between two runs: slower, faster, inconclusive, same, incomparable, failed",
+        description="Compare two runs of one machine case by case. A case is 'slower' or 'faster' when its change "
+                    "exceeds both the floor and 4 sigma of its noise: the two runs' own uncertainty plus the "
+                    "between-run noise, taken from --history (other runs of the same series) or else from a prior "
+                    "fitted on the committed runs; 'inconclusive' when it exceeds the floor but not the noise (the "
+                    "reason says what the case could resolve); 'same' when it stays within the floor. "
                     "BASE and NEW are each a records file, a folder (its latest run) or a run id (looked up in "
                     "--results). Exit code 1 with --fail-on-slower when any case is slower or failed.")
     c.add_argument("base")
@@ -524,7 +541,7 @@ def _show_report(args: argparse.Namespace) -> int:
     elif args.format == "json":
         print(text)
     else:
-        print(terminal_text(text) if args.cmd == "show" else _for_stdout(text))
+        print(_for_stdout(text))  # plain on a terminal; the escaped markdown into a pipe or file (records are data)
     return 0
 
 
@@ -563,6 +580,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     bname, base = _run_records(args.base, args.results)
     nname, new = _run_records(args.new, args.results)
+    _same_machine(bname, base, nname, new)
     hist_paths = args.results if args.history is None else args.history
     history = store.load(*hist_paths).records if hist_paths else []
     kw = {"floor": args.floor} if args.floor is not None else {}
@@ -576,10 +594,26 @@ def _compare(args: argparse.Namespace) -> int:
         store.atomic_write(args.out, text)
         print(f"comparison written to {args.out}")
     else:
-        print(text)
+        print(text if args.format == "json" else _for_stdout(text))
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
     return 1 if args.fail_on_slower and (counts["slower"] or counts["failed"]) else 0
+
+
+def _same_machine(bname: str, base: list, nname: str, new: list) -> None:
+    """ValueError (exit 2, one line) when the two runs were measured on different machines: no case of one can be
+    compared with the other's (a case's series is per machine), so a table of "incomparable" rows would only hide
+    the mistake (issue 24: 46 such rows, exit 0, no hint)."""
+    def machines(recs: list) -> set[str]:
+        return {str((r.get("env") or {}).get("machine")) for r in recs}
+
+    bm, nm = machines(base), machines(new)
+    if bm and nm and not bm & nm:
+        raise ValueError(
+            f"{bname} ran on machine {', '.join(sorted(bm))} and {nname} on {', '.join(sorted(nm))}: runs of "
+            "different machines are never compared case by case (each machine's cases are series of their own); "
+            "compare two runs of one machine (`robocache-bench show --run ID` names a run's machine), or set "
+            "machines side by side with `robocache-bench report --kernels` or the dashboard's Architectures page")
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -594,13 +594,46 @@ def clock_sampler(on_gpu: bool) -> ClockSampler | NullSampler:
     return ClockSampler(0) if on_gpu else NullSampler()
 
 
-def assess_health(clocks: dict | None, noise_target_met: bool | None) -> dict:
+IGNORE_LOAD_ENV = "ROBOCACHE_IGNORE_HOST_LOAD"  # "1": the host's load is not read (a shared CI machine whose load
+# the caller already allows for, as scripts/rehearse_regression.py does with its floor of +100%)
+
+
+def host_load() -> tuple[float, int] | None:
+    """(the 1-minute load average, the CPU cores this process may run on), or None where the OS does not say (or
+    ``$ROBOCACHE_IGNORE_HOST_LOAD`` is 1)."""
+    if os.environ.get(IGNORE_LOAD_ENV, "").strip() == "1":
+        return None
+    try:
+        load1 = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 0
+    return (float(load1), cores) if cores > 0 else None
+
+
+def assess_health(clocks: dict | None, noise_target_met: bool | None, *,
+                  load: tuple[float, int] | None = None, host_timed: bool = False) -> dict:
     """The schema ``Health``: a throttled or contended run is flagged and never raises an alert.
 
-    Unknown clocks flag nothing (a CPU run or a machine without NVML is not unhealthy) but say so.
+    Unknown clocks flag nothing (a CPU run or a machine without NVML is not unhealthy) but say so. ``load``:
+    :func:`host_load` at the end of the case's timing. A host-timed case (``host_timed``: a CPU run, where the
+    timer and the work share the cores) is contended when the 1-minute load average exceeds the cores: more
+    runnable tasks than cores, so the case waited for a core (issue 24: load 6 on 2 cores read "not contended").
+    On a GPU the device timer does not wait on the host, and a case's own compile workers raise the load just
+    before its timing, so there the load is only said (beyond the cores), not flagged.
     """
     reasons: list[str] = []
     throttled = contended = False
+    if load is not None and load[0] > load[1]:
+        said = f"load average {load[0]:.1f} over the last minute on {load[1]} core{'s' if load[1] != 1 else ''}"
+        if host_timed:
+            contended = True
+            reasons.append(f"contended: {said} (more runnable tasks than cores)")
+        else:
+            reasons.append(f"host busy: {said} (not flagged: device timer)")
     if not clocks or not clocks.get("samples"):
         reasons.append("clocks unknown (NVML unavailable)")
     else:

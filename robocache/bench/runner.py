@@ -106,7 +106,17 @@ def run_in_process(task: Task, timeout_s: float) -> tuple[str, Record | Ceiling 
         result_path = os.path.join(tmp, "result.msgpack")
         proc = ctx.Process(target=worker.run_task, args=(messages.pack(task), result_path), daemon=False)
         proc.start()
-        proc.join(timeout_s)
+        try:
+            proc.join(timeout_s)
+        except BaseException:
+            # Ctrl-C (KeyboardInterrupt) or another exit while the case runs: the case process has its own process
+            # group (Ctrl-C does not reach it), so it would outlive this folder and print a traceback on writing
+            # into it after "interrupted" (issue 24); it is stopped first, its compile workers with it
+            _kill_group(proc.pid)
+            if proc.is_alive():  # interrupted before it made its own group: the process itself
+                proc.kill()
+            proc.join(10)
+            raise
         late = proc.is_alive()
         if late:
             _kill_group(proc.pid)
@@ -179,9 +189,12 @@ def precompile_task(data: bytes, result_path: str) -> None:
         status, reason, counts = worker.classify(e), f"{type(e).__name__}: {str(e)[:400]}", {}
     res = Precompiled(status=status, reason=reason, compile_s=time.perf_counter() - t0, **counts)
     tmp = result_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(messages.pack(res))
-    os.replace(tmp, result_path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(messages.pack(res))
+        os.replace(tmp, result_path)
+    except FileNotFoundError:  # the run was interrupted and removed its temporary folder: nobody reads this
+        return
 
 
 def _no_tuning_cache() -> None:
@@ -224,7 +237,15 @@ def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: f
                                    daemon=False)
                 proc.start()
                 running[proc] = (case, path, time.monotonic())
-            mp.connection.wait([p.sentinel for p in running], timeout=0.2)
+            try:
+                mp.connection.wait([p.sentinel for p in running], timeout=0.2)
+            except BaseException:  # Ctrl-C: no pre-pass process outlives the run (nor writes into a removed folder)
+                for proc in running:
+                    _kill_group(proc.pid)
+                    if proc.is_alive():
+                        proc.kill()
+                    proc.join(10)
+                raise
             for proc, (case, path, start) in list(running.items()):
                 late = time.monotonic() - start > timeout_s
                 if proc.is_alive() and not late:

@@ -138,12 +138,14 @@ def base_record(task: Task, case: specs.Case, status: str = "error", reason: str
                   reason=reason, duration_s=0.0, synthetic=task.synthetic)
 
 
-def _health(clocks: Clocks | None, noise_target_met: bool | None, device: str) -> Health:
-    """The schema ``Health`` of a timed case (a host timer has no clocks to read: not a health problem)."""
+def _health(clocks: Clocks | None, noise_target_met: bool | None, device: str,
+            load: tuple[float, int] | None = None) -> Health:
+    """The schema ``Health`` of a timed case (a host timer has no clocks to read: not a health problem); ``load``:
+    the host's load when the timing ended (:func:`env.host_load`), which flags a CPU run contended."""
     from . import env as envmod
 
     h = Health(**envmod.assess_health(msgspec.to_builtins(clocks) if clocks is not None else None,
-                                      noise_target_met))
+                                      noise_target_met, load=load, host_timed=device == "cpu"))
     if device == "cpu":
         h.reasons = [r for r in h.reasons if not r.startswith("clocks unknown")]
     return h
@@ -304,6 +306,7 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
                 t = timing.time_gpu(call, method="cuda_event", cache=task.cache, **opts)
             else:
                 t = timing.time_host(call, **opts)
+        load = envmod.host_load()  # the last minute's load: the timing's (a CPU case waits for a busy core)
         clocks = Clocks(**cs.stats()) if device == "gpu" else None
         if extras is not None:
             extras["timing"] = t
@@ -327,7 +330,7 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
                               pct_of_ceiling=100.0 * gbps / ceiling if ceiling else None, graph_time_us=graph_us,
                               event_vs_graph=evg)
         rec.clocks = clocks
-        rec.health = _health(clocks, t.noise_target_met, device)
+        rec.health = _health(clocks, t.noise_target_met, device, load)
         uncovered = getattr(t, "uncovered_batches", 0)
         if uncovered:  # the callable waits on the GPU itself: launch gaps are in the figure
             rec.health.noisy = True
@@ -420,9 +423,14 @@ def run_task(data: bytes, result_path: str) -> None:
             res = base_record(task, specs.find(task.case_key), "error", f"the record could not be encoded: {e}")
         out = messages.pack(res)
     tmp = result_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(out)
-    os.replace(tmp, result_path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(out)
+        os.replace(tmp, result_path)
+    except FileNotFoundError:
+        # the runner is gone and took its temporary folder with it (it was interrupted): nobody will read this
+        # answer, and a traceback here would land in the user's terminal after the runner's own last line
+        return
 
 
 if __name__ == "__main__":

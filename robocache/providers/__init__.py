@@ -31,6 +31,7 @@ from .._versions import VERSIONS
 
 OPS = ("resample", "fuse", "voxelize")
 OURS = "robocache"  # the public API (the best kernel version): the provider every speedup is judged for
+OURS_CPU = "robocache@numpy"  # the same public API on NumPy arrays (its CPU path): ours on a run without a GPU
 VERSION_PREFIX = "robocache@"  # robocache@v1, robocache@v2, ...: kernel versions
 COMPILE = "torch_compile"  # torch_compile (default mode) and torch_compile@<mode>: one peer, judged at its best
 ROLES = ("ours", "version", "peer", "call", "floor")
@@ -141,6 +142,10 @@ _PROVIDERS: tuple[Provider, ...] = (
     Provider(OURS, "robocache", "cuda", _ROBOCACHE_OPS, requires=("cupy",), color="#1f77b4", role="ours",
              grids=("gpu", "dispatch", "multigpu-gpu"), public_call=True, wall=True),
     *_versioned(),
+    # the public API on NumPy arrays: what a user without a GPU calls (validation, then the NumPy reference); on a
+    # CPU run the report's speedups are judged for it, as for robocache on a GPU run (views.records.ours)
+    Provider(OURS_CPU, "robocache (NumPy path)", "cpu", _ROBOCACHE_OPS, arrays="numpy", no_graph="CPU provider",
+             color="#08306b", role="ours", grids=("cpu",), public_call=True),
     Provider(COMPILE, "torch.compile", "any", _ops(torch_compile), requires=("torch",), color="#ff7f0e",
              grids=("gpu", "cpu"), wall=True),
     # mode="max-autotune-no-cudagraphs": the second compiled peer; the faster mode is the one to beat. Not a

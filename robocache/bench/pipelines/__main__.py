@@ -26,18 +26,21 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m robocache.bench.pipelines", description=__doc__,
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m robocache.bench.pipelines", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("dataset", help="write a synthetic robot dataset (see `dataset --help`)", add_help=False)
-    pr = sub.add_parser("profile", help="Nsight Compute metrics of robocache's kernels (suite profile; GPU, ncu)")
+    sub.add_parser("dataset", allow_abbrev=False, help="write a synthetic robot dataset (see `dataset --help`)",
+                   add_help=False)
+    pr = sub.add_parser("profile", allow_abbrev=False,
+                        help="Nsight Compute metrics of robocache's kernels (suite profile; GPU, ncu)")
     pr.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     pr.add_argument("--cases", type=_names, help="case keys op/tag/dtype/provider (default: each op's "
                                                  "representative case, float32, robocache)")
     pr.add_argument("--out", default="results")
     pr.add_argument("--machine")
     for name in ("run", "list"):
-        r = sub.add_parser(name, help="run the suite" if name == "run" else "list the suite's cases")
+        r = sub.add_parser(name, allow_abbrev=False,
+                           help="run the suite" if name == "run" else "list the suite's cases")
         r.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
         r.add_argument("--dataset", help="an existing dataset file (default: generate one of --size-mb)")
         r.add_argument("--size-mb", type=float, help="size of the generated dataset's payload")

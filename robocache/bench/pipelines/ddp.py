@@ -153,7 +153,7 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
 def main(argv: list[str] | None = None) -> int:
     from ..multigpu import rank as distributed
 
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog=f"python -m {MODULE}",
                                 description="One rank of the pipelines suite's DDP launch (started by torchrun).")
     p.add_argument("--task", required=True, help="the DDPTask JSON written by run_ddp")
     args = p.parse_args(argv)

@@ -122,7 +122,9 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
             "alerts": [one(c) for c in res.alerts], "improvements": [one(c) for c in res.improvements],
             "drifts": [drift(d) for d in res.drifts], "breaks": [brk(b) for b in res.breaks],
             "checked": sorted(res.checked),
-            "summary": {"series": res.series, "series_checked": res.series_checked,
+            # tested(): series_current, series_not_enough_history, series_stale, status (added within /1: readers
+            # of the older keys are unaffected)
+            "summary": {**tested(res), "series": res.series, "series_checked": res.series_checked,
                         "candidates": res.candidates, "significant_changes": len(res.changes),
                         "alerts": len(res.alerts), "improvements": len(res.improvements),
                         "drifts": len(res.drifts), "breaks": len(res.breaks),
@@ -130,23 +132,49 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
                         "floor": res.floor, "fdr_q": res.fdr_q}}
 
 
+def tested(res: CheckResult) -> dict[str, Any]:
+    """What the check could answer: ``series_current`` (in their machine's newest run), ``series_checked`` (tested:
+    enough healthy history), ``series_not_enough_history`` (current, too short to test: neither a regression nor
+    its absence can be said), ``series_stale`` (not in the newest run: not tested tonight) and ``status``:
+    ``regression`` (an alert or a drift), ``not_enough_history`` (nothing could be tested), ``partial`` (no
+    regression in the series tested, others too short) or ``no_regression`` (every current series tested)."""
+    current = res.series - res.series_stale
+    short = max(current - res.series_checked, 0)
+    if res.alerts or res.drifts:
+        status = "regression"
+    elif res.series_checked == 0:
+        status = "not_enough_history"
+    elif short:
+        status = "partial"
+    else:
+        status = "no_regression"
+    return {"series_current": current, "series_checked": res.series_checked, "series_not_enough_history": short,
+            "series_stale": res.series_stale, "status": status}
+
+
 def check_markdown(res: CheckResult, dashboard_url: str | None = None) -> str:
+    t = tested(res)
+    short, stale = t["series_not_enough_history"], t["series_stale"]
     lines = ["## robocache-bench check", "",
-             f"{res.series} series, {res.series_checked} with at least {MIN_HISTORY} healthy runs; "
+             f"Tested {res.series_checked} of {t['series_current']} series"
+             + (f" ({short} with not enough history: fewer than {MIN_HISTORY} healthy runs)" if short else "")
+             + (f"; {stale} more not in their machine's newest run (retired, or measured another way), not tested"
+                if stale else "") + "; "
              f"{res.excluded_points} points excluded ({', '.join(f'{k} {v}' for k, v in sorted(res.excluded_reasons.items())) or 'none'}); "
              f"{res.candidates} candidate change points, {len(res.changes)} significant "
              f"(Benjamini-Hochberg q <= {res.fdr_q:g}, beyond {res.floor:.0%}).", ""]
     if res.alerts:
         lines += [f"**{len(res.alerts)} performance regression(s)**", ""] + [alert_markdown(c, dashboard_url) for c in res.alerts]
-    elif res.series_checked == 0:
+    elif t["status"] == "not_enough_history":
         # nothing was tested: "no regression" would be a pass that never looked
-        lines.append(f"**Nothing tested**: no series has the {MIN_HISTORY} healthy runs a test needs, so no "
-                     "regression can be found or ruled out yet (run the suite on more commits of this machine).")
-    elif res.series_checked < res.series:
-        lines.append(f"No performance regression in the {res.series_checked} series tested "
-                     f"({res.series - res.series_checked} with fewer than {MIN_HISTORY} healthy runs not tested).")
+        lines.append(f"Not enough history: none of the {t['series_current']} series has the {MIN_HISTORY} healthy "
+                     "runs a test needs, so no regression can be found or ruled out yet (run the suite on more "
+                     "commits of this machine).")
+    elif short:
+        lines.append(f"No regression found in the {res.series_checked} series tested. Not enough history for the "
+                     f"other {short}: no regression can be found or ruled out there yet.")
     else:
-        lines.append("No performance regression.")
+        lines.append(f"No performance regression in the {res.series_checked} series tested.")
     if res.drifts:
         lines += ["", f"**{len(res.drifts)} drift(s)** (a trend over the newest nights, not one commit):", ""]
         lines += [drift_markdown(d, dashboard_url) for d in res.drifts]

@@ -15,7 +15,7 @@ from ...providers import OURS, label, version_number, version_of
 from .. import ops, specs
 from .pipelines import latest_pipeline_runs, pipelines
 from .records import compile_best, flagged, index, is_dispatch, is_multigpu, ok_time, p50, runs_per_op, timed
-from .tables import Section, esc, fmt_us, fmt_x, render, table
+from .tables import Section, code, esc, fmt_us, fmt_x, render, table
 
 
 def _geomean(xs: list[float]) -> float | None:
@@ -123,7 +123,7 @@ def journey(records: Iterable[dict[str, Any]]) -> str:
         case = next((r["case"] for r in rs if r["case"]), None)
         dtype = next((r["dtype"] for r in rs if r["dtype"]), None)
         base = rs[0]["base"]
-        out.append(f"**{esc(op)}** on {esc(arch)} (`{esc(machine)}`, {esc(gpu)}), run `{esc(rid)}`; "
+        out.append(f"**{esc(op)}** on {esc(arch)} (`{code(machine)}`, {esc(gpu)}), run `{code(rid)}`; "
                    f"representative case {esc(case or 'none')} {esc(dtype or '')}")
         body = []
         for r in rs:

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import ops
 from .records import flagged, flags, is_pipeline, machine, pipeline_kind
-from .tables import esc, fmt_us, fmt_x, table
+from .tables import code, esc, fmt_us, fmt_x, table
 
 _PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse", "episode_cache": "EpisodeCache"}
 CACHE = "episode_cache"
@@ -229,7 +229,7 @@ def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
         pipe = r["pipeline"]
         rows = [[k["name"][:90], f"{100 * k['share']:.1f}%", k["calls"], fmt_us(k["avg_us"]), fmt_us(k["total_us"])]
                 for k in pipe["kernels"][:top]]
-        trace = f"; trace `{esc(pipe['trace_file'])}`" if pipe.get("trace_file") else ""
+        trace = f"; trace `{code(pipe['trace_file'])}`" if pipe.get("trace_file") else ""
         parts.append(f"**{esc(r['case']['id'])}** ({esc(pipeline_label(r))}"
                      f", {esc(machine(r)[1])}){trace}\n\n"
                      + table(["kernel" if (r.get("env") or {}).get("device") == "gpu" else "operator (CPU run)",
@@ -239,7 +239,21 @@ def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
 
 
 PROFILE_HEADER = ["machine", "case", "dtype", "provider", "longest kernel", "its share of the call", "DRAM % of peak",
-                  "SM % of peak", "achieved occupancy %", "L2 hit rate %", "registers", "status"]
+                  "SM % of peak", "achieved occupancy %", "L2 hit rate %", "registers", "ncu us (call)",
+                  "harness p50 us", "ncu / harness", "status"]
+
+
+def _agreement_cell(r: dict[str, Any]) -> str:
+    """ncu's time of the profiled call over the harness's device time of the same case and run (pipelines.ncu), and
+    whether they agree within its factor; a record without the harness's time (before the check existed, or its
+    measurement failed) is said unchecked, never assumed right."""
+    from ..pipelines.ncu import AGREE
+
+    ratio = _fig(r, "ncu_vs_harness")
+    if ratio is None:
+        return "not checked"
+    ok = 1.0 / AGREE <= ratio <= AGREE
+    return (f"{ratio:,.0f}x" if ratio >= 100 else f"{ratio:.3g}x") + ("" if ok else f": DISAGREE (beyond {AGREE:g}x)")
 
 
 def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
@@ -254,7 +268,8 @@ def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
                     top["name"][:60] if top else "-", _f(top.get("share") if top else None, "{:.0%}"),
                     _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"), _f(_fig(r, "sm_pct_of_peak"), "{:.1f}"),
                     _f(_fig(r, "achieved_occupancy_pct"), "{:.1f}"), _f(_fig(r, "l2_hit_rate_pct"), "{:.1f}"),
-                    _f(_fig(r, "registers"), "{:.0f}"),
+                    _f(_fig(r, "registers"), "{:.0f}"), fmt_us(_fig(r, "ncu_call_us")), fmt_us(_fig(r, "harness_us")),
+                    _agreement_cell(r) if r["status"] == "ok" else "-",
                     r["status"] + (f": {(r.get('reason') or '').splitlines()[0][:60]}" if r["status"] != "ok" else "")])
     return out
 
@@ -283,5 +298,7 @@ def pipelines(records: Iterable[dict[str, Any]]) -> str:
                          "## Policy inference by backend", pipeline_inference(records),
                          "## Kernel breakdown of a training step", pipeline_kernels(records),
                          *(["## Nsight Compute: robocache's kernels",
-                            "One profiled call per case under ncu (its first kernel's metrics).\n\n"
+                            "One profiled call per case under ncu (its longest kernel's metrics); ncu's time of "
+                            "the whole call against the harness's device time of the same case in the same run, "
+                            "flagged beyond a factor of 3 either way.\n\n"
                             + table(PROFILE_HEADER, prof)] if prof else [])])
