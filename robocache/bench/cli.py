@@ -192,7 +192,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Run a suite of the grid. Exit code 1 when any case failed (incorrect, crash, "
                                    "timeout, oom, error), 2 on bad arguments.")
     r.add_argument("--suite", choices=(*specs.SUITES, PIPELINES), default="quick",
-                   help="quick: about a minute on one GPU; nightly: the full sweep; multigpu: cases over 1-8 GPUs "
+                   help="quick: about two minutes on one GPU; nightly: the full sweep (the sampled points included); "
+                        "sampled: 48 shapes per op drawn from what users pass, the public API against its peers "
+                        "(--sample-seed N: a fresh draw; docs/harness.md); multigpu: cases over 1-8 GPUs "
                         "(and 16 over two nodes) through torchrun; pipelines: data loading, training step, policy "
                         "inference end to end, at default sizes (every knob: python -m robocache.bench.pipelines "
                         "run --help; docs/pipelines.md) (default: quick)")

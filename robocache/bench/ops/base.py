@@ -235,9 +235,10 @@ def host_seconds(*, rows: int = 0, generated: int = 0, reference: int = 0, point
     voxel reference indexes; ``cells``: dense voxel-grid elements it fills and compares; ``scattered``:
     feature elements ``np.add.at`` accumulates (voxelize mean). The resample terms are fitted on the H200
     host's nightly records (issue 25: duration ~ 0.42 s + 12 us a row + 14 ns a generated element + 90 ns a
-    reference element); the voxel terms are the CI machine's (2 cores, shared) halved.
+    reference element); the voxel terms are the CI machine's (2 cores, shared) halved, except the dense grids'
+    30 ns a cell (zeroed, filled, divided, cast and compared in float64: five or more passes over them).
     """
-    return (12e-6 * rows + 14e-9 * generated + 90e-9 * reference + 80e-9 * points + 10e-9 * cells
+    return (12e-6 * rows + 14e-9 * generated + 90e-9 * reference + 80e-9 * points + 30e-9 * cells
             + 40e-9 * scattered)
 
 
