@@ -225,21 +225,23 @@ def sample_tag(seed: int, index: int, shape: str) -> str:
     return f"s{seed}-{index:02d}-{shape}"
 
 
-def host_seconds(*, rows: int = 0, generated: int = 0, reference: int = 0, points: int = 0, cells: int = 0,
-                 scattered: int = 0) -> float:
+def host_seconds(*, rows: int = 0, generated: int = 0, reference: int = 0, searched: int = 0, points: int = 0,
+                 cells: int = 0, scattered: int = 0) -> float:
     """The modelled host time of one case process beyond its fixed ~0.4 s (start, CUDA context, timing): its
     inputs, bytes model, reference and check, in seconds on the H200 host.
 
     ``rows``: Python-level iterations of the reference (one per batch row and stream); ``generated``: random
-    input elements; ``reference``: float64 output elements interpolated and compared; ``points``: points the
-    voxel reference indexes; ``cells``: dense voxel-grid elements it fills and compares; ``scattered``:
-    feature elements ``np.add.at`` accumulates (voxelize mean). The resample terms are fitted on the H200
-    host's nightly records (issue 25: duration ~ 0.42 s + 12 us a row + 14 ns a generated element + 90 ns a
-    reference element); the voxel terms are the CI machine's (2 cores, shared) halved, except the dense grids'
-    30 ns a cell (zeroed, filled, divided, cast and compared in float64: five or more passes over them).
+    input elements; ``reference``: float64 output elements interpolated and compared; ``searched``: source and
+    target times the bytes model brackets (:func:`rows_needed`, one complex ``searchsorted``: it dominates where
+    D is small); ``points``: points the voxel reference indexes; ``cells``: dense voxel-grid elements it fills
+    and compares; ``scattered``: feature elements ``np.add.at`` accumulates (voxelize mean). The resample terms
+    are fitted on the H200 host's nightly records (issue 25: duration ~ 0.42 s + 12 us a row + 14 ns a generated
+    element + 90 ns a reference element, where D = 32 hides the search); the search and the voxel terms are the
+    CI machine's (2 cores, shared: 100 ns a searched time at B = 58339, S = 1498) divided by 2.5, except the
+    dense grids' 30 ns a cell (zeroed, filled, divided, cast and compared in float64: five or more passes).
     """
-    return (12e-6 * rows + 14e-9 * generated + 90e-9 * reference + 80e-9 * points + 30e-9 * cells
-            + 40e-9 * scattered)
+    return (12e-6 * rows + 14e-9 * generated + 90e-9 * reference + 40e-9 * searched + 80e-9 * points
+            + 30e-9 * cells + 40e-9 * scattered)
 
 
 def within_caps(bytes_bound: int, elements: int, seconds: float) -> bool:

@@ -90,11 +90,12 @@ class Fuse(Op):
 
     def sample_cost(self, p: dict[str, Any]) -> tuple[int, float]:
         """(elements the host builds and checks, modelled host seconds): every stream's values and times, the
-        output, one reference row per window and stream."""
+        output, one reference row per window and stream, every stream's times and the targets bracketed."""
         b, t, streams = p["B"], p["T"], p["streams"]
         gen = b * sum(s * (w + 1) for s, w in streams)
         d_total = sum(w for _, w in streams)
-        return gen + b * t * d_total, host_seconds(rows=b * len(streams), generated=gen, reference=b * t * d_total)
+        return gen + b * t * d_total, host_seconds(rows=b * len(streams), generated=gen, reference=b * t * d_total,
+                                                   searched=b * sum(s + t for s, _ in streams))
 
     def features(self, p: dict[str, Any]) -> int | None:
         """The output's width: the sum of the streams' D."""

@@ -112,9 +112,10 @@ class Resample(Op):
 
     def sample_cost(self, p: dict[str, Any]) -> tuple[int, float]:
         """(elements the host builds and checks, modelled host seconds) of a case process: the values and the
-        output, one reference row per trajectory."""
+        output, one reference row per trajectory, every time bracketed for the bytes model."""
         b, s, t, d = p["B"], p["S"], p["T"], p["D"]
-        return b * (s + t) * d, host_seconds(rows=b, generated=b * s * (d + 1), reference=b * t * d)
+        return b * (s + t) * d, host_seconds(rows=b, generated=b * s * (d + 1), reference=b * t * d,
+                                             searched=b * (s + t))
 
     def features(self, p: dict[str, Any]) -> int | None:
         """D."""
