@@ -23,6 +23,7 @@ st.navigation([
     st.Page(_PAGES / "sweeps.py", title="Sweeps"),
     st.Page(_PAGES / "architectures.py", title="Architectures"),
     st.Page(_PAGES / "kernels.py", title="Kernels"),
+    st.Page(_PAGES / "sampled.py", title="Sampled"),
     st.Page(_PAGES / "history.py", title="History"),
     st.Page(_PAGES / "regressions.py", title="Regressions"),
     st.Page(_PAGES / "multigpu.py", title="Multi-GPU"),

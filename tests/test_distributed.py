@@ -83,12 +83,26 @@ def test_multigpu_grid():
     assert {c.provider for c in cpu} == {"numpy", "torch_eager"} and {c.world_size for c in cpu} == {1, 2}
     assert not {c.key for c in cpu} & {c.key for c in gpu}
     # the quick and nightly suites hold no multi-GPU point: every single-GPU point of theirs and nothing else,
-    # each dtype with the GPU peers (every kernel version included) or, for call-cost points, the dispatch ones
+    # each dtype with its suite's GPU providers that implement the op (nightly: every kernel version of the op;
+    # quick: no kernel version, torch.compile on float32 only; sampled points: the public API and its peers) or,
+    # for call-cost points, the dispatch ones
+    from robocache import providers as table
+
+    def provs(pt, dt, suite):
+        if pt.params.get("kind") == "dispatch":
+            names = specs.DISPATCH_PROVIDERS
+        elif pt.params.get("kind") == "sampled":
+            names = specs.SAMPLED_PROVIDERS
+        elif suite == "quick":
+            names = [p for p in specs.QUICK_GPU_PROVIDERS if not table.compile_mode(p) or dt == "float32"]
+        else:
+            names = specs.GPU_PROVIDERS
+        return [p for p in names if pt.op in table.get(p).ops]
+
     for suite in ("quick", "nightly"):
         single = [pt for pt in specs.POINTS if suite in pt.suites and "multigpu" not in pt.suites
                   and "gpu" in pt.devices]
-        want = sum(len(pt.dtypes) * len(specs.DISPATCH_PROVIDERS if pt.params.get("kind") == "dispatch"
-                                        else specs.GPU_PROVIDERS) for pt in single)
+        want = sum(len(provs(pt, dt, suite)) for pt in single for dt in pt.dtypes)
         assert len(specs.cases(suite, device="gpu")) == want > 0, suite
     assert not any(c.distributed for s in ("quick", "nightly") for d in ("gpu", "cpu")
                    for c in specs.cases(s, device=d))

@@ -6,6 +6,7 @@
     robocache-bench show results/                     # one run (the latest unless --run), every case
     robocache-bench report results/ --out report.md   # the markdown report of one run
     robocache-bench report results/ --kernels         # every machine: kernel journey, vs torch.compile, call cost
+    robocache-bench report results/ --sampled         # the sampled suite: per op, seed and GPU vs the peers
     robocache-bench compare BASE NEW --history results/   # per case: slower / faster / inconclusive / same / ...
     robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
     robocache-bench show results/ --format json       # list, show and report as JSON too (docs/report.md)
@@ -31,6 +32,7 @@ from .messages import TimingOptions
 from .multigpu import launch
 from .views import report as rep
 from .views.kernels import kernels, kernels_sections
+from .views.sampled import point_rows as sampled_points, sampled, sampled_sections, summary as sampled_summary
 from .views.multigpu import multigpu as multigpu_table
 from .views.records import pick_run, runs
 from .views.tables import sections_json, table
@@ -131,6 +133,11 @@ _PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} ({' and
                    "call-cost cases only)")
 
 
+_SAMPLE_SEED_HELP = (f"the sampled points' seed (suites sampled and nightly): a fresh set no one tuned to; the seed "
+                     f"is in every sampled case's tag and params (default: ${specs.SAMPLE_SEED_ENV}, else "
+                     f"{specs.SAMPLE_SEED}, the grid version's)")
+
+
 # The JSON documents of `list`, `show` and `report --format json` (docs/report.md, "JSON output"); a change to
 # their keys that a reader could trip over bumps the number after the slash.
 LIST_SCHEMA, SHOW_SCHEMA, REPORT_SCHEMA = "robocache-list/1", "robocache-show/1", "robocache-report/1"
@@ -200,7 +207,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Run a suite of the grid. Exit code 1 when any case failed (incorrect, crash, "
                                    "timeout, oom, error), 2 on bad arguments.")
     r.add_argument("--suite", choices=(*specs.SUITES, PIPELINES), default="quick",
-                   help="quick: about a minute on one GPU; nightly: the full sweep; multigpu: cases over 1-8 GPUs "
+                   help="quick: about two minutes on one GPU; nightly: the full sweep (the sampled points included); "
+                        "sampled: 48 shapes per op drawn from what users pass, the public API against its peers "
+                        "(--sample-seed N: a fresh draw; docs/harness.md); multigpu: cases over 1-8 GPUs "
                         "(and 16 over two nodes) through torchrun; pipelines: data loading, training step, policy "
                         "inference end to end, at default sizes (every knob: python -m robocache.bench.pipelines "
                         "run --help; docs/pipelines.md) (default: quick)")
@@ -226,6 +235,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated case keys op/tag/dtype/provider (as `list` and alerts print them); "
                         "they replace the suite's cases")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N", help=_SAMPLE_SEED_HELP)
     r.add_argument("--precompile-jobs", type=_NONNEG_INT, default=0, metavar="N",
                    help="before timing, compile the torch.compile cases in N parallel processes so each timing "
                         "process loads its compiled code from Inductor's on-disk cache; what is timed is "
@@ -254,6 +264,7 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     ls.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     ls.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
+    ls.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N", help=_SAMPLE_SEED_HELP)
     ls.add_argument("--format", choices=("text", "json"), default="text",
                     help=f"text: the table (default); json: {LIST_SCHEMA} (docs/report.md)")
 
@@ -271,6 +282,11 @@ def _parser() -> argparse.ArgumentParser:
             what = s.add_mutually_exclusive_group()
             what.add_argument("--headline", action="store_true",
                               help="only the header and the headline table (the classic case)")
+            what.add_argument("--sampled", action="store_true",
+                              help="the sampled suite over every machine in PATHS: per op, seed and GPU the share of "
+                                   "points where robocache is >= 1.0x torch.compile's faster mode, the worst and "
+                                   "median ratio, the large points (>= 256 MB moved) at >= 80%% of the copy "
+                                   "ceiling, GPU over GPU, every point; one run per machine, op and seed")
             what.add_argument("--kernels", action="store_true",
                               help="the kernel tables over every machine in PATHS, not one run: the optimisation "
                                    "journey (robocache@v1, @v2, ...), robocache against torch.compile at its faster "
@@ -497,16 +513,19 @@ def _tune_cmd(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     """``list``: the cases of a suite, as a table or JSON."""
     cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
-                        dtypes=args.dtypes)
+                        dtypes=args.dtypes, sample_seed=args.sample_seed)
     if args.format == "json":
         print(_json_text({"schema": LIST_SCHEMA, "suite": args.suite, "device": args.device,
+                          "sample_seed": specs.sample_seed(args.sample_seed),
                           "grid_version": specs.GRID_VERSION, "cases": [
                               {"key": c.key, "op": c.op, "id": c.id, "dtype": c.dtype, "provider": c.provider,
                                "bytes_upper_bound": c.bytes, "reason": c.reason} for c in cases]}))
         return 0
     rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f}", c.reason] for c in cases]
     print(terminal_text(table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows)))
-    print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}); "
+    seed = (f", sample seed {specs.sample_seed(args.sample_seed)}" if any(c.params.get("kind") == "sampled"
+                                                                        for c in cases) else "")
+    print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}{seed}); "
           "bytes: the upper bound from the parameters, a record carries its inputs' moved bytes")
     return 0
 
@@ -516,9 +535,11 @@ def _show_report(args: argparse.Namespace) -> int:
     loaded = store.load(*args.paths)
     for path, why in loaded.bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-    if args.cmd == "report" and args.kernels:
+    across = args.cmd == "report" and (args.kernels or args.sampled)
+    if across:
         if args.run:
-            raise ValueError("--kernels picks one run per machine and op itself: drop --run")
+            raise ValueError(f"--{'kernels' if args.kernels else 'sampled'} picks one run per machine and op itself: "
+                             "drop --run")
         if not loaded.records:
             raise ValueError(f"no records in {', '.join(args.paths)}")
         records = loaded.records
@@ -529,6 +550,8 @@ def _show_report(args: argparse.Namespace) -> int:
                                                             for p, w in loaded.bad]))
     elif args.cmd == "report" and args.kernels:
         text = kernels(records)
+    elif args.cmd == "report" and args.sampled:
+        text = sampled(records)
     elif args.cmd == "show":
         text = rep.show(records)
     elif args.headline:
@@ -551,6 +574,11 @@ def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) 
         return {"schema": REPORT_SCHEMA, "kind": "kernels",
                 "runs": [rep.run_facts(rs) for rs in runs(records).values()],
                 "sections": sections_json(kernels_sections(records)), "skipped_files": bad}
+    if args.cmd == "report" and args.sampled:
+        return {"schema": REPORT_SCHEMA, "kind": "sampled",
+                "runs": [rep.run_facts(rs) for rs in runs(records).values()],
+                "summary": sampled_summary(sampled_points(records)),
+                "sections": sections_json(sampled_sections(records)), "skipped_files": bad}
     doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(records),
            "cases": rep.case_rows(records), "skipped_files": bad}
     if args.cmd == "report":
@@ -780,7 +808,8 @@ def _run(args: argparse.Namespace) -> int:
         return _run_pipelines(args)
     device = runner.detect_device() if args.device == "auto" else args.device
     cases = ([specs.find(k) for k in args.cases] if args.cases else
-             specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes))
+             specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes,
+                         sample_seed=args.sample_seed))
     why = _run_cases_unusable(args, cases)
     if why:
         return _usage(why)
@@ -795,6 +824,7 @@ def _run_pipelines(args: argparse.Namespace) -> int:
 
     given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
                                   ("--cases", args.cases), ("--gpus", args.gpus)) if v]
+    given += ["--sample-seed"] if args.sample_seed is not None else []
     if given or args.cache != "warm" or args.precompile_jobs:
         return _usage(f"--suite pipelines takes --device, --out and --machine only (got "
                       f"{', '.join(given) or 'other options'}); every knob: python -m robocache.bench.pipelines run "

@@ -220,12 +220,34 @@ class Distributed(_Rec):
     collective_busbw_gb_per_s: NonNeg | None  # algbw x (world_size - 1) / world_size (nccl-tests busbw)
 
 
-class Dispatch(_Rec):
+class Interleaved(_Rec):
+    """The public call and the bare launch of a call-cost case timed interleaved in one process (issue 25;
+    ``robocache.bench.timing.interleaved_call_cost``): rounds of one loop of ``calls_per_loop`` calls each of the
+    bare launch, the public call on the case's torch tensors and the public call on CuPy views of them, in a
+    rotated order; per round, each public call's time per call over the bare launch's is one ratio."""
+
+    rounds: Count
+    calls_per_loop: Count
+    bare_us: NonNeg  # medians over the rounds of the host time per call
+    public_us: NonNeg
+    public_cupy_us: NonNeg
+    ratio_p20: NonNeg  # public call (torch tensors) / bare launch, quantiles over the rounds
+    ratio_p50: NonNeg
+    ratio_p80: NonNeg
+    cupy_ratio_p20: NonNeg  # public call (CuPy arrays) / bare launch
+    cupy_ratio_p50: NonNeg
+    cupy_ratio_p80: NonNeg
+    noise_target_met: bool  # every ratio's median known to the timer's noise target
+
+
+class Dispatch(_Rec, omit_defaults=True):  # omit_defaults: interleaved absent where not measured
     """A call-cost case (timer ``host_loop``), schema version 3: ``metrics.time_us`` is the host's time per
-    call in a tight loop; this is the device's beside it."""
+    call in a tight loop; this is the device's beside it, and (the public API's record on a GPU) the
+    interleaved ratio to the bare launch."""
 
     device_us: NonNeg | None  # median device time per call (CUDA events, pre-blocked stream); None on a CPU run
     gpu_keeps_up: bool | None  # device_us < host time per call: the loop's rate is the host's (None on a CPU run)
+    interleaved: Interleaved | None = None  # within version 3, like pipeline: an older reader refuses the field
 
 
 PIPELINES_SUITE = "pipelines"
