@@ -175,3 +175,22 @@ def test_every_version_has_a_launch_function():
         assert set(mod._LAUNCH) == set(_versions.VERSIONS[op])
     with pytest.raises(ImportError, match="without a launch function"):
         _versions.require_launchers("resample", {"v1": None})
+
+
+def test_tune_command_refuses_bad_options_before_touching_a_gpu(tmp_path):
+    from robocache.bench import cli, specs, tune
+
+    assert tune.TUNE_SEED != specs.SAMPLE_SEED
+    assert cli.main(["tune", "--ops", "voxelize", "--out", str(tmp_path)]) == 2
+    assert cli.main(["tune", "--sample-seed", str(specs.SAMPLE_SEED), "--out", str(tmp_path)]) == 2
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_tuning_set_is_the_sampled_distribution_with_its_own_seed():
+    from robocache.bench import specs, tune
+    from robocache.bench.ops import base
+
+    pts = base.sample_points(specs.ops.get("resample"), tune.TUNE_SEED, ("tune",), n=12, large=2)
+    ev = specs.sampled_points("resample")
+    assert len(pts) == 12 and not {p.tag for p in pts} & {p.tag for p in ev}
+    assert all(p.params["sample_seed"] == tune.TUNE_SEED for p in pts)
