@@ -107,13 +107,12 @@ def tune(out_dir: Path, ops: tuple[str, ...] = TUNE_OPS, seed: int = TUNE_SEED, 
 
 
 def _commit() -> str:
-    import subprocess
+    """The commit tuned (``ROBOCACHE_GIT_COMMIT`` first: a device machine's copy of the tree may carry another
+    checkout's git state), as every record gets it."""
+    from .context import git_state
 
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).resolve().parents[2]).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    commit, dirty = git_state()
+    return (commit or "unknown") + ("+dirty" if dirty else "")
 
 
 def summary(path: Path) -> dict[str, Any]:
