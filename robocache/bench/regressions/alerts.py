@@ -122,7 +122,9 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
             "alerts": [one(c) for c in res.alerts], "improvements": [one(c) for c in res.improvements],
             "drifts": [drift(d) for d in res.drifts], "breaks": [brk(b) for b in res.breaks],
             "checked": sorted(res.checked),
-            "summary": {"series": res.series, "series_checked": res.series_checked,
+            # series_stale: not measured in their machine's newest run, so not tonight's question (the dashboard's
+            # verdict is over the others)
+            "summary": {"series": res.series, "series_checked": res.series_checked, "series_stale": res.series_stale,
                         "candidates": res.candidates, "significant_changes": len(res.changes),
                         "alerts": len(res.alerts), "improvements": len(res.improvements),
                         "drifts": len(res.drifts), "breaks": len(res.breaks),
