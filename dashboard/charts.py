@@ -101,7 +101,10 @@ def ratio_bar(fig: go.Figure, x: Any, ratio: Any, name: str, hovertemplate: str,
     columns of ``extra`` follow it in order."""
     r = pd.Series(ratio, dtype="float64").reset_index(drop=True)
     cd = pd.DataFrame({"_ratio": r, **{k: pd.Series(v).reset_index(drop=True) for k, v in (extra or {}).items()}})
-    fig.add_bar(x=x, y=r - 1.0, base=1.0, name=name, customdata=cd, hovertemplate=hovertemplate, **kw)
+    if kw.get("orientation") == "h":  # horizontal: the categories on y, the bars along x from 1x
+        fig.add_bar(y=x, x=r - 1.0, base=1.0, name=name, customdata=cd, hovertemplate=hovertemplate, **kw)
+    else:
+        fig.add_bar(x=x, y=r - 1.0, base=1.0, name=name, customdata=cd, hovertemplate=hovertemplate, **kw)
     return fig
 
 
@@ -117,19 +120,44 @@ def _empty(title: str) -> go.Figure:
     return fig
 
 
-def speedup_bars(speed: pd.DataFrame, title: str = "robocache speedup over each peer") -> go.Figure:
-    """Grouped bars: one bar per (case, peer); log y; the 1x line marks parity."""
-    if speed.empty:
-        return _empty(title)
+def ranked_bars(w: pd.DataFrame, title: str = "", prefix_machine: bool = False) -> go.Figure:
+    """Horizontal bars over :func:`dashboard.tables.wins` rows: one per case and dtype (``prefix_machine``: and its
+    GPU), ranked by robocache's speedup over the strongest peer of the same run, the worst at the top, each drawn
+    from the 1x line and labelled with its ratio and peer (readable however short the bar); one colour per peer;
+    a log axis labelled in ratios, ranging over these rows only (a 0.9x loss is no sliver under a 20x axis).
+    Horizontal, so the case names read level at 1280 px instead of rotated."""
+    d = w.dropna(subset=["speedup"]) if not w.empty else w
+    d = d[d["speedup"] > 0] if not d.empty else d
+    if d.empty:
+        return _empty(title or "robocache against the strongest peer (no case with both)")
+    d = d.sort_values(["speedup", "case_id", "dtype"], kind="stable")
+    label = d["case_id"].astype(str) + " " + d["dtype"].astype(str)
+    if prefix_machine:
+        several = d.groupby("arch", observed=True)["machine"].nunique().gt(1).any()
+        who = d["machine"].astype(str) if several else d["arch"].astype(str)
+        label = who + " " + label
+    d = d.assign(_y=plain_col(label), _peer=[provider_label(p) for p in d["peer"].astype(str)])
     fig = go.Figure()
-    for peer, g in speed.groupby("peer", sort=True):
-        ratio_bar(fig, _case_labels(g), g["speedup"], provider_name(peer), marker_color=provider_color(peer),
+    for peer, g in sorted(d.groupby("peer", observed=True), key=lambda kv: providers.order(str(kv[0]))):
+        ratio_bar(fig, g["_y"], g["speedup"], provider_name(peer), orientation="h",
+                  marker_color=provider_color(peer),
+                  text=[plain(f"{v:.2f}x vs {p}") for v, p in zip(g["speedup"], g["_peer"])],
+                  textposition="outside", cliponaxis=False,
                   extra={"run": plain_col(g["run_id"])},
-                  hovertemplate="%{x}<br>%{customdata[0]:.2f}x vs %{fullData.name}<extra></extra>")
-    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
-    fig.update_layout(title=plain(title), barmode="group", yaxis_type="log", height=_bar_height(speed),
-                      yaxis_title="speedup (peer p50 / robocache p50)", xaxis_title="case", legend_title="peer")
-    return ratio_axis(fig, speed["speedup"])
+                  hovertemplate="%{y}<br>%{customdata[0]:.2f}x vs %{fullData.name}<br>run %{customdata[1]}"
+                                "<extra></extra>")
+    fig.add_vline(x=1.0, line_dash="dot", line_color="gray")
+    n = len(d)
+    fig.update_layout(title=plain(title or "robocache against the strongest peer"), barmode="overlay",
+                      xaxis_title="speedup (strongest peer p50 / robocache p50; below 1x the peer is faster)",
+                      yaxis=dict(categoryorder="array", categoryarray=d["_y"].tolist(), autorange="reversed",
+                                 automargin=True),
+                      legend_title="strongest peer", legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+                      showlegend=True,  # the peer's name, even when one peer is the strongest everywhere
+                      height=int(max(260, min(2400, 140 + 26 * n))), margin=dict(r=120))
+    # a little room past the longest bar for its label
+    return ratio_axis(fig, [*d["speedup"], float(d["speedup"].min()) / 1.6, float(d["speedup"].max()) * 1.6],
+                      axis="xaxis")
 
 
 def _bar_height(df: pd.DataFrame) -> int:
@@ -138,17 +166,25 @@ def _bar_height(df: pd.DataFrame) -> int:
     return int(max(450, min(800, 300 + 10 * n)))
 
 
-def ceiling_bars(df: pd.DataFrame, title: str = "% of the copy ceiling") -> go.Figure:
-    """Bars of % of the measured copy ceiling per case, one colour per provider."""
-    d = df.dropna(subset=["pct_of_ceiling"])
-    if d.empty:
-        return _empty(title + " (no ceiling measured)")
-    fig = go.Figure()
-    for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_bar(x=_case_labels(g), y=g["pct_of_ceiling"], name=provider_name(prov), marker_color=provider_color(prov))
-    fig.update_layout(title=plain(title), barmode="group", yaxis_title="% of copy ceiling", legend_title="provider",
-                      height=_bar_height(d))
-    return fig
+# What one line of a sweep may join: points of one run (so one machine, front end, environment and peer
+# implementation: a run measures each provider once, side by side) of one provider and one measuring method. Points
+# of other runs, or another method version, are other lines, never joined (issue 24: a CuPy line read 110 us at
+# B=256, 17,365 us at B=1024 from an older CuPy peer's run, 416 us at B=4096).
+LINE_KEYS = ("provider", "run_id", "method_version")
+
+
+def provenance(g: pd.DataFrame) -> pd.DataFrame:
+    """Each point's provenance for its hover: run id, run date (UTC), short commit and machine, escaped."""
+    when = g["created"].dt.strftime("%Y-%m-%d %H:%M") if "created" in g.columns else pd.Series("?", index=g.index)
+    commit = g["git_commit"].astype(object).where(g["git_commit"].notna(), "unknown") if "git_commit" in g.columns \
+        else pd.Series("unknown", index=g.index)
+    return pd.DataFrame({"run": plain_col(g["run_id"]), "date": when.fillna("?").astype(str),
+                         "commit": plain_col(commit.astype(str).str[:10]), "machine": plain_col(g["machine"])},
+                        index=g.index)
+
+
+PROVENANCE_HOVER = ("run %{customdata[1]} (%{customdata[2]} UTC)<br>commit %{customdata[3]} on "
+                    "%{customdata[4]}")
 
 
 def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") -> go.Figure:

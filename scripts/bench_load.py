@@ -198,9 +198,9 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
           f"({', '.join(f'{t:.2f}' for t in hwarm)})")
     if n >= 100_000:
         t0 = time.perf_counter()
-        d = df2[(df2["arch"] == "H200") & (df2["op"] == "resample") & (df2["timer"] == "cuda_event")
-                & (df2["cache"] == "warm")]
-        charts.speedup_bars(tables.speedups(tables.side_by_side(d)))
+        w = tables.wins(tables.side_by_side(tables.newest_runs(df2)))  # the Overview's morning page
+        tables.headline(w)
+        charts.ranked_bars(w[w["speedup"] < 1], prefix_machine=True)
         figure = time.perf_counter() - t0
         t0 = time.perf_counter()
         recs = tables.kernel_records(df2)
