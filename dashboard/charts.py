@@ -188,17 +188,40 @@ PROVENANCE_HOVER = ("run %{customdata[1]} (%{customdata[2]} UTC)<br>commit %{cus
 
 
 def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") -> go.Figure:
-    """One line per provider of ``metric`` against the shape parameter ``x``; log-log axes."""
+    """``metric`` against the shape parameter ``x``, log-log: one line per provider, run and method version
+    (:data:`LINE_KEYS`: a line never joins points of two runs); the legend names the run when one provider has
+    lines from several runs. Every point's hover: case, run, date, commit, machine."""
     label, log_y = METRICS[metric]
     d = df.dropna(subset=[x, metric]).sort_values(x)
     if d.empty:
         return _empty(title or f"{label} vs {x}")
+    # rows without provenance (a frame built by hand) still draw: one line per provider
+    missing = {c: None for c in ("run_id", "method_version", "git_commit", "machine") if c not in d.columns}
+    if "created" not in d.columns:
+        missing["created"] = pd.Series(pd.NaT, index=d.index, dtype="datetime64[ns, UTC]")
+    d = d.assign(**missing)
+    d = d.assign(_line=d[list(LINE_KEYS)].astype(str).agg("|".join, axis=1))
+    first = d.groupby("_line", sort=False).agg(provider=("provider", "first"), run=("run_id", "first"),
+                                              when=("created", "min"), mv=("method_version", "first"))
+    per_provider = first.groupby("provider", observed=True).size()
+    versions = d["method_version"].nunique()
+    # a provider's newest line solid, its older ones dotted (the legend names each one's run)
+    rank = first.groupby("provider", observed=True)["when"].rank(method="first", ascending=False)
     fig = go.Figure()
-    for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=provider_name(prov),
-                        line_color=provider_color(prov), customdata=plain_col(g["case_id"]),
-                        hovertemplate="%{customdata}<br>" + plain(x) + "=%{x}<br>%{y:.4g}"
-                                      "<extra>%{fullData.name}</extra>")
+    for line in sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])), first.at[k, "when"])):
+        g = d[d["_line"] == line]
+        prov = str(first.at[line, "provider"])
+        name = provider_label(prov)
+        if per_provider.get(prov, 0) > 1:  # this provider has lines of several runs (or methods): say which
+            when = first.at[line, "when"]
+            name += f" (run {first.at[line, 'run']}{', ' + when.strftime('%Y-%m-%d') if pd.notna(when) else ''}"
+            name += f", method v{whole(first.at[line, 'mv'])})" if versions > 1 else ")"
+        cd = pd.concat([plain_col(g["case_id"]).rename("case"), provenance(g)], axis=1)
+        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=plain(name),
+                        line_color=provider_color(prov), line_dash="dot" if rank[line] > 1 else "solid",
+                        customdata=cd, meta=plain(str(first.at[line, "run"])),
+                        hovertemplate="%{customdata[0]}<br>" + plain(x) + "=%{x}<br>%{y:.4g}<br>" + PROVENANCE_HOVER
+                                      + "<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or f"{label} vs {x}"), xaxis_title=plain(x), yaxis_title=label,
                       legend_title="provider", xaxis_type="log", yaxis_type="log" if log_y else "linear")
     value_axis(fig, d[x])
@@ -463,8 +486,9 @@ def dtype_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Fig
     for prov, g in sorted(d.groupby("provider", observed=True), key=lambda kv: providers.order(str(kv[0]))):
         g = g.assign(_o=g["dtype"].astype(str).map(order.index)).sort_values("_o")
         fig.add_bar(x=plain_col(g["dtype"]), y=g[metric], name=provider_name(prov), marker_color=provider_color(prov),
-                    customdata=plain_col(g["case_id"]),
-                    hovertemplate="%{customdata} %{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+                    customdata=pd.concat([plain_col(g["case_id"]).rename("case"), provenance(g)], axis=1),
+                    hovertemplate="%{customdata[0]} %{x}<br>%{y:.4g}<br>" + PROVENANCE_HOVER
+                                  + "<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or f"{label} by dtype"), barmode="group", xaxis_title="dtype",
                       yaxis_title=label, legend_title="provider", yaxis_type="log" if log_y else "linear",
                       xaxis=dict(categoryorder="array", categoryarray=[plain(t) for t in order]))

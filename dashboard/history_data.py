@@ -496,15 +496,35 @@ def _env_fp(env_json: Any, cache: dict[str, dict[str, str]]) -> dict[str, str]:
             env = json.loads(key)
         except ValueError:
             env = {}
-        got = regressions.env_fingerprint({"env": env if isinstance(env, dict) else {}})
+        env = env if isinstance(env, dict) else {}
+        got = regressions.env_fingerprint({"env": env})
+        libs = env.get("libs") if isinstance(env.get("libs"), dict) else {}
+        got = {**got, **{f"lib:{k}": str(v) for k, v in libs.items()}}  # read by peer_impl only
         cache[key] = got
     return got
+
+
+def peer_impl(provider: str, fp: Mapping[str, str]) -> dict[str, str]:
+    """What a peer's implementation is, as its records say: the version of each library it runs on (the provider
+    table's ``requires``: torch for torch eager and torch.compile, cupy for CuPy), from the record's
+    ``env.libs``. Empty for robocache and its kernel versions (their code is what History follows) and for a
+    provider the table does not know."""
+    from robocache import providers
+
+    if providers.role(provider) != "peer":
+        return {}
+    try:
+        mods = providers.get(provider).requires
+    except ValueError:
+        return {}
+    return {m: fp[f"lib:{m}"] for m in mods if f"lib:{m}" in fp}
 
 
 def history_rows(d: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``d`` (one machine, case, timer, cache, front end) with ``series`` (the fingerprint),
     ``x`` (commit position), ``commit``, ``segment`` (0, 1, ... within a series: a new one where the runner
-    changed) and ``health`` (the flags as text), in run order."""
+    changed, or a peer's implementation: the version of the library it runs on, :func:`peer_impl`),
+    ``env_change`` (what changed there) and ``health`` (the flags as text), in run order."""
     if d.empty:
         return d.assign(series=[], x=[], commit=[], segment=[], health=[], env_change=[])
     d = d.sort_values(["created", "run_id"], kind="stable")
@@ -516,15 +536,19 @@ def history_rows(d: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
         flags.append(", ".join(on) if on else "healthy")
     envs: dict[str, dict[str, str]] = {}
     seg, change = [], []
-    last: dict[str, tuple[dict[str, str], int]] = {}
-    for fp, env in zip(d["series"], d["env"]):
+    last: dict[str, tuple[dict[str, str], dict[str, str], int]] = {}
+    for fp, env, prov in zip(d["series"], d["env"], d["provider"].astype(str)):
         e = _env_fp(env, envs)
+        runner = {k: v for k, v in e.items() if not k.startswith("lib:")}
+        impl = peer_impl(prov, e)
         prev = last.get(fp)
-        moved = regressions.env_changes(prev[0], e) if prev else []
-        k = (prev[1] + 1 if moved else prev[1]) if prev else 0
+        moved = regressions.env_changes(prev[0], runner) if prev else []
+        if prev:  # the peer itself changed (another torch, another CuPy): another implementation, another line
+            moved += [f"{m}: {prev[1][m]} -> {v}" for m, v in impl.items() if m in prev[1] and prev[1][m] != v]
+        k = (prev[2] + 1 if moved else prev[2]) if prev else 0
         seg.append(k)
         change.append("; ".join(moved))
-        last[fp] = (e, k)
+        last[fp] = (runner, impl, k)
     return d.assign(health=flags, segment=seg, env_change=change)
 
 

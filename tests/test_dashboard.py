@@ -935,6 +935,95 @@ def test_history_switching_machines_offers_the_new_machines_providers(tmp_path: 
     assert next(s for s in at.selectbox if s.label == "case").value == "resample/B64-S100-T50-D32"
 
 
+# ---------------------------------------------------------------- issue 24: one run per line, History's defaults
+
+def _runs_dir(tmp: Path) -> Path:
+    """SYNTHETIC: the issue's CuPy sweep. An old run measured B=1024 with a slow CuPy peer; a newer run measured
+    B=256 and B=4096 with a fast one. Joined, the CuPy line read 110 us, 17,365 us, 416 us."""
+    for run, bs, cupy_scale, day in (("old-run", (1024,), 40.0, 1), ("new-run", (256, 4096), 1.0, 5)):
+        recs = []
+        for provider in ("robocache", "cupy"):
+            for b in bs:
+                r = fixture_record(0, f"resample/B{b}-S100-T50-D32", provider, b, arch_scale=1.0,
+                                   commit=f"{day:x}" * 40, created=f"2026-01-0{day}T00:00:00Z")
+                r["run_id"] = run
+                if provider == "cupy":
+                    r["metrics"]["time_us"] = {k: v * cupy_scale for k, v in r["metrics"]["time_us"].items()}
+                recs.append(r)
+        write_records(tmp, gpu_env("H200", "synthetic-h200"), recs, name=run)
+    return tmp
+
+
+def test_sweep_lines_never_join_two_runs(tmp_path: Path) -> None:
+    """A sweep's line joins the points of one run only (provider, run, method version); every point's hover names
+    its run, date, commit and machine."""
+    df, _ = data.load_frame([str(_runs_dir(tmp_path))], cache=None)
+    fig = json.loads(charts.sweep_lines(df[df["status"] == "ok"], "B", "p50").to_json())
+    lines = fig["data"]
+    assert len(lines) == 4  # robocache and CuPy, each from two runs
+    for t in lines:
+        assert "run %{customdata[1]}" in t["hovertemplate"] and "commit %{customdata[3]}" in t["hovertemplate"]
+        assert "on %{customdata[4]}" in t["hovertemplate"]
+        runs = {row[1] for row in t["customdata"]}
+        assert len(runs) == 1, (t["name"], runs)  # one run per line
+        assert {row[4] for row in t["customdata"]} == {"synthetic-h200"}
+    cupy = [t for t in lines if t["name"].startswith("CuPy")]
+    assert sorted(len(_values(t["x"])) for t in cupy) == [1, 2]
+    assert {t["name"] for t in cupy} == {"CuPy (run old-run, 2026-01-01)", "CuPy (run new-run, 2026-01-05)"}
+    new = next(t for t in cupy if "new-run" in t["name"])
+    assert new["line"]["dash"] == "solid" and next(t for t in cupy if "old-run" in t["name"])["line"]["dash"] == "dot"
+
+
+def test_sweeps_page_draws_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's example over the committed records: resample bf16 on the H200 against B. By default one run
+    (the newest that swept at least two points); 'every run' draws each run's own line, never one across runs."""
+    monkeypatch.setenv(data.ENV_VAR, str(REPO / "results"))
+    monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
+    at = AppTest.from_file(str(REPO / "dashboard" / "views" / "sweeps.py"), default_timeout=90)
+    at.query_params.update({"machine": "nvidia-h200", "op": "resample", "against": "B", "dtype": "bfloat16"})
+    at = at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    box = next(s for s in at.selectbox if s.label == "run")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {row[1] for t in spec["data"] for row in t["customdata"]} == {box.value}  # one run drawn
+    assert all(len(_values(t["x"])) >= 2 for t in spec["data"])
+    at = box.select("every run (one line each)").run()
+    assert not at.exception and not at.error
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    cupy = [t for t in spec["data"] if t["name"].startswith("CuPy")]
+    assert len(cupy) > 1
+    for t in spec["data"]:
+        assert len({row[1] for row in t["customdata"]}) == 1, t["name"]
+    # no CuPy line holds both an older peer's B=1024 (~17 ms) and the newer peer's B=256 (~0.1 ms)
+    for t in cupy:
+        ys = _values(t["y"])
+        assert not (min(ys) < 200 and max(ys) > 10_000 and len(ys) == 3), (t["name"], ys)
+
+
+def test_history_cuts_a_peer_line_where_its_library_changed(tmp_path: Path) -> None:
+    """A peer measured on another torch is another implementation: its History line is cut there (the runner did
+    not change); robocache's line, on the same runs, is not."""
+    from dashboard import history_charts, history_data
+
+    for night, torch in enumerate(("2.11.0", "2.11.0", "2.12.0", "2.12.0")):
+        env = gpu_env("H200", "synthetic-h200")
+        env["libs"] = {**env["libs"], "torch": torch}
+        recs = [fixture_record(night, "resample/B256-S100-T50-D32", p, 256, arch_scale=1.0, commit=f"{night:x}" * 40,
+                               created=f"2026-01-0{night + 1}T00:00:00Z") for p in ("robocache", "torch_eager")]
+        write_records(tmp_path, env, recs, name=f"night{night}")
+    df, _ = data.load_frame([str(tmp_path)], cache=None)
+    rows = history_data.history_rows(df, history_data.commit_order(df))
+    seg = rows.groupby(rows["provider"].astype(str))["segment"].apply(list).to_dict()
+    assert seg == {"robocache": [0, 0, 0, 0], "torch_eager": [0, 0, 1, 1]}
+    changed = rows[(rows["provider"] == "torch_eager") & (rows["segment"] == 1)]["env_change"].iloc[0]
+    assert changed == "torch: 2.11.0 -> 2.12.0"
+    fig = history_charts.history_commits(rows, history_data.commit_order(df), history_data.events({}),
+                                         history_data.method_breaks(rows))
+    eager = [t for t in fig.data if t.name.startswith("torch eager")]
+    assert len(eager) == 2 and [list(t.x) for t in eager] == [[0.0, 1.0], [2.0, 3.0]]
+    assert "peer changed" in [a.text for a in fig.layout.annotations]
+
+
 # ---------------------------------------------------------------- issue 24: the morning page, tables, voice, routing
 
 def _wide_rows(tmp: Path) -> pd.DataFrame:
