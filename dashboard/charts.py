@@ -26,6 +26,17 @@ METRICS = {
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
+def dtype_dash(dtype: Any) -> str:
+    """A dtype's line dash, the same on every chart whatever other dtypes it shows: float32 solid, float16 dashed,
+    bfloat16 dotted (the grid's order), any other dtype one of the rest picked by its name."""
+    from robocache.bench.ops.base import GPU_DTYPES
+
+    t = str(dtype)
+    if t in GPU_DTYPES:
+        return DASHES[GPU_DTYPES.index(t) % len(DASHES)]
+    return providers.stable_pick(t, DASHES[len(GPU_DTYPES):] or DASHES)
+
+
 def provider_color(provider: Any) -> str:
     """The provider's colour, the same on every page and every run: the provider table's
     (:func:`robocache.providers.color`; unknown names get a stable one from their name)."""
@@ -278,7 +289,6 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
         return _empty(title or label)
     d = d.assign(_series=tables.series_ids(d))
     fig = go.Figure()
-    dtypes = sorted(d["dtype"].astype(str).unique())
     first = d.groupby("_series", sort=False).first()
     extras = legend_extras(first)  # a legend names what tells apart the series of one provider and dtype
     order = sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])),
@@ -289,7 +299,7 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
         name = legend_name(first, key, extras)
         commit = plain_col(g["git_commit"].fillna("unknown").astype(str).str[:10])
         fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=plain(name),
-                        line_color=provider_color(prov), line_dash=DASHES[dtypes.index(dtype) % len(DASHES)],
+                        line_color=provider_color(prov), line_dash=dtype_dash(dtype),
                         customdata=pd.DataFrame({"c": commit, "r": plain_col(g["run_id"]), "s": key}),
                         hovertemplate="%{x}<br>commit %{customdata[0]}<br>run %{customdata[1]}<br>series "
                                       "%{customdata[2]}<br>%{y:.4g}<extra>%{fullData.name}</extra>")

@@ -15,10 +15,11 @@ from robocache import providers
 from robocache.bench.regressions.records import ENV_FIELDS
 
 from .charts import (
-    DASHES,
     METRICS,
+    dtype_dash,
     legend_extras,
     legend_name,
+    log_axis,
     plain,
     plain_col,
     provider_color,
@@ -64,7 +65,6 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
         fig.update_layout(title=plain(title or label), annotations=[dict(text="no data", showarrow=False)])
         return fig
     names = series_names(d)
-    dtypes = sorted(d["dtype"].astype(str).unique())
     first = d.groupby("series", sort=False).first()
     keys = sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])), names[k]))
     for k in keys:
@@ -79,7 +79,7 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
             fig.add_scatter(
                 x=s["x"].tolist(), y=s[metric].tolist(), mode="lines+markers", name=plain(names[k]), legendgroup=k,
                 showlegend=i == 0, line_color=provider_color(prov),
-                line_dash=DASHES[dtypes.index(dtype) % len(DASHES)], line_width=4 if k == highlight else 2,
+                line_dash=dtype_dash(dtype), line_width=4 if k == highlight else 2,
                 customdata=cd, meta=k,
                 hovertemplate="commit %{customdata[0]} (%{customdata[2]} UTC) on %{customdata[6]}<br>"
                               "run %{customdata[1]}<br>"
@@ -149,10 +149,13 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
         for m in [i for i, x in enumerate(ticks["x"]) if x in marked]:  # a finding's commit takes its neighbours' slots
             keep = [i for i in keep if abs(i - m) >= step or i == m] + ([] if m in keep else [m])
         ticks = ticks.iloc[sorted(keep)]
+    # the legend under the chart, as wide as the page: beside it, long series names were clipped at 1280 px
     fig.update_layout(title=plain(title or label), xaxis_title="commit (in the order first measured; its date in the hover)",
                       yaxis_title=label, legend_title="series", yaxis_type="log" if log_y else "linear",
                       xaxis=dict(tickmode="array", tickvals=ticks["x"].tolist(),
                                  ticktext=plain_col(ticks["label"]).tolist(),
                                  tickangle=-45),
+                      legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0),
+                      height=520 + 24 * -(-len(keys) // 3), margin=dict(b=40),
                       hovermode="closest", clickmode="event+select")
-    return fig
+    return log_axis(fig, d[metric]) if log_y else fig

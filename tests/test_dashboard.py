@@ -150,7 +150,7 @@ def test_script_case_shows_as_data(fixture_dir: Path, monkeypatch: pytest.Monkey
     at = case.select(f"resample/{SCRIPT}").run()
     assert not at.exception and not at.error
     assert at.get("plotly_chart")
-    assert (at.dataframe[0].value["provider"].astype(str).nunique()) == 3
+    assert set(at.dataframe[0].value["provider"].astype(str)) == {"robocache", "cupy"}  # and the strongest peer
     assert_no_markup(at)
     at = app("overview", fixture_dir, monkeypatch)
     assert any(f"resample/{SCRIPT}" in set(df.value.get("case", [])) for df in at.dataframe)
@@ -841,12 +841,15 @@ def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.Monk
     assert at.radio[0].value == "gb_per_s"
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert {t["name"].split()[0] for t in spec["data"]} == {"robocache", "CuPy"}
-    # the default choice of a multiselect stays out of the URL (it follows the options of the next machine);
-    # a narrower one is written
-    at = at.multiselect[0].set_value(["robocache", "cupy", "torch_eager"]).run()
+    # the default choice of a multiselect (robocache and the strongest peer, CuPy) stays out of the URL (it follows
+    # the options of the next machine); another one is written
     assert "provider" not in at.query_params
+    at = at.multiselect[0].set_value(["robocache", "cupy", "torch_eager"]).run()
+    assert at.query_params["provider"] == ["robocache", "cupy", "torch_eager"]
     at = at.multiselect[0].set_value(["cupy"]).run()
     assert at.query_params["provider"] in ("cupy", ["cupy"])
+    at = at.multiselect[0].set_value(["robocache", "cupy"]).run()
+    assert "provider" not in at.query_params
     # a parameter naming no option is ignored, the page still draws
     at2 = AppTest.from_file(str(REPO / "dashboard" / "views" / "overview.py"), default_timeout=60)
     at2.query_params["arch"] = "<b>nope</b>"
@@ -998,6 +1001,36 @@ def test_sweeps_page_draws_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
     for t in cupy:
         ys = _values(t["y"])
         assert not (min(ys) < 200 and max(ys) > 10_000 and len(ys) == 3), (t["name"], ys)
+
+
+def test_history_opens_on_the_classic_case_with_the_peer_to_beat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """History's first screen over the committed records: the classic case (not the alphabetically first), the
+    public API and the strongest peer of the newest run (not every provider in one chart), one colour per provider
+    and one dash per dtype, the legend under the chart, every log tick labelled as the number it is."""
+    from robocache.bench.ops.resample import CLASSIC
+
+    at = app("history", REPO / "results", monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    boxes = {s.label: s.value for s in at.selectbox}
+    assert boxes["machine"] == "nvidia-h200" and boxes["case"] == CLASSIC and boxes["front end"] == "cli"
+    df, _ = data.load_frame([str(REPO / "results")])
+    d = df[(df["machine"] == "nvidia-h200") & (df["case_id"] == CLASSIC) & (df["frontend"] == "cli")
+           & (df["timer"] == "cuda_event") & (df["cache"] == "warm") & (df["status"] == "ok")]
+    peer = tables.strongest_peer(d)
+    assert peer is not None and at.multiselect[0].value == ["robocache", peer]
+    assert "provider" not in at.query_params  # the default stays out of the URL
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    lines = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
+    assert 2 <= len({t["meta"] for t in lines}) <= 15, len(lines)
+    for t in lines:
+        prov = "robocache" if t["name"].startswith("robocache") else peer
+        assert t["line"]["color"] == charts.provider_color(prov)
+        dtype = next(x for x in ("bfloat16", "float16", "float32") if x in t["name"].split())
+        assert t["line"]["dash"] == charts.dtype_dash(dtype)
+    assert {charts.dtype_dash(x) for x in ("float32", "float16", "bfloat16")} == {"solid", "dash", "dot"}
+    assert spec["layout"]["legend"]["orientation"] == "h"
+    y = spec["layout"]["yaxis"]
+    assert y["type"] == "log" and y["ticktext"] and all(float(t) == v for t, v in zip(y["ticktext"], y["tickvals"]))
 
 
 def test_history_cuts_a_peer_line_where_its_library_changed(tmp_path: Path) -> None:
