@@ -160,10 +160,26 @@ def wait_idle(page: Any, timeout_s: float = TIMEOUT_S) -> None:
                            timeout=timeout_s * 1000)
 
 
-def select(page: Any, label: str, option: str) -> None:
-    """Pick ``option`` in the selectbox labelled ``label`` (a combobox with a listbox of options)."""
-    page.get_by_role("combobox", name=label, exact=True).click()
-    page.get_by_role("option", name=option, exact=True).click()
+def select(page: Any, label: str, option: str, tries: int = 3) -> None:
+    """Pick ``option`` in the selectbox labelled ``label`` (a combobox with a listbox of options). The box is
+    scrolled into view first, and clicked again when its list did not open: a click on a box far down a long page
+    (the Overview's) landed while Streamlit's main area was still scrolling to it, which focused the box without
+    opening it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.get_by_role("combobox", name=label, exact=True)
+    want = page.get_by_role("option", name=option, exact=True)
+    box.scroll_into_view_if_needed()
+    for i in range(tries):
+        box.click()
+        try:
+            want.wait_for(timeout=TIMEOUT_MS if i == tries - 1 else 10_000)
+            break
+        except PlaywrightTimeout:
+            if i == tries - 1:
+                raise
+            page.keyboard.press("Escape")  # close whatever half-opened, then try again
+    want.click()
 
 
 def chart_texts(page: Any, selector: str) -> list[str]:
