@@ -174,6 +174,22 @@ def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> No
         _no_markup_in_charts(page, "history")
         page.screenshot(path=str(shots / "history-script-case.png"))
 
+        # a deep link with the page's name capitalised (/History) opens History with its selections, not the
+        # Overview (issue 24: Streamlit matches paths exactly and fell back to the default page without a word)
+        page.goto(url + "/History?machine=synthetic-h200&provider=torch_eager&dtype=float32")
+        page.get_by_role("heading", name="History").wait_for(timeout=browser.TIMEOUT_MS)
+        page.wait_for_function(
+            "t => [...document.querySelectorAll('.js-plotly-plot .legendtext')].map(e => e.textContent)"
+            ".join('|') === t", arg=f"{label('torch_eager')} float32", timeout=browser.TIMEOUT_MS)
+        browser.wait_idle(page)
+        _no_exception(page, "/History")
+        assert "/history?" in page.url and "provider=torch_eager" in page.url, page.url
+        # a path that names no page says so (404-style) above the Overview
+        page.goto(url + "/no-such-page")
+        page.get_by_text("No page at /no-such-page", exact=False).first.wait_for(timeout=browser.TIMEOUT_MS)
+        browser.wait_idle(page)
+        _no_exception(page, "/no-such-page")
+
         # Runs: the bad file's name <img src=x onerror=alert(1)> listed as text, no <img> made of it
         page.goto(url + "/runs")
         page.get_by_text("onerror=alert(1)", exact=False).first.wait_for(timeout=browser.TIMEOUT_MS)

@@ -544,7 +544,7 @@ def test_kernels_page_on_synthetic_records(kernels_dir: Path, monkeypatch: pytes
     assert summary["cases >= 1.0x"].tolist() == [2, 2]
     assert any(SCRIPT in c for c in cases["case"])  # record text stays data in the dataframe
     # in the provider table's order: the public call, kernel version v1, the public call on CuPy arrays, the floor
-    assert cost["vs_bare"].dropna().round(6).tolist() == [1.8, 9.0, 1.4, 1.0] * 2
+    assert cost["x bare launch"].dropna().round(6).tolist() == [1.8, 9.0, 1.4, 1.0] * 2
     assert "robocache@cupy" not in next(s for s in at.selectbox if s.label == "robocache provider").options
     figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
     assert len(figs) == 2
@@ -1164,3 +1164,57 @@ def test_overview_of_a_cpu_run_draws_no_empty_chart(tmp_path: Path, monkeypatch:
     infos = " ".join(i.value for i in at.info)
     assert "no speedup to show" in infos and "no speedup to draw" in infos
     assert at.dataframe  # the CPU figures themselves are in the tables
+
+
+def _shown(el: Any) -> pd.DataFrame:
+    """A dataframe element's cells as the page shows them (a Styler's display values), else as text."""
+    import pyarrow as pa
+
+    arrow = el.proto.arrow_data
+    if arrow.HasField("styler") and arrow.styler.display_values:
+        return pa.ipc.open_stream(arrow.styler.display_values).read_all().to_pandas().astype(str)
+    return el.value.astype(str)
+
+
+def _significant(cell: str) -> int:
+    """Significant digits of a decimal figure as shown (``324.4864`` -> 7, ``0.00123`` -> 3, ``1,234`` -> 0: whole
+    numbers are not counted); 0 for text."""
+    m = re.fullmatch(r"-?[\d,]*\.(\d+)(x|%)?", cell.strip())
+    if not m:
+        return 0
+    digits = cell.strip().split(".")[0].lstrip("-").replace(",", "") + m.group(1)
+    return len(digits.lstrip("0"))
+
+
+@pytest.mark.parametrize("page", ["kernels", "pipelines"])
+def test_report_tables_show_significant_digits(page: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels and Pipelines over the committed records: no figure printed with 7-8 digits (324.4864); about four
+    significant digits, as every other table."""
+    at = app(page, REPO / "results", monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert len(at.dataframe) >= 3
+    worst = max(((_significant(c), c) for d in at.dataframe for c in _shown(d).to_numpy().ravel()),
+                default=(0, ""))
+    assert worst[0] <= 4, worst
+
+
+def test_pages_speak_to_the_user() -> None:
+    """No page speaks in the project's internal voice ("nobody here can measure an A100")."""
+    internal = re.compile(r"nobody here|\bwe (can|cannot|can't)\b|lent (device|machine)|the lead\b", re.IGNORECASE)
+    hits = [f"{f.name}:{i}: {line.strip()}" for f in sorted((REPO / "dashboard").rglob("*.py"))
+            for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if internal.search(line)]
+    assert not hits, "\n".join(hits)
+
+
+def test_page_paths_ignore_case() -> None:
+    """/History?... opens History (Streamlit matched paths exactly and showed the Overview instead); the server's
+    base path is left out; an unknown path matches nothing (the page then says so)."""
+    from dashboard import nav
+
+    paths = ["", "wins", "history", "regressions"]
+    assert nav.requested_path("http://127.0.0.1:8501/History") == "History"
+    assert nav.match("History", paths) == "history" and nav.match("WINS", paths) == "wins"
+    assert nav.requested_path("http://h:1/rb/History/", "/rb/") == "History"
+    assert nav.requested_path("http://h:1/rb", "rb") == "" and nav.requested_path("http://h:1/", "") == ""
+    assert nav.requested_path("http://h:1/other/History", "rb") is None and nav.requested_path(None) is None
+    assert nav.match("histories", paths) is None and nav.match("", paths) is None
