@@ -376,20 +376,24 @@ def newest_runs(df: pd.DataFrame, timers: tuple[str, ...] = ("cuda_event", "host
     kernel grid before the host timers) and its warm cache mode (else its first), and of the harness's own front
     end (``cli``, the nightly job's) when one such run has it: asv and pytest-benchmark measure a few cases each
     for their own tools. Every figure of the morning page comes from these rows, so each ratio is within one run."""
-    ok = df[(df["status"].astype(str) == "ok") & df["p50"].notna()]
-    if "world_size" in ok.columns:
-        ok = ok[ok["world_size"].isna()]
-    if ok.empty:
-        return ok
-    prov = ok["provider"].astype(str)
+    # masks first and a narrow copy to group: the frame is ~60 columns wide, and a copy of 100,000 rows of it (or a
+    # text copy of its categorical columns) costs more than the grouping
     keys = ["machine", "op", "run_id", "frontend", "timer", "cache"]
-    is_peer = {p: providers.role(p) == "peer" for p in prov.unique()}  # per name, not per row (100,000 rows)
-    k = ok[keys].astype(str).assign(_ours=prov.eq(OURS).to_numpy(), _peer=prov.map(is_peer).to_numpy(),
-                                    created=ok["created"].to_numpy())
-    runs = k.groupby(keys, observed=True).agg(ours=("_ours", "any"), peer=("_peer", "any"), created=("created", "max"))
+    mask = (df["status"] == "ok") & df["p50"].notna()
+    if "world_size" in df.columns:
+        mask &= df["world_size"].isna()
+    if not mask.any():
+        return df.iloc[0:0]
+    k = df.loc[mask, [*keys, "created", "provider"]]
+    prov = k["provider"]
+    peers = [p for p in prov.dropna().unique() if providers.role(str(p)) == "peer"]
+    k = k.assign(_ours=(prov == OURS).to_numpy(), _peer=prov.isin(peers).to_numpy())
+    runs = k.groupby(keys, observed=True, sort=False).agg(ours=("_ours", "any"), peer=("_peer", "any"),
+                                                         created=("created", "max"))
     runs = runs[runs["ours"] & runs["peer"]].reset_index()
     if runs.empty:
-        return ok.iloc[0:0]
+        return df.iloc[0:0]
+    runs[keys] = runs[keys].astype(str)
 
     def method(g: pd.DataFrame) -> tuple[str, str]:
         ts = list(dict.fromkeys(g["timer"]))
@@ -403,9 +407,9 @@ def newest_runs(df: pd.DataFrame, timers: tuple[str, ...] = ("cuda_event", "host
         g = g[(g["timer"] == timer) & (g["cache"] == cache)].assign(_cli=lambda x: x["frontend"] == "cli")
         chosen.append(g.sort_values(["_cli", "created", "run_id"], kind="stable").drop_duplicates("op", keep="last"))
     pick = pd.concat(chosen)[["machine", "op", "run_id", "timer", "cache"]]
-    mine = ok[["machine", "op", "run_id", "timer", "cache"]].astype(str)
-    hit = pd.MultiIndex.from_frame(mine).isin(pd.MultiIndex.from_frame(pick))
-    return ok[hit]
+    mine = df[mask & df["run_id"].isin(set(pick["run_id"]))]  # those runs' rows, then their op and method
+    hit = pd.MultiIndex.from_frame(mine[list(pick.columns)].astype(str)).isin(pd.MultiIndex.from_frame(pick))
+    return mine[hit]
 
 
 HEADLINE_COLUMNS = ["machine", "arch", "runs", "created", "cases", "wins", "median", "worst", "worst_case",
