@@ -370,9 +370,14 @@ def verdict(summary: Mapping[str, Any] | None, alerts: int) -> tuple[str, str]:
     return "pass", f"No open performance regression: all {checked} series measured in the newest run were tested.{older}"
 
 
+SHORT_VERDICT = {"pass": "no open regression", "partial": "no alert among those tested; the rest not testable yet",
+                 "untested": "not enough history", "unknown": "cannot tell"}
+
+
 def machine_status(docs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """One row per machine's check document: ``machine``, ``tested`` ("N of M", M the series measured in its
-    newest run), ``alerts``, ``drifts``, ``state`` and ``verdict`` (:func:`verdict`)."""
+    newest run), ``alerts``, ``drifts``, ``state``, ``verdict`` (a few words) and ``detail`` (the sentence of
+    :func:`verdict`)."""
     rows = []
     for m, doc in docs.items():
         s = doc.get("summary") or {}
@@ -383,8 +388,9 @@ def machine_status(docs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
         tested = (f"{checked} of {max(total - stale, checked)}" if isinstance(checked, int) and isinstance(total, int)
                   else "?")
         rows.append({"machine": m, "tested": tested, "alerts": n_alerts, "drifts": len(doc.get("drifts") or []),
-                     "state": state, "verdict": text})
-    return pd.DataFrame(rows, columns=["machine", "tested", "alerts", "drifts", "state", "verdict"])
+                     "state": state, "verdict": SHORT_VERDICT.get(state, f"{n_alerts} open alert(s)"),
+                     "detail": text})
+    return pd.DataFrame(rows, columns=["machine", "tested", "alerts", "drifts", "state", "verdict", "detail"])
 
 
 # --- the document as tables ---------------------------------------------------------------------------------
