@@ -285,7 +285,7 @@ def number(v: Any) -> str:
     if a >= 1000:
         return f"{f:,.0f}"
     if a >= 100:
-        return f"{f:.1f}"
+        return f"{f:.1f}" if not f.is_integer() else f"{int(f)}"  # a batch of 256 is "256", not "256.0"
     if a >= 1 or a == 0:
         return f"{f:.2f}".rstrip("0").rstrip(".") if f != int(f) else f"{int(f)}"
     return f"{f:.3g}"

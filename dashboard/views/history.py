@@ -11,7 +11,7 @@ from robocache.bench.regressions import changepoints
 
 
 def body(df: pd.DataFrame) -> None:
-    c = st.columns([3, 2, 4, 2, 2, 2])  # the machine and case names are the long ones (readable at 1280 px)
+    c = st.columns([3, 2, 5, 2, 2, 2])  # the machine and case names are the long ones (readable at 1280 px)
     machine = data.bound(c[0].selectbox, "machine", data.options(df, "machine"), "machine",
                          default=data.preferred(df, "machine"))
     dm = df[df["machine"] == machine]
