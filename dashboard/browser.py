@@ -211,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve(app_args, log=Path(tmp) / "streamlit.log") as url, \
             chromium(Path(tmp) / "profile", width=args.width, height=args.height) as page:
         page.goto(f"{url}/{args.page}")
+        page.wait_for_selector("h1")  # the page itself has run (a page without charts: --charts 0)
+        wait_idle(page)
         wait_for_charts(page, args.charts)
         for sel in args.select:
             label, _, option = sel.partition("=")
@@ -221,7 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if page.locator('[data-testid="stException"]').count():
             print("the page shows an exception; no screenshot", file=sys.stderr)
             return 1
-        page.wait_for_timeout(500)  # plotly's transitions
+        # metrics and tables still drawn as placeholders (Streamlit's skeletons) right after a rerun, or a cached
+        # computation's spinner (the regression check) still turning
+        page.wait_for_function("() => !document.querySelector('[data-testid^=\"stSkeleton\"], "
+                               "[data-testid=\"stSpinner\"]')")
+        wait_idle(page)
+        # every table drawn (Streamlit draws a dataframe into a canvas once its data has arrived)
+        page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"]')]"
+                               ".every(d => d.querySelector('canvas'))")
+        page.wait_for_timeout(1500)  # plotly's transitions
         args.out.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(args.out))
     print(f"wrote {args.out} ({args.out.stat().st_size // 1024} KiB)")
