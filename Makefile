@@ -69,10 +69,11 @@ run: setup  ## the quick suite on the best device present (GPU, else CPU provide
 serve: setup  ## the dashboard alone on http://127.0.0.1:$(PORT) over results/ and $(RUN_OUT)
 	@$(SERVE_MSG); exec $(SERVE_CMD)
 
-# The README's picture: the overview over the committed H200 records only, in Debian's Chromium.
+# The README's picture: the Overview (the morning page) over the committed records (results/ without results/local),
+# in Debian's Chromium.
 screenshot: setup chromium  ## docs/dashboard-overview.png, taken by the browser test's machinery
 	$(BIN)/python -m dashboard.browser docs/dashboard-overview.png --charts 2 \
-	  -- --no-default-results --results results/h200-nvidia-h200
+	  -- --no-default-results --results $(filter-out results/local/,$(wildcard results/*/))
 
 demo: setup  ## resample, fuse and voxelize once on the best device present and print the results
 	$(BIN)/python -m robocache.demo

@@ -56,6 +56,11 @@ def link_params(url: str) -> dict:
     return {k: v if len(v) > 1 else v[0] for k, v in q.items()}
 
 
+def table_with(at: AppTest, column: str) -> pd.DataFrame:
+    """The first dataframe of the page with ``column``."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
 def spec_of(at: AppTest) -> dict:
     return json.loads(at.get("plotly_chart")[0].proto.spec)
 
@@ -84,10 +89,10 @@ def test_regressions_page_lists_the_rehearsed_alert(rehearsal: Path, monkeypatch
     expected = sum(len(r.alerts) for r in per_machine(*committed.folders(), rehearsal))
     assert metrics["open alerts"] == str(expected)  # what check raises over the same folders, no more, no less
     assert any("computed now by regressions.check" in c.value for c in at.caption)
-    ranges = at.dataframe[0].value
+    ranges = table_with(at, "commit range")
     row = ranges[ranges["machines"] == hr.MACHINE].iloc[0]
     assert row["commit range"] == f"{hr.commit(hr.STEP_NIGHT - 1)[:8]} -> {hr.commit(hr.STEP_NIGHT)[:8]}"
-    table = at.dataframe[1].value
+    table = table_with(at, "95% interval")
     mine = table[table["machine"] == f"{hr.MACHINE} (H200)"]
     assert len(mine) == 1
     a = mine.iloc[0]
@@ -168,11 +173,62 @@ def test_pages_over_the_committed_results(monkeypatch: pytest.MonkeyPatch) -> No
     assert not at.exception and not at.error, [e.value for e in at.error]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["open alerts"] == str(sum(len(r.alerts) for r in res))
-    assert metrics["series tested"] == f"{sum(r.series_checked for r in res)} of {sum(r.series for r in res)}"
+    checked = sum(r.series_checked for r in res)
+    current = sum(r.series - r.series_stale for r in res)
+    assert metrics["series tested"] == f"{checked} of {current}"
     assert sum(r.series for r in res) == regress.check(list(committed.load().records)).series
+    # issue 24: a handful of the series tested is no pass. No green box; a neutral one says how many were tested
+    assert 0 < checked < current and not any(r.alerts for r in res)
+    assert not at.success, [s.value for s in at.success]
+    assert any(f"Tested {checked} of {current} series" in i.value for i in at.info), [i.value for i in at.info]
+    # each machine's own verdict: a machine with nothing testable says "not enough history", never a pass
+    status = next(d.value for d in at.dataframe if "series tested" in d.value.columns)
+    frame = data.load_frame([str(f) for f in committed.folders()])[0]
+    assert set(status["machine"]) == {str(m) for m in frame["machine"].unique()}
+    assert "not enough history" in set(status["verdict"])
+    assert any(v.startswith("Not enough history") for v in status["detail"])
     at = page("history", monkeypatch)
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.get("plotly_chart") and spec_of(at)["layout"]["xaxis"]["title"]["text"].startswith("commit")
+
+
+def test_verdict_is_three_valued() -> None:
+    """Green only for a question answered: every series of the newest run tested and no alert. A few series tested
+    is "tested N of M" in a neutral box, none tested "not enough history", a document without counts unknown."""
+    v = history_data.verdict
+    assert v({"series": 666, "series_checked": 10}, 0)[0] == "partial"  # the issue's 10 of 666: no pass
+    state, text = v({"series": 666, "series_checked": 10, "series_stale": 600}, 0)
+    assert state == "partial" and text.startswith("Tested 10 of 66 series") and "600 older series" in text
+    assert v({"series": 66, "series_checked": 66, "series_stale": 0}, 0)[0] == "pass"
+    assert v({"series": 666, "series_checked": 66, "series_stale": 600}, 0)[0] == "pass"  # the stale are not tonight's
+    state, text = v({"series": 28, "series_checked": 0, "series_stale": 0}, 0)
+    assert state == "untested" and text.startswith("Not enough history")
+    assert v({"series": 0, "series_checked": 0}, 0)[0] == "untested"  # no series at all: nothing answered
+    assert v({"series": 66, "series_checked": 66}, 2)[0] == "alert"
+    assert v({}, 0)[0] == "unknown" and v(None, 1)[0] == "alert"
+    status = history_data.machine_status({"a": {"summary": {"series": 50, "series_checked": 5, "series_stale": 40},
+                                                "alerts": []},
+                                          "b": {"summary": {"series": 3, "series_checked": 3}, "alerts": [{}]}})
+    assert status["tested"].tolist() == ["5 of 10", "3 of 3"] and status["state"].tolist() == ["partial", "alert"]
+    assert status["alerts"].tolist() == [0, 1] and status["verdict"].tolist()[1] == "1 open alert(s)"
+
+
+def test_regressions_page_green_only_when_answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A written alerts file: every series tested -> green; some -> the neutral "tested N of M"; none -> "not enough
+    history" (the page said "No open performance regression" in green for 10 of 666 before issue 24)."""
+    js = tmp_path / "alerts.json"
+    monkeypatch.setenv(history_data.ALERTS_ENV, str(js))
+    for checked, total, want in ((4, 4, "success"), (1, 4, "info"), (0, 4, "info")):
+        js.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": [], "summary": {
+            "series": total, "series_checked": checked, "series_stale": 0}}))
+        at = page("regressions", monkeypatch, REPO / "results", default=False)
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        assert {m.label: m.value for m in at.metric}["series tested"] == f"{checked} of {total}"
+        greens = [s.value for s in at.success]
+        assert bool(greens) == (want == "success"), (checked, greens)
+        if want == "info":
+            said = " ".join(i.value for i in at.info)
+            assert ("Not enough history" in said) if checked == 0 else (f"Tested {checked} of {total}" in said)
 
 
 # ---------------------------------------------------------------- an alerts.json instead of computing
@@ -192,11 +248,11 @@ def test_regressions_reads_a_written_alerts_file(rehearsal: Path, tmp_path: Path
     assert any("read from" in c.value for c in at.caption)
     assert not at.selectbox  # the file's check is shown as written: no front end to choose
     # the page's link is rebuilt from the series, relative to itself (a URL read from a file never becomes a link)
-    assert at.dataframe[1].value["History"].iloc[0] == link.replace("https://dash.example.org/rb/", "")
+    assert table_with(at, "History")["History"].iloc[0] == link.replace("https://dash.example.org/rb/", "")
     doc["alerts"][0]["link"] = "javascript:alert(1)"
     js.write_text(json.dumps(doc))
     at = page("regressions", monkeypatch, rehearsal, default=False)
-    assert at.dataframe[1].value["History"].iloc[0].startswith("history?machine=")
+    assert table_with(at, "History")["History"].iloc[0].startswith("history?machine=")
     # a bad file is reported, and the check is computed instead
     js.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": [{"fingerprint": "nothex"}]}))
     at = page("regressions", monkeypatch, rehearsal, default=False)

@@ -58,6 +58,19 @@ def _number(text: str) -> float | None:
         return None
 
 
+KERNEL_COLUMNS = {"name": "kernel", "calls": "calls", "total_us": "total (us)", "avg_us": "per call (us)",
+                  "share": "share of the step (%)"}
+
+
+def kernel_table(kernels: list[dict]) -> tuple:
+    """A profile's kernel rows as a readable table: times and shares to about four significant digits (they were
+    printed as recorded, 324.4864), the share as a percentage."""
+    k = pd.DataFrame(kernels)
+    if "share" in k.columns:
+        k["share"] = 100 * k["share"]
+    return tables.readable(k[[c for c in KERNEL_COLUMNS if c in k.columns]].rename(columns=KERNEL_COLUMNS))
+
+
 def _frame(rows: list[list], header: list[str]) -> pd.DataFrame:
     return pd.DataFrame([[str(c) for c in row] for row in rows], columns=header)
 
@@ -88,8 +101,8 @@ def body(df: pd.DataFrame) -> None:
         st.plotly_chart(dataload_chart(rows, cache, f"Data loading on {gpu}"), width="stretch")
     if rows:
         df = pd.DataFrame(rows)
-        st.dataframe(df[list(DATALOAD_COLUMNS)].rename(columns=DATALOAD_COLUMNS),
-                     hide_index=True, width="stretch", placeholder=tables.MISSING)
+        data.show_table(tables.readable(df[list(DATALOAD_COLUMNS)].rename(columns=DATALOAD_COLUMNS)),
+                        hide_index=True, width="stretch")
     else:
         st.info("No data-loading case for this GPU.")
     st.subheader("EpisodeCache: data loading from the device")
@@ -117,8 +130,7 @@ def body(df: pd.DataFrame) -> None:
     for r in prof:
         st.text(f"{r['case']['id']} ({r['case']['provider']})"
                 + (f": trace {r['pipeline']['trace_file']}" if r["pipeline"].get("trace_file") else ""))
-        st.dataframe(pd.DataFrame(r["pipeline"]["kernels"]),
-                     hide_index=True, width="stretch", placeholder=tables.MISSING)
+        data.show_table(kernel_table(r["pipeline"]["kernels"]), hide_index=True, width="stretch")
 
 
 data.frame_page("Pipelines", body)
