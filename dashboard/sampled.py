@@ -9,10 +9,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard import charts, tables
+from robocache import providers
 from robocache.bench.views import sampled as report_sampled
 
 # the peer a point's speedup is taken against: column of :func:`points` -> its label
-PEERS = {"ratio": "torch.compile (faster mode)", "vs_torch_eager": "torch eager", "vs_cupy": "CuPy"}
+PEER_COLUMNS = {"ratio": "torch.compile (faster mode)", "vs_torch_eager": providers.label("torch_eager"),
+                "vs_cupy": providers.label("cupy")}
 # the x axes: column -> axis title
 AXES = {"bytes": "bytes moved (robocache's record: the inputs' minimal traffic)",
         "features": "features (resample D, fuse sum of D, voxelize channels)"}
@@ -53,9 +55,9 @@ def summary(pts: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedup_scatter(pts: pd.DataFrame, x: str = "bytes", peer: str = "ratio", title: str = "") -> go.Figure:
-    """robocache's speedup over ``peer`` (a :data:`PEERS` column) against ``x`` (an :data:`AXES` column), one
+    """robocache's speedup over ``peer`` (a :data:`PEER_COLUMNS` column) against ``x`` (an :data:`AXES` column), one
     colour per GPU (machine), log-log, the 1x line dotted; the case, dtype and torch.compile mode in the hover."""
-    name = PEERS.get(peer, peer)
+    name = PEER_COLUMNS.get(peer, peer)
     title = title or f"robocache over {name} against {x}"
     d = pts.dropna(subset=[x, peer]) if not pts.empty and {x, peer} <= set(pts.columns) else pd.DataFrame()
     if d.empty:

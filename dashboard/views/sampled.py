@@ -40,7 +40,7 @@ def body(df: pd.DataFrame) -> None:
     d = d[d["op"] == op]
     seed = data.bound(c[2].selectbox, "seed", data.options(d, "seed"), "seed")
     d = d[d["seed"] == seed]
-    peer = data.bound(c[3].selectbox, "peer", list(sampled.PEERS), "peer", format_func=sampled.PEERS.get)
+    peer = data.bound(c[3].selectbox, "peer", list(sampled.PEER_COLUMNS), "peer", format_func=sampled.PEER_COLUMNS.get)
     st.caption("Speedup = the peer's median / robocache's median on one sampled point, both from one run on that "
                "GPU (above 1: robocache faster). torch.compile is judged at its faster mode on each point. One run "
                "per machine, op and seed.")
@@ -53,7 +53,7 @@ def body(df: pd.DataFrame) -> None:
     st.header("Speedup against bytes moved and feature width")
     for x in sampled.AXES:
         st.plotly_chart(sampled.speedup_scatter(d, x=x, peer=peer, title=f"{op}: robocache over "
-                                                f"{sampled.PEERS[peer]} against {x}"), width="stretch")
+                                                f"{sampled.PEER_COLUMNS[peer]} against {x}"), width="stretch")
 
     with st.expander("every point"):
         _show(d.sort_values("ratio"), POINT_COLUMNS)

@@ -43,7 +43,7 @@ FUSED_DIM = sum(s.dim for s in ds.STREAMS)
 OBS_DIM = FUSED_DIM - ds.STREAMS[-1].dim  # the model's input: everything but the action
 PROVIDERS = ("cpu_workers", "robocache")  # the DataLoader pipelines (their records sweep the worker count)
 CACHE = "episode_cache"  # robocache.EpisodeCache: no worker, no per-batch copy
-ALL_PROVIDERS = (*PROVIDERS, CACHE)
+ALL_LOADERS = (*PROVIDERS, CACHE)
 REGIMES = ("resident", "streamed")  # the cache's: the whole dataset on the device, or streamed within a budget
 SPLIT = ("read", "decode", "resampling", "collate")  # worker-side, per batch (summed over its items)
 PREFETCH = 2  # DataLoader prefetch_factor: batches each worker makes ahead
@@ -282,8 +282,8 @@ def make_pipeline(provider: str, path: str, *, batch: int, workers: int, device:
     ``indices`` (DDP: each rank's shard)."""
     import torch
 
-    if provider not in ALL_PROVIDERS:
-        raise ValueError(f"unknown data-loading provider {provider!r}; expected one of {', '.join(ALL_PROVIDERS)}")
+    if provider not in ALL_LOADERS:
+        raise ValueError(f"unknown data-loading provider {provider!r}; expected one of {', '.join(ALL_LOADERS)}")
     if batch < 1 or workers < 0:
         raise ValueError(f"need batch >= 1 and workers >= 0, got {batch} and {workers}")
     if provider == CACHE:
