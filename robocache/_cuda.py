@@ -63,6 +63,19 @@ def _module(op: str, device_id: int, extra: tuple[str, ...] = ()) -> Any:
         return cupy.RawModule(code=source(op), options=COMPILE_OPTIONS + extra)
 
 
+def first_entry(op: str) -> str:
+    """The name of the first ``extern "C"`` entry point of ``kernels/<op>.cu`` (loading it loads the module): a
+    ``RC_..._ENTRY(name, ...)`` use or an ``extern "C" __global__`` function, outside macro definitions."""
+    for line in source(op).splitlines():
+        if line.rstrip().endswith("\\") or line.lstrip().startswith("#"):
+            continue  # a macro's body or a directive
+        m = re.match(r"\s*RC_\w+_ENTRY\((\w+)", line) or \
+            re.match(r'\s*extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(', line)
+        if m:
+            return m.group(1)
+    raise ValueError(f"no entry point found in kernels/{op}.cu")
+
+
 def function(op: str, name: str, device_id: int, options: tuple[str, ...] = ()) -> Any:
     """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized), built with the extra
     NVRTC ``options`` (a launch configuration's build, robocache/_tune.py; one module per option set)."""

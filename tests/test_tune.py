@@ -194,3 +194,27 @@ def test_tuning_set_is_the_sampled_distribution_with_its_own_seed():
     ev = specs.sampled_points("resample")
     assert len(pts) == 12 and not {p.tag for p in pts} & {p.tag for p in ev}
     assert all(p.params["sample_seed"] == tune.TUNE_SEED for p in pts)
+
+
+def test_the_pre_pass_builds_every_module_the_tuner_may_load():
+    from robocache import _cuda
+    from robocache.bench import runner, specs
+
+    cases = specs.cases("quick", device="gpu", providers=["robocache", "torch_compile"])
+    builds = runner._module_builds(cases)
+    want = {c.options() for c in _tune.candidates(5, 8, 1)}
+    assert {b for op, b in builds if op == "resample"} == want == {b for op, b in builds if op == "fuse"}
+    assert ("voxelize", ()) in builds and len(want) >= 3
+    assert runner._module_builds([c for c in cases if c.provider == "torch_compile"]) == []
+    for op in _cuda.OPS:  # the entry a warm-up loads exists
+        assert f'{_cuda.first_entry(op)}' in _cuda.source(op)
+
+
+def test_tune_never_reads_the_table_it_writes(cache, monkeypatch):
+    ship = cache / "shipped"
+    ship.mkdir()
+    (ship / f"{DEV.slug}.json").write_text(json.dumps(_doc({KEY: {"config": CFG.to_json()}})))
+    assert _tune._Store(DEV).lookup(KEY, use_user=True) == (CFG, "shipped")
+    monkeypatch.setattr(_tune, "USE_SHIPPED", False)
+    st = _tune._Store(DEV)
+    assert st.lookup(KEY, use_user=True) == (None, "") and st.nearest(KEY) is None

@@ -61,6 +61,7 @@ def tune(out_dir: Path, ops: tuple[str, ...] = TUNE_OPS, seed: int = TUNE_SEED, 
         os.environ.update({"ROBOCACHE_CACHE_DIR": tmp, "ROBOCACHE_AUTOTUNE": "1", "ROBOCACHE_TUNE_BUDGET_S": "1e9"})
         _tune.reset()
         _clear_plans()
+        _tune.USE_SHIPPED = False  # the table being written must not be read back: every bucket tuned afresh
         try:
             for op in ops:
                 points = base.sample_points(specs.ops.get(op), seed, ("tune",), n=n, large=max(1, n // 6))
@@ -83,6 +84,7 @@ def tune(out_dir: Path, ops: tuple[str, ...] = TUNE_OPS, seed: int = TUNE_SEED, 
             path = _tune._store(torch.cuda.current_device()).path
             entries = _tune.parse_table(path.read_text(), str(path))["entries"] if path.exists() else {}
         finally:
+            _tune.USE_SHIPPED = True
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)
