@@ -540,7 +540,8 @@ class State:
     reason: str = "started"
     pools: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     rounds: dict[int, int] = field(default_factory=dict)
-    seconds: dict[int, float] = field(default_factory=dict)
+    seconds: dict[int, float] = field(default_factory=dict)  # measuring each commit
+    decide_s: dict[int, float] = field(default_factory=dict)  # each decision, its endpoint runs included (-1: endpoints)
     rows: list[dict[str, Any]] = field(default_factory=list)
     untestable: dict[int, str] = field(default_factory=dict)
     evidence: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -604,6 +605,7 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
             raise
         finally:
             st.seconds[i] = st.seconds.get(i, 0.0) + (clock() - t)
+            st.decide_s[-1 if block is None else block] = st.decide_s.get(-1 if block is None else block, 0.0) + (clock() - t)
             st.wall_s = clock() - st.t0
         st.measure_s += r.wall_s
         st.invocations += r.invocations
@@ -670,7 +672,7 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
                 st.untestable[mid] = str(e)
                 st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate",
                                     "verdict": "untestable", "samples": 0, "rounds": st.rounds.get(mid, 0),
-                                    "seconds": st.seconds.get(mid, 0.0), "reason": str(e)}
+                                    "seconds": st.decide_s.get(mid, 0.0), "reason": str(e)}
                 st.order.append(mid)
                 say(f"  {st.commits[mid].sha[:12]}: untestable ({e})")
                 update(st)
@@ -713,7 +715,7 @@ def _endpoint_evidence(st: State, verdicts: list[CaseVerdict]) -> dict[str, Any]
     ok = any(v.verdict == "reproduced" for v in verdicts)
     return {"commit": st.commits[k].sha, "index": k, "role": "endpoints",
             "verdict": "reproduced" if ok else "not_reproduced", "samples": st.count(0), "rounds": st.rounds.get(k, 0),
-            "seconds": st.seconds.get(0, 0.0) + st.seconds.get(k, 0.0),
+            "seconds": st.decide_s.get(-1, 0.0),
             "p_vs_good": min((v.p for v in verdicts), default=1.0),
             "reason": "good against bad, per case; Bonferroni over the cases",
             "cases": [{"case_key": v.key, "samples": v.samples, "ratio_vs_good": v.ratio, "p_vs_good": v.p,
@@ -750,7 +752,7 @@ def _decide(st: State, mid: int, measure: Callable[..., dict[str, list[float]]])
         r += 1
         v = candidate_verdict(x, g, b, st.reproduced, cfg.alpha)
         st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate", "verdict": v.verdict,
-                            "samples": v.samples, "rounds": r, "seconds": st.seconds.get(mid, 0.0),
+                            "samples": v.samples, "rounds": r, "seconds": st.decide_s.get(mid, 0.0),
                             "p_vs_good": v.p_good, "p_vs_bad": v.p_bad, "high_threshold": v.high,
                             "position": _finite(v.position), "cases": v.cases}
         have = min((len(x.get(key, [])) for key in st.reproduced), default=0)
