@@ -80,11 +80,19 @@ while True:
 '''
 
 
-def _copy_tree():
+def copy_repo(dst: Path) -> None:
+    """This checkout into ``dst``: the copy the regression rehearsal makes (tracked and untracked files, not
+    ignored ones, not results/); where this is no git checkout (a GPU machine gets a copy of the working tree
+    without .git) every file but the usual build, cache and results folders."""
+    if not (REPO / ".git").exists():
+        shutil.copytree(REPO, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
+            ".git", ".venv", "results", "__pycache__", ".whl", ".cache", "gpu-out", "*.egg-info", ".asv", "build",
+            "dist", ".pytest_cache", ".hypothesis"))
+        return
     spec = importlib.util.spec_from_file_location("rehearse_regression", REPO / "scripts" / "rehearse_regression.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.copy_tree  # the same copy the regression rehearsal makes (tracked + untracked, not results/)
+    mod.copy_tree(dst)
 
 
 def sh(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -101,7 +109,7 @@ GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "rehearsal", "GIT_AUTHOR_EMAIL": "re
 def build_history(work: Path, commits: int, seed: int, plant: bool, device: str, passes: int,
                   spins: int) -> dict:
     """The throwaway history; returns the base (good), head (bad), the planted and the broken commit."""
-    _copy_tree()(work)
+    copy_repo(work)
     (work / "REHEARSAL.md").write_text("A throwaway history for scripts/rehearse_bisect.py.\n")
     sh(["git", "init", "-q", "-b", "main"], work)
     sh(["git", "add", "-A"], work)
@@ -227,32 +235,33 @@ def main(argv: list[str] | None = None) -> int:
     what = ap.add_mutually_exclusive_group()
     what.add_argument("--plant-only", action="store_true", help="only the planted history")
     what.add_argument("--no-plant", action="store_true", help="only the history without the slowdown")
-    ap.add_argument("--commits", type=int, default=None, help="commits after the base (CPU 20, GPU 12)")
+    ap.add_argument("--commits", type=int, default=None, help="commits after the base (CPU 20, GPU 10)")
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     ap.add_argument("--passes", type=int, default=1, help="CPU: extra passes of the planted NumPy resample (1: ~2x)")
     ap.add_argument("--spins", type=int, default=256, help="GPU: __syncthreads() per block in the planted kernel")
     ap.add_argument("--neighbour", action=argparse.BooleanOptionalAction, default=None,
                     help="the noisy neighbour process (default: on for the CPU, off for the GPU)")
-    ap.add_argument("--samples", type=int, default=None, help="bisect --samples (CPU 6, GPU 8)")
-    ap.add_argument("--max-samples", type=int, default=None, help="bisect --max-samples (CPU 48, GPU 64)")
-    ap.add_argument("--time-limit", type=float, default=None, help="bisect --time-limit per sample (CPU 0.3, GPU 0.3)")
+    ap.add_argument("--samples", type=int, default=None, help="bisect --samples (6)")
+    ap.add_argument("--max-samples", type=int, default=None, help="bisect --max-samples (CPU 48, GPU 24)")
+    ap.add_argument("--time-limit", type=float, default=None, help="bisect --time-limit per sample (CPU 0.3, GPU 0.2)")
     ap.add_argument("--hide-torch", action=argparse.BooleanOptionalAction, default=None,
                     help="CPU: make torch unimportable for the measured runs (default on for the CPU): the NumPy cases "
                          "never use it, and each run's forkserver importing torch, dynamo and inductor cost 35 of a "
                          "run's 51 s on a loaded 2-core machine (17 s without)")
     ap.add_argument("--expect", type=float, default=2.0, help="bisect --expect (2.0: the planted ~2x)")
-    ap.add_argument("--budget", type=float, default=None, help="bisect --budget seconds (CPU 1800, GPU 480)")
+    ap.add_argument("--budget", type=float, default=None, help="bisect --budget seconds (CPU 1800, GPU 500: the "
+                                                               "whole GPU rehearsal fits one 10-minute device call)")
     ap.add_argument("--machine", default=MACHINE, help=f"the records' machine name ({MACHINE})")
     ap.add_argument("--out", help="keep every bisection's document and run files under this folder")
     ap.add_argument("--json", help="write the per-seed results here")
     ap.add_argument("--keep", action="store_true", help="keep the throwaway histories")
     args = ap.parse_args(argv)
     gpu = args.device == "gpu"
-    args.commits = args.commits or (12 if gpu else 20)
-    args.samples = args.samples or (8 if gpu else 6)
-    args.max_samples = args.max_samples or (64 if gpu else 48)
-    args.time_limit = args.time_limit or 0.3
-    args.budget = args.budget or (480.0 if gpu else 1800.0)
+    args.commits = args.commits or (10 if gpu else 20)
+    args.samples = args.samples or 6
+    args.max_samples = args.max_samples or (24 if gpu else 48)
+    args.time_limit = args.time_limit or (0.2 if gpu else 0.3)
+    args.budget = args.budget or (500.0 if gpu else 1800.0)
     args.neighbour = (not gpu) if args.neighbour is None else args.neighbour
     args.hide_torch = (not gpu) if args.hide_torch is None else args.hide_torch
     if gpu and args.hide_torch:
