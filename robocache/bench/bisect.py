@@ -11,7 +11,8 @@ narrows it to one commit, as Chromeperf's Pinpoint does:
 3. a commit is measured by ITS OWN ``robocache-bench run --cases ...`` (the harness and the worker of that commit,
    the correctness gate first, each case in its own process), the alerted cases only, each ``n`` times in one
    invocation (``--cases k1,k2,k1,k2,...``: every sample a fresh process, the cases interleaved); one sample is a
-   record's median time; failed, throttled or contended records are not counted;
+   record's median time (``--statistic``: or its p20 or fastest call, for a host whose load swamps the median);
+   failed, throttled or contended records are not counted;
 4. decisions are rank tests on those samples (:func:`p_value`: Mann-Whitney U and Kolmogorov-Smirnov, the smaller
    p doubled: Bonferroni over the two tests Pinpoint runs side by side), never a mean of one run:
 
@@ -65,6 +66,8 @@ from .schema import BISECT_SCHEMA, FAILED_STATUSES
 
 ALPHA = 0.01  # "different": p at most this (Pinpoint's low threshold)
 SAME_MISS = 0.01  # "same": a true difference of the endpoints' size would give a p above the high threshold 1% of the time
+SAME_FLOOR = 0.05  # and never "same" at a p a plain test would call different (the high threshold can be 1e-4)
+STATISTICS = ("p50", "p20", "min")  # which figure of a record is one sample (p50: the series' own)
 SAMPLES = 10  # samples per case and commit to start with (Pinpoint: 10, doubling to 160)
 MAX_SAMPLES = 160
 ENDPOINT_ROUNDS = 3  # the endpoints double at most this many times while a case is unknown (10 -> 80)
@@ -122,12 +125,16 @@ def high_threshold(magnitude: float, n1: int, n2: int) -> float:
     """Pinpoint's "high threshold": the p-value above which two samples of ``n1`` and ``n2`` values are called the
     SAME, for a difference of interest of ``magnitude`` interquartile ranges. It is the 99th percentile
     (1 - SAME_MISS) of :func:`p_value` between normal samples that differ by that much (simulated, seeded), so a
-    real difference of that size is called "same" at most 1% of the time. Rounded conservatively: the magnitude
-    down to a tenth (1.0 to 6.0 IQR), the sizes down to a grid."""
+    real difference of that size is called "same" at most 1% of the time; and at least SAME_FLOOR. Rounded
+    conservatively: the magnitude down to a tenth (1.0 to 6.0 IQR), the sizes down to a grid.
+
+    The floor: for a large magnitude the simulated threshold falls to 1e-4, which is right for independent
+    samples, but a machine whose load changes within a round makes them dependent; the CPU rehearsal's one wrong
+    culprit at seed 0 was a commit measured through a busy spell, "the same as bad" at p = 2e-4."""
     if not math.isfinite(magnitude):
         magnitude = 6.0
     m10 = int(min(max(math.floor(magnitude * 10 + 1e-9), 1), 60))
-    return _high(m10, _n_cell(n1), _n_cell(n2))
+    return max(_high(m10, _n_cell(n1), _n_cell(n2)), SAME_FLOOR)
 
 
 def spread_bound(x: np.ndarray) -> float:
@@ -371,12 +378,14 @@ class WorktreeMeasurer(Measurer):
 
     def __init__(self, repo: Path, scratch: Path, runs_dir: Path, cases: Sequence[CaseSpec], *, machine: str,
                  device: str = "auto", suite: str = "nightly", time_limit_s: float | None = None,
-                 case_timeout_s: float | None = None, python: str | None = None, log: Callable[[str], None] | None = None):
+                 case_timeout_s: float | None = None, python: str | None = None, log: Callable[[str], None] | None = None,
+                 statistic: str = "p50"):
         self.repo, self.scratch, self.runs_dir = Path(repo), Path(scratch), Path(runs_dir)
         self.cases = list(cases)
         self.machine, self.device, self.suite = machine, device, suite
         self.time_limit_s, self.case_timeout_s = time_limit_s, case_timeout_s
         self.python = python or sys.executable
+        self.statistic = statistic
         self.log = log or (lambda s: None)
         self.trees: dict[str, Path] = {}
         self.broken: dict[str, str] = {}
@@ -436,10 +445,10 @@ class WorktreeMeasurer(Measurer):
                 raise Untestable(f"robocache-bench run exit {rc}: {why}")
             for rec, rel in self._collect(out, commit, round_no, cache):
                 key = f"{rec['case']['id']}/{rec['case']['dtype']}/{rec['case']['provider']}"
-                row = _row(rec, commit, round_no, cache, key, rel)
+                row = _row(rec, commit, round_no, cache, key, rel, self.statistic)
                 rows.append(row)
                 if key in samples and row["used"]:
-                    samples[key].append(row["p50_us"])
+                    samples[key].append(row["value"])
                     if key not in series:
                         series[key] = schema.series_key(rec)._asdict()
         empty = [k for k, v in samples.items() if not v]
@@ -490,17 +499,19 @@ def _run_group(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float)
         return None, err or ""
 
 
-def _row(rec: Any, commit: Commit, round_no: int, cache: str, key: str, rel: str) -> dict[str, Any]:
+def _row(rec: Any, commit: Commit, round_no: int, cache: str, key: str, rel: str,
+         statistic: str = "p50") -> dict[str, Any]:
     m = rec.get("metrics")
     p50 = _finite(float(m["time_us"]["p50"])) if m else None
+    value = _finite(float(m["time_us"][statistic])) if m else None
     h = rec.get("health") or {}
-    used = rec["status"] == "ok" and p50 is not None and p50 > 0 and not h.get("throttled") and not h.get("contended")
+    used = rec["status"] == "ok" and value is not None and value > 0 and not h.get("throttled") and not h.get("contended")
     why = rec.get("reason")
     if rec["status"] == "ok" and not used:
         why = "throttled" if h.get("throttled") else "contended" if h.get("contended") else "no time"
     meth = rec.get("method") or {}
     return {"commit": commit.sha, "index": commit.index, "round": round_no, "case_key": key, "cache": cache,
-            "status": rec["status"], "used": bool(used), "p50_us": p50, "noise": _finite(meth.get("noise")),
+            "status": rec["status"], "used": bool(used), "p50_us": p50, "value": value, "noise": _finite(meth.get("noise")),
             "reason": (str(why)[:300] if why else None), "run_id": rec.get("run_id"), "created": rec.get("created"),
             "file": rel}
 
@@ -517,6 +528,7 @@ class Settings:
     device: str = "auto"
     suite: str = "nightly"
     time_limit_s: float | None = None
+    statistic: str = "p50"
 
     @property
     def endpoint_max(self) -> int:
@@ -791,7 +803,8 @@ def document(st: State) -> dict[str, Any]:
         "settings": {"samples": st.settings.samples, "max_samples": st.settings.max_samples,
                      "endpoint_max": st.settings.endpoint_max, "alpha": st.settings.alpha, "same_miss": SAME_MISS,
                      "budget_s": st.settings.budget_s, "device": st.settings.device, "suite": st.settings.suite,
-                     "time_limit_s": st.settings.time_limit_s},
+                     "time_limit_s": st.settings.time_limit_s, "statistic": st.settings.statistic,
+                     "same_floor": SAME_FLOOR},
         "time": {"wall_s": round(st.wall_s, 3), "measure_s": round(st.measure_s, 3), "invocations": st.invocations},
         "culprit": culprit, "last_good": com(st.lo), "first_bad": com(st.hi),
         "suspects": [c[i].doc() for i in st.suspects],
@@ -1002,7 +1015,7 @@ def start(repo: Path, good: str, bad: str, cases: Sequence[CaseSpec], *, machine
     tmp = scratch or Path(tempfile.mkdtemp(prefix="robocache-bisect-"))
     runs = out_dir / f"{store.safe_component(machine, 60)}-{st.id}-runs"
     meas = WorktreeMeasurer(repo, tmp, runs, st.cases, machine=machine, device=settings.device, suite=settings.suite,
-                            time_limit_s=settings.time_limit_s, log=say)
+                            time_limit_s=settings.time_limit_s, log=say, statistic=settings.statistic)
     path = write_doc(st, out_dir)
     say(f"bisecting {len(commits) - 1} commit(s) after {commits[0].sha[:12]} up to {commits[-1].sha[:12]} on "
         f"{machine}: {', '.join(c.key for c in cases)}; document {path}")
@@ -1043,7 +1056,7 @@ def run_cli(args: Any) -> int:
     out = Path(args.out)
     say = (lambda s: print(s, file=sys.stderr, flush=True))
     settings = Settings(samples=args.samples, max_samples=max(args.max_samples, args.samples), budget_s=args.budget,
-                        device=args.device, suite=args.suite, time_limit_s=args.time_limit)
+                        device=args.device, suite=args.suite, time_limit_s=args.time_limit, statistic=args.statistic)
     t0 = time.monotonic()
     jobs: list[tuple[str, str, list[CaseSpec], str, Group | None]] = []  # good, bad, cases, machine, group
     if args.alerts:

@@ -342,6 +342,9 @@ def _bisect_parser(sub: Any) -> None:
     b.add_argument("--budget", type=_POSITIVE_S, default=1800.0,
                    help="seconds for every bisection of this call together (1800: the nightly's 30 minutes)")
     b.add_argument("--time-limit", type=_POSITIVE_S, default=None, help="run --time-limit of each sample (2)")
+    b.add_argument("--statistic", choices=("p50", "p20", "min"), default="p50",
+                   help="the figure of each record that is one sample: p50, the series' own (default); p20 or min "
+                        "(its fastest call) where the host's load swamps the median (a loaded CPU machine)")
     b.add_argument("--out", default="results/local/bisect",
                    help="where the documents (*.bisect.json) and the candidates' run files go (results/local/bisect)")
     b.add_argument("--keep", action="store_true", help="keep the worktrees' scratch folder (its path is printed)")

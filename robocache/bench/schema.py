@@ -476,6 +476,7 @@ class BisectMeasurement(_Rec):
     status: Status
     used: bool  # counted: status ok, a time, neither throttled nor contended
     p50_us: NonNeg | None = None
+    value: NonNeg | None = None  # the sample: the record's figure named by settings.statistic (us)
     noise: NonNeg | None = None
     reason: str | None = None
     run_id: str | None = None
@@ -545,6 +546,8 @@ class BisectSettings(_Rec):
     device: str
     suite: str
     time_limit_s: NonNeg | None = None
+    statistic: Literal["p50", "p20", "min"] = "p50"
+    same_floor: Prob = 0.0
 
 
 class BisectTime(_Rec):
