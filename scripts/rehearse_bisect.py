@@ -98,7 +98,8 @@ def copy_repo(dst: Path) -> None:
 def sh(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
     out = subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True)
     if out.returncode != 0:
-        raise SystemExit(f"rehearsal: `{' '.join(cmd)}` failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+        raise SystemExit(f"rehearsal: `{' '.join(cmd)}` failed ({out.returncode}):\n{out.stdout[-2000:]}\n"
+                         f"{out.stderr[-2000:]}")
     return out.stdout
 
 
@@ -223,7 +224,7 @@ def one(seed: int, plant: bool, args: argparse.Namespace, out_root: Path | None)
     print(f"  {'ok' if ok else 'FAILED'}: {doc['status']}"
           + (f", culprit {culprit[:12]} ({'the planted commit' if culprit == h['planted'] else 'NOT the planted one'})"
              if culprit else "")
-          + f"; untestable {'reported' if res['untestable_reported'] else 'not reported'}; {res['tested']} decision(s), "
+          + f"; untestable {'reported' if res['untestable_reported'] else 'not reported'}; {res['tested']} decisions, "
             f"{res['samples']} samples, {doc['time']['wall_s']:.0f} s; noise ({args.statistic}) at the good endpoint: "
             f"{noise}", flush=True)
     if not ok:
@@ -301,10 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     need = math.ceil(0.95 * len(planted)) if len(planted) > 1 else len(planted)
     ok = found >= need and all(r["ok"] for r in clean)
     print(f"\nrehearsal {'OK' if ok else 'FAILED'}: planted culprit found in {found} of {len(planted)} seeded run(s)"
-          + (f", 'not reproducible' in {summary['not_reproducible_right']} of {len(clean)} without the plant" if clean else "")
+          + (f", 'not reproducible' in {summary['not_reproducible_right']} of {len(clean)} without the plant"
+             if clean else "")
           + (f"; between-run noise at the good endpoint (robust sigma of log time, per case and run) median "
              f"{summary['noise_median']:.0%}, {summary['noise_range'][0]:.0%} to {summary['noise_range'][1]:.0%} "
-             f"({args.statistic}; the records' medians: {summary['noise_p50_median']:.0%})" if noises else "") + f"; neighbour {'on' if args.neighbour else 'off'}; {summary['wall_s']:.0f} s")
+             f"({args.statistic}; the records' medians: {summary['noise_p50_median']:.0%})" if noises else "")
+          + f"; neighbour {'on' if args.neighbour else 'off'}; {summary['wall_s']:.0f} s")
     return 0 if ok else 1
 
 

@@ -270,7 +270,8 @@ def alert(case_key: str, machine: str, before: str, after: str, ratio: float = 1
     change = hashlib.sha256(f"{schema.fingerprint(series)}|{before}|{after}".encode()).hexdigest()[:12]
     return {"fingerprint": schema.fingerprint(series), "change_id": change, "kind": "step",
             "series": series, "direction": "slower", "ratio": ratio, "ratio_ci": [ratio * 0.9, ratio * 1.1],
-            "before": {"commit": before}, "after": {"commit": after}, "case_key": case_key, "confirmed": confirmed, **kw}
+            "before": {"commit": before}, "after": {"commit": after}, "case_key": case_key, "confirmed": confirmed,
+            **kw}
 
 
 def test_alerts_group_by_machine_and_commit_range_as_the_issues_do() -> None:

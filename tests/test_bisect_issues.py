@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from robocache.bench import bisect as B
-from tests.test_alerts_to_issues import LABEL, alert, ati, env, fake, posts, write  # noqa: F401 - fixtures
+from tests.test_alerts_to_issues import LABEL, alert, ati, env, fake, write  # noqa: F401 - fixtures
 from tests.test_bisect import A, run, state, step_levels
 
 

@@ -62,10 +62,10 @@ from typing import Any
 import numpy as np
 
 from . import schema, store
-from .schema import BISECT_SCHEMA, FAILED_STATUSES
+from .schema import BISECT_SCHEMA
 
 ALPHA = 0.01  # "different": p at most this (Pinpoint's low threshold)
-SAME_MISS = 0.01  # "same": a true difference of the endpoints' size would give a p above the high threshold 1% of the time
+SAME_MISS = 0.01  # "same": a true difference of the endpoints' size gives a p above the high threshold 1% of the time
 SAME_FLOOR = 0.05  # and never "same" at a p a plain test would call different (the high threshold can be 1e-4)
 STATISTICS = ("p50", "p20", "min")  # which figure of a record is one sample (p50: the series' own)
 SAMPLES = 10  # samples per case and commit to start with (Pinpoint: 10, doubling to 160)
@@ -235,7 +235,7 @@ def candidate_verdict(x: Mapping[str, Sequence[float]], good: Mapping[str, Seque
         if np.median(np.log(np.asarray(bad[k], float))) <= np.median(np.log(np.asarray(good[k], float))):
             per.append({"case_key": k, "samples": len(x[k]), "verdict": "endpoints no longer apart"})
             continue  # more samples moved the endpoints' medians together: no scale to place this case on
-        px, pg, pb = positions(x[k], good[k], bad[k]), positions(good[k], good[k], bad[k]), positions(bad[k], good[k], bad[k])
+        px, pg, pb = (positions(v, good[k], bad[k]) for v in (x[k], good[k], bad[k]))
         zx.append(px)
         zg.append(pg)
         zb.append(pb)
@@ -378,8 +378,8 @@ class WorktreeMeasurer(Measurer):
 
     def __init__(self, repo: Path, scratch: Path, runs_dir: Path, cases: Sequence[CaseSpec], *, machine: str,
                  device: str = "auto", suite: str = "nightly", time_limit_s: float | None = None,
-                 case_timeout_s: float | None = None, python: str | None = None, log: Callable[[str], None] | None = None,
-                 statistic: str = "p50"):
+                 case_timeout_s: float | None = None, python: str | None = None,
+                 log: Callable[[str], None] | None = None, statistic: str = "p50"):
         self.repo, self.scratch, self.runs_dir = Path(repo), Path(scratch), Path(runs_dir)
         self.cases = list(cases)
         self.machine, self.device, self.suite = machine, device, suite
@@ -505,13 +505,15 @@ def _row(rec: Any, commit: Commit, round_no: int, cache: str, key: str, rel: str
     p50 = _finite(float(m["time_us"]["p50"])) if m else None
     value = _finite(float(m["time_us"][statistic])) if m else None
     h = rec.get("health") or {}
-    used = rec["status"] == "ok" and value is not None and value > 0 and not h.get("throttled") and not h.get("contended")
+    used = (rec["status"] == "ok" and value is not None and value > 0 and not h.get("throttled")
+            and not h.get("contended"))
     why = rec.get("reason")
     if rec["status"] == "ok" and not used:
         why = "throttled" if h.get("throttled") else "contended" if h.get("contended") else "no time"
     meth = rec.get("method") or {}
     return {"commit": commit.sha, "index": commit.index, "round": round_no, "case_key": key, "cache": cache,
-            "status": rec["status"], "used": bool(used), "p50_us": p50, "value": value, "noise": _finite(meth.get("noise")),
+            "status": rec["status"], "used": bool(used), "p50_us": p50, "value": value,
+            "noise": _finite(meth.get("noise")),
             "reason": (str(why)[:300] if why else None), "run_id": rec.get("run_id"), "created": rec.get("created"),
             "file": rel}
 
@@ -553,7 +555,7 @@ class State:
     pools: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     rounds: dict[int, int] = field(default_factory=dict)
     seconds: dict[int, float] = field(default_factory=dict)  # measuring each commit
-    decide_s: dict[int, float] = field(default_factory=dict)  # each decision, its endpoint runs included (-1: endpoints)
+    decide_s: dict[int, float] = field(default_factory=dict)  # each decision with its endpoint runs (-1: endpoints)
     rows: list[dict[str, Any]] = field(default_factory=list)
     untestable: dict[int, str] = field(default_factory=dict)
     evidence: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -617,7 +619,8 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
             raise
         finally:
             st.seconds[i] = st.seconds.get(i, 0.0) + (clock() - t)
-            st.decide_s[-1 if block is None else block] = st.decide_s.get(-1 if block is None else block, 0.0) + (clock() - t)
+            phase = -1 if block is None else block
+            st.decide_s[phase] = st.decide_s.get(phase, 0.0) + (clock() - t)
             st.wall_s = clock() - st.t0
         st.measure_s += r.wall_s
         st.invocations += r.invocations
@@ -793,7 +796,8 @@ def document(st: State) -> dict[str, Any]:
     link = None
     first = next((x for x in st.cases if x.series), None)
     if first is not None:
-        link = links.history_url(first.series, st.link_base, culprit=c[st.culprit].sha if st.culprit is not None else None)
+        link = links.history_url(first.series, st.link_base,
+                                 culprit=c[st.culprit].sha if st.culprit is not None else None)
     ev = [_clean(st.evidence[i]) for i in dict.fromkeys(st.order + sorted(st.evidence)) if i in st.evidence]
     doc = {
         "schema": BISECT_SCHEMA, "id": st.id, "status": st.status, "reason": st.reason, "created": st.created,
@@ -852,7 +856,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"### Bisection: {head}", "",
              f"- status: **{md_text(STATUS_TEXT.get(doc['status'], doc['status']))}**: {md_text(doc['reason'])}",
              f"- range: {n} commit(s) after {sha(doc['good'])} up to {sha(doc['bad'])} on `{_code(doc['machine'])}` "
-             f"(first-parent); cases: " + ", ".join(f"`{_code(c['key'])}` ({md_text(c['cache'])})" for c in doc["cases"])]
+             "(first-parent); cases: " + ", ".join(f"`{_code(c['key'])}` ({md_text(c['cache'])})"
+                                                   for c in doc["cases"])]
     if doc.get("excluded"):
         lines.append("- left out (not moved between the endpoints): " + "; ".join(
             f"`{_code(x['case_key'])}`: {md_text(x['reason'])}" for x in doc["excluded"]))
@@ -866,8 +871,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
                  f"{t['invocations']} run(s) of the harness")
     ev = doc.get("evidence") or []
     if ev:
-        lines += ["", "| commit | role | verdict | samples per case | p vs good | p vs bad | position (0 good, 1 bad) | "
-                      "time vs good |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+        lines += ["", "| commit | role | verdict | samples per case | p vs good | p vs bad | position (0 good, 1 bad) "
+                      "| time vs good |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
         for e in ev:
             ratios = ", ".join(f"x{c['ratio_vs_good']:.3f}" for c in e.get("cases") or []
                                if c.get("ratio_vs_good") is not None)
@@ -943,7 +948,8 @@ def read_alerts(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise SetupError(f"{path}: cannot read: {e.strerror or e}") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise SetupError(f"{path}: not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("schema") != "robocache-alerts/1" or not isinstance(doc.get("alerts"), list):
+    if (not isinstance(doc, dict) or doc.get("schema") != "robocache-alerts/1"
+            or not isinstance(doc.get("alerts"), list)):
         raise SetupError(f"{path}: not a robocache-alerts/1 document (the output of `robocache-bench check --json`)")
     for i, a in enumerate(doc["alerts"]):
         ok = (isinstance(a, dict) and isinstance(a.get("series"), dict) and isinstance(a.get("case_key"), str)
@@ -1029,7 +1035,8 @@ def start(repo: Path, good: str, bad: str, cases: Sequence[CaseSpec], *, machine
 
 
 def _repo_root(path: str) -> Path:
-    out = subprocess.run(["git", "-C", path, "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["git", "-C", path, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                         timeout=60)
     if out.returncode != 0:
         raise SetupError(f"--repo {path}: not a git checkout ({(out.stderr.strip().splitlines() or ['?'])[-1][:160]})")
     return Path(out.stdout.strip())
@@ -1070,7 +1077,8 @@ def run_cli(args: Any) -> int:
             chosen = []
             for g in groups([a for a in doc["alerts"] if a.get("confirmed") is True]):
                 if g.key in known:
-                    say(f"alert group {g.key} ({g.machine}, {g.before[:12]}..{g.after[:12]}): already bisected, skipped")
+                    say(f"alert group {g.key} ({g.machine}, {g.before[:12]}..{g.after[:12]}): already bisected, "
+                        "skipped")
                 elif g.machine != (args.machine or g.machine):
                     say(f"alert group {g.key}: machine {g.machine}, not this one ({args.machine}), skipped")
                 else:
@@ -1089,7 +1097,8 @@ def run_cli(args: Any) -> int:
                     continue
                 raise
             if n < 2 and args.all:
-                say(f"alert group {g.key}: one commit in its range, {g.after[:12]}: it is the culprit, nothing to bisect")
+                say(f"alert group {g.key}: one commit in its range, {g.after[:12]}: it is the culprit, nothing to "
+                    "bisect")
                 continue
             jobs.append((g.before, g.after, g.cases, args.machine or g.machine, g))
         if not jobs:
