@@ -225,9 +225,11 @@ def test_bisect_all_alerts_once_then_skips_what_is_known(history: dict, tmp_path
     (["--alerts", "missing.json", "--all"], "cannot read"),
     (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--dashboard-url", "javascript:x"], "--dashboard-url"),
     (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--samples", "1"], "--samples"),
+    (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--out", "{repo}/level.txt"], "--out"),
 ])
 def test_usage_errors_are_one_line_exit_2(history: dict, tmp_path: Path, capsys: pytest.CaptureFixture,
                                           args: list[str], message: str) -> None:
+    args = [a.replace("{repo}", str(history["repo"])) for a in args]
     try:
         rc = cli.main(bisect_args(history, tmp_path / "out", *args))
     except SystemExit as e:  # argparse's own refusals exit from the parser

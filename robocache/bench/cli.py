@@ -8,6 +8,7 @@
     robocache-bench report results/ --kernels         # every machine: kernel journey, vs torch.compile, call cost
     robocache-bench compare BASE NEW --history results/   # per case: same / faster / slower / ...
     robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
+    robocache-bench bisect CHANGE_ID --alerts alerts.json # the commit that moved an alert (git worktrees)
     robocache-bench show results/ --format json       # list, show and report as JSON too (docs/report.md)
 """
 from __future__ import annotations
