@@ -247,3 +247,21 @@ def test_alerts_file_needs_an_alert_or_all(history: dict, tmp_path: Path, capsys
     (tmp_path / "bad.json").write_text('{"schema": "robocache-alerts/1", "alerts": [{"series": 1}]}')
     assert cli.main(bisect_args(history, tmp_path / "out", "--alerts", str(tmp_path / "bad.json"), "--all")) == 2
     assert "alerts[0] lacks" in capsys.readouterr().err
+
+
+def test_a_worktree_that_cannot_be_added_fails_the_bisection_in_its_document(history: dict, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture) -> None:
+    real = B._git
+
+    def no_worktrees(repo: Path, *args: str) -> str:
+        if args[:2] == ("worktree", "add"):
+            raise B.SetupError("git worktree add: fatal: No space left on device")
+        return real(repo, *args)
+
+    monkeypatch.setattr(B, "_git", no_worktrees)
+    s, out = history["shas"], tmp_path / "out"
+    assert cli.main(bisect_args(history, out, "--series", KEY, "--good", s[0], "--bad", s[8], "--machine", "m")) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    doc = the_doc(out)
+    assert doc.status == "failed" and "No space left on device" in doc.reason

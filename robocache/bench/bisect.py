@@ -1027,9 +1027,15 @@ def start(repo: Path, good: str, bad: str, cases: Sequence[CaseSpec], *, machine
         f"{machine}: {', '.join(c.key for c in cases)}; document {path}")
     try:
         bisect(st, meas, on_update=lambda s: write_doc(s, out_dir), log=say)
+    except Exception as e:  # a worktree that cannot be added, a full disk: the document says so, then the error
+        st.status, st.reason = "failed", f"{type(e).__name__}: {str(e)[:300]}"
+        write_doc(st, out_dir)
+        raise
     finally:
         meas.close()
-        if not keep and scratch is None:
+        if keep and scratch is None:
+            say(f"scratch kept: {tmp}")
+        elif scratch is None:
             shutil.rmtree(tmp, ignore_errors=True)
     return st, write_doc(st, out_dir)
 
