@@ -132,6 +132,19 @@ def test_candidate_verdict_pools_the_cases_on_the_good_to_bad_scale() -> None:
     assert B.candidate_verdict(draw(2.6, 1.9), good, bad, [A, C]).verdict == "bad"
 
 
+def test_settle_decides_by_position_with_a_margin_at_the_most_samples() -> None:
+    def v(verdict: str, p_good: float, p_bad: float, pos: float) -> B.Verdict:
+        return B.settle(B.Verdict(verdict, p_good, p_bad, 0.05, pos, 48))
+
+    # a commit with a few contended samples: "different from both", but at 0.09 on the good -> bad scale
+    assert v("between", 0.003, 1e-9, 0.09).verdict == "good"
+    assert v("between", 1e-11, 0.003, 0.80).verdict == "bad"
+    assert v("between", 1e-6, 1e-6, 0.50).verdict == "between" and v("between", 1e-6, 1e-6, 0.71).verdict == "between"
+    assert v("unknown", 0.2, 0.3, 0.5).verdict == "unknown"  # nothing shown either way
+    assert v("unknown", 0.2, 1e-6, 0.1).verdict == "good"  # p vs good 0.2, below the high threshold
+    assert v("bad", 1e-6, 0.5, 0.9).verdict == "bad"  # decided verdicts stay
+
+
 # ------------------------------------------------------------------------------------------- the search
 
 @pytest.mark.parametrize("at", [1, 2, 7, 10, 13, 19, 20])

@@ -26,8 +26,10 @@ narrows it to one commit, as Chromeperf's Pinpoint does:
      bad (p above the *high threshold*: the p a true difference of the endpoints' size would exceed only
      SAME_MISS of the time, at these sample sizes; :func:`high_threshold`) or beyond it (slower than bad);
      "same as good" the mirror image (or faster than good: the machine was quieter while it ran);
-     anything else "unknown", and the candidate's samples double (the endpoints are topped up to as many, measured
-     at the same time, so a slow change of the machine's load reaches both sides), up to ``max_samples``.
+     anything else "unknown", and the candidate's samples double (the endpoints measured again beside it, as many
+     times, so a slow change of the machine's load reaches both sides), up to ``max_samples``; there it is settled
+     by where it lies (:func:`settle`: in the last quarter of the way to bad, bad; in the first, good; between
+     and different from both, "between").
      Pooling makes one decision per commit over the group (item 2 of issue 29), with the power of all its cases;
      a group whose cases moved at different commits shows as a candidate between the endpoints;
 5. the range narrows to the last good and the first bad commit; the result is "found" (one commit remains),
@@ -67,6 +69,7 @@ from .schema import BISECT_SCHEMA
 ALPHA = 0.01  # "different": p at most this (Pinpoint's low threshold)
 SAME_MISS = 0.01  # "same": a true difference of the endpoints' size gives a p above the high threshold 1% of the time
 SAME_FLOOR = 0.05  # and never "same" at a p a plain test would call different (the high threshold can be 1e-4)
+SETTLE_MARGIN = 0.25  # at the most samples, a candidate this near an endpoint on the good -> bad scale is on its side
 STATISTICS = ("p50", "p20", "min")  # which figure of a record is one sample (p50: the series' own)
 SAMPLES = 10  # samples per case and commit to start with (Pinpoint: 10, doubling to 160)
 MAX_SAMPLES = 160
@@ -744,10 +747,31 @@ def _pick(lo: int, hi: int, skipped: set[int]) -> int | None:
     return min(cands, key=lambda i: (abs(i - mid), i)) if cands else None
 
 
+def settle(v: Verdict, alpha: float = ALPHA) -> Verdict:
+    """The verdict of a candidate at the most samples, when the tests alone did not say "good" or "bad": by where
+    it lies, with a margin. Different from good and in the last quarter of the way to bad (position >= 0.75) is
+    bad; different from bad and in the first quarter is good; between the two quarters and different from both is
+    "between" (the change is spread); anything else stays unknown.
+
+    Why: a machine whose load comes and goes changes the shape of a commit's samples (a heavier tail), not only
+    their level, and Kolmogorov-Smirnov sees shape; a commit at position 0.09 with a few contended samples was
+    "different from both" (the CPU rehearsal's seeds 5 and 7, "spread" after two rounds). More rounds spread the
+    contention over every commit alike; the margin decides what the tests cannot."""
+    if v.verdict in ("good", "bad") or not math.isfinite(v.position):
+        return v
+    if v.p_good <= alpha and v.position >= 1.0 - SETTLE_MARGIN:
+        return Verdict("bad", v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases)
+    if v.p_bad <= alpha and v.position <= SETTLE_MARGIN:
+        return Verdict("good", v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases)
+    if v.p_good <= alpha and v.p_bad <= alpha:
+        return Verdict("between", v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases)
+    return Verdict("unknown", v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases)
+
+
 def _decide(st: State, mid: int, measure: Callable[..., dict[str, list[float]]]) -> Verdict:
     """Measure ``mid`` in rounds of good, ``mid``, bad back to back (reversed every other round) until it is good or
-    bad (or between, from a second round on), its samples doubling up to ``max_samples``; judged against the
-    endpoint samples of its own rounds only. Its evidence entry is kept current."""
+    bad, its samples doubling up to ``max_samples`` (then :func:`settle`); judged against the endpoint samples of
+    its own rounds only. Its evidence entry is kept current."""
     cfg = st.settings
     k = len(st.commits) - 1
     x: dict[str, list[float]] = {}
@@ -766,13 +790,16 @@ def _decide(st: State, mid: int, measure: Callable[..., dict[str, list[float]]])
                 {0: g, mid: x, k: b}[i].setdefault(key, []).extend(vals)
         r += 1
         v = candidate_verdict(x, g, b, st.reproduced, cfg.alpha)
+        have = min((len(x.get(key, [])) for key in st.reproduced), default=0)
+        if have >= cfg.max_samples:
+            v = settle(v, cfg.alpha)
         st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate", "verdict": v.verdict,
                             "samples": v.samples, "rounds": r, "seconds": st.decide_s.get(mid, 0.0),
                             "p_vs_good": v.p_good, "p_vs_bad": v.p_bad, "high_threshold": v.high,
                             "position": _finite(v.position), "cases": v.cases}
-        have = min((len(x.get(key, [])) for key in st.reproduced), default=0)
-        # "between" needs a second round: a candidate measured while the machine was busier is not yet a spread
-        if v.verdict in ("good", "bad") or (v.verdict == "between" and r > 1) or have >= cfg.max_samples:
+        # "between" is never decided before the most samples: a commit measured through busier spells than the
+        # endpoints beside it differs from both for a while, until more rounds spread the contention alike
+        if v.verdict in ("good", "bad") or have >= cfg.max_samples:
             return v
         n = min(have, cfg.max_samples - have)
 
