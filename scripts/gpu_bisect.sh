@@ -12,9 +12,9 @@
 # rehearsal's result: culprit, planted commit, time) and OUTDIR/gpu-bisect.log. Exit 0 when the planted commit
 # was found and the broken one reported untestable.
 #
-# Environment: SEED (0), SPINS (256), ROBOCACHE_MACHINE (the records' machine name; default
-# rehearsal-bisect-gpu), PYTHON (python3). Needs git and, when msgspec is missing, the wheels in .whl/ (as
-# scripts/gpu_check.sh: docs/gpu.md).
+# Environment: SEED (0), SPINS (256), COMMITS (10), BUDGET (500 s), ROBOCACHE_MACHINE (the records' machine
+# name; default rehearsal-bisect-gpu), PYTHON (python3). Needs git and, when msgspec is missing, the wheels in
+# .whl/ (as scripts/gpu_check.sh: docs/gpu.md).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_bisect.sh OUTDIR}
 mkdir -p "$OUT"
@@ -35,6 +35,7 @@ command -v git >/dev/null || { echo "gpu_bisect.sh: git is needed (the rehearsal
   date -u +"%Y-%m-%dT%H:%M:%SZ"
   nvidia-smi -L 2>&1 || true
   "$PY" scripts/rehearse_bisect.py --device gpu --plant-only --seed "${SEED:-0}" --spins "${SPINS:-256}" \
+    --commits "${COMMITS:-10}" --budget "${BUDGET:-500}" \
     --machine "${ROBOCACHE_MACHINE:-rehearsal-bisect-gpu}" --out "$OUT/bisect" --json "$OUT/gpu-bisect.json"
 } 2>&1 | tee "$OUT/gpu-bisect.log"
 rc=${PIPESTATUS[0]}
