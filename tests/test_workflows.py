@@ -402,6 +402,15 @@ if [ "$1 $2" = "-m robocache.bench.cli" ]; then
         shift
       done
       exit "${STUB_CHECK_RC:-0}" ;;
+    bisect)
+      shift 3
+      while [ $# -gt 0 ]; do
+        case "$1" in
+          --out) mkdir -p "$2" && printf '{"schema": "robocache-bisect/1"}' > "$2/stub.bisect.json"; shift ;;
+        esac
+        shift
+      done
+      echo "### Bisection: STUB CULPRIT"; exit "${STUB_BISECT_RC:-0}" ;;
   esac
 fi
 if [ "$1 $2 $3" = "-m asv run" ]; then exit "${STUB_ASV_RC:-0}"; fi
@@ -422,7 +431,7 @@ def stub(tmp_path, monkeypatch):
     monkeypatch.setenv("STUB_LOG", str(log))
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     for k in ("SUITE", "DEVICE", "CONFIRM", "ASV", "HISTORY", "STUB_RUN_RC", "STUB_CHECK_RC", "STUB_ASV_RC",
-              "STUB_CHECK_CRASH"):
+              "STUB_CHECK_CRASH", "BISECT", "BISECT_BUDGET_S", "STUB_BISECT_RC"):
         monkeypatch.delenv(k, raising=False)
 
     def run(*args: str, **env: str):

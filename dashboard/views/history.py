@@ -4,7 +4,7 @@ alert's link opens its view: robocache/bench/links.py)."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, history_charts, history_data, tables
+from dashboard import bisect_view, charts, data, history_charts, history_data, tables
 from robocache import providers
 from robocache.bench import links, ops
 from robocache.bench.regressions import changepoints
@@ -52,6 +52,7 @@ def body(df: pd.DataFrame) -> None:
         st.caption("Only one run has measured this case so far: history starts with the second.")
     fig = history_charts.history_commits(rows, order, ev, breaks, metric, highlight=highlight,
                                          title=f"{case}: {charts.METRICS[metric][0]}")
+    bisect_view.mark_history(fig, rows, order, metric)  # bisected culprits (robocache-bench bisect)
     event = st.plotly_chart(fig, width="stretch", key="history-chart", on_select="rerun", selection_mode="points")
     st.caption("x: commits in the order the runs first measured them (short hash; the date is in the hover). One "
                "line per series (`robocache.bench.schema.series_key`: provider, dtype, front end, input rotation, "

@@ -4,7 +4,7 @@ recent improvements and method/environment breaks, each with the link to its His
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, history_data, tables
+from dashboard import bisect_view, data, history_data, tables
 from robocache.bench import regressions
 
 
@@ -106,6 +106,7 @@ def body(df: pd.DataFrame) -> None:
         st.subheader(f"Method and environment changes ({len(brk)}): not regressions")
         data.show_table(_table(brk, ["kind", "case_id", "provider", "dtype", "where", "link", "change", "after_run",
                                      "detail"], after_run="from run"), hide_index=True, width="stretch")
+    bisect_view.regressions_section()  # each bisection's state: running, found, not reproducible (robocache-bench bisect)
 
 
 data.frame_page("Regressions", body)

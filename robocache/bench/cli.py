@@ -9,6 +9,7 @@
     robocache-bench report results/ --sampled         # the sampled suite: per op, seed and GPU vs the peers
     robocache-bench compare BASE NEW --history results/   # per case: slower / faster / inconclusive / same / ...
     robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
+    robocache-bench bisect CHANGE_ID --alerts alerts.json # the commit that moved an alert (git worktrees)
     robocache-bench show results/ --format json       # list, show and report as JSON too (docs/report.md)
 """
 from __future__ import annotations
@@ -347,7 +348,55 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--dashboard-url", default=None,
                    help="the dashboard the alerts link to (their History view); default $ROBOCACHE_DASHBOARD_URL, "
                         "else http://127.0.0.1:8501")
+    _bisect_parser(sub)
     return p
+
+
+def _bisect_parser(sub: Any) -> None:
+    """``bisect``'s options (robocache/bench/bisect.py; docs/regressions.md, "Bisection")."""
+    b = sub.add_parser(
+        "bisect", help="find the commit that moved an alert: each commit of its range measured by its own harness",
+        description="Bisect a commit range for the commit that made the alerted cases slower. Each commit tested is "
+                    "checked out in a git worktree and measured by its own `robocache-bench run --cases` (the "
+                    "correctness gate first, one process per sample); Mann-Whitney U and Kolmogorov-Smirnov decide "
+                    "'same as good', 'same as bad' or 'unknown' (then the samples double, up to --max-samples). "
+                    "Writes a robocache-bisect/1 document (status running, then found / not_reproducible / spread / "
+                    "undecided / budget / untestable) to --out. Exit 0 when the bisection ran, whatever it found.")
+    b.add_argument("alert", nargs="?", help="a change id, series fingerprint or issue key of an alert in --alerts "
+                                            "(its group: every slower alert of its machine and commit range)")
+    b.add_argument("--alerts", help="the alerts JSON of `check --json` (robocache-alerts/1)")
+    b.add_argument("--all", action="store_true", help="every confirmed slower alert group of --alerts whose range "
+                                                      "has more than one commit (the nightly job)")
+    b.add_argument("--known", action="append", metavar="DIR",
+                   help="folders of earlier bisection documents: groups already bisected are skipped (repeatable)")
+    b.add_argument("--series", metavar="KEYS", help="comma-separated case keys op/tag/dtype/provider to bisect "
+                                                    "(with --good and --bad instead of an alert)")
+    b.add_argument("--good", metavar="COMMIT", help="a commit measured before the change")
+    b.add_argument("--bad", metavar="COMMIT", help="a later commit measured after it")
+    b.add_argument("--cache", choices=("warm", "cold"), default="warm", help="--series' cache mode (warm)")
+    b.add_argument("--expect", type=number(float, lo=1, lo_open=True, hi=1000), default=None, metavar="RATIO",
+                   help="the slowdown looked for (an alert's own ratio by default, else 1.03): the endpoints are "
+                        "'the same' when a change this large is ruled out")
+    b.add_argument("--repo", default=".", help="the git checkout whose history is bisected (default: here)")
+    b.add_argument("--machine", help="the machine name of the measurements (an alert's own by default, else "
+                                     "$ROBOCACHE_MACHINE or the hostname); with --all only that machine's groups")
+    b.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
+    b.add_argument("--suite", choices=specs.SUITES, default="nightly", help="the suite the records name (nightly)")
+    b.add_argument("--samples", type=number(int, lo=4, hi=10000), default=10,
+                   help="samples per case and commit to start with (10); doubled while a decision is unknown")
+    b.add_argument("--max-samples", type=number(int, lo=4, hi=10000), default=160, help="at most (160)")
+    b.add_argument("--budget", type=_POSITIVE_S, default=1800.0,
+                   help="seconds for every bisection of this call together (1800: the nightly's 30 minutes)")
+    b.add_argument("--time-limit", type=_POSITIVE_S, default=None, help="run --time-limit of each sample (2)")
+    b.add_argument("--statistic", choices=("p50", "p20", "min"), default="p50",
+                   help="the figure of each record that is one sample: p50, the series' own (default); p20 or min "
+                        "(its fastest call) where the host's load swamps the median (a loaded CPU machine)")
+    b.add_argument("--out", default="results/local/bisect",
+                   help="where the documents (*.bisect.json) and the candidates' run files go (results/local/bisect)")
+    b.add_argument("--keep", action="store_true", help="keep the worktrees' scratch folder (its path is printed)")
+    b.add_argument("--note", default=None, help="a line stored with the document (e.g. 'rehearsal')")
+    b.add_argument("--dashboard-url", default=None,
+                   help="the dashboard the culprit's History link points to (default $ROBOCACHE_DASHBOARD_URL)")
 
 
 # Exit codes (docs/harness.md "Exit codes"): 0 done; 1 a case failed / a regression or slower case was found
@@ -436,7 +485,7 @@ def _writable_file(flag: str, path: str) -> None:
 
 # Every output option of every command: checked before any measurement, load or analysis (shared plumbing).
 _OUTPUT_FILES = {"report": ("out",), "compare": ("out",), "check": ("json", "markdown")}
-_OUTPUT_DIRS = {"run": ("out",), "check": ("confirm_out",), "tune": ("out",)}
+_OUTPUT_DIRS = {"run": ("out",), "check": ("confirm_out",), "tune": ("out",), "bisect": ("out",)}
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -452,7 +501,7 @@ def _check_options(args: argparse.Namespace) -> None:
     """Relations between options argparse cannot see on its own."""
     if args.cmd == "run" and args.node_rank >= args.nnodes:
         raise ValueError(f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}")
-    if args.cmd == "check":  # the alerts' link base: a bad one is a usage error before anything is loaded
+    if args.cmd in ("check", "bisect"):  # the link base: a bad one is a usage error before anything is loaded
         from . import links
 
         args.dashboard_url = links.base_url(args.dashboard_url)
@@ -497,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     commands = {"list": _list, "show": _show_report, "report": _show_report, "compare": _compare, "check": _check,
-                "tune": _tune_cmd}
+                "tune": _tune_cmd, "bisect": _bisect}
     return commands.get(args.cmd, _run)(args)
 
 
@@ -666,6 +715,13 @@ def _check(args: argparse.Namespace) -> int:
         refuted = _check_confirm(args, res, kw)
     _check_outputs(args, res, refuted)
     return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    """``bisect``: robocache/bench/bisect.py does the work (a setup error is a ValueError: exit 2)."""
+    from . import bisect
+
+    return bisect.run_cli(args)
 
 
 def _check_history(args: argparse.Namespace) -> list | int:
