@@ -225,7 +225,6 @@ def test_replay_clock_never_repeats_a_sample():
         clock.load("other", [])
 
 
-@pytest.mark.slow
 def test_asv_run_and_compare_end_to_end(tmp_path):
     """asv run --python=same on two commit hashes (CPU numpy cases, quick suite), then asv compare prints each
     case with its spread (``±``) from the harness's samples, and the machine's GPU facts are in machine.json."""
