@@ -95,6 +95,13 @@ def test_slow_names_tests_with_their_reasons(request: pytest.FixtureRequest, sui
         assert any("slow" in v for k, v in suite.items() if k.startswith(module + "::")), name
 
 
+def test_longest_first_names_expensive_modules(request: pytest.FixtureRequest, suite: dict[str, set[str]]) -> None:
+    """conftest.LONGEST_FIRST (the modules started first on two workers) names modules of the second tier."""
+    for module in _tiers(request.config).LONGEST_FIRST:
+        marks = [v for k, v in suite.items() if k.startswith(module + "::")]
+        assert marks and any(m - {"gpu"} for m in marks), f"{module}: no such module, or none of its tests is expensive"
+
+
 def test_no_tier_marker_is_set_by_hand() -> None:
     files = [p for d in ("tests", "benchmarks") for p in sorted((ROOT / d).rglob("*.py"))
              if p.name != "conftest.py" and p.name != Path(__file__).name]
