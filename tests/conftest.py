@@ -11,9 +11,10 @@ what it does, and the markers saying so are set here, once, from the test's code
   that still takes long.
 
 "Its code" is the test function, every fixture it uses, and every function of ``tests/`` they call, followed
-through the calls (a helper of the module, ``tests.test_store.make_record``, ...). A test that starts a process
-without the ``multiprocess`` marker fails (:func:`pytest_runtest_call`), so a rule this file is missing shows up
-at once instead of slowing the fast tier down. ``tests/test_durations.py`` holds the tier's size.
+through the calls (a helper of the module, ``tests.test_store.make_record``, ...). A fast-tier test that starts a
+process fails where the tier is selected (``-m``, as ``make test-fast`` does: :func:`pytest_runtest_call`), so a
+rule this file is missing shows up at once instead of slowing the fast tier down. ``tests/test_durations.py``
+holds the tier's size.
 """
 from __future__ import annotations
 
@@ -313,14 +314,23 @@ def _watch() -> None:
     os.fork = forked
 
 
-def pytest_configure(config: pytest.Config) -> None:  # noqa: ARG001
+_GUARD = False  # on when this session selects by tier (-m naming one): make test-fast, CI's first step
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _GUARD
     _watch()
+    # only where the fast tier is chosen: a run of everything (scripts/gpu_check.sh on a GPU machine, where CUDA
+    # libraries may start helpers of their own) has no fast tier to keep fast
+    # (a nested session, tests/test_durations.py's collection, never turns it off)
+    _GUARD = _GUARD or any(t in (config.option.markexpr or "") for t in TIERS)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # noqa: ARG001
     global _started
-    _started = [] if item.get_closest_marker("multiprocess") is None else None
+    fast = not any(item.get_closest_marker(t) for t in TIERS)
+    _started = [] if _GUARD and fast else None
     try:
         return (yield)
     finally:
