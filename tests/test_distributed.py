@@ -466,7 +466,7 @@ def test_schema_v1_loads_and_multigpu_round_trips(tmp_path):
     # a distributed section must be whole and finite
     broken = _multigpu_record()
     broken["distributed"]["efficiency"] = math.inf
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="distributed.efficiency"):  # the schema's SchemaError
         store.write_records(tmp_path / "x", make_env(), [broken], name="x")
 
 
