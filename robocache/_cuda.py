@@ -36,7 +36,7 @@ def kernel_dir() -> Path:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source(op: str) -> str:
     """Source text of one op family with its local headers inlined (each once)."""
     if op not in OPS:
@@ -55,7 +55,7 @@ def source(op: str) -> str:
     return _INCLUDE.sub(inline, (kdir / f"{op}.cu").read_text())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(op: str, device_id: int, extra: tuple[str, ...] = ()) -> Any:
     import cupy
 
@@ -82,7 +82,7 @@ def function(op: str, name: str, device_id: int, options: tuple[str, ...] = ()) 
     return _function(op, name, device_id, EXTRA_OPTIONS + tuple(options))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _function(op: str, name: str, device_id: int, extra: tuple[str, ...]) -> Any:
     import cupy
 

@@ -37,7 +37,7 @@ def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:
     return np.uint64(((1 << p) + d - 1) // d), np.uint32(p - 64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sm_count(device_index: int) -> int:
     import cupy
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,6 @@ if MISSING and not REQUIRED:
 
 from robocache.bench.store import write_records  # noqa: E402
 from tests.test_dashboard import BAD_NAME, SCRIPT, fixture_record, gpu_env  # noqa: E402
-
-pytestmark = pytest.mark.browser
 
 BOLD = "<b>bold</b>"  # a provider name: plotly would draw it bold if it took it as markup
 LINK = '<a href="javascript:alert(2)">m</a>'  # in a machine name: plotly would draw a link
@@ -80,6 +79,17 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def server(results: Path, multigpu_results: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Streamlit server for this module's tests, over both record sets (the single-GPU pages read only
+    single-GPU records, the Multi-GPU page only multi-GPU ones): a server's start is the costly part."""
+    if MISSING:  # only with ROBOCACHE_REQUIRE_BROWSER=1 (CI): a failure, not a skip
+        pytest.fail(f"DASHBOARD BROWSER TEST NOT RUN: {MISSING} (ROBOCACHE_REQUIRE_BROWSER=1)", pytrace=False)
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with browser.serve(["--no-default-results", "--results", str(results), str(multigpu_results)], log=log) as url:
+        yield url
+
+
 def _no_exception(page: Any, where: str) -> None:
     exc = page.locator('[data-testid="stException"]')
     assert exc.count() == 0, f"{where}: Streamlit exception(s) on the page: {exc.all_inner_texts()}"
@@ -95,15 +105,12 @@ def _no_markup_in_charts(page: Any, where: str) -> None:
     assert bold.count() == 0, (where, bold.all_text_contents())
 
 
-def test_dashboard_in_chromium(results: Path, shots: Path, tmp_path: Path) -> None:
-    if MISSING:  # only with ROBOCACHE_REQUIRE_BROWSER=1 (CI): a failure, not a skip
-        pytest.fail(f"DASHBOARD BROWSER TEST NOT RUN: {MISSING} (ROBOCACHE_REQUIRE_BROWSER=1)", pytrace=False)
+def test_dashboard_in_chromium(server: str, shots: Path, tmp_path: Path) -> None:
     t0 = time.perf_counter()
     dialogs: list[str] = []
     errors: list[str] = []
-    log = tmp_path / "streamlit.log"
-    with browser.serve(["--no-default-results", "--results", str(results)], log=log) as url, \
-            browser.chromium(tmp_path / "profile") as page:
+    url = server
+    with browser.chromium(tmp_path / "profile") as page:
         assert url.startswith("http://127.0.0.1:")
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -225,15 +232,13 @@ def multigpu_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_multigpu_page_in_chromium(multigpu_results: Path, shots: Path, tmp_path: Path) -> None:
+def test_multigpu_page_in_chromium(server: str, shots: Path, tmp_path: Path) -> None:
     """The Multi-GPU page draws its scaling lines and bandwidth bars per architecture, redraws on a metric change,
     and shows record text as typed."""
-    if MISSING:
-        pytest.fail(f"DASHBOARD BROWSER TEST NOT RUN: {MISSING} (ROBOCACHE_REQUIRE_BROWSER=1)", pytrace=False)
     errors: list[str] = []
     dialogs: list[str] = []
-    with browser.serve(["--no-default-results", "--results", str(multigpu_results)], log=tmp_path / "st.log") as url, \
-            browser.chromium(tmp_path / "profile") as page:
+    url = server
+    with browser.chromium(tmp_path / "profile") as page:
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(url + "/multigpu")

@@ -16,12 +16,11 @@ torch = pytest.importorskip("torch")
 from robocache.bench import context, store  # noqa: E402
 from robocache.bench.multigpu import launch  # noqa: E402
 from robocache.bench.pipelines import dataset as ds  # noqa: E402
-from robocache.bench.views.pipelines import pipeline_training  # noqa: E402
 from robocache.bench.pipelines import ddp  # noqa: E402
 from robocache.bench.pipelines.run import Config, points, run  # noqa: E402
+from robocache.bench.views.pipelines import pipeline_training  # noqa: E402
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not launch.available("cpu")[0], reason="torch.distributed with Gloo is missing")]
+pytestmark = pytest.mark.skipif(not launch.available("cpu")[0], reason="torch.distributed with Gloo is missing")
 
 
 def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:

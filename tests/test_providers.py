@@ -467,7 +467,6 @@ def test_import_has_no_side_effects():
 
 # ---- torch.compile (one small compile on the CPU) -------------------------------------------
 
-@pytest.mark.slow
 def test_torch_compile_resample_cpu():
     from robocache.providers import torch_compile
 
@@ -488,7 +487,6 @@ def test_torch_compile_resample_cpu():
     assert torch_compile.compiled("resample") is torch_compile.compiled("resample", "default")
 
 
-@pytest.mark.slow
 def test_torch_compile_max_autotune_resample_cpu():
     """The second compiled peer: same body, mode max-autotune-no-cudagraphs, through the registry."""
     from robocache.providers import torch_compile

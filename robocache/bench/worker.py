@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -131,7 +131,7 @@ def _l2_bytes() -> int:
 def base_record(task: Task, case: specs.Case, status: str = "error", reason: str | None = None) -> Record:
     """The record of ``case`` in ``task``'s run before anything is measured (status ``error`` until the worker
     says otherwise)."""
-    return Record(run_id=task.run_id, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return Record(run_id=task.run_id, created=datetime.now(UTC).isoformat(timespec="seconds"),
                   git_commit=task.git_commit, git_dirty=task.git_dirty, suite=task.suite, frontend=task.frontend,
                   case=Case(**case.to_record_case()), method=None, metrics=None, check=None, clocks=None,
                   health=Health(throttled=False, contended=False, noisy=False, reasons=[]), status=status,

@@ -370,7 +370,7 @@ def time_pipeline(p: Pipeline, *, warmup: int, batches: int, util=None) -> dict[
     it = iter(p.loader)
     per, wait, transfer, resample, split, nbytes = [], [], [], [], [], []
     t_warm = time.perf_counter()
-    for k in range(warmup):
+    for _ in range(warmup):
         p.finish(next(it))
     warm_s = time.perf_counter() - t_warm
     ctx = util if util is not None else _Null()

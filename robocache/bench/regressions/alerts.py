@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .changepoints import MIN_HISTORY, Break, Change, CheckResult, Drift, Point
@@ -118,7 +118,7 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
                 "run_id": b.run_id, "created": b.created, "ratio": b.ratio,
                 "link": links.history_url(b.series, dashboard_url)}
 
-    return {"schema": "robocache-alerts/1", "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return {"schema": "robocache-alerts/1", "generated": datetime.now(UTC).isoformat(timespec="seconds"),
             "alerts": [one(c) for c in res.alerts], "improvements": [one(c) for c in res.improvements],
             "drifts": [drift(d) for d in res.drifts], "breaks": [brk(b) for b in res.breaks],
             "checked": sorted(res.checked),

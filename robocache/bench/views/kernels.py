@@ -217,7 +217,7 @@ def call_cost_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     # hold the public call alone); any measurement when none has one
     floor = [x for x in runs_per_op(disp, want=lambda r: _is_bare(r["case"]["provider"]))]
     seen = {(m, op) for m, op, _, _ in floor}
-    for (machine, arch, gpu), _op, rid, rs in floor + [x for x in runs_per_op(disp) if (x[0], x[1]) not in seen]:
+    for (machine, arch, _gpu), _op, rid, rs in floor + [x for x in runs_per_op(disp) if (x[0], x[1]) not in seen]:
         by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for r in rs:
             by[(r["case"]["id"], r["case"]["dtype"])].append(r)
