@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import pandas as pd
@@ -125,7 +125,7 @@ def state_text(doc: dict[str, Any], now: datetime | None = None) -> str:
     """The state shown: the document's status, "running" said stale when it has not been rewritten for 2 hours."""
     s = STATE.get(doc["status"], doc["status"])
     if doc["status"] == "running":
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         try:
             age = (now - datetime.fromisoformat(doc["updated"].replace("Z", "+00:00"))).total_seconds()
         except ValueError:

@@ -402,7 +402,7 @@ def newest_runs(df: pd.DataFrame, timers: tuple[str, ...] = ("cuda_event", "host
         return timer, "warm" if "warm" in caches else caches[0]
 
     chosen = []
-    for machine, g in runs.groupby("machine", sort=False):
+    for _machine, g in runs.groupby("machine", sort=False):
         timer, cache = method(g)
         g = g[(g["timer"] == timer) & (g["cache"] == cache)].assign(_cli=lambda x: x["frontend"] == "cli")
         chosen.append(g.sort_values(["_cli", "created", "run_id"], kind="stable").drop_duplicates("op", keep="last"))

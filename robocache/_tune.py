@@ -458,7 +458,7 @@ def entry(best: Config, timed: dict[Config, float], n_cands: int) -> dict[str, A
     """A table entry: the choice, its time and the default's (us), how many candidates were timed, when."""
     return {"config": best.to_json(), "us": round(timed[best], 3),
             "default_us": round(timed.get(DEFAULT, timed[best]), 3), "candidates": len(timed), "of": n_cands,
-            "tuned_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            "tuned_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def tune_budget_s() -> float:
@@ -534,5 +534,5 @@ def capturing(kind: str, device_index: int) -> bool:
             return bool(torch.cuda.is_current_stream_capturing())
         cupy = sys.modules["cupy"]
         return bool(cupy.cuda.get_current_stream().is_capturing())
-    except Exception:  # an old library without the query: assume the worst, never sync
+    except Exception:  # noqa: BLE001 - an old library without the query (or a broken one): assume capture, never sync
         return True

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# ruff: noqa: B023, E702, B007 - a dev probe: each loop's closures are called within their own iteration (B023 would
+# flag a late binding that never happens), and its terse timing lines are meant to read as one
 """Kernel development probe (a dev aid, not a measurement of record): on user-like shapes drawn at random,
 every launch configuration of the row kernels (robocache/_tune.py candidates) beside torch.compile, and
 voxelize beside torch.compile. Every configuration's output is checked equal to the default's, and the

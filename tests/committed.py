@@ -23,7 +23,7 @@ def _outside_local(path: str) -> bool:
     return not (real == local or real.startswith(local + os.sep))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def files() -> tuple[str, ...]:
     """Every committed records file under ``results/``, sorted (what ``store.load(*files())`` reads)."""
     kept, _ignored = store.committed_files(RESULTS)
@@ -31,7 +31,7 @@ def files() -> tuple[str, ...]:
     return tuple(f for f in found if _outside_local(f))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def folders() -> tuple[Path, ...]:
     """The folders directly under ``results/`` that hold committed records (one per machine), sorted."""
     return tuple(sorted({RESULTS / Path(f).relative_to(RESULTS).parts[0] for f in files()}))

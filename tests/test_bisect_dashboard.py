@@ -24,6 +24,7 @@ from robocache.bench import bisect as B
 from robocache.bench import links, schema, store
 from tests import history_rehearsal as hr
 from tests.test_dashboard import assert_no_markup
+from datetime import UTC
 
 PAGES = Path(__file__).resolve().parents[1] / "dashboard" / "views"
 MID = ["c0ffee" + f"{i:034x}" for i in (1, 2)]  # two commits between night 13 and night 14, never measured nightly
@@ -118,11 +119,11 @@ def test_regressions_lists_each_bisection_with_its_state(folder: Path, monkeypat
 
 
 def test_a_running_bisection_is_said_stopped_when_stale() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     doc = {"status": "running", "updated": "2026-02-21T03:00:00+00:00"}
-    assert bisect_view.state_text(doc, datetime(2026, 2, 21, 4, 0, tzinfo=timezone.utc)) == "running"
-    assert bisect_view.state_text(doc, datetime(2026, 2, 21, 9, 0, tzinfo=timezone.utc)).startswith("running? (no")
+    assert bisect_view.state_text(doc, datetime(2026, 2, 21, 4, 0, tzinfo=UTC)) == "running"
+    assert bisect_view.state_text(doc, datetime(2026, 2, 21, 9, 0, tzinfo=UTC)).startswith("running? (no")
 
 
 def test_bad_documents_are_reported_not_shown(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,7 +34,7 @@ def test_a_new_issue_carries_the_bisection_with_the_culprit_link(env, tmp_path: 
     assert "<!-- robocache-series: a1b2c3d4e5f6 -->" in body and "SYNTHETIC alert body" in body
     assert "### Bisection: culprit `" + f"{6:040x}"[:12] in body
     assert "<!-- robocache-bisect: 0123456789ab -->" in body
-    assert f"https://dash.example/history?" in body and f"culprit={6:040x}" in body
+    assert "https://dash.example/history?" in body and f"culprit={6:040x}" in body
     assert fake.comments == {}
 
 

@@ -56,8 +56,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from functools import lru_cache
+from datetime import datetime, UTC
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,7 @@ def _n_cell(n: int) -> int:
     return max(g for g in _N_GRID if g <= n)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _high(m10: int, n1: int, n2: int) -> float:
     from scipy import stats
 
@@ -807,7 +807,7 @@ def _decide(st: State, mid: int, measure: Callable[..., dict[str, list[float]]])
 # ------------------------------------------------------------------------------------------------ the document
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def document(st: State) -> dict[str, Any]:

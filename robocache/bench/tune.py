@@ -96,7 +96,7 @@ def tune(out_dir: Path, ops: tuple[str, ...] = TUNE_OPS, seed: int = TUNE_SEED, 
         raise RuntimeError("tune: no bucket was tuned (every shape skipped?)")
     prov = {"command": "robocache-bench tune", "seed": seed, "points_per_op": n, "ops": list(ops),
             "shapes": shapes, "skipped": skipped, "commit": _commit(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seconds": round(time.perf_counter() - t0, 1), "python": platform.python_version(),
             "torch": torch.__version__, "cupy": cupy.__version__}
     out = Path(out_dir) / f"{dev.slug}.json"
