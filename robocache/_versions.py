@@ -16,9 +16,11 @@ VERSIONS: dict[str, tuple[str, ...]] = {
 # The version the public API calls: the newest one measured on a GPU and found best (docs/kernels.md). A newer
 # version is listed in VERSIONS (a provider robocache@vN, tested like the others) but becomes BEST only once
 # measured (voxelize v3: docs/kernels.md, H100 nightly of 2026-11-24, mean 1.25-1.62x faster than v2).
-# resample and fuse v3: v2's row kernel with the launch configuration chosen per bucket of shapes (an autotuner,
-# robocache/_tune.py; docs/kernels.md).
-BEST: dict[str, str] = {"resample": "v3", "fuse": "v3", "voxelize": "v3"}
+# resample and fuse v3 (v2's row kernel with the launch configuration chosen per bucket of shapes, robocache/_tune.py;
+# docs/kernels.md) is not BEST yet: its first tuner timed candidates at the host's launch rate and picked
+# configurations up to 2.4x slower on the device for small calls (H100 quick runs of 2026-11-27, an alert of
+# `check`); the tuner now times device time behind a blocked stream, which no GPU has measured yet.
+BEST: dict[str, str] = {"resample": "v2", "fuse": "v2", "voxelize": "v3"}
 # Versions that launch an older version's entry points (kernels/<op>.cu names ``<op>_<entry version>_...``) with
 # another launch rule: resample and fuse v3 launch v2's row kernel with a tuned configuration.
 ENTRY_VERSION: dict[str, dict[str, str]] = {"resample": {"v3": "v2"}, "fuse": {"v3": "v2"}}

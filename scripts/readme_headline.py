@@ -74,7 +74,7 @@ def block(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--results", default=str(REPO / "results"), help="records folder (default: results/)")
     ap.add_argument("--write", metavar="README", help="replace the table between the markers in this file")
     args = ap.parse_args(argv)

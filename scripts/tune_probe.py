@@ -35,7 +35,7 @@ def times(torch, rng, b, s, dur, tdt, dev):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description="Kernel development probe (scripts/tune_probe.py).", allow_abbrev=False)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--ops", default="resample,fuse,voxelize")

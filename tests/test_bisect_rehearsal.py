@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,7 +23,6 @@ def rehearse(tmp_path: Path, *args: str) -> dict:
     return res
 
 
-@pytest.mark.slow
 def test_bisection_finds_the_planted_commit_and_reports_the_untestable_one(tmp_path: Path) -> None:
     res = rehearse(tmp_path, "--plant-only", "--seed", "3")
     r = res["results"][0]
@@ -34,7 +32,6 @@ def test_bisection_finds_the_planted_commit_and_reports_the_untestable_one(tmp_p
     assert "rehearsal OK: planted culprit found in 1 of 1" in res["stdout"]
 
 
-@pytest.mark.slow
 def test_bisection_says_not_reproducible_without_the_planted_change(tmp_path: Path) -> None:
     res = rehearse(tmp_path, "--no-plant", "--seed", "3")
     r = res["results"][0]

@@ -177,10 +177,15 @@ def test_pages_over_the_committed_results(monkeypatch: pytest.MonkeyPatch) -> No
     current = sum(r.series - r.series_stale for r in res)
     assert metrics["series tested"] == f"{checked} of {current}"
     assert sum(r.series for r in res) == regress.check(list(committed.load().records)).series
-    # issue 24: a handful of the series tested is no pass. No green box; a neutral one says how many were tested
-    assert 0 < checked < current and not any(r.alerts for r in res)
+    # issue 24: a handful of the series tested is no pass. No green box; with no open alert a neutral one says how
+    # many were tested, with one (the H100's v3 regression of 2026-11-27 is in the records) the alert box does
+    assert 0 < checked < current
     assert not at.success, [s.value for s in at.success]
-    assert any(f"Tested {checked} of {current} series" in i.value for i in at.info), [i.value for i in at.info]
+    boxes = [b.value for b in (*at.info, *at.warning, *at.error)]
+    alerts = sum(len(r.alerts) for r in res)
+    said = (f"{alerts} open alert(s) among the {checked} series tested (of {current}" if alerts
+            else f"Tested {checked} of {current} series")
+    assert any(said in b for b in boxes), boxes
     # each machine's own verdict: a machine with nothing testable says "not enough history", never a pass
     status = next(d.value for d in at.dataframe if "series tested" in d.value.columns)
     frame = data.load_frame([str(f) for f in committed.folders()])[0]

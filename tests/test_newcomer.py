@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[1]
 REGRESSION_TESTS = ["tests/test_regress.py", "tests/test_regress_quality.py", "tests/test_cli_json.py"]
 

@@ -228,13 +228,12 @@ def warm_module_task(op: str, options: tuple[str, ...]) -> None:
 
 def _module_builds(cases: list[specs.Case]) -> list[tuple[str, tuple[str, ...]]]:
     """The (op, NVRTC options) modules the robocache cases of ``cases`` may build: every op's default build, and
-    the tuner's candidate builds for resample and fuse (robocache/_tune.py)."""
-    from robocache import _tune
+    the tuner's candidate builds where the op's launch is tuned (``Op.tuned_launch``; robocache/_tune.py)."""
+    from robocache import _cuda, _tune
 
-    ops_ = sorted({c.op for c in cases if c.provider.startswith("robocache") and c.op in ("resample", "fuse",
-                                                                                         "voxelize")})
+    ops_ = sorted({c.op for c in cases if c.provider.startswith("robocache") and c.op in _cuda.OPS})
     builds = sorted({cfg.options() for cfg in _tune.candidates(5, 8, 1)})
-    return [(op, b) for op in ops_ for b in (builds if op in ("resample", "fuse") else [()])]
+    return [(op, b) for op in ops_ for b in (builds if specs.ops.get(op).tuned_launch else [()])]
 
 
 def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: float, progress: bool = False,

@@ -24,7 +24,7 @@ from . import specs
 
 # The tuning set's seed: apart from the sampled suite's seeds (the grid version, or a user's --sample-seed).
 TUNE_SEED = 1_000_000 + specs.GRID_VERSION
-TUNE_OPS = ("resample", "fuse")  # the ops whose launches are tuned (voxelize has no launch configurations)
+TUNE_OPS = tuple(op.name for op in specs.ops.registered() if op.tuned_launch)  # the ops whose launches are tuned
 TUNE_POINTS = 96  # shapes per op
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import numpy as np
 import pytest
 
 import robocache
 from robocache import _arrays as A
-from robocache import _tune, reference
+from robocache import _tune, _versions, reference
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -37,6 +38,9 @@ def _check(got, want, dtype, what):
 
 @pytest.fixture(autouse=True)
 def fresh(tmp_path, monkeypatch):
+    # the public API with v3 (its tuned dispatch) as the best version, through the plan cache, whatever BEST says
+    monkeypatch.setitem(_versions.BEST, "resample", "v3")
+    monkeypatch.setitem(_versions.BEST, "fuse", "v3")
     monkeypatch.setenv("ROBOCACHE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("ROBOCACHE_AUTOTUNE", "1")
     _tune.reset()
@@ -161,3 +165,43 @@ def test_a_graph_capture_of_a_new_shape_does_not_tune():
     torch.cuda.synchronize()
     assert torch.equal(out, ref)
     assert _tune.STATS["buckets_tuned"] == n
+
+
+def test_the_tuner_times_the_device_not_the_host():
+    """The tuner's sampler on kernels of known relative length: a spin of 2N cycles measures twice a spin of N
+    (device time scales with the work), and an empty kernel back to back measures a few microseconds, far below
+    the spin and below the host's cost of a launch (the first tuner measured the host's ~10 us a call whatever
+    the kernel did, so it could not tell a 3 us configuration from a 7 us one)."""
+    import cupy
+
+    kern, per_us = _tune._spinner(0)
+    stream = cupy.cuda.get_current_stream()
+
+    def spin_us(us: float) -> float:
+        cycles = np.int64(us * per_us)
+
+        def fn():
+            kern((1,), (1,), (cycles,), stream=stream)
+
+        fn()
+        return min(_tune._device_us_per_call(fn, 50, stream, (kern, per_us), 10.0) for _ in range(3))
+
+    spin_us(200.0)  # the clocks up
+    t1, t2 = spin_us(40.0), spin_us(80.0)
+    assert 1.7 <= t2 / t1 <= 2.3, (t1, t2)
+    tiny = cupy.RawKernel('extern "C" __global__ void k(float* x) { if (x == 0) x[threadIdx.x] = 1; }', "k")
+    buf = cupy.empty(1, cupy.float32)
+
+    def empty():
+        tiny((1,), (1,), (buf,), stream=stream)
+
+    empty()
+    host = []
+    for _ in range(3):
+        h0 = time.perf_counter()
+        for _ in range(100):
+            empty()
+        host.append((time.perf_counter() - h0) / 100 * 1e6)
+    stream.synchronize()
+    t = min(_tune._device_us_per_call(empty, 100, stream, (kern, per_us), min(host)) for _ in range(3))
+    assert t < 0.25 * t1 and t < min(host), (t, t1, min(host))

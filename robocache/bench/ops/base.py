@@ -317,6 +317,9 @@ class Op:
     # The bare launch's argument list (:class:`robocache.bench.timing.BareLaunch`): "ptr" a device pointer,
     # "out" the one-element int32 output, "i32"/"i64" integers, "f32" floats. Empty: no call-cost case.
     launch_floor_args: tuple[str, ...] = ()
+    # whether robocache's launch configuration of this op is tuned per shape (robocache/_tune.py: resample and fuse
+    # v3): `robocache-bench tune` tunes it and the compile pre-pass builds its candidate modules
+    tuned_launch: bool = False
     # The (case id, dtype)s the optimisation journey is read on, in order of preference.
     representative: tuple[tuple[str, str], ...] = ()
     # The report's scaling tables: (title, axis, fixed params (a value or a function of the params)).

@@ -27,6 +27,7 @@ def point(mix: str, b: int, t: int, streams: list[tuple[int, int]], reason: str,
 class Fuse(Op):
     name = "fuse"
     items_unit = "trajectories"
+    tuned_launch = True
     launch_floor_args = ("ptr", "i32", "ptr", "out", "i32", "i32", "i32")  # stream table, K, tgt, out, T, sum D, tiles
     representative = (("fuse/robot-B256-T100", "bfloat16"), ("fuse/robot-B256-T100", "float32"))
 

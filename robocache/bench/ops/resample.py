@@ -40,6 +40,7 @@ def point(b: int, s: int, t: int, d: int, reason: str, suites=N, dtypes=SWEEP_DT
 class Resample(Op):
     name = "resample"
     items_unit = "trajectories"
+    tuned_launch = True
     launch_floor_args = ("ptr", "ptr", "ptr", "out", "i32", "i32", "i32", "i32")  # values, src, tgt, out, S, T, D, tiles
     representative = ((CLASSIC, "bfloat16"), (CLASSIC, "float32"))
     headline = ("the classic case (B=256, 100 -> 50 frames, 32 features)", CLASSIC)
