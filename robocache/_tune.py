@@ -367,7 +367,7 @@ class _Store:
                        "kernels": kernels_hash(), "entries": dict(sorted(entries.items()))}
                 _atomic_write(path, json.dumps(doc, indent=1) + "\n")
                 self.user = entries
-        except OSError as e:
+        except (OSError, ImportError) as e:  # ImportError: no fcntl (not a POSIX system)
             self._warn(f"robocache: cannot write the tuning cache {path} ({e}); tuned choices stay in memory "
                        "(set ROBOCACHE_CACHE_DIR to a writable folder)")
 
@@ -400,6 +400,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 _STORES: dict[Device, _Store] = {}
 _LOCK = threading.RLock()
+_KEY_LOCKS: dict[tuple[int, str], threading.Lock] = {}
 STATS: dict[str, float] = {"buckets_tuned": 0, "candidates_timed": 0, "tune_s": 0.0, "build_s": 0.0}
 
 
@@ -412,46 +413,75 @@ def _store(device_index: int) -> _Store:
 
 
 def reset() -> None:
-    """Forget every choice held in memory (files stay); the ops' plan caches must be cleared too."""
+    """Forget every choice held in memory and the ops' cached plans built from them (files stay)."""
     with _LOCK:
         _STORES.clear()
         _DEVICES.clear()
+        for op in ("resample", "fuse"):
+            mod = sys.modules.get(f"robocache.{op}")
+            if mod is not None:
+                mod._PLANS.clear()
 
 
 # --- the choice ----------------------------------------------------------------------------------------
 
+MARGIN = 0.03  # a candidate replaces the default rule only when at least this much faster (else noise decides)
+
+
+def _key_lock(device_index: int, key: str) -> threading.Lock:
+    with _LOCK:
+        lk = _KEY_LOCKS.get((device_index, key))
+        if lk is None:
+            lk = _KEY_LOCKS[(device_index, key)] = threading.Lock()
+        return lk
+
+
 def choose(device_index: int, key: str, cands: list[Config], trial: Callable[[Config], Callable[[], Any]],
-           stream: Any, may_tune: bool) -> Config:
-    """The configuration for bucket ``key`` on one device (module docstring's order).
+           stream: Any, may_tune: bool) -> tuple[Config, bool]:
+    """(the configuration for bucket ``key`` on one device, whether it is final) in the module docstring's order.
 
     ``trial(cfg)`` builds the call of one candidate (its launch on the caller's inputs, writing a scratch
     output); it is timed on ``stream`` (a CuPy stream) with device events. ``may_tune`` is False where the
-    caller cannot afford a synchronisation (a stream being captured).
+    caller cannot afford a synchronisation (a stream being captured): the user's cache and the shipped table
+    are still read (reading a file is no stream work), but a fallback (the nearest shipped bucket, the default
+    rule) is then only provisional: it is neither remembered nor final, so a later call may still tune. A
+    caller caches a plan only for a final choice. One thread tunes a bucket at a time (a lock per bucket);
+    tuning synchronises the caller's stream, so a thread must not tune while another captures a graph in
+    global mode.
     """
-    with _LOCK:
-        st = _store(device_index)
-        tuning = may_tune and autotune_enabled()
-        cfg, _ = st.lookup(key, use_user=tuning)
+    with _key_lock(device_index, key):
+        with _LOCK:
+            st = _store(device_index)
+        cfg, _ = st.lookup(key, use_user=True)
         if cfg is not None:
             st.mem[key] = cfg
-            return cfg
+            return cfg, True
+        tuning = may_tune and autotune_enabled()
         if not tuning:
             cfg = st.nearest(key) or DEFAULT
-            st.mem[key] = cfg
-            return cfg
+            if may_tune:  # tuning is off: this is the answer for the process
+                st.mem[key] = cfg
+            return cfg, may_tune
         t0 = time.perf_counter()
-        timed = tune(cands, trial, stream, device_index=device_index)
+        try:
+            timed, cut = tune(cands, trial, stream, device_index=device_index)
+        except Exception as e:  # noqa: BLE001 - tuning only picks among right answers: never fail the call for it
+            log.warning("robocache: tuning %s failed (%s: %s); using the nearest shipped choice or the default",
+                        key, type(e).__name__, e)
+            return st.nearest(key) or DEFAULT, False
         spent = time.perf_counter() - t0
         best = min(timed, key=lambda c: timed[c])
+        if DEFAULT in timed and timed[best] > (1.0 - MARGIN) * timed[DEFAULT]:
+            best = DEFAULT  # within the margin of the default: not worth a choice that noise may have made
         STATS["buckets_tuned"] += 1
         STATS["candidates_timed"] += len(timed)
         STATS["tune_s"] += spent
         log.info("robocache: tuned %s on %s in %.2f s (%d candidates): %s, %.1f us (default %.1f us)", key,
                  st.dev.name, spent, len(timed), best, timed[best], timed.get(DEFAULT, math.nan))
         st.mem[key] = best
-        if len(timed) == len(cands):  # a tuning cut short by the budget stays in memory: a later process retries
+        if not cut:  # a tuning cut short by the budget stays in memory: a later process retries it
             st.save(key, entry(best, timed, len(cands)))
-        return best
+        return best, True
 
 
 def entry(best: Config, timed: dict[Config, float], n_cands: int) -> dict[str, Any]:
@@ -486,8 +516,13 @@ def _spinner(device_index: int) -> tuple[Any, float]:
     if hit is None:
         with cupy.cuda.Device(device_index):
             kern = cupy.RawKernel(_SPIN_SRC, "rc_spin")
-            khz = cupy.cuda.runtime.getDeviceProperties(device_index)["clockRate"]
-        hit = _SPINNERS[device_index] = (kern, max(khz / 1e3, 100.0))
+        khz = 0
+        try:  # CUDA 13 dropped clockRate from the device properties; the attribute query stays
+            khz = int(cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrClockRate, device_index))
+        except Exception:  # noqa: BLE001 - an old CuPy: the properties, else a Hopper-like 2 GHz
+            khz = int(cupy.cuda.runtime.getDeviceProperties(device_index).get("clockRate", 0) or 0)
+        # only the spin's length depends on it, and a sample whose spin ends early is taken again, longer
+        hit = _SPINNERS[device_index] = (kern, khz / 1e3 if khz > 0 else 2000.0)
     return hit
 
 
@@ -515,14 +550,15 @@ def _device_us_per_call(fn: Callable[[], Any], reps: int, stream: Any, spin: tup
         ok = not covered.done
         end.synchronize()
         if ok:
-            break
+            return cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps
         cycles *= 4
-    return cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps
+    return math.inf  # never covered: a host-bound figure, not the device's (the caller drops the candidate)
 
 
 def tune(cands: list[Config], trial: Callable[[Config], Callable[[], Any]], stream: Any,
-         budget_s: float | None = None, device_index: int | None = None) -> dict[Config, float]:
-    """Median device time per call (us) of each candidate on ``stream``, with CUDA events behind a blocked stream.
+         budget_s: float | None = None, device_index: int | None = None) -> tuple[dict[Config, float], bool]:
+    """(median device time per call (us) of each candidate on ``stream``, timed with CUDA events behind a blocked
+    stream; whether the budget cut the list short).
 
     Each candidate: one warm-up call, then three samples of enough back-to-back calls to last ~0.3 ms on the
     device (at most 200), each behind a spin kernel that outlasts their enqueueing (:func:`_device_us_per_call`).
@@ -536,8 +572,10 @@ def tune(cands: list[Config], trial: Callable[[Config], Callable[[], Any]], stre
     spin = _spinner(cupy.cuda.runtime.getDevice() if device_index is None else device_index)
     spent = 0.0
     out: dict[Config, float] = {}
+    cut = False
     for i, c in enumerate(cands):
         if i and spent > budget:
+            cut = True
             break
         t_build = time.perf_counter()
         try:
@@ -556,9 +594,14 @@ def tune(cands: list[Config], trial: Callable[[Config], Callable[[], Any]], stre
         one = _device_us_per_call(fn, 1, stream, spin, host_us)
         reps = max(1, min(200, int(300.0 / max(one, 0.5))))
         samples = sorted(_device_us_per_call(fn, reps, stream, spin, host_us) for _ in range(3))
-        out[c] = samples[1]
         spent += time.perf_counter() - t0
-    return out
+        if math.isfinite(samples[1]):
+            out[c] = samples[1]
+        elif c == DEFAULT:
+            raise RuntimeError("the default configuration could not be timed behind a blocked stream")
+        else:
+            log.debug("robocache: candidate %s dropped: its samples were not covered by the spin", c)
+    return out, cut
 
 
 def write_table(path: Path, dev: Device, entries: dict[str, dict[str, Any]], provenance: dict[str, Any]) -> None:

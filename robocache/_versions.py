@@ -24,6 +24,8 @@ BEST: dict[str, str] = {"resample": "v2", "fuse": "v2", "voxelize": "v3"}
 # Versions that launch an older version's entry points (kernels/<op>.cu names ``<op>_<entry version>_...``) with
 # another launch rule: resample and fuse v3 launch v2's row kernel with a tuned configuration.
 ENTRY_VERSION: dict[str, dict[str, str]] = {"resample": {"v3": "v2"}, "fuse": {"v3": "v2"}}
+# The version of each op whose launch configuration is tuned (robocache/_tune.py): what `robocache-bench tune` runs.
+TUNED: dict[str, str] = {"resample": "v3", "fuse": "v3"}
 assert set(BEST) == set(VERSIONS) and all(BEST[op] in VERSIONS[op] for op in VERSIONS), BEST
 
 

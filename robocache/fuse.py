@@ -179,8 +179,9 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
 
 
 def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any, Any]], tt: Any,
-                  out: Any) -> _tune.Config:
-    """The launch configuration of this call's bucket (robocache/_tune.py: cache, shipped table, or timed now)."""
+                  out: Any) -> tuple[_tune.Config, bool]:
+    """(the launch configuration of this call's bucket: cache, shipped table, or timed now; whether it is final,
+    robocache/_tune.py ``choose``)."""
     b, n_tgt = t.shape
     out_ptr = L.ptr(out) if out is not None else 0
     es, vbs = _streams_geometry(pairs, t, arrays, out_ptr)
@@ -267,10 +268,10 @@ def _launch_rows(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, streams: Any, tgt_t
         with A.GpuContext(t.kind, t.device_index):
             for (_, s), (_, ss) in zip(pairs, arrays):
                 check_sorted_gpu(s.name, ss)
-    cfg = _tuned_config(pairs, t, arrays, tt, out) if tuned else _tune.DEFAULT
+    cfg, final = _tuned_config(pairs, t, arrays, tt, out) if tuned else (_tune.DEFAULT, True)
     plan = _plan_v2(pairs, t, arrays, L.ptr(out) if out is not None else 0, cfg)
     same = tt is tgt_times and all(vv is st[0] and ss is st[1] for (vv, ss), st in zip(arrays, streams))
-    if public and out is None and not check_times and same:
+    if final and public and out is None and not check_times and same:  # (a provisional choice is not cached)
         key = _signature(streams, tgt_times)
         if key is not None:
             _PLANS.put(key, plan)

@@ -102,8 +102,9 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
     return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), block)
 
 
-def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt: int) -> _tune.Config:
-    """The launch configuration of this call's bucket (robocache/_tune.py: cache, shipped table, or timed now)."""
+def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt: int) -> tuple[_tune.Config, bool]:
+    """(the launch configuration of this call's bucket: cache, shipped table, or timed now; whether it is final,
+    robocache/_tune.py ``choose``)."""
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, L.ptr(out) if out is not None else 0, n_tgt)
     nvec = max(1, d * es // vb)
@@ -181,9 +182,11 @@ def _launch_rows(v: A.Arr, s: A.Arr, t: A.Arr, out: Any, check_times: bool, publ
     if check_times:
         with A.GpuContext(v.kind, v.device_index):
             check_sorted_gpu("src_times", ss)
-    cfg = _tuned_config(v, s, vv, ss, tt, out, n_tgt) if tuned else _tune.DEFAULT
+    cfg, final = _tuned_config(v, s, vv, ss, tt, out, n_tgt) if tuned else (_tune.DEFAULT, True)
     plan = _plan_v2(v, s, vv, L.ptr(out) if out is not None else 0, n_tgt, cfg)
-    cacheable = public and out is None and not check_times and vv is v.obj and ss is s.obj and tt is t.obj
+    # a provisional choice (made during a graph capture) is not cached: a later call may still tune the bucket
+    cacheable = final and public and out is None and not check_times and vv is v.obj and ss is s.obj \
+        and tt is t.obj
     if cacheable:
         _PLANS.put((L.signature(v.obj), L.signature(s.obj), L.signature(t.obj)), plan)
     return plan(vv, ss, tt, out)

@@ -106,22 +106,32 @@ if part tests; then
   # Correctness tests run in GPU_TEST_JOBS pytest-xdist processes sharing the GPU (default 4; their torch.compile
   # peers' compiles dominate: ~380 s serially on the H100, 2026-11-27); the tests that time or need the whole
   # GPU (SERIAL_TESTS) run alone after them. Without xdist (or GPU_TEST_JOBS=0) everything runs serially.
-  SERIAL_TESTS=${SERIAL_TESTS:-tests/gpu/test_timer_gpu.py tests/gpu/test_multigpu_gpu.py}
+  SERIAL_TESTS=${SERIAL_TESTS:-tests/gpu/test_timer_gpu.py tests/gpu/test_multigpu_gpu.py tests/gpu/test_tune_gpu.py tests/gpu/test_ncu_gpu.py}
   JOBS=${GPU_TEST_JOBS:-4}
   $PY -c "import xdist" 2>/dev/null || JOBS=0
-  IGN=""; SER=""
-  for f in $SERIAL_TESTS; do
-    for t in ${TESTS:-tests/gpu tests/test_kernels_compile.py}; do
-      case "$f" in "$t"|"$t"/*) IGN="$IGN --ignore=$f"; SER="$SER $f" ;; esac
+  rm -f "$OUT/gpu-tests.xml" "$OUT/gpu-tests-serial.xml"  # an earlier run's results are never counted
+  # the serial tests TESTS reaches: named themselves (taken out of the parallel pass) or inside a named folder
+  # (--ignore'd there); PAR: what the parallel pass runs
+  IGN=""; SER=""; PAR=""
+  for t in ${TESTS:-tests/gpu tests/test_kernels_compile.py}; do
+    named=0
+    for f in $SERIAL_TESTS; do
+      [ -e "$f" ] || continue
+      case "$f" in "$t") named=1; SER="$SER $f" ;; "$t"/*) IGN="$IGN --ignore=$f"; SER="$SER $f" ;; esac
     done
+    [ "$named" = 1 ] || PAR="$PAR $t"
   done
   if [ "$JOBS" -gt 0 ] && [ -n "$SER" ]; then
-    $PY -m pytest ${TESTS:-tests/gpu tests/test_kernels_compile.py} $IGN -n "$JOBS" --dist loadfile -q -rfEs \
-        -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
-    rc=${PIPESTATUS[0]}
+    rc=5
+    if [ -n "$PAR" ]; then
+      $PY -m pytest $PAR $IGN -n "$JOBS" --dist loadfile -q -rfEs \
+          -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+      rc=${PIPESTATUS[0]}
+    fi
     $PY -m pytest $SER -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests-serial.xml" 2>&1 | tee -a "$OUT/gpu-tests.log"
     rc2=${PIPESTATUS[0]}
-    [ "$rc" = 0 ] && [ "$rc2" != 5 ] && rc=$rc2  # 5: every serial test deselected, not a failure
+    # 5: a pass that collected nothing (every test of it elsewhere) is no failure; the other pass decides
+    if [ "$rc" = 5 ]; then rc=$rc2; elif [ "$rc" = 0 ] && [ "$rc2" != 5 ]; then rc=$rc2; fi
   else
     $PY -m pytest ${TESTS:-tests/gpu tests/test_kernels_compile.py} -q -rfEs -p no:cacheprovider \
         --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
@@ -180,7 +190,7 @@ if part aa; then
   done
   # the two newest quick runs of this machine: a records file is <run id>-<suite>.records.json, the run id
   # <UTC time>-<hex>, so the names sort oldest first
-  mapfile -t RUNS < <(ls "$OUT/results/"*"-$MACHINE"/*-quick.records.json 2>/dev/null | xargs -n1 basename |
+  mapfile -t RUNS < <(ls "$OUT/results/"*"-$MACHINE"/*-quick.records.json 2>/dev/null | xargs -r -n1 basename |
                       sed -E 's/^([0-9]+T[0-9]+Z-[0-9a-f]+)-.*/\1/' | sort | tail -2)
   if [ "${#RUNS[@]}" = 2 ]; then
     $PY -m robocache.bench.cli compare "${RUNS[0]}" "${RUNS[1]}" --results "$OUT/results" results \

@@ -135,7 +135,7 @@ def main() -> int:
                 trial(c)()
                 if not torch.equal(scratch, outd):
                     bad.append(str(c))
-            timed = _tune.tune(cands, trial, stream, budget_s=60)
+            timed, _ = _tune.tune(cands, trial, stream, budget_s=60)
             t0 = time.perf_counter()
             f = compiled(torch_eager.resample)
             f(vals, src, tgt)
@@ -192,7 +192,7 @@ def main() -> int:
                 trial(c)()
                 if not torch.equal(scratch, outd):
                     bad.append(str(c))
-            timed = _tune.tune(cands, trial, stream, budget_s=60)
+            timed, _ = _tune.tune(cands, trial, stream, budget_s=60)
             f = compiled(torch_eager.fuse)
             f(streams, tgt)
             tc = evt(lambda: f(streams, tgt))

@@ -218,3 +218,65 @@ def test_tune_never_reads_the_table_it_writes(cache, monkeypatch):
     monkeypatch.setattr(_tune, "USE_SHIPPED", False)
     st = _tune._Store(DEV)
     assert st.lookup(KEY, use_user=True) == (None, "") and st.nearest(KEY) is None
+
+
+@pytest.fixture
+def fake_gpu(cache, monkeypatch):
+    """choose() on a fake device: the timing replaced by a table of times (tune() needs a GPU)."""
+    monkeypatch.setattr(_tune, "device", lambda i: DEV)
+    times: dict = {}
+    calls = []
+
+    def fake_tune(cands, trial, stream, budget_s=None, device_index=None):
+        calls.append(list(cands))
+        return {c: times.get(c, 10.0) for c in cands}, times.get("cut", False)
+
+    monkeypatch.setattr(_tune, "tune", fake_tune)
+    return times, calls
+
+
+CANDS = _tune.candidates(3, 2, 1000)
+
+
+def test_choose_tunes_once_persists_and_keeps_the_default_within_the_margin(fake_gpu):
+    times, calls = fake_gpu
+    fast = CANDS[3]
+    times.update({_tune.DEFAULT: 10.0, fast: 9.8})  # 2% faster: noise may have made it, the default stays
+    assert _tune.choose(0, KEY, CANDS, None, None, True) == (_tune.DEFAULT, True)
+    times[fast] = 8.0
+    key2 = KEY.replace("n20", "n21")
+    assert _tune.choose(0, key2, CANDS, None, None, True) == (fast, True)
+    assert _tune.choose(0, key2, CANDS, None, None, True) == (fast, True) and len(calls) == 2  # memory
+    _tune.reset()
+    assert _tune.choose(0, key2, CANDS, None, None, True) == (fast, True) and len(calls) == 2  # the file
+
+
+def test_a_capture_reads_the_cache_and_a_fallback_stays_provisional(fake_gpu):
+    times, calls = fake_gpu
+    _tune._Store(DEV).save(KEY, {"config": CFG.to_json()})
+    assert _tune.choose(0, KEY, CANDS, None, None, False) == (CFG, True)  # a file read is no stream work
+    other = KEY.replace("n20", "n22")
+    assert _tune.choose(0, other, CANDS, None, None, False) == (_tune.DEFAULT, False)  # provisional
+    times[CANDS[2]] = 5.0
+    assert _tune.choose(0, other, CANDS, None, None, True) == (CANDS[2], True) and len(calls) == 1  # tuned later
+
+
+def test_a_cut_tuning_is_used_not_saved_and_a_failing_one_falls_back(fake_gpu, monkeypatch):
+    times, calls = fake_gpu
+    times.update({"cut": True, CANDS[1]: 5.0})
+    assert _tune.choose(0, KEY, CANDS, None, None, True) == (CANDS[1], True)
+    assert not _tune._Store(DEV).path.exists()
+
+    def broken(*a, **k):
+        raise RuntimeError("no GPU today")
+
+    monkeypatch.setattr(_tune, "tune", broken)
+    assert _tune.choose(0, KEY.replace("n20", "n23"), CANDS, None, None, True) == (_tune.DEFAULT, False)
+
+
+def test_tune_measures_the_tuned_version_whatever_best_is():
+    from robocache.bench import tune
+
+    cases = tune.tuning_cases("resample", n=4)
+    assert {c.provider for c in cases} == {f"robocache@{_versions.TUNED['resample']}"}
+    assert _versions.ENTRY_VERSION["resample"][_versions.TUNED["resample"]] == "v2"

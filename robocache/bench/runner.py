@@ -251,21 +251,32 @@ def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: f
     # robocache's kernel modules build beside the torch.compile cases (NVRTC, one CPU core each)
     builds = _module_builds(cases) if run.env.device == "gpu" else []
     warmers = [ctx.Process(target=warm_module_task, args=(op, opts), daemon=True) for op, opts in builds]
-    for w in warmers:
-        w.start()
     out["modules"] = len(warmers)
+    deadline = time.monotonic() + timeout_s
+    started: list[Any] = []
+
+    def start_warmers(n: int) -> None:  # at most n module builds at a time beside the compile processes
+        while warmers and sum(w.is_alive() for w in started) < n:
+            w = warmers.pop(0)
+            w.start()
+            started.append(w)
+
+    start_warmers(jobs)
     try:
         _precompile_cases(todo, run, jobs, timeout_s, out, ctx, **options)
+        while warmers:  # the rest of the builds, `jobs` at a time
+            start_warmers(jobs)
+            mp.connection.wait([w.sentinel for w in started if w.is_alive()], timeout=0.2)
     finally:
-        deadline = time.monotonic() + timeout_s
-        for w in warmers:
+        warmers.clear()
+        for w in started:
             w.join(max(0.0, deadline - time.monotonic()))
             if w.is_alive():
                 w.kill()
                 w.join(10)
     out["wall_s"] = time.perf_counter() - t0
     if progress:
-        print(f"precompile: {out['ok']} of {len(todo)} torch.compile cases compiled and {len(warmers)} robocache "
+        print(f"precompile: {out['ok']} of {len(todo)} torch.compile cases compiled and {out['modules']} robocache "
               f"kernel modules built in {out['wall_s']:.0f} s with {jobs} processes"
               + (f"; {len(out['failed'])} failed (they compile in the timing pass)" if out["failed"] else ""),
               file=sys.stderr)

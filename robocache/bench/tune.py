@@ -19,13 +19,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import _tune
+from .. import _tune, _versions
 from . import specs
 
 # The tuning set's seed: apart from the sampled suite's seeds (the grid version, or a user's --sample-seed).
 TUNE_SEED = 1_000_000 + specs.GRID_VERSION
 TUNE_OPS = tuple(op.name for op in specs.ops.registered() if op.tuned_launch)  # the ops whose launches are tuned
 TUNE_POINTS = 96  # shapes per op
+
+
+def tuning_cases(op: str, seed: int = TUNE_SEED, n: int = TUNE_POINTS) -> list[specs.Case]:
+    """The tuning set of ``op``: ``n`` shapes of the sampled distribution with ``seed``, each measured through the
+    op's tuned version (``robocache@v3``), whatever the public API's best version is."""
+    from .ops import base
+
+    points = base.sample_points(specs.ops.get(op), seed, ("tune",), n=n, large=max(1, n // 6))
+    return [specs.Case(op, pt.tag, pt.params, pt.dtypes[0], f"robocache@{_versions.TUNED[op]}", pt.reason,
+                       pt.suites) for pt in points]
 
 
 def _clear_plans() -> None:
@@ -39,7 +49,6 @@ def tune(out_dir: Path, ops: tuple[str, ...] = TUNE_OPS, seed: int = TUNE_SEED, 
          progress: bool = True) -> Path:
     """Tune every bucket the tuning set reaches on this GPU; write and return the table's path."""
     from . import worker
-    from .ops import base
 
     unknown = [op for op in ops if op not in TUNE_OPS]
     if unknown:
@@ -64,9 +73,8 @@ def tune(out_dir: Path, ops: tuple[str, ...] = TUNE_OPS, seed: int = TUNE_SEED, 
         _tune.USE_SHIPPED = False  # the table being written must not be read back: every bucket tuned afresh
         try:
             for op in ops:
-                points = base.sample_points(specs.ops.get(op), seed, ("tune",), n=n, large=max(1, n // 6))
-                for i, pt in enumerate(points):
-                    case = specs.Case(op, pt.tag, pt.params, pt.dtypes[0], "robocache", pt.reason, pt.suites)
+                cases = tuning_cases(op, seed, n)
+                for i, case in enumerate(cases):
                     prep, why = worker.prepare(case, "gpu")
                     if prep is None:
                         skipped += 1
@@ -79,7 +87,7 @@ def tune(out_dir: Path, ops: tuple[str, ...] = TUNE_OPS, seed: int = TUNE_SEED, 
                     torch.cuda.empty_cache()
                     shapes += 1
                     if progress:
-                        print(f"tune {op} {i + 1}/{len(points)} {case.id} {case.dtype} "
+                        print(f"tune {op} {i + 1}/{len(cases)} {case.id} {case.dtype} "
                               f"({_tune.STATS['buckets_tuned']:.0f} buckets)", flush=True)
             path = _tune._store(torch.cuda.current_device()).path
             entries = _tune.parse_table(path.read_text(), str(path))["entries"] if path.exists() else {}

@@ -43,6 +43,8 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setitem(_versions.BEST, "fuse", "v3")
     monkeypatch.setenv("ROBOCACHE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("ROBOCACHE_AUTOTUNE", "1")
+    monkeypatch.setenv("ROBOCACHE_TUNE_BUDGET_S", "1e9")  # every candidate timed: a cut tuning is not saved
+    monkeypatch.setattr(_tune, "USE_SHIPPED", False)  # a shipped table's exact bucket would skip the tuning
     _tune.reset()
     rs._PLANS.clear()
     fu._PLANS.clear()
