@@ -233,7 +233,7 @@ def one(seed: int, plant: bool, args: argparse.Namespace, out_root: Path | None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__, allow_abbrev=False,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0, help="the first seed (0)")
     ap.add_argument("--seeds", type=int, default=1, help="how many seeds, from --seed (1)")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from robocache.bench import bisect as B
-from tests.test_alerts_to_issues import LABEL, alert, ati, env, fake, write  # noqa: F401 - fixtures
+from tests.test_alerts_to_issues import LABEL, alert, ati, env, fake, write  # noqa: F401 - fixtures (env uses fake)
 from tests.test_bisect import A, run, state, step_levels
 
 
@@ -26,7 +26,7 @@ def bisection(tmp_path: Path, a: dict, status: str = "found", name: str = "b") -
 
 
 def test_a_new_issue_carries_the_bisection_with_the_culprit_link(env, tmp_path: Path) -> None:  # noqa: F811
-    fake = env
+    fake = env  # noqa: F811 - the fake GitHub the env fixture set up
     a = alert("a1b2c3d4e5f6")
     rc = ati.main([write(tmp_path, [a]), "--bisect", bisection(tmp_path, a)])
     assert rc == 0
@@ -39,7 +39,7 @@ def test_a_new_issue_carries_the_bisection_with_the_culprit_link(env, tmp_path: 
 
 
 def test_an_open_issue_gets_the_bisection_in_tonights_comment(env, tmp_path: Path) -> None:  # noqa: F811
-    fake = env
+    fake = env  # noqa: F811 - the fake GitHub the env fixture set up
     fake.labels.add(LABEL)
     n = fake.add_issue("old", "text\n<!-- robocache-series: a1b2c3d4e5f6 -->\nmore")
     a = alert("a1b2c3d4e5f6")
@@ -50,7 +50,7 @@ def test_an_open_issue_gets_the_bisection_in_tonights_comment(env, tmp_path: Pat
 
 
 def test_other_changes_running_and_hand_run_bisections_are_left_out(env, tmp_path: Path) -> None:  # noqa: F811
-    fake = env
+    fake = env  # noqa: F811 - the fake GitHub the env fixture set up
     a, other = alert("a1b2c3d4e5f6"), alert("0f0f0f0f0f0f", commit="1234123412341234")
     running = bisection(tmp_path, a, status="running", name="running")
     doc = json.loads(Path(bisection(tmp_path, a, name="byhand")).read_text())
@@ -70,7 +70,7 @@ def test_other_changes_running_and_hand_run_bisections_are_left_out(env, tmp_pat
 ])
 def test_a_bad_bisection_file_stops_everything_before_any_call(env, tmp_path: Path, capsys, change: dict,  # noqa: F811
                                                                msg: str) -> None:
-    fake = env
+    fake = env  # noqa: F811 - the fake GitHub the env fixture set up
     a = alert("a1b2c3d4e5f6")
     path = Path(bisection(tmp_path, a))
     path.write_text(json.dumps({**json.loads(path.read_text()), **change}))

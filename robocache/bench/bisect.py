@@ -426,19 +426,19 @@ class WorktreeMeasurer(Measurer):
         by_cache: dict[str, list[str]] = {}
         for c in self.cases:
             by_cache.setdefault(c.cache, []).append(c.key)
-        for cache, keys in sorted(by_cache.items()):
+        for cache_mode, keys in sorted(by_cache.items()):
             left = timeout_s - (time.monotonic() - t0)
             if left <= 0:
                 raise OutOfBudget(f"the budget ran out while measuring {commit.sha[:12]}")
-            out = self.scratch / "out" / f"{commit.sha[:12]}-r{round_no}-{cache}"
+            out = self.scratch / "out" / f"{commit.sha[:12]}-r{round_no}-{cache_mode}"
             cmd = [self.python, "-m", "robocache.bench.cli", "run", "--suite", self.suite, "--device", self.device,
-                   "--cases", ",".join(keys * n), "--out", str(out), "--machine", self.machine, "--cache", cache,
+                   "--cases", ",".join(keys * n), "--out", str(out), "--machine", self.machine, "--cache", cache_mode,
                    "--no-progress"]
             if self.time_limit_s is not None:
                 cmd += ["--time-limit", repr(self.time_limit_s)]
             if self.case_timeout_s is not None:
                 cmd += ["--timeout", repr(self.case_timeout_s)]
-            self.log(f"  {commit.sha[:12]} round {round_no}: {n} x {len(keys)} case(s), cache {cache}")
+            self.log(f"  {commit.sha[:12]} round {round_no}: {n} x {len(keys)} case(s), cache {cache_mode}")
             rc, err = _run_group(cmd, path, self._env(path, commit.sha), left)
             invocations += 1
             if rc is None:
@@ -446,9 +446,9 @@ class WorktreeMeasurer(Measurer):
             if rc not in (0, 1):  # 2: a usage error (an unknown case at this commit), else a crash of the harness
                 why = (err.strip().splitlines() or [f"exit {rc}"])[-1][:200]
                 raise Untestable(f"robocache-bench run exit {rc}: {why}")
-            for rec, rel in self._collect(out, commit, round_no, cache):
+            for rec, rel in self._collect(out, commit, round_no, cache_mode):
                 key = f"{rec['case']['id']}/{rec['case']['dtype']}/{rec['case']['provider']}"
-                row = _row(rec, commit, round_no, cache, key, rel, self.statistic)
+                row = _row(rec, commit, round_no, cache_mode, key, rel, self.statistic)
                 rows.append(row)
                 if key in samples and row["used"]:
                     samples[key].append(row["value"])
@@ -868,10 +868,10 @@ STATUS_TEXT = {"running": "running", "found": "culprit found", "not_reproducible
 
 def markdown(doc: Mapping[str, Any]) -> str:
     """The bisection as markdown (issues, stdout): every string that came from git or a record escaped."""
-    from .regressions.alerts import _code, md_text
+    from .regressions.alerts import code_span, md_text
 
     def sha(x: Mapping[str, Any] | None) -> str:
-        return f"`{_code(str(x['commit'])[:12])}`" if x else "?"
+        return f"`{code_span(str(x['commit'])[:12])}`" if x else "?"
 
     def subj(x: Mapping[str, Any] | None) -> str:
         return f" ({md_text(str(x.get('subject') or '')[:100])})" if x and x.get("subject") else ""
@@ -882,12 +882,12 @@ def markdown(doc: Mapping[str, Any]) -> str:
         doc["status"], STATUS_TEXT.get(doc["status"], doc["status"]))
     lines = [f"### Bisection: {head}", "",
              f"- status: **{md_text(STATUS_TEXT.get(doc['status'], doc['status']))}**: {md_text(doc['reason'])}",
-             f"- range: {n} commit(s) after {sha(doc['good'])} up to {sha(doc['bad'])} on `{_code(doc['machine'])}` "
-             "(first-parent); cases: " + ", ".join(f"`{_code(c['key'])}` ({md_text(c['cache'])})"
+             f"- range: {n} commit(s) after {sha(doc['good'])} up to {sha(doc['bad'])} on `{code_span(doc['machine'])}` "
+             "(first-parent); cases: " + ", ".join(f"`{code_span(c['key'])}` ({md_text(c['cache'])})"
                                                    for c in doc["cases"])]
     if doc.get("excluded"):
         lines.append("- left out (not moved between the endpoints): " + "; ".join(
-            f"`{_code(x['case_key'])}`: {md_text(x['reason'])}" for x in doc["excluded"]))
+            f"`{code_span(x['case_key'])}`: {md_text(x['reason'])}" for x in doc["excluded"]))
     if doc["status"] != "found" and doc.get("suspects"):
         lines.append(f"- the change is in one of {len(doc['suspects'])} commit(s): "
                      + ", ".join(sha(x) for x in doc["suspects"][:12]) + (" ..." if len(doc["suspects"]) > 12 else ""))
@@ -1094,7 +1094,9 @@ def run_cli(args: Any) -> int:
     result (whatever it found), 2 on a usage error."""
     repo = _repo_root(args.repo)
     out = Path(args.out)
-    say = (lambda s: print(s, file=sys.stderr, flush=True))
+    def say(s: str) -> None:
+        print(s, file=sys.stderr, flush=True)
+
     settings = Settings(samples=args.samples, max_samples=max(args.max_samples, args.samples), budget_s=args.budget,
                         device=args.device, suite=args.suite, time_limit_s=args.time_limit, statistic=args.statistic)
     t0 = time.monotonic()
@@ -1150,8 +1152,8 @@ def run_cli(args: Any) -> int:
         cfg = Settings(**{**settings.__dict__, "budget_s": left})
         st, path = start(repo, good, bad, cases, machine=machine, out_dir=out, settings=cfg, expect=args.expect,
                          alert=grp, keep=args.keep, link_base=args.dashboard_url, note=args.note or "", log=say)
-        from .cli import _for_stdout
+        from .cli import for_stdout
 
-        print(_for_stdout(document(st)["markdown"]))
+        print(for_stdout(document(st)["markdown"]))
         print(f"bisection {st.id}: {STATUS_TEXT[st.status]}; document {path}")
     return 0

@@ -116,7 +116,7 @@ def _stderr_is_tty() -> bool:
         return False
 
 
-def _for_stdout(markdown: str) -> str:
+def for_stdout(markdown: str) -> str:
     try:
         tty = sys.stdout.isatty()
     except (AttributeError, ValueError):
@@ -613,7 +613,7 @@ def _show_report(args: argparse.Namespace) -> int:
     elif args.format == "json":
         print(text)
     else:
-        print(_for_stdout(text))  # plain on a terminal; the escaped markdown into a pipe or file (records are data)
+        print(for_stdout(text))  # plain on a terminal; the escaped markdown into a pipe or file (records are data)
     return 0
 
 
@@ -671,7 +671,7 @@ def _compare(args: argparse.Namespace) -> int:
         store.atomic_write(args.out, text)
         print(f"comparison written to {args.out}")
     else:
-        print(text if args.format == "json" else _for_stdout(text))
+        print(text if args.format == "json" else for_stdout(text))
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
     return 1 if args.fail_on_slower and (counts["slower"] or counts["failed"]) else 0
@@ -826,7 +826,7 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
     if refuted:
         text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
             f"{alerts.md_text(alerts.alert_title(c))} ({alerts.md_text(c.confirm_note)})" for c in refuted) + "\n"
-    print(_for_stdout(text))
+    print(for_stdout(text))
     if args.markdown:
         store.atomic_write(args.markdown, text)
     if args.json:

@@ -37,21 +37,21 @@ def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
     lo, hi = c.ratio_ci
     return "\n".join([
         f"### {md_text(alert_title(c))}", "",
-        f"- series: machine `{_code(s['machine'])}` ({md_text(str(s['arch'] or 'arch unknown'))}), op `{_code(s['op'])}`, case "
-        f"`{_code(s['case_id'])}`, provider `{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, "
+        f"- series: machine `{code_span(s['machine'])}` ({md_text(str(s['arch'] or 'arch unknown'))}), op `{code_span(s['op'])}`, case "
+        f"`{code_span(s['case_id'])}`, provider `{code_span(s['provider'])}`, dtype `{code_span(s['dtype'])}`, "
         f"timer {md_text(str(s['timer']))}, cache {md_text(str(s['cache']))}, front end {md_text(str(s['frontend']))}",
         f"- change: median time x{c.ratio:.3f} (95% interval x{lo:.3f} to x{hi:.3f}); "
         f"{c.n_before} runs before, {c.n_after} after; series noise {c.sigma * 100:.2f}% per run; "
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
         f"- location: this commit range's share of the likelihood among the neighbouring ones {c.place_p:.0%}"
         + (" (not sure: a neighbouring commit may be the one)" if c.place_p < PLACE_SURE else ""),
-        f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
-        f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
+        f"- last commit before: `{code_span(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
+        f"- first commit after: `{code_span(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
         "- confirmation: " + {True: "a rerun of the case, tested alone, reproduced it",
                               False: "**unconfirmed**", None: "not asked (`check --confirm`)"}[c.confirmed]
         + (f": {md_text(c.confirm_note)}" if c.confirm_note else ""),
         f"- change id `{c.change_id}` (series and commit range: one issue per change, updated while it holds)",
-        f"- reproduce: `{_code(reproduce_command(c))}`",
+        f"- reproduce: `{code_span(reproduce_command(c))}`",
         f"- dashboard: [History of {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "
         f"on {md_text(str(s['machine']))}]({links.history_url(s, dashboard_url)})",
     ]) + "\n"
@@ -70,13 +70,13 @@ def drift_markdown(d: Drift, dashboard_url: str | None = None) -> str:
     s = d.series
     return "\n".join([
         f"### {md_text(drift_title(d))}", "",
-        f"- series: machine `{_code(s['machine'])}`, case `{_code(s['case_id'])}`, provider "
-        f"`{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, front end {md_text(str(s['frontend']))}",
+        f"- series: machine `{code_span(s['machine'])}`, case `{code_span(s['case_id'])}`, provider "
+        f"`{code_span(s['provider'])}`, dtype `{code_span(s['dtype'])}`, front end {md_text(str(s['frontend']))}",
         f"- trend: Theil-Sen slope {d.slope * 100:+.2f}% per night (95% interval {d.slope_ci[0] * 100:+.2f}% to "
         f"{d.slope_ci[1] * 100:+.2f}%), Mann-Kendall tau {d.tau:.2f}, one-sided p = {d.p_value:.2g}, "
         f"q = {d.q_value:.2g}; a line fits these nights better than any single step",
-        f"- window: {d.window} nights, run {md_text(d.first.run_id)} (`{_code((d.first.commit or '?')[:12])}`) to "
-        f"run {md_text(d.last.run_id)} (`{_code((d.last.commit or '?')[:12])}`): a drift, no single commit is blamed",
+        f"- window: {d.window} nights, run {md_text(d.first.run_id)} (`{code_span((d.first.commit or '?')[:12])}`) to "
+        f"run {md_text(d.last.run_id)} (`{code_span((d.last.commit or '?')[:12])}`): a drift, no single commit is blamed",
         f"- dashboard: [History of this series]({links.history_url(s, dashboard_url)})",
     ]) + "\n"
 
@@ -200,7 +200,7 @@ def md_text(text: Any) -> str:
     return s.replace("\n", " ").replace("@", "@\u2060")
 
 
-def _code(text: Any) -> str:
+def code_span(text: Any) -> str:
     """Text for inside a code span: backticks and newlines removed."""
     return str(text).replace("`", "'").replace("\n", " ").replace("@", "@\u2060")
 
