@@ -238,6 +238,13 @@ def causes(item: pytest.Item) -> dict[str, list[str]]:
         if _ours(fn) or Path(inspect.getsourcefile(inspect.unwrap(fn)) or "").resolve().is_relative_to(ROOT / "benchmarks"):
             for marker, why in _causes(fn):
                 out.setdefault(marker, []).append(why)
+    # a parameter naming a compiled provider's case (``op/tag/dtype/torch_compile...``) or the provider itself
+    for value in getattr(getattr(item, "callspec", None), "params", {}).values():
+        if isinstance(value, str):
+            last = value.rsplit("/", 1)[-1]
+            for prefix, why in SPAWNING_PROVIDERS.items():
+                if last.startswith(prefix):
+                    out.setdefault("multiprocess", []).append(f"parameter {value!r}: {why}")
     if slow:
         out["slow"] = slow
     return out
