@@ -25,8 +25,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# At the change that made the tiers (2026-11-27): 142 of 903 CPU tests outside the fast tier, 4 entries in SLOW
-BUDGET_REST = 160  # CPU tests (tests/gpu aside) marked slow, browser or multiprocess
+# At the change that made the tiers (2026-11-27): 142 of 903 CPU tests outside the fast tier, 4 entries in SLOW.
+# Raised to 200 when bisect (13 git-worktree tests), the quick suite's 20 CPU pytest-benchmark cases (frontend
+# measure) and the CLI hardening tests came in: 186 of 1153 outside, the fast tier 967 tests in 110 s on CI's
+# 2 cores (CI run of 2026-11-27); FAST_SHARE below still holds the tier at most of the suite.
+BUDGET_REST = 200  # CPU tests (tests/gpu aside) marked slow, browser or multiprocess
 BUDGET_SLOW = 8  # entries of conftest.SLOW
 FAST_SHARE = 0.8  # the fast tier's share of the CPU tests, at least (0.84 then)
 
