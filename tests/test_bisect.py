@@ -133,8 +133,8 @@ def test_candidate_verdict_pools_the_cases_on_the_good_to_bad_scale() -> None:
 
 
 def test_settle_decides_by_position_with_a_margin_at_the_most_samples() -> None:
-    def v(verdict: str, p_good: float, p_bad: float, pos: float) -> B.Verdict:
-        return B.settle(B.Verdict(verdict, p_good, p_bad, 0.05, pos, 48))
+    def v(verdict: str, p_good: float, p_bad: float, pos: float, low: float = math.nan) -> B.Verdict:
+        return B.settle(B.Verdict(verdict, p_good, p_bad, 0.05, pos, 48, [], low))
 
     # a commit with a few contended samples: "different from both", but at 0.09 on the good -> bad scale
     assert v("between", 0.003, 1e-9, 0.09).verdict == "good"
@@ -143,6 +143,25 @@ def test_settle_decides_by_position_with_a_margin_at_the_most_samples() -> None:
     assert v("unknown", 0.2, 0.3, 0.5).verdict == "unknown"  # nothing shown either way
     assert v("unknown", 0.2, 1e-6, 0.1).verdict == "good"  # p vs good 0.2, below the high threshold
     assert v("bad", 1e-6, 0.5, 0.9).verdict == "bad"  # decided verdicts stay
+    # half its records contended: the median at 0.30 of the way, the lower quartile at the good one's
+    assert v("between", 2e-6, 1e-41, 0.30, low=0.02).verdict == "good"
+    assert v("between", 1e-6, 1e-6, 0.50, low=0.45).verdict == "between"
+
+
+def test_the_lower_quartile_places_a_commit_whatever_share_of_it_was_contended() -> None:
+    rng = np.random.default_rng(14)
+
+    def draw(level: float, contended: float, n: int = 48) -> dict[str, list[float]]:
+        x = level * np.exp(rng.normal(0, 0.01, n))
+        slow = rng.random(n) < contended  # contention only adds time
+        return {A: list(np.where(slow, x * rng.uniform(1.5, 2.5, n), x))}
+
+    good, bad = draw(1.0, 0.2), draw(2.0, 0.2)
+    v = B.candidate_verdict(draw(1.0, 0.5), good, bad, [A])
+    assert v.verdict in ("unknown", "between") and v.position > 0.25  # the median is pulled up
+    assert abs(v.low) < 0.1 and B.settle(v).verdict == "good"
+    v = B.candidate_verdict(draw(2.0, 0.5), good, bad, [A])
+    assert B.settle(v).verdict == "bad" and abs(v.low - 1.0) < 0.1
 
 
 # ------------------------------------------------------------------------------------------- the search

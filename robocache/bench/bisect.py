@@ -70,6 +70,7 @@ ALPHA = 0.01  # "different": p at most this (Pinpoint's low threshold)
 SAME_MISS = 0.01  # "same": a true difference of the endpoints' size gives a p above the high threshold 1% of the time
 SAME_FLOOR = 0.05  # and never "same" at a p a plain test would call different (the high threshold can be 1e-4)
 SETTLE_MARGIN = 0.25  # at the most samples, a candidate this near an endpoint on the good -> bad scale is on its side
+LOW_Q = 0.25  # settle() places a candidate by its lower quartile (contention only adds time)
 STATISTICS = ("p50", "p20", "min")  # which figure of a record is one sample (p50: the series' own)
 SAMPLES = 10  # samples per case and commit to start with (Pinpoint: 10, doubling to 160)
 MAX_SAMPLES = 160
@@ -212,6 +213,7 @@ class Verdict:
     position: float
     samples: int
     cases: list[dict[str, Any]] = field(default_factory=list)
+    low: float = math.nan  # the position of the samples' lower quartile (quantile-matched): what settle() reads
 
 
 def positions(x: Sequence[float], g: Sequence[float], b: Sequence[float]) -> np.ndarray:
@@ -254,6 +256,9 @@ def candidate_verdict(x: Mapping[str, Sequence[float]], good: Mapping[str, Seque
     m = 1.0 / spread if spread > 0 else math.inf
     h_good, h_bad = high_threshold(m, len(ax), len(ag)), high_threshold(m, len(ax), len(ab))
     pos = float(np.median(ax))
+    # contention only adds time: the lower quartiles, matched, place a candidate whatever share of it was contended
+    qx, qg, qb = (float(np.quantile(a, LOW_Q)) for a in (ax, ag, ab))
+    low = (qx - qg) / (qb - qg) if qb > qg else math.nan
     # same as bad, or beyond it (slower still); same as good, or beyond it (faster still: the machine was quieter)
     if p_good <= alpha and (p_bad > h_bad or pos > 1.0) and pos > 0.5:
         verdict, high = "bad", h_bad
@@ -266,7 +271,7 @@ def candidate_verdict(x: Mapping[str, Sequence[float]], good: Mapping[str, Seque
     for c in (c for c in per if "p_vs_good" in c):
         c["verdict"] = ("bad" if c["p_vs_good"] <= alpha and c["p_vs_bad"] > alpha else
                         "good" if c["p_vs_bad"] <= alpha and c["p_vs_good"] > alpha else "unknown")
-    return Verdict(verdict, p_good, p_bad, high, pos, min(len(z) for z in zx), per)
+    return Verdict(verdict, p_good, p_bad, high, pos, min(len(z) for z in zx), per, low)
 
 
 # ------------------------------------------------------------------------------------------------ git
@@ -705,8 +710,9 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
             elif v.verdict == "between":
                 st.suspects = list(range(st.lo + 1, st.hi + 1))
                 return finish("spread", f"{st.commits[mid].sha[:12]} differs from both endpoints and lies between "
-                                        f"them (position {v.position:.2f} on the good -> bad scale): the change is "
-                                        "spread over several commits of the range")
+                                        f"them (position {v.position:.2f} on the good -> bad scale, its lower "
+                                        f"quartile {v.low:.2f}): the change is spread over several commits of the "
+                                        "range")
             else:
                 st.suspects = list(range(st.lo + 1, st.hi + 1))
                 return finish("undecided", f"{st.commits[mid].sha[:12]} stayed unknown after {v.samples} samples per "
@@ -749,23 +755,31 @@ def _pick(lo: int, hi: int, skipped: set[int]) -> int | None:
 
 def settle(v: Verdict, alpha: float = ALPHA) -> Verdict:
     """The verdict of a candidate at the most samples, when the tests alone did not say "good" or "bad": by where
-    it lies, with a margin. Different from good and in the last quarter of the way to bad (position >= 0.75) is
-    bad; different from bad and in the first quarter is good; between the two quarters and different from both is
+    its lower quartile lies (``Verdict.low``: the candidate's lower quartile on the scale of the endpoints' lower
+    quartiles), with a margin. Different from good and in the last quarter of the way to bad (>= 0.75) is bad;
+    different from bad and in the first quarter is good; between the two quarters and different from both is
     "between" (the change is spread); anything else stays unknown.
 
     Why: a machine whose load comes and goes changes the shape of a commit's samples (a heavier tail), not only
     their level, and Kolmogorov-Smirnov sees shape; a commit at position 0.09 with a few contended samples was
-    "different from both" (the CPU rehearsal's seeds 5 and 7, "spread" after two rounds). More rounds spread the
-    contention over every commit alike; the margin decides what the tests cannot."""
-    if v.verdict in ("good", "bad") or not math.isfinite(v.position):
+    "different from both" (the CPU rehearsal's seeds 5 and 7, "spread" after two rounds). Why the lower
+    quartile: contention only ever adds time, and it comes in spells, so over four rounds one commit can draw
+    twice the endpoints' share of it: a good commit with half its records contended (the good endpoint beside it a
+    fifth) had its median at 0.30 of the way to bad (seed 13, "spread"); its lower quartile was at the good one's."""
+    loc = v.low if math.isfinite(v.low) else v.position
+    if v.verdict in ("good", "bad") or not math.isfinite(loc):
         return v
-    if v.p_good <= alpha and v.position >= 1.0 - SETTLE_MARGIN:
-        return Verdict("bad", v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases)
-    if v.p_bad <= alpha and v.position <= SETTLE_MARGIN:
-        return Verdict("good", v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases)
+
+    def as_(verdict: str) -> Verdict:
+        return Verdict(verdict, v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases, v.low)
+
+    if v.p_good <= alpha and loc >= 1.0 - SETTLE_MARGIN:
+        return as_("bad")
+    if v.p_bad <= alpha and loc <= SETTLE_MARGIN:
+        return as_("good")
     if v.p_good <= alpha and v.p_bad <= alpha:
-        return Verdict("between", v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases)
-    return Verdict("unknown", v.p_good, v.p_bad, v.high, v.position, v.samples, v.cases)
+        return as_("between")
+    return as_("unknown")
 
 
 def _decide(st: State, mid: int, measure: Callable[..., dict[str, list[float]]]) -> Verdict:
@@ -796,7 +810,7 @@ def _decide(st: State, mid: int, measure: Callable[..., dict[str, list[float]]])
         st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate", "verdict": v.verdict,
                             "samples": v.samples, "rounds": r, "seconds": st.decide_s.get(mid, 0.0),
                             "p_vs_good": v.p_good, "p_vs_bad": v.p_bad, "high_threshold": v.high,
-                            "position": _finite(v.position), "cases": v.cases}
+                            "position": _finite(v.position), "position_low": _finite(v.low), "cases": v.cases}
         # "between" is never decided before the most samples: a commit measured through busier spells than the
         # endpoints beside it differs from both for a while, until more rounds spread the contention alike
         if v.verdict in ("good", "bad") or have >= cfg.max_samples:

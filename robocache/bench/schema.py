@@ -533,6 +533,7 @@ class BisectEvidence(_Rec):
     p_vs_bad: Prob | None = None
     high_threshold: Prob | None = None
     position: Finite | None = None
+    position_low: Finite | None = None  # the lower quartile's position (quantile-matched), what settles a candidate
     reason: str = ""
     cases: list[BisectCaseEvidence] = []
 
