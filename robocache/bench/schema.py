@@ -510,7 +510,7 @@ class BisectMeasurement(_Rec):
     case_key: str
     cache: Cache
     status: Status
-    used: bool  # counted: status ok, a time, neither throttled nor contended
+    used: bool  # counted: status ok, a time, not throttled (a contended record counts: ``contended`` says so)
     p50_us: NonNeg | None = None
     value: NonNeg | None = None  # the sample: the record's figure named by settings.statistic (us)
     noise: NonNeg | None = None
@@ -519,6 +519,7 @@ class BisectMeasurement(_Rec):
     created: str | None = None
     file: str | None = None  # the run file, relative to the document's folder
     block: Count | None = None  # the candidate (its index) it was measured beside; None: the endpoints' own rounds
+    contended: bool = False  # the record's health said contended (host load above its cores, another GPU process)
 
 
 class BisectCaseEvidence(_Rec):
