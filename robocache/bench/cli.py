@@ -19,7 +19,6 @@ import io
 import json
 import math
 import os
-import re
 import sys
 import tempfile
 import traceback
@@ -30,6 +29,7 @@ from typing import Any
 from .. import providers
 from . import specs, store
 from .messages import TimingOptions
+from .terminal import for_stdout, terminal_text  # noqa: F401 - cli.terminal_text, cli.for_stdout: their old home
 from .multigpu import launch
 from .views import report as rep
 from .views.kernels import kernels, kernels_sections
@@ -93,35 +93,12 @@ def _endpoint(text: str) -> str:
     return text
 
 
-# a markdown escape (a backslash before any ASCII punctuation, as CommonMark allows), bold, a backtick
-_TERMINAL = re.compile(r"\\([!-/:-@\[-`{-~])|\*\*|`")
-
-
-def terminal_text(markdown: str) -> str:
-    """Markdown made plain for a terminal: escapes undone (``torch\\_eager`` -> ``torch_eager``), ``**`` and
-    backticks dropped, and no invisible character left (the word joiner the markdown puts after ``@`` so that a
-    GitHub issue mentions nobody, a zero-width space or a bidirectional override from a record: Unicode format
-    characters, category Cf), so what is copied from a terminal is what a command takes (``--providers
-    torch_compile@max-autotune``). Tables keep their pipes. ``list`` always prints this; ``show``, ``report``,
-    ``compare`` and ``check`` when stdout is a terminal; a pipe or file gets the markdown itself."""
-    plain = _TERMINAL.sub(lambda m: m.group(1) or "", markdown)
-    return "".join(ch for ch in plain if unicodedata.category(ch) != "Cf")
-
-
 def _stderr_is_tty() -> bool:
     """The progress bar (tqdm, on stderr) only where someone watches: a log or pipe gets the plain lines."""
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def for_stdout(markdown: str) -> str:
-    try:
-        tty = sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return terminal_text(markdown) if tty else markdown
 
 
 # Where `run` writes without --out: ignored by git (.gitignore), so an ad-hoc run never lands in the committed tree.
