@@ -141,6 +141,14 @@ def record(ctx: dict[str, Any], case_: dict[str, Any], *, status: str = "ok", re
     return rec
 
 
+def p_resample_on(provider: str, device: str) -> str:
+    """Where a pipeline's resampling runs (the record's ``pipeline.resample_on``): in the CPU workers, on the GPU,
+    or robocache's NumPy fallback on a CPU run."""
+    if provider == "cpu_workers":
+        return "cpu_workers"
+    return "gpu" if device == "gpu" else "numpy_fallback"
+
+
 def plain(x: Any) -> Any:
     """NumPy scalars to Python numbers, recursively (the schema takes JSON types only)."""
     if isinstance(x, dict):

@@ -80,7 +80,6 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
     from ..multigpu import rank as dist_mod
     from ..multigpu import scaling
     from . import loading, training
-    from .run import p_resample_on
 
     t0 = time.perf_counter()
     task = dt.launch.task
@@ -127,7 +126,7 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
     worst = max((x["max_rel_err"] or 0.0) for x in per_rank)
     check = {"passed": passed, "max_abs_err": None, "max_rel_err": worst, "tolerance": training.LOSS_RTOL,
              "bad_fraction": 0.0 if passed else None}
-    pipeline = {"kind": "train", "resample_on": p_resample_on(prov, task.device),
+    pipeline = {"kind": "train", "resample_on": common.p_resample_on(prov, task.device),
                 "figures": {"steps_per_s": 1e6 / step_us, "traj_per_s": agg,
                             "data_wait_share": max(x["data_share"] for x in per_rank), "ranks": float(k),
                             "final_loss": r["loss"][-1] if r["loss"] else None},

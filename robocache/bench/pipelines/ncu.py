@@ -44,6 +44,8 @@ import sys
 import time
 from typing import Any
 
+from ..gate import NCU_AGREE
+
 METRICS = {"gpu__time_duration.sum": "ncu_time_us",
            "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct_of_peak",
            "dram__bytes_read.sum": "dram_read_mb",
@@ -67,10 +69,7 @@ UNITS = {
     "percent": {"%": 1.0, "percent": 1.0, "pct": 1.0},
     "count": {"register/thread": 1.0, "register": 1.0},
 }
-# The longest kernel of the profiled call against the harness's device time of the same case in the same run:
-# ncu replays a kernel with its caches flushed and clocks left alone, so a few tens of percent apart is normal;
-# beyond this factor either way one of the two is not measuring what it says (a unit, a wrong kernel)
-AGREE = 3.0
+AGREE = NCU_AGREE  # ncu / the harness within this factor either way (robocache.bench.gate)
 
 
 class UnitError(ValueError):
