@@ -31,6 +31,7 @@ from . import specs, store
 from .messages import TimingOptions
 from .terminal import for_stdout, terminal_text  # noqa: F401 - cli.terminal_text, cli.for_stdout: their old home
 from .multigpu import launch
+from .pipelines import command as pipeline_options  # the pipelines suite's knobs and run (run --suite pipelines)
 from .views import report as rep
 from .views.kernels import kernels, kernels_sections
 from .views.sampled import point_rows as sampled_points, sampled, sampled_sections, summary as sampled_summary
@@ -39,7 +40,7 @@ from .views.records import pick_run, runs
 from .views.tables import sections_json, table
 
 
-PIPELINES = "pipelines"  # the end-to-end suite (robocache.bench.pipelines), outside the kernel grid
+PIPELINES = specs.PIPELINES  # the end-to-end suite (robocache.bench.pipelines), outside the kernel grid
 
 
 def _csv(text: str) -> list[str]:
@@ -189,8 +190,8 @@ def _parser() -> argparse.ArgumentParser:
                         "sampled: 48 shapes per op drawn from what users pass, the public API against its peers "
                         "(--sample-seed N: a fresh draw; docs/harness.md); multigpu: cases over 1-8 GPUs "
                         "(and 16 over two nodes) through torchrun; pipelines: data loading, training step, policy "
-                        "inference end to end, at default sizes (every knob: python -m robocache.bench.pipelines "
-                        "run --help; docs/pipelines.md) (default: quick)")
+                        "inference end to end, at default sizes or those of the pipelines options below "
+                        "(docs/pipelines.md) (default: quick)")
     r.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     r.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     r.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
@@ -232,6 +233,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--rdzv-endpoint", metavar="HOST:PORT", type=_endpoint,
                    help="torchrun's c10d rendezvous, the same on every node (needed with --nnodes > 1)")
     g.add_argument("--rdzv-id", default="robocache-bench", help="rendezvous id, the same on every node")
+    pipeline_options.add_run_options(r.add_argument_group(
+        "pipelines (suite pipelines: each defaults to the device's default sweep; also python -m "
+        "robocache.bench.pipelines run)"))
 
     ls = sub.add_parser("list", help="list the cases of a suite and the reason for each grid point",
                         description="List the cases of a suite. The bytes column is the upper bound from the "
@@ -839,6 +843,9 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.suite == PIPELINES:
         return _run_pipelines(args)
+    knobs = pipeline_options.given(args)
+    if knobs:
+        return _usage(f"{', '.join(knobs)}: options of --suite pipelines, not of --suite {args.suite}")
     device = runner.detect_device() if args.device == "auto" else args.device
     cases = ([specs.find(k) for k in args.cases] if args.cases else
              specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes,
@@ -852,18 +859,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_pipelines(args: argparse.Namespace) -> int:
-    """``run --suite pipelines``: the end-to-end suite with its defaults (its own CLI has every knob)."""
-    from .pipelines import __main__ as pipelines
-
+    """``run --suite pipelines``: the end-to-end suite, at its defaults or with the pipelines options (the same
+    knobs, config and run as ``python -m robocache.bench.pipelines run``)."""
     given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
                                   ("--cases", args.cases), ("--gpus", args.gpus)) if v]
     given += ["--sample-seed"] if args.sample_seed is not None else []
     if given or args.cache != "warm" or args.precompile_jobs:
-        return _usage(f"--suite pipelines takes --device, --out and --machine only (got "
-                      f"{', '.join(given) or 'other options'}); every knob: python -m robocache.bench.pipelines run "
-                      "--help")
-    device = pipelines.detect_device(args.device)
-    return pipelines.run_and_print(pipelines.config_from(argparse.Namespace(), device), args.out, args.machine)
+        return _usage(f"--suite pipelines takes --device, --out, --machine and the pipelines options only (got "
+                      f"{', '.join(given) or 'other options'}); see robocache-bench run --help")
+    device = pipeline_options.detect_device(args.device)
+    try:
+        cfg = pipeline_options.checked_config(args, device)
+    except ValueError as e:
+        return _usage(f"robocache-bench run --suite pipelines: {e}")
+    return pipeline_options.run_and_print(cfg, args.out, args.machine)
 
 
 def _run_cases_unusable(args: argparse.Namespace, cases: list) -> str | None:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import specs
+from ..messages import Task
+from ..schema import Record
 from . import common, dataset, inference, loading, training
 from .common import p_resample_on
 
@@ -38,7 +40,7 @@ def _case(pt: dict[str, Any], items: int, nbytes: int = 0) -> dict[str, Any]:
                        pt["reason"], nbytes)
 
 
-def _failed(ctx, pt, e: BaseException, t0: float) -> dict[str, Any]:
+def _failed(ctx: Task, pt, e: BaseException, t0: float) -> Record:
     from ..worker import classify as _classify
 
     tb = traceback.format_exc(limit=6).strip().splitlines()
@@ -62,48 +64,43 @@ def _ms(xs: list[float]) -> dict[str, float]:
 class Result:
     run_id: str
     path: Path | None
-    records: list[dict[str, Any]]
+    records: list[Record]
     wall_s: float
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
+    def failed(self) -> list[Record]:
         from ..schema import FAILED_STATUSES
 
-        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+        return [r for r in self.records if r.status in FAILED_STATUSES]
 
 
 def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = None, frontend: str = "cli",
         log=None) -> Result:
     """Run the suite; returns the records and the path of the run file."""
-    from .. import env as envmod
     from .. import context
 
     cfg.validate()
     say = log or (lambda s: None)
     t_run = time.perf_counter()
-    env = envmod.capture_env(cfg.device, machine=machine)
-    commit, dirty = context.git_state()
-    run_id = context.new_run_id()
-    ctx = {"run_id": run_id, "git_commit": commit, "git_dirty": dirty, "frontend": frontend, "device": cfg.device}
-    name = f"{run_id}-{common.SUITE}"
-    # the run's context: the results folder rule (<out>/<arch or cpu>-<machine>), and what a DDP launch sends
-    # its ranks
+    # the run's context: its id, git state and environment, the results folder rule (<out>/<arch or
+    # cpu>-<machine>), the run file; what a DDP launch sends its ranks
     run_ctx = context.RunContext.start(suite=common.SUITE, device=cfg.device, frontend=frontend, out_dir=out_dir,
-                                       run_id=run_id, env=env, git=(commit, dirty), name=name)
+                                       machine=machine)
+    run_id = run_ctx.run_id
+    ctx = run_ctx.task(seed=cfg.seed)  # what every record of the run takes from the run
     folder = run_ctx.folder
     tmp = None
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     path: Path | None = None
 
-    def emit(rec: dict[str, Any]) -> None:
+    def emit(rec: Record) -> None:
         nonlocal path
         records.append(rec)
         path = run_ctx.write(records)
-        m = rec.get("metrics") or {}
-        p50 = m.get("time_us", {}).get("p50")
-        say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}"
-            + (f", p50 {p50 / 1e3:.2f} ms" if p50 else "") + (f" ({rec['reason'].splitlines()[0][:120]})"
-                                                               if rec["status"] != "ok" and rec.get("reason") else ""))
+        p50 = rec.metrics.time_us.p50 if rec.metrics is not None else None
+        say(f"  {rec.case.id} {rec.case.provider}: {rec.status}"
+            + (f", p50 {p50 / 1e3:.2f} ms" if p50 else "") + (f" ({rec.reason.splitlines()[0][:120]})"
+                                                               if rec.status != "ok" and rec.reason else ""))
 
     try:
         path_ds = cfg.dataset
@@ -134,7 +131,7 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
             tr = [p for p in points(Config(**{**cfg.__dict__, "parts": ("train",)}), info)]
             for rec in ddp.run_ddp(cfg, run_ctx, path_ds, info, tr, log=say):
                 records.append(rec)
-                say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}")
+                say(f"  {rec.case.id} {rec.case.provider}: {rec.status}")
         if "infer" in cfg.parts:
             _infer(cfg, ctx, [p for p in pts if p["kind"] == "infer"], emit, say)
     finally:
@@ -196,7 +193,7 @@ def _cache_notes(cache: Any) -> list[str]:
                            "(streamed: with the wait for this batch's chunks; the next chunks copy on a side stream)"]
 
 
-def _rgb_skip(ctx, pt, t0: float) -> dict[str, Any]:
+def _rgb_skip(ctx: Task, pt, t0: float) -> Record:
     return common.record(ctx, _case(pt, pt["params"]["B"]), status="skipped",
                          reason="EpisodeCache holds the numeric streams; this dataset's RGB frames are not cached "
                                 "(run without --rgb for the cache's cases)", duration_s=time.perf_counter() - t0)
@@ -400,7 +397,7 @@ def _gate(chk: dict[str, Any] | None, is_reference: bool, missing: str, differs:
 
 
 def _gated(ctx, pt, b: int, chk: dict[str, Any] | None, is_reference: bool, missing: str, differs: str, *, t,
-           pipeline: dict[str, Any], clocks, t0: float) -> dict[str, Any]:
+           pipeline: dict[str, Any], clocks, t0: float) -> Record:
     """The record of a timed, checked case (train, infer), its status from :func:`_gate`."""
     status, reason = _gate(chk, is_reference, missing, differs)
     return common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
