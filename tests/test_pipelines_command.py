@@ -36,17 +36,21 @@ def test_defaults_are_the_devices_sweep() -> None:
             dataclasses.asdict(specs.pipeline_defaults(device))
 
 
+def _run(argv: list[str]) -> int:
+    """``robocache-bench run ARGV`` as far as its checks go (parsed, then the command; nothing here runs)."""
+    return cli._run(cli._parser().parse_args(["run", *argv]))
+
+
 def test_knobs_are_usage_errors_elsewhere(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert cli.main(["run", "--suite", "quick", "--device", "cpu", "--batch-sizes", "2", "--workers", "1",
-                     "--out", str(tmp_path)]) == 2
+    assert _run(["--suite", "quick", "--device", "cpu", "--batch-sizes", "2", "--workers", "1",
+                 "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "--batch-sizes, --workers: options of --suite pipelines, not of --suite quick"
-    assert cli.main(["run", "--suite", "pipelines", "--device", "cpu", "--batch-sizes", "0",
-                     "--out", str(tmp_path)]) == 2
+    assert _run(["--suite", "pipelines", "--device", "cpu", "--batch-sizes", "0", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "robocache-bench run --suite pipelines: batch_sizes must be one or more integers >= 1"
-    assert cli.main(["run", "--suite", "pipelines", "--device", "cpu", "--dataset", str(tmp_path / "none.h5"),
-                     "--out", str(tmp_path)]) == 2
+    assert _run(["--suite", "pipelines", "--device", "cpu", "--dataset", str(tmp_path / "none.h5"),
+                 "--out", str(tmp_path)]) == 2
     assert "none.h5" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # nothing written
 
@@ -59,3 +63,15 @@ def test_the_grid_is_declared_in_specs() -> None:
     assert {p["provider"] for p in pts if p["kind"] == "infer"} == set(cfg.backends)
     assert all(p["kind"] in specs.PIPELINE_UNITS and p["reason"] for p in pts)
     assert len({(p["kind"], p["tag"], p["provider"]) for p in pts}) == len(pts)  # no case twice
+
+
+def test_list_through_the_one_cli_is_the_alias_list(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["list", "--suite", "pipelines", "--device", "cpu", "--batch-sizes", "2,4"]) == 0
+    one = capsys.readouterr().out
+    assert alias.main(["list", "--device", "cpu", "--batch-sizes", "2,4"]) == 0
+    assert capsys.readouterr().out == one and "dataload/B4-W2-Nep-s0" in one
+    assert cli.main(["list", "--suite", "pipelines", "--ops", "fuse"]) == 2
+    assert capsys.readouterr().err.strip() == "list --suite pipelines takes --device and the pipelines options only " \
+                                              "(got --ops)"
+    assert cli.main(["list", "--suite", "quick", "--workers", "2"]) == 2
+    assert "--workers: options of --suite pipelines" in capsys.readouterr().err

@@ -241,14 +241,16 @@ def _parser() -> argparse.ArgumentParser:
                         description="List the cases of a suite. The bytes column is the upper bound from the "
                                     "case's parameters alone (every source row read); a record carries the "
                                     "minimum traffic of the inputs it timed (specs.moved_bytes), never more.")
-    ls.add_argument("--suite", choices=specs.SUITES, default="quick")
+    ls.add_argument("--suite", choices=(*specs.SUITES, PIPELINES), default="quick")
     ls.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     ls.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     ls.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     ls.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
     ls.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N", help=_SAMPLE_SEED_HELP)
     ls.add_argument("--format", choices=("text", "json"), default="text",
-                    help=f"text: the table (default); json: {LIST_SCHEMA} (docs/report.md)")
+                    help=f"text: the table (default); json: {LIST_SCHEMA} (docs/report.md; not for suite pipelines)")
+    pipeline_options.add_run_options(ls.add_argument_group(
+        "pipelines (suite pipelines: the cases of these knobs; each defaults to the device's default sweep)"))
 
     for name, helptext in (("show", "a table of one run: every case, status, time, throughput, bandwidth"),
                            ("report", "the markdown report of one run (headline, scaling, peers, roofline), or with "
@@ -542,6 +544,21 @@ def _tune_cmd(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     """``list``: the cases of a suite, as a table or JSON."""
+    knobs = pipeline_options.given(args)
+    if args.suite == PIPELINES:
+        given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
+                                      ("--sample-seed", args.sample_seed), ("--format json", args.format == "json"))
+                 if v is not None and v is not False]
+        if given:
+            return _usage(f"list --suite pipelines takes --device and the pipelines options only (got "
+                          f"{', '.join(given)})")
+        try:
+            cfg = pipeline_options.checked_config(args, args.device)
+        except ValueError as e:
+            return _usage(f"robocache-bench list --suite pipelines: {e}")
+        return pipeline_options.list_cases(cfg)
+    if knobs:
+        return _usage(f"{', '.join(knobs)}: options of --suite pipelines, not of --suite {args.suite}")
     cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
                         dtypes=args.dtypes, sample_seed=args.sample_seed)
     if args.format == "json":
