@@ -1167,7 +1167,7 @@ def run_cli(args: Any) -> int:
         cfg = Settings(**{**settings.__dict__, "budget_s": left})
         st, path = start(repo, good, bad, cases, machine=machine, out_dir=out, settings=cfg, expect=args.expect,
                          alert=grp, keep=args.keep, link_base=args.dashboard_url, note=args.note or "", log=say)
-        from .cli import for_stdout
+        from .terminal import for_stdout
 
         print(for_stdout(document(st)["markdown"]))
         print(f"bisection {st.id}: {STATUS_TEXT[st.status]}; document {path}")
