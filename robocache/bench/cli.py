@@ -730,13 +730,20 @@ def _check_history(args: argparse.Namespace) -> list | int:
     if missing:
         print(f"robocache-bench check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
-    loaded = store.load(*args.paths)
-    for path, why in loaded.bad:
+    try:  # the harness's read model: the rows the check reads, through the columnar cache (pandas and pyarrow)
+        from . import frame
+    except ImportError:  # the bench extra alone: the records from their JSON
+        frame = None
+    if frame is not None:
+        records, bad = frame.check_history(args.paths)
+    else:
+        loaded = store.load(*args.paths)
+        records, bad = list(loaded.records), loaded.bad
+    for path, why in bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-    records = list(loaded.records)
     if not records:
         print(f"robocache-bench check: no records in {', '.join(args.paths)}"
-              + (f" ({len(loaded.bad)} bad file(s) skipped)" if loaded.bad else ""), file=sys.stderr)
+              + (f" ({len(bad)} bad file(s) skipped)" if bad else ""), file=sys.stderr)
         return 2
     return records
 
