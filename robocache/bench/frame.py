@@ -1,6 +1,9 @@
 """The harness's one read model: results files -> one columnar table of records (one row per record, the series'
 identity in columns), through a Parquet cache keyed by the files as they are.
 
+Each row carries its series' identity, ``series`` (the fingerprint of :func:`robocache.bench.schema.series_key`, the
+one definition ``check``, ``compare``, the report and History's lines use), computed from the record itself.
+
 The table is built column-wise (one pass over the records appending to plain lists, then one Arrow table with a
 fixed schema, :data:`SCHEMA`, then pandas): for 100,000 records that is a fraction of the msgspec load.
 
@@ -36,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import store
+from . import schema, store
 from .store import RECORDS_SUFFIX, TMP_PREFIX, display_path
 
 # the checkout this module runs from (an editable install, or the repository itself): its root is where the
@@ -64,7 +67,10 @@ COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "a
            # multi-GPU cases (record.distributed; empty for the others)
            *MULTI_COLUMNS,
            # call-cost (dispatch) cases (record.dispatch, schema v3; empty for the others and older schemas)
-           "dispatch_device_us", "dispatch_gpu_keeps_up"]
+           "dispatch_device_us", "dispatch_gpu_keeps_up",
+           # the series' identity (schema.series_key's fingerprint: the one definition check, compare, the report
+           # and History's lines use), 12 hex digits
+           "series"]
 
 
 def files_fingerprint(dirs: Sequence[str]) -> str:
@@ -149,6 +155,8 @@ def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
     a = {c: cols[c].append for c in COLUMNS}  # bound appends: the loop runs 100,000 times
     enc = msgspec.json.encode
+    series_of = schema.series_key
+    fps: dict[schema.Series, str] = {}  # one fingerprint (a sha256) per distinct series
     env_cache: dict[int, tuple[Any, ...]] = {}
     sources: dict[Any, Any] = {}
     for r in records:
@@ -233,6 +241,11 @@ def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
         dsp = getattr(r, "dispatch", None)
         a["dispatch_device_us"](getattr(dsp, "device_us", None) if dsp is not None else None)
         a["dispatch_gpu_keeps_up"](getattr(dsp, "gpu_keeps_up", None) if dsp is not None else None)
+        s = series_of(r)
+        f = fps.get(s)
+        if f is None:
+            f = fps[s] = schema.fingerprint(s)
+        a["series"](f)
         dist = r.distributed
         if dist is None:
             for col in MULTI_COLUMNS:
@@ -316,7 +329,7 @@ CACHE_ENV_VAR = "ROBOCACHE_FRAME_CACHE"  # a folder for the columnar cache; "off
 # user's cache folder
 DEFAULT_CACHE_DIR = (REPO / ".cache" / "frames" if (REPO / "pyproject.toml").is_file() else
                      Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "robocache" / "frames")
-CACHE_FORMAT = 2  # raise when what a row holds changes: older caches are then rebuilt
+CACHE_FORMAT = 3  # raise when what a row holds changes: older caches are then rebuilt
 CACHE_KEEP = 16  # cache files kept per folder (one per set of results folders); the least recently used go
 _CACHE_META = b"robocache.frames"
 
