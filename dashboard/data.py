@@ -1,4 +1,4 @@
-"""The dashboard's one loader: results folders -> one pandas DataFrame (one row per record), cached.
+"""The dashboard's loader: results folders -> one pandas DataFrame (one row per record), cached in the process.
 
 Folders: the repository's ``results/`` (the committed records), plus any given with ``--results DIR
 [DIR ...]`` after ``--`` on the ``streamlit run`` command line, else with the ``ROBOCACHE_RESULTS_DIRS``
@@ -8,78 +8,38 @@ the store loads any file reached twice only once. ``--no-default-results`` (or
 ``ROBOCACHE_NO_DEFAULT_RESULTS=1``) leaves ``results/`` out, so a folder of fixtures or of one run
 shows on its own.
 
-The frame is built column-wise (one pass over the records appending to plain lists, then one Arrow table
-with a fixed schema, :data:`SCHEMA`, then pandas): for 100,000 records that is a fraction of the msgspec load.
-
-Two caches, both keyed by what is on disk:
-- in the process, ``st.cache_data`` keyed by every results file's path, size and mtime (:func:`files_fingerprint`),
-  so a new run shows up on the next rerun without clearing anything;
-- across processes, a columnar cache: one Parquet file per set of folders in :func:`cache_dir`
-  (``.cache/frames/`` in the repository, ignored by git; ``$ROBOCACHE_FRAME_CACHE`` names another folder, ``off``
-  turns it off). It holds the Arrow rows of every good file with each file's path, size, mtime_ns, ctime_ns and
-  inode; a load re-reads (through the store's own :func:`robocache.bench.store.read_file`) only the files whose
-  key changed, drops the rows of files that are gone, and re-reads every bad file each time, so bad files are
-  reported exactly as :func:`robocache.bench.store.load` reports them (the cache holds good files only: a file
-  that became bad changed its key and is read again). The JSON records stay the source of truth: the cache is
-  written atomically (:func:`robocache.bench.store.atomic_write`), verified on read (page checksums, schema,
-  row counts) and rebuilt, never trusted, when anything about it is off. ``scripts/bench_load.py`` measures it.
+The frame itself, its columns and the columnar (Parquet) cache across processes are the harness's read model,
+:mod:`robocache.bench.frame` (``robocache-bench check`` reads the same cache). This module adds the in-process
+cache, ``st.cache_data`` keyed by every results file's path, size and mtime (:func:`robocache.bench.frame.files_fingerprint`), so
+a new run shows up on the next rerun without clearing anything, and the helpers the pages share.
 """
 from __future__ import annotations
 
 import argparse
-import gc
 import hashlib
-import json
 import os
 import sys
 import traceback
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import msgspec
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import streamlit as st
 
-from robocache.bench import store
-from robocache.bench.store import RECORDS_SUFFIX, TMP_PREFIX, display_path
+from robocache.bench import frame
+from robocache.bench.store import display_path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RESULTS = REPO / "results"
 ENV_VAR = "ROBOCACHE_RESULTS_DIRS"  # folders added to results/
 NO_DEFAULT_ENV_VAR = "ROBOCACHE_NO_DEFAULT_RESULTS"  # "1": results/ left out
-# Shape parameters with a column each (the Sweeps page's axes); "G" is voxelize's grid side (``grid: [g, g, g]``;
-# missing when the sides differ).
-SHAPE_PARAMS = ("B", "S", "T", "D", "N", "G")
 # The snapshot pages (Overview, Sweeps, Architectures, Multi-GPU) show the newest figure of each of these; never
 # across machines, timers or warm/cold. A *series* (what History draws as one line, and compare/check compare) is
 # finer: robocache.bench.schema.series_key, which also splits by front end, grid version, input rotation and
 # method version.
 LATEST_KEYS = ["machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache"]
 EXPECTED_ARCHES = ("A100", "H100", "H200")
-
-# From record.distributed (schema version 2): None for single-GPU records.
-MULTI_NUMERIC = ("world_size", "nodes", "step_us", "aggregate_items_per_s", "efficiency", "gather_us",
-                 "gather_gb_per_s", "collective_us", "collective_gb_per_s", "collective_busbw_gb_per_s")
-MULTI_COLUMNS = (*MULTI_NUMERIC, "backend", "scaling", "gather", "per_rank_us")
-
-COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
-           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "method_version", "noise", "status",
-           "reason",
-           "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled",
-           "contended", "noisy", "synthetic", "params", *SHAPE_PARAMS,
-           # for the runs page
-           "grid_version", "git_dirty", "health_reasons", "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported",
-           "temperature_c_max", "power_w_max", "throttle_reasons", "other_processes", "gpu_count", "env",
-           "source",
-           # multi-GPU cases (record.distributed; empty for the others)
-           *MULTI_COLUMNS,
-           # call-cost (dispatch) cases (record.dispatch, schema v3; empty for the others and older schemas)
-           "dispatch_device_us", "dispatch_gpu_keeps_up"]
 
 
 def results_dirs(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -130,421 +90,13 @@ def _dedup(paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def files_fingerprint(dirs: Sequence[str]) -> str:
-    """The cache key of what is on disk: a sha256 over every results file's (path, size, mtime), so new or
-    rewritten files reload. Paths enter as bytes (``os.fsencode``): a file name that is not UTF-8 (a str with
-    lone surrogates, which Streamlit's hasher cannot encode) is a key like any other."""
-    h = hashlib.sha256()
-
-    def add(p: str, st_: os.stat_result) -> None:
-        h.update(os.fsencode(p) + b"\0" + f"{st_.st_size}:{st_.st_mtime_ns}".encode() + b"\0")
-
-    for d in dirs:
-        if os.path.isfile(d):
-            add(d, os.stat(d))
-            continue
-        for dirpath, dirnames, filenames in os.walk(d):
-            dirnames.sort()
-            for fn in sorted(filenames):
-                if fn.endswith(RECORDS_SUFFIX) and not fn.startswith(TMP_PREFIX):
-                    p = os.path.join(dirpath, fn)
-                    try:
-                        st_ = os.stat(p)
-                    except OSError:
-                        continue
-                    add(p, st_)
-    return h.hexdigest()
-
-
-# The frame's column types, fixed whatever the records hold (the cache stores exactly this). Text is dictionary
-# encoded: 100,000 records of 100 files repeat each file's env (kilobytes of JSON) 1,000 times, stored once each.
-CATEGORY_COLUMNS = ("run_id", "suite", "frontend", "machine", "arch", "device", "op", "provider", "dtype", "timer",
-                    "cache", "status")
-FLOAT_COLUMNS = ("noise", "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", *SHAPE_PARAMS,
-                 "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
-                 *MULTI_NUMERIC, "dispatch_device_us")
-# int64 in the frame when every record has one, float64 (NaN) when some lack it: pandas' own rule for a list
-INT_COLUMNS = ("input_sets", "method_version", "grid_version", "other_processes", "gpu_count")
-# bool when every record has one, object (True/False/None) when some lack it
-BOOL_COLUMNS = ("throttled", "contended", "noisy", "synthetic", "git_dirty", "dispatch_gpu_keeps_up")
-_TEXT = pa.dictionary(pa.int32(), pa.string())
-_CREATED = pa.timestamp("ns", tz="UTC")
-
-
-def _arrow_type(col: str) -> pa.DataType:
-    if col == "created":
-        return _CREATED
-    if col in FLOAT_COLUMNS:
-        return pa.float64()
-    if col in INT_COLUMNS:
-        return pa.int64()
-    if col in BOOL_COLUMNS:
-        return pa.bool_()
-    return _TEXT
-
-
-SCHEMA = pa.schema([pa.field(c, _arrow_type(c)) for c in COLUMNS])
-
-
-def _grid_side(grid: Any) -> int | None:
-    """A cubic grid's side (``[64, 64, 64]`` -> 64); ``None`` for anything else."""
-    if isinstance(grid, (list, tuple)) and grid and all(type(g) is int and g == grid[0] for g in grid):
-        return grid[0]
-    return None
-
-
-_REPO_PREFIX = str(REPO) + os.sep
-
-
-def shown_source(src: Any) -> Any:
-    """A record's file as the pages show it: relative to the repository when inside it (``results/h200-.../x.records
-    .json``, not the checkout's absolute path), else as given; odd bytes as ``\\xNN`` (``store.display_path``)."""
-    if not src:
-        return src
-    full = os.path.abspath(src)
-    return display_path(full[len(_REPO_PREFIX):] if full.startswith(_REPO_PREFIX) else src)
-
-
-def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """One list per column over the records (the one pass over them)."""
-    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
-    a = {c: cols[c].append for c in COLUMNS}  # bound appends: the loop runs 100,000 times
-    enc = msgspec.json.encode
-    env_cache: dict[int, tuple[Any, ...]] = {}
-    sources: dict[Any, Any] = {}
-    for r in records:
-        env = r.env
-        e = env_cache.get(id(env))
-        if e is None:  # one env object per file, shared by its records
-            if env is None:
-                e = ("?", "unknown", None, "?", None, "{}")
-            else:
-                arch = env.arch or ("CPU" if env.device == "cpu" else env.gpu_name or "unknown")
-                e = (env.machine, arch, env.gpu_name, env.device, env.gpu_count, enc(env).decode())
-            env_cache[id(env)] = e
-        c = r.case
-        m = r.method
-        x = r.metrics
-        h = r.health
-        k = r.clocks
-        p = c.params
-        a["run_id"](r.run_id)
-        a["created"](r.created)
-        a["git_commit"](r.git_commit)
-        a["suite"](r.suite)
-        a["frontend"](r.frontend)
-        a["machine"](e[0])
-        a["arch"](e[1])
-        a["gpu_name"](e[2])
-        a["device"](e[3])
-        a["gpu_count"](e[4])
-        a["env"](e[5])
-        a["op"](c.op)
-        a["case_id"](c.id)
-        a["provider"](c.provider)
-        a["dtype"](c.dtype)
-        a["grid_version"](c.grid_version)
-        a["params"](enc(p).decode())
-        for s in SHAPE_PARAMS:
-            v = p.get(s) if s != "G" else _grid_side(p.get("grid"))
-            a[s](v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
-        a["timer"](m.timer if m else "-")
-        a["cache"](m.cache if m else "-")
-        a["input_sets"](m.input_sets if m else None)
-        a["method_version"](m.version if m else None)
-        a["noise"](m.noise if m else None)  # the median's 95% half-width in its run: the check's within-run noise
-        a["status"](r.status)
-        a["reason"](r.reason or "")
-        if x is not None:
-            t = x.time_us
-            a["p20"](t.p20)
-            a["p50"](t.p50)
-            a["p80"](t.p80)
-            a["gb_per_s"](x.gb_per_s)
-            a["pct_of_ceiling"](x.pct_of_ceiling)
-            a["items_per_s"](x.items_per_s)
-            a["ceiling_gb_per_s"](x.ceiling_gb_per_s)
-        else:
-            for col in ("p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s"):
-                a[col](None)
-        a["throttled"](h.throttled)
-        a["contended"](h.contended)
-        a["noisy"](h.noisy)
-        a["health_reasons"]("; ".join(h.reasons))
-        a["synthetic"](r.synthetic)
-        a["git_dirty"](r.git_dirty)
-        if k is not None:
-            a["sm_mhz_min"](k.sm_mhz_min)
-            a["sm_mhz_median"](k.sm_mhz_median)
-            a["sm_mhz_max_supported"](k.sm_mhz_max_supported)
-            a["temperature_c_max"](k.temperature_c_max)
-            a["power_w_max"](k.power_w_max)
-            a["throttle_reasons"](", ".join(k.throttle_reasons))
-            a["other_processes"](k.other_processes)
-        else:
-            for col in ("sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
-                        "other_processes"):
-                a[col](None)
-            a["throttle_reasons"]("")
-        src = r.source
-        shown = sources.get(src)
-        if shown is None:  # one source per file; one in this checkout shown from its root (results/...)
-            shown = sources[src] = shown_source(src)
-        a["source"](shown)
-        dsp = getattr(r, "dispatch", None)
-        a["dispatch_device_us"](getattr(dsp, "device_us", None) if dsp is not None else None)
-        a["dispatch_gpu_keeps_up"](getattr(dsp, "gpu_keeps_up", None) if dsp is not None else None)
-        dist = r.distributed
-        if dist is None:
-            for col in MULTI_COLUMNS:
-                a[col](None)
-        else:
-            for col in MULTI_NUMERIC:
-                a[col](getattr(dist, col))
-            a["backend"](dist.backend)
-            a["scaling"](dist.scaling)
-            a["gather"](dist.gather)
-            a["per_rank_us"](", ".join(f"{t:.1f}" for t in dist.per_rank_us))
-    return cols
-
-
-def _arrow_column(col: str, vals: list[Any]) -> pa.Array:
-    typ = SCHEMA.field(col).type
-    if col == "created":
-        # ISO 8601 with offsets or "Z", to UTC; an odd string becomes NaT (null) instead of failing the page
-        t = pd.to_datetime(pd.Series(vals, dtype=object), utc=True, errors="coerce", format="ISO8601")
-        return pa.array(t.dt.as_unit("ns"), type=typ)
-    if typ == _TEXT:
-        try:
-            return pa.array(vals, type=pa.string()).dictionary_encode()
-        except (pa.ArrowException, TypeError, ValueError):  # a value that is not text (or not UTF-8): as its str
-            return pa.array([None if v is None else str(v).encode("utf-8", "backslashreplace").decode("utf-8")
-                             for v in vals], type=pa.string()).dictionary_encode()
-    try:
-        return pa.array(vals, type=typ)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        # a value of another type (the schema checks these; never fail a page on one): coerced, or missing
-        num = pd.to_numeric(pd.Series(vals, dtype=object), errors="coerce")
-        if typ == pa.float64():
-            return pa.array(num.astype("float64"), type=typ)
-        if typ == pa.int64():
-            return pa.array([int(v) if pd.notna(v) and float(v).is_integer() else None for v in num], type=typ)
-        return pa.array([v if isinstance(v, bool) else None for v in vals], type=typ)
-
-
-def build_table(records: Sequence[Any]) -> pa.Table:
-    """The records' rows as an Arrow table of :data:`SCHEMA` (what the columnar cache stores)."""
-    cols = _columns(records)
-    return pa.Table.from_arrays([_arrow_column(c, cols[c]) for c in COLUMNS], schema=SCHEMA)
-
-
-def _object(s: pd.Series) -> pd.Series:
-    """A categorical column of text as plain objects (missing: ``None``, as a list of str/None gives)."""
-    cats = np.asarray(s.cat.categories, dtype=object)
-    codes = s.cat.codes.to_numpy()
-    out = np.empty(len(s), dtype=object)
-    have = codes >= 0
-    out[have] = cats[codes[have]]
-    out[~have] = None
-    return pd.Series(out, index=s.index, name=s.name)
-
-
-def to_frame(table: pa.Table) -> pd.DataFrame:
-    """The page's frame from a :data:`SCHEMA` table: categories sorted (as ``astype("category")`` sorts them),
-    other text as str/None objects, ints/bools as pandas types a list of them would get."""
-    df = table.to_pandas()
-    for col in COLUMNS:
-        if SCHEMA.field(col).type != _TEXT:
-            continue
-        s = df[col]
-        if col in CATEGORY_COLUMNS:
-            s = s.cat.remove_unused_categories()
-            df[col] = s.cat.reorder_categories(sorted(s.cat.categories))
-        else:
-            df[col] = _object(s)
-    return df
-
-
-def build_frame(records: Sequence[Any]) -> pd.DataFrame:
-    """One row per record (see the module docstring for how)."""
-    return to_frame(build_table(records))
-
-
-# --- the columnar cache -----------------------------------------------------------------------------------
-
-CACHE_ENV_VAR = "ROBOCACHE_FRAME_CACHE"  # a folder for the columnar cache; "off" (or "0", "none") turns it off
-DEFAULT_CACHE_DIR = REPO / ".cache" / "frames"
-CACHE_FORMAT = 2  # raise when what a row holds changes: older caches are then rebuilt
-CACHE_KEEP = 16  # cache files kept per folder (one per set of results folders); the least recently used go
-_CACHE_META = b"robocache.frames"
-
-
-def cache_identity() -> str:
-    """What a cached row depends on besides the records themselves: the frame's schema text (names and types),
-    the code that derives the rows and validates the files (this module, ``robocache.bench.store`` and
-    ``schema``: their source text), the record schema's version. Any change to them rebuilds the cache, so a
-    ``git pull`` that changes how a column is derived or which files are rejected never serves old rows."""
-    from robocache.bench import schema as rschema
-    from robocache.bench import store as rstore
-
-    h = hashlib.sha256(f"{CACHE_FORMAT}:{SCHEMA}:{rschema.SCHEMA_VERSION}".encode())
-    for mod_file in (__file__, rstore.__file__, rschema.__file__):
-        try:
-            h.update(Path(mod_file).read_bytes())
-        except OSError:  # a frozen or zipped install: the version still keys it
-            h.update(str(mod_file).encode())
-    return h.hexdigest()[:16]
-
-
-_SCHEMA_ID = cache_identity()
-
-
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The columnar cache's folder: ``$ROBOCACHE_FRAME_CACHE``, else ``.cache/frames`` in the repository;
-    ``None`` when the variable says ``off``/``0``/``none``."""
-    environ = os.environ if environ is None else environ
-    v = environ.get(CACHE_ENV_VAR, "").strip()
-    if v.lower() in ("off", "0", "none", "false", "no"):
-        return None
-    return Path(v) if v else DEFAULT_CACHE_DIR
-
-
-def cache_file(dirs: Sequence[str], folder: Path) -> Path:
-    """The cache file of one set of results folders (the folders as given, in order, as bytes)."""
-    h = hashlib.sha256(b"\0".join(os.fsencode(str(d)) for d in dirs)).hexdigest()[:24]
-    return folder / f"frame-{h}.parquet"
-
-
-def _file_key(path: str) -> tuple[int, int, int, int] | None:
-    """What says a results file is unchanged: size, mtime_ns, ctime_ns (a chmod, or an mtime set back) and inode
-    (a file renamed over it). ``None``: it cannot be stat'ed (it is read, and reported bad if it is)."""
-    try:
-        st_ = os.stat(path)
-    except OSError:
-        return None
-    return (st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns, st_.st_ino)
-
-
-class CacheError(Exception):
-    """The cache file is not one this code wrote, or not whole: it is rebuilt."""
-
-
-def _read_cache(path: Path) -> tuple[pa.Table, dict[str, tuple[tuple[int, ...], int, int]]] | None:
-    """The cached table and ``{file: (key, first row, rows)}``; ``None`` when there is no cache file. Raises
-    :class:`CacheError` for a cache that cannot be trusted (the caller rebuilds it)."""
-    if not path.exists():
-        return None
-    try:
-        table = pq.read_table(path, page_checksum_verification=True, use_pandas_metadata=False,
-                              read_dictionary=[c for c in COLUMNS if SCHEMA.field(c).type == _TEXT])
-        raw = (table.schema.metadata or {}).get(_CACHE_META)
-        if raw is None:
-            raise CacheError("no manifest")
-        meta = json.loads(raw)
-        if meta.get("schema") != _SCHEMA_ID:
-            raise CacheError("written for another schema")
-        table = table.replace_schema_metadata(None)
-        if not table.schema.equals(SCHEMA):
-            raise CacheError("columns differ from the schema it names")
-        files: dict[str, tuple[tuple[int, ...], int, int]] = {}
-        at = 0
-        for hexpath, key, rows in meta["files"]:
-            if not (isinstance(rows, int) and rows >= 0 and len(key) == 4 and all(isinstance(k, int) for k in key)):
-                raise CacheError("a malformed manifest entry")
-            files[os.fsdecode(bytes.fromhex(hexpath))] = (tuple(key), at, rows)
-            at += rows
-        if at != table.num_rows:
-            raise CacheError(f"the manifest counts {at} rows, the table holds {table.num_rows}")
-        return table, files
-    except CacheError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any failure to read it is a cache not to trust
-        raise CacheError(f"{type(e).__name__}: {e}") from None
-
-
-def _write_cache(path: Path, table: pa.Table, files: list[tuple[str, tuple[int, ...], int]]) -> None:
-    """Write the cache atomically (store.atomic_write's temporary-and-rename); a failure only costs speed."""
-    import io
-
-    meta = {"schema": _SCHEMA_ID, "files": [[os.fsencode(p).hex(), list(k), n] for p, k, n in files]}
-    try:
-        buf = io.BytesIO()
-        pq.write_table(table.replace_schema_metadata({_CACHE_META: json.dumps(meta).encode()}), buf,
-                       compression="zstd", write_page_checksum=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store.atomic_write(path, buf.getvalue())
-        prune(path.parent, keep=path)
-    except Exception as e:  # noqa: BLE001 - a read-only checkout still loads, only slower
-        warnings.warn(f"robocache dashboard: could not write the load cache {display_path(path)}: {e}", stacklevel=2)
-
-
-def prune(folder: Path, keep: Path, pattern: str = "frame-*.parquet", most: int = CACHE_KEEP) -> None:
-    """At most ``most`` cache files matching ``pattern`` in ``folder``; the least recently written go first."""
-    try:
-        found = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    except OSError:
-        return
-    for p in found[most:]:
-        if p != keep:
-            try:
-                p.unlink()
-            except OSError:
-                pass
-
-
-def load_table(dirs: Sequence[str], cache: Path | None = None) -> tuple[pa.Table, list[tuple[str, str]]]:
-    """Every good record under ``dirs`` as a :data:`SCHEMA` table, and the bad files as ``(path, reason)``
-    exactly as :func:`robocache.bench.store.load` lists them; through the columnar cache in ``cache`` (a folder;
-    ``None``: no cache), which is read, checked, and rewritten when a file changed, came or went."""
-    files, bad, _ = store.files_to_load(*dirs)
-    target = cache_file(dirs, cache) if cache is not None else None
-    cached: tuple[pa.Table, dict[str, tuple[tuple[int, ...], int, int]]] | None = None
-    if target is not None:
-        try:
-            cached = _read_cache(target)
-        except CacheError as e:
-            warnings.warn(f"robocache dashboard: load cache {display_path(target)} not used, rebuilt: {e}",
-                          stacklevel=2)
-    old_table, old = cached if cached is not None else (None, {})
-    pieces: list[pa.Table] = []
-    manifest: list[tuple[str, tuple[int, ...], int]] = []
-    changed = cached is None or bool(set(old) - set(files))  # no usable cache, or files gone
-    gc_was_on = gc.isenabled()
-    gc.disable()  # as store.load: the decoder's many acyclic containers make the cyclic GC's passes costly
-    try:
-        for path in files:
-            key = _file_key(path)
-            hit = old.get(path)
-            if key is not None and hit is not None and hit[0] == key:
-                pieces.append(old_table.slice(hit[1], hit[2]))
-                manifest.append((path, key, hit[2]))
-                continue
-            changed = changed or hit is not None  # its rows are stale (if it is bad now, they go)
-            records, why = store.read_file(path)
-            if why is not None:
-                bad.append((path, why))  # never cached: a bad file is read, and reported, on every load
-                continue
-            t = build_table(records)
-            pieces.append(t)
-            changed = True
-            # a file that could not be stat'ed gets a key no file has: read again next time, never trusted
-            manifest.append((path, key if key is not None else (-1, -1, -1, -1), t.num_rows))
-    finally:
-        if gc_was_on:
-            gc.enable()
-    table = pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
-    if target is not None and changed:
-        _write_cache(target, table, manifest)
-    return table, bad
-
-
 @st.cache_data(show_spinner="Loading results ...", max_entries=4)
 def _load_cached(dirs: tuple[bytes, ...], fingerprint: str, cache: bytes | None) -> tuple[
         pd.DataFrame, list[tuple[str, str]]]:
     del fingerprint  # part of the cache key only
-    table, bad = load_table([os.fsdecode(d) for d in dirs], None if cache is None else Path(os.fsdecode(cache)))
+    table, bad = frame.load_table([os.fsdecode(d) for d in dirs], None if cache is None else Path(os.fsdecode(cache)))
     # every path a page shows is text the browser can take (a name that is not UTF-8 shows as \xNN escapes)
-    return to_frame(table), [(display_path(p), why) for p, why in bad]
+    return frame.to_frame(table), [(display_path(p), why) for p, why in bad]
 
 
 def load_frame(dirs: Sequence[str] | None = None, cache: Path | str | None | bool = True) -> tuple[
@@ -552,12 +104,13 @@ def load_frame(dirs: Sequence[str] | None = None, cache: Path | str | None | boo
     """All records under ``dirs`` (default: :func:`results_dirs`) as one DataFrame, and the bad files.
 
     Bad files are ``(path, reason)`` pairs the loader skipped; a missing folder is one of them. The in-process
-    cache key is the folders as bytes and :func:`files_fingerprint`, so any file name the OS allows can be hashed.
-    ``cache``: the columnar cache's folder (``True``: :func:`cache_dir`; ``None``/``False``: none).
+    cache key is the folders as bytes and :func:`robocache.bench.frame.files_fingerprint`, so any file name the OS
+    allows can be hashed. ``cache``: the columnar cache's folder (``True``: :func:`robocache.bench.frame.cache_dir`; ``None``/``False``:
+    none).
     """
     dirs = tuple(str(d) for d in (results_dirs() if dirs is None else dirs))
-    folder = cache_dir() if cache is True else (Path(cache) if cache else None)
-    return _load_cached(tuple(os.fsencode(d) for d in dirs), files_fingerprint(dirs),
+    folder = frame.cache_dir() if cache is True else (Path(cache) if cache else None)
+    return _load_cached(tuple(os.fsencode(d) for d in dirs), frame.files_fingerprint(dirs),
                         None if folder is None else os.fsencode(str(folder)))
 
 

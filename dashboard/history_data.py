@@ -1,9 +1,10 @@
 """The data behind History and Regressions: ``robocache-bench check``'s result, commit order and line segments.
 
 The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regressions.check` on
-the records of the folders the dashboard loads, rebuilt from the dashboard's one frame (:func:`check_records` over
-:func:`dashboard.data.load_frame`, so through the columnar cache like every page: each point's within-run noise
-and runner env are columns of it, and the result equals the CLI's over the files) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
+the records of the folders the dashboard loads, rebuilt from the harness's one frame
+(:func:`robocache.bench.frame.check_records` over :func:`dashboard.data.load_frame`, so through the columnar cache
+like every page and like ``robocache-bench check`` itself: each point's within-run noise and runner env are
+columns of it) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
 time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regressions.alerts_json`'s
 documents. That is ``check`` WITHOUT ``--confirm``: the nightly job's alerts are those its rerun confirmed, so
 the pages name a written ``alerts.json`` as the source of what the nightly raised. Or the pages read a written ``alerts.json``
@@ -18,7 +19,6 @@ line is cut where its runner changed (:func:`robocache.bench.regressions.env_cha
 from __future__ import annotations
 
 import argparse
-import gc
 import hashlib
 import json
 import math
@@ -30,11 +30,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from robocache.bench import links, regressions, store
+from robocache.bench import frame, links, regressions, store
 
 from . import data, tables
 
@@ -106,86 +105,14 @@ def read_alerts(path: str) -> dict[str, Any]:
     return validate_doc(doc, store.display_path(path))
 
 
-def _ints(col: pd.Series) -> list[Any]:
-    """An int column as the records hold it: ``2.0`` (a column with gaps is float) -> 2, NaN -> None."""
-    return [None if v is None or v != v else int(v) for v in col.tolist()]
-
-
-def _floats(col: pd.Series) -> list[Any]:
-    return [None if v is None or v != v else v for v in col.tolist()]
-
-
-def _iso(col: pd.Series) -> list[str]:
-    """``created`` (UTC) as ISO 8601 text, as ``Timestamp.isoformat`` writes it (``2026-11-20T03:12:45+00:00``,
-    microseconds only when there are some; a missing time as ``""``), for a whole column at once."""
-    t = col.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
-    sec = np.datetime_as_string(t, unit="s")
-    frac = t.astype("int64") % 1_000_000_000 // 1000
-    text = np.where(frac != 0, np.datetime_as_string(t, unit="us"), sec)
-    return ["" if x.startswith("NaT") else x + "+00:00" for x in text.tolist()]
-
-
-def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """The records :func:`robocache.bench.regressions.check` reads, rebuilt from the dashboard's frame (the columnar
-    cache's rows: :func:`dashboard.data.load_frame`) rather than parsed again from JSON: per record its run, commit,
-    created, suite, front end, status, case (op, id, provider, dtype, grid version), method (timer, cache, input
-    sets, version, within-run noise; ``None`` for a record never timed), p50, health and env. The same fields the
-    check reads from a loaded record, so its result is the one ``robocache-bench check`` computes over the files
-    (tests/test_dashboard_history.py compares the two documents); ``created`` is the UTC time in ISO 8601 (records
-    written with another offset or a ``Z`` read as the same instant). The case, health and env of equal rows are
-    one shared object each (the check only reads them)."""
-    if df.empty:
-        return []
-    envs: dict[Any, dict[str, Any]] = {}
-    cases: dict[tuple, dict[str, Any]] = {}
-    healths: dict[tuple, dict[str, bool]] = {}
-    text = ("run_id", "git_commit", "suite", "frontend", "status", "synthetic", "op", "case_id", "provider", "dtype",
-            "timer", "cache", "throttled", "contended", "noisy", "env")
-    out = []
-    gc_was_on = gc.isenabled()
-    gc.disable()  # as store.load: many small acyclic dicts make the cyclic GC's passes the cost
-    try:
-        for (run, commit, suite, front, status, synth, op, case, prov, dtype, timer, cache, thr, con, noisy, env,
-             created, grid, sets, ver, noise, p50) in zip(
-                *(df[c].tolist() for c in text), _iso(df["created"]),
-                *(_ints(df[c]) for c in ("grid_version", "input_sets", "method_version")),
-                *(_floats(df[c]) for c in ("noise", "p50"))):
-            e = envs.get(env)
-            if e is None:
-                try:
-                    e = json.loads(str(env))
-                except ValueError:
-                    e = {}
-                envs[env] = e = e if isinstance(e, dict) else {}
-            ck = (op, case, prov, dtype, grid)
-            c = cases.get(ck)
-            if c is None:
-                c = cases[ck] = {"op": op, "id": case, "provider": prov, "dtype": dtype, "grid_version": grid}
-            hk = (bool(thr), bool(con), bool(noisy))
-            h = healths.get(hk)
-            if h is None:
-                h = healths[hk] = {"throttled": hk[0], "contended": hk[1], "noisy": hk[2]}
-            out.append({
-                "run_id": run, "created": created, "git_commit": commit, "suite": suite, "frontend": front,
-                "status": status, "synthetic": synth, "case": c,
-                # the frame writes a method's input sets always (1 by default): none means no method
-                "method": None if sets is None else {"timer": timer, "cache": cache, "input_sets": sets, "version": ver,
-                                                     "noise": noise},
-                "metrics": None if p50 is None else {"time_us": {"p50": p50}}, "health": h, "env": e})
-    finally:
-        if gc_was_on:
-            gc.enable()
-    return out
-
-
 CHECK_CACHE_KEEP = 64  # check documents kept on disk (one per results folders, machine and front end)
 
 
 def check_identity() -> str:
-    """What a check document depends on besides the records: the frame's derivation (``data.cache_identity``),
-    this module (``check_records``), the check's code and its noise priors (their bytes). A change to any of
-    them computes the check again."""
-    h = hashlib.sha256(data.cache_identity().encode())
+    """What a check document depends on besides the records: the frame's derivation and its rows as check records
+    (``frame.cache_identity``: robocache/bench/frame.py), this module, the check's code and its noise priors (their
+    bytes). A change to any of them computes the check again."""
+    h = hashlib.sha256(frame.cache_identity().encode())
     mod = Path(regressions.__file__)
     code = sorted(mod.parent.glob("*.py")) if mod.name == "__init__.py" else [mod]
     for f in [Path(__file__), *code, *sorted(Path(regressions.__file__).parent.glob("*.json"))]:
@@ -197,12 +124,12 @@ def check_identity() -> str:
 
 
 def check_cache_file(dirs: Sequence[str], frontend: str | None, machine: str | None) -> Path | None:
-    """Where the check document of these results folders (as they are on disk now: ``data.files_fingerprint``),
+    """Where the check document of these results folders (as they are on disk now: ``frame.files_fingerprint``),
     front end and machine is kept (``<frame cache folder>/checks``); None when the cache is off."""
-    folder = data.cache_dir()
+    folder = frame.cache_dir()
     if folder is None:
         return None
-    key = json.dumps([check_identity(), [os.fsencode(str(d)).hex() for d in dirs], data.files_fingerprint(dirs),
+    key = json.dumps([check_identity(), [os.fsencode(str(d)).hex() for d in dirs], frame.files_fingerprint(dirs),
                       frontend, machine])
     return folder / "checks" / f"check-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
@@ -230,7 +157,7 @@ def _write_check(path: Path, doc: dict[str, Any]) -> None:
         text = json.dumps(doc, allow_nan=False, sort_keys=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         store.atomic_write(path, text.encode())
-        data.prune(path.parent, keep=path, pattern="check-*.json", most=CHECK_CACHE_KEEP)
+        frame.prune(path.parent, keep=path, pattern="check-*.json", most=CHECK_CACHE_KEEP)
     except (OSError, ValueError, TypeError) as e:
         warnings.warn(f"robocache dashboard: could not keep the check in {store.display_path(path)}: {e}",
                       stacklevel=2)
@@ -254,7 +181,7 @@ def check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None
         df = df[df["machine"].astype(str) == machine]
     if frontend:
         df = df[df["frontend"].astype(str) == frontend]
-    res = regressions.check(check_records(df), machine=machine, frontend=frontend)
+    res = regressions.check(frame.check_records(df), machine=machine, frontend=frontend)
     # links relative to the dashboard itself (base ""): the page is already on it
     doc = regressions.alerts_json(res, dashboard_url="")
     if path is not None:
@@ -285,7 +212,7 @@ def check_docs(frontend: str | None, machines: Sequence[str], dirs: Sequence[str
     """Each machine's own check document (``check DIRS --machine M --frontend F``, what its nightly writes), by
     machine: the per-machine verdicts of the Overview and Regressions pages."""
     dirs = tuple(str(d) for d in (data.results_dirs() if dirs is None else dirs))
-    key = (tuple(os.fsencode(d) for d in dirs), data.files_fingerprint(dirs))
+    key = (tuple(os.fsencode(d) for d in dirs), frame.files_fingerprint(dirs))
     return {str(m): check_cached(*key, frontend, str(m)) for m in machines}
 
 
@@ -321,7 +248,7 @@ def given_alerts() -> tuple[dict[str, Any], str] | None:
 
 def computed_source(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]) -> str:
     """Where a computed document came from, as the pages say it (the ``check`` command it equals)."""
-    where = " ".join(data.shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
+    where = " ".join(frame.shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
     cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
            f"--frontend {frontend or 'all'}")
     return (f"computed now by regressions.check over the loaded records, as {data.md_escape(cmd)} would"

@@ -11,7 +11,6 @@ from typing import Any
 import pandas as pd
 
 from robocache import providers
-from robocache.bench import schema
 from robocache.bench.views import kernels as report_kernels
 from robocache.bench.views.records import is_dispatch
 
@@ -139,9 +138,7 @@ def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
 def series_ids(df: pd.DataFrame) -> pd.Series:
     """Each row's series (:func:`robocache.bench.schema.series_key`, the one definition that ``compare``, ``check``
     and the report use) as its 12-hex fingerprint: the id an alert names. Index-aligned with ``df``."""
-    if df.empty:
-        return pd.Series([], index=df.index, dtype=object)
-    return pd.Series([schema.fingerprint(schema.series_key(r)) for r in as_records(df)], index=df.index)
+    return df["series"].astype(object)  # a column of the frame (robocache.bench.frame), computed from the record
 
 
 def _dispatch_rows(df: pd.DataFrame) -> pd.Series:

@@ -11,6 +11,7 @@ Per size, writes files of 1,000 schema-valid synthetic records each into a tempo
   from the writes, nothing of Python's is): with no columnar cache ("no cache"), building the cache where there
   is none ("cache build"), and with the cache present ("cache, new process": the cold load of a dashboard
   started again), plus that process's import of ``dashboard.data`` (streamlit, pandas, pyarrow) apart;
+- ``robocache-bench check --machine`` in a new process, without and with the frame cache;
 - the History and Regressions pages' data in a new process (the frame through the cache, then ``check --machine``
   over its rows: ``dashboard.history_data``), and warm in this process (both ``st.cache_data`` hits);
 - in this process, the warm load (``st.cache_data`` hit, what every rerun of a page costs), then (at 100,000)
@@ -95,12 +96,13 @@ import logging
 logging.disable(logging.WARNING)
 os.environ["ROBOCACHE_FRAME_CACHE"] = sys.argv[2]
 from dashboard import data, history_data
+from robocache.bench import frame
 t0 = time.perf_counter()
 df, bad = data.load_frame([sys.argv[1]])
 t1 = time.perf_counter()
 import scipy.stats  # regressions.check's own import, apart: it is no part of loading
 t2 = time.perf_counter()
-recs = history_data.check_records(df[df["machine"].astype(str) == sys.argv[3]])
+recs = frame.check_records(df[df["machine"].astype(str) == sys.argv[3]])
 t3 = time.perf_counter()
 doc = history_data.check_cached((os.fsencode(sys.argv[1]),), "bench", "cli", sys.argv[3])
 t4 = time.perf_counter()
@@ -116,6 +118,19 @@ def child_history(folder: Path, cache: Path, machine: str) -> tuple[float, float
                                                                          "PYTHONPATH": str(REPO)})
     load_s, rows_s, check_s, series = out.stdout.split()[-4:]
     return float(load_s), float(rows_s), float(check_s), int(series)
+
+
+def cli_check(folder: Path, cache: Path | None, machine: str) -> float:
+    """Seconds of ``robocache-bench check FOLDER --machine M`` in a new process (imports included), its history
+    through the frame cache in ``cache`` (``None``: off)."""
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "ROBOCACHE_FRAME_CACHE": str(cache) if cache else "off"}
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "robocache.bench.cli", "check", str(folder), "--machine", machine],
+                         cwd=REPO, capture_output=True, text=True, env=env)
+    took = time.perf_counter() - t0
+    if out.returncode not in (0, 1):
+        raise RuntimeError(f"check exited {out.returncode}: {out.stderr.strip()[-300:]}")
+    return took
 
 
 def child(folder: Path, cache: Path | None) -> tuple[float, float, int]:
@@ -182,11 +197,18 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
           f"best {min(h[1] for h in hist):.2f} s; check --machine over the frame, computed (rows and check) "
           f"{hist[0][2]:.2f} s ({hist[0][3]} series); the kept check read back best "
           f"{min(h[2] for h in hist[1:]):.2f} s ({', '.join(f'{h[2]:.2f}' for h in hist[1:])})")
+    # the CLI's check (a new process, imports included): no frame cache, then through the one the loads above left
+    nocli = [cli_check(folder, None, MACHINE) for _ in range(repeat)]
+    withcli = [cli_check(folder, cache, MACHINE) for _ in range(repeat)]
+    print(f"[{n:,} records] robocache-bench check --machine, new process: no frame cache best {min(nocli):.2f} s "
+          f"({', '.join(f'{t:.2f}' for t in nocli)}); frame cache present best {min(withcli):.2f} s "
+          f"({', '.join(f'{t:.2f}' for t in withcli)})")
     import os
 
     from dashboard import history_data
+    from robocache.bench import frame
 
-    os.environ[data.CACHE_ENV_VAR] = str(cache)  # the pages' load_frame(cache=True) finds this process's frame
+    os.environ[frame.CACHE_ENV_VAR] = str(cache)  # the pages' load_frame(cache=True) finds this process's frame
     key = ((os.fsencode(str(folder)),), "bench-warm", "cli", MACHINE)
     history_data.check_cached(*key)  # this process's first: fills st.cache_data
     hwarm = []

@@ -20,6 +20,7 @@ pytest.importorskip("plotly")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from dashboard import charts, data, tables  # noqa: E402
+from robocache.bench import frame  # noqa: E402
 from robocache.bench.store import write_records  # noqa: E402
 from tests import committed  # noqa: E402
 from tests.test_store import make_env, make_record  # noqa: E402
@@ -490,7 +491,7 @@ def test_multigpu_page_on_synthetic_records(multigpu_dir: Path, monkeypatch: pyt
 def test_multigpu_frame_columns(multigpu_dir: Path) -> None:
     df, bad = data.load_frame([str(multigpu_dir)])
     assert not bad and df["synthetic"].all()
-    for col in data.MULTI_COLUMNS:
+    for col in frame.MULTI_COLUMNS:
         assert col in df.columns, col
     ok = df[df["status"] == "ok"]
     assert ok["world_size"].notna().all() and set(ok["backend"]) == {"nccl"}

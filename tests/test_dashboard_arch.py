@@ -18,7 +18,7 @@ pytest.importorskip("plotly")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from dashboard import charts, data  # noqa: E402
-from robocache.bench import specs  # noqa: E402
+from robocache.bench import frame, specs  # noqa: E402
 from robocache.bench.store import write_records  # noqa: E402
 from tests import committed  # noqa: E402
 from tests.test_dashboard import gpu_env  # noqa: E402
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 def page(name: str, results: Path, monkeypatch: pytest.MonkeyPatch, **params: Any) -> AppTest:
     monkeypatch.setenv(data.ENV_VAR, str(results))
     monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
-    monkeypatch.setenv(data.CACHE_ENV_VAR, "off")
+    monkeypatch.setenv(frame.CACHE_ENV_VAR, "off")
     at = AppTest.from_file(str(REPO / "dashboard" / "views" / f"{name}.py"), default_timeout=90)
     at.query_params.update(params)
     at = at.run()

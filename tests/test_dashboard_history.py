@@ -22,7 +22,7 @@ pytest.importorskip("plotly")
 from streamlit.testing.v1 import AppTest
 
 from dashboard import data, history_charts, history_data
-from robocache.bench import cli, links, schema, store
+from robocache.bench import cli, frame, links, schema, store
 from robocache.bench import regressions as regress
 from robocache.bench.schema import fingerprint
 from robocache.bench.store import write_records
@@ -397,9 +397,9 @@ def test_check_over_the_frame_is_the_clis(rehearsal: Path, tmp_path: Path) -> No
     records of the same files (created times compared as the instants they are: the frame holds them in UTC)."""
     dirs = [*map(str, committed.folders()), str(rehearsal)]
     cache = tmp_path / "frames"
-    _, bad = data.load_table(dirs, cache)  # builds the Parquet cache ...
+    _, bad = frame.load_table(dirs, cache)  # builds the Parquet cache ...
     assert not bad and list(cache.glob("frame-*.parquet"))
-    df = data.to_frame(data.load_table(dirs, cache)[0])  # ... and this frame is read back from it
+    df = frame.to_frame(frame.load_table(dirs, cache)[0])  # ... and this frame is read back from it
     recs = [store.to_dict(r) for r in store.load(*dirs).records]
     for r in recs:
         r["created"] = pd.Timestamp(r["created"]).tz_convert("UTC").isoformat()
@@ -409,7 +409,7 @@ def test_check_over_the_frame_is_the_clis(rehearsal: Path, tmp_path: Path) -> No
         for frontend in ("cli", None):
             want = regress.alerts_json(regress.check(recs, machine=machine, frontend=frontend), dashboard_url="")
             sub = df[df["machine"].astype(str) == machine]
-            got = regress.alerts_json(regress.check(history_data.check_records(sub), machine=machine,
+            got = regress.alerts_json(regress.check(frame.check_records(sub), machine=machine,
                                                     frontend=frontend), dashboard_url="")
             for doc in (want, got):
                 doc.pop("generated")
@@ -417,7 +417,7 @@ def test_check_over_the_frame_is_the_clis(rehearsal: Path, tmp_path: Path) -> No
             alerts += len(want["alerts"])
     assert alerts >= 1  # the rehearsal's +10% step: the comparison covers an alert, not only empty documents
     # a record never timed (no method) and one with gaps in an int column keep their series
-    one = history_data.check_records(df.head(1).assign(input_sets=float("nan"), grid_version=2.0))[0]
+    one = frame.check_records(df.head(1).assign(input_sets=float("nan"), grid_version=2.0))[0]
     assert one["method"] is None and one["case"]["grid_version"] == 2 and type(one["case"]["grid_version"]) is int
 
 
@@ -460,8 +460,8 @@ def test_check_records_carry_every_field_the_check_reads(tmp_path: Path) -> None
     write_records(tmp_path, env, recs, name="edge")
     loaded = store.load(*committed.files(), str(tmp_path))
     assert not loaded.bad
-    df = data.build_frame(loaded.records)
-    rows = history_data.check_records(df)
+    df = frame.build_frame(loaded.records)
+    rows = frame.check_records(df)
     assert len(rows) == len(loaded.records) > 2000
     want = [_what_check_reads(r) for r in loaded.records]
     got = [_what_check_reads(r) for r in rows]
@@ -481,7 +481,7 @@ def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: 
     res.mkdir()
     for f in sorted(rehearsal.glob("*.json")):
         (res / f.name).write_bytes(f.read_bytes())
-    monkeypatch.setenv(data.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(frame.CACHE_ENV_VAR, str(tmp_path / "cache"))
     key = ((os.fsencode(str(res)),), "t", "cli", hr.MACHINE)
     history_data.check_cached.clear()
     first = history_data.check_cached(*key)
@@ -512,5 +512,5 @@ def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: 
 
 
 def test_check_is_not_kept_when_the_cache_is_off(rehearsal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(data.CACHE_ENV_VAR, "off")
+    monkeypatch.setenv(frame.CACHE_ENV_VAR, "off")
     assert history_data.check_cache_file([str(rehearsal)], "cli", hr.MACHINE) is None

@@ -636,8 +636,8 @@ def test_compare_check_report_and_history_share_one_series():
     is the one definition, and its fingerprint is the alert's."""
     pytest.importorskip("pandas")
     pytest.importorskip("plotly")
-    from dashboard import charts, data
-    from robocache.bench import schema
+    from dashboard import charts
+    from robocache.bench import frame, schema
     from robocache.bench.views import records as report
 
     cli_runs = series(FLAT)
@@ -663,8 +663,8 @@ def test_compare_check_report_and_history_share_one_series():
     ((_, _, _, picked),) = report.runs_per_op([*cli_runs[-1:], *asv_runs[-1:]])
     assert len(picked) == 1
     # History: one line per series, never one line through both
-    frame = data.build_frame(store.load(*_write(both)).records)
-    fig = charts.history_lines(frame, "p50")
+    df = frame.build_frame(store.load(*_write(both)).records)
+    fig = charts.history_lines(df, "p50")
     assert len(fig.data) == 2 and sorted(len(t.x) for t in fig.data) == [len(FLAT), len(FLAT)]
     assert {t.name.rsplit(" ", 1)[-1] for t in fig.data} == {"cli", "asv"}
     ids = {t.customdata[0][2] for t in fig.data}

@@ -544,3 +544,31 @@ def test_atomic_write_replaces_whole_or_not_at_all(tmp_path, monkeypatch):
         store.atomic_write(target, '{"lost": 3}')
     assert target.read_text() == '{"new": 2}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alerts.json"]
+
+
+def test_typed_records_are_encoded_once_and_checked_as_read(tmp_path: Path) -> None:
+    """``write_records`` of typed structs (what the harness writes) encodes them once and checks the bytes as a
+    reader decodes them: the same file as from the equal dicts; a constraint a struct built in code never checked,
+    and a NaN (msgspec would write null), are SchemaErrors and nothing is written; the loader's env and source
+    are never stored."""
+    import msgspec
+
+    from robocache.bench.schema import Env, Record
+
+    env = make_env("typed")
+    dicts = [make_record(i) for i in range(3)]
+    typed = [msgspec.convert(r, Record) for r in dicts]
+    a = store.write_records(tmp_path / "a", msgspec.convert(env, Env), typed, name="run")
+    b = store.write_records(tmp_path / "b", env, dicts, name="run")
+    assert a.read_bytes() == b.read_bytes()
+    loaded = store.load(a).records
+    assert [store.to_plain(r) for r in loaded] == [store.to_plain(r) for r in typed]
+    again = store.write_records(tmp_path / "c", loaded[0].env, loaded, name="run")  # env and source attached
+    assert b'"source"' not in again.read_bytes() and again.read_bytes() == a.read_bytes()
+    bad = msgspec.structs.replace(typed[0], duration_s=-1.0)
+    with pytest.raises(SchemaError, match=r"duration_s"):
+        store.write_records(tmp_path / "d", msgspec.convert(env, Env), [bad], name="run")
+    nan = msgspec.structs.replace(typed[1], case=msgspec.structs.replace(typed[1].case, params={"B": float("nan")}))
+    with pytest.raises(SchemaError, match="cannot serialize"):
+        store.write_records(tmp_path / "d", msgspec.convert(env, Env), [nan], name="run")
+    assert not (tmp_path / "d").exists() or not list((tmp_path / "d").iterdir())

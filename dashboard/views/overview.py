@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, history_data, tables
+from robocache.bench import frame
 
 REGRESSIONS = "regressions"  # the Regressions page's path (app.py)
 
@@ -186,7 +187,7 @@ def morning(dirs: tuple[bytes, ...], fingerprint: str) -> tuple[pd.DataFrame, pd
 def body(df: pd.DataFrame) -> None:
     single = df[df["world_size"].isna()]  # single-GPU records; multi-GPU ones never mix into these views
     dirs = data.results_dirs()
-    rows, w = morning(tuple(os.fsencode(d) for d in dirs), data.files_fingerprint(dirs))
+    rows, w = morning(tuple(os.fsencode(d) for d in dirs), frame.files_fingerprint(dirs))
     headline(rows, w)
     regression_status(df)
     two_gpus(rows)

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard import charts, data, tables
 from robocache import providers
-from robocache.bench import store
+from robocache.bench import frame, store
 from robocache.bench.schema import to_dict
 from robocache.bench.views import pipelines as report_pipelines
 from robocache.bench.views.records import is_pipeline
@@ -77,7 +77,7 @@ def _frame(rows: list[list], header: list[str]) -> pd.DataFrame:
 
 def body(df: pd.DataFrame) -> None:
     dirs = data.results_dirs()
-    recs = _records(tuple(dirs), data.files_fingerprint(tuple(dirs)))
+    recs = _records(tuple(dirs), frame.files_fingerprint(tuple(dirs)))
     if not recs:
         st.info("No pipeline results yet. `robocache-bench run --suite pipelines` (or `python -m "
                 "robocache.bench.pipelines run`) records data loading, training steps and policy inference here.")

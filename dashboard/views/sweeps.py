@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables
-from robocache.bench import ops
+from robocache.bench import frame, ops
 
 AXIS_NAMES = {"B": "batch", "S": "length", "T": "target length", "D": "dimension", "N": "points", "G": "grid side",
               "dtype": "dtype"}
@@ -90,8 +90,8 @@ def body(df: pd.DataFrame) -> None:
                         format_func=lambda m: charts.METRICS[m][0])
     # a parameter that follows another one along the op's scaling views (resample's T follows S) is not an axis
     # of its own: its sweep is the other one's
-    followed = {k for a in data.SHAPE_PARAMS for k in followers(op, a)}
-    axes = [p for p in data.SHAPE_PARAMS if d[p].nunique() > 1 and p not in followed]
+    followed = {k for a in frame.SHAPE_PARAMS for k in followers(op, a)}
+    axes = [p for p in frame.SHAPE_PARAMS if d[p].nunique() > 1 and p not in followed]
     several_dtypes = bool(len(d)) and int(d.groupby("case_id")["dtype"].nunique().max()) > 1
     if several_dtypes:
         axes.append("dtype")

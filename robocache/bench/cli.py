@@ -728,13 +728,16 @@ def _check_history(args: argparse.Namespace) -> list | int:
     if missing:
         print(f"robocache-bench check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
+    # the records' JSON, not the frame's cache: at 100k records the frame's rows as the check's dicts plus the
+    # pandas/pyarrow import made the load slower (docs/harness.md); the check moves to the frame when it reads
+    # its columns directly
     loaded = store.load(*args.paths)
-    for path, why in loaded.bad:
+    records, bad = list(loaded.records), loaded.bad
+    for path, why in bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-    records = list(loaded.records)
     if not records:
         print(f"robocache-bench check: no records in {', '.join(args.paths)}"
-              + (f" ({len(loaded.bad)} bad file(s) skipped)" if loaded.bad else ""), file=sys.stderr)
+              + (f" ({len(bad)} bad file(s) skipped)" if bad else ""), file=sys.stderr)
         return 2
     return records
 

@@ -400,15 +400,20 @@ def validate_records(env: Any, records: list[Any]) -> RecordsFile:
     except msgspec.ValidationError as e:
         raise SchemaError(str(e)) from None
     _check_created(out.records)
+    check_ops(out.records)
+    return out
+
+
+def check_ops(records: list[Record]) -> None:
+    """Every record's op is registered (``SchemaError`` naming the first that is not): checked on write."""
     from . import ops
 
     known = ops.names()
-    for i, rec in enumerate(out.records):
+    for i, rec in enumerate(records):
         # the pipelines suite's cases are benchmark kinds (data loading, training step, inference), not ops
         if rec.case.op not in known and not (rec.suite == PIPELINES_SUITE and rec.case.op in PIPELINE_KINDS):
             raise SchemaError(f"unknown op {rec.case.op!r} (registered: {', '.join(known)}) - at "
                               f"`$.records[{i}].case.op`")
-    return out
 
 
 def to_dict(obj: Any) -> Any:

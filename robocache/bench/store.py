@@ -21,7 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robocache.bench.schema import SchemaError, parse_file_bytes, to_dict, validate_records
+import msgspec
+
+from robocache.bench.schema import (
+    FILE_KIND,
+    SCHEMA_VERSION,
+    Env,
+    Record,
+    RecordsFile,
+    SchemaError,
+    check_ops,
+    parse_file_bytes,
+    to_dict,
+    validate_records,
+)
 
 RECORDS_SUFFIX = ".records.json"
 TMP_PREFIX = ".tmp-"
@@ -58,7 +71,7 @@ def safe_component(text: str, max_len: int = 80) -> str:
     return out
 
 
-def write_records(out_dir: str | os.PathLike[str], env: dict[str, Any], records: list[dict[str, Any]], *,
+def write_records(out_dir: str | os.PathLike[str], env: Env | dict[str, Any], records: list[Record | dict[str, Any]], *,
                   name: str, unique: bool = True) -> Path:
     """Validate, then atomically write one results file into ``out_dir``; returns its path.
 
@@ -67,19 +80,7 @@ def write_records(out_dir: str | os.PathLike[str], env: dict[str, Any], records:
     ``unique=False`` it is ``safe_component(name)`` alone and a rewrite atomically replaces the previous
     version (a runner's checkpoints of one run file; the name must then be unique to that writer).
     """
-    # The file carries env once; the loader's per-record "env"/"source" are not part of a stored record.
-    stripped = [{k: v for k, v in to_dict(r).items() if k not in LOADER_KEYS} for r in records]
-    doc = validate_records(env, stripped)  # raises SchemaError before anything touches the disk
-    try:
-        # Serialize the validated (normalized) document, before creating any file; allow_nan=False
-        # also catches a NaN hidden in a free-form field (case params).
-        plain = to_dict(doc)
-        for rec in plain["records"]:
-            for k in LOADER_KEYS:
-                rec.pop(k, None)
-        data = json.dumps(plain, allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except (ValueError, UnicodeEncodeError) as e:  # e.g. a lone surrogate in a string
-        raise SchemaError(f"cannot serialize: {e}") from None
+    data = encode_records(env, records)  # raises SchemaError before anything touches the disk
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -91,6 +92,38 @@ def write_records(out_dir: str | os.PathLike[str], env: dict[str, Any], records:
 
     atomic_write(final, data)
     return final
+
+
+def encode_records(env: Any, records: list[Any]) -> bytes:
+    """A results file's bytes: the document validated, then encoded ONCE (``msgspec.json``).
+
+    Typed input (an :class:`~robocache.bench.schema.Env` and :class:`~robocache.bench.schema.Record` structs, what
+    the harness writes) goes straight to the encoder; plain dicts are converted to the structs first (their one
+    conversion, which validates them). Either way the bytes are then decoded as a reader will decode them
+    (:func:`robocache.bench.schema.parse_file_bytes`: every constraint of the schema, which a struct built in code
+    never checked, plus ``created`` in UTC) and the ops checked against the registry. JSON has no NaN or infinity:
+    msgspec writes one as ``null``, so a decoded document that differs from the one encoded is looked at again and
+    a non-finite number (a NaN hidden in the case params included) is a ``SchemaError``, as before. The loader's
+    per-record ``env``/``source`` are never stored (the file carries env once)."""
+    if isinstance(env, Env) and all(isinstance(r, Record) for r in records):
+        doc = RecordsFile(schema_version=SCHEMA_VERSION, kind=FILE_KIND, env=env, records=[
+            r if r.env is None and r.source is None else msgspec.structs.replace(r, env=None, source=None)
+            for r in records])
+    else:
+        doc = validate_records(env, [{k: v for k, v in to_dict(r).items() if k not in LOADER_KEYS}
+                                     for r in records])
+    try:
+        data = msgspec.json.encode(doc)
+    except (UnicodeEncodeError, OverflowError, TypeError) as e:  # a lone surrogate, an int beyond 64 bits
+        raise SchemaError(f"cannot serialize: {e}") from None
+    back = parse_file_bytes(data)
+    check_ops(back.records)
+    if back != doc:  # not only a NaN (None != NaN): a tuple where the schema says list also differs
+        try:
+            json.dumps(msgspec.to_builtins(doc), allow_nan=False)
+        except ValueError as e:
+            raise SchemaError(f"cannot serialize: {e}") from None
+    return data
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:

@@ -1,4 +1,4 @@
-"""The dashboard's columnar load cache (dashboard.data.load_table): the JSON records stay the source of truth.
+"""The dashboard's columnar load cache (dashboard.frame.load_table): the JSON records stay the source of truth.
 
 The cache must give the very frame a load from JSON gives, read again only the files whose key (size, mtime_ns,
 ctime_ns, inode) changed, drop the rows of files that went, report every bad file exactly as the store does (a
@@ -7,6 +7,7 @@ asserted here: scripts/bench_load.py measures the speed.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -15,12 +16,11 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("streamlit")
 pytest.importorskip("pyarrow")
 
 import pandas as pd  # noqa: E402
 
-from dashboard import data  # noqa: E402
+from robocache.bench import frame  # noqa: E402
 from robocache.bench import store  # noqa: E402
 from tests.test_store import make_doc  # noqa: E402
 
@@ -41,12 +41,12 @@ def _folder(tmp_path: Path) -> Path:
 def _fresh(dirs: list[str]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The frame and bad files straight from the JSON, through the store's own load."""
     res = store.load(*dirs)
-    return data.build_frame(res.records), res.bad
+    return frame.build_frame(res.records), res.bad
 
 
 def _via_cache(dirs: list[str], cache: Path) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    table, bad = data.load_table(dirs, cache)
-    return data.to_frame(table), bad
+    table, bad = frame.load_table(dirs, cache)
+    return frame.to_frame(table), bad
 
 
 class _Reads:
@@ -81,7 +81,7 @@ def _bump() -> None:
 
 
 def test_committed_records_through_the_cache_equal_the_json_load(tmp_path: Path) -> None:
-    dirs = [str(data.DEFAULT_RESULTS)]
+    dirs = [str(frame.REPO / "results")]
     want, want_bad = _fresh(dirs)
     assert len(want) > 100  # the committed records are there
     cache = tmp_path / "cache"
@@ -91,10 +91,16 @@ def test_committed_records_through_the_cache_equal_the_json_load(tmp_path: Path)
     pd.testing.assert_frame_equal(built, want)
     pd.testing.assert_frame_equal(again, want)
     assert bad1 == bad2 == want_bad
-    # the page-facing entry point gives the same frame
-    df, bad = data.load_frame(dirs, cache=cache)
+    # the harness's entry point, and the dashboard's, give the same frame
+    df, bad = frame.load(dirs, cache=cache)
     pd.testing.assert_frame_equal(df, want)
-    assert bad == [(store.display_path(p), w) for p, w in want_bad]
+    assert bad == want_bad
+    if importlib.util.find_spec("streamlit") is not None:
+        from dashboard import data
+
+        df, bad = data.load_frame(dirs, cache=cache)
+        pd.testing.assert_frame_equal(df, want)
+        assert bad == [(store.display_path(p), w) for p, w in want_bad]
 
 
 def test_only_changed_files_are_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,7 +187,7 @@ def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path: Path, monkeypatch: pyt
     elif damage == "garbage":
         path.write_bytes(b"PAR1" + os.urandom(200) + b"PAR1")
     elif damage == "flip":  # the last byte of p50's column chunk, inside a data page: its page checksum catches it
-        col = pq.ParquetFile(path).metadata.row_group(0).column(data.COLUMNS.index("p50"))
+        col = pq.ParquetFile(path).metadata.row_group(0).column(frame.COLUMNS.index("p50"))
         start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
         at = start + col.total_compressed_size - 1
         flipped = bytearray(raw)
@@ -212,15 +218,15 @@ def test_cache_written_atomically_in_its_folder_and_off_switch(tmp_path: Path, m
     cache = tmp_path / "cache"
     _via_cache([str(d)], cache)
     assert [p.name for p in cache.iterdir() if p.name.startswith(store.TMP_PREFIX)] == []  # no temporaries left
-    assert data.cache_dir({data.CACHE_ENV_VAR: "off"}) is None
-    assert data.cache_dir({data.CACHE_ENV_VAR: str(cache)}) == cache
-    assert data.cache_dir({}) == data.DEFAULT_CACHE_DIR
+    assert frame.cache_dir({frame.CACHE_ENV_VAR: "off"}) is None
+    assert frame.cache_dir({frame.CACHE_ENV_VAR: str(cache)}) == cache
+    assert frame.cache_dir({}) == frame.DEFAULT_CACHE_DIR
     # the default folder is one git ignores
-    ignored = (data.REPO / ".gitignore").read_text(encoding="utf-8").split()
-    assert "/.cache/" in ignored and data.DEFAULT_CACHE_DIR.relative_to(data.REPO).parts[0] == ".cache"
+    ignored = (frame.REPO / ".gitignore").read_text(encoding="utf-8").split()
+    assert "/.cache/" in ignored and frame.DEFAULT_CACHE_DIR.relative_to(frame.REPO).parts[0] == ".cache"
     # no cache: the same frame, nothing written
-    table, bad = data.load_table([str(d)], None)
-    pd.testing.assert_frame_equal(data.to_frame(table), _fresh([str(d)])[0])
+    table, bad = frame.load_table([str(d)], None)
+    pd.testing.assert_frame_equal(frame.to_frame(table), _fresh([str(d)])[0])
 
 
 def test_a_cache_folder_that_cannot_be_written_only_warns(tmp_path: Path) -> None:
@@ -234,7 +240,7 @@ def test_a_cache_folder_that_cannot_be_written_only_warns(tmp_path: Path) -> Non
 
 
 def test_changed_derivation_code_rebuilds_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cache's identity covers the code that derives rows and validates files (dashboard/data.py, the store,
+    """The cache's identity covers the code that derives rows and validates files (robocache/bench/frame.py, the store,
     the record schema) and the schema version: after a change to any of them every file is read again, never
     served from rows an older derivation wrote."""
     d = _folder(tmp_path)
@@ -244,17 +250,26 @@ def test_changed_derivation_code_rebuilds_the_cache(tmp_path: Path, monkeypatch:
     assert len(reads.take()) == 3
     _via_cache([str(d)], cache)
     assert reads.take() == []  # a hit
-    ident = data.cache_identity()
-    assert ident == data._SCHEMA_ID
+    ident = frame.cache_identity()
+    assert ident == frame._SCHEMA_ID
     from robocache.bench import schema as rschema
 
     monkeypatch.setattr(rschema, "SCHEMA_VERSION", rschema.SCHEMA_VERSION + 1)
-    assert data.cache_identity() != ident  # the record schema's version is part of it
+    assert frame.cache_identity() != ident  # the record schema's version is part of it
     monkeypatch.setattr(rschema, "SCHEMA_VERSION", rschema.SCHEMA_VERSION - 1)
-    edited = tmp_path / "data_edited.py"  # stands for this module after a code change
-    edited.write_text(Path(data.__file__).read_text(encoding="utf-8") + "\n# a changed derivation\n", encoding="utf-8")
-    monkeypatch.setattr(data, "__file__", str(edited))
-    monkeypatch.setattr(data, "_SCHEMA_ID", data.cache_identity())
-    assert data._SCHEMA_ID != ident
+    edited = tmp_path / "frame_edited.py"  # stands for this module after a code change
+    edited.write_text(Path(frame.__file__).read_text(encoding="utf-8") + "\n# a changed derivation\n", encoding="utf-8")
+    monkeypatch.setattr(frame, "__file__", str(edited))
+    monkeypatch.setattr(frame, "_SCHEMA_ID", frame.cache_identity())
+    assert frame._SCHEMA_ID != ident
     df, bad = _via_cache([str(d)], cache)
     assert reads.take() == ["a.records.json", "b.records.json", "c.records.json"] and not bad and len(df) == 9
+
+
+def test_check_history_is_the_check_records_of_the_frame(tmp_path: Path) -> None:
+    d = _folder(tmp_path)
+    (d / "bad.records.json").write_text("[]", encoding="utf-8")
+    rows, bad = frame.check_history([str(d)], cache=tmp_path / "cache")
+    df, bad2 = frame.load([str(d)], cache=None)
+    assert rows == frame.check_records(df) and len(rows) == 9
+    assert bad == bad2 == store.load(str(d)).bad and len(bad) == 1

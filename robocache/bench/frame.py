@@ -1,0 +1,587 @@
+"""The harness's one read model: results files -> one columnar table of records (one row per record, the series'
+identity in columns), through a Parquet cache keyed by the files as they are.
+
+Each row carries its series' identity, ``series`` (the fingerprint of :func:`robocache.bench.schema.series_key`, the
+one definition ``check``, ``compare``, the report and History's lines use), computed from the record itself.
+
+The table is built column-wise (one pass over the records appending to plain lists, then one Arrow table with a
+fixed schema, :data:`SCHEMA`, then pandas): for 100,000 records that is a fraction of the msgspec load.
+
+The columnar cache: one Parquet file per set of folders in :func:`cache_dir` (``.cache/frames/`` in a checkout,
+ignored by git; ``$ROBOCACHE_FRAME_CACHE`` names another folder, ``off`` turns it off). It holds the Arrow rows of
+every good file with each file's path, size, mtime_ns, ctime_ns and inode; a load re-reads (through the store's
+own :func:`robocache.bench.store.read_file`) only the files whose key changed, drops the rows of files that are
+gone, and re-reads every bad file each time, so bad files are reported exactly as
+:func:`robocache.bench.store.load` reports them (the cache holds good files only: a file that became bad changed
+its key and is read again). The JSON records stay the source of truth: the cache is written atomically
+(:func:`robocache.bench.store.atomic_write`), verified on read (page checksums, schema, row counts) and rebuilt,
+never trusted, when anything about it is off. ``scripts/bench_load.py`` measures it.
+
+Readers: the dashboard (``dashboard/data.py`` adds Streamlit's in-process cache and the pages' helpers), and
+``robocache-bench check`` (:func:`check_history`: the rows the regression check reads, :func:`check_records`,
+rebuilt from the table rather than parsed again from JSON). Needs pandas and pyarrow (the ``dashboard`` and
+``dev`` extras); the CLI falls back to the store's JSON load without them.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import schema, store
+from .store import RECORDS_SUFFIX, TMP_PREFIX, display_path
+
+# the checkout this module runs from (an editable install, or the repository itself): its root is where the
+# records shown relative to it live, and its ignored .cache/ holds the columnar cache
+REPO = Path(__file__).resolve().parents[2]
+
+# Shape parameters with a column each (the Sweeps page's axes); "G" is voxelize's grid side (``grid: [g, g, g]``;
+# missing when the sides differ).
+SHAPE_PARAMS = ("B", "S", "T", "D", "N", "G")
+
+# From record.distributed (schema version 2): None for single-GPU records.
+MULTI_NUMERIC = ("world_size", "nodes", "step_us", "aggregate_items_per_s", "efficiency", "gather_us",
+                 "gather_gb_per_s", "collective_us", "collective_gb_per_s", "collective_busbw_gb_per_s")
+MULTI_COLUMNS = (*MULTI_NUMERIC, "backend", "scaling", "gather", "per_rank_us")
+
+COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
+           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "method_version", "noise", "status",
+           "reason",
+           "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled",
+           "contended", "noisy", "synthetic", "params", *SHAPE_PARAMS,
+           # for the runs page
+           "grid_version", "git_dirty", "health_reasons", "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported",
+           "temperature_c_max", "power_w_max", "throttle_reasons", "other_processes", "gpu_count", "env",
+           "source",
+           # multi-GPU cases (record.distributed; empty for the others)
+           *MULTI_COLUMNS,
+           # call-cost (dispatch) cases (record.dispatch, schema v3; empty for the others and older schemas)
+           "dispatch_device_us", "dispatch_gpu_keeps_up",
+           # the series' identity (schema.series_key's fingerprint: the one definition check, compare, the report
+           # and History's lines use), 12 hex digits
+           "series"]
+
+
+def files_fingerprint(dirs: Sequence[str]) -> str:
+    """The cache key of what is on disk: a sha256 over every results file's (path, size, mtime), so new or
+    rewritten files reload. Paths enter as bytes (``os.fsencode``): a file name that is not UTF-8 (a str with
+    lone surrogates, which Streamlit's hasher cannot encode) is a key like any other."""
+    h = hashlib.sha256()
+
+    def add(p: str, st_: os.stat_result) -> None:
+        h.update(os.fsencode(p) + b"\0" + f"{st_.st_size}:{st_.st_mtime_ns}".encode() + b"\0")
+
+    for d in dirs:
+        if os.path.isfile(d):
+            add(d, os.stat(d))
+            continue
+        for dirpath, dirnames, filenames in os.walk(d):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                if fn.endswith(RECORDS_SUFFIX) and not fn.startswith(TMP_PREFIX):
+                    p = os.path.join(dirpath, fn)
+                    try:
+                        st_ = os.stat(p)
+                    except OSError:
+                        continue
+                    add(p, st_)
+    return h.hexdigest()
+
+
+
+
+# The frame's column types, fixed whatever the records hold (the cache stores exactly this). Text is dictionary
+# encoded: 100,000 records of 100 files repeat each file's env (kilobytes of JSON) 1,000 times, stored once each.
+CATEGORY_COLUMNS = ("run_id", "suite", "frontend", "machine", "arch", "device", "op", "provider", "dtype", "timer",
+                    "cache", "status")
+FLOAT_COLUMNS = ("noise", "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", *SHAPE_PARAMS,
+                 "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
+                 *MULTI_NUMERIC, "dispatch_device_us")
+# int64 in the frame when every record has one, float64 (NaN) when some lack it: pandas' own rule for a list
+INT_COLUMNS = ("input_sets", "method_version", "grid_version", "other_processes", "gpu_count")
+# bool when every record has one, object (True/False/None) when some lack it
+BOOL_COLUMNS = ("throttled", "contended", "noisy", "synthetic", "git_dirty", "dispatch_gpu_keeps_up")
+_TEXT = pa.dictionary(pa.int32(), pa.string())
+_CREATED = pa.timestamp("ns", tz="UTC")
+
+
+def _arrow_type(col: str) -> pa.DataType:
+    if col == "created":
+        return _CREATED
+    if col in FLOAT_COLUMNS:
+        return pa.float64()
+    if col in INT_COLUMNS:
+        return pa.int64()
+    if col in BOOL_COLUMNS:
+        return pa.bool_()
+    return _TEXT
+
+
+SCHEMA = pa.schema([pa.field(c, _arrow_type(c)) for c in COLUMNS])
+
+
+def _grid_side(grid: Any) -> int | None:
+    """A cubic grid's side (``[64, 64, 64]`` -> 64); ``None`` for anything else."""
+    if isinstance(grid, (list, tuple)) and grid and all(type(g) is int and g == grid[0] for g in grid):
+        return grid[0]
+    return None
+
+
+_REPO_PREFIX = str(REPO) + os.sep
+
+
+def shown_source(src: Any) -> Any:
+    """A record's file as the pages show it: relative to the repository when inside it (``results/h200-.../x.records
+    .json``, not the checkout's absolute path), else as given; odd bytes as ``\\xNN`` (``store.display_path``)."""
+    if not src:
+        return src
+    full = os.path.abspath(src)
+    return display_path(full[len(_REPO_PREFIX):] if full.startswith(_REPO_PREFIX) else src)
+
+
+def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
+    """One list per column over the records (the one pass over them)."""
+    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+    a = {c: cols[c].append for c in COLUMNS}  # bound appends: the loop runs 100,000 times
+    enc = msgspec.json.encode
+    series_of = schema.series_key
+    fps: dict[schema.Series, str] = {}  # one fingerprint (a sha256) per distinct series
+    env_cache: dict[int, tuple[Any, ...]] = {}
+    sources: dict[Any, Any] = {}
+    for r in records:
+        env = r.env
+        e = env_cache.get(id(env))
+        if e is None:  # one env object per file, shared by its records
+            if env is None:
+                e = ("?", "unknown", None, "?", None, "{}")
+            else:
+                arch = env.arch or ("CPU" if env.device == "cpu" else env.gpu_name or "unknown")
+                e = (env.machine, arch, env.gpu_name, env.device, env.gpu_count, enc(env).decode())
+            env_cache[id(env)] = e
+        c = r.case
+        m = r.method
+        x = r.metrics
+        h = r.health
+        k = r.clocks
+        p = c.params
+        a["run_id"](r.run_id)
+        a["created"](r.created)
+        a["git_commit"](r.git_commit)
+        a["suite"](r.suite)
+        a["frontend"](r.frontend)
+        a["machine"](e[0])
+        a["arch"](e[1])
+        a["gpu_name"](e[2])
+        a["device"](e[3])
+        a["gpu_count"](e[4])
+        a["env"](e[5])
+        a["op"](c.op)
+        a["case_id"](c.id)
+        a["provider"](c.provider)
+        a["dtype"](c.dtype)
+        a["grid_version"](c.grid_version)
+        a["params"](enc(p).decode())
+        for s in SHAPE_PARAMS:
+            v = p.get(s) if s != "G" else _grid_side(p.get("grid"))
+            a[s](v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+        a["timer"](m.timer if m else "-")
+        a["cache"](m.cache if m else "-")
+        a["input_sets"](m.input_sets if m else None)
+        a["method_version"](m.version if m else None)
+        a["noise"](m.noise if m else None)  # the median's 95% half-width in its run: the check's within-run noise
+        a["status"](r.status)
+        a["reason"](r.reason or "")
+        if x is not None:
+            t = x.time_us
+            a["p20"](t.p20)
+            a["p50"](t.p50)
+            a["p80"](t.p80)
+            a["gb_per_s"](x.gb_per_s)
+            a["pct_of_ceiling"](x.pct_of_ceiling)
+            a["items_per_s"](x.items_per_s)
+            a["ceiling_gb_per_s"](x.ceiling_gb_per_s)
+        else:
+            for col in ("p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s"):
+                a[col](None)
+        a["throttled"](h.throttled)
+        a["contended"](h.contended)
+        a["noisy"](h.noisy)
+        a["health_reasons"]("; ".join(h.reasons))
+        a["synthetic"](r.synthetic)
+        a["git_dirty"](r.git_dirty)
+        if k is not None:
+            a["sm_mhz_min"](k.sm_mhz_min)
+            a["sm_mhz_median"](k.sm_mhz_median)
+            a["sm_mhz_max_supported"](k.sm_mhz_max_supported)
+            a["temperature_c_max"](k.temperature_c_max)
+            a["power_w_max"](k.power_w_max)
+            a["throttle_reasons"](", ".join(k.throttle_reasons))
+            a["other_processes"](k.other_processes)
+        else:
+            for col in ("sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
+                        "other_processes"):
+                a[col](None)
+            a["throttle_reasons"]("")
+        src = r.source
+        shown = sources.get(src)
+        if shown is None:  # one source per file; one in this checkout shown from its root (results/...)
+            shown = sources[src] = shown_source(src)
+        a["source"](shown)
+        dsp = getattr(r, "dispatch", None)
+        a["dispatch_device_us"](getattr(dsp, "device_us", None) if dsp is not None else None)
+        a["dispatch_gpu_keeps_up"](getattr(dsp, "gpu_keeps_up", None) if dsp is not None else None)
+        s = series_of(r)
+        f = fps.get(s)
+        if f is None:
+            f = fps[s] = schema.fingerprint(s)
+        a["series"](f)
+        dist = r.distributed
+        if dist is None:
+            for col in MULTI_COLUMNS:
+                a[col](None)
+        else:
+            for col in MULTI_NUMERIC:
+                a[col](getattr(dist, col))
+            a["backend"](dist.backend)
+            a["scaling"](dist.scaling)
+            a["gather"](dist.gather)
+            a["per_rank_us"](", ".join(f"{t:.1f}" for t in dist.per_rank_us))
+    return cols
+
+
+def _arrow_column(col: str, vals: list[Any]) -> pa.Array:
+    typ = SCHEMA.field(col).type
+    if col == "created":
+        # ISO 8601 with offsets or "Z", to UTC; an odd string becomes NaT (null) instead of failing the page
+        t = pd.to_datetime(pd.Series(vals, dtype=object), utc=True, errors="coerce", format="ISO8601")
+        return pa.array(t.dt.as_unit("ns"), type=typ)
+    if typ == _TEXT:
+        try:
+            return pa.array(vals, type=pa.string()).dictionary_encode()
+        except (pa.ArrowException, TypeError, ValueError):  # a value that is not text (or not UTF-8): as its str
+            return pa.array([None if v is None else str(v).encode("utf-8", "backslashreplace").decode("utf-8")
+                             for v in vals], type=pa.string()).dictionary_encode()
+    try:
+        return pa.array(vals, type=typ)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        # a value of another type (the schema checks these; never fail a page on one): coerced, or missing
+        num = pd.to_numeric(pd.Series(vals, dtype=object), errors="coerce")
+        if typ == pa.float64():
+            return pa.array(num.astype("float64"), type=typ)
+        if typ == pa.int64():
+            return pa.array([int(v) if pd.notna(v) and float(v).is_integer() else None for v in num], type=typ)
+        return pa.array([v if isinstance(v, bool) else None for v in vals], type=typ)
+
+
+def build_table(records: Sequence[Any]) -> pa.Table:
+    """The records' rows as an Arrow table of :data:`SCHEMA` (what the columnar cache stores)."""
+    cols = _columns(records)
+    return pa.Table.from_arrays([_arrow_column(c, cols[c]) for c in COLUMNS], schema=SCHEMA)
+
+
+def _object(s: pd.Series) -> pd.Series:
+    """A categorical column of text as plain objects (missing: ``None``, as a list of str/None gives)."""
+    cats = np.asarray(s.cat.categories, dtype=object)
+    codes = s.cat.codes.to_numpy()
+    out = np.empty(len(s), dtype=object)
+    have = codes >= 0
+    out[have] = cats[codes[have]]
+    out[~have] = None
+    return pd.Series(out, index=s.index, name=s.name)
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """The page's frame from a :data:`SCHEMA` table: categories sorted (as ``astype("category")`` sorts them),
+    other text as str/None objects, ints/bools as pandas types a list of them would get."""
+    df = table.to_pandas()
+    for col in COLUMNS:
+        if SCHEMA.field(col).type != _TEXT:
+            continue
+        s = df[col]
+        if col in CATEGORY_COLUMNS:
+            s = s.cat.remove_unused_categories()
+            df[col] = s.cat.reorder_categories(sorted(s.cat.categories))
+        else:
+            df[col] = _object(s)
+    return df
+
+
+def build_frame(records: Sequence[Any]) -> pd.DataFrame:
+    """One row per record (see the module docstring for how)."""
+    return to_frame(build_table(records))
+
+
+# --- the columnar cache -----------------------------------------------------------------------------------
+
+CACHE_ENV_VAR = "ROBOCACHE_FRAME_CACHE"  # a folder for the columnar cache; "off" (or "0", "none") turns it off
+# in a checkout (an editable install), its ignored .cache/; an installed package never writes beside itself: the
+# user's cache folder
+DEFAULT_CACHE_DIR = (REPO / ".cache" / "frames" if (REPO / "pyproject.toml").is_file() else
+                     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "robocache" / "frames")
+CACHE_FORMAT = 3  # raise when what a row holds changes: older caches are then rebuilt
+CACHE_KEEP = 16  # cache files kept per folder (one per set of results folders); the least recently used go
+_CACHE_META = b"robocache.frames"
+
+
+def cache_identity() -> str:
+    """What a cached row depends on besides the records themselves: the frame's schema text (names and types),
+    the code that derives the rows and validates the files (this module, ``robocache.bench.store`` and
+    ``schema``: their source text), the record schema's version. Any change to them rebuilds the cache, so a
+    ``git pull`` that changes how a column is derived or which files are rejected never serves old rows."""
+    from robocache.bench import schema as rschema
+    from robocache.bench import store as rstore
+
+    h = hashlib.sha256(f"{CACHE_FORMAT}:{SCHEMA}:{rschema.SCHEMA_VERSION}".encode())
+    for mod_file in (__file__, rstore.__file__, rschema.__file__):
+        try:
+            h.update(Path(mod_file).read_bytes())
+        except OSError:  # a frozen or zipped install: the version still keys it
+            h.update(str(mod_file).encode())
+    return h.hexdigest()[:16]
+
+
+_SCHEMA_ID = cache_identity()
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The columnar cache's folder: ``$ROBOCACHE_FRAME_CACHE``, else ``.cache/frames`` in the repository (outside a
+    checkout: ``$XDG_CACHE_HOME/robocache/frames``); ``None`` when the variable says ``off``/``0``/``none``."""
+    environ = os.environ if environ is None else environ
+    v = environ.get(CACHE_ENV_VAR, "").strip()
+    if v.lower() in ("off", "0", "none", "false", "no"):
+        return None
+    return Path(v) if v else DEFAULT_CACHE_DIR
+
+
+def cache_file(dirs: Sequence[str], folder: Path) -> Path:
+    """The cache file of one set of results folders (the folders as given, in order, as bytes)."""
+    h = hashlib.sha256(b"\0".join(os.fsencode(str(d)) for d in dirs)).hexdigest()[:24]
+    return folder / f"frame-{h}.parquet"
+
+
+def _file_key(path: str) -> tuple[int, int, int, int] | None:
+    """What says a results file is unchanged: size, mtime_ns, ctime_ns (a chmod, or an mtime set back) and inode
+    (a file renamed over it). ``None``: it cannot be stat'ed (it is read, and reported bad if it is)."""
+    try:
+        st_ = os.stat(path)
+    except OSError:
+        return None
+    return (st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns, st_.st_ino)
+
+
+class CacheError(Exception):
+    """The cache file is not one this code wrote, or not whole: it is rebuilt."""
+
+
+def _read_cache(path: Path) -> tuple[pa.Table, dict[str, tuple[tuple[int, ...], int, int]]] | None:
+    """The cached table and ``{file: (key, first row, rows)}``; ``None`` when there is no cache file. Raises
+    :class:`CacheError` for a cache that cannot be trusted (the caller rebuilds it)."""
+    if not path.exists():
+        return None
+    try:
+        table = pq.read_table(path, page_checksum_verification=True, use_pandas_metadata=False,
+                              read_dictionary=[c for c in COLUMNS if SCHEMA.field(c).type == _TEXT])
+        raw = (table.schema.metadata or {}).get(_CACHE_META)
+        if raw is None:
+            raise CacheError("no manifest")
+        meta = json.loads(raw)
+        if meta.get("schema") != _SCHEMA_ID:
+            raise CacheError("written for another schema")
+        table = table.replace_schema_metadata(None)
+        if not table.schema.equals(SCHEMA):
+            raise CacheError("columns differ from the schema it names")
+        files: dict[str, tuple[tuple[int, ...], int, int]] = {}
+        at = 0
+        for hexpath, key, rows in meta["files"]:
+            if not (isinstance(rows, int) and rows >= 0 and len(key) == 4 and all(isinstance(k, int) for k in key)):
+                raise CacheError("a malformed manifest entry")
+            files[os.fsdecode(bytes.fromhex(hexpath))] = (tuple(key), at, rows)
+            at += rows
+        if at != table.num_rows:
+            raise CacheError(f"the manifest counts {at} rows, the table holds {table.num_rows}")
+        return table, files
+    except CacheError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure to read it is a cache not to trust
+        raise CacheError(f"{type(e).__name__}: {e}") from None
+
+
+def _write_cache(path: Path, table: pa.Table, files: list[tuple[str, tuple[int, ...], int]]) -> None:
+    """Write the cache atomically (store.atomic_write's temporary-and-rename); a failure only costs speed."""
+    import io
+
+    meta = {"schema": _SCHEMA_ID, "files": [[os.fsencode(p).hex(), list(k), n] for p, k, n in files]}
+    try:
+        buf = io.BytesIO()
+        pq.write_table(table.replace_schema_metadata({_CACHE_META: json.dumps(meta).encode()}), buf,
+                       compression="zstd", write_page_checksum=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store.atomic_write(path, buf.getvalue())
+        prune(path.parent, keep=path)
+    except Exception as e:  # noqa: BLE001 - a read-only checkout still loads, only slower
+        warnings.warn(f"robocache: could not write the load cache {display_path(path)}: {e}", stacklevel=2)
+
+
+def prune(folder: Path, keep: Path, pattern: str = "frame-*.parquet", most: int = CACHE_KEEP) -> None:
+    """At most ``most`` cache files matching ``pattern`` in ``folder``; the least recently written go first."""
+    try:
+        found = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    except OSError:
+        return
+    for p in found[most:]:
+        if p != keep:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+
+def load_table(dirs: Sequence[str], cache: Path | None = None) -> tuple[pa.Table, list[tuple[str, str]]]:
+    """Every good record under ``dirs`` as a :data:`SCHEMA` table, and the bad files as ``(path, reason)``
+    exactly as :func:`robocache.bench.store.load` lists them; through the columnar cache in ``cache`` (a folder;
+    ``None``: no cache), which is read, checked, and rewritten when a file changed, came or went."""
+    files, bad, _ = store.files_to_load(*dirs)
+    target = cache_file(dirs, cache) if cache is not None else None
+    cached: tuple[pa.Table, dict[str, tuple[tuple[int, ...], int, int]]] | None = None
+    if target is not None:
+        try:
+            cached = _read_cache(target)
+        except CacheError as e:
+            warnings.warn(f"robocache: load cache {display_path(target)} not used, rebuilt: {e}",
+                          stacklevel=2)
+    old_table, old = cached if cached is not None else (None, {})
+    pieces: list[pa.Table] = []
+    manifest: list[tuple[str, tuple[int, ...], int]] = []
+    changed = cached is None or bool(set(old) - set(files))  # no usable cache, or files gone
+    gc_was_on = gc.isenabled()
+    gc.disable()  # as store.load: the decoder's many acyclic containers make the cyclic GC's passes costly
+    try:
+        for path in files:
+            key = _file_key(path)
+            hit = old.get(path)
+            if key is not None and hit is not None and hit[0] == key:
+                pieces.append(old_table.slice(hit[1], hit[2]))
+                manifest.append((path, key, hit[2]))
+                continue
+            changed = changed or hit is not None  # its rows are stale (if it is bad now, they go)
+            records, why = store.read_file(path)
+            if why is not None:
+                bad.append((path, why))  # never cached: a bad file is read, and reported, on every load
+                continue
+            t = build_table(records)
+            pieces.append(t)
+            changed = True
+            # a file that could not be stat'ed gets a key no file has: read again next time, never trusted
+            manifest.append((path, key if key is not None else (-1, -1, -1, -1), t.num_rows))
+    finally:
+        if gc_was_on:
+            gc.enable()
+    table = pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
+    if target is not None and changed:
+        _write_cache(target, table, manifest)
+    return table, bad
+
+
+
+# --- the rows the regression check reads -----------------------------------------------------------------
+
+def _ints(col: pd.Series) -> list[Any]:
+    """An int column as the records hold it: ``2.0`` (a column with gaps is float) -> 2, NaN -> None."""
+    return [None if v is None or v != v else int(v) for v in col.tolist()]
+
+
+def _floats(col: pd.Series) -> list[Any]:
+    return [None if v is None or v != v else v for v in col.tolist()]
+
+
+def _iso(col: pd.Series) -> list[str]:
+    """``created`` (UTC) as ISO 8601 text, as ``Timestamp.isoformat`` writes it (``2026-11-20T03:12:45+00:00``,
+    microseconds only when there are some; a missing time as ``""``), for a whole column at once."""
+    t = col.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+    sec = np.datetime_as_string(t, unit="s")
+    frac = t.astype("int64") % 1_000_000_000 // 1000
+    text = np.where(frac != 0, np.datetime_as_string(t, unit="us"), sec)
+    return ["" if x.startswith("NaT") else x + "+00:00" for x in text.tolist()]
+
+
+def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The records :func:`robocache.bench.regressions.check` reads, rebuilt from the frame (the columnar cache's rows:
+    :func:`load`) rather than parsed again from JSON: per record its run, commit,
+    created, suite, front end, status, case (op, id, provider, dtype, grid version), method (timer, cache, input
+    sets, version, within-run noise; ``None`` for a record never timed), p50, health and env. The same fields the
+    check reads from a loaded record, so its result is the one ``robocache-bench check`` computes over the files
+    (tests/test_frame.py compares the two documents); ``created`` is the UTC time in ISO 8601 (records
+    written with another offset or a ``Z`` read as the same instant). The case, health and env of equal rows are
+    one shared object each (the check only reads them)."""
+    if df.empty:
+        return []
+    envs: dict[Any, dict[str, Any]] = {}
+    cases: dict[tuple, dict[str, Any]] = {}
+    healths: dict[tuple, dict[str, bool]] = {}
+    text = ("run_id", "git_commit", "suite", "frontend", "status", "synthetic", "op", "case_id", "provider", "dtype",
+            "timer", "cache", "throttled", "contended", "noisy", "env")
+    out = []
+    gc_was_on = gc.isenabled()
+    gc.disable()  # as store.load: many small acyclic dicts make the cyclic GC's passes the cost
+    try:
+        for (run, commit, suite, front, status, synth, op, case, prov, dtype, timer, cache, thr, con, noisy, env,
+             created, grid, sets, ver, noise, p50) in zip(
+                *(df[c].tolist() for c in text), _iso(df["created"]),
+                *(_ints(df[c]) for c in ("grid_version", "input_sets", "method_version")),
+                *(_floats(df[c]) for c in ("noise", "p50"))):
+            e = envs.get(env)
+            if e is None:
+                try:
+                    e = json.loads(str(env))
+                except ValueError:
+                    e = {}
+                envs[env] = e = e if isinstance(e, dict) else {}
+            ck = (op, case, prov, dtype, grid)
+            c = cases.get(ck)
+            if c is None:
+                c = cases[ck] = {"op": op, "id": case, "provider": prov, "dtype": dtype, "grid_version": grid}
+            hk = (bool(thr), bool(con), bool(noisy))
+            h = healths.get(hk)
+            if h is None:
+                h = healths[hk] = {"throttled": hk[0], "contended": hk[1], "noisy": hk[2]}
+            out.append({
+                "run_id": run, "created": created, "git_commit": commit, "suite": suite, "frontend": front,
+                "status": status, "synthetic": synth, "case": c,
+                # the frame writes a method's input sets always (1 by default): none means no method
+                "method": None if sets is None else {"timer": timer, "cache": cache, "input_sets": sets, "version": ver,
+                                                     "noise": noise},
+                "metrics": None if p50 is None else {"time_us": {"p50": p50}}, "health": h, "env": e})
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return out
+
+
+
+
+def load(dirs: Sequence[str], cache: Path | str | None | bool = True) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """Every good record under ``dirs`` as one frame (one row per record, :data:`COLUMNS`) and the bad files as
+    ``(path, reason)`` (unescaped, as :func:`robocache.bench.store.load` lists them), through the columnar cache
+    (``cache``: its folder; ``True``: :func:`cache_dir`; ``None``/``False``: none)."""
+    folder = cache_dir() if cache is True else (Path(cache) if cache else None)
+    table, bad = load_table([str(d) for d in dirs], folder)
+    return to_frame(table), bad
+
+
+def check_history(dirs: Sequence[str], cache: Path | str | None | bool = True) -> tuple[
+        list[dict[str, Any]], list[tuple[str, str]]]:
+    """``robocache-bench check``'s history: :func:`check_records` of every record under ``dirs`` (through the
+    columnar cache, :func:`load`), and the bad files."""
+    df, bad = load(dirs, cache)
+    return check_records(df), bad
