@@ -197,12 +197,10 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
           f"best {min(h[1] for h in hist):.2f} s; check --machine over the frame, computed (rows and check) "
           f"{hist[0][2]:.2f} s ({hist[0][3]} series); the kept check read back best "
           f"{min(h[2] for h in hist[1:]):.2f} s ({', '.join(f'{h[2]:.2f}' for h in hist[1:])})")
-    # the CLI's check (a new process, imports included): no frame cache, then through the one the loads above left
+    # the CLI's check (a new process, imports included; it reads the records' JSON: docs/regressions.md)
     nocli = [cli_check(folder, None, MACHINE) for _ in range(repeat)]
-    withcli = [cli_check(folder, cache, MACHINE) for _ in range(repeat)]
-    print(f"[{n:,} records] robocache-bench check --machine, new process: no frame cache best {min(nocli):.2f} s "
-          f"({', '.join(f'{t:.2f}' for t in nocli)}); frame cache present best {min(withcli):.2f} s "
-          f"({', '.join(f'{t:.2f}' for t in withcli)})")
+    print(f"[{n:,} records] robocache-bench check --machine, new process: best {min(nocli):.2f} s "
+          f"({', '.join(f'{t:.2f}' for t in nocli)})")
     import os
 
     from dashboard import history_data
