@@ -11,7 +11,6 @@ alive at that point, or the end says nothing of the timeout (a closed connection
 """
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
