@@ -16,7 +16,9 @@
 #        distribution's tuning seed, written to OUTDIR/tuned/<gpu>.json (copy it to robocache/tuned/ and commit).
 # Machine name (bench, asv, pytest, multigpu): ROBOCACHE_MACHINE when set, else from nvidia-smi's GPU name and
 #        count: one H100 -> nvidia-h100-x1, one H200 -> nvidia-h200, N of them -> nvidia-h100-xN / nvidia-h200-xN
-#        (the lent machines' names); another GPU -> the hostname (never a name that claims another machine).
+#        (the lent machines' names); another GPU -> the hostname (never a name that claims another machine). A lent
+#        machine's name in ROBOCACHE_MACHINE (nvidia-h100-x4, ...) must match the GPUs nvidia-smi lists (type, and
+#        at least that many): else exit 2 before anything runs (a call for one kind may be given another).
 # Needs no network: Python packages missing on the machine (msgspec) are installed from the
 # wheels in .whl/ if present (see docs/gpu.md). Writes OUTDIR/gpu-env.txt, gpu-tests.log,
 # gpu-tests.xml (JUnit), bench.log, report-<suite>.md, kernels.md and ends with one summary line per part.
@@ -102,6 +104,19 @@ machine_name() {
   esac
   if [ "$base" = nvidia-h100 ] || [ "${1:-}" = multi ] || [ "${n:-1}" -gt 1 ]; then echo "$base-x${n:-1}"; else echo "$base"; fi
 }
+
+# A lent machine's name in ROBOCACHE_MACHINE must be this machine: a call for one kind may be given another (an
+# nvidia-h100-x4 call may run on H200s when no H100 comes), and its records must not claim the other's name.
+if [[ "${ROBOCACHE_MACHINE:-}" =~ ^nvidia-(h100|h200)(-x([0-9]+))?$ ]] && command -v nvidia-smi >/dev/null 2>&1; then
+  want=${BASH_REMATCH[1]^^} n_want=${BASH_REMATCH[3]:-1}
+  have=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  n_have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  if [[ "$have" != *"$want"* ]] || [ "$n_have" -lt "$n_want" ]; then
+    echo "gpu_check.sh: ROBOCACHE_MACHINE=$ROBOCACHE_MACHINE, but this machine has $n_have x ${have:-no GPU}:" \
+         "unset it (the name then follows the GPUs) or run on that machine" >&2
+    exit 2
+  fi
+fi
 
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"

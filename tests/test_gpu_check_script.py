@@ -90,6 +90,14 @@ def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
     (ddp,) = [c for c in calls if c[1:3] == ["robocache.bench.pipelines", "run"]]
     assert _arg(ddp, "--ddp-ranks") == "2" and _arg(ddp, "--device") == "cpu" and _arg(ddp, "--machine") == "lab-box"
     assert ddp[-2:] == ["--train-steps", "3"] and "--parts" in ddp
+    # a lent machine's name that is not this machine (an H100 call given H200s, fewer GPUs): refused, nothing run
+    for gpu, count, name in (("NVIDIA H200", 4, "nvidia-h100-x4"), ("NVIDIA H100 80GB HBM3", 2, "nvidia-h100-x4")):
+        with pytest.raises(AssertionError, match="ROBOCACHE_MACHINE=nvidia-h100-x4, but this machine has"):
+            _bench(tmp_path, gpu, count, parts="multigpu,ddp", ROBOCACHE_MACHINE=name)
+        assert (tmp_path / "calls.log").read_text() == ""
+    calls = _bench(tmp_path, "NVIDIA H100 80GB HBM3", 4, parts="ddp", ROBOCACHE_MACHINE="nvidia-h100-x4")
+    assert _arg(next(c for c in calls if c[1:3] == ["robocache.bench.pipelines", "run"]), "--machine") == \
+        "nvidia-h100-x4"
     # no GPU and no GPUS: the ddp part says so and fails the call, running nothing
     bin_ = tmp_path / "bin"
     (bin_ / "nvidia-smi").unlink()
