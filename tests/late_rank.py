@@ -56,6 +56,7 @@ class Outcome:
     err: str
     took_s: float | None  # the barrier's start to its end (Gloo: rank 0's own figure; else to rank 0's exit)
     rank1_alive: bool  # when rank 0 ended
+    rank1_alive_s: float | None  # how long rank 1 lived after the barrier's start (None: until rank 0 ended)
 
     @property
     def why(self) -> str:
@@ -92,10 +93,12 @@ def run(tmp_path: Path, env: dict[str, str], *, device: str, collective_s: float
         procs.append(subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path / "task.json"), str(delay_s),
                                        "3600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
                                       cwd=ROOT))
-    ended = None
+    ended = died = None
     try:
         deadline = time.monotonic() + bound_s
         while procs[0].poll() is None and time.monotonic() < deadline:
+            if died is None and procs[1].poll() is not None:
+                died = time.time()
             time.sleep(0.05)
         ended = time.time() if procs[0].poll() is not None else None
         alive = procs[1].poll() is None
@@ -105,9 +108,12 @@ def run(tmp_path: Path, env: dict[str, str], *, device: str, collective_s: float
                 p.kill()
         outs = [p.communicate() for p in procs]
     out, err = outs[0]
-    took = None
+    took = lived = None
+    start = float(out.split("BARRIER-START ")[1].split()[0]) if "BARRIER-START " in out else None
     if "TIMED-OUT " in out:
         took = float(out.split("TIMED-OUT ")[1].split()[0])
-    elif "BARRIER-START " in out and ended is not None:
-        took = ended - float(out.split("BARRIER-START ")[1].split()[0])
-    return Outcome(procs[0].returncode, out, err, took, alive)
+    elif start is not None and ended is not None:
+        took = ended - start
+    if died is not None and start is not None:
+        lived = died - start
+    return Outcome(procs[0].returncode, out, err, took, alive, lived)

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import committed
+import late_rank
 import pytest
 
 from robocache.bench import frontend, specs, store, timing
@@ -353,8 +354,6 @@ def test_a_slow_start_is_waited_for_and_a_hung_peer_still_times_out(tmp_path):
     a 5 s timeout failed CI that way while a peer imported torch), and then a collective that rank 1 never joins
     still fails on rank 0 after about the collective timeout, not the start's (tests/late_rank.py; its NCCL twin
     is tests/gpu/test_multigpu_gpu.py::test_nccl_late_rank_is_waited_for_and_a_hung_rank_times_out)."""
-    import late_rank
-
     from robocache.bench.multigpu import rank
 
     if rank._timeout_setter() is None:

@@ -98,12 +98,15 @@ def test_nccl_late_rank_is_waited_for_and_a_hung_rank_times_out(tmp_path):
     env = {**launch.child_env(), "PYTHONPATH": os.pathsep.join(
         [str(late_rank.ROOT), str(late_rank.ROOT / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     got = late_rank.run(tmp_path, env, device="gpu", collective_s=coll, delay_s=delay)
-    print(f"\nrank 0 exit {got.rc}, barrier to end {got.took_s} s, rank 1 alive {got.rank1_alive}\n{got.out}\n"
+    print(f"\nrank 0 exit {got.rc}, barrier to end {got.took_s} s, rank 1 alive {got.rank1_alive} "
+          f"(lived {got.rank1_alive_s} s past the barrier's start)\n{got.out}\n"
           f"{got.err[-3000:]}")
     # the late start was waited for: rank 0 reached the barrier (its start did not time out after 5 s)
     assert "BARRIER-START " in got.out, got.err[-3000:]
-    # rank 1 still alive when rank 0 ended: the end was the timeout, not a peer's closed connection
-    assert got.rank1_alive, "rank 1 exited: the barrier's end says nothing of the timeout"
+    # rank 1 still alive when rank 0's timeout came due: the end was the timeout, not a peer's exit (NCCL may
+    # end rank 1 afterwards: a rank that timed out signals the others through the store to dump their traces)
+    assert got.rank1_alive or (got.rank1_alive_s is not None and got.rank1_alive_s >= 0.8 * coll), (
+        "rank 1 exited before the timeout: the barrier's end says nothing of it", got.rank1_alive_s)
     # about the collective timeout, not the start's 300 s (the watchdog polls; the slack is a bound, not a speed)
     assert got.took_s is not None and coll * 0.8 <= got.took_s < coll + 60, got.took_s
     said = (got.out + got.err).lower()
