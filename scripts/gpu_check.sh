@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for a GPU check on a CUDA machine (e.g. the H200 device machine):
-#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv|pytest|multigpu|ncu|pipelines]   (default: all = tests,bench)
+#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv|pytest|multigpu|ddp|ncu|pipelines]   (default: all = tests,bench)
 #   several parts in one call: comma-separated, e.g. tests,bench,ncu
 # tests: the test paths in TESTS (default: "tests/gpu tests/test_kernels_compile.py", the GPU tests and the kernels'
 #        compile and register checks; the CPU suite is CI's: TESTS=tests runs it here too) with the machine's own
@@ -16,7 +16,9 @@
 #        distribution's tuning seed, written to OUTDIR/tuned/<gpu>.json (copy it to robocache/tuned/ and commit).
 # Machine name (bench, asv, pytest, multigpu): ROBOCACHE_MACHINE when set, else from nvidia-smi's GPU name and
 #        count: one H100 -> nvidia-h100-x1, one H200 -> nvidia-h200, N of them -> nvidia-h100-xN / nvidia-h200-xN
-#        (the lent machines' names); another GPU -> the hostname (never a name that claims another machine).
+#        (the lent machines' names); another GPU -> the hostname (never a name that claims another machine). A lent
+#        machine's name in ROBOCACHE_MACHINE (nvidia-h100-x4, ...) must match the GPUs nvidia-smi lists (type, and
+#        at least that many): else exit 2 before anything runs (a call for one kind may be given another).
 # Needs no network: Python packages missing on the machine (msgspec) are installed from the
 # wheels in .whl/ if present (see docs/gpu.md). Writes OUTDIR/gpu-env.txt, gpu-tests.log,
 # gpu-tests.xml (JUnit), bench.log, report-<suite>.md, kernels.md and ends with one summary line per part.
@@ -29,7 +31,19 @@
 #        1, 2, 4, 8 up to the GPU count (gpu-env.txt adds nvidia-smi topo -m); records under OUTDIR/records/<arch>-<machine>/ (one file per world
 #        size), OUTDIR/multigpu.log and OUTDIR/multigpu-report.md. Machine name nvidia-h200-x<N> (H100: -h100-)
 #        unless ROBOCACHE_MACHINE is set (a 2-, 4- and 8-GPU machine are different series). MULTIGPU_DEVICE=cpu GPUS=2
-#        rehearses it with Gloo processes on a machine without GPUs; MULTIGPU_ARGS adds run options.
+#        rehearses it with Gloo processes on a machine without GPUs; MULTIGPU_ARGS adds run options;
+#        MULTIGPU_TIMEOUT (default 240 s; 0: none) stops it, keeping every finished case's record (the ranks'
+#        writer rewrites the world size's file after each case).
+# ddp:   the DDP training pipeline (docs/pipelines.md, robocache/bench/pipelines/ddp.py): one torchrun per rank
+#        count 1, 2, 4, 8 up to the GPU count (GPUS=N to use fewer, DDP_RANKS=1,4 to choose), each rank on its own
+#        GPU (NCCL) with its own shard of a generated dataset (DDP_MB, default 128 MB), both models trained from
+#        the CPU-worker loader, the loader with one robocache.fuse per batch and each rank's resident EpisodeCache
+#        (batch 32 per rank, weak scaling, 8 workers, 30 timed steps): steps/s per GPU, the share of the step spent
+#        waiting for data and the efficiency against the one-rank launch, as records under
+#        OUTDIR/records/<arch>-<machine>/ (<run id>-pipelines-ddp-g<k>.records.json, beside the multigpu part's;
+#        machine named as there), OUTDIR/ddp.log and OUTDIR/report-ddp.md. DDP_TIMEOUT (default 240 s; 0: none)
+#        stops it, keeping the records of every finished case; DDP_ARGS adds options of
+#        `python -m robocache.bench.pipelines run`. MULTIGPU_DEVICE=cpu GPUS=2 rehearses it with Gloo processes.
 # ncu:   Nsight Compute counters (ncu time share, DRAM % of peak, SM %, occupancy, L2 hit rate, registers) of the cases
 #        named in NCU_KEYS, one profiled call each after the reference gate: the profile suite
 #        (`python -m robocache.bench.pipelines profile --cases ...`), records under OUTDIR/results, OUTDIR/ncu.log.
@@ -46,7 +60,7 @@
 #        suite: Nsight Compute metrics of each op's representative kernel (OUT/profile.log; PROFILE_TIMEOUT, 180 s).
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv REGEX|pytest|multigpu|ncu|pipelines]}
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv REGEX|pytest|multigpu|ddp|ncu|pipelines]}
 WHAT=${2:-all}
 # WHAT may name several parts, comma-separated (e.g. tests,bench,ncu): one device call, several parts
 part() { [ "$WHAT" = all ] && { [ "$1" = tests ] || [ "$1" = bench ]; } && return 0; [[ ",$WHAT," == *",$1,"* ]]; }
@@ -68,6 +82,14 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export ASV_PYTHONPATH="$PYTHONPATH"  # asv drops PYTHONPATH for benchmark processes unless told
 status=0
 
+# the pipelines' dataset is HDF5: h5py from a wheel in .whl/ when the machine lacks it (docs/pipelines.md)
+need_h5py() {
+  if ! $PY -c "import h5py" 2>/dev/null && ls .whl/h5py-*.whl >/dev/null 2>&1; then
+    [ -d "$SITE-h5py" ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE-h5py" .whl/h5py-*.whl
+    export PYTHONPATH="$SITE-h5py:$PYTHONPATH"
+  fi
+}
+
 # The lent machines' names from the GPUs present (see the header); ROBOCACHE_MACHINE, when set, wins. $1: "multi"
 # names even one GPU -xN (the multigpu suite's series), $2: the GPU count to name (default: all present).
 machine_name() {
@@ -82,6 +104,19 @@ machine_name() {
   esac
   if [ "$base" = nvidia-h100 ] || [ "${1:-}" = multi ] || [ "${n:-1}" -gt 1 ]; then echo "$base-x${n:-1}"; else echo "$base"; fi
 }
+
+# A lent machine's name in ROBOCACHE_MACHINE must be this machine: a call for one kind may be given another (an
+# nvidia-h100-x4 call may run on H200s when no H100 comes), and its records must not claim the other's name.
+if [[ "${ROBOCACHE_MACHINE:-}" =~ ^nvidia-(h100|h200)(-x([0-9]+))?$ ]] && command -v nvidia-smi >/dev/null 2>&1; then
+  want=${BASH_REMATCH[1]^^} n_want=${BASH_REMATCH[3]:-1}
+  have=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  n_have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  if [[ "$have" != *"$want"* ]] || [ "$n_have" -lt "$n_want" ]; then
+    echo "gpu_check.sh: ROBOCACHE_MACHINE=$ROBOCACHE_MACHINE, but this machine has $n_have x ${have:-no GPU}:" \
+         "unset it (the name then follows the GPUs) or run on that machine" >&2
+    exit 2
+  fi
+fi
 
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
@@ -252,13 +287,39 @@ if part multigpu; then
   NGPU=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
   MACHINE=$(machine_name multi "$NGPU")
   start=$(date +%s)
-  # NCCL_NVLS_ENABLE=0 is exported above; the launcher keeps it for every rank
-  $PY -m robocache.bench.cli run --suite multigpu --device "${MULTIGPU_DEVICE:-gpu}" --gpus "$NGPU" --out "$OUT/records" \
-      --machine "$MACHINE" ${MULTIGPU_ARGS:-} 2>&1 | tee "$OUT/multigpu.log"
+  # NCCL_NVLS_ENABLE=0 is exported above; the launcher keeps it for every rank. A timeout's SIGTERM stops the
+  # launch (the launcher kills its ranks); the finished cases' records stay.
+  timeout "${MULTIGPU_TIMEOUT:-240}" $PY -m robocache.bench.cli run --suite multigpu --device "${MULTIGPU_DEVICE:-gpu}" \
+      --gpus "$NGPU" --out "$OUT/records" --machine "$MACHINE" ${MULTIGPU_ARGS:-} 2>&1 | tee "$OUT/multigpu.log"
   mrc=${PIPESTATUS[0]}
   $PY -m robocache.bench.cli report "$OUT/records" --out "$OUT/multigpu-report.md" 2>&1 | tail -1
-  echo "MULTIGPU SUMMARY: $NGPU GPUs, machine $MACHINE, wall $(( $(date +%s) - start )) s; exit $mrc"
+  echo "MULTIGPU SUMMARY: $NGPU GPUs, machine $MACHINE, wall $(( $(date +%s) - start )) s; exit $mrc$( [ "$mrc" = 124 ] && echo " (cut by MULTIGPU_TIMEOUT=${MULTIGPU_TIMEOUT:-240} s)")"
   [ "$mrc" = 0 ] || status=1
+fi
+if part ddp; then
+  need_h5py
+  NGPU=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+  MACHINE=$(machine_name multi "$NGPU")
+  # rank counts 1, 2, 4, 8, 16 up to the GPUs (the one-rank launch first: the efficiency's reference)
+  RANKS=${DDP_RANKS:-}
+  if [ -z "$RANKS" ]; then
+    for k in 1 2 4 8 16; do [ "$k" -le "${NGPU:-0}" ] && RANKS="${RANKS:+$RANKS,}$k"; done
+  fi
+  start=$(date +%s)
+  if [ -z "$RANKS" ]; then
+    echo "gpu_check.sh ddp: no GPU here (GPUS=N, or MULTIGPU_DEVICE=cpu GPUS=2 to rehearse with Gloo)" >&2
+    drc=2
+  else
+    timeout "${DDP_TIMEOUT:-240}" $PY -m robocache.bench.pipelines run --device "${MULTIGPU_DEVICE:-gpu}" \
+        --out "$OUT/records" --machine "$MACHINE" --parts "" --ddp-ranks "$RANKS" --size-mb "${DDP_MB:-128}" \
+        --batch-sizes 32 --train-batches 32 --workers 8 --train-steps 30 --profile-steps 0 --models mlp,diffusion \
+        ${DDP_ARGS:-} 2>&1 | tee "$OUT/ddp.log"
+    drc=${PIPESTATUS[0]}
+    # the latest run in OUT/records is the one just measured
+    $PY -m robocache.bench.cli report "$OUT/records" --out "$OUT/report-ddp.md" 2>&1 | tail -1
+  fi
+  echo "DDP SUMMARY: ranks ${RANKS:-none}, machine $MACHINE, wall $(( $(date +%s) - start )) s; exit $drc$( [ "$drc" = 124 ] && echo " (cut by DDP_TIMEOUT=${DDP_TIMEOUT:-240} s)")"
+  [ "$drc" = 0 ] || status=1
 fi
 if part ncu; then
   # Nsight Compute counters of the cases named in NCU_KEYS (space-separated <op>/<tag>/<dtype>/<provider>): the
@@ -277,11 +338,7 @@ if part ncu; then
   [ "$nrc" = 0 ] || status=1
 fi
 if part pipelines; then
-  # the dataset is HDF5: h5py from a wheel in .whl/ when the machine lacks it (docs/pipelines.md)
-  if ! $PY -c "import h5py" 2>/dev/null && ls .whl/h5py-*.whl >/dev/null 2>&1; then
-    [ -d "$SITE-h5py" ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE-h5py" .whl/h5py-*.whl
-    export PYTHONPATH="$SITE-h5py:$PYTHONPATH"
-  fi
+  need_h5py
   MACHINE=$(machine_name)
   start=$(date +%s)
   timeout "${PIPELINES_TIMEOUT:-300}" $PY -m robocache.bench.pipelines run --device gpu --out "$OUT/results" \

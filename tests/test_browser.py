@@ -217,24 +217,29 @@ def test_dashboard_in_chromium(server: str, shots: Path, tmp_path: Path) -> None
 
 @pytest.fixture(scope="module")
 def multigpu_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SYNTHETIC multi-GPU records (1-8 GPUs, weak and strong, gathered or not) on two architectures, one machine
-    named with a link, a provider named with markup, a crashed case."""
-    from tests.test_dashboard import multigpu_record
+    """SYNTHETIC multi-GPU records (1-8 GPUs, weak and strong, gathered or not) on two architectures, H100 and
+    H200 (fixtures, never results), one machine named with a link, a provider named with markup, a crashed case;
+    and SYNTHETIC DDP training records of both at 1, 2 and 4 GPUs from the three loaders."""
+    from tests.test_dashboard import ddp_record, multigpu_record
 
     out = tmp_path_factory.mktemp("browser-multigpu")
-    for arch, machine, scale in (("H200", "synthetic-h200-x8", 1.0), ("B200", f"synthetic-b200-x8 {LINK}", 0.6)):
+    for arch, machine, scale in (("H200", "synthetic-h200-x8", 1.0), ("H100", f"synthetic-h100-x8 {LINK}", 1.3)):
         recs = [multigpu_record(scale, "B4096-S100-T50-D32", s, g, k) for s in ("weak", "strong")
                 for g in ("none", "all") for k in (1, 2, 4, 8)]
         recs += [multigpu_record(scale, "B4096-S100-T50-D32", "weak", "all", k, provider=BOLD) for k in (1, 2)]
         crashed = multigpu_record(scale, "B4096-S100-T50-D32", "strong", "one", 8)
         crashed.update(status="crash", reason="rank 5 died", metrics=None, method=None, distributed=None)
         write_records(out, gpu_env(arch, machine), [*recs, crashed], name=f"{arch.lower()}-multigpu")
+        ddp = [ddp_record(k, loader, steps=steps / scale / (1 + 0.1 * (k - 1)), wait=wait, run=f"synthetic-ddp-{arch}")
+               for loader, steps, wait in (("cpu_workers", 40.0, 0.8), ("robocache", 65.0, 0.6),
+                                           ("episode_cache", 90.0, 0.2)) for k in (1, 2, 4)]
+        write_records(out, gpu_env(arch, machine), ddp, name=f"{arch.lower()}-ddp")
     return out
 
 
 def test_multigpu_page_in_chromium(server: str, shots: Path, tmp_path: Path) -> None:
-    """The Multi-GPU page draws its scaling lines and bandwidth bars per architecture, redraws on a metric change,
-    and shows record text as typed."""
+    """The Multi-GPU page draws H100 and H200 side by side (scaling lines and bandwidth bars, one column each),
+    then DDP training for both, redraws on a metric change, and shows record text as typed."""
     errors: list[str] = []
     dialogs: list[str] = []
     url = server
@@ -242,13 +247,25 @@ def test_multigpu_page_in_chromium(server: str, shots: Path, tmp_path: Path) -> 
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(url + "/multigpu")
-        assert browser.wait_for_charts(page, 4) >= 4  # two architectures x (efficiency lines, gather bars)
+        # two architectures x (efficiency lines, gather bars), then two x (DDP steps/s, data-wait share)
+        assert browser.wait_for_charts(page, 8) >= 8
         browser.wait_idle(page)
         _no_exception(page, "multigpu")
         _no_markup_in_charts(page, "multigpu")
         legend = browser.chart_texts(page, ".legendtext")
         assert f"resample/B4096-S100-T50-D32-weak-allgather {BOLD}" in legend, legend
-        assert any(LINK in t for t in browser.chart_texts(page, ".gtitle")) is False  # machines are not in titles
+        assert "mlp B32: robocache.fuse" in legend and "mlp B32: CPU workers (NumPy)" in legend, legend
+        titles = browser.chart_texts(page, ".gtitle")
+        assert any(LINK in t for t in titles) is False  # machines are not in titles
+        for arch in ("H100", "H200"):
+            assert any(t.startswith(f"resample on {arch}: scaling efficiency") for t in titles), titles
+            assert f"{arch}: steps/s per GPU vs GPUs" in titles and \
+                f"{arch}: data-wait share of the step vs GPUs" in titles, titles
+        # side by side: the two architectures' efficiency charts share a row
+        boxes = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => "
+                              "p.querySelector('.gtitle')?.textContent.includes('scaling efficiency'))"
+                              ".map(p => p.getBoundingClientRect().top)")
+        assert len(boxes) == 2 and abs(boxes[0] - boxes[1]) < 5, boxes
         page.screenshot(path=str(shots / "multigpu.png"), full_page=True)
         browser.select(page, "metric", "aggregate items per second")
         # the new metric's title first (the rerun's output), then every chart drawn and the page settled
@@ -256,7 +273,7 @@ def test_multigpu_page_in_chromium(server: str, shots: Path, tmp_path: Path) -> 
                                ".some(t => t.textContent.includes('aggregate items per second'))",
                                timeout=browser.TIMEOUT_MS)
         browser.wait_idle(page)
-        assert browser.wait_for_charts(page, 4) >= 4
+        assert browser.wait_for_charts(page, 8) >= 8
         _no_exception(page, "multigpu (aggregate)")
     assert not dialogs and not errors, (dialogs, errors)
     assert (shots / "multigpu.png").stat().st_size > 10_000

@@ -476,7 +476,10 @@ def test_multigpu_page_on_synthetic_records(multigpu_dir: Path, monkeypatch: pyt
     bars = figs[1]
     assert {t["name"] for t in bars["data"]} == {"the op's gather (algbw)", "all_gather alone (algbw)",
                                                  "all_gather alone (busbw)"}
-    table = at.dataframe[0].value
+    # side by side: the per-architecture table, then every record's
+    both = at.dataframe[0].value
+    assert {"B200 (synthetic-b200-x8)", "H200 (synthetic-h200-x8)"} <= set(both.columns)
+    table = at.dataframe[-1].value
     assert set(table["world_size"].dropna()) == {1, 2, 4, 8}
     assert (table["status"] == "crash").sum() == 2  # one per machine
     # another metric and one scaling mode redraw without errors
@@ -498,6 +501,122 @@ def test_multigpu_frame_columns(multigpu_dir: Path) -> None:
     assert df[df["status"] == "crash"]["world_size"].isna().all()
     one = ok[(ok["world_size"] == 1)]
     assert (one["efficiency"].round(9) == 1.0).all()
+
+
+H200_RUNS = ("h200-nvidia-h200-x4/20261121T045537Z-630882", "h200-nvidia-h200-x2/20261121T042149Z-b6f2f9")
+DDP_LOADERS = ("cpu_workers", "robocache", "episode_cache")
+
+
+def ddp_record(k: int, loader: str, *, steps: float, wait: float, run: str, model: str = "mlp",
+               status: str = "ok") -> dict[str, Any]:
+    """A SYNTHETIC DDP training record (the pipelines suite's training step over k ranks): made-up figures."""
+    r = make_record(32, run_id=run)
+    r["suite"] = "pipelines"
+    step = 1e6 / steps
+    r["case"].update(id=f"train/{model}-B32-W8-406ep-s0-ddp-g{k}", op="train", provider=loader,
+                     params={"B": 32, "workers": 8, "model": model, "steps": 30, "ranks": k}, items=32 * k,
+                     bytes=0)
+    r["metrics"]["time_us"] = {"p20": step, "p50": step, "p80": step, "min": step, "max": step, "mean": step}
+    r["metrics"]["items_per_s"] = 32 * k * steps
+    r["pipeline"] = {"kind": "train", "resample_on": "cpu_workers" if loader == "cpu_workers" else "gpu",
+                     "figures": {"steps_per_s": steps, "traj_per_s": 32 * k * steps, "data_wait_share": wait,
+                                 "ranks": float(k)}}
+    r["distributed"] = {"world_size": k, "nodes": 1, "backend": "nccl", "scaling": "weak", "gather": "none",
+                        "items_per_rank": [32] * k, "per_rank_us": [step] * k, "per_rank_step_us": [step] * k,
+                        "step_us": step, "aggregate_items_per_s": 32 * k * steps, "efficiency": None,
+                        "baseline_step_us": None, **dict.fromkeys(
+                            ("gather_bytes", "gather_us", "gather_gb_per_s", "collective_us", "collective_gb_per_s",
+                             "collective_busbw_gb_per_s"))}
+    if status != "ok":
+        r.update(status=status, reason=f"DDP launch of {k} rank(s): rank 1 died {SCRIPT}", metrics=None,
+                 method=None, distributed=None, pipeline=None)
+    return r
+
+
+@pytest.fixture(scope="module")
+def h100_h200_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The committed H200 multi-GPU records (2- and 4-GPU machines, as recorded) beside SYNTHETIC H100 ones made
+    here from them (a FIXTURE: the same cases, 10% lower efficiency past one GPU, never committed as results),
+    and SYNTHETIC DDP training records of both architectures at 1, 2 and 4 GPUs with a failed case."""
+    from robocache.bench import store
+    from robocache.bench.schema import to_dict
+
+    out = tmp_path_factory.mktemp("dash-h100-h200")
+    for run in H200_RUNS:
+        folder, prefix = run.split("/")
+        (out / folder).mkdir(exist_ok=True)
+        for f in sorted((REPO / "results" / folder).glob(prefix + "-multigpu-g*.records.json")):
+            (out / folder / f.name).write_bytes(f.read_bytes())
+    real = store.load(REPO / "results" / "h200-nvidia-h200-x4")
+    h100 = []
+    for rec in real.records:
+        if not str(rec["source"]).rsplit("/", 1)[1].startswith(H200_RUNS[0].split("/")[1]):
+            continue
+        r = {k: v for k, v in to_dict(rec).items() if k not in ("env", "source")}
+        r.update(synthetic=True, run_id="synthetic-h100-multigpu")
+        d = r["distributed"]
+        if d["world_size"] > 1 and d["efficiency"] is not None:
+            d["efficiency"] *= 0.9
+            d["step_us"] /= 0.9
+        h100.append(r)
+    env = gpu_env("H100", "synthetic-h100-x4")
+    env["gpu_count"] = 4
+    write_records(out / "synthetic-h100", env, h100, name="synthetic-h100-x4-multigpu")
+    for arch, machine, fast in (("H100", "synthetic-h100-x4", 1.0), ("H200", "synthetic-h200-x4", 1.2)):
+        recs = []
+        for loader, steps, wait in (("cpu_workers", 40.0, 0.85), ("robocache", 65.0, 0.7),
+                                    ("episode_cache", 90.0, 0.2)):
+            for k in (1, 2, 4):
+                recs.append(ddp_record(k, loader, steps=fast * steps / (1 + 0.1 * (k - 1)), wait=wait + 0.02 * k,
+                                       run=f"synthetic-ddp-{arch}"))
+        recs.append(ddp_record(4, "robocache", steps=1.0, wait=0.0, run=f"synthetic-ddp-{arch}", model="diffusion",
+                               status="crash"))
+        e = gpu_env(arch, machine)
+        e["gpu_count"] = 4
+        write_records(out / f"synthetic-ddp-{arch}", e, recs, name=f"{machine}-ddp")
+    return out
+
+
+def test_multigpu_page_compares_h100_and_h200(h100_h200_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both architectures' scaling side by side on one y scale, a table of each one's largest machine case by
+    case, and DDP training (steps/s per GPU, data-wait share at 1/2/4 GPUs per loader) for both."""
+    at = app("multigpu", h100_h200_dir, monkeypatch)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    assert "SYNTHETIC" in " ".join(w.value for w in at.warning)
+    assert [s.value for s in at.selectbox if s.label == "op"] == ["resample"]
+    figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    titles = [f["layout"]["title"]["text"] for f in figs]
+    # two columns: per architecture its efficiency lines and gather bars; then DDP: steps/s and data wait each
+    assert any(t.startswith("resample on H100: scaling efficiency") for t in titles), titles
+    assert any(t.startswith("resample on H200: scaling efficiency") for t in titles), titles
+    lines = [f for f, t in zip(figs, titles) if "scaling efficiency" in t]
+    assert len(lines) == 2 and lines[0]["layout"]["yaxis"]["range"] == lines[1]["layout"]["yaxis"]["range"]
+    h200 = next(f for f, t in zip(figs, titles) if t.startswith("resample on H200: scaling"))
+    # the real records: both H200 machines (x2 and x4), their lines named by machine
+    assert any("(nvidia-h200-x2)" in t["name"] for t in h200["data"]) and any(
+        "(nvidia-h200-x4)" in t["name"] for t in h200["data"])
+    both = at.dataframe[0].value
+    assert {"H100 (synthetic-h100-x4)", "H200 (nvidia-h200-x4)"} <= set(both.columns), both.columns
+    assert set(both["GPUs"]) == {1, 2, 4}
+    four = both[(both["GPUs"] == 4) & (both["op/shape-scaling-gather"] == "resample/B4096-S100-T50-D32-weak-nogather")]
+    assert len(four) == 1
+    h1, h2 = four["H100 (synthetic-h100-x4)"].iloc[0], four["H200 (nvidia-h200-x4)"].iloc[0]
+    assert h1 == pytest.approx(0.9 * h2)  # the fixture's H100 is the real H200 run at 0.9x past one GPU
+    # DDP training for both architectures
+    ddp = [(f, t) for f, t in zip(figs, titles) if "steps/s per GPU" in t or "data-wait share" in t]
+    assert sorted(t for _, t in ddp) == ["H100: data-wait share of the step vs GPUs", "H100: steps/s per GPU vs GPUs",
+                                         "H200: data-wait share of the step vs GPUs", "H200: steps/s per GPU vs GPUs"]
+    steps = next(f for f, t in ddp if t == "H200: steps/s per GPU vs GPUs")
+    fuse = next(t for t in steps["data"] if t["name"] == "mlp B32: robocache.fuse")
+    assert _values(fuse["x"]) == [1, 2, 4] and _values(fuse["y"])[0] == pytest.approx(1.2 * 65.0)
+    assert {t["name"] for t in steps["data"]} == {"mlp B32: CPU workers (NumPy)", "mlp B32: robocache.fuse",
+                                                  "mlp B32: EpisodeCache"}
+    table = at.dataframe[-1].value
+    assert {"steps/s per GPU", "data-wait share", "GPUs", "loader"} <= set(table.columns)
+    assert len(table) == 2 * (3 * 3 + 1) and (table["status"] == "crash").sum() == 2
+    assert any("DDP case(s) failed" in w.value for w in at.warning)
 
 
 def test_multigpu_figures_escape_record_text(multigpu_dir: Path) -> None:

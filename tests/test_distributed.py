@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import committed
+import late_rank
 import pytest
 
 from robocache.bench import frontend, specs, store, timing
@@ -143,6 +144,30 @@ def test_scaling_arithmetic():
     assert algbw == pytest.approx(107.374, rel=1e-4)
     assert scaling.allgather_busbw_gb_per_s(algbw, 8) == pytest.approx(algbw * 7 / 8)
     assert scaling.allgather_busbw_gb_per_s(algbw, 1) == 0.0
+
+
+def test_cases_chosen_for_every_gpu_count_up_to_two_8_gpu_machines():
+    """The 8- and 16-GPU cases stay written and chosen right for any GPU count, without running them (no 8-GPU
+    machine is lent): one machine of N GPUs runs every world size up to N (the rest not run, saying why), two
+    8-GPU nodes run the 16-rank cases (node 0 adds their one-rank baselines)."""
+    gpu = specs.cases("multigpu", device="gpu")
+    for n in (1, 2, 3, 4, 8, 16):
+        res = launch.MultiRunResult(run_id="x")
+        got = launch.select_cases(gpu, res, gpus=n, nnodes=1, node_rank=0, baselines=None, add_baselines=True)
+        assert {c.world_size for c in got} == {k for k in (1, 2, 4, 8, 16) if k <= n}, n
+        assert [c.world_size for c in got] == sorted(c.world_size for c in got)  # the one-GPU cases first
+        assert len(got) + len(res.not_run) == len(gpu)
+        assert all(why == f"needs {next(c for c in gpu if c.key == key).world_size} GPUs, {n} here"
+                   for key, why in res.not_run)
+    eight = [c for c in gpu if c.world_size == 8]
+    assert {c.op for c in eight} == set(specs.OPS) and all(c.gpus == 8 for c in eight)
+    for node in (0, 1):
+        res = launch.MultiRunResult(run_id="x")
+        got = launch.select_cases(gpu, res, gpus=8, nnodes=2, node_rank=node, baselines=None, add_baselines=True)
+        multi = [c for c in got if c.world_size == 16]
+        assert multi and {c.op for c in multi} == {"resample"}
+        assert {c.world_size for c in got} == ({1, 16} if node == 0 else {16})
+        assert all(specs.find(c.baseline_key).world_size == 1 for c in multi)
 
 
 def test_lockstep_timer_makes_exactly_the_planned_calls():
@@ -324,71 +349,25 @@ def test_sigterm_to_the_launcher_stops_the_ranks(tmp_path):
     assert not _leftovers(env)
 
 
-_SLOW_START = r"""
-import os, sys, time
-from datetime import timedelta
-import msgspec
-from robocache.bench.context import LaunchTask
-from robocache.bench.multigpu import rank
-lt = msgspec.json.decode(open(sys.argv[1], "rb").read(), type=LaunchTask)
-me = rank.Rank(lt)
-if me.rank == 1:
-    time.sleep(float(sys.argv[2]))  # a slow start (importing torch on a loaded machine), longer than the timeout
-rank._init(lt, me)
-import torch.distributed as dist
-if me.rank == 0:
-    t0 = time.monotonic()
-    try:
-        dist.barrier()  # rank 1 never comes: a hung peer
-        print("BARRIER-RETURNED", flush=True)
-    except Exception as e:  # noqa: BLE001
-        print(f"TIMED-OUT {time.monotonic() - t0:.2f} {type(e).__name__} {str(e)[:300]!r}", flush=True)
-    os._exit(0)
-time.sleep(float(sys.argv[3]))  # never returns in the test (killed): its exit would end rank 0's barrier too
-os._exit(0)
-"""
-
-
 def test_a_slow_start_is_waited_for_and_a_hung_peer_still_times_out(tmp_path):
     """Rank 1 starts 8 s after rank 0 with a 3 s collective timeout: the start waits for it (rank.STARTUP_TIMEOUT_S;
     a 5 s timeout failed CI that way while a peer imported torch), and then a collective that rank 1 never joins
-    still fails on rank 0 after about the collective timeout, not the start's."""
-    from robocache.bench import messages
-    from robocache.bench.context import LaunchTask, RunContext
+    still fails on rank 0 after about the collective timeout, not the start's (tests/late_rank.py; its NCCL twin
+    is tests/gpu/test_multigpu_gpu.py::test_nccl_late_rank_is_waited_for_and_a_hung_rank_times_out)."""
     from robocache.bench.multigpu import rank
 
     if rank._timeout_setter() is None:
         pytest.skip("this torch cannot change a group's timeout: the collective timeout holds from the start")
     coll, delay = 3.0, 8.0
-    run = RunContext.start(suite="multigpu", device="cpu", frontend="test", out_dir=tmp_path, env=make_env("ci-mg"),
-                           git=("abc", False))
-    lt = LaunchTask(task=run.task(), run=run, records_name="x-g2", cases=["a"], world_size=2, workdir=str(tmp_path),
-                    collective_timeout_s=coll)
-    messages.write_json(tmp_path / "task.json", lt)
-    port = _free_port()
-    procs = []
-    for r in (0, 1):
-        env = {**_env(tmp_path), "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-        procs.append(subprocess.Popen([sys.executable, "-c", _SLOW_START, str(tmp_path / "task.json"), str(delay),
-                                       "3600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=env, cwd=ROOT))
-    try:
-        out, err = procs[0].communicate(timeout=600)  # a bound on a hang: torch's import is slow on a loaded machine
-        # rank 1 still alive: rank 0's barrier ended on its timeout, not because rank 1's socket closed
-        assert procs[1].poll() is None, "rank 1 exited: the barrier's end says nothing of the timeout"
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
-    print(out, err[-2000:])
-    assert procs[0].returncode == 0, err[-3000:]  # the start did not time out after 3 s
-    assert "BARRIER-RETURNED" not in out
-    took = float(out.split("TIMED-OUT ")[1].split()[0])
+    got = late_rank.run(tmp_path, _env(tmp_path), device="cpu", collective_s=coll, delay_s=delay)
+    print(got.out, got.err[-2000:])
+    # rank 1 still alive: rank 0's barrier ended on its timeout, not because rank 1's socket closed
+    assert got.rank1_alive, "rank 1 exited: the barrier's end says nothing of the timeout"
+    assert got.rc == 0, got.err[-3000:]  # the start did not time out after 3 s
+    assert "BARRIER-RETURNED" not in got.out and "TIMED-OUT " in got.out
     # the collective timeout (3 s), not the start's 300 s; the slack is for a loaded machine (rank 1 sleeps an hour)
-    assert coll * 0.8 <= took < coll + 60, took
-    why = out.split("TIMED-OUT ")[1].splitlines()[0].lower()
+    assert got.took_s is not None and coll * 0.8 <= got.took_s < coll + 60, got.took_s
+    why = got.why.lower()
     assert "timed out" in why or "timeout" in why, why  # Gloo's own words: a timeout, not a closed connection
 
 

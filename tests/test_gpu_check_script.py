@@ -1,5 +1,7 @@
-"""scripts/gpu_check.sh's bench part without a GPU: nvidia-smi and python are stubs that log their arguments, so
-the test sees the commands the script would run (machine name, suites, pre-pass) and nothing is measured."""
+"""scripts/gpu_check.sh without a GPU: nvidia-smi and python are stubs that log their arguments, so the tests see
+the commands the script would run (machine name, suites, pre-pass; the multigpu and ddp parts' GPU and rank
+counts up to 8 and 16 GPUs) and nothing is measured. Then the multigpu and ddp parts for real, rehearsed with
+Gloo processes (``MULTIGPU_DEVICE=cpu GPUS=2``), as the next GPU session runs them."""
 from __future__ import annotations
 
 import os
@@ -17,7 +19,7 @@ def _stub(path: Path, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
-def _bench(tmp_path: Path, gpu_name: str | None, count: int = 1, **env: str) -> list[list[str]]:
+def _bench(tmp_path: Path, gpu_name: str | None, count: int = 1, parts: str = "bench", **env: str) -> list[list[str]]:
     bin_ = tmp_path / "bin"
     bin_.mkdir(exist_ok=True)
     log = tmp_path / "calls.log"
@@ -29,7 +31,7 @@ def _bench(tmp_path: Path, gpu_name: str | None, count: int = 1, **env: str) -> 
     _stub(bin_ / "fakepy", f'[ "${{1:-}}" = -m ] && echo "$*" >> {log}\n[ "${{1:-}}" = - ] && cat > /dev/null\nexit 0\n')
     path = str(bin_) + os.pathsep + "/usr/bin:/bin"
     full = {"PATH": path, "PYTHON": str(bin_ / "fakepy"), "HOME": str(tmp_path), **env}
-    run = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out"), "bench"], cwd=ROOT, env=full,
+    run = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out"), parts], cwd=ROOT, env=full,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     return [line.split() for line in log.read_text().splitlines()]
@@ -65,3 +67,92 @@ def test_unknown_gpu_is_not_named_after_a_lent_machine(tmp_path: Path) -> None:
     calls = _bench(tmp_path, "NVIDIA A100-SXM4-80GB")
     run = next(c for c in calls if c[2:3] == ["run"])
     assert not _arg(run, "--machine").startswith("nvidia-h")
+
+
+def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
+    """One call runs both parts: the multigpu suite on every GPU, then DDP training at every rank count 1, 2, 4, 8
+    (16) up to the GPU count, both under their timeouts, records side by side in OUT/records, the machine named
+    after the GPUs. 8 and 16 GPUs: the commands are written, nothing runs them here."""
+    for count, ranks in ((1, "1"), (2, "1,2"), (4, "1,2,4"), (8, "1,2,4,8"), (16, "1,2,4,8,16")):
+        calls = _bench(tmp_path, "NVIDIA H100 80GB HBM3", count, parts="multigpu,ddp")
+        mg = [c for c in calls if c[1:5] == ["robocache.bench.cli", "run", "--suite", "multigpu"]]
+        ddp = [c for c in calls if c[1:3] == ["robocache.bench.pipelines", "run"]]
+        assert len(mg) == len(ddp) == 1, calls
+        assert _arg(mg[0], "--gpus") == str(count) and _arg(mg[0], "--device") == "gpu"
+        assert _arg(ddp[0], "--ddp-ranks") == ranks and _arg(ddp[0], "--device") == "gpu"
+        assert _arg(mg[0], "--machine") == _arg(ddp[0], "--machine") == f"nvidia-h100-x{count}"
+        assert _arg(mg[0], "--out") == _arg(ddp[0], "--out") == str(tmp_path / "out" / "records")
+        assert [_arg(c, "--out").rsplit("/", 1)[1] for c in calls if c[2:3] == ["report"]] == [
+            "multigpu-report.md", "report-ddp.md"]
+    # the rehearsal's knobs: fewer GPUs, chosen rank counts, extra options (last, so they win), Gloo
+    calls = _bench(tmp_path, "NVIDIA H200", 4, parts="ddp", GPUS="2", DDP_RANKS="2", DDP_ARGS="--train-steps 3",
+                   MULTIGPU_DEVICE="cpu", ROBOCACHE_MACHINE="lab-box")
+    (ddp,) = [c for c in calls if c[1:3] == ["robocache.bench.pipelines", "run"]]
+    assert _arg(ddp, "--ddp-ranks") == "2" and _arg(ddp, "--device") == "cpu" and _arg(ddp, "--machine") == "lab-box"
+    assert ddp[-2:] == ["--train-steps", "3"] and "--parts" in ddp
+    # a lent machine's name that is not this machine (an H100 call given H200s, fewer GPUs): refused, nothing run
+    for gpu, count, name in (("NVIDIA H200", 4, "nvidia-h100-x4"), ("NVIDIA H100 80GB HBM3", 2, "nvidia-h100-x4")):
+        with pytest.raises(AssertionError, match="ROBOCACHE_MACHINE=nvidia-h100-x4, but this machine has"):
+            _bench(tmp_path, gpu, count, parts="multigpu,ddp", ROBOCACHE_MACHINE=name)
+        assert (tmp_path / "calls.log").read_text() == ""
+    calls = _bench(tmp_path, "NVIDIA H100 80GB HBM3", 4, parts="ddp", ROBOCACHE_MACHINE="nvidia-h100-x4")
+    assert _arg(next(c for c in calls if c[1:3] == ["robocache.bench.pipelines", "run"]), "--machine") == \
+        "nvidia-h100-x4"
+    # no GPU and no GPUS: the ddp part says so and fails the call, running nothing
+    bin_ = tmp_path / "bin"
+    (bin_ / "nvidia-smi").unlink()
+    log = tmp_path / "calls.log"
+    log.write_text("")
+    run = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out"), "ddp"], cwd=ROOT,
+                         env={"PATH": str(bin_) + os.pathsep + "/usr/bin:/bin", "PYTHON": str(bin_ / "fakepy"),
+                              "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "no GPU here" in run.stderr and "DDP SUMMARY: ranks none" in run.stdout
+    assert "pipelines" not in log.read_text()
+
+
+def test_multigpu_and_ddp_rehearsed_with_gloo(tmp_path: Path) -> None:
+    """The next GPU session's one call (``gpu_check.sh OUT multigpu,ddp``) for real on the CPU: 2 Gloo processes
+    for the multigpu suite (one case and its one-rank baseline) and DDP training at 1 and 2 ranks from every
+    loader (tiny sizes), records of both under OUT/records/cpu-<machine>/, the reports and summary lines, no
+    process left behind."""
+    pytest.importorskip("h5py")
+    pytest.importorskip("torch")
+    import sys
+    import uuid
+
+    from robocache.bench import store
+    from robocache.bench.multigpu import launch
+
+    if not launch.available("cpu")[0]:
+        pytest.skip("torch.distributed with Gloo is missing")
+    mark = uuid.uuid4().hex
+    case = "fuse/robot-B8-T100-weak-g2-nogather/float32/numpy"
+    env = {**os.environ, "PYTHON": sys.executable, "HOME": str(tmp_path), "ROBOCACHE_MACHINE": "ci-rehearsal",
+           "MULTIGPU_DEVICE": "cpu", "GPUS": "2", "MULTIGPU_TIMEOUT": "0", "DDP_TIMEOUT": "0", "DDP_MB": "1",
+           "MULTIGPU_ARGS": f"--cases {case} --time-limit 0.1 --noise-target 0.05",
+           "DDP_ARGS": "--batch-sizes 2 --train-batches 2 --workers 0 --train-steps 3 --models mlp",
+           "ROBOCACHE_TEST_MARK": mark}
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", "scripts/gpu_check.sh", str(out), "multigpu,ddp"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1200)  # a bound on a hang on a loaded machine
+    print(run.stdout[-3000:], run.stderr[-2000:])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "MULTIGPU SUMMARY: 2 GPUs, machine ci-rehearsal" in run.stdout and "exit 0" in run.stdout
+    assert "DDP SUMMARY: ranks 1,2, machine ci-rehearsal" in run.stdout
+    assert not launch.processes_with_env("ROBOCACHE_TEST_MARK", mark)
+    loaded = store.load(out / "records")
+    assert not loaded.bad and {r.status for r in loaded.records} == {"ok"}
+    names = sorted(Path(r.source).name.split("-", 2)[2] for r in loaded.records)
+    assert names == ["multigpu-g1.records.json", "multigpu-g2.records.json"] + \
+        ["pipelines-ddp-g1.records.json"] * 3 + ["pipelines-ddp-g2.records.json"] * 3
+    assert {Path(r.source).parent.name for r in loaded.records} == {"cpu-ci-rehearsal"}
+    ddp = [r for r in loaded.records if r.suite == "pipelines"]
+    assert {(r.case.provider, r.distributed.world_size) for r in ddp} == {
+        (p, k) for p in ("cpu_workers", "robocache", "episode_cache") for k in (1, 2)}
+    for r in ddp:
+        assert r.distributed.backend == "gloo" and r.pipeline.figures["steps_per_s"] > 0
+        assert 0 <= r.pipeline.figures["data_wait_share"] <= 1
+    report = (out / "report-ddp.md").read_text()
+    assert "| CPU (ci-rehearsal) | mlp | robocache.fuse | 2 | 2 | 0 |" in report
+    assert "| ranks |" in (out / "multigpu-report.md").read_text()
+    assert run.stdout.count("SUMMARY:") == 2

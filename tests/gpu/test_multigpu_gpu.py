@@ -76,3 +76,38 @@ def test_two_ranks_nccl_weak_and_strong(tmp_path):
             assert d["efficiency"] is not None and d["efficiency"] > 0
             if d["gather"] != "none":
                 assert d["collective_busbw_gb_per_s"] == pytest.approx(d["collective_gb_per_s"] / 2)
+
+
+def test_nccl_late_rank_is_waited_for_and_a_hung_rank_times_out(tmp_path):
+    """The rank start timeout on NCCL (issue 30): rank 1 starts 20 s after rank 0 with a 5 s collective timeout;
+    the start waits for it (``rank.STARTUP_TIMEOUT_S``: the rendezvous, the communicator bound eagerly to the
+    GPU, the ranks' agreement), then ``_set_pg_timeout`` lowers the NCCL group's timeout and a barrier rank 1
+    never joins ends rank 0 after about 5 s (NCCL's watchdog aborts the communicator; by default the process
+    ends), not 300 s. The same script as the Gloo test in tests/test_distributed.py (tests/late_rank.py)."""
+    import os
+
+    import late_rank
+
+    from robocache.bench.multigpu import rank
+
+    _need(2)
+    if rank._timeout_setter() is None:
+        pytest.skip("this torch cannot change a group's timeout (no _set_pg_timeout): the collective timeout "
+                    "holds from the start")
+    coll, delay = 5.0, 20.0
+    env = {**launch.child_env(), "PYTHONPATH": os.pathsep.join(
+        [str(late_rank.ROOT), str(late_rank.ROOT / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    got = late_rank.run(tmp_path, env, device="gpu", collective_s=coll, delay_s=delay)
+    print(f"\nrank 0 exit {got.rc}, barrier to end {got.took_s} s, rank 1 alive {got.rank1_alive} "
+          f"(lived {got.rank1_alive_s} s past the barrier's start)\n{got.out}\n"
+          f"{got.err[-3000:]}")
+    # the late start was waited for: rank 0 reached the barrier (its start did not time out after 5 s)
+    assert "BARRIER-START " in got.out, got.err[-3000:]
+    # rank 1 still alive when rank 0's timeout came due: the end was the timeout, not a peer's exit (NCCL may
+    # end rank 1 afterwards: a rank that timed out signals the others through the store to dump their traces)
+    assert got.rank1_alive or (got.rank1_alive_s is not None and got.rank1_alive_s >= 0.8 * coll), (
+        "rank 1 exited before the timeout: the barrier's end says nothing of it", got.rank1_alive_s)
+    # about the collective timeout, not the start's 300 s (the watchdog polls; the slack is a bound, not a speed)
+    assert got.took_s is not None and coll * 0.8 <= got.took_s < coll + 60, got.took_s
+    said = (got.out + got.err).lower()
+    assert "timeout" in said or "timed out" in said, got.why

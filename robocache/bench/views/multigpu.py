@@ -1,11 +1,12 @@
 """The multi-GPU scaling table: per world size the group's step, aggregate throughput, efficiency, and the
-gather's bandwidth beside the collective's own."""
+gather's bandwidth beside the collective's own; and the DDP training rows (the pipelines suite's training step
+over several GPUs: steps/s per GPU and the share of the step spent waiting for data, per loader and rank count)."""
 from __future__ import annotations
 
 from typing import Any
 
 from .. import ops, specs
-from .records import flags, is_multigpu
+from .records import flags, is_multigpu, machine
 from .tables import fmt_num, fmt_us, table
 
 _UNIT = {"trajectories": "traj", "points": "pts"}
@@ -57,3 +58,45 @@ def multigpu(records: list[dict[str, Any]]) -> str:
             + table(["case", "provider", "ranks", "scaling", "gather", "status", "step us", "op us per rank",
                      "aggregate", "efficiency", "gather GB/s", "all_gather algbw GB/s", "busbw GB/s", "flags"],
                     rows))
+
+
+DDP_LOADERS = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse", "episode_cache": "EpisodeCache"}
+
+
+def is_ddp(r: dict[str, Any]) -> bool:
+    """A DDP training record: the pipelines suite's training step with a ``distributed`` section, or its failure
+    (case id ``...-ddp-g<k>``)."""
+    return r.get("suite") == "pipelines" and (bool(r.get("distributed")) or "-ddp-g" in r["case"]["id"])
+
+
+def ddp_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest DDP training run per machine, one row per (model, batch, loader, ranks): steps/s (every GPU
+    steps at the group's rate: the slowest rank's), trajectories/s in all, the data-wait share (the largest over
+    the ranks), the efficiency against the one-rank launch (weak scaling), the loss gate's status. Failed cases
+    have None figures and their status."""
+    mine = [r for r in records if is_ddp(r)]
+    newest: dict[str, str] = {}
+    for r in mine:
+        m = machine(r)[0]
+        newest[m] = max(newest.get(m, ""), str(r.get("run_id") or ""))
+    rows = []
+    for r in mine:
+        m, arch, _ = machine(r)
+        if str(r.get("run_id") or "") != newest[m]:
+            continue
+        p = r["case"]["params"] or {}
+        d = r.get("distributed") or {}
+        fig = (r.get("pipeline") or {}).get("figures") or {}
+        ok = r["status"] == "ok"
+        rows.append({"arch": arch, "machine": m, "model": p.get("model"), "B": p.get("B"),
+                     "workers": p.get("workers"), "loader": r["case"]["provider"],
+                     "ranks": d.get("world_size") or p.get("ranks"),
+                     "steps_per_s": fig.get("steps_per_s") if ok else None,
+                     "traj_per_s": fig.get("traj_per_s") if ok else None,
+                     "data_wait_share": fig.get("data_wait_share") if ok else None,
+                     "efficiency": d.get("efficiency") if ok else None, "status": r["status"],
+                     "run_id": r.get("run_id"), "reason": r.get("reason")})
+    order = list(DDP_LOADERS)
+    rows.sort(key=lambda x: (x["arch"], x["machine"], str(x["model"]), x["B"] or 0,
+                             order.index(x["loader"]) if x["loader"] in order else 9, x["ranks"] or 0))
+    return rows
