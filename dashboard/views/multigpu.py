@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard import charts, data, tables
 from robocache import providers
-from robocache.bench import store
+from robocache.bench import frame, store
 from robocache.bench.schema import to_dict
 from robocache.bench.views import multigpu as report_multigpu
 
@@ -140,7 +140,7 @@ def ddp_chart(rows: pd.DataFrame, value: str, title: str, y_title: str, rng: lis
 def ddp_section() -> None:
     st.header("DDP training from GPU preprocessing")
     dirs = data.results_dirs()
-    rows = pd.DataFrame(report_multigpu.ddp_rows(_ddp_records(tuple(dirs), data.files_fingerprint(tuple(dirs)))))
+    rows = pd.DataFrame(report_multigpu.ddp_rows(_ddp_records(tuple(dirs), frame.files_fingerprint(tuple(dirs)))))
     if rows.empty:
         st.info("No DDP training records yet. `bash scripts/gpu_check.sh OUT ddp` (or `python -m "
                 "robocache.bench.pipelines run --ddp-ranks 1,2,4`) trains both models over 1, 2 and 4 GPUs from "
