@@ -982,23 +982,25 @@ class Group:
 
 
 def read_alerts(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A ``check --json`` file (``robocache-alerts/1``), with what bisect reads from each alert checked."""
+    """A ``check --json`` file (:class:`schema.AlertsDoc`, ``robocache-alerts/1``) validated by its type, each alert
+    with what bisect reads (its case key and commit range: optional in the format); the dict as written."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise SetupError(f"{path}: cannot read: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise SetupError(f"{path}: not JSON: {e}") from None
-    if (not isinstance(doc, dict) or doc.get("schema") != "robocache-alerts/1"
-            or not isinstance(doc.get("alerts"), list)):
-        raise SetupError(f"{path}: not a robocache-alerts/1 document (the output of `robocache-bench check --json`)")
-    for i, a in enumerate(doc["alerts"]):
-        ok = (isinstance(a, dict) and isinstance(a.get("series"), dict) and isinstance(a.get("case_key"), str)
-              and isinstance(a.get("fingerprint"), str) and isinstance(a.get("before"), dict)
-              and isinstance(a.get("after"), dict))
-        if not ok:
+    try:
+        typed = schema.parse_alerts_bytes(raw)
+    except schema.AlertsError as e:
+        alert = e.path.split(".")[0] if e.path.startswith("alerts[") else ""
+        if alert:
+            raise SetupError(f"{path}: {alert} lacks series, case_key, fingerprint, before or after as "
+                             f"`robocache-bench check --json` writes them ({e})") from None
+        raise SetupError(f"{path}: not a robocache-alerts/1 document (the output of `robocache-bench check "
+                         f"--json`): {e}") from None
+    for i, a in enumerate(typed.alerts):
+        if a.case_key is None or a.before is None or a.after is None:
             raise SetupError(f"{path}: alerts[{i}] lacks series, case_key, fingerprint, before or after")
-    return doc
+    return json.loads(raw)
 
 
 def groups(alerts: Sequence[Mapping[str, Any]]) -> list[Group]:
