@@ -77,11 +77,6 @@ class GitHubError(RuntimeError):
 # ---------------------------------------------------------------------------------------------------------
 # the alerts file
 
-def load_alerts(path: str) -> list[dict[str, Any]]:
-    """The alerts of one ``robocache-bench check --json`` file, validated; raises AlertsFileError."""
-    return load_doc(path)["alerts"]
-
-
 def load_doc(path: str) -> dict[str, Any]:
     """One ``robocache-bench check --json`` file, validated: ``alerts``, ``drifts`` (optional: [] when absent),
     ``checked`` (optional: None when absent, then no issue is closed on its account), ``generated``."""

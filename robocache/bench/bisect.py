@@ -71,7 +71,6 @@ SAME_MISS = 0.01  # "same": a true difference of the endpoints' size gives a p a
 SAME_FLOOR = 0.05  # and never "same" at a p a plain test would call different (the high threshold can be 1e-4)
 SETTLE_MARGIN = 0.25  # at the most samples, a candidate this near an endpoint on the good -> bad scale is on its side
 LOW_Q = 0.25  # settle() places a candidate by its lower quartile (contention only adds time)
-STATISTICS = ("p50", "p20", "min")  # which figure of a record is one sample (p50: the series' own)
 SAMPLES = 10  # samples per case and commit to start with (Pinpoint: 10, doubling to 160)
 MAX_SAMPLES = 160
 ENDPOINT_ROUNDS = 3  # the endpoints double at most this many times while a case is unknown (10 -> 80)
