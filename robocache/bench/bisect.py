@@ -1129,6 +1129,50 @@ def _series_cases(text: str, cache: str) -> list[CaseSpec]:
     return [CaseSpec(k, cache) for k in dict.fromkeys(keys)]
 
 
+def _chosen_groups(args: Any, doc: Mapping[str, Any], say: Callable[[str], None]) -> list[Group]:
+    """The alert groups ``--alerts`` asks for: the one ALERT names, or (``--all``) every confirmed one of this
+    machine not bisected yet (``--known``)."""
+    if args.alert:
+        return [pick_group(doc["alerts"], args.alert)]
+    if not args.all:
+        raise SetupError("--alerts needs an ALERT id (change id, fingerprint or issue key) or --all")
+    known = known_keys(args.known or [])
+    chosen = []
+    for g in groups([a for a in doc["alerts"] if a.get("confirmed") is True]):
+        if g.key in known:
+            say(f"alert group {g.key} ({g.machine}, {g.before[:12]}..{g.after[:12]}): already bisected, skipped")
+        elif g.machine != (args.machine or g.machine):
+            say(f"alert group {g.key}: machine {g.machine}, not this one ({args.machine}), skipped")
+        else:
+            chosen.append(g)
+    return chosen
+
+
+def _alert_jobs(args: Any, repo: Path, say: Callable[[str], None]
+                ) -> list[tuple[str, str, list[CaseSpec], str, Group | None]]:
+    """``(good, bad, cases, machine, group)`` of each chosen alert group with a commit range to bisect."""
+    if args.series or args.good or args.bad:
+        raise SetupError("give an alert (ALERT or --all with --alerts) or --series with --good and --bad, not both")
+    jobs: list[tuple[str, str, list[CaseSpec], str, Group | None]] = []
+    for g in _chosen_groups(args, read_alerts(args.alerts), say):
+        if not g.before or not g.after or g.before == g.after:
+            say(f"alert group {g.key}: no commit range (same commit before and after): nothing to bisect")
+            continue
+        try:
+            n = len(commit_range(repo, g.before, g.after)) - 1
+        except SetupError as e:
+            if args.all:  # the nightly goes on with the other groups
+                say(f"alert group {g.key}: {e}")
+                continue
+            raise
+        if n < 2 and args.all:
+            say(f"alert group {g.key}: one commit in its range, {g.after[:12]}: it is the culprit, nothing to "
+                "bisect")
+            continue
+        jobs.append((g.before, g.after, g.cases, args.machine or g.machine, g))
+    return jobs
+
+
 def run_cli(args: Any) -> int:
     """``robocache-bench bisect``: one alert group (ALERT with --alerts), every eligible group (--all), or a list of
     cases and a commit range (--series, --good, --bad). Prints each bisection's summary; exit 0 when each ran to a
@@ -1143,40 +1187,7 @@ def run_cli(args: Any) -> int:
     t0 = time.monotonic()
     jobs: list[tuple[str, str, list[CaseSpec], str, Group | None]] = []  # good, bad, cases, machine, group
     if args.alerts:
-        if args.series or args.good or args.bad:
-            raise SetupError("give an alert (ALERT or --all with --alerts) or --series with --good and --bad, not both")
-        doc = read_alerts(args.alerts)
-        if args.alert:
-            chosen = [pick_group(doc["alerts"], args.alert)]
-        elif args.all:
-            known = known_keys(args.known or [])
-            chosen = []
-            for g in groups([a for a in doc["alerts"] if a.get("confirmed") is True]):
-                if g.key in known:
-                    say(f"alert group {g.key} ({g.machine}, {g.before[:12]}..{g.after[:12]}): already bisected, "
-                        "skipped")
-                elif g.machine != (args.machine or g.machine):
-                    say(f"alert group {g.key}: machine {g.machine}, not this one ({args.machine}), skipped")
-                else:
-                    chosen.append(g)
-        else:
-            raise SetupError("--alerts needs an ALERT id (change id, fingerprint or issue key) or --all")
-        for g in chosen:
-            if not g.before or not g.after or g.before == g.after:
-                say(f"alert group {g.key}: no commit range (same commit before and after): nothing to bisect")
-                continue
-            try:
-                n = len(commit_range(repo, g.before, g.after)) - 1
-            except SetupError as e:
-                if args.all:  # the nightly goes on with the other groups
-                    say(f"alert group {g.key}: {e}")
-                    continue
-                raise
-            if n < 2 and args.all:
-                say(f"alert group {g.key}: one commit in its range, {g.after[:12]}: it is the culprit, nothing to "
-                    "bisect")
-                continue
-            jobs.append((g.before, g.after, g.cases, args.machine or g.machine, g))
+        jobs = _alert_jobs(args, repo, say)
         if not jobs:
             print("nothing to bisect")
             return 0
