@@ -402,6 +402,25 @@ _STORES: dict[Device, _Store] = {}
 _LOCK = threading.RLock()
 _KEY_LOCKS: dict[tuple[int, str], threading.Lock] = {}
 STATS: dict[str, float] = {"buckets_tuned": 0, "candidates_timed": 0, "tune_s": 0.0, "build_s": 0.0}
+# Where each bucket's configuration came from, in this process: (device index, bucket) -> (config, source), with
+# source one of SOURCES. The harness writes these into a record (``Record.launches``), so a figure says which
+# launch produced it: a tuned choice, the user's cache, the shipped table, a neighbour's, or the default rule.
+SOURCES = ("tuned", "tuned, cut short", "cache", "shipped", "nearest shipped", "default", "default, tuning failed",
+           "provisional")
+CHOSEN: dict[tuple[int, str], tuple[Config, str]] = {}
+USED: set[tuple[int, str]] = set()  # the buckets chosen for since the last forget_used()
+
+
+def chosen() -> list[dict[str, Any]]:
+    """The configurations used since the last :func:`forget_used` (the process's start), one per device and
+    bucket (bucket order), each with its source."""
+    return [{"device": dev, "bucket": key, "config": CHOSEN[(dev, key)][0].to_json(), "source": CHOSEN[(dev, key)][1]}
+            for dev, key in sorted(USED) if (dev, key) in CHOSEN]
+
+
+def forget_used() -> None:
+    """Start a new list for :func:`chosen` (the harness, before each case it measures in one process)."""
+    USED.clear()
 
 
 def _store(device_index: int) -> _Store:
@@ -417,6 +436,8 @@ def reset() -> None:
     with _LOCK:
         _STORES.clear()
         _DEVICES.clear()
+        CHOSEN.clear()
+        USED.clear()
         for op in ("resample", "fuse"):
             mod = sys.modules.get(f"robocache.{op}")
             if mod is not None:
@@ -449,18 +470,24 @@ def choose(device_index: int, key: str, cands: list[Config], trial: Callable[[Co
     tuning synchronises the caller's stream, so a thread must not tune while another captures a graph in
     global mode.
     """
+    USED.add((device_index, key))
     with _key_lock(device_index, key):
         with _LOCK:
             st = _store(device_index)
-        cfg, _ = st.lookup(key, use_user=True)
+        cfg, src = st.lookup(key, use_user=True)
         if cfg is not None:
             st.mem[key] = cfg
+            if src != "memory" or (device_index, key) not in CHOSEN:  # a choice in memory keeps its first source
+                CHOSEN[(device_index, key)] = (cfg, src if src != "memory" else "tuned")
             return cfg, True
         tuning = may_tune and autotune_enabled()
         if not tuning:
-            cfg = st.nearest(key) or DEFAULT
+            near = st.nearest(key)
+            cfg = near or DEFAULT
             if may_tune:  # tuning is off: this is the answer for the process
                 st.mem[key] = cfg
+            CHOSEN[(device_index, key)] = (cfg, ("nearest shipped" if near else "default") if may_tune
+                                           else "provisional")
             return cfg, may_tune
         t0 = time.perf_counter()
         try:
@@ -468,7 +495,9 @@ def choose(device_index: int, key: str, cands: list[Config], trial: Callable[[Co
         except Exception as e:  # noqa: BLE001 - tuning only picks among right answers: never fail the call for it
             log.warning("robocache: tuning %s failed (%s: %s); using the nearest shipped choice or the default",
                         key, type(e).__name__, e)
-            return st.nearest(key) or DEFAULT, False
+            cfg = st.nearest(key) or DEFAULT
+            CHOSEN[(device_index, key)] = (cfg, "default, tuning failed")
+            return cfg, False
         spent = time.perf_counter() - t0
         best = min(timed, key=lambda c: timed[c])
         if DEFAULT in timed and timed[best] > (1.0 - MARGIN) * timed[DEFAULT]:
@@ -479,6 +508,7 @@ def choose(device_index: int, key: str, cands: list[Config], trial: Callable[[Co
         log.info("robocache: tuned %s on %s in %.2f s (%d candidates): %s, %.1f us (default %.1f us)", key,
                  st.dev.name, spent, len(timed), best, timed[best], timed.get(DEFAULT, math.nan))
         st.mem[key] = best
+        CHOSEN[(device_index, key)] = (best, "tuned, cut short" if cut else "tuned")
         if not cut:  # a tuning cut short by the budget stays in memory: a later process retries it
             st.save(key, entry(best, timed, len(cands)))
         return best, True

@@ -336,3 +336,19 @@ def test_issue_key_is_the_one_alerts_to_issues_computes() -> None:
     spec.loader.exec_module(ati)
     a = alert(A, "gpu-h100", "a" * 40, "b" * 40)
     assert B.issue_key("gpu-h100", "a" * 40, "b" * 40) == ati.change_key(a)
+
+
+def test_a_contended_record_is_a_sample_and_a_throttled_one_is_not() -> None:
+    """On a host whose load stays above its cores every record is contended (env.assess_health): dropping them
+    left the CPU rehearsal "no usable sample" at all. They count, flagged; throttled ones still do not."""
+    commit = B.Commit(sha="a" * 40, index=0, subject="s")
+
+    def rec(**health: bool) -> dict:
+        return {"status": "ok", "metrics": {"time_us": {"p50": 12.0, "min": 10.0}}, "method": {"noise": 0.01},
+                "health": {"throttled": False, "contended": False, **health}, "reason": None}
+
+    busy = B._row(rec(contended=True), commit, 1, "warm", "k", "f.json", "min")
+    assert busy["used"] and busy["contended"] and busy["value"] == 10.0
+    hot = B._row(rec(throttled=True), commit, 1, "warm", "k", "f.json")
+    assert not hot["used"] and hot["reason"] == "throttled"
+    assert schema.BisectMeasurement(**busy).contended  # the document's schema carries the flag

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from robocache.bench import specs
+from robocache.bench import specs, store
+from robocache.bench.messages import Task
 from robocache.bench.pipelines import common, ncu
 from robocache.bench.views.pipelines import PROFILE_HEADER, pipeline_profile_rows
 
@@ -70,8 +71,8 @@ def test_an_unknown_unit_is_refused_loudly(metric: str, unit: str) -> None:
         ncu.parse_csv(text)
     rc = specs.find("resample/B256-S100-T50-D32/float32/robocache").to_record_case()
     rec = ncu._record(common, _ctx(), rc, 0, text, "", 1.0, harness_us=4.5)
-    assert rec["status"] == "error" and repr(unit) in rec["reason"] and metric in rec["reason"]
-    assert "pipeline" not in rec  # no figure of an unknown scale is kept
+    assert rec.status == "error" and repr(unit) in rec.reason and metric in rec.reason
+    assert rec.pipeline is None  # no figure of an unknown scale is kept
 
 
 def test_na_values_stay_unknown_whatever_their_unit() -> None:
@@ -79,31 +80,31 @@ def test_na_values_stay_unknown_whatever_their_unit() -> None:
         {"kernel": "kern0", "l2_hit_rate_pct": None}]
 
 
-def _ctx() -> dict:
-    return {"run_id": "r", "git_commit": None, "git_dirty": None, "frontend": "cli", "device": "gpu"}
+def _ctx() -> Task:
+    return Task(run_id="r", suite=ncu.SUITE, frontend="cli", device="gpu", git_commit=None, git_dirty=None)
 
 
 def test_profile_agrees_with_the_harness_or_is_flagged() -> None:
     rc = specs.find("voxelize/B4-N100000-G64-count-uniform/float32/robocache").to_record_case()
     text = _csv(("0", T, "ns", "3,264"), ("1", T, "ns", "9,184"))  # the committed H100 profile's two kernels
     good = ncu._record(common, _ctx(), rc, 0, text, "", 1.0, harness_us=10.5)
-    figs = good["pipeline"]["figures"]
+    figs = good.pipeline.figures
     assert figs["ncu_call_us"] == pytest.approx(12.448) and figs["harness_us"] == 10.5
-    assert figs["ncu_vs_harness"] == pytest.approx(12.448 / 10.5) and good["reason"] is None
-    assert any("within 3x" in n for n in good["pipeline"]["notes"])
+    assert figs["ncu_vs_harness"] == pytest.approx(12.448 / 10.5) and good.reason is None
+    assert any("within 3x" in n for n in good.pipeline.notes)
     # the old reading (nanoseconds taken for microseconds) against the same harness time: flagged
     bad = ncu._record(common, _ctx(), rc, 0, _csv(("0", T, "us", "3,264"), ("1", T, "us", "9,184")), "", 1.0,
                       harness_us=10.5)
-    assert bad["status"] == "ok" and "disagree" in bad["reason"] and "beyond 3x" in bad["reason"]
-    assert any("BEYOND 3x" in n for n in bad["pipeline"]["notes"])
+    assert bad.status == "ok" and "disagree" in bad.reason and "beyond 3x" in bad.reason
+    assert any("BEYOND 3x" in n for n in bad.pipeline.notes)
     # too fast is flagged too; no harness time: said unchecked, never assumed right
     fast = ncu._record(common, _ctx(), rc, 0, text, "", 1.0, harness_us=100.0)
-    assert "disagree" in fast["reason"]
+    assert "disagree" in fast.reason
     none = ncu._record(common, _ctx(), rc, 0, text, "", 1.0, harness_why="the harness's measurement: crash")
-    assert none["pipeline"]["figures"]["ncu_vs_harness"] is None and none["reason"] is None
+    assert none.pipeline.figures["ncu_vs_harness"] is None and none.reason is None
     assert any("no agreement check with the harness: the harness's measurement: crash" in n
-               for n in none["pipeline"]["notes"])
+               for n in none.pipeline.notes)
     env = {"machine": "gpu-x", "arch": "H100", "gpu_name": "NVIDIA H100", "device": "gpu"}
-    rows = pipeline_profile_rows([{**r, "suite": "profile", "env": env} for r in (good, bad, none)])
+    rows = pipeline_profile_rows([{**store.to_plain(r), "env": env} for r in (good, bad, none)])
     col = PROFILE_HEADER.index("ncu / harness")
     assert sorted(row[col] for row in rows) == sorted(["1.19x", "1,186x: DISAGREE (beyond 3x)", "not checked"])

@@ -4,7 +4,6 @@ the report's tables and the regression check. Tiny dataset, few steps; nothing t
 NumPy fallback, and the records say so)."""
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -247,8 +246,8 @@ def suite_run(tiny: str, tmp_path_factory: pytest.TempPathFactory):
 
 def test_suite_records_through_the_store(suite_run) -> None:
     res, out = suite_run
-    assert not res.failed, [(r["case"]["id"], r["reason"]) for r in res.failed]
-    kinds = [(r["case"]["op"], r["case"]["provider"]) for r in res.records]
+    assert not res.failed, [(r.case.id, r.reason) for r in res.failed]
+    kinds = [(r.case.op, r.case.provider) for r in res.records]
     assert kinds == [("dataload", "cpu_workers"), ("dataload", "robocache"),
                      ("train", "cpu_workers"), ("train", "robocache"), ("train", "cpu_workers"), ("train", "robocache"),
                      ("infer", "eager"), ("infer", "sdpa")]
@@ -290,7 +289,7 @@ def test_report_tables(suite_run) -> None:
     assert "## Headline" not in text  # a pipelines run is not judged by the kernel sections
     # report --kernels (every machine): the pipelines tables of the newest run per machine and kind
     loaded = store.load(out).records
-    older = copy.deepcopy(res.records)
+    older = [store.to_plain(r) for r in res.records]
     for r in older:
         r["run_id"], r["created"] = "19990101T000000Z-old", "1999-01-01T00:00:00+00:00"
         r["env"] = schema.to_dict(loaded[0].env)  # the same machine, an older run
@@ -307,7 +306,7 @@ def test_regression_check_covers_pipeline_series(suite_run, tmp_path: Path) -> N
     res, out = suite_run
     env = json.loads((res.path).read_text())["env"]
     for k in range(6):
-        recs = copy.deepcopy(res.records)
+        recs = [store.to_plain(r) for r in res.records]
         for r in recs:
             r["run_id"] = f"2026010{k}T000000Z-run{k}"
             r["created"] = f"2026-01-0{k + 1}T00:00:00+00:00"
@@ -321,7 +320,7 @@ def test_regression_check_covers_pipeline_series(suite_run, tmp_path: Path) -> N
     got = regressions.check(store.load(tmp_path).records, machine="ci-cpu")
     assert got.series == got.series_checked == len(res.records), (got.series_checked, got.excluded_reasons)
     alerted = {(a.series["case_id"], a.series["provider"]) for a in got.alerts}
-    assert ("dataload/" + res.records[1]["case"]["id"].split("/", 1)[1], "robocache") in alerted
+    assert ("dataload/" + res.records[1].case.id.split("/", 1)[1], "robocache") in alerted
     assert all(a.series["case_id"].startswith("dataload/") for a in got.alerts)
 
 
@@ -331,15 +330,15 @@ def test_schema_pipeline_section(suite_run, tmp_path: Path) -> None:
     assert not set(ops.names()) & set(schema.PIPELINE_KINDS)  # the kernel grid's op registry is untouched
     res, _ = suite_run
     env = json.loads(res.path.read_text())["env"]
-    rec = copy.deepcopy(res.records[0])
+    rec = store.to_plain(res.records[0])
     rec["suite"] = "quick"  # a pipeline kind is no op of the kernel suites
     with pytest.raises(schema.SchemaError, match="unknown op 'dataload'"):
         store.write_records(tmp_path, env, [rec], name="bad")
-    rec = copy.deepcopy(res.records[0])
+    rec = store.to_plain(res.records[0])
     rec["pipeline"]["kind"] = "teleport"
     with pytest.raises(schema.SchemaError, match="kind"):
         store.write_records(tmp_path, env, [rec], name="bad")
-    rec = copy.deepcopy(res.records[0])
+    rec = store.to_plain(res.records[0])
     rec["pipeline"]["figures"]["traj_per_s"] = float("inf")
     with pytest.raises(schema.SchemaError):
         store.write_records(tmp_path, env, [rec], name="bad")
@@ -352,12 +351,12 @@ def test_suite_marks_a_failed_gate_and_goes_on(tiny: str, tmp_path: Path, monkey
     real = robocache.fuse
     monkeypatch.setattr(robocache, "fuse", lambda s, t: real(s, t) + 0.5)
     res = run(_cfg(tiny, parts=("dataload", "train"), models=("mlp",), profile_steps=0), tmp_path, machine="ci-cpu")
-    st = {(r["case"]["op"], r["case"]["provider"]): r for r in res.records}
-    assert st[("dataload", "cpu_workers")]["status"] == "ok"
+    st = {(r.case.op, r.case.provider): r for r in res.records}
+    assert st[("dataload", "cpu_workers")].status == "ok"
     bad = st[("dataload", "robocache")]
-    assert bad["status"] == "incorrect" and bad["metrics"] is None and not bad["check"]["passed"]
-    assert st[("train", "robocache")]["status"] == "incorrect" and "loss curve differs" in st[("train", "robocache")]["reason"]
-    assert {r["case"]["id"] for r in res.failed} == {bad["case"]["id"], st[("train", "robocache")]["case"]["id"]}
+    assert bad.status == "incorrect" and bad.metrics is None and not bad.check.passed
+    assert st[("train", "robocache")].status == "incorrect" and "loss curve differs" in st[("train", "robocache")].reason
+    assert {r.case.id for r in res.failed} == {bad.case.id, st[("train", "robocache")].case.id}
     assert not store.load(tmp_path).bad
 
 
@@ -377,7 +376,8 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
 
     assert cli._parser().parse_args(["run", "--suite", "pipelines"]).suite == "pipelines"
     assert cli.main(["run", "--suite", "pipelines", "--ops", "fuse", "--out", str(tmp_path)]) == 2
-    assert "--suite pipelines takes --device, --out and --machine only (got --ops)" in capsys.readouterr().err
+    assert "--suite pipelines takes --device, --out, --machine and the pipelines options only (got --ops)" in \
+        capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
@@ -422,17 +422,19 @@ def test_ncu_units_and_the_longest_kernel_figures() -> None:
     got = ncu.parse_csv(NCU_CSV_TIMES)
     assert got[0]["ncu_time_us"] == pytest.approx(3.3) and got[0]["dram_read_mb"] == pytest.approx(0.012)
     assert got[1]["ncu_time_us"] == pytest.approx(26.0) and got[1]["registers"] == 32.0
-    ctx = {"run_id": "r", "git_commit": None, "git_dirty": None, "frontend": "cli", "device": "gpu"}
     from robocache.bench import specs
+    from robocache.bench.messages import Task
+
+    ctx = Task(run_id="r", suite=ncu.SUITE, frontend="cli", device="gpu", git_commit=None, git_dirty=None)
 
     rc = specs.find("voxelize/B4-N100000-G64-mean-clustered-C4/float32/robocache").to_record_case()
     rec = ncu._record(common, ctx, rc, 0, NCU_CSV_TIMES, "", 1.0)
-    assert rec["status"] == "ok"
-    assert rec["pipeline"]["figures"]["ncu_time_us"] == pytest.approx(26.0)
-    shares = [k["share"] for k in rec["pipeline"]["kernels"]]
+    assert rec.status == "ok" and rec.suite == "profile"
+    assert rec.pipeline.figures["ncu_time_us"] == pytest.approx(26.0)
+    shares = [k.share for k in rec.pipeline.kernels]
     assert shares == pytest.approx([3.3 / 29.3, 26.0 / 29.3])
     bad = ncu._record(common, ctx, rc, 1, "", "==ERROR== the profiler failed\n", 1.0)
-    assert bad["status"] == "error" and "the profiler failed" in bad["reason"]
+    assert bad.status == "error" and "the profiler failed" in bad.reason
 
 
 def test_profile_suite_without_a_gpu(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -461,7 +463,7 @@ def test_a_failed_baseline_never_leaves_an_unchecked_ok(tiny: str, tmp_path: Pat
 
     monkeypatch.setattr(training, "train", flaky)
     res = run(_cfg(tiny, parts=("train",), models=("mlp",), profile_steps=0), tmp_path, machine="ci-cpu")
-    by = {r["case"]["provider"]: r for r in res.records if r["case"]["op"] == "train"}
-    assert by["cpu_workers"]["status"] in ("error", "crash") and "injected" in by["cpu_workers"]["reason"]
-    assert by["robocache"]["status"] == "error" and "no cpu_workers baseline" in by["robocache"]["reason"]
+    by = {r.case.provider: r for r in res.records if r.case.op == "train"}
+    assert by["cpu_workers"].status in ("error", "crash") and "injected" in by["cpu_workers"].reason
+    assert by["robocache"].status == "error" and "no cpu_workers baseline" in by["robocache"].reason
     assert store.load(tmp_path).bad == []

@@ -71,7 +71,7 @@ def test_the_grid_has_three_loaders(data: str) -> None:
 
 def test_records_of_the_cache_in_both_regimes(suite) -> None:
     res, out = suite
-    assert not res.failed, [(r["case"]["id"], r["case"]["provider"], r["reason"]) for r in res.failed]
+    assert not res.failed, [(r.case.id, r.case.provider, r.reason) for r in res.failed]
     loaded = store.load(out)
     assert not loaded.bad and len(loaded.records) == len(res.records) == 4 + 5
     cache = [r for r in loaded.records if r.case.provider == "episode_cache"]
@@ -132,19 +132,19 @@ def test_a_wrong_cache_is_incorrect_and_the_suite_goes_on(data: str, tmp_path: P
 
     monkeypatch.setattr(EpisodeCache, "_numpy_batch", off)
     res = run(_cfg(data, cache_regimes=("resident",)), tmp_path, machine="ci-cpu")
-    st = {(r["case"]["op"], r["case"]["provider"]): r for r in res.records}
+    st = {(r.case.op, r.case.provider): r for r in res.records}
     bad = st[("dataload", "episode_cache")]
-    assert bad["status"] == "incorrect" and "EpisodeCache's batch differs" in bad["reason"] and bad["metrics"] is None
-    assert st[("train", "episode_cache")]["status"] == "incorrect"
-    assert "loss curve differs" in st[("train", "episode_cache")]["reason"]
-    assert st[("dataload", "cpu_workers")]["status"] == st[("train", "robocache")]["status"] == "ok"
+    assert bad.status == "incorrect" and "EpisodeCache's batch differs" in bad.reason and bad.metrics is None
+    assert st[("train", "episode_cache")].status == "incorrect"
+    assert "loss curve differs" in st[("train", "episode_cache")].reason
+    assert st[("dataload", "cpu_workers")].status == st[("train", "robocache")].status == "ok"
 
 
 def test_a_budget_too_small_is_the_cases_error(data: str, tmp_path: Path) -> None:
     res = run(_cfg(data, cache_regimes=("streamed",), cache_budget_mb=0.01, parts=("dataload",)), tmp_path,
               machine="ci-cpu")
-    bad = [r for r in res.records if r["case"]["provider"] == "episode_cache"]
-    assert len(bad) == 1 and bad[0]["status"] == "error" and "too small for one batch" in bad[0]["reason"]
+    bad = [r for r in res.records if r.case.provider == "episode_cache"]
+    assert len(bad) == 1 and bad[0].status == "error" and "too small for one batch" in bad[0].reason
     assert not store.load(tmp_path).bad
 
 
@@ -153,8 +153,8 @@ def test_rgb_runs_skip_the_cache(tmp_path: Path) -> None:
     ds.generate(path, ds.Spec(seed=1, min_s=1.0, max_s=1.5, episodes=4, rgb=True))
     res = run(_cfg(str(path), rgb=True, cache_regimes=("resident",), parts=("dataload",)), tmp_path / "res",
               machine="ci-cpu")
-    cache = [r for r in res.records if r["case"]["provider"] == "episode_cache"]
-    assert [r["status"] for r in cache] == ["skipped"] and "RGB frames are not cached" in cache[0]["reason"]
+    cache = [r for r in res.records if r.case.provider == "episode_cache"]
+    assert [r.status for r in cache] == ["skipped"] and "RGB frames are not cached" in cache[0].reason
     assert not res.failed
 
 

@@ -29,7 +29,7 @@ def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:
     cfg = Config(device="cpu", dataset=str(path), parts=(), batch_sizes=(2,), workers=(0,), models=("mlp",),
                  train_steps=3, train_warmup=1, profile_steps=0, ddp_ranks=(2, 1))
     res = run(cfg, tmp_path / "res", machine="ci-cpu")
-    assert not res.failed, [(r["case"]["id"], r["reason"]) for r in res.failed]
+    assert not res.failed, [(r.case.id, r.reason) for r in res.failed]
     loaded = store.load(tmp_path / "res")
     assert not loaded.bad
     assert len(loaded.records) == 6
@@ -67,9 +67,9 @@ def test_ddp_failed_launch_records_why(tmp_path: Path) -> None:
     pts = points(cfg, info)
     run_ctx = context.RunContext.start(suite="pipelines", device="cpu", out_dir=tmp_path / "res", machine="ci-cpu")
     recs = ddp.run_ddp(cfg, run_ctx, str(tmp_path / "missing.h5"), info, pts)
-    assert [(r["case"]["provider"], r["status"]) for r in recs] == [("cpu_workers", "crash"), ("robocache", "skipped"),
+    assert [(r.case.provider, r.status) for r in recs] == [("cpu_workers", "crash"), ("robocache", "skipped"),
                                                                     ("episode_cache", "skipped")]
-    assert "during the case" in recs[0]["reason"] and "missing.h5" in recs[0]["reason"]
-    assert recs[1]["reason"].endswith(f"ended at {recs[0]['case']['id']}/cpu_workers")
+    assert "during the case" in recs[0].reason and "missing.h5" in recs[0].reason
+    assert recs[1].reason.endswith(f"ended at {recs[0].case.id}/cpu_workers")
     loaded = store.load(tmp_path / "res")
     assert not loaded.bad and [r.status for r in loaded.records] == ["crash", "skipped", "skipped"]

@@ -2,7 +2,6 @@
 and scripts/gpu_check.sh's ``pipelines`` part (python and nvidia-smi stubbed: the commands it would run)."""
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -44,13 +43,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
                      backends=("eager", "sdpa"), infer_time_s=0.0,
                      cache_budget_mb=round(0.8 * loading.cached_payload_bytes(str(path)) / 1e6, 2))
         res = run(cfg, out, machine="ci-cpu")
-        assert not res.failed, [(r["case"]["id"], r["case"]["provider"], r["reason"]) for r in res.failed]
+        assert not res.failed, [(r.case.id, r.case.provider, r.reason) for r in res.failed]
     finally:
         torch.set_num_threads(n)
     env = store.load(out).records[0].env
     gpu_env = {**store.to_dict(env), "device": "gpu", "arch": "H100", "gpu_name": "NVIDIA H100 80GB HBM3",
                "machine": "nvidia-h100-x1"}
-    recs = copy.deepcopy(res.records)
+    recs = [store.to_plain(r) for r in res.records]
     for r in recs:
         r["case"]["id"] += SCRIPT
         r["run_id"] = "20990101T000000Z-fixture"

@@ -3,7 +3,9 @@ files (validated, atomic, merged), the order of choice, and the version -> launc
 from __future__ import annotations
 
 import json
+import sys
 import threading
+import typing
 
 import pytest
 
@@ -295,3 +297,33 @@ def test_tune_measures_the_tuned_version_whatever_best_is():
     cases = tune.tuning_cases("resample", n=4)
     assert {c.provider for c in cases} == {f"robocache@{_versions.TUNED['resample']}"}
     assert _versions.ENTRY_VERSION["resample"][_versions.TUNED["resample"]] == "v2"
+
+
+def test_each_choice_is_recorded_with_where_it_came_from(fake_gpu, monkeypatch):
+    """What a record's ``launches`` will say (worker.launches_used): the configuration and its source, for the
+    buckets used since the last forget_used(); a choice served from memory keeps its first source."""
+    from robocache.bench import schema, worker
+
+    times, _ = fake_gpu
+    times[CANDS[2]] = 5.0
+    _tune.forget_used()
+    k_tuned, k_cache, k_prov = KEY, KEY.replace("n20", "n24"), KEY.replace("n20", "n25")
+    _tune._Store(DEV).save(k_cache, {"config": CFG.to_json()})
+    _tune.choose(0, k_tuned, CANDS, None, None, True)
+    _tune.choose(0, k_cache, CANDS, None, None, True)
+    _tune.choose(0, k_prov, CANDS, None, None, False)  # a capture: the default rule, provisional
+    got = {c["bucket"]: (c["config"], c["source"]) for c in _tune.chosen()}
+    assert got == {k_tuned: (CANDS[2].to_json(), "tuned"), k_cache: (CFG.to_json(), "cache"),
+                   k_prov: (_tune.DEFAULT.to_json(), "provisional")}
+    _tune.forget_used()
+    _tune.choose(0, k_tuned, CANDS, None, None, True)  # from memory now: still "tuned"
+    assert [(c["bucket"], c["source"]) for c in _tune.chosen()] == [(k_tuned, "tuned")]
+    monkeypatch.setattr(_tune, "autotune_enabled", lambda: False)
+    _tune.choose(0, KEY.replace("n20", "n26"), CANDS, None, None, True)
+    assert {c["source"] for c in _tune.chosen()} == {"tuned", "default"}
+    assert set(_tune.SOURCES) >= {c["source"] for c in _tune.chosen()}
+    # into a record, through the schema (a source outside the schema's list would be refused on write)
+    monkeypatch.setitem(sys.modules, "robocache._tune", _tune)
+    launches = worker.launches_used()
+    assert [x.source for x in launches] == [c["source"] for c in _tune.chosen()]
+    assert set(typing.get_args(typing.get_type_hints(schema.Launch)["source"])) == set(_tune.SOURCES)

@@ -12,7 +12,9 @@ narrows it to one commit, as Chromeperf's Pinpoint does:
    the correctness gate first, each case in its own process), the alerted cases only, each ``n`` times in one
    invocation (``--cases k1,k2,k1,k2,...``: every sample a fresh process, the cases interleaved); one sample is a
    record's median time (``--statistic``: or its p20 or fastest call, for a host whose load swamps the median);
-   failed, throttled or contended records are not counted;
+   failed and throttled records are not counted; contended ones are, flagged (contention only adds time, and the
+   method is built for it: rounds measured beside each other, positions settled by the lower quartile; a host
+   whose load is always above its cores marks every record contended, and dropping them left nothing to test);
 4. decisions are rank tests on those samples (:func:`p_value`: Mann-Whitney U and Kolmogorov-Smirnov, the smaller
    p doubled: Bonferroni over the two tests Pinpoint runs side by side), never a mean of one run:
 
@@ -526,15 +528,14 @@ def _row(rec: Any, commit: Commit, round_no: int, cache: str, key: str, rel: str
     p50 = _finite(float(m["time_us"]["p50"])) if m else None
     value = _finite(float(m["time_us"][statistic])) if m else None
     h = rec.get("health") or {}
-    used = (rec["status"] == "ok" and value is not None and value > 0 and not h.get("throttled")
-            and not h.get("contended"))
+    used = rec["status"] == "ok" and value is not None and value > 0 and not h.get("throttled")
     why = rec.get("reason")
     if rec["status"] == "ok" and not used:
-        why = "throttled" if h.get("throttled") else "contended" if h.get("contended") else "no time"
+        why = "throttled" if h.get("throttled") else "no time"
     meth = rec.get("method") or {}
     return {"commit": commit.sha, "index": commit.index, "round": round_no, "case_key": key, "cache": cache,
             "status": rec["status"], "used": bool(used), "p50_us": p50, "value": value,
-            "noise": _finite(meth.get("noise")),
+            "noise": _finite(meth.get("noise")), "contended": bool(h.get("contended")),
             "reason": (str(why)[:300] if why else None), "run_id": rec.get("run_id"), "created": rec.get("created"),
             "file": rel}
 
@@ -1204,7 +1205,7 @@ def run_cli(args: Any) -> int:
         cfg = Settings(**{**settings.__dict__, "budget_s": left})
         st, path = start(repo, good, bad, cases, machine=machine, out_dir=out, settings=cfg, expect=args.expect,
                          alert=grp, keep=args.keep, link_base=args.dashboard_url, note=args.note or "", log=say)
-        from .cli import for_stdout
+        from .terminal import for_stdout
 
         print(for_stdout(document(st)["markdown"]))
         print(f"bisection {st.id}: {STATUS_TEXT[st.status]}; document {path}")

@@ -19,7 +19,6 @@ import io
 import json
 import math
 import os
-import re
 import sys
 import tempfile
 import traceback
@@ -30,7 +29,9 @@ from typing import Any
 from .. import providers
 from . import specs, store
 from .messages import TimingOptions
+from .terminal import for_stdout, terminal_text  # noqa: F401 - cli.terminal_text, cli.for_stdout: their old home
 from .multigpu import launch
+from .pipelines import command as pipeline_options  # the pipelines suite's knobs and run (run --suite pipelines)
 from .views import report as rep
 from .views.kernels import kernels, kernels_sections
 from .views.sampled import point_rows as sampled_points, sampled, sampled_sections, summary as sampled_summary
@@ -39,7 +40,7 @@ from .views.records import pick_run, runs
 from .views.tables import sections_json, table
 
 
-PIPELINES = "pipelines"  # the end-to-end suite (robocache.bench.pipelines), outside the kernel grid
+PIPELINES = specs.PIPELINES  # the end-to-end suite (robocache.bench.pipelines), outside the kernel grid
 
 
 def _csv(text: str) -> list[str]:
@@ -93,35 +94,12 @@ def _endpoint(text: str) -> str:
     return text
 
 
-# a markdown escape (a backslash before any ASCII punctuation, as CommonMark allows), bold, a backtick
-_TERMINAL = re.compile(r"\\([!-/:-@\[-`{-~])|\*\*|`")
-
-
-def terminal_text(markdown: str) -> str:
-    """Markdown made plain for a terminal: escapes undone (``torch\\_eager`` -> ``torch_eager``), ``**`` and
-    backticks dropped, and no invisible character left (the word joiner the markdown puts after ``@`` so that a
-    GitHub issue mentions nobody, a zero-width space or a bidirectional override from a record: Unicode format
-    characters, category Cf), so what is copied from a terminal is what a command takes (``--providers
-    torch_compile@max-autotune``). Tables keep their pipes. ``list`` always prints this; ``show``, ``report``,
-    ``compare`` and ``check`` when stdout is a terminal; a pipe or file gets the markdown itself."""
-    plain = _TERMINAL.sub(lambda m: m.group(1) or "", markdown)
-    return "".join(ch for ch in plain if unicodedata.category(ch) != "Cf")
-
-
 def _stderr_is_tty() -> bool:
     """The progress bar (tqdm, on stderr) only where someone watches: a log or pipe gets the plain lines."""
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def for_stdout(markdown: str) -> str:
-    try:
-        tty = sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return terminal_text(markdown) if tty else markdown
 
 
 # Where `run` writes without --out: ignored by git (.gitignore), so an ad-hoc run never lands in the committed tree.
@@ -212,8 +190,8 @@ def _parser() -> argparse.ArgumentParser:
                         "sampled: 48 shapes per op drawn from what users pass, the public API against its peers "
                         "(--sample-seed N: a fresh draw; docs/harness.md); multigpu: cases over 1-8 GPUs "
                         "(and 16 over two nodes) through torchrun; pipelines: data loading, training step, policy "
-                        "inference end to end, at default sizes (every knob: python -m robocache.bench.pipelines "
-                        "run --help; docs/pipelines.md) (default: quick)")
+                        "inference end to end, at default sizes or those of the pipelines options below "
+                        "(docs/pipelines.md) (default: quick)")
     r.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     r.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     r.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
@@ -255,19 +233,24 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--rdzv-endpoint", metavar="HOST:PORT", type=_endpoint,
                    help="torchrun's c10d rendezvous, the same on every node (needed with --nnodes > 1)")
     g.add_argument("--rdzv-id", default="robocache-bench", help="rendezvous id, the same on every node")
+    pipeline_options.add_run_options(r.add_argument_group(
+        "pipelines (suite pipelines: each defaults to the device's default sweep; also python -m "
+        "robocache.bench.pipelines run)"))
 
     ls = sub.add_parser("list", help="list the cases of a suite and the reason for each grid point",
                         description="List the cases of a suite. The bytes column is the upper bound from the "
                                     "case's parameters alone (every source row read); a record carries the "
                                     "minimum traffic of the inputs it timed (specs.moved_bytes), never more.")
-    ls.add_argument("--suite", choices=specs.SUITES, default="quick")
+    ls.add_argument("--suite", choices=(*specs.SUITES, PIPELINES), default="quick")
     ls.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     ls.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     ls.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     ls.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
     ls.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N", help=_SAMPLE_SEED_HELP)
     ls.add_argument("--format", choices=("text", "json"), default="text",
-                    help=f"text: the table (default); json: {LIST_SCHEMA} (docs/report.md)")
+                    help=f"text: the table (default); json: {LIST_SCHEMA} (docs/report.md; not for suite pipelines)")
+    pipeline_options.add_run_options(ls.add_argument_group(
+        "pipelines (suite pipelines: the cases of these knobs; each defaults to the device's default sweep)"))
 
     for name, helptext in (("show", "a table of one run: every case, status, time, throughput, bandwidth"),
                            ("report", "the markdown report of one run (headline, scaling, peers, roofline), or with "
@@ -561,6 +544,21 @@ def _tune_cmd(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     """``list``: the cases of a suite, as a table or JSON."""
+    knobs = pipeline_options.given(args)
+    if args.suite == PIPELINES:
+        given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
+                                      ("--sample-seed", args.sample_seed), ("--format json", args.format == "json"))
+                 if v is not None and v is not False]
+        if given:
+            return _usage(f"list --suite pipelines takes --device and the pipelines options only (got "
+                          f"{', '.join(given)})")
+        try:
+            cfg = pipeline_options.checked_config(args, args.device)
+        except ValueError as e:
+            return _usage(f"robocache-bench list --suite pipelines: {e}")
+        return pipeline_options.list_cases(cfg)
+    if knobs:
+        return _usage(f"{', '.join(knobs)}: options of --suite pipelines, not of --suite {args.suite}")
     cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
                         dtypes=args.dtypes, sample_seed=args.sample_seed)
     if args.format == "json":
@@ -861,6 +859,9 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.suite == PIPELINES:
         return _run_pipelines(args)
+    knobs = pipeline_options.given(args)
+    if knobs:
+        return _usage(f"{', '.join(knobs)}: options of --suite pipelines, not of --suite {args.suite}")
     device = runner.detect_device() if args.device == "auto" else args.device
     cases = ([specs.find(k) for k in args.cases] if args.cases else
              specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes,
@@ -874,18 +875,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_pipelines(args: argparse.Namespace) -> int:
-    """``run --suite pipelines``: the end-to-end suite with its defaults (its own CLI has every knob)."""
-    from .pipelines import __main__ as pipelines
-
+    """``run --suite pipelines``: the end-to-end suite, at its defaults or with the pipelines options (the same
+    knobs, config and run as ``python -m robocache.bench.pipelines run``)."""
     given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
                                   ("--cases", args.cases), ("--gpus", args.gpus)) if v]
     given += ["--sample-seed"] if args.sample_seed is not None else []
     if given or args.cache != "warm" or args.precompile_jobs:
-        return _usage(f"--suite pipelines takes --device, --out and --machine only (got "
-                      f"{', '.join(given) or 'other options'}); every knob: python -m robocache.bench.pipelines run "
-                      "--help")
-    device = pipelines.detect_device(args.device)
-    return pipelines.run_and_print(pipelines.config_from(argparse.Namespace(), device), args.out, args.machine)
+        return _usage(f"--suite pipelines takes --device, --out, --machine and the pipelines options only (got "
+                      f"{', '.join(given) or 'other options'}); see robocache-bench run --help")
+    device = pipeline_options.detect_device(args.device)
+    try:
+        cfg = pipeline_options.checked_config(args, device)
+    except ValueError as e:
+        return _usage(f"robocache-bench run --suite pipelines: {e}")
+    return pipeline_options.run_and_print(cfg, args.out, args.machine)
 
 
 def _run_cases_unusable(args: argparse.Namespace, cases: list) -> str | None:

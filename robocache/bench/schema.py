@@ -250,6 +250,19 @@ class Dispatch(_Rec, omit_defaults=True):  # omit_defaults: interleaved absent w
     interleaved: Interleaved | None = None  # within version 3, like pipeline: an older reader refuses the field
 
 
+class Launch(_Rec):
+    """The launch configuration one robocache call used for a bucket of shapes (robocache/_tune.py): what the
+    record's time was measured with. ``source``: where it came from (``tuned`` in this process, ``cache`` the
+    user's tuning cache, ``shipped`` the GPU's shipped table, ``nearest shipped`` a neighbouring bucket's,
+    ``default`` the launch rule, ...; ``_tune.SOURCES``)."""
+
+    device: Count
+    bucket: str
+    config: dict[str, int]  # Config.to_json(): only the fields that differ from the rule's
+    source: Literal["tuned", "tuned, cut short", "cache", "shipped", "nearest shipped", "default",
+                    "default, tuning failed", "provisional"]
+
+
 PIPELINES_SUITE = "pipelines"
 PIPELINE_KINDS = ("dataload", "train", "infer")  # the case "op" of a pipelines record (docs/pipelines.md)
 
@@ -307,6 +320,7 @@ class Record(_Rec, omit_defaults=True):
     distributed: Distributed | None = None  # multi-GPU cases only (schema version 2); omitted when None
     dispatch: Dispatch | None = None  # call-cost cases only (schema version 3); omitted when None
     pipeline: Pipeline | None = None  # end-to-end cases only (suite pipelines); omitted when None
+    launches: list[Launch] = []  # robocache's tuned launches (v3) the timed call used; omitted when none
     # attached by the loader, never stored (the writer strips them):
     env: Env | None = None
     source: str | None = None
@@ -496,7 +510,7 @@ class BisectMeasurement(_Rec):
     case_key: str
     cache: Cache
     status: Status
-    used: bool  # counted: status ok, a time, neither throttled nor contended
+    used: bool  # counted: status ok, a time, not throttled (a contended record counts: ``contended`` says so)
     p50_us: NonNeg | None = None
     value: NonNeg | None = None  # the sample: the record's figure named by settings.statistic (us)
     noise: NonNeg | None = None
@@ -505,6 +519,7 @@ class BisectMeasurement(_Rec):
     created: str | None = None
     file: str | None = None  # the run file, relative to the document's folder
     block: Count | None = None  # the candidate (its index) it was measured beside; None: the endpoints' own rounds
+    contended: bool = False  # the record's health said contended (host load above its cores, another GPU process)
 
 
 class BisectCaseEvidence(_Rec):

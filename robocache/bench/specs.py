@@ -52,6 +52,7 @@ from .. import providers as provider_table  # ``cases`` has a parameter called `
 from . import ops
 from . import ops as ops_mod  # ``cases`` has a parameter called ``ops``
 # The grid vocabulary the op modules share, re-exported: other modules and tests read them here.
+from .schema import PIPELINE_KINDS, PIPELINES_SUITE
 from .ops.base import (BOUNDS, GATHER_MODES, GATHER_TAG, GPU_DTYPES, ITEM_SIZE, MULTIGPU_COUNTS,  # noqa: F401
                        MULTIGPU_CPU_COUNTS, SAMPLED, SAMPLES_PER_OP, SWEEP_DTYPES, N, Point, Q,
                        rows_needed)
@@ -410,3 +411,199 @@ def call_args(case: Case, inputs: dict[str, Any], convert) -> tuple[tuple, dict]
 def reference_output(case: Case, rounded_inputs: dict[str, Any]) -> np.ndarray:
     """The float64 NumPy reference on the inputs as the provider saw them (rounded to its dtype)."""
     return ops.get(case.op).reference(case, rounded_inputs)
+
+
+# --- the pipelines suite ----------------------------------------------------------------------------
+# The end-to-end cases (robocache.bench.pipelines, docs/pipelines.md): data loading, training step, policy
+# inference. They are not points of the kernel grid (no op of ``ops``, no dtype sweep: ``cases`` and ``find``
+# never return them) but their grid is declared here, with the kernel grid's: :class:`PipelineConfig` (the
+# suite's knobs) and :func:`pipeline_points` (its cases for a config and a dataset). The measuring code lives in
+# :mod:`robocache.bench.pipelines`, which reads its vocabulary from here.
+PIPELINES = PIPELINES_SUITE  # "pipelines": the records' suite
+PIPELINE_PARTS = PIPELINE_KINDS  # dataload, train, infer: a record's case "op", and the parts a run picks
+PIPELINE_UNITS = dict(zip(PIPELINE_KINDS, ("trajectories", "trajectories", "observations")))  # what items count
+PIPELINE_RATE_HZ = 50.0  # the rate every stream is resampled to
+PIPELINE_LOADERS = ("cpu_workers", "robocache")  # the DataLoader pipelines (their records sweep the worker count)
+PIPELINE_CACHE = "episode_cache"  # robocache.EpisodeCache: no worker, no per-batch copy
+PIPELINE_REGIMES = ("resident", "streamed")  # the cache's: the whole dataset on the device, or within a budget
+PIPELINE_MODELS = ("mlp", "diffusion")  # the training step's policies
+# The inference benchmark's transformer policy (its shape is in every infer case's params).
+INFER_OBS_STEPS, INFER_HORIZON, INFER_D_MODEL, INFER_HEADS, INFER_LAYERS = 16, 8, 256, 4, 4
+# The inference benchmark's backends, in the report's order: eager, SDPA, then torch.compile in every mode the
+# provider table holds (the kernel grid's peer: the same names, labels and colours).
+INFER_BACKENDS = ("eager", "sdpa", *(n for n in provider_table.names()
+                                     if n.split("@")[0] == provider_table.COMPILE))
+
+
+@dataclass
+class PipelineConfig:
+    """The pipelines suite's knobs (``python -m robocache.bench.pipelines run --help``); :meth:`validate` says
+    what is wrong in one line (``ValueError``)."""
+
+    device: str = "cpu"
+    dataset: str | None = None  # an existing dataset file; else one of size_mb is generated
+    size_mb: float = 8.0
+    min_s: float = 3.0
+    max_s: float = 10.0
+    rgb: bool = False
+    seed: int = 0
+    parts: tuple[str, ...] = PIPELINE_PARTS
+    batch_sizes: tuple[int, ...] = (32, 128)
+    workers: tuple[int, ...] = (4,)
+    load_batches: int = 20
+    load_warmup: int = 3
+    models: tuple[str, ...] = PIPELINE_MODELS
+    train_batch: int | None = None  # default: the first batch size
+    train_batches: tuple[int, ...] | None = None  # several training batch sizes (default: (train_batch,))
+    train_workers: int | None = None  # default: the largest worker count
+    train_steps: int = 20
+    train_warmup: int = 3
+    profile_steps: int = 3
+    infer_batches: tuple[int, ...] = (1, 32)
+    backends: tuple[str, ...] = INFER_BACKENDS
+    infer_time_s: float = 1.0
+    ddp_ranks: tuple[int, ...] = ()  # DDP training launches (torchrun; NCCL on GPUs, Gloo processes on the CPU)
+    cache_regimes: tuple[str, ...] = PIPELINE_REGIMES  # the EpisodeCache's: resident, streamed (none: no cache case)
+    cache_budget_mb: float | None = None  # the streamed regime's budget (default: half the dataset's payload)
+    prefetch_depth: int = 1  # the streamed regime's chunks copied ahead beyond the next batch's
+    notes: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        parts = PIPELINE_PARTS
+        if self.device not in ("gpu", "cpu"):
+            raise ValueError(f"device must be gpu or cpu, got {self.device!r}")
+        bad = [p for p in self.parts if p not in parts]
+        if bad:
+            raise ValueError(f"unknown parts: {', '.join(bad)}; expected some of {', '.join(parts)}")
+        if not self.parts and not self.ddp_ranks:
+            raise ValueError(f"nothing to run: give some of {', '.join(parts)} or DDP rank counts")
+        for name in ("batch_sizes", "infer_batches"):
+            if not getattr(self, name) or min(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be one or more integers >= 1")
+        if not self.workers or min(self.workers) < 0:
+            raise ValueError("workers must be one or more integers >= 0")
+        for name in ("load_batches", "train_steps"):
+            if getattr(self, name) < 3:
+                raise ValueError(f"{name} must be >= 3 (quantiles need a few samples)")
+        bad = [m for m in self.models if m not in PIPELINE_MODELS]
+        if bad:
+            raise ValueError(f"unknown models: {', '.join(bad)}; expected some of {', '.join(PIPELINE_MODELS)}")
+        if self.ddp_ranks and min(self.ddp_ranks) < 1:
+            raise ValueError("ddp_ranks must be integers >= 1")
+        if self.train_batches is not None and (not self.train_batches or min(self.train_batches) < 1):
+            raise ValueError("train_batches must be one or more integers >= 1")
+        bad = [r for r in self.cache_regimes if r not in PIPELINE_REGIMES]
+        if bad:
+            raise ValueError(f"unknown cache regimes: {', '.join(bad)}; expected some of "
+                             f"{', '.join(PIPELINE_REGIMES)}")
+        if self.cache_budget_mb is not None and not self.cache_budget_mb > 0:
+            raise ValueError("cache_budget_mb must be > 0")
+        if self.prefetch_depth < 0:
+            raise ValueError("prefetch_depth must be >= 0")
+        bad = [b for b in self.backends if b not in INFER_BACKENDS]
+        if bad:
+            raise ValueError(f"unknown backends: {', '.join(bad)}; expected some of {', '.join(INFER_BACKENDS)}")
+
+    @property
+    def t_batch(self) -> int:
+        return self.train_batch or self.batch_sizes[0]
+
+    @property
+    def t_batches(self) -> tuple[int, ...]:
+        return tuple(self.train_batches) if self.train_batches else (self.t_batch,)
+
+    @property
+    def t_workers(self) -> int:
+        return self.train_workers if self.train_workers is not None else max(self.workers)
+
+
+def pipeline_defaults(device: str) -> PipelineConfig:
+    """What ``robocache-bench run --suite pipelines`` runs: on a GPU, the sizes of scripts/gpu_check.sh's
+    ``pipelines`` part; on the CPU, a small sweep (no torch.compile: Inductor's CPU compile alone takes
+    minutes on a small machine)."""
+    if device == "gpu":
+        return PipelineConfig(device="gpu", size_mb=128.0, batch_sizes=(32, 128), workers=(4, 8), load_batches=40,
+                              train_steps=30, profile_steps=2, train_batches=(32, 128))
+    # the streamed regime's budget: 3 of the ~4 MB (half would not hold a batch of 8 of these 23 episodes plus
+    # the chunk prefetched: at least 2.8 MB)
+    return PipelineConfig(device="cpu", size_mb=4.0, min_s=2.0, max_s=5.0, batch_sizes=(8,), workers=(2,),
+                          load_batches=8, load_warmup=2, train_steps=6, train_warmup=2, profile_steps=1,
+                          infer_batches=(1, 8), backends=("eager", "sdpa"), infer_time_s=0.3, cache_budget_mb=3.0)
+
+
+def _ds_tag(info: dict[str, Any]) -> str:
+    return f"{info['episodes']}ep-s{info['seed']}" + ("-rgb" if info["rgb"] else "")
+
+
+def pipeline_cache_tag(cfg: PipelineConfig, regime: str) -> str:
+    """The cache's part of a case tag: ``cache`` (resident), ``cache-streamed-half-d1`` (the default budget, half
+    the dataset; prefetch depth 1) or ``cache-streamed64MB-d1``."""
+    if regime == "resident":
+        return "cache"
+    budget = "-half" if cfg.cache_budget_mb is None else f"{cfg.cache_budget_mb:g}MB"
+    return f"cache-streamed{budget}-d{cfg.prefetch_depth}"
+
+
+def pipeline_cache_params(cfg: PipelineConfig, info: dict[str, Any], regime: str) -> dict[str, Any]:
+    if regime == "resident":
+        return {"regime": "resident"}
+    budget = cfg.cache_budget_mb
+    if budget is None and info.get("cached_bytes"):  # half the cached streams (unknown when only listing)
+        budget = info["cached_bytes"] / 2e6
+    return {"regime": "streamed", "budget_mb": None if budget is None else round(float(budget), 3),
+            "prefetch_depth": cfg.prefetch_depth}
+
+
+def pipeline_points(cfg: PipelineConfig, info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pipelines suite's cases for this config and dataset (``info``: episodes, seed, rgb, payload_bytes and,
+    when known, cached_bytes), in the order the suite runs them: kind, tag, provider, params, reason."""
+    dtag = _ds_tag(info)
+    dsp = {"dataset_episodes": info["episodes"], "dataset_seed": info["seed"], "dataset_mb": round(
+        info["payload_bytes"] / 1e6, 1), "rgb": info["rgb"], "rate_hz": PIPELINE_RATE_HZ}
+    out = []
+    if "dataload" in cfg.parts:
+        for b in cfg.batch_sizes:
+            for w in cfg.workers:
+                for prov in PIPELINE_LOADERS:
+                    out.append({"kind": "dataload", "tag": f"B{b}-W{w}-{dtag}", "provider": prov,
+                                "params": {"B": b, "workers": w, **dsp},
+                                "reason": "data loading (seed 001): DataLoader with N workers, CPU resampling to 50 Hz "
+                                          "in the workers vs read+pad in the workers and one robocache.fuse per batch"})
+            for regime in cfg.cache_regimes:
+                where = ("the whole dataset on the device" if regime == "resident" else
+                         "streamed from pinned host memory within a budget half the dataset")
+                out.append({"kind": "dataload", "tag": f"B{b}-{pipeline_cache_tag(cfg, regime)}-{dtag}",
+                            "provider": PIPELINE_CACHE,
+                            "params": {"B": b, "workers": 0, **pipeline_cache_params(cfg, info, regime), **dsp},
+                            "reason": "data loading from robocache.EpisodeCache (issue 26): no worker, no per-batch "
+                                      f"copy, one launch per batch; {where}"})
+    if "train" in cfg.parts:
+        for m in cfg.models:
+            for b in cfg.t_batches:
+                tag = f"{m}-B{b}-W{cfg.t_workers}-{dtag}"
+                base = {"B": b, "workers": cfg.t_workers, "model": m, "steps": cfg.train_steps, **dsp}
+                for prov in PIPELINE_LOADERS:
+                    out.append({"kind": "train", "tag": tag, "provider": prov, "params": dict(base),
+                                "reason": "training step (seed 001/002): where a step's time goes, data vs model, "
+                                          "from each data-loading pipeline"})
+                for regime in cfg.cache_regimes:
+                    rp = pipeline_cache_params(cfg, info, regime)
+                    t = (tag if regime == "resident" else
+                         f"{m}-B{b}-W{cfg.t_workers}-{pipeline_cache_tag(cfg, regime)}-{dtag}")
+                    provs = (PIPELINE_CACHE,) if regime == "resident" else ("cpu_workers", PIPELINE_CACHE)
+                    for prov in provs:
+                        why = ("training step from robocache.EpisodeCache (issue 26): the episodes on the device, "
+                               "one launch per batch" if regime == "resident" else
+                               "training step from robocache.EpisodeCache streamed within a memory budget (a dataset "
+                               "2x the budget), and the CPU workers on the same episode order (the gate's reference)")
+                        out.append({"kind": "train", "tag": t, "provider": prov, "params": {**base, **rp},
+                                    "reason": why})
+    if "infer" in cfg.parts:  # backend-major: eager at every batch first, the slowest compile last
+        for be in cfg.backends:
+            for b in cfg.infer_batches:
+                out.append({"kind": "infer", "tag": f"transformer-B{b}", "provider": be,
+                            "params": {"B": b, "obs_steps": INFER_OBS_STEPS, "d_model": INFER_D_MODEL,
+                                       "layers": INFER_LAYERS, "horizon": INFER_HORIZON},
+                            "reason": "policy inference (seed 004): latency of a small transformer policy, "
+                                      "eager vs SDPA vs torch.compile"})
+    return out

@@ -32,7 +32,7 @@ import numpy as np
 from . import gate as gate_mod
 from . import messages, ops, specs
 from .messages import Ceiling, Task
-from .schema import Case, Check, Clocks, Dispatch, Health, Interleaved, Method, Metrics, Quantiles, Record
+from .schema import Case, Check, Clocks, Dispatch, Health, Interleaved, Launch, Method, Metrics, Quantiles, Record
 
 def resolve_provider(name: str):
     """A provider of the table (:mod:`robocache.providers`, the call-cost cases' own included) or ``module:attr``
@@ -265,6 +265,8 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
     case = specs.find(task.case_key)
     rec = base_record(task, case)
     device = task.device
+    if (tune := sys.modules.get("robocache._tune")) is not None:  # a front end measures cases in one process
+        tune.forget_used()
     if case.dispatch and task.cache != "warm" and not task.check_only:
         rec.status = "skipped"
         rec.reason = ("a call-cost (dispatch) case is timed warm only: its figure is the host's time per call, "
@@ -311,6 +313,7 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
             extras["timing"] = t
         graph_us, note = _graph_check(task, case, call, opts)
         _fill_timed(rec, case, t, task.ceiling_gb_per_s, graph_us, n_sets, clocks, load, device)
+        rec.launches = launches_used()
         rec.status, rec.reason = "ok", note
     except BaseException as e:  # noqa: BLE001 - every failure becomes a status, the run goes on
         tb = traceback.format_exc(limit=6).strip().splitlines()
@@ -357,6 +360,13 @@ def _fill_timed(rec: Record, case: specs.Case, t: Any, ceiling: float | None, gr
                                   "blocked stream (the call synchronizes)")
     if evg is not None and abs(evg) > 0.10:  # informational: launch gaps between a call's kernels
         rec.health.reasons.append(f"timers differ: CUDA events {100 * evg:+.1f}% vs graph replay")
+
+
+def launches_used() -> list[Launch]:
+    """The tuned launch configurations robocache used in this process (one case per process: the case's), with
+    where each came from (robocache/_tune.py ``chosen``); none where no tuned launch ran."""
+    tune = sys.modules.get("robocache._tune")
+    return [Launch(**c) for c in tune.chosen()] if tune is not None else []
 
 
 _HOST_LOOP_OPTS = ("noise_target", "min_samples", "max_samples", "time_limit_s", "warmup_s", "target_sample_s")

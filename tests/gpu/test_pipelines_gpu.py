@@ -23,7 +23,7 @@ def test_pipelines_on_the_gpu(tmp_path: Path) -> None:
                  train_steps=3, train_warmup=1, profile_steps=1, infer_batches=(2,), backends=("eager", "sdpa"),
                  infer_time_s=0.1)
     res = run(cfg, tmp_path / "res", machine="gpu-test")
-    assert not res.failed, [(r["case"]["id"], r["case"]["provider"], r["reason"]) for r in res.failed]
+    assert not res.failed, [(r.case.id, r.case.provider, r.reason) for r in res.failed]
     loaded = store.load(tmp_path / "res")
     # dataload: 2 DataLoader pipelines + the cache in 2 regimes; train per model: CPU workers, fuse, resident
     # cache, and the streamed cache with the CPU workers on its order; infer: 2 backends

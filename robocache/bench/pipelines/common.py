@@ -1,6 +1,6 @@
 """What the pipeline benchmarks share: the device, the NVML utilisation sampler, records in the one schema.
 
-A pipeline record is an ordinary :class:`robocache.bench.schema.Record` (so ``show``, ``report``, ``check``,
+A pipeline record is an ordinary, typed :class:`robocache.bench.schema.Record` (so ``show``, ``report``, ``check``,
 ``compare`` and the dashboard read it) with ``suite: "pipelines"``, ``method.timer: "host"`` (wall clock per
 batch, step or call, the device synchronized inside it) and the optional ``pipeline`` section.
 """
@@ -12,8 +12,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from .. import specs
 from .. import timing as timer_mod
+from ..messages import Task
+from ..schema import Record
 from ..timing.stats import quantile as _quantile
 
 SUITE = "pipelines"
@@ -111,19 +115,24 @@ def case(kind: str, tag: str, provider: str, params: dict[str, Any], items: int,
             "reason": reason}
 
 
-def record(ctx: dict[str, Any], case_: dict[str, Any], *, status: str = "ok", reason: str | None = None,
+def record(ctx: Task, case_: dict[str, Any], *, status: str = "ok", reason: str | None = None,
            t: timer_mod.Timing | None = None, items: int = 0, check: dict | None = None,
-           pipeline: dict | None = None, clocks: dict | None = None, duration_s: float = 0.0) -> dict[str, Any]:
-    """One schema Record dict. ``ctx``: run_id, git_commit, git_dirty, frontend, device."""
+           pipeline: dict | None = None, clocks: dict | None = None, duration_s: float = 0.0,
+           distributed: dict | None = None, suite: str = SUITE) -> Record:
+    """One :class:`~robocache.bench.schema.Record` (checked here: a field the schema refuses raises).
+
+    ``ctx``: the run's :class:`~robocache.bench.messages.Task` (:meth:`RunContext.task
+    <robocache.bench.context.RunContext.task>`): its run id, git state, front end, device and ``synthetic``."""
     from .. import env as envmod
 
+    device = ctx.device
     rec: dict[str, Any] = {
-        "run_id": ctx["run_id"], "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "git_commit": ctx.get("git_commit"), "git_dirty": ctx.get("git_dirty"), "suite": SUITE,
-        "frontend": ctx.get("frontend", "cli"), "case": case_, "method": None, "metrics": None, "check": check,
-        "clocks": clocks if ctx["device"] == "gpu" else None,
+        "run_id": ctx.run_id, "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_commit": ctx.git_commit, "git_dirty": ctx.git_dirty, "suite": suite,
+        "frontend": ctx.frontend, "case": case_, "method": None, "metrics": None, "check": check,
+        "clocks": clocks if device == "gpu" else None,
         "health": {"throttled": False, "contended": False, "noisy": False, "reasons": []},
-        "status": status, "reason": reason, "duration_s": float(duration_s), "synthetic": False,
+        "status": status, "reason": reason, "duration_s": float(duration_s), "synthetic": ctx.synthetic,
     }
     if t is not None and t.samples_us:
         med_s = t.median_us * 1e-6
@@ -132,13 +141,23 @@ def record(ctx: dict[str, Any], case_: dict[str, Any], *, status: str = "ok", re
                           "gb_per_s": case_["bytes"] / med_s / 1e9 if med_s > 0 else 0.0,
                           "ceiling_gb_per_s": None, "pct_of_ceiling": None, "graph_time_us": None,
                           "event_vs_graph": None}
-        health = envmod.assess_health(clocks if ctx["device"] == "gpu" else None, t.noise_target_met)
-        if ctx["device"] != "gpu":
+        health = envmod.assess_health(clocks if device == "gpu" else None, t.noise_target_met)
+        if device != "gpu":
             health["reasons"] = [r for r in health["reasons"] if not r.startswith("clocks unknown")]
         rec["health"] = health
     if pipeline is not None:
         rec["pipeline"] = plain(pipeline)
-    return rec
+    if distributed is not None:
+        rec["distributed"] = plain(distributed)
+    return msgspec.convert(rec, Record)
+
+
+def p_resample_on(provider: str, device: str) -> str:
+    """Where a pipeline's resampling runs (the record's ``pipeline.resample_on``): in the CPU workers, on the GPU,
+    or robocache's NumPy fallback on a CPU run."""
+    if provider == "cpu_workers":
+        return "cpu_workers"
+    return "gpu" if device == "gpu" else "numpy_fallback"
 
 
 def plain(x: Any) -> Any:

@@ -29,9 +29,9 @@ from typing import Any
 
 import msgspec
 
-from .. import messages, store
+from .. import messages
 from ..context import LaunchTask, RunContext
-from ..messages import Baseline, Message
+from ..messages import Baseline, Message, Task
 from ..schema import Record
 from . import common
 
@@ -80,7 +80,6 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
     from ..multigpu import rank as dist_mod
     from ..multigpu import scaling
     from . import loading, training
-    from .run import p_resample_on
 
     t0 = time.perf_counter()
     task = dt.launch.task
@@ -107,7 +106,6 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
                               "passed": chk["passed"], "max_rel_err": chk["max_rel_err"], "per_s": r["per_s"]})
     if not me.writer:
         return None, []
-    ctx = msgspec.structs.asdict(task)  # run_id, git, frontend, device: what common.record takes
     case = pt.case(k)
     try:
         per_rank_us = [x["step_us"] for x in per_rank]
@@ -120,14 +118,13 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
                                  baseline_step_us=base.step_us if base else None,
                                  baseline_items=base.items if base else None)
     except ValueError as e:  # e.g. a zero step time from a coarse clock: a status, not a crash of the group
-        rec = common.record(ctx, case, status="error", reason=f"{type(e).__name__}: {e}",
-                            duration_s=time.perf_counter() - t0)
-        return msgspec.convert(rec, Record), []
+        return common.record(task, case, status="error", reason=f"{type(e).__name__}: {e}",
+                             duration_s=time.perf_counter() - t0), []
     passed = all(x["passed"] for x in per_rank)
     worst = max((x["max_rel_err"] or 0.0) for x in per_rank)
     check = {"passed": passed, "max_abs_err": None, "max_rel_err": worst, "tolerance": training.LOSS_RTOL,
              "bad_fraction": 0.0 if passed else None}
-    pipeline = {"kind": "train", "resample_on": p_resample_on(prov, task.device),
+    pipeline = {"kind": "train", "resample_on": common.p_resample_on(prov, task.device),
                 "figures": {"steps_per_s": 1e6 / step_us, "traj_per_s": agg,
                             "data_wait_share": max(x["data_share"] for x in per_rank), "ranks": float(k),
                             "final_loss": r["loss"][-1] if r["loss"] else None},
@@ -136,18 +133,20 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
                           "the step and its samples are the slowest rank's; data share is the largest over the ranks",
                           "loss: rank 0's curve; the gate compares every rank's against its CPU-workers curve"]}
     samples = [x * 1e6 for x in per_rank[slow]["per_s"]]
-    rec = common.record(ctx, case, t=common.timing(samples, r["warmup_s"]), items=b * k, check=check,
-                        pipeline=pipeline, duration_s=time.perf_counter() - t0)
-    rec["distributed"] = {
+    distributed = {
         "world_size": k, "nodes": me.nodes, "backend": me.backend, "scaling": "weak", "gather": "none",
         "items_per_rank": [b] * k, "per_rank_us": per_rank_us, "per_rank_step_us": per_rank_us, "step_us": step_us,
         "aggregate_items_per_s": agg, "efficiency": eff, "baseline_step_us": base.step_us if base else None,
         "gather_bytes": None, "gather_us": None, "gather_gb_per_s": None, "collective_us": None,
         "collective_gb_per_s": None, "collective_busbw_gb_per_s": None}
+    status, reason = "ok", None
     if not passed:
-        rec.update(status="incorrect", reason=f"a rank's loss curve differs from its CPU workers' curve: max rel diff "
-                                              f"{worst} > {training.LOSS_RTOL}")
-    return msgspec.convert(rec, Record), samples  # checked here: a record the launcher could not decode raises
+        status, reason = "incorrect", (f"a rank's loss curve differs from its CPU workers' curve: max rel diff "
+                                       f"{worst} > {training.LOSS_RTOL}")
+    # checked in common.record: a record the launcher could not decode raises here
+    return common.record(task, case, status=status, reason=reason, t=common.timing(samples, r["warmup_s"]),
+                         items=b * k, check=check, pipeline=pipeline, distributed=distributed,
+                         duration_s=time.perf_counter() - t0), samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
 # --- the launcher's side -------------------------------------------------------------------------------
 
 def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: list[dict[str, Any]], *,
-            collective_timeout_s: float = 120.0, case_timeout_s: float = 600.0, log=None) -> list[dict[str, Any]]:
+            collective_timeout_s: float = 120.0, case_timeout_s: float = 600.0, log=None) -> list[Record]:
     """One torchrun launch per rank count in ``cfg.ddp_ranks`` (ascending: the one-rank launch first, the
-    efficiency's reference) over the training points ``pts``; returns the records as dicts (also written through
-    ``run``, one file per rank count)."""
+    efficiency's reference) over the training points ``pts``; returns the records (also written through ``run``,
+    one file per rank count)."""
     from ..multigpu import launch
 
     say = log or (lambda s: None)
@@ -181,7 +180,7 @@ def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: 
     # order is one process's, so its cases are single-GPU ones)
     pts = [pt for pt in pts if pt["params"].get("regime", "resident") == "resident"]
     task = run.task(seed=cfg.seed)
-    out: list[dict[str, Any]] = []
+    out: list[Record] = []
     baselines: dict[str, Baseline] = {}
     for k in sorted(set(cfg.ddp_ranks)):
         mine = [Point(tag=f"{pt['tag']}-ddp-g{k}", provider=pt["provider"], params={**pt["params"], "ranks": k},
@@ -199,19 +198,19 @@ def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: 
             say(f"ddp: {k} rank(s) ({'NCCL' if cfg.device == 'gpu' else 'Gloo'}), {len(mine)} case(s)")
             got = launch.run_torchrun(cmd, work, k=k, n_cases=len(mine), case_timeout_s=case_timeout_s,
                                  collective_timeout_s=collective_timeout_s, env=launch.child_env(), on_case=None)
-        recs: list[Any] = [d.record for d in got.done]
+        recs: list[Record] = [d.record for d in got.done]
         if len(recs) < len(mine):  # the launch died or timed out: the cases without a record say why
-            recs += _unfinished(got, k, mine[len(recs):], msgspec.structs.asdict(task))
+            recs += _unfinished(got, k, mine[len(recs):], task)
             run.write(recs, name)  # after the launch has ended: one writer at a time
         if k == 1:
             for pt, r in zip(mine, recs):
                 if (base := Baseline.of(r)) is not None:
                     baselines[pt.baseline_key] = base
-        out += [store.to_plain(r) for r in recs]
+        out += recs
     return out
 
 
-def _unfinished(got: Any, k: int, left: list[Point], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+def _unfinished(got: Any, k: int, left: list[Point], ctx: Task) -> list[Record]:
     """Records for the cases a failed launch did not finish: the one it ended on gets the failure (which rank
     died first, or the timeout), those after it ``skipped``; every case when it failed before its first."""
     from ..multigpu import launch

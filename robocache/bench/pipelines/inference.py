@@ -19,8 +19,10 @@ import math
 import time
 from typing import Any
 
-from .kinds import INFER_BACKENDS as BACKENDS  # noqa: E402
-OBS_STEPS, HORIZON, D_MODEL, HEADS, LAYERS = 16, 8, 256, 4, 4
+from ..specs import INFER_BACKENDS as BACKENDS
+from ..specs import INFER_D_MODEL as D_MODEL, INFER_HEADS as HEADS, INFER_HORIZON as HORIZON
+from ..specs import INFER_LAYERS as LAYERS, INFER_OBS_STEPS as OBS_STEPS
+
 OUT_RTOL = 1e-4  # fused attention kernels reorder float32 sums
 
 

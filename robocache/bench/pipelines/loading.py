@@ -35,16 +35,17 @@ from typing import Any
 import numpy as np
 
 from ... import reference
+from .. import specs
 from . import dataset as ds
 
-RATE_HZ = 50.0
+RATE_HZ = specs.PIPELINE_RATE_HZ
 FUSED = tuple(s.name for s in ds.STREAMS)
 FUSED_DIM = sum(s.dim for s in ds.STREAMS)
 OBS_DIM = FUSED_DIM - ds.STREAMS[-1].dim  # the model's input: everything but the action
-PROVIDERS = ("cpu_workers", "robocache")  # the DataLoader pipelines (their records sweep the worker count)
-CACHE = "episode_cache"  # robocache.EpisodeCache: no worker, no per-batch copy
+PROVIDERS = specs.PIPELINE_LOADERS  # the DataLoader pipelines (their records sweep the worker count)
+CACHE = specs.PIPELINE_CACHE  # robocache.EpisodeCache: no worker, no per-batch copy
 ALL_LOADERS = (*PROVIDERS, CACHE)
-REGIMES = ("resident", "streamed")  # the cache's: the whole dataset on the device, or streamed within a budget
+REGIMES = specs.PIPELINE_REGIMES  # the cache's: the whole dataset on the device, or streamed within a budget
 SPLIT = ("read", "decode", "resampling", "collate")  # worker-side, per batch (summed over its items)
 PREFETCH = 2  # DataLoader prefetch_factor: batches each worker makes ahead
 

@@ -44,6 +44,10 @@ import sys
 import time
 from typing import Any
 
+from ..gate import NCU_AGREE
+from ..messages import Task
+from ..schema import Record
+
 METRICS = {"gpu__time_duration.sum": "ncu_time_us",
            "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct_of_peak",
            "dram__bytes_read.sum": "dram_read_mb",
@@ -67,10 +71,7 @@ UNITS = {
     "percent": {"%": 1.0, "percent": 1.0, "pct": 1.0},
     "count": {"register/thread": 1.0, "register": 1.0},
 }
-# The longest kernel of the profiled call against the harness's device time of the same case in the same run:
-# ncu replays a kernel with its caches flushed and clocks left alone, so a few tens of percent apart is normal;
-# beyond this factor either way one of the two is not measuring what it says (a unit, a wrong kernel)
-AGREE = 3.0
+AGREE = NCU_AGREE  # ncu / the harness within this factor either way (robocache.bench.gate)
 
 
 class UnitError(ValueError):
@@ -157,9 +158,9 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
     return [out[i] for i in sorted(out, key=lambda x: int(x) if x.isdigit() else 0)]
 
 
-def run_profile(keys: list[str], *, device: str, ctx: dict[str, Any], timeout_s: float = 300.0
-                ) -> list[dict[str, Any]]:
-    """One record per case key (see the module doc)."""
+def run_profile(keys: list[str], *, device: str, ctx: Task, timeout_s: float = 300.0) -> list[Record]:
+    """One record per case key (see the module doc); ``ctx``: the run's task (:meth:`RunContext.task
+    <robocache.bench.context.RunContext.task>`)."""
     from .. import specs
     from . import common
 
@@ -172,9 +173,7 @@ def run_profile(keys: list[str], *, device: str, ctx: dict[str, Any], timeout_s:
         base = ctx
         if device != "gpu" or ncu is None:
             why = "no GPU: Nsight Compute profiles GPU kernels" if device != "gpu" else "ncu not found on PATH"
-            rec = common.record(base, rc, status="skipped", reason=why)
-            rec["suite"] = SUITE
-            recs.append(rec)
+            recs.append(common.record(base, rc, status="skipped", reason=why, suite=SUITE))
             continue
         cmd = [ncu, "--clock-control", "none", "--target-processes", "application-only", "--csv", "--nvtx",
                "--nvtx-include", f"{RANGE}/", "--print-units", "base", "--metrics", ",".join(METRICS),
@@ -187,25 +186,23 @@ def run_profile(keys: list[str], *, device: str, ctx: dict[str, Any], timeout_s:
             os.killpg(proc.pid, signal.SIGKILL)  # ncu and the profiled process: a survivor would skew the next case
             proc.communicate()
             rec = common.record(base, rc, status="timeout", reason=f"ncu did not finish in {timeout_s:g} s",
-                                duration_s=time.perf_counter() - t0)
+                                duration_s=time.perf_counter() - t0, suite=SUITE)
         else:
             harness_us, why = harness_time(key, ctx, timeout_s)
             rec = _record(common, base, rc, proc.returncode, stdout, stderr, time.perf_counter() - t0,
                           harness_us=harness_us, harness_why=why)
-        rec["suite"] = SUITE
         recs.append(rec)
     return recs
 
 
-def harness_time(key: str, ctx: dict[str, Any], timeout_s: float) -> tuple[float | None, str | None]:
+def harness_time(key: str, ctx: Task, timeout_s: float) -> tuple[float | None, str | None]:
     """The harness's device time of case ``key`` (median us per call, the CUDA-event timer of every GPU run, warm,
     in a process of its own), measured in this profile run beside ncu's: ``(us, None)``, or ``(None, why)``."""
-    from .. import runner
-    from ..messages import Task
+    import msgspec
 
-    task = Task(run_id=ctx["run_id"], suite=SUITE, frontend=ctx.get("frontend", "cli"), device="gpu",
-                git_commit=ctx.get("git_commit"), git_dirty=ctx.get("git_dirty"), case_key=key,
-                graph_check=False)
+    from .. import runner
+
+    task = msgspec.structs.replace(ctx, suite=SUITE, device="gpu", case_key=key, graph_check=False)
     outcome, rec, detail = runner.run_in_process(task, timeout_s)
     if outcome != "ok" or rec is None:
         return None, f"the harness's measurement: {outcome}: {detail}"[:300]
@@ -227,20 +224,21 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}"
 
 
-def _record(common: Any, base: dict[str, Any], rc: dict[str, Any], code: int, stdout: str, stderr: str,
-            duration_s: float, *, harness_us: float | None = None, harness_why: str | None = None
-            ) -> dict[str, Any]:
+def _record(common: Any, base: Task, rc: dict[str, Any], code: int, stdout: str, stderr: str,
+            duration_s: float, *, harness_us: float | None = None, harness_why: str | None = None) -> Record:
     """A profile record from ncu's output: the longest kernel's figures, every kernel with its ncu time, and the
     call's ncu time (all its kernels) against the harness's device time of the same case (``harness_us``: same
     run; ``harness_why``: why there is none), flagged when they disagree beyond :data:`AGREE`."""
     try:
         kernels = parse_csv(stdout)
     except UnitError as e:  # loud: a number whose scale is unknown is not recorded at all
-        return common.record(base, rc, status="error", duration_s=duration_s, reason=f"ncu output refused: {e}")
+        return common.record(base, rc, status="error", duration_s=duration_s, reason=f"ncu output refused: {e}",
+                             suite=SUITE)
     if code != 0 or not kernels:
         tail = (stderr or stdout).strip().splitlines()[-3:]
         return common.record(base, rc, status="error", duration_s=duration_s,
-                             reason=f"ncu exit {code}, {len(kernels)} kernel(s) profiled: " + " | ".join(tail)[:600])
+                             reason=f"ncu exit {code}, {len(kernels)} kernel(s) profiled: " + " | ".join(tail)[:600],
+                             suite=SUITE)
     times = [k.get("ncu_time_us") or 0.0 for k in kernels]
     total = sum(times)
     longest = kernels[max(range(len(kernels)), key=times.__getitem__)]
@@ -254,15 +252,15 @@ def _record(common: Any, base: dict[str, Any], rc: dict[str, Any], code: int, st
     else:
         notes.append(f"ncu's call {_num(total)} us against the harness's device time {_num(harness_us)} us of the "
                      f"same case in this run: {_num(ratio)}x, " + ("within" if agree else "BEYOND") + f" {AGREE:g}x")
-    rec = common.record(base, rc, duration_s=duration_s, pipeline={
+    reason = None
+    if agree is False:  # flagged in the record: its reason, and the report's profile table
+        reason = (f"ncu and the harness disagree: the profiled call took {_num(total)} us under ncu, "
+                  f"{_num(harness_us)} us by the harness ({_num(ratio)}x, beyond {AGREE:g}x either way)")
+    return common.record(base, rc, duration_s=duration_s, reason=reason, suite=SUITE, pipeline={
         "kind": "profile", "figures": figures,
         "kernels": [{"name": k["kernel"][:200], "calls": 1, "total_us": t, "avg_us": t,
                      "share": t / total if total > 0 else 1.0 / len(kernels)} for k, t in zip(kernels, times)],
         "notes": notes})
-    if agree is False:  # flagged in the record: its reason, and the report's profile table
-        rec["reason"] = (f"ncu and the harness disagree: the profiled call took {_num(total)} us under ncu, "
-                         f"{_num(harness_us)} us by the harness ({_num(ratio)}x, beyond {AGREE:g}x either way)")
-    return rec
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,174 +18,29 @@ import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import common, dataset, inference, kinds, loading, training
+from .. import specs
+from ..messages import Task
+from ..schema import Record
+from . import common, dataset, inference, loading, training
+from .common import p_resample_on
 
-PARTS = ("dataload", "train", "infer")
-
-
-@dataclass
-class Config:
-    device: str = "cpu"
-    dataset: str | None = None  # an existing dataset file; else one of size_mb is generated
-    size_mb: float = 8.0
-    min_s: float = 3.0
-    max_s: float = 10.0
-    rgb: bool = False
-    seed: int = 0
-    parts: tuple[str, ...] = PARTS
-    batch_sizes: tuple[int, ...] = (32, 128)
-    workers: tuple[int, ...] = (4,)
-    load_batches: int = 20
-    load_warmup: int = 3
-    models: tuple[str, ...] = training.MODELS
-    train_batch: int | None = None  # default: the first batch size
-    train_batches: tuple[int, ...] | None = None  # several training batch sizes (default: (train_batch,))
-    train_workers: int | None = None  # default: the largest worker count
-    train_steps: int = 20
-    train_warmup: int = 3
-    profile_steps: int = 3
-    infer_batches: tuple[int, ...] = (1, 32)
-    backends: tuple[str, ...] = inference.BACKENDS
-    infer_time_s: float = 1.0
-    ddp_ranks: tuple[int, ...] = ()  # DDP training launches (torchrun; NCCL on GPUs, Gloo processes on the CPU)
-    cache_regimes: tuple[str, ...] = loading.REGIMES  # the EpisodeCache's: resident, streamed (none: no cache case)
-    cache_budget_mb: float | None = None  # the streamed regime's budget (default: half the dataset's payload)
-    prefetch_depth: int = 1  # the streamed regime's chunks copied ahead beyond the next batch's
-    notes: list[str] = field(default_factory=list)
-
-    def validate(self) -> None:
-        if self.device not in ("gpu", "cpu"):
-            raise ValueError(f"device must be gpu or cpu, got {self.device!r}")
-        bad = [p for p in self.parts if p not in PARTS]
-        if bad:
-            raise ValueError(f"unknown parts: {', '.join(bad)}; expected some of {', '.join(PARTS)}")
-        if not self.parts and not self.ddp_ranks:
-            raise ValueError(f"nothing to run: give some of {', '.join(PARTS)} or DDP rank counts")
-        for name in ("batch_sizes", "infer_batches"):
-            if not getattr(self, name) or min(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be one or more integers >= 1")
-        if not self.workers or min(self.workers) < 0:
-            raise ValueError("workers must be one or more integers >= 0")
-        for name in ("load_batches", "train_steps"):
-            if getattr(self, name) < 3:
-                raise ValueError(f"{name} must be >= 3 (quantiles need a few samples)")
-        bad = [m for m in self.models if m not in training.MODELS]
-        if bad:
-            raise ValueError(f"unknown models: {', '.join(bad)}; expected some of {', '.join(training.MODELS)}")
-        if self.ddp_ranks and min(self.ddp_ranks) < 1:
-            raise ValueError("ddp_ranks must be integers >= 1")
-        if self.train_batches is not None and (not self.train_batches or min(self.train_batches) < 1):
-            raise ValueError("train_batches must be one or more integers >= 1")
-        bad = [r for r in self.cache_regimes if r not in loading.REGIMES]
-        if bad:
-            raise ValueError(f"unknown cache regimes: {', '.join(bad)}; expected some of {', '.join(loading.REGIMES)}")
-        if self.cache_budget_mb is not None and not self.cache_budget_mb > 0:
-            raise ValueError("cache_budget_mb must be > 0")
-        if self.prefetch_depth < 0:
-            raise ValueError("prefetch_depth must be >= 0")
-        bad = [b for b in self.backends if b not in inference.BACKENDS]
-        if bad:
-            raise ValueError(f"unknown backends: {', '.join(bad)}; expected some of {', '.join(inference.BACKENDS)}")
-
-    @property
-    def t_batch(self) -> int:
-        return self.train_batch or self.batch_sizes[0]
-
-    @property
-    def t_batches(self) -> tuple[int, ...]:
-        return tuple(self.train_batches) if self.train_batches else (self.t_batch,)
-
-    @property
-    def t_workers(self) -> int:
-        return self.train_workers if self.train_workers is not None else max(self.workers)
-
-
-def _ds_tag(info: dict[str, Any]) -> str:
-    return f"{info['episodes']}ep-s{info['seed']}" + ("-rgb" if info["rgb"] else "")
-
-
-def points(cfg: Config, info: dict[str, Any]) -> list[dict[str, Any]]:
-    """The suite's cases for this config and dataset: kind, tag, provider, params, reason (the grid)."""
-    dtag = _ds_tag(info)
-    dsp = {"dataset_episodes": info["episodes"], "dataset_seed": info["seed"], "dataset_mb": round(
-        info["payload_bytes"] / 1e6, 1), "rgb": info["rgb"], "rate_hz": loading.RATE_HZ}
-    out = []
-    if "dataload" in cfg.parts:
-        for b in cfg.batch_sizes:
-            for w in cfg.workers:
-                for prov in loading.PROVIDERS:
-                    out.append({"kind": "dataload", "tag": f"B{b}-W{w}-{dtag}", "provider": prov,
-                                "params": {"B": b, "workers": w, **dsp},
-                                "reason": "data loading (seed 001): DataLoader with N workers, CPU resampling to 50 Hz "
-                                          "in the workers vs read+pad in the workers and one robocache.fuse per batch"})
-            for regime in cfg.cache_regimes:
-                where = ("the whole dataset on the device" if regime == "resident" else
-                         "streamed from pinned host memory within a budget half the dataset")
-                out.append({"kind": "dataload", "tag": f"B{b}-{_cache_tag(cfg, regime)}-{dtag}",
-                            "provider": loading.CACHE,
-                            "params": {"B": b, "workers": 0, **_cache_params(cfg, info, regime), **dsp},
-                            "reason": "data loading from robocache.EpisodeCache (issue 26): no worker, no per-batch "
-                                      f"copy, one launch per batch; {where}"})
-    if "train" in cfg.parts:
-        for m in cfg.models:
-            for b in cfg.t_batches:
-                tag = f"{m}-B{b}-W{cfg.t_workers}-{dtag}"
-                base = {"B": b, "workers": cfg.t_workers, "model": m, "steps": cfg.train_steps, **dsp}
-                for prov in loading.PROVIDERS:
-                    out.append({"kind": "train", "tag": tag, "provider": prov, "params": dict(base),
-                                "reason": "training step (seed 001/002): where a step's time goes, data vs model, "
-                                          "from each data-loading pipeline"})
-                for regime in cfg.cache_regimes:
-                    rp = _cache_params(cfg, info, regime)
-                    t = tag if regime == "resident" else f"{m}-B{b}-W{cfg.t_workers}-{_cache_tag(cfg, regime)}-{dtag}"
-                    provs = (loading.CACHE,) if regime == "resident" else ("cpu_workers", loading.CACHE)
-                    for prov in provs:
-                        why = ("training step from robocache.EpisodeCache (issue 26): the episodes on the device, "
-                               "one launch per batch" if regime == "resident" else
-                               "training step from robocache.EpisodeCache streamed within a memory budget (a dataset "
-                               "2x the budget), and the CPU workers on the same episode order (the gate's reference)")
-                        out.append({"kind": "train", "tag": t, "provider": prov, "params": {**base, **rp},
-                                    "reason": why})
-    if "infer" in cfg.parts:  # backend-major: eager at every batch first, the slowest compile last
-        for be in cfg.backends:
-            for b in cfg.infer_batches:
-                out.append({"kind": "infer", "tag": f"transformer-B{b}", "provider": be,
-                            "params": {"B": b, "obs_steps": inference.OBS_STEPS, "d_model": inference.D_MODEL,
-                                       "layers": inference.LAYERS, "horizon": inference.HORIZON},
-                            "reason": "policy inference (seed 004): latency of a small transformer policy, "
-                                      "eager vs SDPA vs torch.compile"})
-    return out
-
-
-def _cache_tag(cfg: Config, regime: str) -> str:
-    """The cache's part of a case tag: ``cache`` (resident), ``cache-streamed-half-d1`` (the default budget, half
-    the dataset; prefetch depth 1) or ``cache-streamed64MB-d1``."""
-    if regime == "resident":
-        return "cache"
-    budget = "-half" if cfg.cache_budget_mb is None else f"{cfg.cache_budget_mb:g}MB"
-    return f"cache-streamed{budget}-d{cfg.prefetch_depth}"
-
-
-def _cache_params(cfg: Config, info: dict[str, Any], regime: str) -> dict[str, Any]:
-    if regime == "resident":
-        return {"regime": "resident"}
-    budget = cfg.cache_budget_mb
-    if budget is None and info.get("cached_bytes"):  # half the cached streams (unknown when only listing)
-        budget = info["cached_bytes"] / 2e6
-    return {"regime": "streamed", "budget_mb": None if budget is None else round(float(budget), 3),
-            "prefetch_depth": cfg.prefetch_depth}
+# The suite's knobs and grid are declared in the one case list (robocache.bench.specs); their old names here:
+PARTS = specs.PIPELINE_PARTS
+Config = specs.PipelineConfig
+points = specs.pipeline_points
+default_config = specs.pipeline_defaults
 
 
 def _case(pt: dict[str, Any], items: int, nbytes: int = 0) -> dict[str, Any]:
-    return common.case(pt["kind"], pt["tag"], pt["provider"], pt["params"], items, kinds.KINDS[pt["kind"]],
+    return common.case(pt["kind"], pt["tag"], pt["provider"], pt["params"], items, specs.PIPELINE_UNITS[pt["kind"]],
                        pt["reason"], nbytes)
 
 
-def _failed(ctx, pt, e: BaseException, t0: float) -> dict[str, Any]:
+def _failed(ctx: Task, pt, e: BaseException, t0: float) -> Record:
     from ..worker import classify as _classify
 
     tb = traceback.format_exc(limit=6).strip().splitlines()
@@ -209,48 +64,43 @@ def _ms(xs: list[float]) -> dict[str, float]:
 class Result:
     run_id: str
     path: Path | None
-    records: list[dict[str, Any]]
+    records: list[Record]
     wall_s: float
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
+    def failed(self) -> list[Record]:
         from ..schema import FAILED_STATUSES
 
-        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+        return [r for r in self.records if r.status in FAILED_STATUSES]
 
 
 def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = None, frontend: str = "cli",
         log=None) -> Result:
     """Run the suite; returns the records and the path of the run file."""
-    from .. import env as envmod
     from .. import context
 
     cfg.validate()
     say = log or (lambda s: None)
     t_run = time.perf_counter()
-    env = envmod.capture_env(cfg.device, machine=machine)
-    commit, dirty = context.git_state()
-    run_id = context.new_run_id()
-    ctx = {"run_id": run_id, "git_commit": commit, "git_dirty": dirty, "frontend": frontend, "device": cfg.device}
-    name = f"{run_id}-{common.SUITE}"
-    # the run's context: the results folder rule (<out>/<arch or cpu>-<machine>), and what a DDP launch sends
-    # its ranks
+    # the run's context: its id, git state and environment, the results folder rule (<out>/<arch or
+    # cpu>-<machine>), the run file; what a DDP launch sends its ranks
     run_ctx = context.RunContext.start(suite=common.SUITE, device=cfg.device, frontend=frontend, out_dir=out_dir,
-                                       run_id=run_id, env=env, git=(commit, dirty), name=name)
+                                       machine=machine)
+    run_id = run_ctx.run_id
+    ctx = run_ctx.task(seed=cfg.seed)  # what every record of the run takes from the run
     folder = run_ctx.folder
     tmp = None
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     path: Path | None = None
 
-    def emit(rec: dict[str, Any]) -> None:
+    def emit(rec: Record) -> None:
         nonlocal path
         records.append(rec)
         path = run_ctx.write(records)
-        m = rec.get("metrics") or {}
-        p50 = m.get("time_us", {}).get("p50")
-        say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}"
-            + (f", p50 {p50 / 1e3:.2f} ms" if p50 else "") + (f" ({rec['reason'].splitlines()[0][:120]})"
-                                                               if rec["status"] != "ok" and rec.get("reason") else ""))
+        p50 = rec.metrics.time_us.p50 if rec.metrics is not None else None
+        say(f"  {rec.case.id} {rec.case.provider}: {rec.status}"
+            + (f", p50 {p50 / 1e3:.2f} ms" if p50 else "") + (f" ({rec.reason.splitlines()[0][:120]})"
+                                                               if rec.status != "ok" and rec.reason else ""))
 
     try:
         path_ds = cfg.dataset
@@ -281,7 +131,7 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
             tr = [p for p in points(Config(**{**cfg.__dict__, "parts": ("train",)}), info)]
             for rec in ddp.run_ddp(cfg, run_ctx, path_ds, info, tr, log=say):
                 records.append(rec)
-                say(f"  {rec['case']['id']} {rec['case']['provider']}: {rec['status']}")
+                say(f"  {rec.case.id} {rec.case.provider}: {rec.status}")
         if "infer" in cfg.parts:
             _infer(cfg, ctx, [p for p in pts if p["kind"] == "infer"], emit, say)
     finally:
@@ -343,7 +193,7 @@ def _cache_notes(cache: Any) -> list[str]:
                            "(streamed: with the wait for this batch's chunks; the next chunks copy on a side stream)"]
 
 
-def _rgb_skip(ctx, pt, t0: float) -> dict[str, Any]:
+def _rgb_skip(ctx: Task, pt, t0: float) -> Record:
     return common.record(ctx, _case(pt, pt["params"]["B"]), status="skipped",
                          reason="EpisodeCache holds the numeric streams; this dataset's RGB frames are not cached "
                                 "(run without --rgb for the cache's cases)", duration_s=time.perf_counter() - t0)
@@ -453,12 +303,6 @@ def _dataload(cfg, ctx, path, pts, emit, say, caches: _Caches) -> None:
             emit(_failed(ctx, pt, e, t0))
 
 
-def p_resample_on(provider: str, device: str) -> str:
-    if provider == "cpu_workers":
-        return "cpu_workers"
-    return "gpu" if device == "gpu" else "numpy_fallback"
-
-
 def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str, caches: _Caches | None = None) -> None:
     results: dict[tuple[str, int, str, str], dict[str, Any]] = {}
     for pt in pts:
@@ -553,7 +397,7 @@ def _gate(chk: dict[str, Any] | None, is_reference: bool, missing: str, differs:
 
 
 def _gated(ctx, pt, b: int, chk: dict[str, Any] | None, is_reference: bool, missing: str, differs: str, *, t,
-           pipeline: dict[str, Any], clocks, t0: float) -> dict[str, Any]:
+           pipeline: dict[str, Any], clocks, t0: float) -> Record:
     """The record of a timed, checked case (train, infer), its status from :func:`_gate`."""
     status, reason = _gate(chk, is_reference, missing, differs)
     return common.record(ctx, _case(pt, b), status=status, reason=reason, t=t, items=b, check=chk,
@@ -593,17 +437,3 @@ def _infer(cfg, ctx, pts, emit, say) -> None:
             if isinstance(e, KeyboardInterrupt):
                 raise
             emit(_failed(ctx, pt, e, t0))
-
-
-def default_config(device: str) -> Config:
-    """What ``robocache-bench run --suite pipelines`` runs: on a GPU, the sizes of scripts/gpu_check.sh's
-    ``pipelines`` part; on the CPU, a small sweep (no torch.compile: Inductor's CPU compile alone takes
-    minutes on a small machine)."""
-    if device == "gpu":
-        return Config(device="gpu", size_mb=128.0, batch_sizes=(32, 128), workers=(4, 8), load_batches=40,
-                      train_steps=30, profile_steps=2, train_batches=(32, 128))
-    # the streamed regime's budget: 3 of the ~4 MB (half would not hold a batch of 8 of these 23 episodes plus
-    # the chunk prefetched: at least 2.8 MB)
-    return Config(device="cpu", size_mb=4.0, min_s=2.0, max_s=5.0, batch_sizes=(8,), workers=(2,), load_batches=8,
-                  load_warmup=2, train_steps=6, train_warmup=2, profile_steps=1, infer_batches=(1, 8),
-                  backends=("eager", "sdpa"), infer_time_s=0.3, cache_budget_mb=3.0)

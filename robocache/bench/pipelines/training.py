@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import specs
 from .loading import OBS_DIM, Pipeline
 
-MODELS = ("mlp", "diffusion")
+MODELS = specs.PIPELINE_MODELS
 ACT_DIM = 7
 LOSS_RTOL = 1e-3  # relative, per step: float32 inputs that agree to ~1e-7 drift apart this little in 20 steps
 NOISE_LEVELS = 100

@@ -199,7 +199,7 @@ def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
 
 def pipeline_inference_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
     """The inference table's rows (:data:`INFERENCE_HEADER`)."""
-    from ..pipelines.kinds import INFER_BACKENDS
+    from ..specs import INFER_BACKENDS
 
     order = {b: i for i, b in enumerate(INFER_BACKENDS)}
     recs = sorted((r for r in records if pipeline_kind(r) == "infer"),
@@ -247,7 +247,7 @@ def _agreement_cell(r: dict[str, Any]) -> str:
     """ncu's time of the profiled call over the harness's device time of the same case and run (pipelines.ncu), and
     whether they agree within its factor; a record without the harness's time (before the check existed, or its
     measurement failed) is said unchecked, never assumed right."""
-    from ..pipelines.ncu import AGREE
+    from ..gate import NCU_AGREE as AGREE
 
     ratio = _fig(r, "ncu_vs_harness")
     if ratio is None:
