@@ -65,6 +65,8 @@ significant_changes  # unused variable (robocache/bench/schema.py:747)
 confirm_asked  # unused variable (robocache/bench/schema.py:770)
 
 # Used by the tests or the asv/pytest-benchmark front ends only (benchmarks/, tests/): public helpers of their modules
+SOURCES  # unused variable (robocache/_tune.py): the tuned table's sources, tests/test_tune.py, test_sources_compile.py
+to_plain  # unused function (robocache/bench/store.py): tests read typed records as plain data
 chart_texts  # unused function (dashboard/browser.py:176)
 history_lines  # unused function (dashboard/charts.py:288)
 build_frame  # unused function (dashboard/data.py:368)
