@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,14 +42,6 @@ _URL_LINE = re.compile(rb"URL: (http://127\.0\.0\.1:(\d+))\s")
 # Plotly graph divs that have finished drawing (plotly sets _fullLayout and adds its SVG layers).
 _DRAWN_JS = ("() => [...document.querySelectorAll('.js-plotly-plot')]"
              ".filter(d => d._fullLayout && d.querySelector('.main-svg')).length")
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the OS picks it). Another process may take it before it is bound:
-    :func:`serve` lets the OS pick its port as it binds instead."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -23,7 +23,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
@@ -33,14 +32,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from robocache.bench import frame, links, regressions, store
+from robocache.bench import frame, links, regressions, schema, store
 
 from . import data, tables
 
 ALERTS_ENV = "ROBOCACHE_ALERTS_JSON"  # a written alerts.json to show instead of computing the check
-SCHEMA = "robocache-alerts/1"
+SCHEMA = schema.ALERTS_SCHEMA
 EVERY_FRONTEND = "all"  # check --frontend all
-_HEX12 = re.compile(r"^[0-9a-f]{12}$")
 
 
 # --- where the alerts come from -----------------------------------------------------------------------------
@@ -64,45 +62,32 @@ def alerts_file(argv: Sequence[str] | None = None, environ: Mapping[str, str] | 
 
 
 def validate_doc(doc: Any, where: str) -> dict[str, Any]:
-    """A ``robocache-alerts/1`` document, checked for what the pages read; ValueError naming the first problem."""
-    if not isinstance(doc, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(doc).__name__}")
-    if doc.get("schema") != SCHEMA:
-        raise ValueError(f"{where}: schema is {doc.get('schema')!r}, expected {SCHEMA!r} "
-                         "(the output of `robocache-bench check --json`)")
-    for part in ("alerts", "improvements", "drifts", "breaks"):
-        items = doc.get(part, [])
-        if not isinstance(items, list):
-            raise ValueError(f"{where}: {part!r} must be a list, got {type(items).__name__}")
-        for i, a in enumerate(items):
-            w = f"{where}: {part}[{i}]"
-            if not isinstance(a, dict):
-                raise ValueError(f"{w}: expected an object")
-            if not isinstance(a.get("fingerprint"), str) or not _HEX12.match(a["fingerprint"]):
-                raise ValueError(f"{w}: fingerprint must be 12 hex digits")
-            if not isinstance(a.get("series"), dict):
-                raise ValueError(f"{w}: series must be an object")
-            for k in ("ratio", "slope_per_night", "total"):
-                v = a.get(k)
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-                    raise ValueError(f"{w}: {k} must be a finite number")
-            for k in ("before", "after", "first", "last"):
-                if k in a and not isinstance(a[k], dict):
-                    raise ValueError(f"{w}: {k} must be an object with commit, run_id, created")
+    """A ``robocache-alerts/1`` document (a dict), validated by its type (:class:`robocache.bench.schema.AlertsDoc`:
+    unknown fields, NaN and a newer version refused); ValueError naming the first problem. The pages read the dict
+    as it was written (a field an older writer left out stays out)."""
+    try:
+        schema.alerts_doc(doc)
+    except schema.SchemaError as e:
+        raise ValueError(f"{where}: {e}") from None
     doc.setdefault("alerts", [])
     return doc
 
 
 def read_alerts(path: str) -> dict[str, Any]:
     """A written alerts.json, validated (ValueError with a one-line reason)."""
+    where = store.display_path(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        raw = Path(path).read_bytes()
     except OSError as e:
-        raise ValueError(f"{store.display_path(path)}: cannot read: {e.strerror or e}") from None
+        raise ValueError(f"{where}: cannot read: {e.strerror or e}") from None
+    try:
+        schema.parse_alerts_bytes(raw)  # the file as typed: a NaN token is refused here, not read as a float
+        doc = json.loads(raw)
+    except schema.SchemaError as e:
+        raise ValueError(f"{where}: {e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{store.display_path(path)}: not JSON: {e}") from None
-    return validate_doc(doc, store.display_path(path))
+        raise ValueError(f"{where}: not JSON: {e}") from None
+    return validate_doc(doc, where)
 
 
 CHECK_CACHE_KEEP = 64  # check documents kept on disk (one per results folders, machine and front end)
@@ -154,6 +139,7 @@ def _read_check(path: Path) -> dict[str, Any] | None:
 def _write_check(path: Path, doc: dict[str, Any]) -> None:
     """Keep ``doc`` (atomically); a failure (a read-only checkout, a non-finite number) only costs speed."""
     try:
+        schema.alerts_doc(doc)  # kept only as the type reads it back (a SchemaError is a ValueError)
         text = json.dumps(doc, allow_nan=False, sort_keys=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         store.atomic_write(path, text.encode())

@@ -26,7 +26,8 @@ BEST: dict[str, str] = {"resample": "v2", "fuse": "v2", "voxelize": "v3"}
 ENTRY_VERSION: dict[str, dict[str, str]] = {"resample": {"v3": "v2"}, "fuse": {"v3": "v2"}}
 # The version of each op whose launch configuration is tuned (robocache/_tune.py): what `robocache-bench tune` runs.
 TUNED: dict[str, str] = {"resample": "v3", "fuse": "v3"}
-assert set(BEST) == set(VERSIONS) and all(BEST[op] in VERSIONS[op] for op in VERSIONS), BEST
+if set(BEST) != set(VERSIONS) or not all(BEST[op] in VERSIONS[op] for op in VERSIONS):
+    raise ImportError(f"robocache/_versions.py: BEST {BEST} must name one listed version of every op in VERSIONS")
 
 
 def entry_version(op: str, version: str) -> str:
@@ -55,6 +56,9 @@ def require_launchers(op: str, launchers: dict[str, object]) -> None:
     """Fail at import unless ``launchers`` (an op module's version -> launch function table) has exactly the
     versions listed for ``op``: a version listed without a launch function would otherwise time another
     version's kernel under its name."""
+    if op not in VERSIONS or op not in BEST:
+        raise ImportError(f"robocache.{op}: robocache/_versions.py lists no kernel versions of {op!r} (VERSIONS and "
+                          "BEST; docs/architecture.md, 'Add an op with a kernel')")
     if set(launchers) != set(VERSIONS[op]):
         missing = sorted(set(VERSIONS[op]) - set(launchers))
         extra = sorted(set(launchers) - set(VERSIONS[op]))

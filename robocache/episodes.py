@@ -260,6 +260,33 @@ class _Layout:
         return np.array([d * _ITEMSIZE[t] + TIME_BYTES for d, t in zip(self.dims, self.dtypes)], dtype=np.int64)
 
 
+def _checked_stream(where: str, t: Any, tdt: str, shape: Sequence[int], vdt: str) -> np.ndarray:
+    """One stream of one episode checked (times 1-D, finite, non-decreasing, within int32; values ``[S, D]`` of a
+    stored dtype): its times as float64."""
+    if tdt not in A.TIME_DTYPES:
+        raise TypeError(f"{where}: times have dtype {tdt}; times must be float32 or float64 "
+                        "(convert integer timestamps with .astype(float64))")
+    if t.ndim != 1 or t.shape[0] < 1:
+        raise ValueError(f"{where}: times must be 1-D with at least one sample, got shape {t.shape}")
+    t = np.asarray(t, dtype=np.float64)
+    if not np.isfinite(t).all():
+        raise ValueError(f"{where}: times must be finite (NaN or inf at sample "
+                         f"{int(np.argmin(np.isfinite(t)))})")
+    if t.shape[0] > 1 and not bool(np.all(t[1:] >= t[:-1])):
+        j = int(np.argmax(t[1:] < t[:-1]))
+        raise ValueError(f"{where}: times must be non-decreasing (sample {j + 1} at {t[j + 1]!r} comes "
+                         f"after {t[j]!r})")
+    if t.shape[0] > A.INT32_MAX:
+        raise ValueError(f"{where}: {t.shape[0]} samples, more than robocache's limit of {A.INT32_MAX}")
+    if vdt not in STREAM_DTYPES:
+        raise TypeError(f"{where}: values have dtype {vdt}; EpisodeCache stores "
+                        f"{', '.join(STREAM_DTYPES)} (cast the stream first)")
+    if len(shape) != 2 or shape[0] != t.shape[0] or shape[1] < 1:
+        raise ValueError(f"{where}: values must have shape [S, D] with S = {t.shape[0]} (its times) and "
+                         f"D >= 1, got {tuple(shape)}")
+    return t
+
+
 def _read_layout(src: Any, ids: np.ndarray, rate: float) -> _Layout:
     names = src.names
     if not names:
@@ -282,27 +309,7 @@ def _read_layout(src: Any, ids: np.ndarray, rate: float) -> _Layout:
         for k, name in enumerate(names):
             where = f"episode {g} stream {name!r}"
             t, tdt, shape, vdt = meta[k]
-            if tdt not in A.TIME_DTYPES:
-                raise TypeError(f"{where}: times have dtype {tdt}; times must be float32 or float64 "
-                                "(convert integer timestamps with .astype(float64))")
-            if t.ndim != 1 or t.shape[0] < 1:
-                raise ValueError(f"{where}: times must be 1-D with at least one sample, got shape {t.shape}")
-            t = np.asarray(t, dtype=np.float64)
-            if not np.isfinite(t).all():
-                raise ValueError(f"{where}: times must be finite (NaN or inf at sample "
-                                 f"{int(np.argmin(np.isfinite(t)))})")
-            if t.shape[0] > 1 and not bool(np.all(t[1:] >= t[:-1])):
-                j = int(np.argmax(t[1:] < t[:-1]))
-                raise ValueError(f"{where}: times must be non-decreasing (sample {j + 1} at {t[j + 1]!r} comes "
-                                 f"after {t[j]!r})")
-            if t.shape[0] > A.INT32_MAX:
-                raise ValueError(f"{where}: {t.shape[0]} samples, more than robocache's limit of {A.INT32_MAX}")
-            if vdt not in STREAM_DTYPES:
-                raise TypeError(f"{where}: values have dtype {vdt}; EpisodeCache stores "
-                                f"{', '.join(STREAM_DTYPES)} (cast the stream first)")
-            if len(shape) != 2 or shape[0] != t.shape[0] or shape[1] < 1:
-                raise ValueError(f"{where}: values must have shape [S, D] with S = {t.shape[0]} (its times) and "
-                                 f"D >= 1, got {tuple(shape)}")
+            t = _checked_stream(where, t, tdt, shape, vdt)
             if dtypes[k] is None:
                 dtypes[k], dims[k] = vdt, int(shape[1])
             elif (dtypes[k], dims[k]) != (vdt, int(shape[1])):
@@ -575,6 +582,24 @@ def _window_bounds(window: Any) -> tuple[int, int]:
     return lo, hi
 
 
+def _check_options(batch_size: Any, rate_hz: Any, window: Any, seed: Any, prefetch_depth: Any,
+                   memory_budget: Any) -> tuple[float, int, int]:
+    """EpisodeCache's scalar options checked (the first bad one raised): ``(rate, window lo, window hi)``."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    rate = float(rate_hz)
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate_hz must be a finite number > 0, got {rate_hz!r}")
+    lo, hi = _window_bounds(window)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= _M64:
+        raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+    if isinstance(prefetch_depth, bool) or not isinstance(prefetch_depth, (int, np.integer)) or prefetch_depth < 0:
+        raise ValueError(f"prefetch_depth must be an integer >= 0, got {prefetch_depth!r}")
+    if memory_budget is not None and (isinstance(memory_budget, bool) or not memory_budget > 0):
+        raise ValueError(f"memory_budget must be a number of bytes > 0, got {memory_budget!r}")
+    return rate, lo, hi
+
+
 class EpisodeCache:
     """A dataset's episodes in device memory (or the NumPy path), sampled and resampled one batch per launch.
 
@@ -626,18 +651,7 @@ class EpisodeCache:
                out_dtype: str | None = None, rank: int | None = None, world_size: int | None = None,
                subset: Sequence[int] | None = None, log: Callable[[str], None] | None = None) -> None:
         self._closed = True  # until built: close() does nothing
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-        rate = float(rate_hz)
-        if not (math.isfinite(rate) and rate > 0):
-            raise ValueError(f"rate_hz must be a finite number > 0, got {rate_hz!r}")
-        lo, hi = _window_bounds(window)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= _M64:
-            raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
-        if isinstance(prefetch_depth, bool) or not isinstance(prefetch_depth, (int, np.integer)) or prefetch_depth < 0:
-            raise ValueError(f"prefetch_depth must be an integer >= 0, got {prefetch_depth!r}")
-        if memory_budget is not None and (isinstance(memory_budget, bool) or not memory_budget > 0):
-            raise ValueError(f"memory_budget must be a number of bytes > 0, got {memory_budget!r}")
+        rate, lo, hi = _check_options(batch_size, rate_hz, window, seed, prefetch_depth, memory_budget)
         on_gpu, dev = self._where(device)
         kind = kind or (("torch" if "torch" in sys.modules or _importable("torch") else "cupy") if on_gpu else "numpy")
         allowed = ("torch", "cupy") if on_gpu else ("numpy", "torch")
@@ -648,20 +662,42 @@ class EpisodeCache:
         self._on_gpu, self._dev, self._kind = on_gpu, dev, kind
 
         ids, eq = self._shard(src.n, rank, world_size, subset)
-        local = np.full(src.n, -1, dtype=np.int64)
+        self._set_order(src.n, ids, eq, order)
+        lay = _read_layout(src, ids, rate)
+        self._check_layout(lay, out_dtype)
+        ep_per_upload = len(order) if order is not None else max(1, -(-ORDER_BATCHES // self._bpe)) * self._used
+        plan = self._plan(lay, memory_budget, ep_per_upload)
+        if plan.mode == "streamed" and order is not None:
+            raise ValueError("an explicit order needs the resident mode (a streamed cache draws chunk by chunk from "
+                             "what is resident); give shuffle/seed instead, or a larger memory_budget")
+        self._set_layout(lay, plan)
+        self._closed = False
+        try:
+            self._allocate_and_fill(src)
+        except BaseException:
+            self.close()
+            raise
+        self._lay.times = []  # packed now: the per-episode copies are not needed any more
+        self.build_s = time.perf_counter() - t0
+        (log or logger.info)(self.summary)
+
+    def _set_order(self, n: int, ids: np.ndarray, eq: int, order: Sequence[int] | None) -> None:
+        """The explicit ``order`` (global episode indices) as this cache's local indices, or None (drawn per
+        epoch); the episodes an epoch uses (whole batches) and the batches per epoch."""
+        local = np.full(n, -1, dtype=np.int64)
         local[ids] = np.arange(len(ids))
         if order is not None:
             o = np.asarray(order)
             if o.ndim != 1 or (o.size and o.dtype.kind not in "iu"):
                 raise TypeError("order must be a 1-D sequence of episode indices (integers)")
             o = o.astype(np.int64)
-            if o.size and (o.min() < 0 or o.max() >= src.n):
-                raise ValueError(f"order names episode {int(o[(o < 0) | (o >= src.n)][0])}; the dataset has "
-                                 f"{src.n} episodes (0..{src.n - 1})")
+            if o.size and (o.min() < 0 or o.max() >= n):
+                raise ValueError(f"order names episode {int(o[(o < 0) | (o >= n)][0])}; the dataset has "
+                                 f"{n} episodes (0..{n - 1})")
             missing = o[local[o] < 0] if o.size else o
             if missing.size:
                 raise ValueError(f"order names episode {int(missing[0])}, which this cache does not hold (it holds "
-                                 f"{len(ids)} of the {src.n} episodes: its shard or subset)")
+                                 f"{len(ids)} of the {n} episodes: its shard or subset)")
             self._order = local[o].astype(np.int32)
             used = (len(o) // self._batch_size) * self._batch_size
         else:
@@ -673,24 +709,23 @@ class EpisodeCache:
                              f"batch of {self._batch_size}")
         self._used, self._bpe = used, used // self._batch_size
 
-        lay = _read_layout(src, ids, rate)
-        if lo > 0:
-            short = np.flatnonzero(lay.n_tgt < hi)
+    def _check_layout(self, lay: _Layout, out_dtype: str | None) -> None:
+        """Every episode long enough for the windows asked for; the output dtype (``self._out``), and that this
+        kind of array can hold it."""
+        if self._lo > 0:
+            short = np.flatnonzero(lay.n_tgt < self._hi)
             if short.size:
                 e = int(short[0])
-                raise ValueError(f"episode {int(lay.gid[e])} has {int(lay.n_tgt[e])} targets at {rate:g} Hz, shorter "
-                                 f"than a window of {hi} (drop it, or ask for shorter windows)")
+                raise ValueError(f"episode {int(lay.gid[e])} has {int(lay.n_tgt[e])} targets at {self._rate:g} Hz, "
+                                 f"shorter than a window of {self._hi} (drop it, or ask for shorter windows)")
         self._out = self._out_dtype(out_dtype, lay.dtypes)
         if self._kind == "cupy" and self._out == "bfloat16":
             raise TypeError("CuPy has no bfloat16 arrays: use kind='torch' or another out_dtype")
         if self._kind == "numpy" and self._out == "bfloat16" and not _importable("ml_dtypes"):
             raise TypeError("NumPy bfloat16 output needs ml_dtypes (pip install ml_dtypes), or kind='torch'")
 
-        ep_per_upload = len(o) if order is not None else max(1, -(-ORDER_BATCHES // self._bpe)) * used
-        plan = self._plan(lay, memory_budget, ep_per_upload)
-        if plan.mode == "streamed" and order is not None:
-            raise ValueError("an explicit order needs the resident mode (a streamed cache draws chunk by chunk from "
-                             "what is resident); give shuffle/seed instead, or a larger memory_budget")
+    def _set_layout(self, lay: _Layout, plan: Any) -> None:
+        """The packed layout's bookkeeping: names, row bytes, column offsets, per-episode chunk and offsets."""
         self._lay, self._plan = lay, plan
         self.names = lay.names
         self._row_bytes = [d * _ITEMSIZE[t] for d, t in zip(lay.dims, lay.dtypes)]
@@ -705,15 +740,6 @@ class EpisodeCache:
         hoff[1:] = np.cumsum(lay.counts, axis=0)[:-1]
         self._hoff = hoff  # first sample in the packed host layout
         self._in_off = hoff - hoff[bounds[:-1]][self._chunk_of]
-        self._closed = False
-        try:
-            self._allocate_and_fill(src)
-        except BaseException:
-            self.close()
-            raise
-        self._lay.times = []  # packed now: the per-episode copies are not needed any more
-        self.build_s = time.perf_counter() - t0
-        (log or logger.info)(self.summary)
 
     @staticmethod
     def _where(device: str | None) -> tuple[bool, int]:

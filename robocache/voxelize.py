@@ -284,6 +284,32 @@ def _key(points: Any, features: Any | None, grid: Any, bounds: Any, mode: str) -
     return key
 
 
+def _checked_inputs(points: Any, features: Any | None, mode: str) -> tuple[A.Arr, A.Arr | None]:
+    """``mode``, ``points[B, N, 3]`` and ``features[B, N, C]`` checked (the first problem raised, in this order):
+    their descriptions."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    p = A.describe("points", points)
+    f = A.describe("features", features) if features is not None else None
+    A.same_place([p] + ([f] if f is not None else []))
+    A.check_rank(p, 3, "[B, N, 3]")
+    b, n, three = p.shape
+    if three != 3:
+        raise ValueError(f"points must have shape [B, N, 3] (x, y, z last), got {p.shape}")
+    A.check_positive(p, {"B (batch)": b, "N (points)": n}, allow_zero=("N (points)",))
+    A.check_value_dtype(p, on_gpu=p.on_gpu)
+    if mode == "mean" and f is None:
+        raise ValueError("mode='mean' averages features: pass features[B, N, C]")
+    if f is not None:
+        A.check_rank(f, 3, "[B, N, C]")
+        if f.shape[:2] != (b, n):
+            raise ValueError(f"features must have shape [B, N, C] with B, N = {(b, n)} like points, got {f.shape}")
+        A.check_positive(f, {"C (channels)": f.shape[2]})
+        if f.dtype != p.dtype:
+            raise TypeError(f"features have dtype {f.dtype} but points have {p.dtype}; cast one to the other")
+    return p, f
+
+
 def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any,
              mode: str = "count", *, out: Any | None = None, _version: str | None = None) -> Any:
     """Voxelize ``points[B,N,3]`` (and ``features[B,N,C]``) into a dense grid per batch row.
@@ -299,40 +325,20 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
     """
     if out is None and _version is None:  # the launch floor: one dict lookup
         key = _key(points, features, grid, bounds, mode)
-        if key is not None:
-            plan = _PLANS.get(key)
-            if plan is not None:
-                return plan(points, features)
+        plan = _PLANS.get(key) if key is not None else None
+        if plan is not None:
+            return plan(points, features)
     version = _versions.check("voxelize", _version)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    p = A.describe("points", points)
-    f = A.describe("features", features) if features is not None else None
-    A.same_place([p] + ([f] if f is not None else []))
-    A.check_rank(p, 3, "[B, N, 3]")
-    b, n, three = p.shape
-    if three != 3:
-        raise ValueError(f"points must have shape [B, N, 3] (x, y, z last), got {p.shape}")
-    A.check_positive(p, {"B (batch)": b, "N (points)": n}, allow_zero=("N (points)",))
-    A.check_value_dtype(p, on_gpu=p.on_gpu)
-    if mode == "mean":
-        if f is None:
-            raise ValueError("mode='mean' averages features: pass features[B, N, C]")
-    if f is not None:
-        A.check_rank(f, 3, "[B, N, C]")
-        if f.shape[:2] != (b, n):
-            raise ValueError(f"features must have shape [B, N, C] with B, N = {(b, n)} like points, got {f.shape}")
-        A.check_positive(f, {"C (channels)": f.shape[2]})
-        if f.dtype != p.dtype:
-            raise TypeError(f"features have dtype {f.dtype} but points have {p.dtype}; cast one to the other")
+    p, f = _checked_inputs(points, features, mode)
+    b, n = p.shape[0], p.shape[1]
     g, lo, hi, inv = _validate_grid_bounds(grid, bounds)
-    bnds = np.stack([lo, hi]).astype(np.float64)
     out_dtype = {"count": "int32", "occupancy": "bool"}.get(mode, p.dtype)
     out_shape = (b, *g) if mode != "mean" else (b, *g, f.shape[2])
     if out is not None:
         A.check_out(out, p, out_shape, out_dtype)
 
     if not p.on_gpu:
+        bnds = np.stack([lo, hi]).astype(np.float64)
         res = reference.voxelize(A.to_numpy(p), A.to_numpy(f) if f is not None else None, g, bnds, mode,
                                  out_dtype=np.float64)
         return A.fill_out(out, A.from_numpy_like(p, res, out_dtype))

@@ -47,6 +47,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+# The alerts format is robocache.bench.schema.AlertsDoc; this job's python3 has nothing installed, so the script
+# checks what it reads from it with the standard library, on the same fields (tests/test_alerts_schema.py).
 SCHEMA = "robocache-alerts/1"
 BISECT_SCHEMA = "robocache-bisect/1"
 BISECT_MARKER = "<!-- robocache-bisect: {} -->"
@@ -57,7 +59,8 @@ MARKER_RE = re.compile(r"<!-- robocache-series: ([0-9a-f]{12}) -->")
 CHANGE_MARKER = "<!-- robocache-change: {} -->"
 CHANGE_RE = re.compile(r"<!-- robocache-change: ([0-9a-f]{12}) -->")
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{12}$")
-REQUIRED = ("fingerprint", "series", "title", "direction", "ratio", "before", "after", "markdown")
+REQUIRED = ("fingerprint", "series", "title", "direction", "ratio", "before", "after", "markdown")  # of an alert
+DRIFT_REQUIRED = ("fingerprint", "change_id", "series", "title", "markdown", "direction", "last")
 TITLE_MAX = 250  # GitHub's limit is 256 characters
 BODY_MAX = 60000  # GitHub's limit is 65,536 characters for bodies and comments
 TIMEOUT_S = 30
@@ -73,11 +76,6 @@ class GitHubError(RuntimeError):
 
 # ---------------------------------------------------------------------------------------------------------
 # the alerts file
-
-def load_alerts(path: str) -> list[dict[str, Any]]:
-    """The alerts of one ``robocache-bench check --json`` file, validated; raises AlertsFileError."""
-    return load_doc(path)["alerts"]
-
 
 def load_doc(path: str) -> dict[str, Any]:
     """One ``robocache-bench check --json`` file, validated: ``alerts``, ``drifts`` (optional: [] when absent),
@@ -124,8 +122,7 @@ def load_doc(path: str) -> dict[str, Any]:
         where = f"{path}: drifts[{i}]"
         if not isinstance(d, dict):
             raise AlertsFileError(f"{where}: expected an object, got {type(d).__name__}")
-        missing = [k for k in ("fingerprint", "change_id", "series", "title", "markdown", "direction", "last")
-                   if k not in d]
+        missing = [k for k in DRIFT_REQUIRED if k not in d]
         if missing:
             raise AlertsFileError(f"{where}: missing key(s) {', '.join(missing)}")
         _hex(where, "fingerprint", d["fingerprint"])

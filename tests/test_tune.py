@@ -179,6 +179,21 @@ def test_every_version_has_a_launch_function():
         _versions.require_launchers("resample", {"v1": None})
 
 
+@pytest.mark.parametrize("op", ["resample", "fuse", "voxelize"])
+def test_a_version_listed_without_a_launch_function_fails_the_import(op, monkeypatch):
+    """The trap of issue 28: "v4" added to VERSIONS and nothing else would time another version's kernel under
+    v4's name. The op module itself (a fresh copy, executed as robocache's import does) refuses to load."""
+    import importlib.util
+    from pathlib import Path
+
+    import robocache
+
+    monkeypatch.setitem(_versions.VERSIONS, op, (*_versions.VERSIONS[op], "v4"))
+    spec = importlib.util.spec_from_file_location(f"robocache._{op}_probe", Path(robocache.__file__).parent / f"{op}.py")
+    with pytest.raises(ImportError, match=rf"robocache\.{op}: kernel versions without a launch function \['v4'\]"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
 def test_tune_command_refuses_bad_options_before_touching_a_gpu(tmp_path):
     from robocache.bench import cli, specs, tune
 

@@ -73,7 +73,6 @@ SAME_MISS = 0.01  # "same": a true difference of the endpoints' size gives a p a
 SAME_FLOOR = 0.05  # and never "same" at a p a plain test would call different (the high threshold can be 1e-4)
 SETTLE_MARGIN = 0.25  # at the most samples, a candidate this near an endpoint on the good -> bad scale is on its side
 LOW_Q = 0.25  # settle() places a candidate by its lower quartile (contention only adds time)
-STATISTICS = ("p50", "p20", "min")  # which figure of a record is one sample (p50: the series' own)
 SAMPLES = 10  # samples per case and commit to start with (Pinpoint: 10, doubling to 160)
 MAX_SAMPLES = 160
 ENDPOINT_ROUNDS = 3  # the endpoints double at most this many times while a case is unknown (10 -> 80)
@@ -235,6 +234,30 @@ def candidate_verdict(x: Mapping[str, Sequence[float]], good: Mapping[str, Seque
     the candidate's and the endpoint's positions are draws from one mixture over the cases (the same number of
     samples per case on both sides), and the rank tests need nothing more; it has the power of every case at once.
     The magnitude of interest is the endpoints' distance (1 on this scale) over their pooled interquartile range."""
+    zx, zg, zb, per = _case_positions(x, good, bad, keys)
+    if not zx:
+        return Verdict("unknown", 1.0, 1.0, 1.0, math.nan, 0, per)
+    ax, ag, ab = np.concatenate(zx), np.concatenate(zg), np.concatenate(zb)
+    p_good, p_bad = p_value(ax, ag), p_value(ax, ab)
+    spread = spread_bound(np.concatenate([ag - np.median(ag), ab - np.median(ab)]))
+    m = 1.0 / spread if spread > 0 else math.inf
+    h_good, h_bad = high_threshold(m, len(ax), len(ag)), high_threshold(m, len(ax), len(ab))
+    pos = float(np.median(ax))
+    # contention only adds time: the lower quartiles, matched, place a candidate whatever share of it was contended
+    qx, qg, qb = (float(np.quantile(a, LOW_Q)) for a in (ax, ag, ab))
+    low = (qx - qg) / (qb - qg) if qb > qg else math.nan
+    verdict, high = _pooled_verdict(p_good, p_bad, h_good, h_bad, pos, alpha)
+    for c in (c for c in per if "p_vs_good" in c):
+        c["verdict"] = ("bad" if c["p_vs_good"] <= alpha and c["p_vs_bad"] > alpha else
+                        "good" if c["p_vs_bad"] <= alpha and c["p_vs_good"] > alpha else "unknown")
+    return Verdict(verdict, p_good, p_bad, high, pos, min(len(z) for z in zx), per, low)
+
+
+def _case_positions(x: Mapping[str, Sequence[float]], good: Mapping[str, Sequence[float]],
+                    bad: Mapping[str, Sequence[float]], keys: Sequence[str]
+                    ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[dict[str, Any]]]:
+    """Per case with samples: the candidate's, good's and bad's positions on its good -> bad scale, and the case's
+    evidence (a case whose endpoints' medians moved together has no scale: noted, left out)."""
     zx, zg, zb, per = [], [], [], []
     for k in keys:
         if not x.get(k):
@@ -250,30 +273,20 @@ def candidate_verdict(x: Mapping[str, Sequence[float]], good: Mapping[str, Seque
         per.append({"case_key": k, "samples": len(px),
                     "ratio_vs_good": math.exp(float(np.median(lx) - np.median(np.log(np.asarray(good[k], float))))),
                     "p_vs_good": p_value(px, pg), "p_vs_bad": p_value(px, pb), "position": float(np.median(px))})
-    if not zx:
-        return Verdict("unknown", 1.0, 1.0, 1.0, math.nan, 0, per)
-    ax, ag, ab = np.concatenate(zx), np.concatenate(zg), np.concatenate(zb)
-    p_good, p_bad = p_value(ax, ag), p_value(ax, ab)
-    spread = spread_bound(np.concatenate([ag - np.median(ag), ab - np.median(ab)]))
-    m = 1.0 / spread if spread > 0 else math.inf
-    h_good, h_bad = high_threshold(m, len(ax), len(ag)), high_threshold(m, len(ax), len(ab))
-    pos = float(np.median(ax))
-    # contention only adds time: the lower quartiles, matched, place a candidate whatever share of it was contended
-    qx, qg, qb = (float(np.quantile(a, LOW_Q)) for a in (ax, ag, ab))
-    low = (qx - qg) / (qb - qg) if qb > qg else math.nan
-    # same as bad, or beyond it (slower still); same as good, or beyond it (faster still: the machine was quieter)
+    return zx, zg, zb, per
+
+
+def _pooled_verdict(p_good: float, p_bad: float, h_good: float, h_bad: float, pos: float, alpha: float
+                    ) -> tuple[str, float]:
+    """The pooled decision and its high threshold: same as bad, or beyond it (slower still); same as good, or
+    beyond it (faster still: the machine was quieter); between; or unknown."""
     if p_good <= alpha and (p_bad > h_bad or pos > 1.0) and pos > 0.5:
-        verdict, high = "bad", h_bad
-    elif p_bad <= alpha and (p_good > h_good or pos < 0.0) and pos < 0.5:
-        verdict, high = "good", h_good
-    elif p_good <= alpha and p_bad <= alpha and 0.0 < pos < 1.0:
-        verdict, high = "between", max(h_good, h_bad)
-    else:
-        verdict, high = "unknown", max(h_good, h_bad)
-    for c in (c for c in per if "p_vs_good" in c):
-        c["verdict"] = ("bad" if c["p_vs_good"] <= alpha and c["p_vs_bad"] > alpha else
-                        "good" if c["p_vs_bad"] <= alpha and c["p_vs_good"] > alpha else "unknown")
-    return Verdict(verdict, p_good, p_bad, high, pos, min(len(z) for z in zx), per, low)
+        return "bad", h_bad
+    if p_bad <= alpha and (p_good > h_good or pos < 0.0) and pos < 0.5:
+        return "good", h_good
+    if p_good <= alpha and p_bad <= alpha and 0.0 < pos < 1.0:
+        return "between", max(h_good, h_bad)
+    return "unknown", max(h_good, h_bad)
 
 
 # ------------------------------------------------------------------------------------------------ git
@@ -651,82 +664,94 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
         return st
 
     try:
-        # 1. the endpoints: does the change reproduce between them? (rounds alternate: good, bad; bad, good; ...)
-        verdicts: list[CaseVerdict] = []
-        n = cfg.samples
-        for r in range(cfg.endpoint_rounds + 1):
-            for i in ((0, k) if r % 2 == 0 else (k, 0)):
-                try:
-                    measure(i, n)
-                except Untestable as e:
-                    st.untestable[i] = str(e)
-                    return finish("not_reproducible", f"the {'good' if i == 0 else 'bad'} endpoint "
-                                                      f"{st.commits[i].sha[:12]} cannot be measured: {e}")
-            verdicts = endpoints_verdict(st.pools[0], st.pools[k], st.expect, cfg.alpha)
-            st.evidence[k] = _endpoint_evidence(st, verdicts)
-            update(st)
-            # a case left out (or "not reproducible", which ends the bisection) never on one run of each endpoint:
-            # one noisy invocation, and a spread estimated from a few samples, must not decide that nothing moved
-            undecided = [v for v in verdicts if v.verdict == "unknown"]
-            settled = not undecided and (all(v.verdict == "reproduced" for v in verdicts) or r >= 1)
-            have = st.count(0)
-            if settled or have >= cfg.endpoint_max:
-                break
-            n = min(have, cfg.endpoint_max - have)
-        st.reproduced = [v.key for v in verdicts if v.verdict == "reproduced"]
-        st.excluded = [(v.key, _excluded_reason(v)) for v in verdicts if v.verdict != "reproduced"]
-        st.order.append(k)
-        if not st.reproduced:
-            return finish("not_reproducible", "the endpoints do not differ: " + "; ".join(
-                f"{v.key} x{v.ratio:.3f} ({v.verdict}, p = {v.p:.2g})" for v in verdicts))
+        ended = _endpoints(st, measure, update)  # 1. does the change reproduce between the endpoints?
+        if ended is not None:
+            return finish(*ended)
         say(f"  reproduced: {', '.join(st.reproduced)}" + (f"; left out: {', '.join(x for x, _ in st.excluded)}"
                                                           if st.excluded else ""))
-        # 2. narrow the range
-        while st.hi - st.lo > 1:
-            mid = _pick(st.lo, st.hi, set(st.untestable))
-            if mid is None:
-                st.suspects = [i for i in range(st.lo + 1, st.hi + 1)]
-                return finish("untestable", f"only untestable commits are left between the last good "
-                                            f"{st.commits[st.lo].sha[:12]} and the first bad "
-                                            f"{st.commits[st.hi].sha[:12]}: the change is in one of "
-                                            f"{len(st.suspects)} commits")
-            try:
-                v = _decide(st, mid, measure)
-            except Untestable as e:
-                st.untestable[mid] = str(e)
-                st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate",
-                                    "verdict": "untestable", "samples": 0, "rounds": st.rounds.get(mid, 0),
-                                    "seconds": st.decide_s.get(mid, 0.0), "reason": str(e)}
-                st.order.append(mid)
-                say(f"  {st.commits[mid].sha[:12]}: untestable ({e})")
-                update(st)
-                continue
-            st.order.append(mid)
-            say(f"  {st.commits[mid].sha[:12]}: {v.verdict} (p vs good {v.p_good:.2g}, vs bad {v.p_bad:.2g}, "
-                f"position {v.position:.2f}, {v.samples} samples per case)")
-            if v.verdict == "bad":
-                st.hi = mid
-            elif v.verdict == "good":
-                st.lo = mid
-            elif v.verdict == "between":
-                st.suspects = list(range(st.lo + 1, st.hi + 1))
-                return finish("spread", f"{st.commits[mid].sha[:12]} differs from both endpoints and lies between "
-                                        f"them (position {v.position:.2f} on the good -> bad scale, its lower "
-                                        f"quartile {v.low:.2f}): the change is spread over several commits of the "
-                                        "range")
-            else:
-                st.suspects = list(range(st.lo + 1, st.hi + 1))
-                return finish("undecided", f"{st.commits[mid].sha[:12]} stayed unknown after {v.samples} samples per "
-                                           f"case (p vs good {v.p_good:.2g}, vs bad {v.p_bad:.2g})")
-        st.culprit = st.hi
-        skipped = [i for i in st.untestable if st.lo < i < st.hi]
-        return finish("found", f"{st.commits[st.hi].sha[:12]} is the first commit the same as the bad endpoint; the "
-                               f"commit before it, {st.commits[st.lo].sha[:12]}, is the same as the good one"
-                      + (f" ({len(skipped)} untestable between)" if skipped else ""))
+        return finish(*_narrow(st, measure, update, say))  # 2. narrow the range
     except OutOfBudget as e:
         st.suspects = list(range(st.lo + 1, st.hi + 1))
         return finish("budget", f"{e}: the change is in one of {len(st.suspects)} commits after "
                                 f"{st.commits[st.lo].sha[:12]} up to {st.commits[st.hi].sha[:12]}")
+
+
+def _endpoints(st: State, measure: Callable[..., Any], update: Callable[[State], None]) -> tuple[str, str] | None:
+    """The endpoints' rounds (alternating: good, bad; bad, good; ...) until every case is decided: sets
+    ``reproduced`` and ``excluded``; ``(status, reason)`` when the bisection ends here, else None."""
+    cfg, k = st.settings, len(st.commits) - 1
+    verdicts: list[CaseVerdict] = []
+    n = cfg.samples
+    for r in range(cfg.endpoint_rounds + 1):
+        for i in ((0, k) if r % 2 == 0 else (k, 0)):
+            try:
+                measure(i, n)
+            except Untestable as e:
+                st.untestable[i] = str(e)
+                return "not_reproducible", (f"the {'good' if i == 0 else 'bad'} endpoint "
+                                            f"{st.commits[i].sha[:12]} cannot be measured: {e}")
+        verdicts = endpoints_verdict(st.pools[0], st.pools[k], st.expect, cfg.alpha)
+        st.evidence[k] = _endpoint_evidence(st, verdicts)
+        update(st)
+        # a case left out (or "not reproducible", which ends the bisection) never on one run of each endpoint:
+        # one noisy invocation, and a spread estimated from a few samples, must not decide that nothing moved
+        undecided = [v for v in verdicts if v.verdict == "unknown"]
+        settled = not undecided and (all(v.verdict == "reproduced" for v in verdicts) or r >= 1)
+        have = st.count(0)
+        if settled or have >= cfg.endpoint_max:
+            break
+        n = min(have, cfg.endpoint_max - have)
+    st.reproduced = [v.key for v in verdicts if v.verdict == "reproduced"]
+    st.excluded = [(v.key, _excluded_reason(v)) for v in verdicts if v.verdict != "reproduced"]
+    st.order.append(k)
+    if not st.reproduced:
+        return "not_reproducible", "the endpoints do not differ: " + "; ".join(
+            f"{v.key} x{v.ratio:.3f} ({v.verdict}, p = {v.p:.2g})" for v in verdicts)
+    return None
+
+
+def _narrow(st: State, measure: Callable[..., Any], update: Callable[[State], None], say: Callable[[str], None]
+            ) -> tuple[str, str]:
+    """Candidates between the last good and the first bad, each decided against its own endpoint samples, until
+    one commit is left or a candidate ends it: ``(status, reason)``."""
+    while st.hi - st.lo > 1:
+        mid = _pick(st.lo, st.hi, set(st.untestable))
+        if mid is None:
+            st.suspects = [i for i in range(st.lo + 1, st.hi + 1)]
+            return "untestable", (f"only untestable commits are left between the last good "
+                                  f"{st.commits[st.lo].sha[:12]} and the first bad {st.commits[st.hi].sha[:12]}: the "
+                                  f"change is in one of {len(st.suspects)} commits")
+        try:
+            v = _decide(st, mid, measure)
+        except Untestable as e:
+            st.untestable[mid] = str(e)
+            st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate",
+                                "verdict": "untestable", "samples": 0, "rounds": st.rounds.get(mid, 0),
+                                "seconds": st.decide_s.get(mid, 0.0), "reason": str(e)}
+            st.order.append(mid)
+            say(f"  {st.commits[mid].sha[:12]}: untestable ({e})")
+            update(st)
+            continue
+        st.order.append(mid)
+        say(f"  {st.commits[mid].sha[:12]}: {v.verdict} (p vs good {v.p_good:.2g}, vs bad {v.p_bad:.2g}, "
+            f"position {v.position:.2f}, {v.samples} samples per case)")
+        if v.verdict == "bad":
+            st.hi = mid
+        elif v.verdict == "good":
+            st.lo = mid
+        else:
+            st.suspects = list(range(st.lo + 1, st.hi + 1))
+            if v.verdict == "between":
+                return "spread", (f"{st.commits[mid].sha[:12]} differs from both endpoints and lies between them "
+                                  f"(position {v.position:.2f} on the good -> bad scale, its lower quartile "
+                                  f"{v.low:.2f}): the change is spread over several commits of the range")
+            return "undecided", (f"{st.commits[mid].sha[:12]} stayed unknown after {v.samples} samples per case "
+                                 f"(p vs good {v.p_good:.2g}, vs bad {v.p_bad:.2g})")
+    st.culprit = st.hi
+    skipped = [i for i in st.untestable if st.lo < i < st.hi]
+    return "found", (f"{st.commits[st.hi].sha[:12]} is the first commit the same as the bad endpoint; the "
+                     f"commit before it, {st.commits[st.lo].sha[:12]}, is the same as the good one"
+                     + (f" ({len(skipped)} untestable between)" if skipped else ""))
 
 
 def _excluded_reason(v: CaseVerdict) -> str:
@@ -983,23 +1008,25 @@ class Group:
 
 
 def read_alerts(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A ``check --json`` file (``robocache-alerts/1``), with what bisect reads from each alert checked."""
+    """A ``check --json`` file (:class:`schema.AlertsDoc`, ``robocache-alerts/1``) validated by its type, each alert
+    with what bisect reads (its case key and commit range: optional in the format); the dict as written."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise SetupError(f"{path}: cannot read: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise SetupError(f"{path}: not JSON: {e}") from None
-    if (not isinstance(doc, dict) or doc.get("schema") != "robocache-alerts/1"
-            or not isinstance(doc.get("alerts"), list)):
-        raise SetupError(f"{path}: not a robocache-alerts/1 document (the output of `robocache-bench check --json`)")
-    for i, a in enumerate(doc["alerts"]):
-        ok = (isinstance(a, dict) and isinstance(a.get("series"), dict) and isinstance(a.get("case_key"), str)
-              and isinstance(a.get("fingerprint"), str) and isinstance(a.get("before"), dict)
-              and isinstance(a.get("after"), dict))
-        if not ok:
+    try:
+        typed = schema.parse_alerts_bytes(raw)
+    except schema.AlertsError as e:
+        alert = e.path.split(".")[0] if e.path.startswith("alerts[") else ""
+        if alert:
+            raise SetupError(f"{path}: {alert} lacks series, case_key, fingerprint, before or after as "
+                             f"`robocache-bench check --json` writes them ({e})") from None
+        raise SetupError(f"{path}: not a robocache-alerts/1 document (the output of `robocache-bench check "
+                         f"--json`): {e}") from None
+    for i, a in enumerate(typed.alerts):
+        if a.case_key is None or a.before is None or a.after is None:
             raise SetupError(f"{path}: alerts[{i}] lacks series, case_key, fingerprint, before or after")
-    return doc
+    return json.loads(raw)
 
 
 def groups(alerts: Sequence[Mapping[str, Any]]) -> list[Group]:
@@ -1103,6 +1130,50 @@ def _series_cases(text: str, cache: str) -> list[CaseSpec]:
     return [CaseSpec(k, cache) for k in dict.fromkeys(keys)]
 
 
+def _chosen_groups(args: Any, doc: Mapping[str, Any], say: Callable[[str], None]) -> list[Group]:
+    """The alert groups ``--alerts`` asks for: the one ALERT names, or (``--all``) every confirmed one of this
+    machine not bisected yet (``--known``)."""
+    if args.alert:
+        return [pick_group(doc["alerts"], args.alert)]
+    if not args.all:
+        raise SetupError("--alerts needs an ALERT id (change id, fingerprint or issue key) or --all")
+    known = known_keys(args.known or [])
+    chosen = []
+    for g in groups([a for a in doc["alerts"] if a.get("confirmed") is True]):
+        if g.key in known:
+            say(f"alert group {g.key} ({g.machine}, {g.before[:12]}..{g.after[:12]}): already bisected, skipped")
+        elif g.machine != (args.machine or g.machine):
+            say(f"alert group {g.key}: machine {g.machine}, not this one ({args.machine}), skipped")
+        else:
+            chosen.append(g)
+    return chosen
+
+
+def _alert_jobs(args: Any, repo: Path, say: Callable[[str], None]
+                ) -> list[tuple[str, str, list[CaseSpec], str, Group | None]]:
+    """``(good, bad, cases, machine, group)`` of each chosen alert group with a commit range to bisect."""
+    if args.series or args.good or args.bad:
+        raise SetupError("give an alert (ALERT or --all with --alerts) or --series with --good and --bad, not both")
+    jobs: list[tuple[str, str, list[CaseSpec], str, Group | None]] = []
+    for g in _chosen_groups(args, read_alerts(args.alerts), say):
+        if not g.before or not g.after or g.before == g.after:
+            say(f"alert group {g.key}: no commit range (same commit before and after): nothing to bisect")
+            continue
+        try:
+            n = len(commit_range(repo, g.before, g.after)) - 1
+        except SetupError as e:
+            if args.all:  # the nightly goes on with the other groups
+                say(f"alert group {g.key}: {e}")
+                continue
+            raise
+        if n < 2 and args.all:
+            say(f"alert group {g.key}: one commit in its range, {g.after[:12]}: it is the culprit, nothing to "
+                "bisect")
+            continue
+        jobs.append((g.before, g.after, g.cases, args.machine or g.machine, g))
+    return jobs
+
+
 def run_cli(args: Any) -> int:
     """``robocache-bench bisect``: one alert group (ALERT with --alerts), every eligible group (--all), or a list of
     cases and a commit range (--series, --good, --bad). Prints each bisection's summary; exit 0 when each ran to a
@@ -1117,40 +1188,7 @@ def run_cli(args: Any) -> int:
     t0 = time.monotonic()
     jobs: list[tuple[str, str, list[CaseSpec], str, Group | None]] = []  # good, bad, cases, machine, group
     if args.alerts:
-        if args.series or args.good or args.bad:
-            raise SetupError("give an alert (ALERT or --all with --alerts) or --series with --good and --bad, not both")
-        doc = read_alerts(args.alerts)
-        if args.alert:
-            chosen = [pick_group(doc["alerts"], args.alert)]
-        elif args.all:
-            known = known_keys(args.known or [])
-            chosen = []
-            for g in groups([a for a in doc["alerts"] if a.get("confirmed") is True]):
-                if g.key in known:
-                    say(f"alert group {g.key} ({g.machine}, {g.before[:12]}..{g.after[:12]}): already bisected, "
-                        "skipped")
-                elif g.machine != (args.machine or g.machine):
-                    say(f"alert group {g.key}: machine {g.machine}, not this one ({args.machine}), skipped")
-                else:
-                    chosen.append(g)
-        else:
-            raise SetupError("--alerts needs an ALERT id (change id, fingerprint or issue key) or --all")
-        for g in chosen:
-            if not g.before or not g.after or g.before == g.after:
-                say(f"alert group {g.key}: no commit range (same commit before and after): nothing to bisect")
-                continue
-            try:
-                n = len(commit_range(repo, g.before, g.after)) - 1
-            except SetupError as e:
-                if args.all:  # the nightly goes on with the other groups
-                    say(f"alert group {g.key}: {e}")
-                    continue
-                raise
-            if n < 2 and args.all:
-                say(f"alert group {g.key}: one commit in its range, {g.after[:12]}: it is the culprit, nothing to "
-                    "bisect")
-                continue
-            jobs.append((g.before, g.after, g.cases, args.machine or g.machine, g))
+        jobs = _alert_jobs(args, repo, say)
         if not jobs:
             print("nothing to bisect")
             return 0

@@ -819,8 +819,7 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
 
 def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
     """``check``'s report on stdout and, when asked, its markdown and JSON files (written atomically)."""
-    import json
-
+    from . import schema
     from .regressions import alerts
 
     text = alerts.check_markdown(res, getattr(args, "dashboard_url", None))
@@ -834,7 +833,7 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
         doc = alerts.alerts_json(res, getattr(args, "dashboard_url", None))
         doc["refuted"] = [c.fingerprint for c in refuted]
         doc["confirm_asked"] = bool(args.confirm)
-        store.atomic_write(args.json, json.dumps(doc, indent=1, allow_nan=False))
+        store.atomic_write(args.json, schema.encode_alerts(doc))  # validated as schema.AlertsDoc
 
 
 def _floor_arg(text: str) -> float:

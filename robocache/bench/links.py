@@ -22,7 +22,6 @@ ENV_VAR = "ROBOCACHE_DASHBOARD_URL"
 DEFAULT = "http://127.0.0.1:8501"
 HISTORY_PAGE = "history"  # the pages' url paths (dashboard/app.py: the file name unless url_path says otherwise)
 RUNS_PAGE = "runs"
-REGRESSIONS_PAGE = "regressions"
 # http(s), a host, then no whitespace, quotes, angle brackets, parentheses or backslashes: a link that can sit in
 # markdown ``[text](url)`` and an issue body without being cut or becoming markup
 _URL_RE = re.compile(r"^https?://[^\s\"'<>()\\`]+$")

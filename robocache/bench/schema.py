@@ -656,3 +656,204 @@ def validate_bisect(doc: Any) -> BisectDoc:
     except (TypeError, ValueError, UnicodeEncodeError) as e:  # NaN/inf (msgspec would write null), a non-JSON value
         raise SchemaError(f"cannot serialize: {e}") from None
     return parse_bisect_bytes(data)
+
+
+# --- alerts documents: ``robocache-bench check --json`` (robocache/bench/regressions/alerts.py) ---------------
+# What `check` raised, written by the CLI (``check --json``) and the dashboard's check cache, read by the dashboard
+# (History, Regressions, Overview), ``robocache-bench bisect --alerts`` and scripts/alerts_to_issues.py. Validated
+# like the other documents: msgspec, unknown fields refused, floats finite (no NaN: JSON has no such token). The
+# version is the ``schema`` text: fields added within /1 are optional, so every file written since the first
+# ``robocache-alerts/1`` (no change ids, links, drifts, breaks or ``checked`` then) still loads; a writer only ever
+# adds optional fields within /1, and anything else is /2, which this reader refuses by name.
+# Only ``alerts`` and a finding's ``fingerprint`` and ``series`` are required: the format is read from files of other writers too
+# (tests, hand-made fixtures); what each reader needs beyond that (an issue's title and markdown, bisect's case key
+# and commit range) it asks of the typed document itself. scripts/alerts_to_issues.py runs in a job that installs
+# nothing (the runner's python3 and that one file), so it keeps a standard-library check of the same format:
+# tests/test_alerts_schema.py holds the two to the same fields.
+
+ALERTS_SCHEMA = "robocache-alerts/1"
+_FMAX = 1.7976931348623157e308  # sys.float_info.max: a check's ratio may be any finite number (1e-300 -> 1e300)
+AlertFloat = Annotated[float, Meta(ge=-_FMAX, le=_FMAX)]  # finite: NaN and +-Inf fail the bounds
+AlertNonNeg = Annotated[float, Meta(ge=0.0, le=_FMAX)]
+SeriesFields = dict[str, str | int | None]  # schema.Series as a dict (fingerprint()), plus the machine's arch
+
+
+class AlertPoint(_Rec):
+    """A run at one end of a change (the last before, the first after) or of a drift's window."""
+
+    commit: str | None = None
+    run_id: str | None = None
+    created: str | None = None
+
+
+class StepAlert(_Rec, kw_only=True):
+    """A significant step in a series between two commits: an alert (slower) or an improvement (faster)."""
+
+    fingerprint: _HEX12  # the series (schema.fingerprint)
+    change_id: _HEX12 | None = None  # series and commit range (absent in the first /1 files)
+    kind: Literal["step"] = "step"
+    series: SeriesFields
+    title: str = ""
+    direction: Literal["slower", "faster"] | None = None
+    ratio: AlertNonNeg | None = None  # median time after / before
+    ratio_ci: list[AlertNonNeg] = []
+    q_value: AlertNonNeg | None = None
+    p_value: AlertNonNeg | None = None
+    noise: AlertNonNeg | None = None
+    n_before: Count | None = None
+    n_after: Count | None = None
+    before: AlertPoint | None = None
+    after: AlertPoint | None = None
+    case_key: str | None = None  # op/tag/dtype/provider: what `run --cases` measures again
+    reproduce: str | None = None
+    markdown: str = ""  # record strings escaped: an issue's body as is
+    link: str | None = None  # its History view (links.history_url); a reader rebuilds it, never trusts it
+    confirmed: bool | None = None  # None: not asked (no --confirm); False: could not be measured again
+    confirm_note: str = ""
+    reruns: Count = 0
+    location_p: AlertNonNeg | None = None
+
+
+class DriftAlert(_Rec, kw_only=True):
+    """A trend over the newest nights of a series (no single commit blamed)."""
+
+    fingerprint: _HEX12
+    change_id: _HEX12 | None = None
+    kind: Literal["drift"] = "drift"
+    series: SeriesFields
+    title: str = ""
+    direction: Literal["slower", "faster"] | None = None
+    slope_per_night: AlertFloat | None = None
+    slope_ci: list[AlertFloat] = []
+    total: AlertFloat | None = None
+    window: Count | None = None
+    tau: AlertFloat | None = None
+    p_value: AlertNonNeg | None = None
+    q_value: AlertNonNeg | None = None
+    first: AlertPoint | None = None
+    last: AlertPoint | None = None
+    case_key: str | None = None
+    markdown: str = ""
+    link: str | None = None
+    confirmed: bool | None = None
+    confirm_note: str = ""
+    reruns: Count = 0
+
+
+class BreakNote(_Rec, kw_only=True):
+    """A series moved because the way it is measured (``method``) or its runner (``environment``) changed."""
+
+    fingerprint: _HEX12
+    kind: Literal["method", "environment"]
+    series: SeriesFields
+    detail: str = ""
+    run_id: str | None = None
+    created: str | None = None
+    ratio: AlertNonNeg | None = None
+    link: str | None = None
+
+
+class AlertsSummary(_Rec):
+    """The check's counts and settings (regressions.alerts.tested: what it could answer); all optional, as a
+    file of an older writer lacks the later ones (and then says no pass: dashboard verdict ``unknown``)."""
+
+    series_current: Count | None = None
+    series_checked: Count | None = None
+    series_not_enough_history: Count | None = None
+    series_stale: Count | None = None
+    status: Literal["regression", "not_enough_history", "partial", "no_regression"] | None = None
+    series: Count | None = None
+    candidates: Count | None = None
+    significant_changes: Count | None = None
+    alerts: Count | None = None
+    improvements: Count | None = None
+    drifts: Count | None = None
+    breaks: Count | None = None
+    excluded_points: Count | None = None
+    excluded_reasons: dict[str, Count] = {}
+    floor: AlertNonNeg | None = None
+    fdr_q: AlertNonNeg | None = None
+
+
+class AlertsDoc(_Rec, kw_only=True):
+    """A check's result (``check --json``): its alerts, improvements, drifts and breaks, the series it tested."""
+
+    schema: Literal["robocache-alerts/1"]
+    alerts: list[StepAlert]  # every writer writes it, every reader needs it (an empty list: nothing raised)
+    generated: str | None = None  # ISO 8601 UTC
+    improvements: list[StepAlert] = []
+    drifts: list[DriftAlert] = []
+    breaks: list[BreakNote] = []
+    checked: list[_HEX12] | None = None  # fingerprints of the series tested (None: absent, close no issue)
+    summary: AlertsSummary | None = None
+    refuted: list[_HEX12] = []  # check --confirm: alerts the rerun did not reproduce (not raised)
+    confirm_asked: bool | None = None
+
+
+class AlertsError(SchemaError):
+    """An alerts document that does not match :class:`AlertsDoc`: ``path`` (``alerts[0].ratio``, "" for the
+    document) and ``detail`` (what is wrong there) besides the one-line message ``path: detail``."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}" if path else detail)
+        self.path, self.detail = path, detail
+
+
+_ALERTS_DECODER = msgspec.json.Decoder(AlertsDoc)
+_TYPE_WORDS = {"array": "a list", "object": "an object", "str": "a string", "int": "an integer", "float": "a number",
+               "bool": "true or false", "null": "null"}
+
+
+def _alerts_error(e: Exception) -> AlertsError:
+    """msgspec's ``Expected `array`, got `object` - at `$.alerts``` as ``alerts: must be a list, got an object``."""
+    text, _, at = str(e).partition(" - at `")
+    path = at.rstrip("`").removeprefix("$").lstrip(".")
+    m = re.fullmatch(r"Expected `(.+?)`, got `(\w+)`", text)
+    if m:
+        want = " or ".join(_TYPE_WORDS.get(t, f"`{t}`") for t in m.group(1).split(" | "))
+        text = f"must be {want}, got {_TYPE_WORDS.get(m.group(2), m.group(2))}"
+    elif text.startswith("Expected `str` matching regex '^[0-9a-f]{12}$'"):
+        text = "must be 12 lowercase hex digits"
+    elif re.fullmatch(r"Expected `float` [<>]= \S+", text):  # the finite bounds: NaN and infinity fail them
+        bound = text.removeprefix("Expected `float` ")
+        text = "must be a finite number" + ("" if bound.endswith(("e+300", "e+308")) else f" {bound}")
+    elif text.startswith("Invalid enum value") and path == "schema":
+        text = (f"{text.removeprefix('Invalid enum value ')} is not {ALERTS_SCHEMA!r} (is this the output of "
+                "`robocache-bench check --json`? a newer robocache writes a newer version)")
+    return AlertsError(path, text[:1].lower() + text[1:])
+
+
+def parse_alerts_bytes(data: bytes) -> AlertsDoc:
+    """An alerts file's bytes as an :class:`AlertsDoc`; :class:`AlertsError` with a one-line reason otherwise."""
+    if not data.strip():
+        raise AlertsError("", "empty file")
+    try:
+        return _ALERTS_DECODER.decode(data)
+    except msgspec.ValidationError as e:
+        raise _alerts_error(e) from None
+    except msgspec.DecodeError as e:  # NaN and Infinity are not JSON tokens: refused here
+        raise AlertsError("", f"not JSON: {e}") from None
+    except RecursionError:
+        raise AlertsError("", "nested too deeply to be an alerts document") from None
+
+
+def alerts_doc(doc: Any) -> AlertsDoc:
+    """An alerts document in memory (a dict, as ``check`` builds it and ``json.load`` reads it) as an
+    :class:`AlertsDoc`, validated like a file (a NaN ``json.load`` let through is refused here)."""
+    if isinstance(doc, AlertsDoc):
+        doc = msgspec.to_builtins(doc)
+    if not isinstance(doc, dict):
+        raise AlertsError("", f"expected a JSON object, got {type(doc).__name__}")
+    try:
+        return msgspec.convert(doc, AlertsDoc)
+    except msgspec.ValidationError as e:
+        raise _alerts_error(e) from None
+    except RecursionError:
+        raise AlertsError("", "nested too deeply to be an alerts document") from None
+
+
+def encode_alerts(doc: Any) -> str:
+    """The text ``check --json`` writes: ``doc`` validated (:func:`alerts_doc`), then as it is (key order kept,
+    indent 1, no NaN): the file stays what it was before the format was typed."""
+    alerts_doc(doc)
+    return json.dumps(to_dict(doc), indent=1, allow_nan=False)

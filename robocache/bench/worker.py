@@ -302,7 +302,6 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
         call, n_sets = rotating_call(case, prep, device=device, cache=task.cache, seed=task.seed, moved=moved)
         if moved:  # bytes per call: the mean over the input sets the timer walks
             rec.case.bytes = round(sum(moved) / len(moved))
-        graph_us = None
         with envmod.clock_sampler(device == "gpu") as cs:
             if device == "gpu":
                 t = timing.time_gpu(call, method="cuda_event", cache=task.cache, **opts)
@@ -312,34 +311,8 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
         clocks = Clocks(**cs.stats()) if device == "gpu" else None
         if extras is not None:
             extras["timing"] = t
-        note = None
-        if device == "gpu" and task.cache == "warm" and task.graph_check:
-            no_graph = getattr(resolve_provider(case.provider), "no_graph", "")
-            if no_graph:
-                note = f"no graph replay check: {no_graph}"
-            else:
-                try:
-                    graph_us = timing.time_gpu(call, method="cuda_graph", cache="warm", **opts).median_us
-                except timing.GraphUnavailable as e:
-                    note = f"no graph replay check: {e}"
-        med_s = t.median_us * 1e-6
-        ceiling = task.ceiling_gb_per_s
-        gbps = rec.case.bytes / med_s / 1e9 if med_s > 0 else 0.0
-        evg = (t.median_us - graph_us) / graph_us if graph_us else None
-        rec.method = Method(**t.method(), input_sets=n_sets)
-        rec.metrics = Metrics(time_us=Quantiles(**t.quantiles()), items_per_s=case.items / med_s if med_s > 0 else 0.0,
-                              gb_per_s=gbps, ceiling_gb_per_s=ceiling,
-                              pct_of_ceiling=100.0 * gbps / ceiling if ceiling else None, graph_time_us=graph_us,
-                              event_vs_graph=evg)
-        rec.clocks = clocks
-        rec.health = _health(clocks, t.noise_target_met, device, load)
-        uncovered = getattr(t, "uncovered_batches", 0)
-        if uncovered:  # the callable waits on the GPU itself: launch gaps are in the figure
-            rec.health.noisy = True
-            rec.health.reasons.append(f"noisy: {uncovered} of {t.batches} batches could not be queued behind a "
-                                      "blocked stream (the call synchronizes)")
-        if evg is not None and abs(evg) > 0.10:  # informational: launch gaps between a call's kernels
-            rec.health.reasons.append(f"timers differ: CUDA events {100 * evg:+.1f}% vs graph replay")
+        graph_us, note = _graph_check(task, case, call, opts)
+        _fill_timed(rec, case, t, task.ceiling_gb_per_s, graph_us, n_sets, clocks, load, device)
         rec.launches = launches_used()
         rec.status, rec.reason = "ok", note
     except BaseException as e:  # noqa: BLE001 - every failure becomes a status, the run goes on
@@ -348,6 +321,45 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
     finally:
         rec.duration_s = time.perf_counter() - t_start
     return rec
+
+
+def _graph_check(task: Task, case: specs.Case, call: Any, opts: dict[str, Any]
+                 ) -> tuple[float | None, str | None]:
+    """A warm GPU case timed again under CUDA-graph replay (the timers' self-check): ``(its median us, None)``, or
+    ``(None, why not)`` (a provider a graph cannot replay), ``(None, None)`` where it is not asked."""
+    from . import timing
+
+    if not (task.device == "gpu" and task.cache == "warm" and task.graph_check):
+        return None, None
+    no_graph = getattr(resolve_provider(case.provider), "no_graph", "")
+    if no_graph:
+        return None, f"no graph replay check: {no_graph}"
+    try:
+        return timing.time_gpu(call, method="cuda_graph", cache="warm", **opts).median_us, None
+    except timing.GraphUnavailable as e:
+        return None, f"no graph replay check: {e}"
+
+
+def _fill_timed(rec: Record, case: specs.Case, t: Any, ceiling: float | None, graph_us: float | None, n_sets: int,
+                clocks: Clocks | None, load: Any, device: str) -> None:
+    """``rec``'s method, metrics, clocks and health from the timing ``t`` (and the graph replay's median)."""
+    med_s = t.median_us * 1e-6
+    gbps = rec.case.bytes / med_s / 1e9 if med_s > 0 else 0.0
+    evg = (t.median_us - graph_us) / graph_us if graph_us else None
+    rec.method = Method(**t.method(), input_sets=n_sets)
+    rec.metrics = Metrics(time_us=Quantiles(**t.quantiles()), items_per_s=case.items / med_s if med_s > 0 else 0.0,
+                          gb_per_s=gbps, ceiling_gb_per_s=ceiling,
+                          pct_of_ceiling=100.0 * gbps / ceiling if ceiling else None, graph_time_us=graph_us,
+                          event_vs_graph=evg)
+    rec.clocks = clocks
+    rec.health = _health(clocks, t.noise_target_met, device, load)
+    uncovered = getattr(t, "uncovered_batches", 0)
+    if uncovered:  # the callable waits on the GPU itself: launch gaps are in the figure
+        rec.health.noisy = True
+        rec.health.reasons.append(f"noisy: {uncovered} of {t.batches} batches could not be queued behind a "
+                                  "blocked stream (the call synchronizes)")
+    if evg is not None and abs(evg) > 0.10:  # informational: launch gaps between a call's kernels
+        rec.health.reasons.append(f"timers differ: CUDA events {100 * evg:+.1f}% vs graph replay")
 
 
 def launches_used() -> list[Launch]:

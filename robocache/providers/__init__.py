@@ -117,8 +117,29 @@ def _bare_op(*args: Any, **kwargs: Any) -> Any:
     raise TypeError("bare_launch is the launch floor of a dispatch case, not an implementation of the op")
 
 
+RECIPE = "docs/architecture.md, 'Add an op with a kernel'"
+_missing_versions = [op for op in OPS if op not in VERSIONS]
+if _missing_versions:
+    raise ImportError(f"robocache.providers: {', '.join(_missing_versions)} in OPS but not a library op yet: "
+                      f"robocache/_versions.py lists no kernel versions of it ({RECIPE})")
+
+
 def _ops(mod: Any) -> dict[str, Callable[..., Any]]:
+    """Every library op of a peer that must have them all (the NumPy peer: every CPU case's baseline)."""
+    missing = [op for op in OPS if not callable(getattr(mod, op, None))]
+    if missing:
+        path = mod.__name__.replace(".", "/") + ".py"
+        raise ImportError(f"{path} has no {', '.join(missing)}: the NumPy peer implements every op in "
+                          f"robocache.providers.OPS ({RECIPE})")
     return {op: getattr(mod, op) for op in OPS}
+
+
+def _some_ops(ops: Any, label: str) -> tuple[dict[str, Callable[..., Any]], dict[str, str]]:
+    """``(ops, not_applicable)`` of a peer that may lack an op added later: the ops of ``OPS`` it has (a module's
+    functions or a dict), the others marked not applicable (their cases skip with the reason)."""
+    get = ops.get if isinstance(ops, dict) else (lambda op: getattr(ops, op, None))
+    have = {op: get(op) for op in OPS if callable(get(op))}
+    return have, {op: f"{label} has no {op} (robocache/providers: {RECIPE})" for op in OPS if op not in have}
 
 
 def _versioned() -> tuple[Provider, ...]:
@@ -150,16 +171,19 @@ _PROVIDERS: tuple[Provider, ...] = (
     # CPU run the report's speedups are judged for it, as for robocache on a GPU run (views.records.ours)
     Provider(OURS_CPU, "robocache (NumPy path)", "cpu", _ROBOCACHE_OPS, arrays="numpy", no_graph="CPU provider",
              color="#08306b", role="ours", grids=("cpu",), public_call=True),
-    Provider(COMPILE, "torch.compile", "any", _ops(torch_compile), requires=("torch",), color="#ff7f0e",
+    Provider(COMPILE, "torch.compile", "any", *_some_ops(torch_compile.ops(), "torch.compile"), requires=("torch",),
+             color="#ff7f0e",
              grids=("gpu", "quick-gpu", "sampled-gpu", "cpu"), wall=True),
     # mode="max-autotune-no-cudagraphs": the second compiled peer; the faster mode is the one to beat. Not a
     # wall-time benchmark: its setup autotunes (minutes per shape in a fresh process). Not in the quick suite:
     # its timing processes cost 7-18 s a case on the H100 (quick at af7336), the largest share of a quick pass.
-    Provider(f"{COMPILE}@max-autotune", "torch.compile (max-autotune)", "any", torch_compile.ops("max-autotune"),
-             requires=("torch",), color="#a64d00", grids=("gpu", "sampled-gpu")),
-    Provider("torch_eager", "torch eager", "any", _ops(torch_eager), requires=("torch",), color="#d62728",
+    Provider(f"{COMPILE}@max-autotune", "torch.compile (max-autotune)", "any",
+             *_some_ops(torch_compile.ops("max-autotune"), "torch.compile"), requires=("torch",), color="#a64d00",
+             grids=("gpu", "sampled-gpu")),
+    Provider("torch_eager", "torch eager", "any", *_some_ops(torch_eager, "torch eager"), requires=("torch",),
+             color="#d62728",
              grids=("gpu", "quick-gpu", "sampled-gpu", "cpu", "multigpu-cpu")),
-    Provider("cupy", "CuPy", "cuda", _ops(cupy_provider), requires=("cupy",), arrays="cupy",
+    Provider("cupy", "CuPy", "cuda", *_some_ops(cupy_provider, "CuPy"), requires=("cupy",), arrays="cupy",
              no_graph=_CUPY_STREAM, color="#2ca02c", grids=("gpu", "quick-gpu", "sampled-gpu")),
     Provider("numpy", "NumPy (CPU)", "cpu", _ops(numpy_cpu), arrays="numpy", no_graph="CPU provider",
              color="#7f7f7f", grids=("cpu", "multigpu-cpu"), wall=True),

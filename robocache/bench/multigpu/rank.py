@@ -36,7 +36,7 @@ import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -249,22 +249,45 @@ def _combined_check(views: list[dict[str, Any]]) -> Check | None:
 
 
 def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None, list[float]]:
-    """One case on this rank; returns (the record, the step samples) on the writer, (None, []) elsewhere."""
-    from .. import env as envmod
-    from .. import timing
+    """One case on this rank; returns (the record, the step samples) on the writer, (None, []) elsewhere.
 
+    Every rank calls the same collectives in the same order, whatever happens locally: 1. prepare and gate (the
+    outcome exchanged), 2. the op timed alone, 3. with a gather, its buffers set up (the outcome exchanged), then
+    op + gather, the gather alone and the plain collective timed in lockstep; the summaries exchanged, the writer
+    fills the record (:func:`build_record`)."""
     t_start = time.perf_counter()
-    device = me.device
     task = lt.task
-    seed = task.seed
     shard = case.shard(me.rank)
-    opts = task.timing.kwargs()
-    limit = float(opts.get("time_limit_s", 1.0))
-    lock_limit = max(0.05, limit / 2)
-    cache = task.cache
-    gather = case.params["gather"]
+    local, prep, out = _prepare_and_gate(shard, me.device, task.seed)
+    views = _all(local)
+    rec = worker.base_record(task, case) if me.writer else None
+    check = _combined_check(views)
+    bad = _first_failure(views)
+    if bad is not None or task.check_only:
+        if rec is not None:
+            _gate_only_record(rec, check, views, bad, t_start)
+        return rec, []
+    everyone = _all(_timed_summary(case, shard, prep, out, lt, me))
+    if not me.writer:
+        return None, []
+    rec.check = check
+    bad = _first_failure(everyone)
+    samples: list[float] = []
+    if bad is not None:
+        r, v = bad
+        rec.status, rec.reason = v["status"], f"rank {r}: {v.get('reason')}"
+    else:
+        try:
+            samples = build_record(rec, case, lt, me, everyone)
+        except Exception as e:  # noqa: BLE001 - e.g. a zero time from a coarse clock: a status, not a crash
+            rec.status, rec.reason, rec.metrics, rec.method, rec.distributed = "error", _tb(e), None, None, None
+    rec.duration_s = time.perf_counter() - t_start
+    return rec, samples
 
-    # 1. prepare + gate, locally; the outcome is exchanged whatever it is
+
+def _prepare_and_gate(shard: specs.Case, device: str, seed: int) -> tuple[dict[str, Any], Any, Any]:
+    """Step 1, locally: this rank's inputs and the correctness gate; ``(outcome, prepared, output)``, the outcome
+    (status, reason, check, moved bytes) whatever happened, for every rank to see."""
     local: dict[str, Any] = {"status": "ok"}
     prep = out = None
     try:
@@ -279,84 +302,44 @@ def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None,
                 local.update(status="incorrect", reason=failed)
     except Exception as e:  # noqa: BLE001 - a provider failure is a status, the group goes on
         local.update(status=worker.classify(e), reason=_tb(e))
-    views = _all(local)
-    rec = worker.base_record(task, case) if me.writer else None
-    check = _combined_check(views)
-    bad = _first_failure(views)
-    if bad is not None or task.check_only:
-        if rec is not None:
-            rec.check = check
-            _set_moved_bytes(rec, views)
-            if bad is not None:
-                r, v = bad
-                rec.status, rec.reason = v["status"], f"rank {r}: {v.get('reason')}"
-            else:
-                rec.status, rec.reason = "ok", "correctness check only: not timed"
-            rec.duration_s = time.perf_counter() - t_start
-        return rec, []
+    return local, prep, out
 
-    # 2. the op alone, each rank on its own (no collective inside: the adaptive timer is safe)
+
+def _gate_only_record(rec: Record, check: Check | None, views: list[dict[str, Any]],
+                      bad: tuple[int, dict[str, Any]] | None, t_start: float) -> None:
+    """The record of a case that ends at the gate: a rank failed it, or the run only checks correctness."""
+    rec.check = check
+    _set_moved_bytes(rec, views)
+    if bad is not None:
+        r, v = bad
+        rec.status, rec.reason = v["status"], f"rank {r}: {v.get('reason')}"
+    else:
+        rec.status, rec.reason = "ok", "correctness check only: not timed"
+    rec.duration_s = time.perf_counter() - t_start
+
+
+def _timed_summary(case: specs.Case, shard: specs.Case, prep: Any, out: Any, lt: LaunchTask, me: Rank
+                   ) -> dict[str, Any]:
+    """Steps 2 and 3 on this rank, under the clock sampler: its summary (status, op timing, step, gather and
+    collective times, what the gather delivered, clocks, health) for :func:`build_record`."""
+    from .. import env as envmod
+
     # the group's other ranks are not contention (NVML may list a peer that maps this GPU's memory)
-    sampler = envmod.ClockSampler(me.local_rank, ignore_pids=me.group_pids) if device == "gpu" else None
+    sampler = envmod.ClockSampler(me.local_rank, ignore_pids=me.group_pids) if me.device == "gpu" else None
     if sampler is not None:
         sampler.start()
-    summary: dict[str, Any] = {"status": "ok", "items": shard.items}
     try:
         _barrier(me)
-        try:
-            moved: list[int] = []
-            call, n_sets = worker.rotating_call(shard, prep, device=device, cache=cache, seed=seed, moved=moved)
-            if moved:  # bytes per call of this shard: the mean over the input sets the timer walks
-                summary["moved_bytes"] = round(sum(moved) / len(moved))
-            if device == "gpu":
-                t_op = timing.time_gpu(call, method="cuda_event", cache=cache, **opts)
-            else:
-                t_op = timing.time_host(call, **opts)
-            summary.update(op=_timing_summary(t_op), input_sets=n_sets)
-        except Exception as e:  # noqa: BLE001
-            summary = {"status": worker.classify(e), "reason": _tb(e)}
+        summary, call, n_sets = _time_op(shard, prep, lt, me)
         bad = _first_failure(_all({"status": summary["status"], "reason": summary.get("reason")}))
+        gather = case.params["gather"]
         if bad is None and gather != "none":
-            # 3. in lockstep: op + gather, the gather alone, the collective on a plain tensor of the same size
-            import torch
-
-            # local setup (buffers: k x the output on every rank for all_gather) may fail on one rank, e.g. out
-            # of memory: a status for the whole group, exchanged before any collective of this phase
-            try:
-                out_bytes = _as_bytes(out)
-                g, recv = _gatherer(gather, me, out_bytes)
-                n = out_bytes.numel()
-                plain = torch.zeros(n, dtype=torch.uint8, device=out_bytes.device)
-                ag, _ = _gatherer("all", me, plain)
-                sums = _checksum(out_bytes)
-            except Exception as e:  # noqa: BLE001
-                summary = {"status": worker.classify(e), "reason": _tb(e)}
+            setup = _gather_setup(gather, me, out)
+            if isinstance(setup, dict):  # a local failure, e.g. out of memory
+                summary = setup
             bad = _first_failure(_all({"status": summary["status"], "reason": summary.get("reason")}))
-        if bad is None and gather != "none":
-            g(out_bytes)  # the gather delivers every rank's bytes where they belong: checked on every receiver
-            _sync(me)
-            peers = _all(sums)
-            if gather == "all":
-                slots = range(me.world)
-                lost = [r for r in slots if _checksum(recv[r * n:(r + 1) * n]) != tuple(peers[r])]
-            else:
-                lost = [r for r in range(me.world) if _checksum(recv[r]) != tuple(peers[r])] if me.rank == 0 else []
-            delivered = not lost
-
-            def step():
-                g(_as_bytes(call()))
-
-            def gather_only():
-                g(out_bytes)
-
-            def collective():
-                ag(plain)
-            noise = float(opts.get("noise_target", 0.005 if device == "gpu" else 0.01))
-            t_step = _lockstep(me, step, lock_limit, noise)
-            t_gather = _lockstep(me, gather_only, lock_limit, noise)
-            t_coll = _lockstep(me, collective, lock_limit, noise)
-            summary.update(step=_timing_summary(t_step), gather_us=t_gather.median_us, coll_us=t_coll.median_us,
-                           out_bytes=n, delivered=delivered, lost=lost)
+            if bad is None:
+                summary.update(_time_gather(gather, setup, call, lt, me))
     finally:
         if sampler is not None:
             sampler.stop()
@@ -364,23 +347,88 @@ def run_case(case: specs.Case, lt: LaunchTask, me: Rank) -> tuple[Record | None,
         summary["clocks"] = sampler.stats()
     if "op" in summary:
         summary["health"] = envmod.assess_health(summary.get("clocks"), summary["op"]["method"]["noise_target_met"])
-    everyone = _all(summary)
-    if not me.writer:
-        return None, []
-    rec.check = check
-    bad = _first_failure(everyone)
-    if bad is not None:
-        r, v = bad
-        rec.status, rec.reason = v["status"], f"rank {r}: {v.get('reason')}"
-        rec.duration_s = time.perf_counter() - t_start
-        return rec, []
+    return summary
+
+
+def _time_op(shard: specs.Case, prep: Any, lt: LaunchTask, me: Rank) -> tuple[dict[str, Any], Any, int]:
+    """Step 2: the op alone on this rank (no collective inside: the adaptive timer is safe); ``(summary, the
+    timed call, its input sets)``."""
+    from .. import timing
+
+    task = lt.task
+    opts = task.timing.kwargs()
+    summary: dict[str, Any] = {"status": "ok", "items": shard.items}
+    call, n_sets = None, 1
     try:
-        samples = build_record(rec, case, lt, me, everyone)
-    except Exception as e:  # noqa: BLE001 - e.g. a zero time from a coarse clock: a status, not a crash
-        rec.status, rec.reason, rec.metrics, rec.method, rec.distributed = "error", _tb(e), None, None, None
-        samples = []
-    rec.duration_s = time.perf_counter() - t_start
-    return rec, samples
+        moved: list[int] = []
+        call, n_sets = worker.rotating_call(shard, prep, device=me.device, cache=task.cache, seed=task.seed,
+                                            moved=moved)
+        if moved:  # bytes per call of this shard: the mean over the input sets the timer walks
+            summary["moved_bytes"] = round(sum(moved) / len(moved))
+        if me.device == "gpu":
+            t_op = timing.time_gpu(call, method="cuda_event", cache=task.cache, **opts)
+        else:
+            t_op = timing.time_host(call, **opts)
+        summary.update(op=_timing_summary(t_op), input_sets=n_sets)
+    except Exception as e:  # noqa: BLE001
+        summary = {"status": worker.classify(e), "reason": _tb(e)}
+    return summary, call, n_sets
+
+
+class _GatherSetup(NamedTuple):
+    gather: Callable[[Any], Any]  # the case's gather of a byte view
+    recv: Any  # where it delivers
+    all_gather: Callable[[Any], Any]  # the plain collective on a tensor of the same size
+    plain: Any
+    out_bytes: Any  # this rank's output as bytes
+    n: int
+    sums: tuple[int, int, int]  # its checksum, for the receivers
+
+
+def _gather_setup(mode: str, me: Rank, out: Any) -> _GatherSetup | dict[str, Any]:
+    """Step 3's local setup (buffers: k x the output on every rank for all_gather), or the failed summary: it may
+    fail on one rank (out of memory), a status for the whole group exchanged before any collective of the phase."""
+    import torch
+
+    try:
+        out_bytes = _as_bytes(out)
+        g, recv = _gatherer(mode, me, out_bytes)
+        n = out_bytes.numel()
+        plain = torch.zeros(n, dtype=torch.uint8, device=out_bytes.device)
+        ag, _ = _gatherer("all", me, plain)
+        return _GatherSetup(g, recv, ag, plain, out_bytes, n, _checksum(out_bytes))
+    except Exception as e:  # noqa: BLE001
+        return {"status": worker.classify(e), "reason": _tb(e)}
+
+
+def _time_gather(mode: str, s: _GatherSetup, call: Any, lt: LaunchTask, me: Rank) -> dict[str, Any]:
+    """Step 3, in lockstep: what the gather delivered (checked on every receiver), then op + gather, the gather
+    alone and the collective on a plain tensor of the same size."""
+    s.gather(s.out_bytes)  # the gather delivers every rank's bytes where they belong
+    _sync(me)
+    peers = _all(s.sums)
+    n = s.n
+    if mode == "all":
+        lost = [r for r in range(me.world) if _checksum(s.recv[r * n:(r + 1) * n]) != tuple(peers[r])]
+    else:
+        lost = [r for r in range(me.world) if _checksum(s.recv[r]) != tuple(peers[r])] if me.rank == 0 else []
+
+    def step():
+        s.gather(_as_bytes(call()))
+
+    def gather_only():
+        s.gather(s.out_bytes)
+
+    def collective():
+        s.all_gather(s.plain)
+    opts = lt.task.timing.kwargs()
+    limit = max(0.05, float(opts.get("time_limit_s", 1.0)) / 2)
+    noise = float(opts.get("noise_target", 0.005 if me.device == "gpu" else 0.01))
+    t_step = _lockstep(me, step, limit, noise)
+    t_gather = _lockstep(me, gather_only, limit, noise)
+    t_coll = _lockstep(me, collective, limit, noise)
+    return dict(step=_timing_summary(t_step), gather_us=t_gather.median_us, coll_us=t_coll.median_us, out_bytes=n,
+                delivered=not lost, lost=lost)
 
 
 def _set_moved_bytes(rec: Record, views: list[dict[str, Any]]) -> None:
@@ -395,19 +443,57 @@ def build_record(rec: Record, case: specs.Case, lt: LaunchTask, me: Rank, everyo
                  ) -> list[float]:
     """Fill ``rec`` from every rank's summary (the writer only); returns the slowest rank's step samples.
     Its bytes (and GB/s) are the ranks' moved bytes summed over the group's step."""
-    k = me.world
     _set_moved_bytes(rec, everyone)
     gather = case.params["gather"]
-    per_rank_op = [s["op"]["median_us"] for s in everyone]
-    steps = [s["step"] if gather != "none" else s["op"] for s in everyone]
+    fig = _scaling(case, lt, me.world, everyone)
+    gathered = _gather_figures(me.world, everyone) if gather != "none" else {}
+    lost = _lost_gather(everyone) if gather != "none" else None
+    if lost is not None:
+        rec.status, rec.reason = "incorrect", lost
+        return []
+    slow_step = fig.steps[fig.slow]
+    rec.method = Method(**slow_step["method"], input_sets=int(everyone[fig.slow].get("input_sets", 1)))
+    rec.metrics = Metrics(time_us=Quantiles(**slow_step["quantiles"]), items_per_s=fig.agg,
+                          gb_per_s=rec.case.bytes / (fig.step_us * 1e-6) / 1e9, ceiling_gb_per_s=None,
+                          pct_of_ceiling=None, graph_time_us=None, event_vs_graph=None)
+    clocks = everyone[fig.slow].get("clocks") if me.device == "gpu" else None
+    rec.clocks = Clocks(**clocks) if clocks is not None else None
+    rec.health = _group_health(everyone, me.device, gather, fig)
+    rec.distributed = Distributed(
+        world_size=me.world, nodes=me.nodes, backend=me.backend, scaling=case.params["scaling"], gather=gather,
+        items_per_rank=fig.items_per_rank, per_rank_us=fig.per_rank_op, per_rank_step_us=fig.per_rank_step,
+        step_us=fig.step_us, aggregate_items_per_s=fig.agg, efficiency=fig.eff, baseline_step_us=fig.base_step,
+        gather_bytes=gathered.get("gather_bytes"), gather_us=gathered.get("gather_us"),
+        gather_gb_per_s=gathered.get("gather_gb_per_s"), collective_us=gathered.get("collective_us"),
+        collective_gb_per_s=gathered.get("collective_gb_per_s"),
+        collective_busbw_gb_per_s=gathered.get("collective_busbw_gb_per_s"))
+    rec.status, rec.reason = "ok", None
+    return list(slow_step["samples_us"])
+
+
+class _Scaling(NamedTuple):
+    """The group's figures from the ranks' summaries (:mod:`.scaling` holds the arithmetic)."""
+
+    steps: list[dict[str, Any]]  # each rank's step timing (op + gather; the op alone without a gather)
+    per_rank_op: list[float]
+    per_rank_step: list[float]
+    slow: int  # the slowest rank: its step is the group's
+    step_us: float
+    items_per_rank: list[int]
+    agg: float  # the group's items per second
+    eff: float | None  # against the 1-rank case of the run
+    base_step: float | None
+    base_host_bound: bool  # that 1-rank step was paced by the host's launches
+
+
+def _scaling(case: specs.Case, lt: LaunchTask, k: int, everyone: list[dict[str, Any]]) -> _Scaling:
+    steps = [s["step"] if case.params["gather"] != "none" else s["op"] for s in everyone]
     per_rank_step = [s["median_us"] for s in steps]
-    slow = scaling.slowest_rank(per_rank_step)
     step_us = scaling.step_time_us(per_rank_step)
     items_per_rank = [int(s["items"]) for s in everyone]
     total = sum(items_per_rank)
     if total != case.items:
         raise RuntimeError(f"the ranks' shards hold {total} items, the case {case.items}")
-    agg = scaling.aggregate_items_per_s(total, per_rank_step)
     base_host_bound = False
     if k == 1:
         base_step, base_items = step_us, total
@@ -417,68 +503,71 @@ def build_record(rec: Record, case: specs.Case, lt: LaunchTask, me: Rank, everyo
         base_host_bound = bool(base and base.host_bound)
     eff = scaling.efficiency(case.params["scaling"], k, step_us=step_us, items=total, baseline_step_us=base_step,
                              baseline_items=base_items)
-    gather_bytes = gather_us = gather_gb = coll_us = coll_gb = busbw = None
-    if gather != "none":
-        n = int(everyone[0]["out_bytes"])
-        gather_bytes = k * n
-        gather_us = max(s["gather_us"] for s in everyone)
-        coll_us = max(s["coll_us"] for s in everyone)
-        gather_gb = scaling.algbw_gb_per_s(gather_bytes, gather_us)
-        coll_gb = scaling.algbw_gb_per_s(gather_bytes, coll_us)
-        busbw = scaling.allgather_busbw_gb_per_s(coll_gb, k)
-        seen_by = [r for r, s in enumerate(everyone) if not s["delivered"]]
-        if seen_by:
-            lost = sorted({int(x) for s in everyone for x in s.get("lost") or []})
-            rec.status = "incorrect"
-            rec.reason = f"the gather did not deliver the bytes of rank(s) {lost} intact (checked on rank(s) {seen_by})"
-            return []
-    slow_step = steps[slow]
-    rec.method = Method(**slow_step["method"], input_sets=int(everyone[slow].get("input_sets", 1)))
-    rec.metrics = Metrics(time_us=Quantiles(**slow_step["quantiles"]), items_per_s=agg,
-                          gb_per_s=rec.case.bytes / (step_us * 1e-6) / 1e9, ceiling_gb_per_s=None, pct_of_ceiling=None,
-                          graph_time_us=None, event_vs_graph=None)
-    clocks = everyone[slow].get("clocks") if me.device == "gpu" else None
-    rec.clocks = Clocks(**clocks) if clocks is not None else None
+    return _Scaling(steps=steps, per_rank_op=[s["op"]["median_us"] for s in everyone], per_rank_step=per_rank_step,
+                    slow=scaling.slowest_rank(per_rank_step), step_us=step_us, items_per_rank=items_per_rank,
+                    agg=scaling.aggregate_items_per_s(total, per_rank_step), eff=eff, base_step=base_step,
+                    base_host_bound=base_host_bound)
+
+
+def _gather_figures(k: int, everyone: list[dict[str, Any]]) -> dict[str, Any]:
+    """The gather's bytes, time and bandwidth, and the plain collective's (slowest rank's medians)."""
+    gather_bytes = k * int(everyone[0]["out_bytes"])
+    gather_us = max(s["gather_us"] for s in everyone)
+    coll_us = max(s["coll_us"] for s in everyone)
+    coll_gb = scaling.algbw_gb_per_s(gather_bytes, coll_us)
+    return {"gather_bytes": gather_bytes, "gather_us": gather_us,
+            "gather_gb_per_s": scaling.algbw_gb_per_s(gather_bytes, gather_us), "collective_us": coll_us,
+            "collective_gb_per_s": coll_gb, "collective_busbw_gb_per_s": scaling.allgather_busbw_gb_per_s(coll_gb, k)}
+
+
+def _lost_gather(everyone: list[dict[str, Any]]) -> str | None:
+    """Why the case is incorrect when a receiver did not get every rank's bytes intact, else None."""
+    seen_by = [r for r, s in enumerate(everyone) if not s["delivered"]]
+    if not seen_by:
+        return None
+    lost = sorted({int(x) for s in everyone for x in s.get("lost") or []})
+    return f"the gather did not deliver the bytes of rank(s) {lost} intact (checked on rank(s) {seen_by})"
+
+
+def _group_health(everyone: list[dict[str, Any]], device: str, gather: str, fig: _Scaling) -> Health:
+    """Every rank's health flags and reasons (``rank r: ...``), and the group's own notes."""
     health = Health(throttled=False, contended=False, noisy=False, reasons=[])
     for r, s in enumerate(everyone):
         h = s["health"]
         for flag in ("throttled", "contended", "noisy"):
-            health[flag] = health[flag] or bool(h[flag])
-        reasons = [x for x in h["reasons"] if not (me.device == "cpu" and x.startswith("clocks unknown"))]
+            setattr(health, flag, getattr(health, flag) or bool(h[flag]))
+        reasons = [x for x in h["reasons"] if not (device == "cpu" and x.startswith("clocks unknown"))]
         health.reasons += [f"rank {r}: {x}" for x in reasons]
         if s["op"].get("uncovered"):
             health.noisy = True
             health.reasons.append(f"rank {r}: noisy: {s['op']['uncovered']} of {s['op']['batches']} batches "
-                                     "could not be queued behind a blocked stream")
-    if gather != "none" and me.device == "gpu":
-        from ..timing import HOST_BOUND_FRACTION
-
-        for r, s in enumerate(everyone):
-            launch, t = s["step"].get("launch_us"), s["step"]["median_us"]
-            gpu_side = s["op"]["median_us"] + s["gather_us"]
-            # the host took (nearly) the whole step to enqueue it, and the step is well beyond the GPU's own work
-            # (a host blocked by a GPU-limited call would also take the whole step, but not beyond the GPU's side)
-            if launch is not None and t > 0 and launch >= HOST_BOUND_FRACTION * t and t > 1.2 * gpu_side:
-                # no flag: the figure is what a Python loop of op + gather achieves, but not the GPU's limit
-                health.reasons.append(
-                    f"rank {r}: host-bound: enqueueing op + gather took {launch:.1f} of the step's {t:.1f} us per "
-                    f"call; the GPU time of the op ({s['op']['median_us']:.1f} us) plus the gather alone "
-                    f"({s['gather_us']:.1f} us) is the GPU's side")
-    if base_host_bound and eff is not None:
-        health.reasons.append(f"efficiency against a host-bound one-GPU step ({base_step:.1f} us, paced by the "
-                                 "host's launches): overstated against the GPU's own one-GPU time")
-    if gather != "none" and not slow_step["method"]["noise_target_met"]:
+                                  "could not be queued behind a blocked stream")
+    if gather != "none" and device == "gpu":
+        health.reasons += _host_bound_notes(everyone)
+    if fig.base_host_bound and fig.eff is not None:
+        health.reasons.append(f"efficiency against a host-bound one-GPU step ({fig.base_step:.1f} us, paced by the "
+                              "host's launches): overstated against the GPU's own one-GPU time")
+    if gather != "none" and not fig.steps[fig.slow]["method"]["noise_target_met"]:
         health.noisy = True
-        health.reasons.append(f"rank {slow}: noisy: the step's noise target was not met")
-    rec.health = health
-    rec.distributed = Distributed(
-        world_size=k, nodes=me.nodes, backend=me.backend, scaling=case.params["scaling"], gather=gather,
-        items_per_rank=items_per_rank, per_rank_us=per_rank_op, per_rank_step_us=per_rank_step, step_us=step_us,
-        aggregate_items_per_s=agg, efficiency=eff, baseline_step_us=base_step, gather_bytes=gather_bytes,
-        gather_us=gather_us, gather_gb_per_s=gather_gb, collective_us=coll_us, collective_gb_per_s=coll_gb,
-        collective_busbw_gb_per_s=busbw)
-    rec.status, rec.reason = "ok", None
-    return list(slow_step["samples_us"])
+        health.reasons.append(f"rank {fig.slow}: noisy: the step's noise target was not met")
+    return health
+
+
+def _host_bound_notes(everyone: list[dict[str, Any]]) -> list[str]:
+    """The ranks whose host took (nearly) the whole step to enqueue op + gather, the step well beyond the GPU's own
+    work (a host blocked by a GPU-limited call would also take the whole step, but not beyond the GPU's side). No
+    flag: the figure is what a Python loop of op + gather achieves, but not the GPU's limit."""
+    from ..timing import HOST_BOUND_FRACTION
+
+    notes = []
+    for r, s in enumerate(everyone):
+        launch, t = s["step"].get("launch_us"), s["step"]["median_us"]
+        gpu_side = s["op"]["median_us"] + s["gather_us"]
+        if launch is not None and t > 0 and launch >= HOST_BOUND_FRACTION * t and t > 1.2 * gpu_side:
+            notes.append(f"rank {r}: host-bound: enqueueing op + gather took {launch:.1f} of the step's {t:.1f} us "
+                         f"per call; the GPU time of the op ({s['op']['median_us']:.1f} us) plus the gather alone "
+                         f"({s['gather_us']:.1f} us) is the GPU's side")
+    return notes
 
 
 def _tb(e: BaseException) -> str:

@@ -17,6 +17,7 @@ __all__ = ["Op", "Point", "get", "names", "order", "register", "registered", "un
 
 ENV_VAR = "ROBOCACHE_BENCH_OPS"
 BUILTIN = ("resample", "fuse", "voxelize")
+RECIPE = "docs/architecture.md, 'Add an op with a kernel'"
 
 _REGISTRY: dict[str, Op] = {}
 _loaded = False
@@ -27,11 +28,31 @@ def _load() -> None:
     global _loaded
     if _loaded:
         return
+    _check_builtin()  # before _loaded: a recipe step left out fails every use, not only the first
     _loaded = True
     for mod in BUILTIN:
-        register(importlib.import_module(f"{__name__}.{mod}").OP)
+        try:
+            op = importlib.import_module(f"{__name__}.{mod}").OP
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{mod}":
+                raise
+            raise ImportError(f"robocache/bench/ops/{mod}.py is missing: {mod} is in BUILTIN ({RECIPE})") from None
+        register(op)
     for mod in filter(None, (m.strip() for m in os.environ.get(ENV_VAR, "").split(","))):
         importlib.import_module(mod)  # the module registers its op(s)
+
+
+def _check_builtin() -> None:
+    """The built-in ops are the library's (``robocache.providers.OPS``), each with its harness module: a step of
+    the recipe left out is named here."""
+    from ...providers import OPS
+
+    if set(BUILTIN) - set(OPS):
+        raise ImportError(f"robocache/bench/ops/__init__.py: BUILTIN names {sorted(set(BUILTIN) - set(OPS))}, not "
+                          f"library ops: add them to robocache/providers/__init__.py OPS ({RECIPE})")
+    if set(OPS) - set(BUILTIN):
+        raise ImportError(f"library op(s) {sorted(set(OPS) - set(BUILTIN))} (robocache.providers.OPS) not in "
+                          f"robocache/bench/ops/__init__.py BUILTIN: the harness would never measure them ({RECIPE})")
 
 
 def register(op: Op) -> Op:

@@ -7,6 +7,7 @@ import shlex
 from datetime import UTC, datetime
 from typing import Any
 
+from ..schema import ALERTS_SCHEMA
 from .changepoints import MIN_HISTORY, Break, Change, CheckResult, Drift, Point
 
 PLACE_SURE = 0.7  # an alert whose location's likelihood share (_place_p) is below this says a neighbour may be it
@@ -89,6 +90,8 @@ def break_markdown(b: Break) -> str:
 
 
 def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str, Any]:
+    """The check as a ``robocache-alerts/1`` document (:class:`robocache.bench.schema.AlertsDoc` as builtins: every
+    field written; ``schema.encode_alerts`` validates it on the way to a file)."""
     from .. import links
 
     def pt(p: Point) -> dict[str, Any]:
@@ -118,7 +121,7 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
                 "run_id": b.run_id, "created": b.created, "ratio": b.ratio,
                 "link": links.history_url(b.series, dashboard_url)}
 
-    return {"schema": "robocache-alerts/1", "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+    return {"schema": ALERTS_SCHEMA, "generated": datetime.now(UTC).isoformat(timespec="seconds"),
             "alerts": [one(c) for c in res.alerts], "improvements": [one(c) for c in res.improvements],
             "drifts": [drift(d) for d in res.drifts], "breaks": [brk(b) for b in res.breaks],
             "checked": sorted(res.checked),

@@ -123,26 +123,10 @@ def time_interleaved(variants: dict[str, Callable[[], Any]], floor: str, *, sync
     -> {p20, p50, p80} of the per-round ratios; the floor's own is left out), ``noise`` (name -> the ratio median's
     relative 95% half-width) and ``noise_target_met``.
     """
-    if floor not in variants or len(variants) < 2:
-        raise ValueError(f"need the floor {floor!r} and at least one other variant, got {list(variants)}")
-    if min_rounds < 1 or max_rounds < min_rounds or time_limit_s <= 0 or max_calls_per_loop < 1:
-        raise ValueError("need 1 <= min_rounds <= max_rounds, time_limit_s > 0 and max_calls_per_loop >= 1")
+    _check_rounds(variants, floor, min_rounds, max_rounds, time_limit_s, max_calls_per_loop)
     drain = sync if sync is not None else (lambda: None)
     names = list(variants)
-    # warm-up: every variant at least twice (the first call may compile, import or allocate a cache), then
-    # round-robin until warmup_s has passed; the slowest variant's time per call sizes the loops
-    per_call: dict[str, list[int]] = {n: [] for n in names}
-    for n in names:
-        variants[n]()
-    drain()
-    t0 = time.perf_counter()
-    while min(len(v) for v in per_call.values()) < 2 or time.perf_counter() - t0 < warmup_s:
-        for n in names:
-            a = clock()
-            variants[n]()
-            per_call[n].append(clock() - a)
-        drain()
-    slowest = max(sum(v) / len(v) for v in per_call.values()) / 1e9
+    slowest = _warm_up(variants, drain, warmup_s, clock)
     reps = max(1, min(max_calls_per_loop, round(target_loop_s / slowest) if slowest > 0 else 1))
     gc.collect()
     us: dict[str, list[float]] = {n: [] for n in names}
@@ -152,15 +136,7 @@ def time_interleaved(variants: dict[str, Callable[[], Any]], floor: str, *, sync
     start = time.perf_counter()
     rounds = 0
     while True:
-        order = names[rounds % len(names):] + names[:rounds % len(names)]
-        this: dict[str, float] = {}
-        for n in order:
-            fn = variants[n]
-            drain()
-            a = clock()
-            for _ in range(reps):
-                fn()
-            this[n] = (clock() - a) / 1e3 / reps
+        this = _one_round(variants, names[rounds % len(names):] + names[:rounds % len(names)], drain, reps, clock)
         rounds += 1
         for n in names:
             us[n].append(this[n])
@@ -173,11 +149,53 @@ def time_interleaved(variants: dict[str, Callable[[], Any]], floor: str, *, sync
         if met or rounds >= max_rounds or (rounds >= min_rounds and time.perf_counter() - start >= time_limit_s):
             break
     drain()
-    return {"rounds": rounds, "calls_per_loop": reps,
-            "us": {n: quantile(sorted(v), 0.5) for n, v in us.items()},
-            "ratio": {n: {q: quantile(sorted(v), x) for q, x in (("p20", 0.2), ("p50", 0.5), ("p80", 0.8))}
-                      for n, v in ratios.items()},
-            "noise": noise, "noise_target_met": met}
+    return {"rounds": rounds, "calls_per_loop": reps, "us": {n: quantile(sorted(v), 0.5) for n, v in us.items()},
+            "ratio": {n: _ratio_quantiles(v) for n, v in ratios.items()}, "noise": noise, "noise_target_met": met}
+
+
+def _check_rounds(variants: dict[str, Any], floor: str, min_rounds: int, max_rounds: int, time_limit_s: float,
+                  max_calls_per_loop: int) -> None:
+    if floor not in variants or len(variants) < 2:
+        raise ValueError(f"need the floor {floor!r} and at least one other variant, got {list(variants)}")
+    if min_rounds < 1 or max_rounds < min_rounds or time_limit_s <= 0 or max_calls_per_loop < 1:
+        raise ValueError("need 1 <= min_rounds <= max_rounds, time_limit_s > 0 and max_calls_per_loop >= 1")
+
+
+def _warm_up(variants: dict[str, Callable[[], Any]], drain: Callable[[], Any], warmup_s: float,
+             clock: Callable[[], int]) -> float:
+    """Every variant at least twice (the first call may compile, import or allocate a cache), then round-robin
+    until ``warmup_s`` has passed; the slowest variant's mean seconds per call (what sizes the loops)."""
+    per_call: dict[str, list[int]] = {n: [] for n in variants}
+    for fn in variants.values():
+        fn()
+    drain()
+    t0 = time.perf_counter()
+    while min(len(v) for v in per_call.values()) < 2 or time.perf_counter() - t0 < warmup_s:
+        for n, fn in variants.items():
+            a = clock()
+            fn()
+            per_call[n].append(clock() - a)
+        drain()
+    return max(sum(v) / len(v) for v in per_call.values()) / 1e9
+
+
+def _one_round(variants: dict[str, Callable[[], Any]], order: list[str], drain: Callable[[], Any], reps: int,
+               clock: Callable[[], int]) -> dict[str, float]:
+    """One loop of ``reps`` calls of each variant in ``order``, each after a drained queue: us per call."""
+    this: dict[str, float] = {}
+    for n in order:
+        fn = variants[n]
+        drain()
+        a = clock()
+        for _ in range(reps):
+            fn()
+        this[n] = (clock() - a) / 1e3 / reps
+    return this
+
+
+def _ratio_quantiles(v: list[float]) -> dict[str, float]:
+    s = sorted(v)
+    return {q: quantile(s, x) for q, x in (("p20", 0.2), ("p50", 0.5), ("p80", 0.8))}
 
 
 def _as_cupy(x: Any) -> Any:
