@@ -17,6 +17,8 @@
 #   SUITE    nightly (default) or quick            DEVICE  gpu (default; never falls back to the CPU) or cpu
 #   HISTORY  folder with the results history; missing or empty: the night is checked against itself only
 #   CONFIRM  non-empty: `check --confirm` (re-measures alerted cases into OUTDIR/confirm first)
+#   RERUNS   a folder of confirmation reruns measured elsewhere (another job's OUTDIR/confirm): `check --reruns`
+#            confirms on those instead of measuring (not with CONFIRM)
 #   ASV      0 skips step 2
 #   PRECOMPILE_JOBS  parallel torch.compile pre-pass processes of step 1 (default 4; 0: off)
 #   PYTHON   the interpreter with robocache's dependencies (default python3); robocache itself is
@@ -41,6 +43,11 @@ esac
 SUITE=${SUITE:-nightly}
 DEVICE=${DEVICE:-gpu}
 CONFIRM=${CONFIRM:-}
+RERUNS=${RERUNS:-}
+if [ -n "$CONFIRM" ] && [ -n "$RERUNS" ]; then
+  echo "nightly.sh: CONFIRM measures the reruns here, RERUNS reads them from a folder: set one" >&2
+  exit 2
+fi
 ASV=${ASV:-1}
 HISTORY=${HISTORY:-}
 PY=${PYTHON:-python3}
@@ -120,6 +127,8 @@ fi
 # into OUTDIR/records, so the history keeps one point per night and series
 confirm=()
 if [ -n "$CONFIRM" ]; then confirm=(--confirm --confirm-out "$OUT/confirm"); fi
+# reruns measured by another job (check --reruns): the same confirmation, on records anyone can audit
+if [ -n "$RERUNS" ]; then confirm=(--reruns "$RERUNS"); fi
 rm -f "$OUT/alerts.json" "$OUT/alerts.md"  # whatever is there afterwards was written by this check
 check_rc=0
 rcb check "${hist[@]}" "$OUT/records" --machine "$MACHINE" --json "$OUT/alerts.json" \

@@ -76,6 +76,7 @@ class Change:
     cause: str = "code"  # "code"; "environment": the runner changed between the two runs (not the commit's fault)
     cause_detail: str = ""
     place_p: float = 1.0  # how sure the location is (_place_p): its likelihood's share among the neighbouring commits
+    tonight: Point | None = None  # the series' newest point (the night alerted): a rerun must be newer, of its commit
 
     @property
     def direction(self) -> str:
@@ -524,7 +525,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
                           p_one=p / 2 if d > 0 else min(1.0, 1 - p / 2),
                           after_levels=[float(v) for v in after], before_levels=[float(v) for v in x[lo:idx]],
                           cause="environment" if moved else "code", cause_detail="; ".join(moved),
-                          segment=(lo, hi))
+                          segment=(lo, hi), tonight=pts[-1])
 
         mine = []
         for idx, (lo, hi, kind) in sorted(tests.items()):

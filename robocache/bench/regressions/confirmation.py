@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -153,3 +153,26 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
         ok &= stats.binom.sf(k - spare - 1, k, tail) <= p_max
     return ok, p, np.exp(np.clip(d, -700, 700)), np.exp(np.clip(low_log, -700, 700))
 
+
+
+def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], Iterable[Any]], *,
+                   machine: str | None, measurable: Iterable[str] | None = None,
+                   not_measured: dict[str, str] | None = None, floor: float = FLOOR) -> list[Change]:
+    """The nightly confirmation, as ``check --confirm`` and ``check --reruns`` run it: ``machine``'s alerts (every
+    machine's for None; ``measurable`` of them, None: all) measured CONFIRM_RUNS times by ``measure(alerts, times)`` (the records it
+    returns: a fresh run of each case per time, or reruns measured elsewhere), :func:`confirm`; the alerts whose
+    reruns ask for more (:func:`rerun_more`) measured CONFIRM_MORE more times and every rerun tested again (the
+    second look, never a third). Sets ``first.alerts`` to the kept and the unconfirmable alerts; returns the
+    refuted ones. The replay (:mod:`.replay`) calls this with simulated reruns: one path for both."""
+    mine = [c for c in first.alerts if machine is None or c.series.get("machine") == machine]
+    can = {c.fingerprint for c in mine} if measurable is None else set(measurable) & {c.fingerprint for c in mine}
+    kw = {"floor": floor, "measurable": can, "not_measured": not_measured}
+    todo = [c for c in mine if c.fingerprint in can]
+    again = list(measure(todo, CONFIRM_RUNS)) if todo else []
+    kept, refuted, unconfirmable = confirm(first, again, **kw)
+    more = [c for c in refuted if c.wants_more]
+    if more:
+        again += list(measure(more, CONFIRM_MORE))
+        kept, refuted, unconfirmable = confirm(first, again, **kw)
+    first.alerts = kept + unconfirmable
+    return refuted
