@@ -56,10 +56,10 @@ def _check(capsys, *argv: str) -> tuple[int, dict, str]:
 
 
 def test_measure_then_check_elsewhere_gives_the_same_decisions(stepped, tmp_path, capsys, monkeypatch):
-    """--confirm measures (here: four reruns, the first two inconclusive, so a second look); --reruns on the folder
-    it wrote reaches the same decision on the same reruns, without measuring."""
+    """--confirm measures (here: five reruns, the first three inconclusive, so a second look); --reruns on the
+    folder it wrote reaches the same decision on the same reruns, without measuring."""
     hist_dir, hist, ref = stepped
-    ratios = iter([1.10, 1.02, 1.11, 1.10])
+    ratios = iter([1.10, 1.02, 1.11, 1.11, 1.10])
     calls = []
 
     def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress):
@@ -84,16 +84,16 @@ def test_measure_then_check_elsewhere_gives_the_same_decisions(stepped, tmp_path
 
 
 def test_only_the_first_reruns_count_as_the_first_look(stepped, tmp_path, capsys):
-    """Four reruns in the folder, the first two conclusive: the first look decides on those two (as --confirm
-    would have measured only them); a folder whose first two are at the old level refutes, whatever follows."""
+    """Five reruns in the folder, the first three conclusive: the first look decides on those (as --confirm would
+    have measured only them); a folder whose first three are at the old level refutes, whatever follows."""
     hist_dir, hist, ref = stepped
     d = tmp_path / "r"
-    for k, f in enumerate((1.11, 1.10, 1.0, 1.0), 1):
+    for k, f in enumerate((1.11, 1.10, 1.105, 1.0, 1.0), 1):
         store.write_records(d, make_env(), [_rerun(hist, math.exp(ref) * f, k)], name=f"confirm-{k}")
     rc, doc, _ = _check(capsys, str(hist_dir), "--reruns", str(d))
     assert rc == 1 and doc["alerts"][0]["confirmed"] is True and doc["alerts"][0]["reruns"] == regress.CONFIRM_RUNS
     d2 = tmp_path / "r2"
-    for k, f in enumerate((1.0, 1.001, 1.11, 1.10), 1):
+    for k, f in enumerate((1.0, 1.001, 0.999, 1.11, 1.10), 1):
         store.write_records(d2, make_env(), [_rerun(hist, math.exp(ref) * f, k)], name=f"confirm-{k}")
     rc, doc, _ = _check(capsys, str(hist_dir), "--reruns", str(d2))
     assert rc == 0 and not doc["alerts"] and len(doc["refuted"]) == 1
@@ -107,7 +107,7 @@ def test_only_the_first_reruns_count_as_the_first_look(stepped, tmp_path, capsys
 def test_reruns_that_cannot_count_are_not_used_and_say_why(stepped, tmp_path, capsys, over, why):
     hist_dir, hist, ref = stepped
     d = tmp_path / "r"
-    for k in (1, 2):
+    for k in range(1, regress.CONFIRM_RUNS + 1):
         r = _rerun(hist, math.exp(ref) * 1.10, k)
         if "created" in over:
             r["created"] = over["created"]
@@ -126,15 +126,15 @@ def test_reruns_that_cannot_count_are_not_used_and_say_why(stepped, tmp_path, ca
 def test_reruns_of_another_machine_or_series_confirm_nothing(stepped, tmp_path, capsys):
     hist_dir, hist, ref = stepped
     d = tmp_path / "r"
-    other_machine = [_rerun(hist, math.exp(ref) * 1.1, k) for k in (1, 2)]
-    other_case = [_rerun(hist, math.exp(ref) * 1.1, k) for k in (3, 4)]
+    other_machine = [_rerun(hist, math.exp(ref) * 1.1, k) for k in (1, 2, 3)]
+    other_case = [_rerun(hist, math.exp(ref) * 1.1, k) for k in (4, 5, 6)]
     for r in other_case:
         r["case"] = {**r["case"], "id": "resample/B2-S100-T50-D32"}
     store.write_records(d, make_env("another-machine"), other_machine, name="m")
     store.write_records(d, make_env(), other_case, name="c")
     rc, doc, err = _check(capsys, str(hist_dir), "--reruns", str(d))
     assert not [a for a in doc["alerts"] if a["confirmed"]]
-    assert "4 of other series or machines" in err
+    assert "6 of other series or machines" in err
 
 
 def test_reruns_option_errors(stepped, tmp_path, capsys):

@@ -679,13 +679,17 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
     from .regressions import confirmation
 
     here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
-    mine = [c for c in res.alerts if c.series["machine"] == here]  # a rerun here confirms this machine's only
-    keys, why_not = _measurable(mine)
     again: list = []
-    out = args.confirm_out or (tempfile.mkdtemp(prefix="robocache-confirm-") if keys else None)
-    device = runner.detect_device() if keys else None
+    out, device = args.confirm_out, None
+
+    def can_measure(mine: list) -> tuple[set[str], dict[str, str]]:  # this machine's alerts and drifts
+        keys, why_not = _measurable(mine)
+        return {c.fingerprint for c in mine if c.key in keys}, why_not
 
     def measure(alerts: list, times: int) -> list:
+        nonlocal out, device
+        out = out or tempfile.mkdtemp(prefix="robocache-confirm-")
+        device = device or runner.detect_device()
         start = len(again)
         print(f"confirming {len(alerts)} alerted case(s) on {here} by measuring them {times} times "
               f"again into {out} ...", file=sys.stderr)
@@ -703,8 +707,7 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
         return again[start:]
 
     # the first look, then the second where the reruns ask for it: the one path the replay measures too
-    measurable = {c.fingerprint for c in mine if c.key in keys}
-    return confirmation.confirm_alerts(res, measure, machine=here, measurable=measurable, not_measured=why_not, **kw)
+    return confirmation.confirm_alerts(res, measure, machine=here, can_measure=can_measure, **kw)
 
 
 def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> list:
@@ -723,33 +726,40 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
     loaded = store.load(args.reruns)
     for path, why in loaded.bad:
         print(f"warning: skipped bad rerun file {path}: {why}", file=sys.stderr)
-    alerted = {c.fingerprint: c for c in res.alerts}
-    valid: dict[str, list] = {fp: [] for fp in alerted}
-    left: dict[str, dict[str, int]] = {fp: {} for fp in alerted}
-    others = 0
-    for r in sorted(loaded.records, key=lambda r: (r["created"], r["run_id"])):
-        fp = fingerprint(series_key(r))
-        c = alerted.get(fp)
-        if c is None:  # another series, or another machine's: it confirms nothing here
-            others += 1
-            continue
-        night = c.tonight
-        why = unhealthy(r)
-        if why is None and night is not None and r["created"] <= night.created:
-            why = f"not newer than the night alerted ({night.created})"
-        elif why is None and night is not None and night.commit and r.get("git_commit") != night.commit:
-            why = f"of commit {str(r.get('git_commit'))[:12]}, not the night's {night.commit[:12]}"
-        if why:
-            left[fp][why] = left[fp].get(why, 0) + 1
-        else:
-            valid[fp].append(r)
+    valid: dict[str, list] = {}
+    seen = {"others": 0, "alerted": 0}
+
+    def can_measure(items: list) -> tuple[set[str], dict[str, str]]:
+        """The alerts and drifts with CONFIRM_RUNS valid reruns in the folder, and why not the others."""
+        alerted = {c.fingerprint: c for c in items}
+        seen["alerted"] = len(alerted)
+        valid.update({fp: [] for fp in alerted})
+        left: dict[str, dict[str, int]] = {fp: {} for fp in alerted}
+        for r in sorted(loaded.records, key=lambda r: (r["created"], r["run_id"])):
+            fp = fingerprint(series_key(r))
+            c = alerted.get(fp)
+            if c is None:  # another series, or another machine's: it confirms nothing here
+                seen["others"] += 1
+                continue
+            night = c.tonight
+            why = unhealthy(r)
+            if why is None and night is not None and r["created"] <= night.created:
+                why = f"not newer than the night alerted ({night.created})"
+            elif why is None and night is not None and night.commit and r.get("git_commit") != night.commit:
+                why = f"of commit {str(r.get('git_commit'))[:12]}, not the night's {night.commit[:12]}"
+            if why:
+                left[fp][why] = left[fp].get(why, 0) + 1
+            else:
+                valid[fp].append(r)
+        why_not: dict[str, str] = {}
+        for fp, rs in valid.items():
+            if len(rs) < confirmation.CONFIRM_RUNS:
+                skipped = "".join(f"; {n} {w}" for w, n in sorted(left[fp].items()))
+                why_not[fp] = (f"--reruns {args.reruns} holds {len(rs)} valid rerun(s) of this series, "
+                               f"{confirmation.CONFIRM_RUNS} needed{skipped}")
+        return {fp for fp in valid if fp not in why_not}, why_not
+
     used = 0
-    why_not: dict[str, str] = {}
-    for fp, rs in valid.items():
-        if len(rs) < confirmation.CONFIRM_RUNS:
-            skipped = "".join(f"; {n} {w}" for w, n in sorted(left[fp].items()))
-            why_not[fp] = (f"--reruns {args.reruns} holds {len(rs)} valid rerun(s) of this series, "
-                           f"{confirmation.CONFIRM_RUNS} needed{skipped}")
     taken: dict[str, int] = defaultdict(int)
 
     def measure(alerts: list, times: int) -> list:
@@ -764,19 +774,17 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
             used += len(rs)
         return out
 
-    refuted = confirmation.confirm_alerts(res, measure, machine=None,
-                                          measurable=[fp for fp in valid if fp not in why_not],
-                                          not_measured=why_not, **kw)
-    for c in refuted + res.alerts:
-        if c.fingerprint in why_not:
+    refuted = confirmation.confirm_alerts(res, measure, machine=None, can_measure=can_measure, **kw)
+    for c in refuted + res.alerts + res.drifts:
+        if not taken[c.fingerprint]:
             continue
         runs = ", ".join(r["run_id"] for r in valid[c.fingerprint][:taken[c.fingerprint]])
         c.confirm_note += f"; reruns read from {args.reruns} (runs {runs})"
-        if c.wants_more:
+        if getattr(c, "wants_more", False):
             c.confirm_note += (f"; the folder holds {len(valid[c.fingerprint]) - taken[c.fingerprint]} more: measure "
                                f"{confirmation.CONFIRM_MORE} more of {c.key} there and check again")
     print(f"check --reruns {args.reruns}: {len(loaded.records)} record(s), {used} used as reruns of "
-          f"{len(alerted)} alert(s); {others} of other series or machines", file=sys.stderr)
+          f"{seen['alerted']} alert(s) and drift(s); {seen['others']} of other series or machines", file=sys.stderr)
     return refuted
 
 
@@ -787,9 +795,10 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
     from .regressions import alerts
 
     text = alerts.check_markdown(res, getattr(args, "dashboard_url", None))
-    if refuted:
+    if refuted:  # a refuted drift stands as its confirmation's change (confirmation.drift_change): its own title
         text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
-            f"{alerts.md_text(alerts.alert_title(c))} ({alerts.md_text(c.confirm_note)})" for c in refuted) + "\n"
+            f"{alerts.md_text(alerts.drift_title(c.drift) if c.drift is not None else alerts.alert_title(c))} "
+            f"({alerts.md_text(c.confirm_note)})" for c in refuted) + "\n"
     print(_for_stdout(text))
     if args.markdown:
         store.atomic_write(args.markdown, text)
