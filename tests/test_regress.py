@@ -764,9 +764,9 @@ def test_a_change_that_has_held_needs_less_of_the_rerun():
     c = regress.check(series(base + [v * 1.10 for v in _noisy(6, n=6, sigma=0.03)])).alerts[0]
     assert c.n_after >= regress.HELD_NIGHTS and c.p_one <= regress.HELD_P
     ref = float(np.median(c.before_levels))
-    # reruns just beyond the floor above the nights before but a tenth of them (the second slowest of 20), their
+    # reruns just beyond the floor above the nights before but a tenth of them (the third slowest of 20), their
     # mean p between CONFIRM_P and CONFIRM_P_HELD: confirmed only for the change that has held
-    bar = float(np.sort(c.before_levels)[-max(2, math.ceil((1 - regress.LEVEL_Q) * len(c.before_levels)))])
+    bar = float(np.sort(c.before_levels)[-max(2, math.floor((1 - regress.LEVEL_Q) * len(c.before_levels) + 1e-9) + 1)])
     xs = np.full((1, 2), bar + math.log1p(regress.FLOOR) + 0.002)
     # (a series a little noisier than this draw, so that the reruns' p falls between the two levels)
     c.sigma_core = next(c.sigma * f for f in np.arange(1.0, 3.0, 0.02)

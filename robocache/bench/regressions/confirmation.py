@@ -167,10 +167,11 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
     # shown that level before, which no step does
     if len(c.before_levels) >= SCREEN_MIN_BEFORE:
-        # (the m-th slowest night, m a tenth of them and at least two: one outlying night among a short history's
-        # eight, which the interpolated 90th percentile sat near, is no second state, and kept a +10% step on a
-        # few-microsecond case from its confirmation; the tails below count it)
-        m = max(2, math.ceil((1 - LEVEL_Q) * len(c.before_levels)))
+        # (the m-th slowest night, one more than a tenth of them and at least two, about the 90th percentile where
+        # there are twenty nights or more: one outlying night among a short history's eight, which the interpolated
+        # 90th percentile sat near, is no second state, and kept a +10% step on a few-microsecond case from its
+        # confirmation; the tails below count it)
+        m = max(2, math.floor((1 - LEVEL_Q) * len(c.before_levels) + 1e-9) + 1)  # (1 - 0.9) * 20 is 1.999...
         ok &= low_log + ref - float(np.sort(c.before_levels)[-m]) >= math.log1p(floor)
     # and beyond the provider's measured run-to-run tails: the chance that the provider's real deviations (drawn
     # as often as there are reruns) put as many runs as slow as the counted rerun (all of them, or all but the
