@@ -30,6 +30,7 @@ SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level o
 SPIKE_K = 5.0  # a night beyond SPIKE_K sigmas from both neighbours, which agree with each other, is a spike
 BLIP_MAX = 3  # an interior PELT segment of at most this many runs whose neighbours are one level is a blip, not a level
 PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
+WIDE_REF = 20  # the nights before a change the confirmation may compare with, across PELT's boundaries
 MAX_REF = 30  # a drift's confirmation compares its reruns with at most this many nights before its window
 
 
@@ -83,6 +84,9 @@ class Change:
     # the screen's and the confirmation's (their tails are the confirmation's business), never the check's alone
     sigma_core: float = 0.0
     p_core: float = 1.0
+    # the WIDE_REF nights before the change, across PELT's boundaries: the confirmation's level where the level
+    # before is too short to pin the series down (confirmation._levels)
+    wide_levels: list[float] = field(default_factory=list)
 
     @property
     def direction(self) -> str:
@@ -570,7 +574,8 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
                           before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF, p_one=p_one,
                           after_levels=[float(v) for v in after], before_levels=[float(v) for v in x[lo:idx]],
                           cause="environment" if moved else "code", cause_detail="; ".join(moved),
-                          segment=(lo, hi), tonight=pts[-1], sigma_core=sig_k, p_core=min(p_core, p_one))
+                          segment=(lo, hi), tonight=pts[-1], sigma_core=sig_k, p_core=min(p_core, p_one),
+                          wide_levels=[float(v) for v in x[max(0, idx - WIDE_REF):idx]])
 
         mine = []
         for idx, (lo, hi, kind) in sorted(tests.items()):

@@ -28,7 +28,6 @@ CONFIRM_P_HELD = 0.01
 # measured in tests/test_regress_quality.py over every rerun the real noise pools allow, both looks, exactly).
 CONFIRM_MORE = 2
 CONFIRM_RUNS_MAX = CONFIRM_RUNS + CONFIRM_MORE
-TAIL_PRIOR_NIGHTS = 10  # the provider's tail share weighs as this many nights next to the series' own (rerun_test)
 RERUN_SPARE = 1  # of CONFIRM_RUNS_MAX reruns, this many may fall short of the bars (all of CONFIRM_RUNS must pass)
 
 
@@ -115,9 +114,25 @@ def _held(c: Change, ref: float, floor: float) -> bool:
             and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
 
 
-def _ref(c: Change) -> float:
-    """The level before the change, robustly: the median of its runs."""
-    return float(np.median(c.before_levels)) if c.before_levels else c.before_level
+def _levels(c: Change, floor: float = FLOOR) -> list[float]:
+    """The nights the confirmation compares its reruns with: the level before the change, or, where that level is
+    too short to pin a noisy series down (its median uncertain by more than half the floor: sigma sqrt(pi / 2n)),
+    the WIDE_REF nights before the change across PELT's boundaries when their median is the higher. A short
+    segment of a noisy series is often one PELT cut because its nights drew low, and the reruns, at the series'
+    true level, then look slow (the replay: an A/A torch.compile series at 12% whose five-night segment drew
+    low was confirmed with probability 0.97)."""
+    levels = c.before_levels
+    if (levels and c.wide_levels and len(c.wide_levels) > len(levels)
+            and c.sigma * math.sqrt(math.pi / (2 * len(levels))) > floor / 2
+            and float(np.median(c.wide_levels)) > float(np.median(levels))):
+        return c.wide_levels
+    return levels
+
+
+def _ref(c: Change, floor: float = FLOOR) -> float:
+    """The level before the change, robustly: the median of its runs (:func:`_levels`)."""
+    levels = _levels(c, floor)
+    return float(np.median(levels)) if levels else c.before_level
 
 
 def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarray | None = None) -> np.ndarray:
@@ -128,7 +143,7 @@ def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarra
     xs = np.atleast_2d(np.asarray(xs, dtype=float))
     if xs.shape[1] >= CONFIRM_RUNS_MAX:
         return np.zeros(len(xs), dtype=bool)
-    ref = _ref(c)
+    ref = _ref(c, floor)
     if ok is None:
         ok = rerun_test(c, xs, floor=floor)[0]
     # the median, not the mean: one outlying rerun of three (a -24% night of a few-microsecond case) must not keep
@@ -150,11 +165,13 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     xs = np.atleast_2d(np.asarray(xs, dtype=float))
     # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
     # night that would make every later run look slower; the median's variance is pi/2 the mean's)
-    ref = _ref(c)
+    levels = _levels(c, floor)
+    ref = _ref(c, floor)
     d = xs.mean(axis=1) - ref
     # the noise without the series' outlying nights where the screen measured it (their tails are judged below)
     sigma = c.sigma_core or c.sigma
-    se = sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / xs.shape[1])
+    n_ref = len(levels) if levels is not c.before_levels else c.n_before
+    se = sigma * math.sqrt((math.pi / 2 if levels else 1.0) / n_ref + 1.0 / xs.shape[1])
     p = special.stdtr(max(c.dof, 1.0), -d / se)
     # the reruns that must each be beyond the bars below: all of CONFIRM_RUNS; of CONFIRM_RUNS_MAX (the second look,
     # rerun_more) all but one (one outlying rerun among four neither confirms nor refutes; the tails below count it)
@@ -166,13 +183,13 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     # and beyond the floor above 90% of the nights before the change, whatever their distribution: a series with
     # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
     # shown that level before, which no step does
-    if len(c.before_levels) >= SCREEN_MIN_BEFORE:
+    if len(levels) >= SCREEN_MIN_BEFORE:
         # (the m-th slowest night, one more than a tenth of them and at least two, about the 90th percentile where
         # there are twenty nights or more: one outlying night among a short history's eight, which the interpolated
         # 90th percentile sat near, is no second state, and kept a +10% step on a few-microsecond case from its
         # confirmation; the tails below count it)
-        m = max(2, math.floor((1 - LEVEL_Q) * len(c.before_levels) + 1e-9) + 1)  # (1 - 0.9) * 20 is 1.999...
-        ok &= low_log + ref - float(np.sort(c.before_levels)[-m]) >= math.log1p(floor)
+        m = max(2, math.floor((1 - LEVEL_Q) * len(levels) + 1e-9) + 1)  # (1 - 0.9) * 20 is 1.999...
+        ok &= low_log + ref - float(np.sort(levels)[-m]) >= math.log1p(floor)
     # and beyond the provider's measured run-to-run tails: the chance that the provider's real deviations (drawn
     # as often as there are reruns) put as many runs as slow as the counted rerun (all of them, or all but the
     # spare: the binomial tail), at most p_max (a provider whose runs of one commit moved 20% now and then
@@ -185,15 +202,15 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     # the change at least as slow as the counted rerun (a case whose own runs moved +20% now and then, or that has
     # a second state, confirms nothing with reruns that slow, whatever the other cases of its provider showed: the
     # out-of-sample replay's false alerts were such series, their provider's pool fitted on other cases)
-    if len(c.before_levels) >= SCREEN_MIN_BEFORE:
-        # (k + 1/2 + m p) / (n + 1 + m): the series' k of n nights, half a night more than was seen (a clean history
-        # of a few nights does not vouch for tails it is too short to show), and the provider's share p counted as
-        # TAIL_PRIOR_NIGHTS nights (two +24% nights in sixteen are not a 15% tail for good: a +10% step on such a
-        # series stayed refuted night after night)
-        nights = np.sort(np.asarray(c.before_levels, dtype=float) - ref)
+    if len(levels) >= SCREEN_MIN_BEFORE:
+        # (k + 1/2) / (n + 1): the series' k of n nights, half a night more than was seen, so that a clean history
+        # of a few nights does not vouch for tails it is too short to show (a second state seen once in six nights
+        # is a 21% tail, not the 9% that counting the provider's pool as ten more nights made it: the replay's
+        # two-state series were then half its false alerts)
+        nights = np.sort(np.asarray(levels, dtype=float) - ref)
         seen = len(nights) - np.searchsorted(nights, low_log, side="left")
-        tail = np.maximum(tail, (seen + 0.5 + TAIL_PRIOR_NIGHTS * tail) / (len(nights) + 1 + TAIL_PRIOR_NIGHTS))
-    if pool is not None or len(c.before_levels) >= SCREEN_MIN_BEFORE:
+        tail = np.maximum(tail, (seen + 0.5) / (len(nights) + 1))
+    if pool is not None or len(levels) >= SCREEN_MIN_BEFORE:
         from scipy import stats
 
         k = xs.shape[1]
