@@ -1,9 +1,10 @@
 # Two commands on a fresh machine:  make run   (set up + main job)   and   make test   (set up + CPU tests)
+# While developing: make test-fast (the fast tier, ~2 min) and make lint (docs/contributing.md).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup lock run serve screenshot demo test chromium gpu-check clean
+.PHONY: setup lock run serve screenshot demo test test-fast test-rest lint validate chromium gpu-check clean
 
 # `make setup` installs requirements/dev.lock (every package pinned: what CI runs) and robocache itself (editable)
 # with uv when it can: uv from PATH, else uv from PyPI into the venv (its version pinned in the lock); with pip
@@ -69,10 +70,11 @@ run: setup  ## the quick suite on the best device present (GPU, else CPU provide
 serve: setup  ## the dashboard alone on http://127.0.0.1:$(PORT) over results/ and $(RUN_OUT)
 	@$(SERVE_MSG); exec $(SERVE_CMD)
 
-# The README's picture: the overview over the committed H200 records only, in Debian's Chromium.
+# The README's picture: the Overview (the morning page) over the committed records (results/ without results/local),
+# in Debian's Chromium.
 screenshot: setup chromium  ## docs/dashboard-overview.png, taken by the browser test's machinery
 	$(BIN)/python -m dashboard.browser docs/dashboard-overview.png --charts 2 \
-	  -- --no-default-results --results results/h200-nvidia-h200
+	  -- --no-default-results --results $(filter-out results/local/,$(wildcard results/*/))
 
 demo: setup  ## resample, fuse and voxelize once on the best device present and print the results
 	$(BIN)/python -m robocache.demo
@@ -98,11 +100,31 @@ chromium:  ## install Debian's chromium (apt-get) for the browser test, if missi
 	if [ -x "$(CHROMIUM)" ]; then "$(CHROMIUM)" --version 2>/dev/null; \
 	else echo "*** $(CHROMIUM) still missing after apt-get: the browser test cannot run (skipped; in CI: failed)."; fi
 
-test: setup chromium  ## the whole CPU test suite (GPU tests skip, with a banner, without a GPU), asv check, benchmarks as tests
+# Test tiers (docs/contributing.md): tests/conftest.py marks every test that needs a GPU, drives a browser,
+# starts processes or was measured slow; the fast tier is the rest. PYTEST_ARGS adds options (-x, -k ...).
+TIER_REST = slow or browser or gpu or multiprocess
+PYTEST = $(BIN)/python -m pytest -q tests benchmarks --benchmark-disable $(XDIST) $(PYTEST_ARGS)
+# both cores: the expensive tier waits on child processes, timeouts and a browser much of its time; --dist
+# loadfile keeps each module on one worker, so a module's shared set-up (one server, one launch) is made once
+XDIST ?= -n 2 --dist loadfile
+
+lint: setup  ## ruff over the repository (the rules: pyproject.toml [tool.ruff])
+	$(BIN)/ruff check .
+
+validate: setup  ## the workflow files, offline: GitHub's schema (check-jsonschema) and zizmor's security audit
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(BIN)/zizmor --offline .github/workflows
+
+test-fast: setup  ## the fast tier: every CPU test that starts no process, drives no browser and is not measured slow
+	$(PYTEST) -m "not ($(TIER_REST))"
+
+test-rest: setup chromium  ## asv check, then the rest: process groups, CLIs, the browser tests, the slow ones (GPU tests skip without a GPU)
 	$(BIN)/asv check --python=same
-	ROBOCACHE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests benchmarks --benchmark-disable
+	ROBOCACHE_CHROMIUM=$(CHROMIUM) $(PYTEST) -m "$(TIER_REST)"
+
+# What CI runs (.ci/run): make stops at the first target that fails, so a broken change fails in the fast tier.
+test: setup chromium  ## everything, as CI runs it: lint, the workflow files, the fast tier, then the rest
+	@$(MAKE) --no-print-directory -j1 lint validate test-fast test-rest
 
 gpu-check:  ## on a GPU machine: GPU tests into OUT=<folder> (uses the machine's own python3)
 	bash scripts/gpu_check.sh $${OUT:-gpu-out}

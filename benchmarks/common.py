@@ -70,7 +70,7 @@ def _belongs(case: specs.Case, kind: str) -> bool:
     return case.dispatch if kind == "dispatch" else not case.dispatch
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def grid_keys(op: str, kind: str) -> frozenset[str]:
     """Every case key of ``op`` a ``kind`` benchmark can ever measure: its suites, on either device."""
     if kind not in KINDS:
@@ -79,7 +79,7 @@ def grid_keys(op: str, kind: str) -> frozenset[str]:
                      for c in specs.cases(s, device=d, ops=[op]) if _belongs(c, kind))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def grid_params(op: str, kind: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """asv ``params`` of an ``op``'s ``kind`` benchmark: (shape tags in grid order, dtypes, providers in the
     provider table's order). The same on every machine: built from :func:`grid_keys`, never from the device."""
@@ -111,7 +111,7 @@ def _suite_of(kind: str, suite_: str) -> str | None:
     return suite_ if suite_ in _suites(kind) else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _runnable(op: str, kind: str, suite_: str, device: str) -> frozenset[str]:
     s = _suite_of(kind, suite_)
     if s is None:

@@ -47,7 +47,8 @@ def describe(name: str, device: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.machine", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m benchmarks.machine",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--machine", required=True, help="the machine name asv keys results by (as asv run --machine)")
     p.add_argument("--device", choices=("gpu", "cpu"), default=None,
                    help="the device to describe (default: ROBOCACHE_DEVICE, else detected without touching CUDA)")

@@ -160,10 +160,26 @@ def wait_idle(page: Any, timeout_s: float = TIMEOUT_S) -> None:
                            timeout=timeout_s * 1000)
 
 
-def select(page: Any, label: str, option: str) -> None:
-    """Pick ``option`` in the selectbox labelled ``label`` (a combobox with a listbox of options)."""
-    page.get_by_role("combobox", name=label, exact=True).click()
-    page.get_by_role("option", name=option, exact=True).click()
+def select(page: Any, label: str, option: str, tries: int = 3) -> None:
+    """Pick ``option`` in the selectbox labelled ``label`` (a combobox with a listbox of options). The box is
+    scrolled into view first, and clicked again when its list did not open: a click on a box far down a long page
+    (the Overview's) landed while Streamlit's main area was still scrolling to it, which focused the box without
+    opening it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.get_by_role("combobox", name=label, exact=True)
+    want = page.get_by_role("option", name=option, exact=True)
+    box.scroll_into_view_if_needed()
+    for i in range(tries):
+        box.click()
+        try:
+            want.wait_for(timeout=TIMEOUT_MS if i == tries - 1 else 10_000)
+            break
+        except PlaywrightTimeout:
+            if i == tries - 1:
+                raise
+            page.keyboard.press("Escape")  # close whatever half-opened, then try again
+    want.click()
 
 
 def chart_texts(page: Any, selector: str) -> list[str]:
@@ -173,7 +189,7 @@ def chart_texts(page: Any, selector: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Screenshot one page of the dashboard (after optional selections) into a PNG."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0],
                                  epilog="Arguments after -- go to the dashboard (--results DIR ..., "
                                         "--no-default-results).")
     ap.add_argument("out", type=Path, help="PNG to write")
@@ -195,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve(app_args, log=Path(tmp) / "streamlit.log") as url, \
             chromium(Path(tmp) / "profile", width=args.width, height=args.height) as page:
         page.goto(f"{url}/{args.page}")
+        page.wait_for_selector("h1")  # the page itself has run (a page without charts: --charts 0)
+        wait_idle(page)
         wait_for_charts(page, args.charts)
         for sel in args.select:
             label, _, option = sel.partition("=")
@@ -205,7 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if page.locator('[data-testid="stException"]').count():
             print("the page shows an exception; no screenshot", file=sys.stderr)
             return 1
-        page.wait_for_timeout(500)  # plotly's transitions
+        # metrics and tables still drawn as placeholders (Streamlit's skeletons) right after a rerun, or a cached
+        # computation's spinner (the regression check) still turning
+        page.wait_for_function("() => !document.querySelector('[data-testid^=\"stSkeleton\"], "
+                               "[data-testid=\"stSpinner\"]')")
+        wait_idle(page)
+        # every table drawn (Streamlit draws a dataframe into a canvas once its data has arrived)
+        page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"]')]"
+                               ".every(d => d.querySelector('canvas'))")
+        page.wait_for_timeout(1500)  # plotly's transitions
         args.out.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(args.out))
     print(f"wrote {args.out} ({args.out.stat().st_size // 1024} KiB)")

@@ -26,6 +26,17 @@ METRICS = {
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
+def dtype_dash(dtype: Any) -> str:
+    """A dtype's line dash, the same on every chart whatever other dtypes it shows: float32 solid, float16 dashed,
+    bfloat16 dotted (the grid's order), any other dtype one of the rest picked by its name."""
+    from robocache.bench.ops.base import GPU_DTYPES
+
+    t = str(dtype)
+    if t in GPU_DTYPES:
+        return DASHES[GPU_DTYPES.index(t) % len(DASHES)]
+    return providers.stable_pick(t, DASHES[len(GPU_DTYPES):] or DASHES)
+
+
 def provider_color(provider: Any) -> str:
     """The provider's colour, the same on every page and every run: the provider table's
     (:func:`robocache.providers.color`; unknown names get a stable one from their name)."""
@@ -101,7 +112,10 @@ def ratio_bar(fig: go.Figure, x: Any, ratio: Any, name: str, hovertemplate: str,
     columns of ``extra`` follow it in order."""
     r = pd.Series(ratio, dtype="float64").reset_index(drop=True)
     cd = pd.DataFrame({"_ratio": r, **{k: pd.Series(v).reset_index(drop=True) for k, v in (extra or {}).items()}})
-    fig.add_bar(x=x, y=r - 1.0, base=1.0, name=name, customdata=cd, hovertemplate=hovertemplate, **kw)
+    if kw.get("orientation") == "h":  # horizontal: the categories on y, the bars along x from 1x
+        fig.add_bar(y=x, x=r - 1.0, base=1.0, name=name, customdata=cd, hovertemplate=hovertemplate, **kw)
+    else:
+        fig.add_bar(x=x, y=r - 1.0, base=1.0, name=name, customdata=cd, hovertemplate=hovertemplate, **kw)
     return fig
 
 
@@ -117,19 +131,52 @@ def _empty(title: str) -> go.Figure:
     return fig
 
 
-def speedup_bars(speed: pd.DataFrame, title: str = "robocache speedup over each peer") -> go.Figure:
-    """Grouped bars: one bar per (case, peer); log y; the 1x line marks parity."""
-    if speed.empty:
-        return _empty(title)
+def ranked_bars(w: pd.DataFrame, title: str = "", prefix_machine: bool = False) -> go.Figure:
+    """Horizontal bars over :func:`dashboard.tables.wins` rows: one per case and dtype (``prefix_machine``: and its
+    GPU), ranked by robocache's speedup over the strongest peer of the same run, the worst at the top, each drawn
+    from the 1x line and labelled with its ratio and peer (readable however short the bar); one colour per peer;
+    a log axis labelled in ratios, ranging over these rows only (a 0.9x loss is no sliver under a 20x axis).
+    Horizontal, so the case names read level at 1280 px instead of rotated."""
+    d = w.dropna(subset=["speedup"]) if not w.empty else w
+    d = d[d["speedup"] > 0] if not d.empty else d
+    if d.empty:
+        return _empty(title or "robocache against the strongest peer (no case with both)")
+    d = d.sort_values(["speedup", "case_id", "dtype"], kind="stable")
+    label = d["case_id"].astype(str) + " " + d["dtype"].astype(str)
+    if prefix_machine:
+        several = d.groupby("arch", observed=True)["machine"].nunique().gt(1).any()
+        who = d["machine"].astype(str) if several else d["arch"].astype(str)
+        label = who + " " + label
+    d = d.assign(_y=plain_col(label), _peer=[provider_label(p) for p in d["peer"].astype(str)])
     fig = go.Figure()
-    for peer, g in speed.groupby("peer", sort=True):
-        ratio_bar(fig, _case_labels(g), g["speedup"], provider_name(peer), marker_color=provider_color(peer),
+    for peer, g in sorted(d.groupby("peer", observed=True), key=lambda kv: providers.order(str(kv[0]))):
+        ratio_bar(fig, g["_y"], g["speedup"], provider_name(peer), orientation="h",
+                  marker_color=provider_color(peer),
+                  text=[f"{v:.2f}x" for v in g["speedup"]],  # the peer: its colour, the legend, the hover
+                  textposition="outside", cliponaxis=False,
                   extra={"run": plain_col(g["run_id"])},
-                  hovertemplate="%{x}<br>%{customdata[0]:.2f}x vs %{fullData.name}<extra></extra>")
-    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
-    fig.update_layout(title=plain(title), barmode="group", yaxis_type="log", height=_bar_height(speed),
-                      yaxis_title="speedup (peer p50 / robocache p50)", xaxis_title="case", legend_title="peer")
-    return ratio_axis(fig, speed["speedup"])
+                  hovertemplate="%{y}<br>%{customdata[0]:.2f}x vs %{fullData.name}<br>run %{customdata[1]}"
+                                "<extra></extra>")
+    fig.add_vline(x=1.0, line_dash="dot", line_color="gray")
+    n = len(d)
+    fig.update_layout(title=plain(title or "robocache against the strongest peer"), barmode="overlay",
+                      xaxis_title="speedup (strongest peer p50 / robocache p50; below 1x the peer is faster)",
+                      yaxis=dict(categoryorder="array", categoryarray=d["_y"].tolist(), autorange="reversed",
+                                 automargin=True),
+                      legend_title="strongest peer", legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+                      showlegend=True,  # the peer's name, even when one peer is the strongest everywhere
+                      height=int(max(260, min(2400, 140 + 26 * n))), margin=dict(r=120))
+    # the axis spans these bars and the 1x line, with a little room past the longest bars for their labels: a
+    # chart of losses alone spans ~0.8x-1.1x, where a 0.93x loss is a quarter of the width, not a sliver
+    import math
+
+    lo = min(float(d["speedup"].min()), 1.0) / 1.12
+    hi = max(float(d["speedup"].max()), 1.0) * 1.12
+    vals, text = ratio_ticks([lo, hi])
+    keep = [i for i, v in enumerate(vals) if lo <= v <= hi]
+    fig.update_layout(xaxis=dict(type="log", tickvals=[vals[i] for i in keep], ticktext=[text[i] for i in keep],
+                                 range=[math.log10(lo), math.log10(hi)]))
+    return fig
 
 
 def _bar_height(df: pd.DataFrame) -> int:
@@ -138,31 +185,62 @@ def _bar_height(df: pd.DataFrame) -> int:
     return int(max(450, min(800, 300 + 10 * n)))
 
 
-def ceiling_bars(df: pd.DataFrame, title: str = "% of the copy ceiling") -> go.Figure:
-    """Bars of % of the measured copy ceiling per case, one colour per provider."""
-    d = df.dropna(subset=["pct_of_ceiling"])
-    if d.empty:
-        return _empty(title + " (no ceiling measured)")
-    fig = go.Figure()
-    for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_bar(x=_case_labels(g), y=g["pct_of_ceiling"], name=provider_name(prov), marker_color=provider_color(prov))
-    fig.update_layout(title=plain(title), barmode="group", yaxis_title="% of copy ceiling", legend_title="provider",
-                      height=_bar_height(d))
-    return fig
+# What one line of a sweep may join: points of one run (so one machine, front end, environment and peer
+# implementation: a run measures each provider once, side by side) of one provider and one measuring method. Points
+# of other runs, or another method version, are other lines, never joined (issue 24: a CuPy line read 110 us at
+# B=256, 17,365 us at B=1024 from an older CuPy peer's run, 416 us at B=4096).
+LINE_KEYS = ("provider", "run_id", "method_version")
+
+
+def provenance(g: pd.DataFrame) -> pd.DataFrame:
+    """Each point's provenance for its hover: run id, run date (UTC), short commit and machine, escaped."""
+    when = g["created"].dt.strftime("%Y-%m-%d %H:%M") if "created" in g.columns else pd.Series("?", index=g.index)
+    commit = g["git_commit"].astype(object).where(g["git_commit"].notna(), "unknown") if "git_commit" in g.columns \
+        else pd.Series("unknown", index=g.index)
+    return pd.DataFrame({"run": plain_col(g["run_id"]), "date": when.fillna("?").astype(str),
+                         "commit": plain_col(commit.astype(str).str[:10]), "machine": plain_col(g["machine"])},
+                        index=g.index)
+
+
+PROVENANCE_HOVER = ("run %{customdata[1]} (%{customdata[2]} UTC)<br>commit %{customdata[3]} on "
+                    "%{customdata[4]}")
 
 
 def sweep_lines(df: pd.DataFrame, x: str, metric: str = "p50", title: str = "") -> go.Figure:
-    """One line per provider of ``metric`` against the shape parameter ``x``; log-log axes."""
+    """``metric`` against the shape parameter ``x``, log-log: one line per provider, run and method version
+    (:data:`LINE_KEYS`: a line never joins points of two runs); the legend names the run when one provider has
+    lines from several runs. Every point's hover: case, run, date, commit, machine."""
     label, log_y = METRICS[metric]
     d = df.dropna(subset=[x, metric]).sort_values(x)
     if d.empty:
         return _empty(title or f"{label} vs {x}")
+    # rows without provenance (a frame built by hand) still draw: one line per provider
+    missing = {c: None for c in ("run_id", "method_version", "git_commit", "machine") if c not in d.columns}
+    if "created" not in d.columns:
+        missing["created"] = pd.Series(pd.NaT, index=d.index, dtype="datetime64[ns, UTC]")
+    d = d.assign(**missing)
+    d = d.assign(_line=d[list(LINE_KEYS)].astype(str).agg("|".join, axis=1))
+    first = d.groupby("_line", sort=False).agg(provider=("provider", "first"), run=("run_id", "first"),
+                                              when=("created", "min"), mv=("method_version", "first"))
+    per_provider = first.groupby("provider", observed=True).size()
+    versions = d["method_version"].nunique()
+    # a provider's newest line solid, its older ones dotted (the legend names each one's run)
+    rank = first.groupby("provider", observed=True)["when"].rank(method="first", ascending=False)
     fig = go.Figure()
-    for prov, g in d.groupby("provider", sort=True, observed=True):
-        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=provider_name(prov),
-                        line_color=provider_color(prov), customdata=plain_col(g["case_id"]),
-                        hovertemplate="%{customdata}<br>" + plain(x) + "=%{x}<br>%{y:.4g}"
-                                      "<extra>%{fullData.name}</extra>")
+    for line in sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])), first.at[k, "when"])):
+        g = d[d["_line"] == line]
+        prov = str(first.at[line, "provider"])
+        name = provider_label(prov)
+        if per_provider.get(prov, 0) > 1:  # this provider has lines of several runs (or methods): say which
+            when = first.at[line, "when"]
+            name += f" (run {first.at[line, 'run']}{', ' + when.strftime('%Y-%m-%d') if pd.notna(when) else ''}"
+            name += f", method v{whole(first.at[line, 'mv'])})" if versions > 1 else ")"
+        cd = pd.concat([plain_col(g["case_id"]).rename("case"), provenance(g)], axis=1)
+        fig.add_scatter(x=g[x], y=g[metric], mode="lines+markers", name=plain(name),
+                        line_color=provider_color(prov), line_dash="dot" if rank[line] > 1 else "solid",
+                        customdata=cd, meta=plain(str(first.at[line, "run"])),
+                        hovertemplate="%{customdata[0]}<br>" + plain(x) + "=%{x}<br>%{y:.4g}<br>" + PROVENANCE_HOVER
+                                      + "<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or f"{label} vs {x}"), xaxis_title=plain(x), yaxis_title=label,
                       legend_title="provider", xaxis_type="log", yaxis_type="log" if log_y else "linear")
     value_axis(fig, d[x])
@@ -219,7 +297,6 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
         return _empty(title or label)
     d = d.assign(_series=tables.series_ids(d))
     fig = go.Figure()
-    dtypes = sorted(d["dtype"].astype(str).unique())
     first = d.groupby("_series", sort=False).first()
     extras = legend_extras(first)  # a legend names what tells apart the series of one provider and dtype
     order = sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])),
@@ -230,7 +307,7 @@ def history_lines(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.
         name = legend_name(first, key, extras)
         commit = plain_col(g["git_commit"].fillna("unknown").astype(str).str[:10])
         fig.add_scatter(x=g["created"], y=g[metric], mode="lines+markers", name=plain(name),
-                        line_color=provider_color(prov), line_dash=DASHES[dtypes.index(dtype) % len(DASHES)],
+                        line_color=provider_color(prov), line_dash=dtype_dash(dtype),
                         customdata=pd.DataFrame({"c": commit, "r": plain_col(g["run_id"]), "s": key}),
                         hovertemplate="%{x}<br>commit %{customdata[0]}<br>run %{customdata[1]}<br>series "
                                       "%{customdata[2]}<br>%{y:.4g}<extra>%{fullData.name}</extra>")
@@ -427,8 +504,9 @@ def dtype_bars(df: pd.DataFrame, metric: str = "p50", title: str = "") -> go.Fig
     for prov, g in sorted(d.groupby("provider", observed=True), key=lambda kv: providers.order(str(kv[0]))):
         g = g.assign(_o=g["dtype"].astype(str).map(order.index)).sort_values("_o")
         fig.add_bar(x=plain_col(g["dtype"]), y=g[metric], name=provider_name(prov), marker_color=provider_color(prov),
-                    customdata=plain_col(g["case_id"]),
-                    hovertemplate="%{customdata} %{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+                    customdata=pd.concat([plain_col(g["case_id"]).rename("case"), provenance(g)], axis=1),
+                    hovertemplate="%{customdata[0]} %{x}<br>%{y:.4g}<br>" + PROVENANCE_HOVER
+                                  + "<extra>%{fullData.name}</extra>")
     fig.update_layout(title=plain(title or f"{label} by dtype"), barmode="group", xaxis_title="dtype",
                       yaxis_title=label, legend_title="provider", yaxis_type="log" if log_y else "linear",
                       xaxis=dict(categoryorder="array", categoryarray=[plain(t) for t in order]))

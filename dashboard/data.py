@@ -92,7 +92,7 @@ def results_dirs(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     """
     argv = sys.argv[1:] if argv is None else argv
     environ = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
     parser.add_argument("--results", nargs="+", action="extend", default=[])
     parser.add_argument("--no-default-results", action="store_true")
 

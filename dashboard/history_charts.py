@@ -12,12 +12,14 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from robocache import providers
+from robocache.bench.regressions.records import ENV_FIELDS
 
 from .charts import (
-    DASHES,
     METRICS,
+    dtype_dash,
     legend_extras,
     legend_name,
+    log_axis,
     plain,
     plain_col,
     provider_color,
@@ -50,7 +52,8 @@ def _short(c: Any) -> str:
 def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, breaks: pd.DataFrame,
                     metric: str = "p50", title: str = "", highlight: str | None = None) -> go.Figure:
     """One line per series over commit order (x: commits in the order first measured, labelled by short hash; the
-    date in the hover), a series cut where its runner changed (separate traces, never joined); a series measured
+    date in the hover), a series cut where its runner or a peer's library changed (separate traces, never joined:
+    :func:`dashboard.history_data.history_rows`); a series measured
     another way is another trace, its start marked as a break. The check's alerts and improvements are markers at
     the first commit after the change with a band over the commit range, drifts a dotted line over their window,
     breaks dashed verticals. Every point's hover: run, commit, date, health flags; its customdata[1] is the run
@@ -62,7 +65,6 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
         fig.update_layout(title=plain(title or label), annotations=[dict(text="no data", showarrow=False)])
         return fig
     names = series_names(d)
-    dtypes = sorted(d["dtype"].astype(str).unique())
     first = d.groupby("series", sort=False).first()
     keys = sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])), names[k]))
     for k in keys:
@@ -72,15 +74,17 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
             cd = pd.DataFrame({"c": plain_col(s["commit"].astype(str).str[:12]), "r": plain_col(s["run_id"]),
                                "d": s["created"].dt.strftime("%Y-%m-%d %H:%M").fillna("?"),
                                "h": plain_col(s["health"]), "s": k,
-                               "e": plain_col(s["env_change"].where(s["env_change"] != "", "-"))})
+                               "e": plain_col(s["env_change"].where(s["env_change"] != "", "-")),
+                               "m": plain_col(s["machine"])})
             fig.add_scatter(
                 x=s["x"].tolist(), y=s[metric].tolist(), mode="lines+markers", name=plain(names[k]), legendgroup=k,
                 showlegend=i == 0, line_color=provider_color(prov),
-                line_dash=DASHES[dtypes.index(dtype) % len(DASHES)], line_width=4 if k == highlight else 2,
+                line_dash=dtype_dash(dtype), line_width=4 if k == highlight else 2,
                 customdata=cd, meta=k,
-                hovertemplate="commit %{customdata[0]} (%{customdata[2]} UTC)<br>run %{customdata[1]}<br>"
+                hovertemplate="commit %{customdata[0]} (%{customdata[2]} UTC) on %{customdata[6]}<br>"
+                              "run %{customdata[1]}<br>"
                               "health: %{customdata[3]}<br>series %{customdata[4]}"
-                              + ("<br>runner changed: %{customdata[5]}" if seg else "")
+                              + ("<br>changed here: %{customdata[5]}" if seg else "")
                               + "<br>%{y:.4g}<extra>%{fullData.name}</extra>")
     xmap = dict(zip(order["commit"], order["x"]))
     shown = set(keys)
@@ -132,8 +136,11 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
         fig.add_vline(x=float(b["x"]) - 0.5, line_dash="dash", line_color=BREAK_COLOR,
                       annotation_text=plain("method change"), annotation_position="top right")
     for s_ in d.loc[d["segment"] > 0].groupby(["series", "segment"]).head(1).itertuples():
+        # the runner (GPU, driver, CUDA, ...) or, for a peer, the library it runs on (another torch, CuPy)
+        runner = any(part.split(":")[0] in ENV_FIELDS for part in str(s_.env_change).split("; "))
         fig.add_vline(x=float(s_.x) - 0.5, line_dash="dot", line_color=BREAK_COLOR,
-                      annotation_text="runner changed", annotation_position="bottom right")
+                      annotation_text="runner changed" if runner else "peer changed",
+                      annotation_position="bottom right")
     ticks = order[order["x"].isin(d["x"].unique())].reset_index(drop=True)
     if len(ticks) > MAX_TICKS:  # labels that stay apart; every point keeps its commit in the hover
         step = -(-len(ticks) // MAX_TICKS)
@@ -142,10 +149,13 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
         for m in [i for i, x in enumerate(ticks["x"]) if x in marked]:  # a finding's commit takes its neighbours' slots
             keep = [i for i in keep if abs(i - m) >= step or i == m] + ([] if m in keep else [m])
         ticks = ticks.iloc[sorted(keep)]
+    # the legend under the chart, as wide as the page: beside it, long series names were clipped at 1280 px
     fig.update_layout(title=plain(title or label), xaxis_title="commit (in the order first measured; its date in the hover)",
                       yaxis_title=label, legend_title="series", yaxis_type="log" if log_y else "linear",
                       xaxis=dict(tickmode="array", tickvals=ticks["x"].tolist(),
                                  ticktext=plain_col(ticks["label"]).tolist(),
                                  tickangle=-45),
+                      legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0),
+                      height=520 + 24 * -(-len(keys) // 3), margin=dict(b=40),
                       hovermode="closest", clickmode="event+select")
-    return fig
+    return log_axis(fig, d[metric]) if log_y else fig

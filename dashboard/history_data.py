@@ -50,7 +50,7 @@ def alerts_file(argv: Sequence[str] | None = None, environ: Mapping[str, str] | 
     """``--alerts FILE`` from the ``streamlit run ... --`` arguments, else ``$ROBOCACHE_ALERTS_JSON``, else None."""
     argv = sys.argv[1:] if argv is None else argv
     environ = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
     parser.add_argument("--alerts", default=None)
 
     def _fail(message: str) -> None:
@@ -280,6 +280,15 @@ def merge_docs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def check_docs(frontend: str | None, machines: Sequence[str], dirs: Sequence[str] | None = None
+               ) -> dict[str, dict[str, Any]]:
+    """Each machine's own check document (``check DIRS --machine M --frontend F``, what its nightly writes), by
+    machine: the per-machine verdicts of the Overview and Regressions pages."""
+    dirs = tuple(str(d) for d in (data.results_dirs() if dirs is None else dirs))
+    key = (tuple(os.fsencode(d) for d in dirs), data.files_fingerprint(dirs))
+    return {str(m): check_cached(*key, frontend, str(m)) for m in machines}
+
+
 def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str] | None = None
               ) -> tuple[dict[str, Any], str]:
     """``(alerts document, where it came from)``: a given alerts.json (validated), else ``regressions.check`` over the
@@ -288,21 +297,100 @@ def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]
     checks one machine at a time; Benjamini-Hochberg runs over that machine's series), the documents of several
     machines joined. A bad alerts file is shown as an error and the check is computed instead."""
     dirs = tuple(str(d) for d in (data.results_dirs() if dirs is None else dirs))
+    given_doc = given_alerts()
+    if given_doc is not None:
+        return given_doc
+    doc = merge_docs(list(check_docs(frontend, machines, dirs).values()))
+    return doc, computed_source(frontend, machines, dirs)
+
+
+def given_alerts() -> tuple[dict[str, Any], str] | None:
+    """``(document, where it came from)`` of a written alerts.json (``--alerts`` / ``$ROBOCACHE_ALERTS_JSON``),
+    validated; None when none is given, or when it is bad (then an ``st.error`` says why)."""
     path = alerts_file()
-    if path:
-        try:
-            doc = read_alerts(path)
-            return doc, (f"read from {data.md_escape(store.display_path(path))} (written "
-                         f"{data.md_escape(doc.get('generated', 'at an unknown time'))})")
-        except ValueError as e:
-            st.error(f"Alerts file not used: {data.md_escape(e)}. Computing the check over the records instead.")
-    key = (tuple(os.fsencode(d) for d in dirs), data.files_fingerprint(dirs))
-    doc = merge_docs([check_cached(*key, frontend, str(m)) for m in machines])
+    if not path:
+        return None
+    try:
+        doc = read_alerts(path)
+    except ValueError as e:
+        st.error(f"Alerts file not used: {data.md_escape(e)}. Computing the check over the records instead.")
+        return None
+    return doc, (f"read from {data.md_escape(store.display_path(path))} (written "
+                 f"{data.md_escape(doc.get('generated', 'at an unknown time'))})")
+
+
+def computed_source(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]) -> str:
+    """Where a computed document came from, as the pages say it (the ``check`` command it equals)."""
     where = " ".join(data.shown_source(d) for d in dirs)  # results/, not this checkout's absolute path
     cmd = (f"robocache-bench check {where} --machine {machines[0] if len(machines) == 1 else 'M'} "
            f"--frontend {frontend or 'all'}")
-    return doc, (f"computed now by regressions.check over the loaded records, as {data.md_escape(cmd)} would"
-                 + (f" (for each of the {len(machines)} machines M)" if len(machines) != 1 else ""))
+    return (f"computed now by regressions.check over the loaded records, as {data.md_escape(cmd)} would"
+            + (f" (for each of the {len(machines)} machines M)" if len(machines) != 1 else ""))
+
+
+# --- the verdict: three-valued, never a pass for a question the data could not answer ----------------------
+
+VERDICTS = ("alert", "pass", "partial", "untested", "unknown")
+
+
+def verdict(summary: Mapping[str, Any] | None, alerts: int) -> tuple[str, str]:
+    """``(state, sentence)`` of a check document's summary and its number of open alerts. ``state``:
+
+    - ``alert``: open alerts;
+    - ``pass``: no alert, and every series measured in the machine's newest run was tested (the only green);
+    - ``partial``: no alert among the series tested, but some current series could not be tested yet (fewer
+      than ``MIN_HISTORY`` healthy runs): "tested N of M", never a pass;
+    - ``untested``: nothing could be tested (not enough history): no regression found or ruled out;
+    - ``unknown``: a document without the counts (an alerts file of another writer).
+
+    Series not measured in their machine's newest run (``series_stale``) are not tonight's question; a document
+    without that count (written before it existed) counts every series as current."""
+    s = summary or {}
+    checked, total = s.get("series_checked"), s.get("series")
+    if not isinstance(checked, int) or not isinstance(total, int):
+        if alerts:
+            return "alert", f"{alerts} open alert(s); this document does not say how many series were tested."
+        return "unknown", ("This alerts document does not say how many series were tested: no alert in it, but no "
+                           "pass either.")
+    stale = s.get("series_stale") if isinstance(s.get("series_stale"), int) else 0
+    current = max(total - stale, checked)
+    older = (f" {stale} older series, not measured in their machine's newest run, are not part of it."
+             if stale else "")
+    if alerts:
+        return "alert", (f"{alerts} open alert(s) among the {checked} series tested (of {current} measured in "
+                         f"the newest run).{older}")
+    if checked == 0:
+        return "untested", (f"Not enough history: none of the {current} series measured in the newest run has the "
+                            f"{regressions.MIN_HISTORY} healthy runs a test needs, so no regression can be found or "
+                            f"ruled out yet.{older}")
+    if checked < current:
+        return "partial", (f"Tested {checked} of {current} series measured in the newest run: no open regression "
+                           f"among them. The other {current - checked} have fewer than {regressions.MIN_HISTORY} "
+                           f"healthy runs and cannot be tested yet: no verdict on them.{older}")
+    return "pass", f"No open performance regression: all {checked} series measured in the newest run were tested.{older}"
+
+
+SHORT_VERDICT = {"pass": "no open regression", "partial": "no alert among those tested; the rest not testable yet",
+                 "untested": "not enough history", "unknown": "cannot tell"}
+
+
+def machine_status(docs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per machine's check document: ``machine``, ``tested`` ("N of M", M the series measured in its
+    newest run), ``alerts``, ``drifts``, ``state``, ``verdict`` (a few words) and ``detail`` (the sentence of
+    :func:`verdict`)."""
+    rows = []
+    for m, doc in docs.items():
+        s = doc.get("summary") or {}
+        n_alerts = len(doc.get("alerts") or [])
+        state, text = verdict(s, n_alerts)
+        checked, total = s.get("series_checked"), s.get("series")
+        stale = s.get("series_stale") if isinstance(s.get("series_stale"), int) else 0
+        tested = (f"{checked} of {max(total - stale, checked)}" if isinstance(checked, int) and isinstance(total, int)
+                  else "?")
+        rows.append({"machine": m, "tested": tested, "alerts": n_alerts, "drifts": len(doc.get("drifts") or []),
+                     "state": state, "verdict": SHORT_VERDICT.get(state, f"{n_alerts} open alert(s)"),
+                     "detail": text})
+    return pd.DataFrame(rows, columns=["machine", "tested", "alerts", "drifts", "state", "verdict", "detail"])
 
 
 # --- the document as tables ---------------------------------------------------------------------------------
@@ -414,15 +502,35 @@ def _env_fp(env_json: Any, cache: dict[str, dict[str, str]]) -> dict[str, str]:
             env = json.loads(key)
         except ValueError:
             env = {}
-        got = regressions.env_fingerprint({"env": env if isinstance(env, dict) else {}})
+        env = env if isinstance(env, dict) else {}
+        got = regressions.env_fingerprint({"env": env})
+        libs = env.get("libs") if isinstance(env.get("libs"), dict) else {}
+        got = {**got, **{f"lib:{k}": str(v) for k, v in libs.items()}}  # read by peer_impl only
         cache[key] = got
     return got
+
+
+def peer_impl(provider: str, fp: Mapping[str, str]) -> dict[str, str]:
+    """What a peer's implementation is, as its records say: the version of each library it runs on (the provider
+    table's ``requires``: torch for torch eager and torch.compile, cupy for CuPy), from the record's
+    ``env.libs``. Empty for robocache and its kernel versions (their code is what History follows) and for a
+    provider the table does not know."""
+    from robocache import providers
+
+    if providers.role(provider) != "peer":
+        return {}
+    try:
+        mods = providers.get(provider).requires
+    except ValueError:
+        return {}
+    return {m: fp[f"lib:{m}"] for m in mods if f"lib:{m}" in fp}
 
 
 def history_rows(d: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``d`` (one machine, case, timer, cache, front end) with ``series`` (the fingerprint),
     ``x`` (commit position), ``commit``, ``segment`` (0, 1, ... within a series: a new one where the runner
-    changed) and ``health`` (the flags as text), in run order."""
+    changed, or a peer's implementation: the version of the library it runs on, :func:`peer_impl`),
+    ``env_change`` (what changed there) and ``health`` (the flags as text), in run order."""
     if d.empty:
         return d.assign(series=[], x=[], commit=[], segment=[], health=[], env_change=[])
     d = d.sort_values(["created", "run_id"], kind="stable")
@@ -434,15 +542,19 @@ def history_rows(d: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
         flags.append(", ".join(on) if on else "healthy")
     envs: dict[str, dict[str, str]] = {}
     seg, change = [], []
-    last: dict[str, tuple[dict[str, str], int]] = {}
-    for fp, env in zip(d["series"], d["env"]):
+    last: dict[str, tuple[dict[str, str], dict[str, str], int]] = {}
+    for fp, env, prov in zip(d["series"], d["env"], d["provider"].astype(str)):
         e = _env_fp(env, envs)
+        runner = {k: v for k, v in e.items() if not k.startswith("lib:")}
+        impl = peer_impl(prov, e)
         prev = last.get(fp)
-        moved = regressions.env_changes(prev[0], e) if prev else []
-        k = (prev[1] + 1 if moved else prev[1]) if prev else 0
+        moved = regressions.env_changes(prev[0], runner) if prev else []
+        if prev:  # the peer itself changed (another torch, another CuPy): another implementation, another line
+            moved += [f"{m}: {prev[1][m]} -> {v}" for m, v in impl.items() if m in prev[1] and prev[1][m] != v]
+        k = (prev[2] + 1 if moved else prev[2]) if prev else 0
         seg.append(k)
         change.append("; ".join(moved))
-        last[fp] = (e, k)
+        last[fp] = (runner, impl, k)
     return d.assign(health=flags, segment=seg, env_change=change)
 
 

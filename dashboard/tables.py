@@ -285,7 +285,7 @@ def number(v: Any) -> str:
     if a >= 1000:
         return f"{f:,.0f}"
     if a >= 100:
-        return f"{f:.1f}"
+        return f"{f:.1f}" if not f.is_integer() else f"{int(f)}"  # a batch of 256 is "256", not "256.0"
     if a >= 1 or a == 0:
         return f"{f:.2f}".rstrip("0").rstrip(".") if f != int(f) else f"{int(f)}"
     return f"{f:.3g}"
@@ -352,4 +352,106 @@ def wins(wide: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     d = d.assign(robocache_p50=d[OURS], peer=d[peers].idxmin(axis=1), peer_p50=d[peers].min(axis=1))
     d["speedup"] = d["peer_p50"] / d["robocache_p50"]
+    if "created" in d.columns:  # when the run measured it: the morning page's provenance
+        cols.append("created")
     return d[cols].sort_values(["speedup", "case_id", "dtype"], kind="stable").reset_index(drop=True)
+
+
+def strongest_peer(df: pd.DataFrame) -> str | None:
+    """The peer to beat in ``df`` (rows of one machine and method): the strongest peer of the most cases and dtypes
+    in their newest run with robocache (:func:`wins`), ties to the one robocache leads by least; None without a
+    case where robocache and a peer were measured side by side."""
+    w = wins(side_by_side(df))
+    if w.empty:
+        return None
+    by = w.groupby("peer", observed=True)["speedup"].agg(["size", "median"])
+    return str(by.sort_values(["size", "median"], ascending=[False, True]).index[0])
+
+
+# --- the morning page (Overview): the newest run per machine, its headline, H100 against H200 ------------------
+
+def newest_runs(df: pd.DataFrame, timers: tuple[str, ...] = ("cuda_event", "host_loop", "host")) -> pd.DataFrame:
+    """The ``ok`` single-GPU rows of, per machine and op, the newest run that measured robocache and at least one
+    peer side by side: with the machine's first timer of ``timers`` that such a run used (the device timer of the
+    kernel grid before the host timers) and its warm cache mode (else its first), and of the harness's own front
+    end (``cli``, the nightly job's) when one such run has it: asv and pytest-benchmark measure a few cases each
+    for their own tools. Every figure of the morning page comes from these rows, so each ratio is within one run."""
+    # masks first and a narrow copy to group: the frame is ~60 columns wide, and a copy of 100,000 rows of it (or a
+    # text copy of its categorical columns) costs more than the grouping
+    keys = ["machine", "op", "run_id", "frontend", "timer", "cache"]
+    mask = (df["status"] == "ok") & df["p50"].notna()
+    if "world_size" in df.columns:
+        mask &= df["world_size"].isna()
+    if not mask.any():
+        return df.iloc[0:0]
+    k = df.loc[mask, [*keys, "created", "provider"]]
+    prov = k["provider"]
+    peers = [p for p in prov.dropna().unique() if providers.role(str(p)) == "peer"]
+    k = k.assign(_ours=(prov == OURS).to_numpy(), _peer=prov.isin(peers).to_numpy())
+    runs = k.groupby(keys, observed=True, sort=False).agg(ours=("_ours", "any"), peer=("_peer", "any"),
+                                                         created=("created", "max"))
+    runs = runs[runs["ours"] & runs["peer"]].reset_index()
+    if runs.empty:
+        return df.iloc[0:0]
+    runs[keys] = runs[keys].astype(str)
+
+    def method(g: pd.DataFrame) -> tuple[str, str]:
+        ts = list(dict.fromkeys(g["timer"]))
+        timer = next((t for t in timers if t in ts), sorted(ts)[0])
+        caches = sorted(set(g.loc[g["timer"] == timer, "cache"]))
+        return timer, "warm" if "warm" in caches else caches[0]
+
+    chosen = []
+    for _machine, g in runs.groupby("machine", sort=False):
+        timer, cache = method(g)
+        g = g[(g["timer"] == timer) & (g["cache"] == cache)].assign(_cli=lambda x: x["frontend"] == "cli")
+        chosen.append(g.sort_values(["_cli", "created", "run_id"], kind="stable").drop_duplicates("op", keep="last"))
+    pick = pd.concat(chosen)[["machine", "op", "run_id", "timer", "cache"]]
+    mine = df[mask & df["run_id"].isin(set(pick["run_id"]))]  # those runs' rows, then their op and method
+    hit = pd.MultiIndex.from_frame(mine[list(pick.columns)].astype(str)).isin(pd.MultiIndex.from_frame(pick))
+    return mine[hit]
+
+
+HEADLINE_COLUMNS = ["machine", "arch", "runs", "created", "cases", "wins", "median", "worst", "worst_case",
+                    "worst_peer", "peers"]
+
+
+def headline(w: pd.DataFrame, by: tuple[str, ...] = ("machine", "arch")) -> pd.DataFrame:
+    """The headline of :func:`wins` rows (robocache against the strongest peer of the same run) per ``by``:
+    ``cases`` (cases and dtypes), ``wins`` (robocache at least as fast), ``median`` and ``worst`` speedup, the
+    worst case (``worst_case``: case and dtype; ``worst_peer``), the peers that were strongest somewhere
+    (``peers``), the runs (``runs``) and the newest run's time (``created``)."""
+    cols = [*by, *[c for c in HEADLINE_COLUMNS if c not in by]]
+    if w.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for key, g in w.groupby(list(by), observed=True, sort=True):
+        worst = g.loc[g["speedup"].idxmin()]
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        row.update(runs=", ".join(sorted(g["run_id"].astype(str).unique())),
+                   created=g["created"].max() if "created" in g.columns else None,
+                   cases=len(g), wins=int((g["speedup"] >= 1.0).sum()), median=float(g["speedup"].median()),
+                   worst=float(worst["speedup"]), worst_case=f"{worst['case_id']} {worst['dtype']}",
+                   worst_peer=str(worst["peer"]),
+                   peers=", ".join(providers.label(p) for p in sorted(g["peer"].astype(str).unique(),
+                                                                     key=providers.order)))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def pair_glance(rows: pd.DataFrame, base: str, other: str, provider: str = OURS) -> pd.DataFrame:
+    """Two machines at a glance over the same cases (:func:`machine_ratio` of ``provider``), per op: ``cases``
+    measured on both, the ``median``, ``low`` and ``high`` of base p50 / other p50 (above 1: ``other`` faster),
+    and each machine's copy ceiling (the median over those cases' runs), whose ratio a bandwidth-bound kernel
+    should follow."""
+    cols = ["op", "cases", "median", "low", "high", "base_ceiling", "other_ceiling"]
+    r = machine_ratio(rows[rows["provider"].astype(str) == provider], base, other) if not rows.empty else rows
+    if r.empty:
+        return pd.DataFrame(columns=cols)
+    r = r.assign(op=r["case_id"].str.split("/").str[0])
+    out = r.groupby("op", sort=False).agg(cases=("ratio", "size"), median=("ratio", "median"), low=("ratio", "min"),
+                                          high=("ratio", "max"), base_ceiling=("base_ceiling_gb_per_s", "median"),
+                                          other_ceiling=("other_ceiling_gb_per_s", "median")).reset_index()
+    from robocache.bench import ops
+
+    return out.sort_values("op", key=lambda s: s.map(ops.order), kind="stable")[cols].reset_index(drop=True)

@@ -112,7 +112,7 @@ __device__ __forceinline__ void fuse_v2_body(const rc_fuse2_table& table, int K,
 // (256, 8): at most 32 registers, the bucket fuse v2 had before rc_mix (without the bound ptxas took up
 // to 40 for the same code); no spills (tests/test_kernels_compile.py).
 #define RC_FUSE_V2_ENTRY(NAME, T, TT)                                                    \
-    extern "C" __global__ void __launch_bounds__(256, 8) NAME(                             \
+    extern "C" __global__ void __launch_bounds__(256, RC_V2_MINB_OR(8)) NAME(                             \
         const __grid_constant__ rc_fuse2_table table, int K, const TT* __restrict__ tgt, \
         T* __restrict__ out, int Tn, int Dtot, long long n_targets, unsigned long long div_mult, \
         unsigned int div_shift) {                                                        \

@@ -73,7 +73,7 @@ RC_RESAMPLE_ENTRY(resample_v1_bfloat16_float64, rc_bf16, double)
 // of 256), 16-bit values <= 40 (6 blocks); with the old (256, 4) ptxas took 33-34 and 48 for the same code.
 // No spills (tests/test_kernels_compile.py).
 #define RC_RESAMPLE_V2_ENTRY(NAME, T, TT, MINB)                                              \
-    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(                             \
+    extern "C" __global__ void __launch_bounds__(256, RC_V2_MINB_OR(MINB)) NAME(                             \
         const T* __restrict__ values, const TT* __restrict__ src,                        \
         const TT* __restrict__ tgt, T* __restrict__ out, int S, int Tn, int D,           \
         long long n_targets, int vb, int lg, int tpg, unsigned long long div_mult,        \

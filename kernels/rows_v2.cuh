@@ -110,6 +110,9 @@ __device__ __forceinline__ void rc_bracket2(const TT* __restrict__ row, int n, T
     }
 }
 
+#define RC_STR(x) #x
+#define RC_PRAGMA_UNROLL(n) _Pragma(RC_STR(unroll n))
+
 // VB bytes of T (VB / sizeof(T) elements) as floats, and back. VB == sizeof(T) is a scalar.
 template <int VB> struct rc_word;
 template <> struct rc_word<16> { typedef uint4 type; };
@@ -219,6 +222,9 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
             o[u] = out + qq * (long long)out_stride + st.col;
         }
         if (!live[0]) return;
+#ifdef RC_V2_VUNROLL  // a build of the autotuner's (robocache/_tune.py): the feature loop unrolled, loads hoisted
+        RC_PRAGMA_UNROLL(RC_V2_VUNROLL)
+#endif
         for (int v = lane_in_group; v < nvec; v += g) {
             float a[U][N], c[U][N];
 #pragma unroll
@@ -242,6 +248,14 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
 
 #ifndef RC_V2_UNROLL
 #define RC_V2_UNROLL 1  // targets in flight per group; a compile-time choice (registers decide occupancy)
+#endif
+// The entries' minimum resident blocks (__launch_bounds__'s second argument, i.e. their register cap) unless a
+// build overrides it: a build with RC_V2_UNROLL > 1 holds U targets' vectors in registers and needs a
+// higher cap (the autotuner's variants, robocache/_tune.py, build "-DRC_V2_UNROLL=U -DRC_V2_MINB=M").
+#ifdef RC_V2_MINB
+#define RC_V2_MINB_OR(x) RC_V2_MINB
+#else
+#define RC_V2_MINB_OR(x) x
 #endif
 template <typename T, typename TT, int VB>
 __device__ __forceinline__ void rc_rows_v2_u(const rc_stream2& st, const TT* __restrict__ tgt,

@@ -226,7 +226,7 @@ class GpuContext:
         except Exception:  # noqa: BLE001 - older CuPy: no capture API, so no capture
             return False
 
-    def __enter__(self) -> "GpuContext":
+    def __enter__(self) -> GpuContext:
         self._device.__enter__()
         self._stream.__enter__()
         return self

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-OPS = ("resample", "fuse", "voxelize")
+OPS = ("resample", "fuse", "voxelize", "episodes")  # episodes: robocache.EpisodeCache (not a grid op)
 COMPILE_OPTIONS = ("--std=c++17",)
 # Extra NVRTC options (e.g. ("-DRC_V2_UNROLL=2",)) for kernel experiments (scripts/kernel_dev.py); part of
 # the module cache key, so changing it compiles a fresh module. Empty in normal use.
@@ -36,7 +36,7 @@ def kernel_dir() -> Path:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source(op: str) -> str:
     """Source text of one op family with its local headers inlined (each once)."""
     if op not in OPS:
@@ -55,7 +55,7 @@ def source(op: str) -> str:
     return _INCLUDE.sub(inline, (kdir / f"{op}.cu").read_text())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(op: str, device_id: int, extra: tuple[str, ...] = ()) -> Any:
     import cupy
 
@@ -63,12 +63,26 @@ def _module(op: str, device_id: int, extra: tuple[str, ...] = ()) -> Any:
         return cupy.RawModule(code=source(op), options=COMPILE_OPTIONS + extra)
 
 
-def function(op: str, name: str, device_id: int) -> Any:
-    """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized)."""
-    return _function(op, name, device_id, EXTRA_OPTIONS)
+def first_entry(op: str) -> str:
+    """The name of the first ``extern "C"`` entry point of ``kernels/<op>.cu`` (loading it loads the module): a
+    ``RC_..._ENTRY(name, ...)`` use or an ``extern "C" __global__`` function, outside macro definitions."""
+    for line in source(op).splitlines():
+        if line.rstrip().endswith("\\") or line.lstrip().startswith("#"):
+            continue  # a macro's body or a directive
+        m = re.match(r"\s*RC_\w+_ENTRY\((\w+)", line) or \
+            re.match(r'\s*extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(', line)
+        if m:
+            return m.group(1)
+    raise ValueError(f"no entry point found in kernels/{op}.cu")
 
 
-@functools.lru_cache(maxsize=None)
+def function(op: str, name: str, device_id: int, options: tuple[str, ...] = ()) -> Any:
+    """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized), built with the extra
+    NVRTC ``options`` (a launch configuration's build, robocache/_tune.py; one module per option set)."""
+    return _function(op, name, device_id, EXTRA_OPTIONS + tuple(options))
+
+
+@functools.cache
 def _function(op: str, name: str, device_id: int, extra: tuple[str, ...]) -> Any:
     import cupy
 

@@ -37,7 +37,7 @@ def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:
     return np.uint64(((1 << p) + d - 1) // d), np.uint32(p - 64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sm_count(device_index: int) -> int:
     import cupy
 
@@ -55,29 +55,33 @@ def vector_bytes(itemsize: int, sizes_bytes: tuple[int, ...], ptrs: tuple[int, .
 
 
 def row_geometry(d: int, itemsize: int, vb: int, n_targets: int, sms: int, streams_share: float = 1.0,
-                 threads: int = BLOCK) -> tuple[int, int, int]:
+                 threads: int = BLOCK, lg_shift: int = 0, tpg: int = 0) -> tuple[int, int, int]:
     """(lg, tpg, blocks) for one stream: 2**lg lanes per output row, tpg rows per group per block.
 
-    Lanes per row: enough to cover the row's vectors in one pass, at most a warp. Rows per group: 1
-    while the launch has fewer than ~4 waves of full blocks; more when it has many more (amortises the
-    block start and keeps each group's loads independent), at most 8.
+    Lanes per row: enough to cover the row's vectors in one pass, at most a warp, then ``lg_shift`` times
+    halved (down to one lane: fewer lanes repeat the row's search fewer times; a launch configuration's
+    choice, robocache/_tune.py). Rows per group: ``tpg`` when given, else 1 while the launch has fewer than
+    ~4 waves of full blocks and more when it has many more (amortises the block start and keeps each
+    group's loads independent), at most 8.
     """
     nvec = max(1, (d * itemsize) // vb)
-    lg = min(5, (nvec - 1).bit_length())
+    lg = max(0, min(5, (nvec - 1).bit_length()) - max(0, lg_shift))
     groups = threads >> lg
-    want_blocks = max(1, int(sms * (2048 // threads) * 4 * streams_share))  # resident blocks per SM, 4 waves
-    tpg = int(min(8, max(1, n_targets // (groups * want_blocks))))
+    if tpg <= 0:
+        want_blocks = max(1, int(sms * (2048 // threads) * 4 * streams_share))  # resident blocks per SM, 4 waves
+        tpg = int(min(8, max(1, n_targets // (groups * want_blocks))))
     blocks = -(-n_targets // (groups * tpg))
     return lg, tpg, blocks
 
 
-def block_threads(d: int, itemsize: int, vb: int, n_targets: int, sms: int) -> int:
+def block_threads(d: int, itemsize: int, vb: int, n_targets: int, sms: int, lg_shift: int = 0,
+                  tpg: int = 0) -> int:
     """Threads per block for a one-stream launch: 256, halved (down to one warp) while the launch would
     leave SMs idle (fewer than two blocks per SM), so a small problem is spread over the whole chip
     (measured on an H100: B256 S100 T50 D1 ran on 50 of 132 SMs with 256-thread blocks)."""
     threads = BLOCK
     while threads > 32:
-        lg, tpg, blocks = row_geometry(d, itemsize, vb, n_targets, sms, threads=threads)
+        lg, _, blocks = row_geometry(d, itemsize, vb, n_targets, sms, threads=threads, lg_shift=lg_shift, tpg=tpg)
         if blocks >= 2 * sms:
             break
         threads //= 2
@@ -200,11 +204,12 @@ def launch(fn: Any, grid: int, args: tuple, kind: str, device_index: int, shared
             fn((grid,), (BLOCK,), args, shared_mem=shared_mem, stream=stream_for(kind, device_index))
 
 
-def kernel(op: str, name: str, device_index: int) -> Any:
-    """The loaded ``cupy.cuda.Function`` (its ``ptr`` is the CUfunction) of one entry point on one device."""
+def kernel(op: str, name: str, device_index: int, options: tuple[str, ...] = ()) -> Any:
+    """The loaded ``cupy.cuda.Function`` (its ``ptr`` is the CUfunction) of one entry point on one device,
+    from the module built with the extra NVRTC ``options`` (a launch configuration's build)."""
     import cupy
 
-    fn = _cuda.function(op, name, device_index)
+    fn = _cuda.function(op, name, device_index, options)
     with cupy.cuda.Device(device_index):
         return getattr(fn, "kernel", fn)  # a RawKernel's Function for the current device
 

@@ -9,15 +9,29 @@ version changed, and the measurement that justified it, is in ``docs/kernels.md`
 from __future__ import annotations
 
 VERSIONS: dict[str, tuple[str, ...]] = {
-    "resample": ("v1", "v2"),
-    "fuse": ("v1", "v2"),
+    "resample": ("v1", "v2", "v3"),
+    "fuse": ("v1", "v2", "v3"),
     "voxelize": ("v1", "v2", "v3"),
 }
 # The version the public API calls: the newest one measured on a GPU and found best (docs/kernels.md). A newer
 # version is listed in VERSIONS (a provider robocache@vN, tested like the others) but becomes BEST only once
 # measured (voxelize v3: docs/kernels.md, H100 nightly of 2026-11-24, mean 1.25-1.62x faster than v2).
+# resample and fuse v3 (v2's row kernel with the launch configuration chosen per bucket of shapes, robocache/_tune.py;
+# docs/kernels.md) is not BEST yet: its first tuner timed candidates at the host's launch rate and picked
+# configurations up to 2.4x slower on the device for small calls (H100 quick runs of 2026-11-27, an alert of
+# `check`); the tuner now times device time behind a blocked stream, which no GPU has measured yet.
 BEST: dict[str, str] = {"resample": "v2", "fuse": "v2", "voxelize": "v3"}
+# Versions that launch an older version's entry points (kernels/<op>.cu names ``<op>_<entry version>_...``) with
+# another launch rule: resample and fuse v3 launch v2's row kernel with a tuned configuration.
+ENTRY_VERSION: dict[str, dict[str, str]] = {"resample": {"v3": "v2"}, "fuse": {"v3": "v2"}}
+# The version of each op whose launch configuration is tuned (robocache/_tune.py): what `robocache-bench tune` runs.
+TUNED: dict[str, str] = {"resample": "v3", "fuse": "v3"}
 assert set(BEST) == set(VERSIONS) and all(BEST[op] in VERSIONS[op] for op in VERSIONS), BEST
+
+
+def entry_version(op: str, version: str) -> str:
+    """The version whose entry points (``<op>_<that version>_...`` in kernels/<op>.cu) ``version`` launches."""
+    return ENTRY_VERSION.get(op, {}).get(version, version)
 
 
 def check(op: str, version: str | None) -> str:
@@ -35,3 +49,14 @@ def all_versions() -> tuple[str, ...]:
     for vs in VERSIONS.values():
         seen += [v for v in vs if v not in seen]
     return tuple(sorted(seen, key=lambda v: int(v[1:])))
+
+
+def require_launchers(op: str, launchers: dict[str, object]) -> None:
+    """Fail at import unless ``launchers`` (an op module's version -> launch function table) has exactly the
+    versions listed for ``op``: a version listed without a launch function would otherwise time another
+    version's kernel under its name."""
+    if set(launchers) != set(VERSIONS[op]):
+        missing = sorted(set(VERSIONS[op]) - set(launchers))
+        extra = sorted(set(launchers) - set(VERSIONS[op]))
+        raise ImportError(f"robocache.{op}: kernel versions without a launch function {missing}, "
+                          f"launch functions of unlisted versions {extra} (robocache/_versions.py)")

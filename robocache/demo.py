@@ -23,7 +23,7 @@ def _gpu() -> tuple[object | None, str]:
             return None, "no CUDA device"
         name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
         return cupy, name
-    except Exception as e:  # no CuPy, no driver, no device
+    except Exception as e:  # noqa: BLE001  no CuPy, no driver, no device
         return None, f"{type(e).__name__}: {e}".splitlines()[0]
 
 

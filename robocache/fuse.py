@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _arrays as A
 from . import _launch as L
+from . import _tune
 from . import _versions
 from . import reference
 from .resample import BLOCK, TILE_T, check_sorted_numpy, check_sorted_gpu
@@ -103,11 +104,12 @@ class _Plan:
     """A validated v2 launch of one signature: the kernel with its argument block (the stream table by
     value, its pointers filled per call), grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block")
 
     def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int],
-                 slots: list[int]):
+                 slots: list[int], block: int = L.BLOCK):
         self.fl, self.grid, self.kind, self.dev, self.shape, self.slots = fl, grid, kind, dev, shape, slots
+        self.block = block
 
     def __call__(self, streams: Sequence[tuple[Any, Any]], tgt: Any, out: Any = None) -> Any:
         table: dict[int, int] = {}
@@ -118,20 +120,34 @@ class _Plan:
             table[i + 1] = ptr(t)
         if out is None:
             out = L.empty(self.kind, self.shape, streams[0][0], self.dev)
-        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptr(tgt), 3: ptr(out)}, struct_ptrs=table)
+        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptr(tgt), 3: ptr(out)}, struct_ptrs=table,
+                      block=self.block)
         return out
 
 
 _PLANS = L.PlanCache()
 
 
-def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any, Any]], out_ptr: int) -> _Plan:
-    b, n_tgt = t.shape
+def _streams_geometry(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any, Any]],
+                      out_ptr: int) -> tuple[int, list[int]]:
+    """(itemsize, vector bytes per stream) of a v2 launch."""
     total = sum(v.shape[2] for v, _ in pairs)
     v0 = arrays[0][0]
     es = v0.element_size() if t.kind == "torch" else v0.itemsize
+    cols = np.cumsum([0] + [v.shape[2] for v, _ in pairs])
+    vbs = [L.vector_bytes(es, (v.shape[2] * es, total * es, int(cols[k]) * es), (L.ptr(arrays[k][0]), out_ptr))
+           for k, (v, _) in enumerate(pairs)]
+    return es, vbs
+
+
+def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any, Any]], out_ptr: int,
+             cfg: _tune.Config = _tune.DEFAULT) -> _Plan:
+    b, n_tgt = t.shape
+    total = sum(v.shape[2] for v, _ in pairs)
     n_targets = b * n_tgt
     sms = L.sm_count(t.device_index)
+    es, vbs = _streams_geometry(pairs, t, arrays, out_ptr)
+    block = cfg.block or L.BLOCK
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]
     cols = np.cumsum([0] + [v.shape[2] for v, _ in pairs])
@@ -142,24 +158,52 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     order = sorted(range(len(pairs)), key=lambda k: (work[k], k))
     block0 = 0
     for slot, k in enumerate(order):
-        v, vv = pairs[k][0], arrays[k][0]
-        d, col = v.shape[2], int(cols[k])
-        vb = L.vector_bytes(es, (d * es, total * es, col * es), (L.ptr(vv), out_ptr))
+        v = pairs[k][0]
+        d, col, vb = v.shape[2], int(cols[k]), vbs[k]
         # blocks are shared out by the bytes each stream writes, so every stream gets its waves
-        lg, tpg, blocks = L.row_geometry(d, es, vb, n_targets, sms, streams_share=work[k] / sum(work))
+        lg, tpg, blocks = L.row_geometry(d, es, vb, n_targets, sms, streams_share=work[k] / sum(work), threads=block,
+                                         lg_shift=cfg.lg_shift, tpg=cfg.tpg)
         f[FUSE2_FIELDS * slot: FUSE2_FIELDS * (slot + 1)] = (0, 0, v.shape[1], d, col, vb | lg << 8 | tpg << 16,
                                                              block0, 0)
         block0 += blocks
     A.check_grid(block0, "tgt_times")
     mult, shift = L.fast_divmod(n_tgt)
-    fn = L.kernel("fuse", f"fuse_v2_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
+    fn = L.kernel("fuse", f"fuse_v2_{pairs[0][0].dtype}_{t.dtype}", t.device_index, cfg.options())
     # (table, K, tgt, out, T, Dtot, n_targets, div_mult, div_shift): kernels/fuse.cu
     fl = L.FastLaunch(fn, [("struct", tab.tobytes()), ("i32", len(pairs)), ("ptr", None), ("ptr", None), ("i32", n_tgt),
                            ("i32", total), ("i64", n_targets), ("u64", mult), ("u32", shift)])
     slots = [0] * len(pairs)
     for slot, k in enumerate(order):
         slots[k] = slot
-    return _Plan(fl, block0, t.kind, t.device_index, (b, n_tgt, total), slots)
+    return _Plan(fl, block0, t.kind, t.device_index, (b, n_tgt, total), slots, block)
+
+
+def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any, Any]], tt: Any,
+                  out: Any) -> tuple[_tune.Config, bool]:
+    """(the launch configuration of this call's bucket: cache, shipped table, or timed now; whether it is final,
+    robocache/_tune.py ``choose``)."""
+    b, n_tgt = t.shape
+    out_ptr = L.ptr(out) if out is not None else 0
+    es, vbs = _streams_geometry(pairs, t, arrays, out_ptr)
+    nvecs = [max(1, v.shape[2] * es // vb) for (v, _), vb in zip(pairs, vbs)]
+    lg_nat = max(min(5, (n - 1).bit_length()) for n in nvecs)
+    iters = max(-(-n // (1 << min(5, (n - 1).bit_length()))) for n in nvecs)
+    key = _tune.bucket("fuse", pairs[0][0].dtype, t.dtype,
+                       [(vb, n, v.shape[1]) for (v, _), vb, n in zip(pairs, vbs, nvecs)], n_tgt, b)
+    total = sum(v.shape[2] for v, _ in pairs)
+    scratch: list[Any] = []
+
+    def trial(cfg: _tune.Config) -> Any:
+        plan = _plan_v2(pairs, t, arrays, out_ptr, cfg)
+        if not scratch:
+            scratch.append(out if out is not None else L.empty(t.kind, (b, n_tgt, total), arrays[0][0],
+                                                               t.device_index))
+        return lambda: plan(arrays, tt, scratch[0])
+
+    may_tune = not _tune.capturing(t.kind, t.device_index)
+    with L.on_device("cupy", t.device_index):
+        return _tune.choose(t.device_index, key, _tune.candidates(lg_nat, iters, b * n_tgt), trial,
+                            L.stream_for(t.kind, t.device_index), may_tune)
 
 
 def _signature(streams: Any, tgt_times: Any) -> tuple | None:
@@ -208,22 +252,37 @@ def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: boo
         res = reference.fuse(np_streams, A.to_numpy(t), out_dtype=None)
         return A.fill_out(out, A.from_numpy_like(v0, res, v0.dtype))
 
-    if version != "v1" and len(pairs) <= FUSE2_MAX:
-        with L.on_device(t.kind, t.device_index):  # copies of non-contiguous CuPy inputs on their own device
-            tt = A.contiguous(t)
-            arrays = [(A.contiguous(v), A.contiguous(s)) for v, s in pairs]
-        if check_times:
-            with A.GpuContext(t.kind, t.device_index):
-                for (_, s), (_, ss) in zip(pairs, arrays):
-                    check_sorted_gpu(s.name, ss)
-        plan = _plan_v2(pairs, t, arrays, L.ptr(out) if out is not None else 0)
-        same = tt is tgt_times and all(vv is st[0] and ss is st[1] for (vv, ss), st in zip(arrays, streams))
-        if out is None and not check_times and _version is None and same:
-            key = _signature(streams, tgt_times)
-            if key is not None:
-                _PLANS.put(key, plan)
-        return plan(arrays, tt, out)
+    if version != "v1" and len(pairs) > FUSE2_MAX:
+        version = "v1"  # the v2 stream table holds FUSE2_MAX streams
+    return _LAUNCH[version](pairs, t, streams, tgt_times, out, check_times, _version is None)
 
+
+def _launch_rows(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, streams: Any, tgt_times: Any, out: Any,
+                 check_times: bool, public: bool, tuned: bool) -> Any:
+    """v2 and v3: every stream through the row kernel (kernels/rows_v2.cuh) in one launch, with the default
+    launch rule (v2) or the configuration chosen for the call's bucket (v3, robocache/_tune.py)."""
+    with L.on_device(t.kind, t.device_index):  # copies of non-contiguous CuPy inputs on their own device
+        tt = A.contiguous(t)
+        arrays = [(A.contiguous(v), A.contiguous(s)) for v, s in pairs]
+    if check_times:
+        with A.GpuContext(t.kind, t.device_index):
+            for (_, s), (_, ss) in zip(pairs, arrays):
+                check_sorted_gpu(s.name, ss)
+    cfg, final = _tuned_config(pairs, t, arrays, tt, out) if tuned else (_tune.DEFAULT, True)
+    plan = _plan_v2(pairs, t, arrays, L.ptr(out) if out is not None else 0, cfg)
+    same = tt is tgt_times and all(vv is st[0] and ss is st[1] for (vv, ss), st in zip(arrays, streams))
+    if final and public and out is None and not check_times and same:  # (a provisional choice is not cached)
+        key = _signature(streams, tgt_times)
+        if key is not None:
+            _PLANS.put(key, plan)
+    return plan(arrays, tt, out)
+
+
+def _launch_v1(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, streams: Any, tgt_times: Any, out: Any,
+               check_times: bool, public: bool) -> Any:
+    b, n_tgt = t.shape
+    v0 = pairs[0][0]
+    total = sum(v.shape[2] for v, _ in pairs)
     with A.GpuContext(t.kind, t.device_index) as ctx:
         tt = A.contiguous(t)
         keep = []  # contiguous copies must outlive the launch call
@@ -244,3 +303,12 @@ def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: boo
                    (A.ptr_arg(d_desc), np.int32(len(pairs)), A.ptr_arg(tt), A.ptr_arg(out),
                     np.int32(n_tgt), np.int32(total), np.int32(tiles)))
     return out
+
+
+# One launch function per kernel version (robocache/_versions.py): a version without one fails at import.
+_LAUNCH = {
+    "v1": _launch_v1,
+    "v2": lambda *a: _launch_rows(*a, tuned=False),
+    "v3": lambda *a: _launch_rows(*a, tuned=True),
+}
+_versions.require_launchers("fuse", _LAUNCH)

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _arrays as A
 from . import _launch as L
+from . import _tune
 from . import _versions
 from . import reference
 
@@ -78,22 +79,49 @@ class _Plan:
 _PLANS = L.PlanCache()
 
 
-def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int) -> _Plan:
-    b, n_src, d = v.shape
+def _geometry(v: A.Arr, vv: Any, out_ptr: int, n_tgt: int) -> tuple[int, int, int, int]:
+    """(itemsize, vector bytes, output rows, SMs) of a v2 launch."""
+    b, _, d = v.shape
     es = vv.element_size() if v.kind == "torch" else vv.itemsize
     vb = L.vector_bytes(es, (d * es,), (L.ptr(vv), out_ptr))
-    n_targets = b * n_tgt
-    sms = L.sm_count(v.device_index)
-    block = L.block_threads(d, es, vb, n_targets, sms)
-    lg, tpg, grid = L.row_geometry(d, es, vb, n_targets, sms, threads=block)
+    return es, vb, b * n_tgt, L.sm_count(v.device_index)
+
+
+def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.Config = _tune.DEFAULT) -> _Plan:
+    b, n_src, d = v.shape
+    es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
+    block = cfg.block or L.block_threads(d, es, vb, n_targets, sms, lg_shift=cfg.lg_shift, tpg=cfg.tpg)
+    lg, tpg, grid = L.row_geometry(d, es, vb, n_targets, sms, threads=block, lg_shift=cfg.lg_shift, tpg=cfg.tpg)
     A.check_grid(grid, "values/tgt_times")
     mult, shift = L.fast_divmod(n_tgt)
-    fn = L.kernel("resample", f"resample_v2_{v.dtype}_{s.dtype}", v.device_index)
+    fn = L.kernel("resample", f"resample_v2_{v.dtype}_{s.dtype}", v.device_index, cfg.options())
     # (values, src, tgt, out, S, T, D, n_targets, vb, lg, tpg, div_mult, div_shift): kernels/resample.cu
     fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
                            ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", vb), ("i32", lg), ("i32", tpg),
                            ("u64", mult), ("u32", shift)])
     return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), block)
+
+
+def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt: int) -> tuple[_tune.Config, bool]:
+    """(the launch configuration of this call's bucket: cache, shipped table, or timed now; whether it is final,
+    robocache/_tune.py ``choose``)."""
+    b, n_src, d = v.shape
+    es, vb, n_targets, sms = _geometry(v, vv, L.ptr(out) if out is not None else 0, n_tgt)
+    nvec = max(1, d * es // vb)
+    lg_nat = min(5, (nvec - 1).bit_length())
+    key = _tune.bucket("resample", v.dtype, s.dtype, [(vb, nvec, n_src)], n_tgt, b)
+    scratch: list[Any] = []
+
+    def trial(cfg: _tune.Config) -> Any:
+        plan = _plan_v2(v, s, vv, L.ptr(out) if out is not None else 0, n_tgt, cfg)
+        if not scratch:
+            scratch.append(out if out is not None else L.empty(v.kind, (b, n_tgt, d), vv, v.device_index))
+        return lambda: plan(vv, ss, tt, scratch[0])
+
+    may_tune = not _tune.capturing(v.kind, v.device_index)
+    with L.on_device("cupy", v.device_index):
+        return _tune.choose(v.device_index, key, _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets),
+                            trial, L.stream_for(v.kind, v.device_index), may_tune)
 
 
 def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool = False,
@@ -126,19 +154,12 @@ def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool =
         res = reference.resample(A.to_numpy(v), src, A.to_numpy(t), out_dtype=None)
         return A.fill_out(out, A.from_numpy_like(v, res, v.dtype))
 
-    if version != "v1":
-        with L.on_device(v.kind, v.device_index):  # copies of non-contiguous CuPy inputs on their own device
-            vv, ss, tt = A.contiguous(v), A.contiguous(s), A.contiguous(t)
-        if check_times:
-            with A.GpuContext(v.kind, v.device_index):
-                check_sorted_gpu("src_times", ss)
-        plan = _plan_v2(v, s, vv, L.ptr(out) if out is not None else 0, n_tgt)
-        cacheable = out is None and not check_times and _version is None and vv is values and ss is src_times \
-            and tt is tgt_times
-        if cacheable:
-            _PLANS.put((L.signature(values), L.signature(src_times), L.signature(tgt_times)), plan)
-        return plan(vv, ss, tt, out)
+    return _LAUNCH[version](v, s, t, out, check_times, _version is None)
 
+
+def _launch_v1(v: A.Arr, s: A.Arr, t: A.Arr, out: Any, check_times: bool, public: bool) -> Any:
+    b, n_src, d = v.shape
+    n_tgt = t.shape[1]
     with A.GpuContext(v.kind, v.device_index) as ctx:
         vv, ss, tt = A.contiguous(v), A.contiguous(s), A.contiguous(t)
         if check_times:
@@ -150,3 +171,31 @@ def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool =
                    (A.ptr_arg(vv), A.ptr_arg(ss), A.ptr_arg(tt), A.ptr_arg(out),
                     np.int32(n_src), np.int32(n_tgt), np.int32(d), np.int32(tiles)))
     return out
+
+
+def _launch_rows(v: A.Arr, s: A.Arr, t: A.Arr, out: Any, check_times: bool, public: bool, tuned: bool) -> Any:
+    """v2 and v3: the row kernel (kernels/rows_v2.cuh) with the default launch rule (v2) or the launch
+    configuration chosen for the call's bucket (v3, robocache/_tune.py)."""
+    n_tgt = t.shape[1]
+    with L.on_device(v.kind, v.device_index):  # copies of non-contiguous CuPy inputs on their own device
+        vv, ss, tt = A.contiguous(v), A.contiguous(s), A.contiguous(t)
+    if check_times:
+        with A.GpuContext(v.kind, v.device_index):
+            check_sorted_gpu("src_times", ss)
+    cfg, final = _tuned_config(v, s, vv, ss, tt, out, n_tgt) if tuned else (_tune.DEFAULT, True)
+    plan = _plan_v2(v, s, vv, L.ptr(out) if out is not None else 0, n_tgt, cfg)
+    # a provisional choice (made during a graph capture) is not cached: a later call may still tune the bucket
+    cacheable = final and public and out is None and not check_times and vv is v.obj and ss is s.obj \
+        and tt is t.obj
+    if cacheable:
+        _PLANS.put((L.signature(v.obj), L.signature(s.obj), L.signature(t.obj)), plan)
+    return plan(vv, ss, tt, out)
+
+
+# One launch function per kernel version (robocache/_versions.py): a version without one fails at import.
+_LAUNCH = {
+    "v1": _launch_v1,
+    "v2": lambda v, s, t, out, check, public: _launch_rows(v, s, t, out, check, public, tuned=False),
+    "v3": lambda v, s, t, out, check, public: _launch_rows(v, s, t, out, check, public, tuned=True),
+}
+_versions.require_launchers("resample", _LAUNCH)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -342,66 +342,106 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
         raise ValueError(f"grid {g} has {vox} voxels per row; on the GPU robocache supports at most {A.INT32_MAX}")
     geom = (*(np.float32(x) for x in lo), *(np.float32(x) for x in hi), *(np.float32(x) for x in inv),
             *(np.int32(x) for x in g))
-    if version == "v3":
-        with L.on_device(p.kind, p.device_index):  # copies of non-contiguous CuPy inputs on their own device
-            pp = A.contiguous(p)
-            ff = A.contiguous(f) if f is not None else None
-        plan3 = _plan_v3(p, b, n, f.shape[2] if f is not None else 0, g, lo, hi, inv, mode, out_shape, out_dtype)
-        if out is None and _version is None and pp is points and ff is features:
-            key = _key(points, features, grid, bounds, mode)
-            if key is not None:
-                _PLANS.put(key, plan3)
-        return plan3(pp, ff, out)
-    if version != "v1":
-        with L.on_device(p.kind, p.device_index):  # copies of non-contiguous CuPy inputs on their own device
-            pp = A.contiguous(p)
-            ff = A.contiguous(f) if f is not None else None
-        acc = mode == "mean"
-        c = f.shape[2] if acc else 0  # features given with count/occupancy are ignored, never read
-        # Shared-memory aggregation pays for mean (H100, B4 N100k G64: 44 us vs 55 us without, clustered;
-        # 47 vs 59 uniform) but not for count (14.4 vs 10.3 us uniform): mean only unless TUNING says.
-        use_hash = L.TUNING["vox_hash"]
-        wanted = acc if use_hash is None else (use_hash and mode != "occupancy")
-        shape = _hash_shape(c if acc else 0) if wanted else None
-        if shape is not None:
-            hs_log2, ppb, smem = shape
-            name = f"voxel_hashed_v2_{p.dtype}"
-        else:
-            hs_log2, ppb, smem = 0, BLOCK * PPT, 0
-            name = f"voxel_accumulate_v2_{p.dtype}" if acc else f"voxel_count_v2_{p.dtype}"
-        bpr = max(1, -(-n // ppb))  # blocks per batch row
-        grid_blocks = b * bpr if n else 0
-        A.check_grid(grid_blocks, "points")
-        geo = [("f32", x) for x in (*lo, *hi, *inv)] + [("i32", x) for x in g]  # RC_VOX_ARGS
-        fn = L.kernel("voxelize", name, p.device_index)
-        # argument lists: kernels/voxelize.cu (pointers filled per call)
-        if shape is not None:
-            main = L.FastLaunch(fn, [("ptr", None), ("ptr", 0), ("i32", n), ("i32", c), ("i32", bpr), ("i32", ppb),
-                                     ("i32", hs_log2), ("ptr", None), ("ptr", 0), *geo])
-        elif acc:
-            main = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("i32", n), ("i32", c), ("i32", bpr),
-                                     ("ptr", None), ("ptr", None), *geo])
-        else:
-            main = L.FastLaunch(fn, [("ptr", None), ("i32", n), ("i32", bpr), ("ptr", 0), ("ptr", 0), *geo])
-        mean = None
-        if acc:
-            mean = L.FastLaunch(L.kernel("voxelize", f"voxel_mean_v2_{p.dtype}", p.device_index),
-                                [("ptr", None), ("ptr", None), ("ptr", None), ("i64", b * vox), ("i32", c)])
-        plan = _Plan(main=main, mean=mean, grid=grid_blocks, mgrid=max(1, min(-(-(b * vox) // BLOCK), 65536)),
-                     kind=p.kind, dev=p.device_index, out_shape=out_shape, out_dtype=out_dtype, mode=mode, b=b, c=c,
-                     vox=vox, smem=smem)
-        if out is None and _version is None and pp is points and ff is features:
-            key = _key(points, features, grid, bounds, mode)
-            if key is not None:
-                _PLANS.put(key, plan)
-        return plan(pp, ff, out)
+    call = _Call(p, f, b, n, g, lo, hi, inv, mode, out_shape, out_dtype, out, _version is None, points, features,
+                 grid, bounds, geom, vox)
+    return _LAUNCH[version](call)
+
+
+class _Call(NamedTuple):
+    """One validated GPU call, as every version's launch function takes it."""
+
+    p: A.Arr
+    f: A.Arr | None
+    b: int
+    n: int
+    g: tuple[int, int, int]
+    lo: np.ndarray
+    hi: np.ndarray
+    inv: np.ndarray
+    mode: str
+    out_shape: tuple[int, ...]
+    out_dtype: str
+    out: Any
+    public: bool  # the public API (no _version): its plan is cached by signature
+    points: Any
+    features: Any
+    grid: Any
+    bounds: Any
+    geom: tuple
+    vox: int
+
+
+def _cache_plan(c: _Call, pp: Any, ff: Any, plan: Any) -> None:
+    if c.out is None and c.public and pp is c.points and ff is c.features:
+        key = _key(c.points, c.features, c.grid, c.bounds, c.mode)
+        if key is not None:
+            _PLANS.put(key, plan)
+
+
+def _launch_v3(c: _Call) -> Any:
+    p, f = c.p, c.f
+    with L.on_device(p.kind, p.device_index):  # copies of non-contiguous CuPy inputs on their own device
+        pp = A.contiguous(p)
+        ff = A.contiguous(f) if f is not None else None
+    plan3 = _plan_v3(p, c.b, c.n, f.shape[2] if f is not None else 0, c.g, c.lo, c.hi, c.inv, c.mode, c.out_shape,
+                     c.out_dtype)
+    _cache_plan(c, pp, ff, plan3)
+    return plan3(pp, ff, c.out)
+
+
+def _launch_v2(c: _Call) -> Any:
+    p, f, b, n, g, mode = c.p, c.f, c.b, c.n, c.g, c.mode
+    lo, hi, inv, vox = c.lo, c.hi, c.inv, c.vox
+    with L.on_device(p.kind, p.device_index):  # copies of non-contiguous CuPy inputs on their own device
+        pp = A.contiguous(p)
+        ff = A.contiguous(f) if f is not None else None
+    acc = mode == "mean"
+    cf = f.shape[2] if acc else 0  # features given with count/occupancy are ignored, never read
+    # Shared-memory aggregation pays for mean (H100, B4 N100k G64: 44 us vs 55 us without, clustered;
+    # 47 vs 59 uniform) but not for count (14.4 vs 10.3 us uniform): mean only unless TUNING says.
+    use_hash = L.TUNING["vox_hash"]
+    wanted = acc if use_hash is None else (use_hash and mode != "occupancy")
+    shape = _hash_shape(cf if acc else 0) if wanted else None
+    if shape is not None:
+        hs_log2, ppb, smem = shape
+        name = f"voxel_hashed_v2_{p.dtype}"
+    else:
+        hs_log2, ppb, smem = 0, BLOCK * PPT, 0
+        name = f"voxel_accumulate_v2_{p.dtype}" if acc else f"voxel_count_v2_{p.dtype}"
+    bpr = max(1, -(-n // ppb))  # blocks per batch row
+    grid_blocks = b * bpr if n else 0
+    A.check_grid(grid_blocks, "points")
+    geo = [("f32", x) for x in (*lo, *hi, *inv)] + [("i32", x) for x in g]  # RC_VOX_ARGS
+    fn = L.kernel("voxelize", name, p.device_index)
+    # argument lists: kernels/voxelize.cu (pointers filled per call)
+    if shape is not None:
+        main = L.FastLaunch(fn, [("ptr", None), ("ptr", 0), ("i32", n), ("i32", cf), ("i32", bpr), ("i32", ppb),
+                                 ("i32", hs_log2), ("ptr", None), ("ptr", 0), *geo])
+    elif acc:
+        main = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("i32", n), ("i32", cf), ("i32", bpr),
+                                 ("ptr", None), ("ptr", None), *geo])
+    else:
+        main = L.FastLaunch(fn, [("ptr", None), ("i32", n), ("i32", bpr), ("ptr", 0), ("ptr", 0), *geo])
+    mean = None
+    if acc:
+        mean = L.FastLaunch(L.kernel("voxelize", f"voxel_mean_v2_{p.dtype}", p.device_index),
+                            [("ptr", None), ("ptr", None), ("ptr", None), ("i64", b * vox), ("i32", cf)])
+    plan = _Plan(main=main, mean=mean, grid=grid_blocks, mgrid=max(1, min(-(-(b * vox) // BLOCK), 65536)),
+                 kind=p.kind, dev=p.device_index, out_shape=c.out_shape, out_dtype=c.out_dtype, mode=mode, b=b, c=cf,
+                 vox=vox, smem=smem)
+    _cache_plan(c, pp, ff, plan)
+    return plan(pp, ff, c.out)
+
+
+def _launch_v1(c: _Call) -> Any:
+    p, f, b, n, vox, mode, out, out_shape, geom = c.p, c.f, c.b, c.n, c.vox, c.mode, c.out, c.out_shape, c.geom
     with A.GpuContext(p.kind, p.device_index) as ctx:
         pp = A.contiguous(p)
         total = b * n
         blocks = max(1, min((total + BLOCK - 1) // BLOCK, 65536))  # grid-stride loops beyond this
         if mode in ("count", "occupancy"):
             if out is None:
-                out = ctx.zeros(out_shape, out_dtype, pp)
+                out = ctx.zeros(out_shape, c.out_dtype, pp)
             else:
                 out[...] = 0
             if total:
@@ -413,16 +453,21 @@ def voxelize(points: Any, features: Any | None, grid: Sequence[int], bounds: Any
                             A.ptr_arg(occ) if occ is not None else np.uint64(0), *geom))
             return out
         ff = A.contiguous(f)
-        c = f.shape[2]
+        cf = f.shape[2]
         counts = ctx.zeros((b * vox,), "int32", pp)
-        sums = ctx.zeros((b * vox * c,), "float32", pp)
+        sums = ctx.zeros((b * vox * cf,), "float32", pp)
         if out is None:
             out = ctx.empty(out_shape, "like", ff)
         if total:
             ctx.launch("voxelize", f"voxel_accumulate_v1_{p.dtype}", blocks, BLOCK,
-                       (A.ptr_arg(pp), A.ptr_arg(ff), np.int64(b), np.int32(n), np.int32(c),
+                       (A.ptr_arg(pp), A.ptr_arg(ff), np.int64(b), np.int32(n), np.int32(cf),
                         A.ptr_arg(counts), A.ptr_arg(sums), *geom))
-        mblocks = max(1, min((b * vox * c + BLOCK - 1) // BLOCK, 65536))
+        mblocks = max(1, min((b * vox * cf + BLOCK - 1) // BLOCK, 65536))
         ctx.launch("voxelize", f"voxel_mean_v1_{p.dtype}", mblocks, BLOCK,
-                   (A.ptr_arg(counts), A.ptr_arg(sums), A.ptr_arg(out), np.int64(b * vox), np.int32(c)))
+                   (A.ptr_arg(counts), A.ptr_arg(sums), A.ptr_arg(out), np.int64(b * vox), np.int32(cf)))
     return out
+
+
+# One launch function per kernel version (robocache/_versions.py): a version without one fails at import.
+_LAUNCH = {"v1": _launch_v1, "v2": _launch_v2, "v3": _launch_v3}
+_versions.require_launchers("voxelize", _LAUNCH)

@@ -17,6 +17,11 @@ lists every series the commit moved (one commit slowing fifty series opens one i
   ``checked`` list: current series with enough history), is closed with a comment "Recovered on <date>".
   A series of a machine that did not report tonight keeps its issue open.
 
+With ``--bisect FILE...`` (the night's ``robocache-bench bisect`` documents, ``robocache-bisect/1``), each
+finished bisection is added to its change's issue (matched by the issue key it carries): in the body of an issue
+opened tonight, else in tonight's comment, with its culprit, evidence and the History link where the culprit is
+marked.
+
 Method or environment changes (``breaks``) and improvements never open issues. Alerts of a check without
 ``--confirm`` (``"confirmed": null``) open none either unless --include-unconfirmed; an alert that could not be
 measured again (``false``) does, marked.
@@ -43,6 +48,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA = "robocache-alerts/1"
+BISECT_SCHEMA = "robocache-bisect/1"
+BISECT_MARKER = "<!-- robocache-bisect: {} -->"
+BISECT_FINAL = ("found", "not_reproducible", "spread", "undecided", "budget", "untestable", "failed")
 DEFAULT_LABEL = "performance-regression"
 MARKER = "<!-- robocache-series: {} -->"
 MARKER_RE = re.compile(r"<!-- robocache-series: ([0-9a-f]{12}) -->")
@@ -134,6 +142,32 @@ def load_doc(path: str) -> dict[str, Any]:
         for i, fp in enumerate(checked):
             _hex(f"{path}: checked[{i}]", "fingerprint", fp)
     return {"alerts": alerts, "drifts": drifts, "checked": checked, "generated": str(doc.get("generated") or "")}
+
+
+def load_bisection(path: str) -> dict[str, Any] | None:
+    """One ``robocache-bench bisect`` document, checked for what an issue shows (AlertsFileError otherwise); None
+    when it belongs to no alert group (a bisection of a range given by hand) or is still running."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise AlertsFileError(f"{path}: cannot read: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AlertsFileError(f"{path}: not JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != BISECT_SCHEMA:
+        raise AlertsFileError(f"{path}: not a {BISECT_SCHEMA} document (the output of `robocache-bench bisect`)")
+    _hex(path, "id", doc.get("id"))
+    if doc.get("status") not in ("running", *BISECT_FINAL):
+        raise AlertsFileError(f"{path}: status {doc.get('status')!r} is not a bisection status")
+    if not isinstance(doc.get("markdown"), str) or not doc["markdown"].strip():
+        raise AlertsFileError(f"{path}: markdown must be a non-empty string")
+    alert = doc.get("alert")
+    if alert is None or doc["status"] == "running":
+        return None
+    if not isinstance(alert, dict):
+        raise AlertsFileError(f"{path}: alert must be an object with the issue key")
+    _hex(f"{path}: alert", "key", alert.get("key"))
+    return doc
 
 
 def _hex(where: str, what: str, value: Any) -> None:
@@ -272,11 +306,16 @@ def _commit(c: Any) -> str:
     return re.sub(r"[^0-9A-Za-z._-]", "", str(c or ""))[:12] or "unknown commit"
 
 
+def _date(text: Any) -> str:
+    """The YYYY-MM-DD a record's or a file's timestamp starts with, else "" (the text itself never reaches an
+    issue: it is record data, and an issue is markdown)."""
+    s = str(text or "")
+    return s[:10] if re.match(r"\d{4}-\d\d-\d\d(?!\d)", s) else ""
+
+
 def _when(alert: dict[str, Any]) -> tuple[str, str]:
     after = alert.get("after") or alert.get("last") or {}
-    created = str(after.get("created") or "")
-    date = created[:10] if re.match(r"\d{4}-\d\d-\d\d", created) else (created or "an unknown date")
-    return date, _commit(after.get("commit"))
+    return _date(after.get("created")) or "an unknown date", _commit(after.get("commit"))
 
 
 def _run_link() -> str:
@@ -317,6 +356,11 @@ def issue_body(alert: dict[str, Any] | list[dict[str, Any]]) -> str:
     return _clip(head + "\n".join(a["markdown"] for a in items) + _run_link(), BODY_MAX)
 
 
+def bisection_text(docs: list[dict[str, Any]]) -> str:
+    """The bisections of a change, for its issue (their own markdown: record strings already escaped)."""
+    return "".join(f"\n{BISECT_MARKER.format(d['id'])}\n{d['markdown']}" for d in docs)
+
+
 def comment_body(alert: dict[str, Any] | list[dict[str, Any]]) -> str:
     items = alert if isinstance(alert, list) else [alert]
     date, commit = _when(items[0])
@@ -331,9 +375,12 @@ def comment_body(alert: dict[str, Any] | list[dict[str, Any]]) -> str:
 
 def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any = None,
          include_unconfirmed: bool = False, drifts: list[dict[str, Any]] = (),
-         checked: set[str] | None = None, date: str = "") -> Plan:
+         checked: set[str] | None = None, date: str = "",
+         bisections: dict[str, list[dict[str, Any]]] | None = None) -> Plan:
     """Create, comment or close, one issue per change. ``gh=None`` is a dry run: prints, calls nothing.
-    ``checked``: the series tested tonight (None: close nothing)."""
+    ``checked``: the series tested tonight (None: close nothing). ``bisections``: finished bisection documents by
+    the issue key of their change: added to the issue's body (opened tonight) or to tonight's comment."""
+    bisections = bisections or {}
     out = out or sys.stdout
     plan = Plan()
     # only alerts from a check that asked for confirmation (`check --confirm`): "confirmed" true (a rerun
@@ -371,18 +418,24 @@ def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any =
         print("no slower alerts or drifts: nothing to open", file=out)
     touched: set[int] = set()
     updates: dict[int, list[dict[str, Any]]] = {}  # open issue -> tonight's alerts of its changes (one comment)
+    found: dict[int, list[dict[str, Any]]] = {}  # open issue -> tonight's bisections of its changes
     for key, grp in groups.items():
         if gh is None:
             print(f"dry run: would comment on the open issue of change {key}, else create {group_title(grp)!r} "
-                  f"({len(grp)} series)", file=out)
+                  f"({len(grp)} series)" + (f" with {len(bisections[key])} bisection(s)" if bisections.get(key)
+                                            else ""), file=out)
             plan.created.append(key)
             continue
         n = by_key.get(key) or next((by_fp[a["fingerprint"]] for a in grp if a["fingerprint"] in by_fp), None)
         if n is not None:
             updates.setdefault(n, []).extend(a for a in grp if a not in updates.get(n, []))
+            found.setdefault(n, []).extend(bisections.get(key, []))
             plan.commented.append(key)
         else:
-            issue = gh.create_issue(group_title(grp), issue_body(grp), [label])
+            body = issue_body(grp)
+            if bisections.get(key):  # the body is clipped first: the bisection is never the part cut off
+                body = _clip(body, BODY_MAX - 8000) + _clip(bisection_text(bisections[key]), 8000)
+            issue = gh.create_issue(group_title(grp), body, [label])
             n = int(issue["number"])
             by_key[key] = n  # a second file with this change in the batch comments on it
             plan.created.append(key)
@@ -391,7 +444,10 @@ def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any =
         for a in grp:
             by_fp.setdefault(a["fingerprint"], n)
     for n, items_n in updates.items():
-        gh.comment(n, comment_body(items_n))
+        body, extra = comment_body(items_n), bisection_text(found.get(n, []))
+        if extra:  # the alerts are clipped first: the bisection is never the part cut off
+            body = _clip(body, BODY_MAX - 8000) + _clip(extra, 8000)
+        gh.comment(n, body)
         print(f"#{n}: commented ({len(items_n)} series still slower)", file=out)
     # recovery: every series of an open issue checked tonight, none of them slower (alerted or drifting,
     # confirmed or not: a series still flagged keeps its issue open)
@@ -410,7 +466,7 @@ def sync(alerts: list[dict[str, Any]], gh: GitHub | None, label: str, out: Any =
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="alerts_to_issues.py", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="alerts_to_issues.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     p.add_argument("alerts_json", nargs="+", metavar="ALERTS_JSON",
@@ -419,6 +475,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="owner/name (default: $GITHUB_REPOSITORY)")
     p.add_argument("--label", default=DEFAULT_LABEL, help=f"issue label (default: {DEFAULT_LABEL})")
     p.add_argument("--dry-run", action="store_true", help="print what would be done; no token, no API calls")
+    p.add_argument("--bisect", nargs="*", default=[], metavar="BISECT_JSON",
+                   help="robocache-bench bisect documents (*.bisect.json) of the night: each finished one is added to "
+                        "its change's issue")
     p.add_argument("--include-unconfirmed", action="store_true",
                    help="also alerts of a check run without --confirm (\"confirmed\": null); by default they "
                         "open no issue")
@@ -437,7 +496,12 @@ def main(argv: list[str] | None = None) -> int:
                 checked = None  # a file without the list: close nothing this time
             else:
                 checked |= set(doc["checked"])
-            date = max(date, doc["generated"][:10])
+            date = max(date, _date(doc["generated"]))
+        bisections: dict[str, list[dict[str, Any]]] = {}
+        for path in args.bisect:
+            b = load_bisection(path)
+            if b is not None:
+                bisections.setdefault(b["alert"]["key"], []).append(b)
     except AlertsFileError as e:
         print(f"alerts_to_issues: bad alerts file: {e}", file=sys.stderr)
         return 2
@@ -459,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         gh = GitHub(os.environ.get("GITHUB_API_URL") or "https://api.github.com", args.repo, token)
     try:
         plan = sync(alerts, gh, args.label, include_unconfirmed=args.include_unconfirmed, drifts=drifts,
-                    checked=checked, date=date)
+                    checked=checked, date=date, bisections=bisections)
     except GitHubError as e:
         print(f"alerts_to_issues: GitHub API call failed: {e}", file=sys.stderr)
         return 1

@@ -14,7 +14,8 @@ Per size, writes files of 1,000 schema-valid synthetic records each into a tempo
 - the History and Regressions pages' data in a new process (the frame through the cache, then ``check --machine``
   over its rows: ``dashboard.history_data``), and warm in this process (both ``st.cache_data`` hits);
 - in this process, the warm load (``st.cache_data`` hit, what every rerun of a page costs), then (at 100,000)
-  the overview's speedup figure and the Kernels page's tables over the frame.
+  the Overview's morning page (the newest run per machine and op, robocache against the strongest peer, the
+  headline, the losses chart) and the Kernels page's tables over the frame.
 Prints one line per figure; docs/harness.md quotes them. Nothing is asserted about time: a figure that grew
 is a finding to look at, not a failure.
 """
@@ -198,20 +199,20 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
           f"({', '.join(f'{t:.2f}' for t in hwarm)})")
     if n >= 100_000:
         t0 = time.perf_counter()
-        d = df2[(df2["arch"] == "H200") & (df2["op"] == "resample") & (df2["timer"] == "cuda_event")
-                & (df2["cache"] == "warm")]
-        charts.speedup_bars(tables.speedups(tables.side_by_side(d)))
+        w = tables.wins(tables.side_by_side(tables.newest_runs(df2)))  # the Overview's morning page
+        tables.headline(w)
+        charts.ranked_bars(w[w["speedup"] < 1], prefix_machine=True)
         figure = time.perf_counter() - t0
         t0 = time.perf_counter()
         recs = tables.kernel_records(df2)
         tables.vs_compile(recs)
         tables.journey(recs)
         kernels = time.perf_counter() - t0
-        print(f"[{n:,} records] overview figure {figure:.2f} s; Kernels page tables {kernels:.2f} s")
+        print(f"[{n:,} records] Overview morning page {figure:.2f} s; Kernels page tables {kernels:.2f} s")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="record counts to time")
     ap.add_argument("--repeat", type=int, default=3, help="timed loads per figure (best is quoted)")
     args = ap.parse_args()

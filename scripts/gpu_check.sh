@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # One command for a GPU check on a CUDA machine (e.g. the H200 device machine):
-#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|asv|pytest|multigpu|ncu]   (default: all = tests,bench)
+#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv|pytest|multigpu|ncu|pipelines]   (default: all = tests,bench)
 #   several parts in one call: comma-separated, e.g. tests,bench,ncu
-# tests: the test paths in TESTS (default: tests, the whole suite: CPU tests, kernel compile checks, and the GPU
-#        tests that skip elsewhere; TESTS="tests/gpu tests/test_kernels_compile.py" for the GPU part only) with the
-#        machine's own python3 and packages, then the demo;
+# tests: the test paths in TESTS (default: "tests/gpu tests/test_kernels_compile.py", the GPU tests and the kernels'
+#        compile and register checks; the CPU suite is CI's: TESTS=tests runs it here too) with the machine's own
+#        python3 and packages, then the demo; always first, so a broken kernel is seen before any timing;
 # bench: the quick suite through robocache-bench (SUITE="quick nightly" runs each in turn), records of every
 #        suite under OUTDIR/results/, one report per suite (OUTDIR/report-<suite>.md) and the kernel tables over
 #        all of them (OUTDIR/kernels.md: journey, vs torch.compile, call cost). The torch.compile cases are
 #        compiled first in PRECOMPILE_JOBS parallel processes (default 4; 0: off), see `run --precompile-jobs`.
+# aa:    the A/A pair: the quick suite twice on this commit, then `compare` of the two runs with the results'
+#        history (every robocache case should be "same"; the peers' verdicts show their run-to-run noise):
+#        records under OUTDIR/results, OUTDIR/aa-compare.md.
+# tune:  `robocache-bench tune`: the tuned launch configurations of this GPU (robocache/_tune.py) over the sampled
+#        distribution's tuning seed, written to OUTDIR/tuned/<gpu>.json (copy it to robocache/tuned/ and commit).
 # Machine name (bench, asv, pytest, multigpu): ROBOCACHE_MACHINE when set, else from nvidia-smi's GPU name and
 #        count: one H100 -> nvidia-h100-x1, one H200 -> nvidia-h200, N of them -> nvidia-h100-xN / nvidia-h200-xN
 #        (the lent machines' names); another GPU -> the hostname (never a name that claims another machine).
@@ -29,17 +34,19 @@
 #        named in NCU_KEYS, one profiled call each after the reference gate: the profile suite
 #        (`python -m robocache.bench.pipelines profile --cases ...`), records under OUTDIR/results, OUTDIR/ncu.log.
 # pipelines: the end-to-end suite (docs/pipelines.md) on one GPU: a generated robot dataset (PIPELINES_MB, default
-#        128 MB), data loading at batch 32 and 128 with 4 and 8 workers (CPU workers vs robocache.fuse), the training
-#        step of both models, inference at batch 1 and 32 for eager, SDPA, torch.compile and max-autotune (in that
-#        order, so a cut leaves the slowest compile out); records under OUTDIR/results/<arch>-<machine>/ (traces in
-#        traces/ beside them), OUTDIR/pipelines.log and OUTDIR/report-pipelines.md. Planned for <= 4 minutes (not
-#        yet timed on a lent GPU); PIPELINES_TIMEOUT (default 300 s) stops it, keeping the records of every case
-#        finished (the run file is rewritten after each); PIPELINES_ARGS adds options of
-#        `python -m robocache.bench.pipelines run`. Then, where ncu is on PATH (PROFILE=0: not), the profile
+#        128 MB), data loading at batch 32 and 128 with 4 and 8 workers (CPU workers vs robocache.fuse) and from the
+#        EpisodeCache (resident, and streamed within half its size), the training step of both models at batch 32
+#        and 128 from all three loaders, inference at batch 1 and 32 for eager, SDPA, torch.compile and
+#        max-autotune (in that order, so a cut leaves the slowest compile out); records under
+#        OUTDIR/results/<arch>-<machine>/ (traces in traces/ beside them), OUTDIR/pipelines.log and
+#        OUTDIR/report-pipelines.md. Took 395-403 s before the EpisodeCache's cases (max-autotune about half; add
+#        --parts dataload,train to PIPELINES_ARGS for the loaders alone); PIPELINES_TIMEOUT (default 300 s) stops
+#        it, keeping the records of every case finished (the run file is rewritten after each); PIPELINES_ARGS adds
+#        options of `python -m robocache.bench.pipelines run`. Then, where ncu is on PATH (PROFILE=0: not), the profile
 #        suite: Nsight Compute metrics of each op's representative kernel (OUT/profile.log; PROFILE_TIMEOUT, 180 s).
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|asv REGEX|pytest|multigpu|pipelines]}
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv REGEX|pytest|multigpu|ncu|pipelines]}
 WHAT=${2:-all}
 # WHAT may name several parts, comma-separated (e.g. tests,bench,ncu): one device call, several parts
 part() { [ "$WHAT" = all ] && { [ "$1" = tests ] || [ "$1" = bench ]; } && return 0; [[ ",$WHAT," == *",$1,"* ]]; }
@@ -96,24 +103,58 @@ PYEOF
 
 if part tests; then
   start=$(date +%s)
-  $PY -m pytest ${TESTS:-tests} -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
-  rc=${PIPESTATUS[0]}
+  # Correctness tests run in GPU_TEST_JOBS pytest-xdist processes sharing the GPU (default 4; their torch.compile
+  # peers' compiles dominate: ~380 s serially on the H100, 2026-11-27); the tests that time or need the whole
+  # GPU (SERIAL_TESTS) run alone after them. Without xdist (or GPU_TEST_JOBS=0) everything runs serially.
+  SERIAL_TESTS=${SERIAL_TESTS:-tests/gpu/test_timer_gpu.py tests/gpu/test_multigpu_gpu.py tests/gpu/test_tune_gpu.py tests/gpu/test_ncu_gpu.py}
+  JOBS=${GPU_TEST_JOBS:-4}
+  $PY -c "import xdist" 2>/dev/null || JOBS=0
+  rm -f "$OUT/gpu-tests.xml" "$OUT/gpu-tests-serial.xml"  # an earlier run's results are never counted
+  # the serial tests TESTS reaches: named themselves (taken out of the parallel pass) or inside a named folder
+  # (--ignore'd there); PAR: what the parallel pass runs
+  IGN=""; SER=""; PAR=""
+  for t in ${TESTS:-tests/gpu tests/test_kernels_compile.py}; do
+    named=0
+    for f in $SERIAL_TESTS; do
+      [ -e "$f" ] || continue
+      case "$f" in "$t") named=1; SER="$SER $f" ;; "$t"/*) IGN="$IGN --ignore=$f"; SER="$SER $f" ;; esac
+    done
+    [ "$named" = 1 ] || PAR="$PAR $t"
+  done
+  if [ "$JOBS" -gt 0 ] && [ -n "$SER" ]; then
+    rc=5
+    if [ -n "$PAR" ]; then
+      $PY -m pytest $PAR $IGN -n "$JOBS" --dist loadfile -q -rfEs \
+          -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+      rc=${PIPESTATUS[0]}
+    fi
+    $PY -m pytest $SER -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests-serial.xml" 2>&1 | tee -a "$OUT/gpu-tests.log"
+    rc2=${PIPESTATUS[0]}
+    # 5: a pass that collected nothing (every test of it elsewhere) is no failure; the other pass decides
+    if [ "$rc" = 5 ]; then rc=$rc2; elif [ "$rc" = 0 ] && [ "$rc2" != 5 ]; then rc=$rc2; fi
+  else
+    $PY -m pytest ${TESTS:-tests/gpu tests/test_kernels_compile.py} -q -rfEs -p no:cacheprovider \
+        --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+    rc=${PIPESTATUS[0]}
+  fi
   $PY -m robocache.demo 2>&1 | tee -a "$OUT/gpu-tests.log"
-  $PY - "$OUT/gpu-tests.xml" "$(( $(date +%s) - start ))" "$rc" <<'PYEOF' || status=1
-import sys, xml.etree.ElementTree as ET
-root = ET.parse(sys.argv[1]).getroot()
+  $PY - "$(( $(date +%s) - start ))" "$rc" "$OUT/gpu-tests.xml" "$OUT/gpu-tests-serial.xml" <<'PYEOF' || status=1
+import os, sys, xml.etree.ElementTree as ET
 gpu = {"passed": 0, "failed": 0, "skipped": 0}
 allc = {"passed": 0, "failed": 0, "skipped": 0}
-for tc in root.iter("testcase"):
-    st = "failed" if tc.find("failure") is not None or tc.find("error") is not None else \
-         "skipped" if tc.find("skipped") is not None else "passed"
-    allc[st] += 1
-    if tc.get("classname", "").startswith("tests.gpu"):
-        gpu[st] += 1
+for path in sys.argv[3:]:
+    if not os.path.exists(path):
+        continue
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        st = "failed" if tc.find("failure") is not None or tc.find("error") is not None else \
+             "skipped" if tc.find("skipped") is not None else "passed"
+        allc[st] += 1
+        if tc.get("classname", "").startswith("tests.gpu"):
+            gpu[st] += 1
 print(f"GPU CHECK SUMMARY: gpu tests {gpu['passed']} passed, {gpu['failed']} failed, {gpu['skipped']} skipped; "
       f"all tests {allc['passed']} passed, {allc['failed']} failed, {allc['skipped']} skipped; "
-      f"{sys.argv[2]} s; pytest exit {sys.argv[3]}")
-sys.exit(1 if (int(sys.argv[3]) != 0 or gpu["passed"] == 0) else 0)
+      f"{sys.argv[1]} s; pytest exit {sys.argv[2]}")
+sys.exit(1 if (int(sys.argv[2]) != 0 or gpu["passed"] == 0 or gpu["failed"] or allc["failed"]) else 0)
 PYEOF
 fi
 
@@ -137,6 +178,40 @@ if part bench; then
   done
   $PY -m robocache.bench.cli report "$OUT/results" --kernels --out "$OUT/kernels.md" 2>&1 | tail -1
 fi
+if part aa; then
+  MACHINE=$(machine_name)
+  start=$(date +%s)
+  : > "$OUT/aa.log"
+  for i in 1 2; do
+    $PY -m robocache.bench.cli run --suite quick --device gpu --out "$OUT/results" --machine "$MACHINE" \
+        --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress >> "$OUT/aa.log" 2>&1
+    arc=$?
+    [ "$arc" = 0 ] || status=1
+  done
+  # the two newest quick runs of this machine: a records file is <run id>-<suite>.records.json, the run id
+  # <UTC time>-<hex>, so the names sort oldest first
+  mapfile -t RUNS < <(ls "$OUT/results/"*"-$MACHINE"/*-quick.records.json 2>/dev/null | xargs -r -n1 basename |
+                      sed -E 's/^([0-9]+T[0-9]+Z-[0-9a-f]+)-.*/\1/' | sort | tail -2)
+  if [ "${#RUNS[@]}" = 2 ]; then
+    $PY -m robocache.bench.cli compare "${RUNS[0]}" "${RUNS[1]}" --results "$OUT/results" results \
+        --history "$OUT/results" results --out "$OUT/aa-compare.md"
+    crc=$?
+    grep -E "^\| (robocache|same|faster|slower)|Verdicts|verdict" "$OUT/aa-compare.md" | head -5
+  else
+    echo "aa: expected two quick runs in $OUT/results, found ${#RUNS[@]}"; crc=2
+  fi
+  echo "AA SUMMARY: machine $MACHINE runs ${RUNS[*]:-none} wall $(( $(date +%s) - start )) s; compare exit $crc"
+  [ "$crc" = 0 ] || status=1
+fi
+
+if part tune; then
+  start=$(date +%s)
+  $PY -m robocache.bench.cli tune --out "$OUT/tuned" ${TUNE_ARGS:-} 2>&1 | tee "$OUT/tune.log" | tail -15
+  trc=${PIPESTATUS[0]}
+  echo "TUNE SUMMARY: wall $(( $(date +%s) - start )) s; exit $trc"
+  [ "$trc" = 0 ] || status=1
+fi
+
 if part asv; then
   COMMIT=${ROBOCACHE_GIT_COMMIT:-$(git rev-parse HEAD)}
   # asv resolves the commit in the repository: a copied working tree may come without history, so a
@@ -211,7 +286,8 @@ if part pipelines; then
   start=$(date +%s)
   timeout "${PIPELINES_TIMEOUT:-300}" $PY -m robocache.bench.pipelines run --device gpu --out "$OUT/results" \
       --machine "$MACHINE" --size-mb "${PIPELINES_MB:-128}" --batch-sizes 32,128 --workers 4,8 --load-batches 40 \
-      --train-steps 30 --profile-steps 2 --infer-batches 1,32 --infer-time 1 ${PIPELINES_ARGS:-} 2>&1 | tee "$OUT/pipelines.log"
+      --train-steps 30 --train-batches 32,128 --profile-steps 2 --infer-batches 1,32 --infer-time 1 \
+      ${PIPELINES_ARGS:-} 2>&1 | tee "$OUT/pipelines.log"
   prc=${PIPESTATUS[0]}
   # the latest run in OUT/results is the one just measured
   $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-pipelines.md" 2>&1 | tail -1

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--no-autotune", action="store_true", help="skip torch.compile max-autotune-no-cudagraphs")
     ap.add_argument("--autotune-cases", type=int, default=1000,
@@ -61,7 +61,7 @@ def main() -> int:
     # copy ceiling: bytes read + written of a 2 GiB device-to-device copy
     a = torch.empty(2**29, dtype=torch.float32, device=dev).uniform_()
     b = torch.empty_like(a)
-    t_copy = bench(lambda: b.copy_(a))
+    t_copy = bench(lambda: b.copy_(a))  # noqa: F821  called inside bench(), before `del a, b` below
     ceiling = 2 * a.numel() * 4 / t_copy / 1e3  # GB/s
     del a, b
     print(f"device {torch.cuda.get_device_name()}  copy ceiling {ceiling:.0f} GB/s", flush=True)

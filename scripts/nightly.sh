@@ -10,7 +10,11 @@
 #   2. asv over the same grid in this environment (asv machine + asv run --python=same at HEAD), our
 #      records also under OUTDIR/records (front end "asv"), asv's own result files copied to OUTDIR/asv;
 #   3. robocache-bench check over HISTORY (a checkout of the benchmark-results branch) plus tonight's
-#      records -> OUTDIR/alerts.json (robocache-alerts/1) and OUTDIR/alerts.md.
+#      records -> OUTDIR/alerts.json (robocache-alerts/1) and OUTDIR/alerts.md;
+#   4. after a confirmed regression (CONFIRM set; not with RERUNS, whose check may run away from the
+#      machine): robocache-bench bisect --all over the alerts, each
+#      alert group whose commit range has more than one commit (and that HISTORY/bisect has not bisected
+#      yet) within BISECT_BUDGET_S seconds together -> OUTDIR/bisect/*.bisect.json, OUTDIR/bisect.md.
 #   With $GITHUB_STEP_SUMMARY set (GitHub Actions), the headline table and the alerts go there too.
 #
 # Environment:
@@ -19,12 +23,13 @@
 #   CONFIRM  non-empty: `check --confirm` (re-measures alerted cases into OUTDIR/confirm first)
 #   RERUNS   a folder of confirmation reruns measured elsewhere (another job's OUTDIR/confirm): `check --reruns`
 #            confirms on those instead of measuring (not with CONFIRM)
-#   ASV      0 skips step 2
+#   ASV      0 skips step 2                        BISECT  0 skips step 4
+#   BISECT_BUDGET_S  seconds of step 4 for every bisection of the night together (default 1800)
 #   PRECOMPILE_JOBS  parallel torch.compile pre-pass processes of step 1 (default 4; 0: off)
 #   PYTHON   the interpreter with robocache's dependencies (default python3); robocache itself is
 #            imported from this checkout (PYTHONPATH), as in scripts/gpu_check.sh
 # Exit code: 0 when every step succeeded and no confirmed regression; otherwise 1 (a confirmed regression,
-# a failed case, a failed asv run or a failed check), always AFTER every file above was written.
+# a failed case, a failed asv run, a failed check or bisection), always AFTER every file above was written.
 # 2: bad arguments. Per-step summary lines: "NIGHTLY <step>: ...".
 set -euo pipefail
 
@@ -49,6 +54,8 @@ if [ -n "$CONFIRM" ] && [ -n "$RERUNS" ]; then
   exit 2
 fi
 ASV=${ASV:-1}
+BISECT=${BISECT:-1}
+BISECT_BUDGET_S=${BISECT_BUDGET_S:-1800}
 HISTORY=${HISTORY:-}
 PY=${PYTHON:-python3}
 
@@ -148,5 +155,23 @@ else
   if [ -s "$OUT/alerts.json" ]; then written=written; fi
   echo "NIGHTLY check: $MACHINE: check failed (exit $check_rc; alerts.json $written)"
   status=1
+fi
+
+# 4. the culprit of each confirmed regression whose range has more than one commit: bisect picks the groups
+# (confirmed, slower, range > 1, not yet in HISTORY/bisect), measures each tested commit with its own harness
+if [ "$check_rc" = 1 ] && [ -s "$OUT/alerts.json" ] && [ -n "$CONFIRM" ] && [ "$BISECT" != 0 ]; then
+  start=$(date +%s)
+  known=()
+  if [ -n "$HISTORY" ] && [ -d "$HISTORY/bisect" ]; then known=(--known "$HISTORY/bisect"); fi
+  bisect_rc=0
+  rcb bisect --alerts "$OUT/alerts.json" --all --machine "$MACHINE" --device "$DEVICE" --suite "$SUITE" \
+    --budget "$BISECT_BUDGET_S" --out "$OUT/bisect" "${known[@]}" > "$OUT/bisect.md" 2> "$OUT/bisect.log" \
+    || bisect_rc=$?
+  summary < "$OUT/bisect.md"
+  echo "NIGHTLY bisect: $MACHINE: exit $bisect_rc in $(( $(date +%s) - start )) s (see $OUT/bisect.md)"
+  if [ "$bisect_rc" != 0 ]; then
+    printf '**robocache-bench bisect failed (exit %s): see bisect.log in the artifact.**\n' "$bisect_rc" | summary
+    status=1
+  fi
 fi
 exit $status

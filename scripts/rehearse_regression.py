@@ -139,7 +139,7 @@ def copy_tree(dst: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nights", type=int, default=6, help="quiet nights before the slow commit (6: check needs 6 runs)")
     ap.add_argument("--slowdown", type=float, default=9.0,
@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         # the copy's code, not the installed one, runs (the forked case processes inherit PYTHONPATH)
         # (and whatever PYTHONPATH already holds after it: packages installed with --target, as on the GPU machine)
         path = os.pathsep.join([str(work)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-        run_env = {**os.environ, "PYTHONPATH": path, "ROBOCACHE_MACHINE": MACHINE}
+        # the rehearsal tests the alert's path, not the machine: a shared CI machine's load (which flags a CPU case
+        # contended, excluding it from the check) is allowed for by the +100% floor instead
+        run_env = {**os.environ, "PYTHONPATH": path, "ROBOCACHE_MACHINE": MACHINE, "ROBOCACHE_IGNORE_HOST_LOAD": "1"}
         bench = [sys.executable, "-m", "robocache.bench.cli"]
 
         def night(label: str) -> str:

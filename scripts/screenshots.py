@@ -40,7 +40,7 @@ def pages() -> list[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots", help="folder for the PNGs")
     ap.add_argument("--pages", nargs="+", default=None, help="page file names (default: every page)")
     ap.add_argument("--width", type=int, default=1280)

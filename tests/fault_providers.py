@@ -21,6 +21,16 @@ def _hang(*args, **kwargs):
     time.sleep(3600)
 
 
+def _slow(*args, **kwargs):
+    # a case still running when the runner is interrupted: says so (a file named by $RCB_SLOW_MARK), then works on
+    mark = os.environ.get("RCB_SLOW_MARK")
+    if mark:
+        with open(mark, "a") as f:
+            f.write(f"{os.getpid()}\n")
+    time.sleep(float(os.environ.get("RCB_SLOW_S", "8")))
+    return _wrong(*args, **kwargs)
+
+
 def _oom(*args, **kwargs):
     # 1 PiB: beyond any machine's address space, so MemoryError at once even with memory overcommit
     return np.ones((1 << 50,), dtype=np.uint8)
@@ -45,6 +55,7 @@ def _all(fn):
 ABORT = Provider("fault_abort", "aborts", "cpu", _all(_abort))
 HANG = Provider("fault_hang", "hangs", "cpu", _all(_hang))
 OOM = Provider("fault_oom", "runs out of memory", "cpu", _all(_oom))
+SLOW = Provider("fault_slow", "still working when the run is interrupted", "cpu", {"resample": _slow})
 WRONG = Provider("fault_wrong", "wrong results", "cpu", {"resample": _wrong})
 WRONG_DTYPE = Provider("fault_wrong_dtype", "float64 output", "cpu", {"resample": _wrong_dtype})
 RAISE = Provider("fault_raise", "raises", "cpu", _all(_raise))

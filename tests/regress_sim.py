@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import committed
 import numpy as np
 
 from robocache.bench import regressions as regress
@@ -34,7 +35,7 @@ MACHINE = "sim-h200"
 
 def pools() -> dict[str, dict[str, np.ndarray]]:
     """provider -> bucket (and "*") -> the real deviations (log-time), fitted from the committed records."""
-    fit = regress.fit_priors(store.load(REPO / "results").records)
+    fit = regress.fit_priors(committed.load().records)  # the committed runs, never results/local/
     return {p: {b: np.array(v["deviations"]) for b, v in per.items()} for p, per in fit.items()}
 
 

@@ -23,8 +23,6 @@ if MISSING and not REQUIRED:
 from robocache.bench import cli
 from tests import history_rehearsal as hr
 
-pytestmark = pytest.mark.browser
-
 
 def test_alert_link_opens_history_with_the_marker(tmp_path: Path) -> None:
     if MISSING:

@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import committed
 import numpy as np
 import pytest
 
@@ -240,7 +241,7 @@ def test_schema_v3_round_trips_dispatch_and_refuses_it_in_older_files(tmp_path):
 
 
 def test_committed_results_still_load():
-    loaded = store.load(ROOT / "results")
+    loaded = committed.load()
     assert loaded.bad == [] and loaded.records
 
 

@@ -133,12 +133,21 @@ def test_report_out_written(tmp_path: Path, capsys) -> None:
 
 # --- terminal text ----------------------------------------------------------------------------------------
 
-def test_list_and_show_have_no_markdown_escapes(capsys) -> None:
+def test_list_and_show_have_no_markdown_escapes(capsys, monkeypatch) -> None:
+    import io
+
     assert cli.main(["list", "--suite", "quick"]) == 0
     out = capsys.readouterr().out
     assert "torch_eager" in out and "\\_" not in out and "**" not in out
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr("sys.stdout", term)  # show on a terminal: plain; into a pipe: escaped markdown (issue 27)
     assert cli.main(["show", str(RESULTS)]) == 0
-    out = capsys.readouterr().out
+    out = term.getvalue()
     assert "torch_compile" in out and "\\_" not in out and "**" not in out and "`" not in out
 
 

@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from dashboard import charts, data, tables  # noqa: E402
 from robocache.bench.store import write_records  # noqa: E402
+from tests import committed  # noqa: E402
 from tests.test_store import make_env, make_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,7 +151,7 @@ def test_script_case_shows_as_data(fixture_dir: Path, monkeypatch: pytest.Monkey
     at = case.select(f"resample/{SCRIPT}").run()
     assert not at.exception and not at.error
     assert at.get("plotly_chart")
-    assert (at.dataframe[0].value["provider"].astype(str).nunique()) == 3
+    assert set(at.dataframe[0].value["provider"].astype(str)) == {"robocache", "cupy"}  # and the strongest peer
     assert_no_markup(at)
     at = app("overview", fixture_dir, monkeypatch)
     assert any(f"resample/{SCRIPT}" in set(df.value.get("case", [])) for df in at.dataframe)
@@ -174,7 +175,7 @@ def test_sweep_axis_and_metric(fixture_dir: Path, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    at = app(page, REPO / "results", monkeypatch)
+    at = app(page, committed.dirs_env(), monkeypatch)  # the committed records, never results/local/
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     assert_no_markup(at)
@@ -183,7 +184,7 @@ def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -
         assert at.get("plotly_chart"), page
     if page == "architectures":
         assert "A100" in infos and "No H200" not in infos
-        has_h100 = any(p.name.startswith("h100-") for p in (REPO / "results").iterdir())
+        has_h100 = any(p.name.startswith("h100-") for p in committed.folders())
         assert ("No H100" in infos) != has_h100  # the H100 joins once its records are committed
     if page == "kernels":  # the committed H200 runs measured torch.compile beside robocache
         assert any(df.value.shape[0] for df in at.dataframe)
@@ -262,8 +263,9 @@ def test_frame_columns_and_series(fixture_dir: Path) -> None:
     assert (wide["best"] == "robocache").all()
     speed = tables.speedups(wide)
     assert speed[speed["peer"] == "torch_eager"]["speedup"].round(6).eq(4.0).all()
-    fig = charts.speedup_bars(speed)
-    assert fig.layout.yaxis.type == "log" and len(fig.data) == 2
+    fig = charts.ranked_bars(tables.wins(wide))
+    assert fig.layout.xaxis.type == "log" and len(fig.data) == 1  # the strongest peer of every case: CuPy
+    assert fig.data[0].orientation == "h"
     assert data.md_escape("<b>*x*</b>") == "\\<b\\>\\*x\\*\\</b\\>"
 
 
@@ -305,8 +307,7 @@ def test_figures_escape_record_text(fixture_dir: Path) -> None:
     one = df[df["machine"].astype(str).str.contains("h200")]
     evil_title = f"{BOLD} {LINK}"
     figs = {
-        "speedup": charts.speedup_bars(tables.speedups(tables.side_by_side(one)), title=evil_title),
-        "ceiling": charts.ceiling_bars(one, title=evil_title),
+        "speedup": charts.ranked_bars(tables.wins(tables.side_by_side(one)), title=evil_title, prefix_machine=True),
         "sweep": charts.sweep_lines(one, "B", "p50", title=evil_title),
         "arch": charts.arch_bars(df, "p50", title=evil_title),
         "history": charts.history_lines(one, "p50", title=evil_title),
@@ -323,13 +324,15 @@ def test_figures_escape_record_text(fixture_dir: Path) -> None:
         assert charts.plain(LINK) in joined and charts.plain(BOLD) in joined, name
         assert doc["layout"]["title"]["text"] == charts.plain(evil_title), name
         names = {t.get("name") for t in doc["data"]}
-        if name in ("speedup", "ceiling", "sweep", "history"):  # providers (peers) in the legend, escaped
+        if name in ("sweep", "history"):  # providers (peers) in the legend, escaped
             assert any(n and charts.plain(BOLD) in n for n in names), (name, names)
+        if name == "speedup":  # the strongest peer (CuPy, renamed to a link) in the legend, escaped
+            assert names == {charts.plain(LINK)}, names
         if name == "arch":
             assert all(charts.plain(LINK) in n for n in names), names
-    # the categories shown on the x axis are the escaped case ids
-    xs = [x for t in json.loads(figs["ceiling"].to_json())["data"] for x in t["x"]]
-    assert xs and all(x.startswith(charts.plain(BOLD)) for x in xs)
+    # the categories shown on the (ranked bars') y axis are the escaped architecture and case ids
+    ys = [y for t in json.loads(figs["speedup"].to_json())["data"] for y in t["y"]]
+    assert ys and all(y.startswith(charts.plain(BOLD)) for y in ys)
 
 
 # ---------------------------------------------------------------- speed
@@ -542,7 +545,7 @@ def test_kernels_page_on_synthetic_records(kernels_dir: Path, monkeypatch: pytes
     assert summary["cases >= 1.0x"].tolist() == [2, 2]
     assert any(SCRIPT in c for c in cases["case"])  # record text stays data in the dataframe
     # in the provider table's order: the public call, kernel version v1, the public call on CuPy arrays, the floor
-    assert cost["vs_bare"].dropna().round(6).tolist() == [1.8, 9.0, 1.4, 1.0] * 2
+    assert cost["x bare launch"].dropna().round(6).tolist() == [1.8, 9.0, 1.4, 1.0] * 2
     assert "robocache@cupy" not in next(s for s in at.selectbox if s.label == "robocache provider").options
     figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
     assert len(figs) == 2
@@ -608,8 +611,9 @@ def test_a_provider_has_one_colour_in_every_chart(fixture_dir: Path) -> None:
     """Speedup, ceiling, sweep, history and machine-ratio charts draw a provider in the table's colour."""
     df, _ = data.load_frame([str(fixture_dir)])
     one = df[(df["status"] == "ok") & df["machine"].astype(str).str.contains("h200")]
-    figs = [charts.speedup_bars(tables.speedups(tables.side_by_side(one))), charts.ceiling_bars(one),
-            charts.sweep_lines(one, "B", "p50"), charts.history_lines(one, "p50")]
+    figs = [charts.ranked_bars(tables.wins(tables.side_by_side(one))),
+            charts.sweep_lines(one[one["run_id"] == "synthetic-run-2"], "B", "p50"),  # one run: the Sweeps page's
+            charts.history_lines(one, "p50")]
     machines = data.options(df[df["status"] == "ok"], "machine")
     assert len(machines) >= 2  # the fixtures hold two machines: the Architectures page's ratio chart too
     figs.append(charts.machine_ratio_bars(tables.machine_ratio(df, machines[0], machines[1]), machines[0],
@@ -710,16 +714,16 @@ def test_ratio_axes_label_ratios() -> None:
     vals, text = charts.ratio_ticks([1.0, 1.3])
     assert len(vals) >= 3 and "1x" in text and "1.3x" in text, text
     speed = pd.DataFrame({"case_id": ["a", "b"], "dtype": ["float32"] * 2, "peer": ["torch_eager"] * 2,
-                          "speedup": [0.4, 3.0], "run_id": ["r", "r"]})
+                          "speedup": [0.4, 3.0], "run_id": ["r", "r"], "machine": ["m"] * 2, "arch": ["H200"] * 2})
     cases = pd.DataFrame({"case": ["a"], "dtype": ["bf16"], "arch": ["H200"], "machine": ["m"], "ratio": [0.25],
                           "compile_mode": ["default"]})
     ratio = pd.DataFrame({"case_id": ["a"], "dtype": ["bf16"], "provider": ["robocache"], "ratio": [1.7]})
     journey = pd.DataFrame({"version": ["v1", "v2"], "geomean_vs_v1": [1.0, 2.4], "arch": ["H200"] * 2,
                             "machine": ["m"] * 2, "cases_vs_v1": [3, 3], "min_vs_v1": [1.0, 1.5],
                             "max_vs_v1": [1.0, 3.0]})
-    for fig in (charts.speedup_bars(speed), charts.ratio_bars(cases), charts.machine_ratio_bars(ratio, "a", "b"),
-                charts.journey_bars(journey)):
-        y = fig.layout.yaxis
+    for fig, y in ((charts.ranked_bars(speed), charts.ranked_bars(speed).layout.xaxis),
+                   *((f, f.layout.yaxis) for f in (charts.ratio_bars(cases), charts.machine_ratio_bars(ratio, "a", "b"),
+                                                   charts.journey_bars(journey)))):
         assert y.type == "log", fig.layout.title.text
         assert all(t.endswith("x") for t in y.ticktext) and "1x" in y.ticktext, y.ticktext
         assert len(y.tickvals) == len(y.ticktext)
@@ -731,27 +735,30 @@ def test_ratio_bars_start_at_1x() -> None:
     2x. Checked on the figure dict of every log-ratio bar chart."""
     ratios = [0.25, 0.5, 2.0, 4.0]
     speed = pd.DataFrame({"case_id": list("abcd"), "dtype": ["float32"] * 4, "peer": ["torch_eager"] * 4,
-                          "speedup": ratios, "run_id": ["r"] * 4})
+                          "speedup": ratios, "run_id": ["r"] * 4, "machine": ["m"] * 4, "arch": ["H200"] * 4})
     cases = pd.DataFrame({"case": list("abcd"), "dtype": ["bf16"] * 4, "arch": ["H200"] * 4, "machine": ["m"] * 4,
                           "ratio": ratios, "compile_mode": ["default"] * 4})
     ratio = pd.DataFrame({"case_id": list("abcd"), "dtype": ["bf16"] * 4, "provider": ["robocache"] * 4,
                           "ratio": ratios})
     journey = pd.DataFrame({"version": ["v1", "v2", "v3", "v4"], "geomean_vs_v1": ratios, "arch": ["H200"] * 4,
                             "machine": ["m"] * 4, "cases_vs_v1": [3] * 4, "min_vs_v1": ratios, "max_vs_v1": ratios})
-    for fig in (charts.speedup_bars(speed), charts.ratio_bars(cases), charts.machine_ratio_bars(ratio, "a", "b"),
-                charts.journey_bars(journey)):
+    for fig, ax in ((charts.ranked_bars(speed), "x"), (charts.ratio_bars(cases), "y"),
+                    (charts.machine_ratio_bars(ratio, "a", "b"), "y"), (charts.journey_bars(journey), "y")):
         bars = [t for t in fig.data if t.type == "bar"]  # plotly's objects: to_dict() packs arrays as bytes
         assert bars, fig.layout.title.text
         for t in bars:
             assert t.base == 1.0, t.base
-            tops = [1.0 + float(v) for v in t.y]
+            length = t.x if ax == "x" else t.y  # horizontal bars (the ranked ones) run along x
+            tops = [1.0 + float(v) for v in length]
             assert tops == pytest.approx(ratios)  # each bar ends at its ratio
-            assert [float(v) < 0 for v in t.y] == [True, True, False, False]  # below 1x: pointing down
+            assert [float(v) < 0 for v in length] == [True, True, False, False]  # below 1x: pointing down (left)
             assert [row[0] for row in t.customdata] == pytest.approx(ratios)
-            assert "%{customdata[0]:.2f}x" in t.hovertemplate and "%{y" not in t.hovertemplate
-        y = fig.to_dict()["layout"]["yaxis"]
+            assert "%{customdata[0]:.2f}x" in t.hovertemplate and "%{" + ax not in t.hovertemplate
+        y = fig.to_dict()["layout"][f"{ax}axis"]
         assert y["type"] == "log"
-        assert {"0.2x", "0.5x", "1x", "2x", "5x"} <= set(y["ticktext"]), y["ticktext"]
+        # (the ranked bars' axis ends just past its bars: the ticks inside it)
+        want = {"0.5x", "1x", "2x"} if ax == "x" else {"0.2x", "0.5x", "1x", "2x", "5x"}
+        assert want <= set(y["ticktext"]), y["ticktext"]
         # the range is set (plotly's autorange starts such bars' axis at 1x): every bar's end is inside it
         assert 10 ** y["range"][0] < min(ratios) and 10 ** y["range"][1] > max(ratios), y["range"]
         assert dict(zip(y["ticktext"], y["tickvals"]))["0.5x"] == 0.5
@@ -837,12 +844,15 @@ def test_deep_links_restore_the_view(fixture_dir: Path, monkeypatch: pytest.Monk
     assert at.radio[0].value == "gb_per_s"
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert {t["name"].split()[0] for t in spec["data"]} == {"robocache", "CuPy"}
-    # the default choice of a multiselect stays out of the URL (it follows the options of the next machine);
-    # a narrower one is written
-    at = at.multiselect[0].set_value(["robocache", "cupy", "torch_eager"]).run()
+    # the default choice of a multiselect (robocache and the strongest peer, CuPy) stays out of the URL (it follows
+    # the options of the next machine); another one is written
     assert "provider" not in at.query_params
+    at = at.multiselect[0].set_value(["robocache", "cupy", "torch_eager"]).run()
+    assert at.query_params["provider"] == ["robocache", "cupy", "torch_eager"]
     at = at.multiselect[0].set_value(["cupy"]).run()
     assert at.query_params["provider"] in ("cupy", ["cupy"])
+    at = at.multiselect[0].set_value(["robocache", "cupy"]).run()
+    assert "provider" not in at.query_params
     # a parameter naming no option is ignored, the page still draws
     at2 = AppTest.from_file(str(REPO / "dashboard" / "views" / "overview.py"), default_timeout=60)
     at2.query_params["arch"] = "<b>nope</b>"
@@ -895,7 +905,7 @@ def test_wins_against_the_strongest_peer(fixture_dir: Path, monkeypatch: pytest.
 def test_bound_widgets_keep_successive_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two choices in a row on one widget both hold (its identity does not follow the URL it rewrote), and a
     choice that the next options lack falls back to an offered one without an error."""
-    at = app("history", REPO / "results", monkeypatch)
+    at = app("history", committed.dirs_env(), monkeypatch)
     case = next(s for s in at.selectbox if s.label == "case")
     first, second = case.options[1], case.options[2]
     at = case.select(first).run()
@@ -929,3 +939,300 @@ def test_history_switching_machines_offers_the_new_machines_providers(tmp_path: 
     names = {t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
     assert names == {"robocache float32", "torch eager float32"}
     assert next(s for s in at.selectbox if s.label == "case").value == "resample/B64-S100-T50-D32"
+
+
+# ---------------------------------------------------------------- issue 24: one run per line, History's defaults
+
+def _runs_dir(tmp: Path) -> Path:
+    """SYNTHETIC: the issue's CuPy sweep. An old run measured B=1024 with a slow CuPy peer; a newer run measured
+    B=256 and B=4096 with a fast one. Joined, the CuPy line read 110 us, 17,365 us, 416 us."""
+    for run, bs, cupy_scale, day in (("old-run", (1024,), 40.0, 1), ("new-run", (256, 4096), 1.0, 5)):
+        recs = []
+        for provider in ("robocache", "cupy"):
+            for b in bs:
+                r = fixture_record(0, f"resample/B{b}-S100-T50-D32", provider, b, arch_scale=1.0,
+                                   commit=f"{day:x}" * 40, created=f"2026-01-0{day}T00:00:00Z")
+                r["run_id"] = run
+                if provider == "cupy":
+                    r["metrics"]["time_us"] = {k: v * cupy_scale for k, v in r["metrics"]["time_us"].items()}
+                recs.append(r)
+        write_records(tmp, gpu_env("H200", "synthetic-h200"), recs, name=run)
+    return tmp
+
+
+def test_sweep_lines_never_join_two_runs(tmp_path: Path) -> None:
+    """A sweep's line joins the points of one run only (provider, run, method version); every point's hover names
+    its run, date, commit and machine."""
+    df, _ = data.load_frame([str(_runs_dir(tmp_path))], cache=None)
+    fig = json.loads(charts.sweep_lines(df[df["status"] == "ok"], "B", "p50").to_json())
+    lines = fig["data"]
+    assert len(lines) == 4  # robocache and CuPy, each from two runs
+    for t in lines:
+        assert "run %{customdata[1]}" in t["hovertemplate"] and "commit %{customdata[3]}" in t["hovertemplate"]
+        assert "on %{customdata[4]}" in t["hovertemplate"]
+        runs = {row[1] for row in t["customdata"]}
+        assert len(runs) == 1, (t["name"], runs)  # one run per line
+        assert {row[4] for row in t["customdata"]} == {"synthetic-h200"}
+    cupy = [t for t in lines if t["name"].startswith("CuPy")]
+    assert sorted(len(_values(t["x"])) for t in cupy) == [1, 2]
+    assert {t["name"] for t in cupy} == {"CuPy (run old-run, 2026-01-01)", "CuPy (run new-run, 2026-01-05)"}
+    new = next(t for t in cupy if "new-run" in t["name"])
+    assert new["line"]["dash"] == "solid" and next(t for t in cupy if "old-run" in t["name"])["line"]["dash"] == "dot"
+
+
+def test_sweeps_page_draws_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's example over the committed records: resample bf16 on the H200 against B. By default one run
+    (the newest that swept at least two points); 'every run' draws each run's own line, never one across runs."""
+    monkeypatch.setenv(data.ENV_VAR, str(REPO / "results"))
+    monkeypatch.setenv(data.NO_DEFAULT_ENV_VAR, "1")
+    at = AppTest.from_file(str(REPO / "dashboard" / "views" / "sweeps.py"), default_timeout=90)
+    at.query_params.update({"machine": "nvidia-h200", "op": "resample", "against": "B", "dtype": "bfloat16"})
+    at = at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    box = next(s for s in at.selectbox if s.label == "run")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {row[1] for t in spec["data"] for row in t["customdata"]} == {box.value}  # one run drawn
+    assert all(len(_values(t["x"])) >= 2 for t in spec["data"])
+    at = box.select("every run (one line each)").run()
+    assert not at.exception and not at.error
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    cupy = [t for t in spec["data"] if t["name"].startswith("CuPy")]
+    assert len(cupy) > 1
+    for t in spec["data"]:
+        assert len({row[1] for row in t["customdata"]}) == 1, t["name"]
+    # no CuPy line holds both an older peer's B=1024 (~17 ms) and the newer peer's B=256 (~0.1 ms)
+    for t in cupy:
+        ys = _values(t["y"])
+        assert not (min(ys) < 200 and max(ys) > 10_000 and len(ys) == 3), (t["name"], ys)
+
+
+def test_history_opens_on_the_classic_case_with_the_peer_to_beat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """History's first screen over the committed records: the classic case (not the alphabetically first), the
+    public API and the strongest peer of the newest run (not every provider in one chart), one colour per provider
+    and one dash per dtype, the legend under the chart, every log tick labelled as the number it is."""
+    from robocache.bench.ops.resample import CLASSIC
+
+    at = app("history", REPO / "results", monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    boxes = {s.label: s.value for s in at.selectbox}
+    assert boxes["machine"] == "nvidia-h200" and boxes["case"] == CLASSIC and boxes["front end"] == "cli"
+    df, _ = data.load_frame([str(REPO / "results")])
+    d = df[(df["machine"] == "nvidia-h200") & (df["case_id"] == CLASSIC) & (df["frontend"] == "cli")
+           & (df["timer"] == "cuda_event") & (df["cache"] == "warm") & (df["status"] == "ok")]
+    peer = tables.strongest_peer(d)
+    assert peer is not None and at.multiselect[0].value == ["robocache", peer]
+    assert "provider" not in at.query_params  # the default stays out of the URL
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    lines = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
+    # robocache and the peer only (not 45 series): per provider and dtype, one line per method or grid version
+    assert {("robocache" if t["name"].startswith("robocache") else "peer") for t in lines} == {"robocache", "peer"}
+    assert 2 <= len({t["meta"] for t in lines}) <= 24, len(lines)
+    for t in lines:
+        prov = "robocache" if t["name"].startswith("robocache") else peer
+        assert t["line"]["color"] == charts.provider_color(prov)
+        dtype = next(x for x in ("bfloat16", "float16", "float32") if x in t["name"].split())
+        assert t["line"]["dash"] == charts.dtype_dash(dtype)
+    assert {charts.dtype_dash(x) for x in ("float32", "float16", "bfloat16")} == {"solid", "dash", "dot"}
+    assert spec["layout"]["legend"]["orientation"] == "h"
+    y = spec["layout"]["yaxis"]
+    assert y["type"] == "log" and y["ticktext"] and all(float(t) == v for t, v in zip(y["ticktext"], y["tickvals"]))
+
+
+def test_history_cuts_a_peer_line_where_its_library_changed(tmp_path: Path) -> None:
+    """A peer measured on another torch is another implementation: its History line is cut there (the runner did
+    not change); robocache's line, on the same runs, is not."""
+    from dashboard import history_charts, history_data
+
+    for night, torch in enumerate(("2.11.0", "2.11.0", "2.12.0", "2.12.0")):
+        env = gpu_env("H200", "synthetic-h200")
+        env["libs"] = {**env["libs"], "torch": torch}
+        recs = [fixture_record(night, "resample/B256-S100-T50-D32", p, 256, arch_scale=1.0, commit=f"{night:x}" * 40,
+                               created=f"2026-01-0{night + 1}T00:00:00Z") for p in ("robocache", "torch_eager")]
+        write_records(tmp_path, env, recs, name=f"night{night}")
+    df, _ = data.load_frame([str(tmp_path)], cache=None)
+    rows = history_data.history_rows(df, history_data.commit_order(df))
+    seg = rows.groupby(rows["provider"].astype(str))["segment"].apply(list).to_dict()
+    assert seg == {"robocache": [0, 0, 0, 0], "torch_eager": [0, 0, 1, 1]}
+    changed = rows[(rows["provider"] == "torch_eager") & (rows["segment"] == 1)]["env_change"].iloc[0]
+    assert changed == "torch: 2.11.0 -> 2.12.0"
+    fig = history_charts.history_commits(rows, history_data.commit_order(df), history_data.events({}),
+                                         history_data.method_breaks(rows))
+    eager = [t for t in fig.data if t.name.startswith("torch eager")]
+    assert len(eager) == 2 and [list(t.x) for t in eager] == [[0.0, 1.0], [2.0, 3.0]]
+    assert "peer changed" in [a.text for a in fig.layout.annotations]
+
+
+# ---------------------------------------------------------------- issue 24: the morning page, tables, voice, routing
+
+def _wide_rows(tmp: Path) -> pd.DataFrame:
+    """SYNTHETIC: one H200 machine. Run 1 (cli, oldest) and run 3 (asv, newest) measured robocache beside CuPy;
+    run 2 (cli) measured robocache alone. The morning page reads run 1: the newest cli run with a peer."""
+    plan = (("run-1", "cli", 1, ("robocache", "cupy")), ("run-2", "cli", 2, ("robocache",)),
+            ("run-3", "asv", 3, ("robocache", "cupy")))
+    for run, front, day, provs in plan:
+        recs = []
+        for p in provs:
+            for b in (16, 64, 256):
+                r = fixture_record(0, f"resample/B{b}-S100-T50-D32", p, b, arch_scale=1.0, commit=f"{day:x}" * 40,
+                                   created=f"2026-01-0{day}T00:00:00Z")
+                r["run_id"], r["frontend"] = run, front
+                # CuPy: 2.5x robocache's time (fixture_record), except at B=256 in run 1, where it is 0.8x
+                if p == "cupy" and run == "run-1" and b == 256:
+                    r["metrics"]["time_us"] = {k: v * 0.8 / 2.5 for k, v in r["metrics"]["time_us"].items()}
+                recs.append(r)
+        write_records(tmp, gpu_env("H200", "synthetic-h200"), recs, name=run)
+    df, _ = data.load_frame([str(tmp)], cache=None)
+    return df
+
+
+def test_morning_headline_from_the_newest_run_with_a_peer(tmp_path: Path) -> None:
+    df = _wide_rows(tmp_path)
+    rows = tables.newest_runs(df, data.TIMER_ORDER)
+    assert set(rows["run_id"]) == {"run-1"}  # run 2 has no peer; run 3 is another front end's
+    w = tables.wins(tables.side_by_side(rows))
+    h = tables.headline(w).iloc[0]
+    assert (h["cases"], h["wins"]) == (3, 2) and h["runs"] == "run-1"
+    assert h["worst"] == pytest.approx(0.8) and h["worst_case"] == "resample/B256-S100-T50-D32 float32"
+    assert h["median"] == pytest.approx(2.5) and h["worst_peer"] == "cupy"
+    # without the cli runs, the asv run is the newest with a peer
+    rows3 = tables.newest_runs(df[df["frontend"] != "cli"], data.TIMER_ORDER)
+    assert set(rows3["run_id"]) == {"run-3"}
+    # the losses, worst first, as horizontal bars labelled with their ratio, on an axis scaled to them
+    fig = charts.ranked_bars(w[w["speedup"] < 1], prefix_machine=True)
+    (bar,) = fig.data
+    assert bar.orientation == "h" and list(bar.y) == ["H200 resample/B256-S100-T50-D32 float32"]
+    assert list(bar.text) == ["0.80x"] and bar.name == "CuPy"  # the peer: its colour and legend entry
+    lo, hi = (10 ** v for v in fig.layout.xaxis.range)
+    assert 0.6 < lo < 0.8 and 1.0 < hi < 1.3  # not a 20x axis under which a 0.8x loss is a sliver
+    assert "0.8x" in fig.layout.xaxis.ticktext and "1x" in fig.layout.xaxis.ticktext
+
+
+def test_overview_answers_the_morning_questions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the committed records: the headline per GPU (median, worst, wins of total, from the newest run per
+    machine and op), last night's check per machine (tested N of M, open alerts), H100 against H200, the losses
+    worst first as horizontal bars on an axis scaled to them; no rotated, alphabetical case labels."""
+    at = app("overview", REPO / "results", monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    heads = [s.value for s in at.subheader]
+    assert heads[:3] == ["robocache against the strongest peer", "Last night's regression check", "H100 against H200"]
+    metrics = [(m.label, m.value) for m in at.metric]
+    df, _ = data.load_frame([str(REPO / "results")])
+    rows = tables.newest_runs(df[df["world_size"].isna()], data.TIMER_ORDER)
+    w = tables.wins(tables.side_by_side(rows))
+    for machine in ("nvidia-h100-x1", "nvidia-h200"):  # every GPU machine with robocache beside a peer
+        mine = w[w["machine"] == machine]
+        assert ("robocache faster", f"{int((mine['speedup'] >= 1).sum())} of {len(mine)}") in metrics, machine
+        assert ("worst", f"{mine['speedup'].min():.2f}x") in metrics
+    # each op's figures come from one run: the newest cli run that measured robocache beside a peer
+    ok = df[(df["machine"] == "nvidia-h200") & (df["op"] == "resample") & (df["frontend"] == "cli")
+            & (df["status"] == "ok") & (df["timer"] == "cuda_event")]
+    with_peer = ok.groupby("run_id", observed=True).filter(
+        lambda g: (g["provider"] == "robocache").any() and g["provider"].isin(["torch_compile", "cupy",
+                                                                                "torch_eager"]).any())
+    newest = with_peer.sort_values("created")["run_id"].iloc[-1]
+    per_op = next(d.value for d in at.dataframe if "robocache faster" in d.value.columns)
+    assert per_op[(per_op["machine"] == "nvidia-h200") & (per_op["op"] == "resample")]["run"].tolist() == [newest]
+    status = next(d.value for d in at.dataframe if "series tested" in d.value.columns)
+    assert set(status["machine"]) == set(df["machine"].astype(str))
+    # each machine's open alerts are its own nightly check's (`check --machine M` over the same records)
+    from robocache.bench import regressions as regress
+
+    recs = list(committed.load().records)
+    want = {m: len(regress.check(recs, machine=m).alerts) for m in status["machine"]}
+    assert dict(zip(status["machine"], status["open alerts"])) == want
+    assert all(re.fullmatch(r"\d+ of \d+", t) for t in status["series tested"])
+    assert not at.success  # 10 of the 130 series of the newest runs tested is no pass
+    pair = next(d.value for d in at.dataframe if "cases on both" in d.value.columns)
+    assert list(pair["op"]) == ["resample", "fuse", "voxelize"] and (pair["cases on both"] > 0).all()
+    figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    for f in figs:  # every chart horizontal: case names level, never rotated
+        assert all(t.get("orientation") == "h" for t in f["data"] if t["type"] == "bar"), f["layout"]["title"]
+        assert "tickangle" not in f["layout"].get("xaxis", {})
+    head = next(h.value for h in at.subheader if h.value.startswith("Where robocache loses"))
+    loss = next((f for f in figs if f["layout"]["title"]["text"].startswith("robocache slower")), None)
+    if head.endswith("(0)"):  # the newest runs hold no loss: said in words, no empty chart
+        assert loss is None and any(c.value.startswith("None: robocache is at least as fast") for c in at.caption)
+        return
+    assert loss is not None, head
+    ys = [y for t in loss["data"] for y in t["y"]]
+    ratios = {y: 1 + x for t in loss["data"] for y, x in zip(t["y"], _values(t["x"]))}
+    order = loss["layout"]["yaxis"]["categoryarray"]
+    assert sorted(ys) == sorted(order) and [ratios[y] for y in order] == sorted(ratios.values())  # worst first
+    assert max(ratios.values()) < 1 and loss["layout"]["yaxis"]["autorange"] == "reversed"  # worst at the top
+    lo, hi = (10 ** v for v in loss["layout"]["xaxis"]["range"])
+    assert min(ratios.values()) / 1.3 < lo < min(ratios.values()) and 1 < hi < 1.3  # scaled to the losses
+
+
+def test_overview_of_a_cpu_run_draws_no_empty_chart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU-only run (peers, no robocache beside them): the page says there is no speedup to draw, instead of two
+    empty charts."""
+    recs = []
+    for p in ("numpy", "torch_eager", "torch_compile"):
+        for b in (16, 64):
+            r = make_record(b, run_id="local-cpu-run")
+            r["case"]["provider"] = p
+            recs.append(r)
+    write_records(tmp_path, make_env("a-local-cpu"), recs, name="local")
+    at = app("overview", tmp_path, monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    assert not [f["layout"]["title"]["text"] for f in figs if not any(t.get("x") or t.get("y") for t in f["data"])]
+    assert not figs  # nothing to draw: said in words
+    infos = " ".join(i.value for i in at.info)
+    assert "no speedup to show" in infos and "no speedup to draw" in infos
+    assert at.dataframe  # the CPU figures themselves are in the tables
+
+
+def _shown(el: Any) -> pd.DataFrame:
+    """A dataframe element's cells as the page shows them (a Styler's display values), else as text."""
+    import pyarrow as pa
+
+    arrow = el.proto.arrow_data
+    if arrow.HasField("styler") and arrow.styler.display_values:
+        return pa.ipc.open_stream(arrow.styler.display_values).read_all().to_pandas().astype(str)
+    return el.value.astype(str)
+
+
+def _significant(cell: str) -> int:
+    """Significant digits of a decimal figure as shown (``324.4864`` -> 7, ``0.00123`` -> 3, ``1,234`` -> 0: whole
+    numbers are not counted); 0 for text."""
+    m = re.fullmatch(r"-?[\d,]*\.(\d+)(x|%)?", cell.strip())
+    if not m:
+        return 0
+    digits = cell.strip().split(".")[0].lstrip("-").replace(",", "") + m.group(1)
+    return len(digits.lstrip("0"))
+
+
+@pytest.mark.parametrize("page", ["kernels", "pipelines"])
+def test_report_tables_show_significant_digits(page: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels and Pipelines over the committed records: no figure printed with 7-8 digits (324.4864); about four
+    significant digits, as every other table."""
+    at = app(page, REPO / "results", monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert len(at.dataframe) >= 3
+    worst = max(((_significant(c), c) for d in at.dataframe for c in _shown(d).to_numpy().ravel()),
+                default=(0, ""))
+    assert worst[0] <= 4, worst
+
+
+def test_pages_speak_to_the_user() -> None:
+    """No page speaks in the project's internal voice ("nobody here can measure an A100")."""
+    internal = re.compile(r"nobody here|\bwe (can|cannot|can't)\b|lent (device|machine)|the lead\b", re.IGNORECASE)
+    hits = [f"{f.name}:{i}: {line.strip()}" for f in sorted((REPO / "dashboard").rglob("*.py"))
+            for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if internal.search(line)]
+    assert not hits, "\n".join(hits)
+
+
+def test_page_paths_ignore_case() -> None:
+    """/History?... opens History (Streamlit matched paths exactly and showed the Overview instead); the server's
+    base path is left out; an unknown path matches nothing (the page then says so)."""
+    from dashboard import nav
+
+    paths = ["", "wins", "history", "regressions"]
+    assert nav.requested_path("http://127.0.0.1:8501/History") == "History"
+    assert nav.match("History", paths) == "history" and nav.match("WINS", paths) == "wins"
+    assert nav.requested_path("http://h:1/rb/History/", "/rb/") == "History"
+    assert nav.requested_path("http://h:1/rb", "rb") == "" and nav.requested_path("http://h:1/", "") == ""
+    assert nav.requested_path("http://h:1/other/History", "rb") is None and nav.requested_path(None) is None
+    assert nav.match("histories", paths) is None and nav.match("", paths) is None

@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from dashboard import charts, data  # noqa: E402
 from robocache.bench import specs  # noqa: E402
 from robocache.bench.store import write_records  # noqa: E402
+from tests import committed  # noqa: E402
 from tests.test_dashboard import gpu_env  # noqa: E402
 from tests.test_store import make_record  # noqa: E402
 
@@ -112,7 +113,7 @@ def test_length_sweep_keys() -> None:
 
 
 def test_sweeps_length_and_dtype_on_committed_records(monkeypatch: pytest.MonkeyPatch) -> None:
-    at = page("sweeps", REPO / "results", monkeypatch, op="resample", machine="nvidia-h200", against="S",
+    at = page("sweeps", committed.dirs_env(), monkeypatch, op="resample", machine="nvidia-h200", against="S",
               dtype="bfloat16")
     assert {"S (length)", "B (batch)", "D (dimension)", "dtype"} <= set(at.radio[0].options)
     assert at.radio[0].value == "S"
@@ -121,7 +122,7 @@ def test_sweeps_length_and_dtype_on_committed_records(monkeypatch: pytest.Monkey
     assert sorted(arr(ours["x"])) == [32, 100, 500, 2000, 10000]  # S=32..10000 with T=S/2 on one line
     assert any("follows S" in c.value for c in at.caption)
     # dtype as the axis: one case across its dtypes, grouped bars per provider
-    at = page("sweeps", REPO / "results", monkeypatch, op="resample", machine="nvidia-h200", against="dtype")
+    at = page("sweeps", committed.dirs_env(), monkeypatch, op="resample", machine="nvidia-h200", against="dtype")
     (fig,) = specs_of(at)
     assert {t["type"] for t in fig["data"]} == {"bar"}
     ours = next(t for t in fig["data"] if t["name"] == "robocache")
@@ -188,7 +189,7 @@ def test_roofline_chart() -> None:
 
 
 def test_architectures_on_committed_h100_and_h200(monkeypatch: pytest.MonkeyPatch) -> None:
-    at = page("architectures", REPO / "results", monkeypatch, op="resample", dtype="bfloat16")
+    at = page("architectures", committed.dirs_env(), monkeypatch, op="resample", dtype="bfloat16")
     infos = " ".join(i.value for i in at.info)
     assert "No A100 results yet" in infos and "No H100" not in infos and "No H200" not in infos
     figs = specs_of(at)
@@ -200,7 +201,7 @@ def test_architectures_on_committed_h100_and_h200(monkeypatch: pytest.MonkeyPatc
     pct = figs[1]
     assert "% of each GPU" in pct["layout"]["title"]["text"]
     # each GPU's % is of its own ceiling: the frame's pct_of_ceiling equals gb_per_s / that record's ceiling
-    df, _ = data.load_frame([str(REPO / "results")], cache=None)
+    df, _ = data.load_frame([str(p) for p in committed.folders()], cache=None)
     ok = df[(df["status"] == "ok") & df["pct_of_ceiling"].notna()]
     assert ((ok["gb_per_s"] / ok["ceiling_gb_per_s"] * 100 - ok["pct_of_ceiling"]).abs() < 0.05).all()
     # one roofline per GPU machine, each with its own measured roof

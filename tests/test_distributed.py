@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import committed
 import pytest
 
 from robocache.bench import frontend, specs, store, timing
@@ -82,12 +83,26 @@ def test_multigpu_grid():
     assert {c.provider for c in cpu} == {"numpy", "torch_eager"} and {c.world_size for c in cpu} == {1, 2}
     assert not {c.key for c in cpu} & {c.key for c in gpu}
     # the quick and nightly suites hold no multi-GPU point: every single-GPU point of theirs and nothing else,
-    # each dtype with the GPU peers (every kernel version included) or, for call-cost points, the dispatch ones
+    # each dtype with its suite's GPU providers that implement the op (nightly: every kernel version of the op;
+    # quick: no kernel version, torch.compile on float32 only; sampled points: the public API and its peers) or,
+    # for call-cost points, the dispatch ones
+    from robocache import providers as table
+
+    def provs(pt, dt, suite):
+        if pt.params.get("kind") == "dispatch":
+            names = specs.DISPATCH_PROVIDERS
+        elif pt.params.get("kind") == "sampled":
+            names = specs.SAMPLED_PROVIDERS
+        elif suite == "quick":
+            names = [p for p in specs.QUICK_GPU_PROVIDERS if not table.compile_mode(p) or dt == "float32"]
+        else:
+            names = specs.GPU_PROVIDERS
+        return [p for p in names if pt.op in table.get(p).ops]
+
     for suite in ("quick", "nightly"):
         single = [pt for pt in specs.POINTS if suite in pt.suites and "multigpu" not in pt.suites
                   and "gpu" in pt.devices]
-        want = sum(len(pt.dtypes) * len(specs.DISPATCH_PROVIDERS if pt.params.get("kind") == "dispatch"
-                                        else specs.GPU_PROVIDERS) for pt in single)
+        want = sum(len(provs(pt, dt, suite)) for pt in single for dt in pt.dtypes)
         assert len(specs.cases(suite, device="gpu")) == want > 0, suite
     assert not any(c.distributed for s in ("quick", "nightly") for d in ("gpu", "cpu")
                    for c in specs.cases(s, device=d))
@@ -152,7 +167,6 @@ def test_root_cause_and_who_died():
 
 # ---------------------------------------------------------------- (a) the multi-rank path end to end
 
-@pytest.mark.slow
 def test_cli_multigpu_two_gloo_processes(tmp_path):
     env = _env(tmp_path)
     t0 = time.monotonic()
@@ -206,7 +220,6 @@ def test_cli_multigpu_two_gloo_processes(tmp_path):
     assert rep.returncode == 0 and "## Multi-GPU scaling" in rep.stdout
 
 
-@pytest.mark.slow
 def test_other_ops_and_torch_provider_in_process(tmp_path):
     """fuse and voxelize (int32 counts gathered as bytes) with torch eager, without their one-rank cases: no
     efficiency (None, not a guess), everything else measured."""
@@ -228,7 +241,6 @@ def test_other_ops_and_torch_provider_in_process(tmp_path):
 
 # ---------------------------------------------------------------- (c) a rank that dies
 
-@pytest.mark.slow
 def test_dead_rank_is_a_crash_within_the_timeout_and_leaves_nothing(tmp_path):
     """Rank 1 calls os._exit(1) mid-case: that case is recorded as crash (the reason names the rank, no metrics,
     no aggregate), the run goes on with the next case, exits 1 within the collective timeout plus the margin,
@@ -261,7 +273,6 @@ def test_dead_rank_is_a_crash_within_the_timeout_and_leaves_nothing(tmp_path):
     assert len({r["run_id"] for r in loaded.records}) == 1
 
 
-@pytest.mark.slow
 def test_group_stuck_after_its_last_case_is_stopped_and_its_records_kept(tmp_path):
     """Rank 1 hangs at exit after the last case: the launcher stops the group within the collective timeout plus
     the margin after that case, keeps its (complete) records and leaves no process."""
@@ -284,7 +295,6 @@ def test_group_stuck_after_its_last_case_is_stopped_and_its_records_kept(tmp_pat
     assert recs[case.replace("/float32", "")]["status"] == "ok"
 
 
-@pytest.mark.slow
 def test_sigterm_to_the_launcher_stops_the_ranks(tmp_path):
     """SIGTERM to robocache-bench while its ranks hang in a case: exit 143 at once, no process left behind."""
     env = _env(tmp_path)
@@ -339,7 +349,6 @@ os._exit(0)
 """
 
 
-@pytest.mark.slow
 def test_a_slow_start_is_waited_for_and_a_hung_peer_still_times_out(tmp_path):
     """Rank 1 starts 8 s after rank 0 with a 3 s collective timeout: the start waits for it (rank.STARTUP_TIMEOUT_S;
     a 5 s timeout failed CI that way while a peer imported torch), and then a collective that rank 1 never joins
@@ -391,7 +400,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
 def test_two_node_rendezvous_on_loopback(tmp_path):
     """Two launchers (node ranks 0 and 1, one process each) meet at a c10d rendezvous on 127.0.0.1 and form
     one world of 2; node 0 also runs the one-process baseline, and writes the only record set."""
@@ -473,7 +481,7 @@ def test_schema_v1_loads_and_multigpu_round_trips(tmp_path):
     # a distributed section must be whole and finite
     broken = _multigpu_record()
     broken["distributed"]["efficiency"] = math.inf
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="distributed.efficiency"):  # the schema's SchemaError
         store.write_records(tmp_path / "x", make_env(), [broken], name="x")
 
 
@@ -510,7 +518,7 @@ def test_report_marks_host_bound_steps():
 
 
 def test_committed_results_still_load():
-    loaded = store.load(ROOT / "results")
+    loaded = committed.load()
     assert loaded.bad == [] and loaded.records
     versions = {json.loads(Path(p).read_bytes())["schema_version"] for p in {r["source"] for r in loaded.records}}
     assert versions <= set(range(1, SCHEMA_VERSION + 1))  # every version a reader still accepts
@@ -574,7 +582,6 @@ def test_asv_multigpu_benchmarks_run_only_in_the_multigpu_suite(monkeypatch):
     assert chk.returncode == 0 and "No problems found" in chk.stdout, chk.stdout[-2000:] + chk.stderr[-2000:]
 
 
-@pytest.mark.slow
 def test_asv_multigpu_benchmark_in_process(monkeypatch, tmp_path):
     """asv's setup on a one-process case: one torchrun launch, its step samples replayed as asv's samples; a
     second benchmark of the same asv invocation reuses the record (no second launch)."""
@@ -607,7 +614,6 @@ def test_asv_multigpu_benchmark_in_process(monkeypatch, tmp_path):
         frontend.device_here.cache_clear()
 
 
-@pytest.mark.slow
 def test_pytest_benchmark_runs_a_multigpu_case(tmp_path):
     """pytest-benchmark on a 2-process case: torchrun underneath, the slowest rank's step samples saved as the
     benchmark's stats, the record (and its one-process baseline, measured first) in our store."""

@@ -225,12 +225,11 @@ def test_replay_clock_never_repeats_a_sample():
         clock.load("other", [])
 
 
-@pytest.mark.slow
 def test_asv_run_and_compare_end_to_end(tmp_path):
     """asv run --python=same on two commit hashes (CPU numpy cases, quick suite), then asv compare prints each
     case with its spread (``±``) from the harness's samples, and the machine's GPU facts are in machine.json."""
-    conf = json.loads("\n".join(l for l in (ROOT / "asv.conf.json").read_text().splitlines()
-                                if not l.strip().startswith("//")))
+    conf = json.loads("\n".join(ln for ln in (ROOT / "asv.conf.json").read_text().splitlines()
+                                if not ln.strip().startswith("//")))
     conf.update(results_dir=str(tmp_path / "asv"), html_dir=str(tmp_path / "html"), repo=str(ROOT))
     conf["benchmark_dir"] = str(ROOT / "benchmarks")
     cfg = tmp_path / "asv.conf.json"
@@ -256,7 +255,8 @@ def test_asv_run_and_compare_end_to_end(tmp_path):
     cmp = subprocess.run(asv + ["compare", "--config", str(cfg), "--machine", "ci-test", *hashes], env=env,
                          capture_output=True, text=True, timeout=120)
     assert cmp.returncode == 0, cmp.stderr
-    rows = [l for l in cmp.stdout.splitlines() if "Resample.time_device('B256-S100-T50-D32', 'float32', 'numpy')" in l]
+    want = "Resample.time_device('B256-S100-T50-D32', 'float32', 'numpy')"
+    rows = [ln for ln in cmp.stdout.splitlines() if want in ln]
     assert len(rows) == 1 and rows[0].count("±") == 2, cmp.stdout[-3000:]
     # the same measurements landed as our records, tagged asv, one file per asv invocation
     loaded = store.load(tmp_path / "records")

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from robocache import _cuda
-from robocache._versions import VERSIONS
+from robocache._versions import VERSIONS, entry_version
 
 ARCHS = ("sm_80", "sm_90")
 ENTRY = re.compile(r"Compiling entry function '(\w+)' for '(sm_\d+)'")
@@ -27,13 +27,15 @@ VOXELIZE_EXTRA = {"v1": (), "v2": (), "v3": ("voxel_mean_v3_float16", "voxel_mea
                                              "voxel_mean_inplace_v3_float32", "voxel_zero_v3")}
 # every kernel version of robocache._versions keeps its entry points (providers robocache@vN call them)
 EXPECTED_ENTRIES = {
-    "resample": {f"resample_{n}_{v}_{t}" for n in VERSIONS["resample"] for v in ("float32", "float16", "bfloat16")
+    "resample": {f"resample_{entry_version('resample', n)}_{v}_{t}" for n in VERSIONS["resample"] for v in ("float32", "float16", "bfloat16")
                  for t in ("float32", "float64")},
-    "fuse": {f"fuse_{n}_{v}_{t}" for n in VERSIONS["fuse"] for v in ("float32", "float16", "bfloat16")
+    "fuse": {f"fuse_{entry_version('fuse', n)}_{v}_{t}" for n in VERSIONS["fuse"] for v in ("float32", "float16", "bfloat16")
              for t in ("float32", "float64")},
     "voxelize": {f"voxel_{k}_{n}_{v}" for n in VERSIONS["voxelize"]
                  for k in VOXELIZE_KERNELS[n] for v in ("float32", "float16", "bfloat16")}
     | {e for n in VERSIONS["voxelize"] for e in VOXELIZE_EXTRA[n]},
+    # robocache.EpisodeCache (kernels/episodes.cu): one batch entry per output dtype, the ring's slot update
+    "episodes": {f"episodes_batch_{v}" for v in ("float32", "float16", "bfloat16")} | {"episodes_place"},
 }
 
 

@@ -46,7 +46,8 @@ def test_grid_points_unchanged():
              [specs.Case(pt.op, pt.tag, pt.params, dt, "x", pt.reason, pt.suites).bytes for dt in pt.dtypes],
              specs.Case(pt.op, pt.tag, pt.params, pt.dtypes[0], "x", pt.reason, pt.suites).items,
              specs.Case(pt.op, pt.tag, pt.params, pt.dtypes[0], "x", pt.reason, pt.suites).items_unit]
-            for pt in specs.POINTS if pt.op in ops.BUILTIN]
+            for pt in specs.POINTS if pt.op in ops.BUILTIN and pt.params.get("kind") != "sampled"]
+    # (the sampled suite's points, issue 25, are drawn, not declared: tests/test_sampled.py)
     # the nightly grid grew by voxelize points varying one axis at a time (points N, grid side G: the Sweeps
     # page's scalings, issue 15); every point before them is unchanged
     added = {f"voxelize/B4-N{n}-G64-count-uniform" for n in (10000, 1000000, 4000000)} | {

@@ -104,6 +104,9 @@ def test_wheel_requires_numpy_only_and_ships_the_kernels(wheel):
     # the CUDA sources the ops compile on first use travel in the wheel
     cu = {Path(n).name for n in names if n.startswith("robocache/_kernels/") and n.endswith(".cu")}
     assert cu == {p.name for p in (ROOT / "kernels").glob("*.cu")} and cu
+    # the launch tables tuned on each GPU (robocache/_tune.py reads them beside the package)
+    tables = {Path(n).name for n in names if n.startswith("robocache/tuned/") and n.endswith(".json")}
+    assert tables == {p.name for p in (ROOT / "robocache" / "tuned").glob("*.json")}
 
 
 def test_each_op_runs_on_the_cpu_with_numpy_alone(wheel, tmp_path):

@@ -231,9 +231,10 @@ def test_inference_backends_checked_against_eager() -> None:
 # ---------------------------------------------------------------- the suite: records, report, check
 
 def _cfg(tiny: str, **kw) -> Config:
+    """The two DataLoader pipelines (the EpisodeCache's cases: tests/test_pipelines_cache.py)."""
     base = dict(device="cpu", dataset=tiny, batch_sizes=(2,), workers=(0,), load_batches=3, load_warmup=1,
                 train_steps=3, train_warmup=1, profile_steps=1, infer_batches=(1,), backends=("eager", "sdpa"),
-                infer_time_s=0.0)
+                infer_time_s=0.0, cache_regimes=())
     base.update(kw)
     return Config(**base)
 

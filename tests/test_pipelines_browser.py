@@ -29,8 +29,6 @@ if MISSING and not REQUIRED:
 
 from tests.test_pipelines_io import results  # noqa: E402,F401 - the fixture: a CPU run and an H100 copy
 
-pytestmark = pytest.mark.browser
-
 
 def test_pipelines_page_in_chromium(results: Path, tmp_path: Path) -> None:  # noqa: F811
     if MISSING:

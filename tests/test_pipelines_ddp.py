@@ -1,5 +1,6 @@
 """DDP training of the pipelines suite on the CPU: torchrun with Gloo processes (the harness's launcher, rank loop
-and typed messages), each rank on its own shard, both data-loading pipelines, the loss-curve gate on every rank,
+and typed messages), each rank on its own shard, the three data-loading pipelines (the EpisodeCache: each rank's
+own resident cache of its shard), the loss-curve gate on every rank,
 rank 0's records with the ``distributed`` section (the efficiency against the one-rank launch), read back through
 the store and the report; and a launch whose ranks fail: a ``crash`` record naming the error, the rest
 ``skipped``."""
@@ -15,12 +16,11 @@ torch = pytest.importorskip("torch")
 from robocache.bench import context, store  # noqa: E402
 from robocache.bench.multigpu import launch  # noqa: E402
 from robocache.bench.pipelines import dataset as ds  # noqa: E402
-from robocache.bench.views.pipelines import pipeline_training  # noqa: E402
 from robocache.bench.pipelines import ddp  # noqa: E402
 from robocache.bench.pipelines.run import Config, points, run  # noqa: E402
+from robocache.bench.views.pipelines import pipeline_training  # noqa: E402
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not launch.available("cpu")[0], reason="torch.distributed with Gloo is missing")]
+pytestmark = pytest.mark.skipif(not launch.available("cpu")[0], reason="torch.distributed with Gloo is missing")
 
 
 def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:
@@ -32,12 +32,12 @@ def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:
     assert not res.failed, [(r["case"]["id"], r["reason"]) for r in res.failed]
     loaded = store.load(tmp_path / "res")
     assert not loaded.bad
-    assert len(loaded.records) == 4
+    assert len(loaded.records) == 6
     files = {Path(r.source).name.rsplit("-", 1)[1] for r in loaded.records}
     assert files == {"g1.records.json", "g2.records.json"}
     one = {r.case.provider: r for r in loaded.records if r.distributed.world_size == 1}
     recs = {r.case.provider: r for r in loaded.records if r.distributed.world_size == 2}
-    assert set(recs) == set(one) == {"cpu_workers", "robocache"}
+    assert set(recs) == set(one) == {"cpu_workers", "robocache", "episode_cache"}
     for prov, r in recs.items():
         d = r.distributed
         assert r.case.id.endswith("-ddp-g2") and r.case.params["ranks"] == 2 and r.case.items == 4
@@ -51,8 +51,9 @@ def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:
         assert d.baseline_step_us == base.step_us
         assert d.efficiency == pytest.approx(base.step_us / d.step_us)
         assert r.check.passed and len(r.pipeline.loss) == 4 and r.pipeline.figures["ranks"] == 2
-    # the same seed and shards: the two pipelines' curves on rank 0 are the same
-    assert recs["cpu_workers"].pipeline.loss == recs["robocache"].pipeline.loss
+    # the same seed and shards: the pipelines' curves on rank 0 are the same (the cache: its rank's shard)
+    assert recs["cpu_workers"].pipeline.loss == recs["robocache"].pipeline.loss == recs["episode_cache"].pipeline.loss
+    assert recs["episode_cache"].case.params["regime"] == "resident"
     text = pipeline_training(loaded.records)
     assert "| CPU (ci-cpu) | mlp | robocache.fuse | 2 | 2 | 0 |" in text
 
@@ -66,8 +67,9 @@ def test_ddp_failed_launch_records_why(tmp_path: Path) -> None:
     pts = points(cfg, info)
     run_ctx = context.RunContext.start(suite="pipelines", device="cpu", out_dir=tmp_path / "res", machine="ci-cpu")
     recs = ddp.run_ddp(cfg, run_ctx, str(tmp_path / "missing.h5"), info, pts)
-    assert [(r["case"]["provider"], r["status"]) for r in recs] == [("cpu_workers", "crash"), ("robocache", "skipped")]
+    assert [(r["case"]["provider"], r["status"]) for r in recs] == [("cpu_workers", "crash"), ("robocache", "skipped"),
+                                                                    ("episode_cache", "skipped")]
     assert "during the case" in recs[0]["reason"] and "missing.h5" in recs[0]["reason"]
     assert recs[1]["reason"].endswith(f"ended at {recs[0]['case']['id']}/cpu_workers")
     loaded = store.load(tmp_path / "res")
-    assert not loaded.bad and [r.status for r in loaded.records] == ["crash", "skipped"]
+    assert not loaded.bad and [r.status for r in loaded.records] == ["crash", "skipped", "skipped"]

@@ -3,6 +3,7 @@ and scripts/gpu_check.sh's ``pipelines`` part (python and nvidia-smi stubbed: th
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -17,6 +18,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from dashboard import data  # noqa: E402
 from robocache.bench import store  # noqa: E402
 from robocache.bench.pipelines import dataset as ds  # noqa: E402
+from robocache.bench.pipelines import loading  # noqa: E402
 from robocache.bench.pipelines.run import Config, run  # noqa: E402
 from tests.test_gpu_check_script import _stub  # noqa: E402
 
@@ -33,12 +35,16 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         tmp = tmp_path_factory.mktemp("pipe")
         path = tmp / "d.h5"
-        ds.generate(path, ds.Spec(seed=2, min_s=1.0, max_s=2.0, episodes=4))
+        ds.generate(path, ds.Spec(seed=2, min_s=1.0, max_s=2.0, episodes=8))
         out = tmp / "results"
+        # the EpisodeCache streamed within 80% of its size (half would not hold a batch of 2 of these 8 episodes
+        # and a chunk copied ahead)
         cfg = Config(device="cpu", dataset=str(path), batch_sizes=(2,), workers=(0,), load_batches=3, load_warmup=1,
                      models=("mlp",), train_steps=3, train_warmup=1, profile_steps=1, infer_batches=(1,),
-                     backends=("eager", "sdpa"), infer_time_s=0.0)
+                     backends=("eager", "sdpa"), infer_time_s=0.0,
+                     cache_budget_mb=round(0.8 * loading.cached_payload_bytes(str(path)) / 1e6, 2))
         res = run(cfg, out, machine="ci-cpu")
+        assert not res.failed, [(r["case"]["id"], r["case"]["provider"], r["reason"]) for r in res.failed]
     finally:
         torch.set_num_threads(n)
     env = store.load(out).records[0].env
@@ -85,7 +91,14 @@ def test_pipelines_page_per_gpu(results: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "NumPy fallback" in " ".join(w.value for w in at.warning)  # the CPU run says it is no GPU figure
     heads = [s.value for s in at.subheader]
     assert heads[0] == "Data loading by batch size on CPU" and "Kernel breakdown of a training step" in heads
-    assert at.get("plotly_chart") and len(at.dataframe) >= 4
+    assert heads[1] == "EpisodeCache: data loading from the device"
+    assert at.get("plotly_chart") and len(at.dataframe) >= 5
+    assert list(at.dataframe[1].value["regime"]) == ["resident", "streamed, depth 1"]  # the cache's table
+    pipelines_col = list(at.dataframe[2].value["pipeline"])  # the training step: all three loaders
+    assert "EpisodeCache (resident)" in pipelines_col and "robocache.fuse" in pipelines_col
+    assert "EpisodeCache (streamed, depth 1)" in pipelines_col
+    names = [t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    assert names == ["CPU workers (NumPy)", "robocache.fuse", "EpisodeCache"]
 
 
 def test_pipelines_page_without_pipeline_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,6 +130,7 @@ def test_gpu_check_pipelines_part(tmp_path: Path) -> None:
     pipe = next(c for c in calls if c[1] == "robocache.bench.pipelines")
     assert pipe[2] == "run" and pipe[pipe.index("--machine") + 1] == "nvidia-h200"
     assert pipe[pipe.index("--device") + 1] == "gpu" and pipe[-2:] == ["--parts", "dataload"]
+    assert pipe[pipe.index("--train-batches") + 1] == "32,128"  # the EpisodeCache's training at both batch sizes
     assert pipe[pipe.index("--out") + 1] == str(tmp_path / "out" / "results")
     rep = next(c for c in calls if c[1:3] == ["robocache.bench.cli", "report"])
     assert rep[rep.index("--out") + 1].endswith("report-pipelines.md")

@@ -57,7 +57,6 @@ def test_prepass_off_by_default(tmp_path):
     assert res.precompile is None and res.records[0]["status"] == "ok"
 
 
-@pytest.mark.slow
 def test_prepass_fills_the_cache_the_next_compile_hits(tmp_path):
     """A real torch.compile case: the pre-pass compiles it; a second compile in a fresh process hits the FX graph
     cache the first one filled (the timing process loads from it the same way), and the timed run is ok."""

@@ -374,9 +374,10 @@ def test_registry_names_and_get():
     names = providers.names()
     versions = [n for n in names if providers.version_of(n)]  # robocache@v1, ...: right after robocache
     assert names[:1 + len(versions)] == ["robocache", *versions]
-    # the peers (torch.compile first: the one to beat), then the call-cost cases' own
-    assert names[1 + len(versions):] == ["torch_compile", "torch_compile@max-autotune", "torch_eager", "cupy",
-                                         "numpy", "robocache@cupy", "bare_launch"]
+    # robocache's NumPy path (ours on a CPU run), the peers (torch.compile first: the one to beat), then the
+    # call-cost cases' own
+    assert names[1 + len(versions):] == ["robocache@numpy", "torch_compile", "torch_compile@max-autotune",
+                                         "torch_eager", "cupy", "numpy", "robocache@cupy", "bare_launch"]
     assert [p.name for p in providers.all_providers()] == providers.names()
     assert providers.get("torch_eager").ops["resample"] is torch_eager.resample
     with pytest.raises(ValueError) as e:
@@ -391,14 +392,17 @@ def test_table_facts():
     assert [get(n).array_kind for n in ("robocache", "robocache@v1", "torch_eager", "torch_compile", "cupy",
                                         "numpy", "robocache@cupy", "bare_launch")] == [
         "torch", "torch", "torch", "torch", "cupy", "numpy", "cupy", "cupy"]
-    assert {n for n in providers.names() if get(n).no_graph} == {"cupy", "numpy", "robocache@cupy", "bare_launch"}
+    assert {n for n in providers.names() if get(n).no_graph} == {"cupy", "numpy", "robocache@cupy", "bare_launch",
+                                                                 "robocache@numpy"}
     assert providers.names("dispatch") == ["robocache", "robocache@cupy", "bare_launch"]
     assert providers.names("multigpu-gpu") == ["robocache"]
-    assert set(providers.names("cpu")) == {"numpy", "torch_eager", "torch_compile"}
+    assert set(providers.names("cpu")) == {"robocache@numpy", "numpy", "torch_eager", "torch_compile"}
+    assert get("robocache@numpy").array_kind == "numpy" and get("robocache@numpy").device == "cpu"
     assert providers.names(wall=True) == ["robocache", "torch_compile", "numpy"]
     assert {n: providers.role(n) for n in ("robocache", "robocache@v2", "robocache@v9", "cupy", "robocache@cupy",
-                                           "bare_launch", "mystery")} == {
+                                           "bare_launch", "mystery", "robocache@numpy")} == {
         "robocache": "ours", "robocache@v2": "version", "robocache@v9": "version", "cupy": "peer",
+        "robocache@numpy": "ours",
         "robocache@cupy": "call", "bare_launch": "floor", "mystery": "peer"}
     assert [n for n in providers.names() if providers.gpu_only(n)] == [
         "robocache", *(n for n in providers.names() if providers.version_of(n)), "cupy", "robocache@cupy",
@@ -463,7 +467,6 @@ def test_import_has_no_side_effects():
 
 # ---- torch.compile (one small compile on the CPU) -------------------------------------------
 
-@pytest.mark.slow
 def test_torch_compile_resample_cpu():
     from robocache.providers import torch_compile
 
@@ -484,7 +487,6 @@ def test_torch_compile_resample_cpu():
     assert torch_compile.compiled("resample") is torch_compile.compiled("resample", "default")
 
 
-@pytest.mark.slow
 def test_torch_compile_max_autotune_resample_cpu():
     """The second compiled peer: same body, mode max-autotune-no-cudagraphs, through the registry."""
     from robocache.providers import torch_compile

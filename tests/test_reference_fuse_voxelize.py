@@ -39,7 +39,7 @@ def loop_oracle(points, features, grid, bounds, mode):
     f32 = np.float32
     lo = [f32(x) for x in bounds[0]]
     hi = [f32(x) for x in bounds[1]]
-    inv = [f32(float(g) / (float(h) - float(l))) for g, l, h in zip(grid, lo, hi)]
+    inv = [f32(float(g) / (float(h) - float(lo_))) for g, lo_, h in zip(grid, lo, hi)]
     b_, n_, _ = points.shape
     counts = np.zeros((b_, *grid), dtype=np.int64)
     c_ = features.shape[2] if features is not None else 0

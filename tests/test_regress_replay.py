@@ -22,7 +22,8 @@ from robocache.bench.regressions import changepoints, confirmation, noise, repla
 
 @pytest.fixture(scope="module")
 def ci_run() -> dict:
-    return replay.run("ci", jobs=2)
+    # one process (jobs=1): the tiers keep process pools out of tests that need none (tests/conftest.py)
+    return replay.run("ci", jobs=1)
 
 
 def test_replay_covers_the_full_nightly_grid_out_of_sample():

@@ -68,6 +68,8 @@ def test_measure_then_check_elsewhere_gives_the_same_decisions(stepped, tmp_path
         return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r["run_id"]))
 
     monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+    # the device the reruns would measure on, asked in no process (the fast tier starts none: tests/conftest.py)
+    monkeypatch.setattr(runner, "detect_device", lambda: "cpu")
     again = tmp_path / "again"
     rc1, measured, _ = _check(capsys, str(hist_dir), "--confirm", "--confirm-out", str(again))
     assert len(calls) == regress.CONFIRM_RUNS_MAX and rc1 == 1

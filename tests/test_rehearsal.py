@@ -9,12 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow
 def test_rehearsal_raises_the_expected_alert(tmp_path):
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse_regression.py"), "--json",
                           str(tmp_path / "alerts.json")], capture_output=True, text=True, timeout=900)

@@ -321,7 +321,6 @@ while True:
 """
 
 
-@pytest.mark.slow
 def test_killed_writer_leaves_no_partial_file(tmp_path: Path) -> None:
     rnd = random.Random(20261120)
     complete = orphans = 0
@@ -396,7 +395,6 @@ def _concurrent_writer(out: str, w: int) -> None:
         write_records(out, env, [make_record(i, f"w{w}-r{i}")], name="concurrent")
 
 
-@pytest.mark.slow
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
     ctx = mp.get_context("spawn")  # no fork of pytest's state; the same start method on every OS

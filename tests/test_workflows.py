@@ -318,14 +318,14 @@ def test_ci_workflow():
     assert job["runs-on"] == "ubuntu-latest"
     setup = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/setup-python@")]
     assert setup and str(setup[0]["with"]["python-version"]) == "3.11"
-    assert [s["run"] for s in job["steps"] if "run" in s] == ["bash .ci/run"]
+    assert [s["run"] for s in job["steps"] if "run" in s] == ["bash .ci/run fast", "bash .ci/run rest"]  # fast tier first
     # uv on PATH for `make setup`, its cache keyed by the lock, its version the lock's pin
     (uv,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith("astral-sh/setup-uv@")]
     assert uv["with"]["enable-cache"] is True and uv["with"]["cache-dependency-glob"] == "requirements/dev.lock"
     (pin,) = re.findall(r"^uv==(\S+)$", (ROOT / "requirements" / "dev.lock").read_text(), re.M)
     assert str(uv["with"]["version"]) == pin
     steps = [str(s.get("uses", s.get("run"))) for s in job["steps"]]
-    assert steps.index(uv["uses"]) < steps.index("bash .ci/run")
+    assert steps.index(uv["uses"]) < steps.index("bash .ci/run fast")
 
 
 def test_makefile_setup_installs_the_lock_with_uv_or_pip():
@@ -367,10 +367,12 @@ def test_nightly_has_no_concurrency_group_that_could_drop_a_night():
 
 
 def test_makefile_runs_the_offline_validators_before_pytest():
-    mk = (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    i_schema = mk.index("check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml")
-    i_zizmor = mk.index("zizmor --offline .github/workflows")
-    assert i_schema < mk.index("pytest") and i_zizmor < mk.index("pytest")
+    mk = (ROOT / "Makefile").read_text()
+    validate = mk.split("\nvalidate:", 1)[1].split("\n\n", 1)[0]
+    assert "check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml" in validate
+    assert "zizmor --offline .github/workflows" in validate
+    test = mk.split("\ntest:", 1)[1].split("\n\n", 1)[0]  # make test: the validators, then the two test tiers
+    assert test.index("validate") < test.index("test-fast") < test.index("test-rest")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -402,6 +404,15 @@ if [ "$1 $2" = "-m robocache.bench.cli" ]; then
         shift
       done
       exit "${STUB_CHECK_RC:-0}" ;;
+    bisect)
+      shift 3
+      while [ $# -gt 0 ]; do
+        case "$1" in
+          --out) mkdir -p "$2" && printf '{"schema": "robocache-bisect/1"}' > "$2/stub.bisect.json"; shift ;;
+        esac
+        shift
+      done
+      echo "### Bisection: STUB CULPRIT"; exit "${STUB_BISECT_RC:-0}" ;;
   esac
 fi
 if [ "$1 $2 $3" = "-m asv run" ]; then exit "${STUB_ASV_RC:-0}"; fi
@@ -422,7 +433,7 @@ def stub(tmp_path, monkeypatch):
     monkeypatch.setenv("STUB_LOG", str(log))
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     for k in ("SUITE", "DEVICE", "CONFIRM", "ASV", "HISTORY", "STUB_RUN_RC", "STUB_CHECK_RC", "STUB_ASV_RC",
-              "STUB_CHECK_CRASH"):
+              "STUB_CHECK_CRASH", "BISECT", "BISECT_BUDGET_S", "STUB_BISECT_RC"):
         monkeypatch.delenv(k, raising=False)
 
     def run(*args: str, **env: str):

@@ -13,8 +13,9 @@ def body(df: pd.DataFrame) -> None:
     present = data.options(df, "arch")
     missing = [a for a in data.EXPECTED_ARCHES if a not in present]
     for a in missing:
-        st.info(f"No {a} results yet: nobody here can measure an {a}, and no figure is ever written by hand. "
-                f"Run `robocache-bench run` on an {a} machine and commit its records to show it here.")
+        st.info(f"No {a} results yet: none of these records was measured on an {a} (figures are only ever "
+                f"measured, never entered by hand). To compare an {a}, run `robocache-bench run` on an {a} machine "
+                "and pass its results folder to the dashboard (`-- --results DIR`), or commit its records to results/.")
     c = st.columns(5)
     op = data.bound(c[0].selectbox, "op", data.options(df, "op"), "op")
     d = df[(df["op"] == op) & (df["status"] == "ok")]

@@ -4,13 +4,14 @@ alert's link opens its view: robocache/bench/links.py)."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, history_charts, history_data, tables
-from robocache.bench import links
+from dashboard import bisect_view, charts, data, history_charts, history_data, tables
+from robocache import providers
+from robocache.bench import links, ops
 from robocache.bench.regressions import changepoints
 
 
 def body(df: pd.DataFrame) -> None:
-    c = st.columns([3, 2, 4, 2, 2, 2])  # the machine and case names are the long ones (readable at 1280 px)
+    c = st.columns([3, 2, 5, 2, 2, 2])  # the machine and case names are the long ones (readable at 1280 px)
     machine = data.bound(c[0].selectbox, "machine", data.options(df, "machine"), "machine",
                          default=data.preferred(df, "machine"))
     dm = df[df["machine"] == machine]
@@ -18,7 +19,7 @@ def body(df: pd.DataFrame) -> None:
     d = dm[dm["status"] == "ok"]
     op = data.bound(c[1].selectbox, "op", data.options(d, "op"), "op")
     d = d[d["op"] == op]
-    case = data.bound(c[2].selectbox, "case", data.options(d, "case_id"), "case")
+    case = data.bound(c[2].selectbox, "case", data.options(d, "case_id"), "case", default=classic_case(str(op)))
     d = d[d["case_id"] == case]
     fronts = data.options(d, "frontend")
     frontend = data.bound(c[3].selectbox, "front end", fronts, "frontend",
@@ -26,7 +27,11 @@ def body(df: pd.DataFrame) -> None:
     d = d[d["frontend"] == frontend]
     _, _, d = data.pick_method(d, c[4], c[5])
     provs = data.options(d, "provider")
-    chosen = data.bound_multi(st.multiselect, "providers", provs, "provider", format_func=charts.provider_label)
+    # by default the public API and the peer to beat: every provider, version and dtype at once drew 45 lines
+    peer = tables.strongest_peer(d)
+    shown = [p for p in (providers.OURS, peer) if p in provs] or None
+    chosen = data.bound_multi(st.multiselect, "providers", provs, "provider", default=shown,
+                              format_func=charts.provider_label)
     d = d[d["provider"].isin(chosen)]
     dts = data.options(d, "dtype")
     d = d[d["dtype"].isin(data.bound_multi(st.multiselect, "dtypes", dts, "dtype"))]
@@ -47,11 +52,14 @@ def body(df: pd.DataFrame) -> None:
         st.caption("Only one run has measured this case so far: history starts with the second.")
     fig = history_charts.history_commits(rows, order, ev, breaks, metric, highlight=highlight,
                                          title=f"{case}: {charts.METRICS[metric][0]}")
+    bisect_view.mark_history(fig, rows, order, metric)  # bisected culprits (robocache-bench bisect)
     event = st.plotly_chart(fig, width="stretch", key="history-chart", on_select="rerun", selection_mode="points")
     st.caption("x: commits in the order the runs first measured them (short hash; the date is in the hover). One "
                "line per series (`robocache.bench.schema.series_key`: provider, dtype, front end, input rotation, "
                "grid and method version): a series measured another way is a new line after a dashed *method "
-               "change*, and a line is cut where its runner changed, never joined across. Triangles: the check's "
+               "change*, and a line is cut where its runner or a peer's library (torch, CuPy) changed, never joined "
+               "across. One colour per provider, one dash per dtype (float32 solid, float16 dashed, bfloat16 "
+               "dotted); by default robocache and the strongest peer of the newest run. Triangles: the check's "
                "alerts (red, slower) and improvements (green) at the first commit after the change, the shaded "
                "band its commit range; dotted orange: a drift over its window. Click a point to open its run. "
                f"Check result {source}.")
@@ -74,6 +82,16 @@ def body(df: pd.DataFrame) -> None:
                                             "series"]].sort_values("created"), extra={"run": "Runs page", "method_version": "method version"})
     config["Runs page"] = st.column_config.LinkColumn("Runs page", display_text="open run")
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
+
+
+def classic_case(op: str) -> str | None:
+    """The case History opens on for ``op``: the first of its representative cases (resample: the classic case,
+    ``robocache.bench.ops.resample.CLASSIC``), not the alphabetically first."""
+    try:
+        rep = ops.get(op).representative
+    except KeyError:
+        return None
+    return rep[0][0] if rep else None
 
 
 def _raw_run(d, shown: str) -> str:

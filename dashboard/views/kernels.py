@@ -14,15 +14,25 @@ JOURNEY_COLUMNS = {"arch": "GPU", "machine": "machine", "version": "version", "c
                    "cases_vs_v1": "cases", "min_vs_v1": "min vs first", "max_vs_v1": "max vs first",
                    "flagged": "flagged", "run_id": "run"}
 SUMMARY_COLUMNS = {"op": "op", "arch": "GPU", "machine": "machine", "cases": "cases", "worst": "worst",
-                   "worst_case": "worst case", "median": "median", "best": "best", "best_case": "best case",
+                   "worst_case": "worst case", "median": "median", "best": "best (x)", "best_case": "best case",
                    "at_least_1x": "cases >= 1.0x", "compile_modes": "faster mode (count)", "flagged": "flagged",
                    "run_id": "run"}
 
+CASES_COLUMNS = {"arch": "GPU", "machine": "machine", "case": "case", "dtype": "dtype", "ours_us": "robocache p50 us",
+                 "compile_us": "torch.compile p50 us", "compile_mode": "torch.compile mode", "ratio": "ratio",
+                 "flagged": "flagged", "run_id": "run"}
+COST_COLUMNS = {"arch": "GPU", "machine": "machine", "case": "case", "dtype": "dtype", "provider": "provider",
+                "status": "status", "timer": "timer", "us_per_call": "host us per call", "vs_bare": "x bare launch",
+                "device_us": "device us per call", "gpu_keeps_up": "GPU keeps up", "flagged": "flagged",
+                "run_id": "run"}
 
-def _show(df: pd.DataFrame, columns: dict[str, str]) -> None:
-    """A report table with readable column names (record text stays data in a dataframe)."""
-    st.dataframe(df[[c for c in columns if c in df.columns]].rename(columns=columns), hide_index=True,
-                 width="stretch", placeholder=tables.MISSING)
+
+def _show(df: pd.DataFrame, columns: dict[str, str] | None = None) -> None:
+    """A report table with readable column names and figures to about four significant digits (``tables.readable``;
+    the values stay numbers underneath, so columns sort as numbers); record text stays data in a dataframe."""
+    if columns is not None:
+        df = df[[c for c in columns if c in df.columns]].rename(columns=columns)
+    data.show_table(tables.readable(df), hide_index=True, width="stretch")
 
 
 def body(df: pd.DataFrame) -> None:
@@ -66,7 +76,7 @@ def body(df: pd.DataFrame) -> None:
         st.plotly_chart(charts.ratio_bars(cases, title=f"{op}: torch.compile at its best / {charts.provider_label(ours)}"),
                         width="stretch")
         with st.expander("every case"):
-            st.dataframe(cases, hide_index=True, width="stretch", placeholder=tables.MISSING)
+            _show(cases, CASES_COLUMNS)
 
     st.header("Call cost")
     cost = tables.call_cost(df[df["machine"].isin(chosen)])
@@ -75,7 +85,7 @@ def body(df: pd.DataFrame) -> None:
     else:
         st.caption("Host time per call of a tiny call in a tight loop; x bare launch = this / a bare kernel launch "
                    "of the same run.")
-        st.dataframe(cost, hide_index=True, width="stretch", placeholder=tables.MISSING)
+        _show(cost, COST_COLUMNS)
 
 
 data.frame_page("Kernels", body)

@@ -15,8 +15,8 @@ def body(df: pd.DataFrame) -> None:
     # "distributed" section, so the suite is the test).
     multi = df[(df["suite"] == "multigpu") | df["world_size"].notna()]
     if multi.empty:
-        st.info("No multi-GPU results yet. Cases spanning several GPUs (2, 4 or 8 H200s) will show here once "
-                "`robocache-bench run --suite multigpu` records them.")
+        st.info("No multi-GPU results yet. Cases spanning several GPUs show here once `robocache-bench run --suite "
+                "multigpu` has recorded them on a machine with two or more GPUs.")
         return
     c = st.columns(3)
     op = data.bound(c[0].selectbox, "op", data.options(multi, "op"), "op")
@@ -48,8 +48,8 @@ def body(df: pd.DataFrame) -> None:
     failed = latest[latest["status"] != "ok"]
     if not failed.empty:
         st.warning(f"{len(failed)} multi-GPU case(s) failed (the table says why); failed cases carry no aggregate.")
-    st.dataframe(latest[TABLE].sort_values(["machine", "case_id", "provider", "world_size"]), hide_index=True,
-                 width="stretch", placeholder=tables.MISSING)
+    data.show_table(tables.readable(latest[TABLE].sort_values(["machine", "case_id", "provider", "world_size"])),
+                    hide_index=True, width="stretch")
 
 
 data.frame_page("Multi-GPU", body)

@@ -1,7 +1,9 @@
 """Pipelines: the end-to-end benchmarks (suite ``pipelines``) per GPU: data loading by batch size (CPU workers
-vs robocache.fuse, with the speedup), the training step's time split, policy inference by backend, and the
-kernel breakdown of a training step. The tables are the CLI report's own (``robocache.bench.views``), built
-from the pipeline records under the dashboard's results folders (the one store loader)."""
+vs robocache.fuse vs the EpisodeCache, with the speedups), the EpisodeCache in each regime (resident, streamed)
+with its memory and build time, the training step's time split from all three loaders, policy inference by
+backend, and the kernel breakdown of a training step. The tables are the CLI report's own
+(``robocache.bench.views``), built from the pipeline records under the dashboard's results folders (the one store
+loader)."""
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -15,6 +17,7 @@ from robocache.bench.views.records import is_pipeline
 
 DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers": "workers",
                     "base_tps": "CPU workers traj/s", "ours_tps": "robocache traj/s", "speedup": "speedup",
+                    "cache_tps": "EpisodeCache traj/s", "cache_speedup": "EpisodeCache speedup",
                     "base_p50": "CPU workers ms p50", "base_p90": "CPU workers ms p90", "ours_p50": "robocache ms p50",
                     "ours_p90": "robocache ms p90", "base_util": "GPU util (CPU workers)",
                     "ours_util": "GPU util (robocache)", "resample_on": "robocache resampled on", "status": "status",
@@ -32,15 +35,40 @@ def _gpu(r: dict) -> str:
     return str(env.get("arch") or ("CPU" if env.get("device") == "cpu" else env.get("gpu_name")) or "?")
 
 
-def dataload_chart(rows: list[dict], title: str) -> go.Figure:
+def dataload_chart(rows: list[dict], cache: list[list], title: str) -> go.Figure:
+    """Trajectories/s by batch size and workers for the two DataLoader pipelines, and by batch size and regime
+    for the EpisodeCache (no workers: its own bars)."""
     fig = go.Figure()
     for prov, key in (("cpu_workers", "base_tps"), ("robocache", "ours_tps")):
         xs = [f"B{r['B']} W{r['workers']}" for r in rows]
         fig.add_bar(name=charts.plain("CPU workers (NumPy)" if prov == "cpu_workers" else "robocache.fuse"),
                     x=[charts.plain(x) for x in xs], y=[r[key] for r in rows], marker_color=providers.color(prov))
+    if cache:
+        fig.add_bar(name="EpisodeCache", x=[charts.plain(f"B{r[1]} {r[2]}") for r in cache],
+                    y=[_number(r[3]) for r in cache], marker_color=providers.color("episode_cache"))
     fig.update_layout(title=charts.plain(title), barmode="group", yaxis_title="trajectories per second",
-                      xaxis_title="batch size and workers", height=380)
+                      xaxis_title="batch size and workers (EpisodeCache: and regime)", height=380)
     return fig
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(str(text).replace(",", ""))
+    except ValueError:
+        return None
+
+
+KERNEL_COLUMNS = {"name": "kernel", "calls": "calls", "total_us": "total (us)", "avg_us": "per call (us)",
+                  "share": "share of the step (%)"}
+
+
+def kernel_table(kernels: list[dict]) -> tuple:
+    """A profile's kernel rows as a readable table: times and shares to about four significant digits (they were
+    printed as recorded, 324.4864), the share as a percentage."""
+    k = pd.DataFrame(kernels)
+    if "share" in k.columns:
+        k["share"] = 100 * k["share"]
+    return tables.readable(k[[c for c in KERNEL_COLUMNS if c in k.columns]].rename(columns=KERNEL_COLUMNS))
 
 
 def _frame(rows: list[list], header: list[str]) -> pd.DataFrame:
@@ -68,13 +96,24 @@ def body(df: pd.DataFrame) -> None:
                "DataLoader (workers, pinned memory, prefetch), batches checked equal before timing.")
     st.subheader(data.md_escape(f"Data loading by batch size on {gpu}"))
     rows = report_pipelines.pipeline_dataload_rows(mine)
+    cache = report_pipelines.pipeline_cache_rows(mine)
+    if rows or cache:
+        st.plotly_chart(dataload_chart(rows, cache, f"Data loading on {gpu}"), width="stretch")
     if rows:
-        st.plotly_chart(dataload_chart(rows, f"Data loading on {gpu}"), width="stretch")
         df = pd.DataFrame(rows)
-        st.dataframe(df[list(DATALOAD_COLUMNS)].rename(columns=DATALOAD_COLUMNS),
-                     hide_index=True, width="stretch", placeholder=tables.MISSING)
+        data.show_table(tables.readable(df[list(DATALOAD_COLUMNS)].rename(columns=DATALOAD_COLUMNS)),
+                        hide_index=True, width="stretch")
     else:
         st.info("No data-loading case for this GPU.")
+    st.subheader("EpisodeCache: data loading from the device")
+    st.caption("robocache.EpisodeCache: the episodes on the device (resident) or streamed from pinned host memory "
+               "within a budget half the dataset; one launch per batch, no worker, no per-batch copy. Cache MB is "
+               "device memory, build s the time to read, pack and copy the dataset.")
+    if cache:
+        st.dataframe(_frame(cache, report_pipelines.CACHE_HEADER), hide_index=True, width="stretch",
+                     placeholder=tables.MISSING)
+    else:
+        st.info("No EpisodeCache case for this GPU.")
     for title, fn, header in (
             ("Training step: where the time goes", report_pipelines.pipeline_training_rows, report_pipelines.TRAINING_HEADER),
             ("Policy inference by backend", report_pipelines.pipeline_inference_rows, report_pipelines.INFERENCE_HEADER)):
@@ -91,8 +130,7 @@ def body(df: pd.DataFrame) -> None:
     for r in prof:
         st.text(f"{r['case']['id']} ({r['case']['provider']})"
                 + (f": trace {r['pipeline']['trace_file']}" if r["pipeline"].get("trace_file") else ""))
-        st.dataframe(pd.DataFrame(r["pipeline"]["kernels"]),
-                     hide_index=True, width="stretch", placeholder=tables.MISSING)
+        data.show_table(kernel_table(r["pipeline"]["kernels"]), hide_index=True, width="stretch")
 
 
 data.frame_page("Pipelines", body)

@@ -4,7 +4,7 @@ recent improvements and method/environment breaks, each with the link to its His
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, history_data, tables
+from dashboard import bisect_view, data, history_data, tables
 from robocache.bench import regressions
 
 
@@ -18,18 +18,44 @@ def _table(ev: pd.DataFrame, cols: list[str], **extra: str):
     return styled, config
 
 
+def verdict_box(state: str, text: str) -> None:
+    """The check's verdict, three-valued: green only for a question answered (every current series tested, no
+    alert); a neutral box while series cannot be tested; a warning for open alerts and for a document that
+    cannot tell."""
+    if state == "pass":
+        st.success(text)
+    elif state in ("partial", "untested"):
+        st.info(text)
+    else:  # alerts (listed below), or a document that cannot tell
+        st.warning(text)
+
+
+def machines_table(docs: dict) -> None:
+    """The verdict of each machine's own check (what its nightly job decides), one row each."""
+    status = history_data.machine_status(docs)
+    st.dataframe(status.drop(columns="state").rename(columns={"tested": "series tested", "alerts": "open alerts"}),
+                 hide_index=True, width="stretch", placeholder=tables.MISSING,
+                 column_config={"series tested": st.column_config.TextColumn(
+                     "series tested", help="of the series measured in the machine's newest run")})
+
+
 def body(df: pd.DataFrame) -> None:
-    given = history_data.alerts_file()
+    given = history_data.given_alerts()
     frontend = None
-    if not given:
+    if given is None:
         fronts = [str(f) for f in data.options(df, "frontend")]
         pick = data.bound(st.selectbox, "front end (check --frontend)", [*fronts, history_data.EVERY_FRONTEND],
                           "frontend", default="cli" if "cli" in fronts else None)
         frontend = None if pick == history_data.EVERY_FRONTEND else pick
-    doc, source = history_data.check_doc(frontend, [str(m) for m in data.options(df, "machine")])
+        machines = [str(m) for m in data.options(df, "machine")]
+        docs = history_data.check_docs(frontend, machines)
+        doc = history_data.merge_docs(list(docs.values()))
+        source = history_data.computed_source(frontend, machines, data.results_dirs())
+    else:
+        (doc, source), docs = given, {}
     summ = doc.get("summary") or {}
     floor = summ.get("floor", regressions.FLOOR)
-    computed = "" if given else (
+    computed = "" if given is not None else (
         " Computed here, machine by machine, as `check` without `--confirm`: the nightly job also reruns each "
         "alerted case and raises only what the rerun confirms, so for what it raised open its alerts.json "
         "(`-- --alerts FILE` or `ROBOCACHE_ALERTS_JSON`).")
@@ -38,26 +64,21 @@ def body(df: pd.DataFrame) -> None:
                "that still holds at its machine's newest run; method and environment changes are breaks, never "
                "alerts." + computed)
     ev = history_data.events(doc)
+    alerts = ev[ev["kind"] == "alert"]
+    state, text = history_data.verdict(summ, len(alerts))
     cols = st.columns(5)
-    cols[0].metric("open alerts", int((ev["kind"] == "alert").sum()))
+    cols[0].metric("open alerts", len(alerts))
     cols[1].metric("drifts", int((ev["kind"] == "drift").sum()))
     cols[2].metric("improvements", int((ev["kind"] == "improvement").sum()))
     cols[3].metric("breaks", int(ev["kind"].isin(["method", "environment"]).sum()))
-    cols[4].metric("series tested", f"{summ.get('series_checked', '?')} of {summ.get('series', '?')}")
+    tested = history_data.machine_status({"all": doc})["tested"].iloc[0]
+    cols[4].metric("series tested", tested, help="of the series measured in each machine's newest run")
+    verdict_box(state, text)
+    if len(docs) > 1:
+        machines_table(docs)
 
-    alerts = ev[ev["kind"] == "alert"]
     st.subheader(f"Open alerts ({len(alerts)})")
-    if alerts.empty:
-        checked = summ.get("series_checked")
-        if checked is None:  # a file without its summary: unknown, never a pass
-            st.warning("This alerts file does not say how many series were tested: no alert in it, but no pass "
-                       "either.")
-        elif checked:
-            st.success("No open performance regression in the series tested.")
-        else:  # nothing was tested: not a pass
-            st.info(f"Nothing tested: no series has the {regressions.MIN_HISTORY} healthy runs a test needs (the "
-                    "newest in its machine's newest run), so no regression can be found or ruled out yet.")
-    else:
+    if not alerts.empty:
         # one commit range can move many series on several machines: the ranges first, then every series
         by = alerts.groupby(["before_commit", "after_commit"], dropna=False, sort=False)
         ranges = pd.DataFrame([{"commit range": history_data.commit_range(*k),
@@ -67,6 +88,8 @@ def body(df: pd.DataFrame) -> None:
         data.show_table(_table(alerts, ["case_id", "provider", "dtype", "change", "interval", "link", "since",
                                         "where", "q_value", "confirmed", "timer", "cache", "frontend"]),
                         hide_index=True, width="stretch")
+    else:
+        st.caption("None.")
     drifts = ev[ev["kind"] == "drift"]
     if not drifts.empty:
         st.subheader(f"Drifts ({len(drifts)}): a trend over the newest nights, no single commit blamed")
@@ -83,6 +106,7 @@ def body(df: pd.DataFrame) -> None:
         st.subheader(f"Method and environment changes ({len(brk)}): not regressions")
         data.show_table(_table(brk, ["kind", "case_id", "provider", "dtype", "where", "link", "change", "after_run",
                                      "detail"], after_run="from run"), hide_index=True, width="stretch")
+    bisect_view.regressions_section()  # each bisection's state: running, found, not reproducible (robocache-bench bisect)
 
 
 data.frame_page("Regressions", body)

@@ -44,6 +44,40 @@ def slice_key(params: str, x: str, follow: dict[str, Any] | None = None) -> str:
     return ", ".join(f"{k}={p[k]}" for k in sorted(p))
 
 
+EVERY_RUN = "every run (one line each)"
+
+
+def runs_of(d: pd.DataFrame, x: str) -> pd.DataFrame:
+    """The runs that measured rows of ``d``, newest first: ``points`` (distinct values of ``x``), ``created``,
+    ``suite``, ``frontend``."""
+    runs = d.groupby("run_id", observed=True).agg(points=(x, "nunique"), created=("created", "max"),
+                                                  suite=("suite", "first"), frontend=("frontend", "first"))
+    return runs.sort_values("created", ascending=False, kind="stable")
+
+
+def pick_run(col, d: pd.DataFrame, x: str, every: bool = True) -> pd.DataFrame:
+    """The run the sweep is read from (bound to the URL's ``run``): by default the newest run that measured at
+    least two points of it, or (``every``) every run, one line each; a line never joins two runs
+    (charts.LINE_KEYS). The rows of that choice, the newest record of each case, provider and dtype in each run."""
+    runs = runs_of(d, x)
+    swept = runs[runs["points"] >= 2]
+    default = (swept if not swept.empty else runs).index[0] if not runs.empty else None
+    names = [str(r) for r in runs.index]
+
+    def label(r: str) -> str:
+        if r == EVERY_RUN:
+            return r
+        row = runs.loc[r]
+        return (f"{r} ({row['created']:%Y-%m-%d}, {row['suite']} {row['frontend']}, {row['points']} "
+                f"{'dtypes' if x == 'dtype' else 'points'})")
+
+    run = data.bound(col.selectbox, "run", [*names, *([EVERY_RUN] if every else [])], "run", default=default,
+                     format_func=label)
+    if run != EVERY_RUN:
+        d = d[d["run_id"].astype(str) == run]
+    return data.latest(d, [*data.LATEST_KEYS, "run_id"])
+
+
 def body(df: pd.DataFrame) -> None:
     c = st.columns(5)
     op = data.bound(c[0].selectbox, "op", data.options(df, "op"), "op")
@@ -66,18 +100,18 @@ def body(df: pd.DataFrame) -> None:
         return
     x = data.bound(st.radio, "against", axes, "against", horizontal=True,
                    format_func=lambda a: f"{a} ({AXIS_NAMES[a]})" if a in AXIS_NAMES and a != "dtype" else a)
-    c2 = st.columns([1, 3])
+    c2 = st.columns([1, 3, 3])
     if x == "dtype":
-        d = data.latest(d)
         dtype = None
     else:
         dtype = data.bound(c2[0].selectbox, "dtype", data.options(d, "dtype"), "dtype")
-        d = data.latest(d[d["dtype"] == dtype].dropna(subset=[x]))
+        d = d[d["dtype"] == dtype].dropna(subset=[x])
     follow = followers(op, x) if x != "dtype" else {}
     keys = d["params"].map(lambda s: slice_key(s, x, follow))
-    # points of a line: the distinct values of the axis under each key (the slices with most points first)
-    counts = d.assign(_k=keys.values, _x=d[x].astype(str)).groupby("_k")["_x"].nunique().sort_values(
-        ascending=False, kind="stable")
+    # points of a line: the distinct values of the axis one run measured under each key (the slices with most
+    # points first)
+    counts = d.assign(_k=keys.values, _x=d[x].astype(str)).groupby(["_k", "run_id"], observed=True)["_x"].nunique()
+    counts = counts.groupby(level=0).max().sort_values(ascending=False, kind="stable")
     slices = counts.index.tolist()
     if not slices:
         st.info(f"No case of this selection has {x} set.")
@@ -85,20 +119,24 @@ def body(df: pd.DataFrame) -> None:
     fixed = data.bound(c2[1].selectbox, "case" if x == "dtype" else "other parameters fixed at", slices, "fixed",
                        format_func=lambda k: f"{k}  ({counts[k]} {'dtypes' if x == 'dtype' else 'points'})")
     d = d[(keys == fixed).to_numpy()]
+    d = pick_run(c2[2], d, x, every=x != "dtype")  # bars of one dtype from two runs would stand on each other
+    st.caption("One run per line: every point of a line was measured in the same run, side by side with the other "
+               "providers of that run (its run, date, commit and machine are in each point's hover). Another run, "
+               "or every run as lines of their own, from the run box.")
     if follow:
         st.caption(f"{', '.join(sorted(follow))} follow{'s' if len(follow) == 1 else ''} {x} along this sweep, as "
                    "the op's scaling view defines it (the report's scaling table).")
     if x == "dtype":
         st.plotly_chart(charts.dtype_bars(d, metric, title=f"{op}: {charts.METRICS[metric][0]} by dtype"),
                         width="stretch")
-        cols = ["case_id", "provider", "dtype", "p50", "items_per_s", "gb_per_s", "run_id"]
+        cols = ["case_id", "provider", "dtype", "p50", "items_per_s", "gb_per_s", "run_id", "created", "git_commit"]
         order = ["dtype", "provider"]
     else:
         st.plotly_chart(charts.sweep_lines(d, x, metric, title=f"{op} {dtype}: {charts.METRICS[metric][0]} vs "
                                                                    f"{x} ({AXIS_NAMES.get(x, x)})"),
                         width="stretch")
-        cols = ["case_id", "provider", x, "p50", "items_per_s", "gb_per_s", "run_id"]
-        order = [x, "provider"]
+        cols = ["case_id", "provider", x, "p50", "items_per_s", "gb_per_s", "run_id", "created", "git_commit"]
+        order = [x, "provider", "created"]
     styled, config = tables.readable(d[cols].sort_values(order))
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 

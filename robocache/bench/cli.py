@@ -6,8 +6,10 @@
     robocache-bench show results/                     # one run (the latest unless --run), every case
     robocache-bench report results/ --out report.md   # the markdown report of one run
     robocache-bench report results/ --kernels         # every machine: kernel journey, vs torch.compile, call cost
-    robocache-bench compare BASE NEW --history results/   # per case: same / faster / slower / ...
+    robocache-bench report results/ --sampled         # the sampled suite: per op, seed and GPU vs the peers
+    robocache-bench compare BASE NEW --history results/   # per case: slower / faster / inconclusive / same / ...
     robocache-bench check results/ --machine gpu-h200     # change points over the history; alerts
+    robocache-bench bisect CHANGE_ID --alerts alerts.json # the commit that moved an alert (git worktrees)
     robocache-bench show results/ --format json       # list, show and report as JSON too (docs/report.md)
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 import sys
 import tempfile
 import traceback
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from .messages import TimingOptions
 from .multigpu import launch
 from .views import report as rep
 from .views.kernels import kernels, kernels_sections
+from .views.sampled import point_rows as sampled_points, sampled, sampled_sections, summary as sampled_summary
 from .views.multigpu import multigpu as multigpu_table
 from .views.records import pick_run, runs
 from .views.tables import sections_json, table
@@ -39,6 +43,9 @@ PIPELINES = "pipelines"  # the end-to-end suite (robocache.bench.pipelines), out
 
 
 def _csv(text: str) -> list[str]:
+    """A comma-separated option's items; invisible format characters (a word joiner copied from a GitHub issue
+    after ``@``, a zero-width space) are dropped, so a provider name copied from rendered markdown still works."""
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
@@ -86,14 +93,19 @@ def _endpoint(text: str) -> str:
     return text
 
 
-_TERMINAL = re.compile(r"\\([\\|<>`*_\[\]])|\*\*|`")
+# a markdown escape (a backslash before any ASCII punctuation, as CommonMark allows), bold, a backtick
+_TERMINAL = re.compile(r"\\([!-/:-@\[-`{-~])|\*\*|`")
 
 
 def terminal_text(markdown: str) -> str:
     """Markdown made plain for a terminal: escapes undone (``torch\\_eager`` -> ``torch_eager``), ``**`` and
-    backticks dropped; tables keep their pipes. ``list`` and ``show`` always print this; ``report`` (and other
-    markdown) when stdout is a terminal; a pipe or file gets the markdown itself."""
-    return _TERMINAL.sub(lambda m: m.group(1) or "", markdown)
+    backticks dropped, and no invisible character left (the word joiner the markdown puts after ``@`` so that a
+    GitHub issue mentions nobody, a zero-width space or a bidirectional override from a record: Unicode format
+    characters, category Cf), so what is copied from a terminal is what a command takes (``--providers
+    torch_compile@max-autotune``). Tables keep their pipes. ``list`` always prints this; ``show``, ``report``,
+    ``compare`` and ``check`` when stdout is a terminal; a pipe or file gets the markdown itself."""
+    plain = _TERMINAL.sub(lambda m: m.group(1) or "", markdown)
+    return "".join(ch for ch in plain if unicodedata.category(ch) != "Cf")
 
 
 def _stderr_is_tty() -> bool:
@@ -104,7 +116,7 @@ def _stderr_is_tty() -> bool:
         return False
 
 
-def _for_stdout(markdown: str) -> str:
+def for_stdout(markdown: str) -> str:
     try:
         tty = sys.stdout.isatty()
     except (AttributeError, ValueError):
@@ -120,6 +132,11 @@ ALL_PROVIDERS = tuple(providers.names())
 _CALL_ONLY = [p for p in ALL_PROVIDERS if providers.get(p).grids == ("dispatch",)]
 _PROVIDERS_HELP = (f"comma-separated subset of {','.join(ALL_PROVIDERS)} ({' and '.join(_CALL_ONLY)}: the "
                    "call-cost cases only)")
+
+
+_SAMPLE_SEED_HELP = (f"the sampled points' seed (suites sampled and nightly): a fresh set no one tuned to; the seed "
+                     f"is in every sampled case's tag and params (default: ${specs.SAMPLE_SEED_ENV}, else "
+                     f"{specs.SAMPLE_SEED}, the grid version's)")
 
 
 # The JSON documents of `list`, `show` and `report --format json` (docs/report.md, "JSON output"); a change to
@@ -164,7 +181,13 @@ def _json_text(doc: dict) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line usage error (the option and what to fix, then where the help is), exit 2."""
+    """argparse with a one-line usage error (the option and what to fix, then where the help is), exit 2, and no
+    prefix matching of long options (``run --suit quick`` is an error, never ``--suite``; every subcommand's parser
+    is one of these: argparse makes them with the parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -185,7 +208,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Run a suite of the grid. Exit code 1 when any case failed (incorrect, crash, "
                                    "timeout, oom, error), 2 on bad arguments.")
     r.add_argument("--suite", choices=(*specs.SUITES, PIPELINES), default="quick",
-                   help="quick: about a minute on one GPU; nightly: the full sweep; multigpu: cases over 1-8 GPUs "
+                   help="quick: about two minutes on one GPU; nightly: the full sweep (the sampled points included); "
+                        "sampled: 48 shapes per op drawn from what users pass, the public API against its peers "
+                        "(--sample-seed N: a fresh draw; docs/harness.md); multigpu: cases over 1-8 GPUs "
                         "(and 16 over two nodes) through torchrun; pipelines: data loading, training step, policy "
                         "inference end to end, at default sizes (every knob: python -m robocache.bench.pipelines "
                         "run --help; docs/pipelines.md) (default: quick)")
@@ -211,6 +236,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated case keys op/tag/dtype/provider (as `list` and alerts print them); "
                         "they replace the suite's cases")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N", help=_SAMPLE_SEED_HELP)
     r.add_argument("--precompile-jobs", type=_NONNEG_INT, default=0, metavar="N",
                    help="before timing, compile the torch.compile cases in N parallel processes so each timing "
                         "process loads its compiled code from Inductor's on-disk cache; what is timed is "
@@ -239,6 +265,7 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--ops", type=_csv, help=f"comma-separated subset of {','.join(specs.OPS)}")
     ls.add_argument("--providers", type=_csv, help=_PROVIDERS_HELP)
     ls.add_argument("--dtypes", type=_csv, help=f"comma-separated subset of {','.join(specs.GPU_DTYPES)}")
+    ls.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N", help=_SAMPLE_SEED_HELP)
     ls.add_argument("--format", choices=("text", "json"), default="text",
                     help=f"text: the table (default); json: {LIST_SCHEMA} (docs/report.md)")
 
@@ -256,6 +283,11 @@ def _parser() -> argparse.ArgumentParser:
             what = s.add_mutually_exclusive_group()
             what.add_argument("--headline", action="store_true",
                               help="only the header and the headline table (the classic case)")
+            what.add_argument("--sampled", action="store_true",
+                              help="the sampled suite over every machine in PATHS: per op, seed and GPU the share of "
+                                   "points where robocache is >= 1.0x torch.compile's faster mode, the worst and "
+                                   "median ratio, the large points (>= 256 MB moved) at >= 80%% of the copy "
+                                   "ceiling, GPU over GPU, every point; one run per machine, op and seed")
             what.add_argument("--kernels", action="store_true",
                               help="the kernel tables over every machine in PATHS, not one run: the optimisation "
                                    "journey (robocache@v1, @v2, ...), robocache against torch.compile at its faster "
@@ -263,10 +295,12 @@ def _parser() -> argparse.ArgumentParser:
                                    "the newest), so --run does not apply; see docs/report.md")
 
     c = sub.add_parser(
-        "compare", help="per case verdicts between two runs: same, faster, slower, incomparable, failed",
-        description="Compare two runs case by case. A case is 'same' unless its change exceeds both the floor and "
-                    "4 sigma of its noise: the two runs' own uncertainty plus the between-run noise, taken from "
-                    "--history (other runs of the same series) or else from a prior fitted on H200 runs. "
+        "compare", help="per case verdicts between two runs: slower, faster, inconclusive, same, incomparable, failed",
+        description="Compare two runs of one machine case by case. A case is 'slower' or 'faster' when its change "
+                    "exceeds both the floor and 4 sigma of its noise: the two runs' own uncertainty plus the "
+                    "between-run noise, taken from --history (other runs of the same series) or else from a prior "
+                    "fitted on the committed runs; 'inconclusive' when it exceeds the floor but not the noise (the "
+                    "reason says what the case could resolve); 'same' when it stays within the floor. "
                     "BASE and NEW are each a records file, a folder (its latest run) or a run id (looked up in "
                     "--results). Exit code 1 with --fail-on-slower when any case is slower or failed.")
     c.add_argument("base")
@@ -278,6 +312,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--format", choices=("markdown", "json"), default="markdown")
     c.add_argument("--out", help="write to this file instead of stdout")
     c.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any case is slower or failed")
+
+    tn = sub.add_parser(
+        "tune", help="on a GPU: the launch-configuration table of this GPU model (robocache/tuned/)",
+        description="Tune robocache's launch configurations (resample and fuse v3) on this GPU over a tuning set of "
+                    "shapes drawn from the sampled suite's distribution with its own seed, and write the table "
+                    "robocache ships for this GPU model (<OUT>/<gpu>.json; commit it as robocache/tuned/<gpu>.json). "
+                    "docs/kernels.md says how v3 uses it.")
+    tn.add_argument("--out", default="robocache/tuned", help="folder of the table (default: robocache/tuned)")
+    tn.add_argument("--ops", type=_csv, default=None, help="comma-separated subset of resample,fuse (default: both)")
+    tn.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N",
+                    help="the tuning set's seed (default: 1000000 + the grid version, never an evaluation seed)")
+    tn.add_argument("--points", type=_POSITIVE_INT, default=96, metavar="N", help="shapes per op (default 96)")
 
     k = sub.add_parser(
         "check", help="change points over the history of every series; alerts for current regressions",
@@ -306,7 +352,55 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--dashboard-url", default=None,
                    help="the dashboard the alerts link to (their History view); default $ROBOCACHE_DASHBOARD_URL, "
                         "else http://127.0.0.1:8501")
+    _bisect_parser(sub)
     return p
+
+
+def _bisect_parser(sub: Any) -> None:
+    """``bisect``'s options (robocache/bench/bisect.py; docs/regressions.md, "Bisection")."""
+    b = sub.add_parser(
+        "bisect", help="find the commit that moved an alert: each commit of its range measured by its own harness",
+        description="Bisect a commit range for the commit that made the alerted cases slower. Each commit tested is "
+                    "checked out in a git worktree and measured by its own `robocache-bench run --cases` (the "
+                    "correctness gate first, one process per sample); Mann-Whitney U and Kolmogorov-Smirnov decide "
+                    "'same as good', 'same as bad' or 'unknown' (then the samples double, up to --max-samples). "
+                    "Writes a robocache-bisect/1 document (status running, then found / not_reproducible / spread / "
+                    "undecided / budget / untestable) to --out. Exit 0 when the bisection ran, whatever it found.")
+    b.add_argument("alert", nargs="?", help="a change id, series fingerprint or issue key of an alert in --alerts "
+                                            "(its group: every slower alert of its machine and commit range)")
+    b.add_argument("--alerts", help="the alerts JSON of `check --json` (robocache-alerts/1)")
+    b.add_argument("--all", action="store_true", help="every confirmed slower alert group of --alerts whose range "
+                                                      "has more than one commit (the nightly job)")
+    b.add_argument("--known", action="append", metavar="DIR",
+                   help="folders of earlier bisection documents: groups already bisected are skipped (repeatable)")
+    b.add_argument("--series", metavar="KEYS", help="comma-separated case keys op/tag/dtype/provider to bisect "
+                                                    "(with --good and --bad instead of an alert)")
+    b.add_argument("--good", metavar="COMMIT", help="a commit measured before the change")
+    b.add_argument("--bad", metavar="COMMIT", help="a later commit measured after it")
+    b.add_argument("--cache", choices=("warm", "cold"), default="warm", help="--series' cache mode (warm)")
+    b.add_argument("--expect", type=number(float, lo=1, lo_open=True, hi=1000), default=None, metavar="RATIO",
+                   help="the slowdown looked for (an alert's own ratio by default, else 1.03): the endpoints are "
+                        "'the same' when a change this large is ruled out")
+    b.add_argument("--repo", default=".", help="the git checkout whose history is bisected (default: here)")
+    b.add_argument("--machine", help="the machine name of the measurements (an alert's own by default, else "
+                                     "$ROBOCACHE_MACHINE or the hostname); with --all only that machine's groups")
+    b.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
+    b.add_argument("--suite", choices=specs.SUITES, default="nightly", help="the suite the records name (nightly)")
+    b.add_argument("--samples", type=number(int, lo=4, hi=10000), default=10,
+                   help="samples per case and commit to start with (10); doubled while a decision is unknown")
+    b.add_argument("--max-samples", type=number(int, lo=4, hi=10000), default=160, help="at most (160)")
+    b.add_argument("--budget", type=_POSITIVE_S, default=1800.0,
+                   help="seconds for every bisection of this call together (1800: the nightly's 30 minutes)")
+    b.add_argument("--time-limit", type=_POSITIVE_S, default=None, help="run --time-limit of each sample (2)")
+    b.add_argument("--statistic", choices=("p50", "p20", "min"), default="p50",
+                   help="the figure of each record that is one sample: p50, the series' own (default); p20 or min "
+                        "(its fastest call) where the host's load swamps the median (a loaded CPU machine)")
+    b.add_argument("--out", default="results/local/bisect",
+                   help="where the documents (*.bisect.json) and the candidates' run files go (results/local/bisect)")
+    b.add_argument("--keep", action="store_true", help="keep the worktrees' scratch folder (its path is printed)")
+    b.add_argument("--note", default=None, help="a line stored with the document (e.g. 'rehearsal')")
+    b.add_argument("--dashboard-url", default=None,
+                   help="the dashboard the culprit's History link points to (default $ROBOCACHE_DASHBOARD_URL)")
 
 
 # Exit codes (docs/harness.md "Exit codes"): 0 done; 1 a case failed / a regression or slower case was found
@@ -402,7 +496,7 @@ def _writable_file(flag: str, path: str) -> None:
 
 # Every output option of every command: checked before any measurement, load or analysis (shared plumbing).
 _OUTPUT_FILES = {"report": ("out",), "compare": ("out",), "check": ("json", "markdown")}
-_OUTPUT_DIRS = {"run": ("out",), "check": ("confirm_out",)}
+_OUTPUT_DIRS = {"run": ("out",), "check": ("confirm_out",), "tune": ("out",), "bisect": ("out",)}
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -418,7 +512,7 @@ def _check_options(args: argparse.Namespace) -> None:
     """Relations between options argparse cannot see on its own."""
     if args.cmd == "run" and args.node_rank >= args.nnodes:
         raise ValueError(f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}")
-    if args.cmd == "check":  # the alerts' link base: a bad one is a usage error before anything is loaded
+    if args.cmd in ("check", "bisect"):  # the link base: a bad one is a usage error before anything is loaded
         from . import links
 
         args.dashboard_url = links.base_url(args.dashboard_url)
@@ -468,23 +562,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    commands = {"list": _list, "show": _show_report, "report": _show_report, "compare": _compare, "check": _check}
+    commands = {"list": _list, "show": _show_report, "report": _show_report, "compare": _compare, "check": _check,
+                "tune": _tune_cmd, "bisect": _bisect}
     return commands.get(args.cmd, _run)(args)
+
+
+def _tune_cmd(args: argparse.Namespace) -> int:
+    """``tune``: this GPU's launch-configuration table (robocache/bench/tune.py)."""
+    from . import tune
+
+    tune.tune(Path(args.out), tuple(args.ops) if args.ops else tune.TUNE_OPS,
+              tune.TUNE_SEED if args.sample_seed is None else args.sample_seed, args.points)
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:
     """``list``: the cases of a suite, as a table or JSON."""
     cases = specs.cases(args.suite, device=args.device, ops=args.ops, providers=args.providers,
-                        dtypes=args.dtypes)
+                        dtypes=args.dtypes, sample_seed=args.sample_seed)
     if args.format == "json":
         print(_json_text({"schema": LIST_SCHEMA, "suite": args.suite, "device": args.device,
+                          "sample_seed": specs.sample_seed(args.sample_seed),
                           "grid_version": specs.GRID_VERSION, "cases": [
                               {"key": c.key, "op": c.op, "id": c.id, "dtype": c.dtype, "provider": c.provider,
                                "bytes_upper_bound": c.bytes, "reason": c.reason} for c in cases]}))
         return 0
     rows = [[c.id, c.dtype, c.provider, f"{c.bytes / 1e6:.2f}", c.reason] for c in cases]
     print(terminal_text(table(["case", "dtype", "provider", "MB (upper bound)", "why"], rows)))
-    print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}); "
+    seed = (f", sample seed {specs.sample_seed(args.sample_seed)}" if any(c.params.get("kind") == "sampled"
+                                                                        for c in cases) else "")
+    print(f"\n{len(cases)} cases in suite {args.suite} for {args.device} (grid version {specs.GRID_VERSION}{seed}); "
           "bytes: the upper bound from the parameters, a record carries its inputs' moved bytes")
     return 0
 
@@ -507,9 +614,11 @@ def _show_report(args: argparse.Namespace) -> int:
     for path, why in loaded.bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
     _unreadable(loaded, args.paths)
-    if args.cmd == "report" and args.kernels:
+    across = args.cmd == "report" and (args.kernels or args.sampled)
+    if across:
         if args.run:
-            raise ValueError("--kernels picks one run per machine and op itself: drop --run")
+            raise ValueError(f"--{'kernels' if args.kernels else 'sampled'} picks one run per machine and op itself: "
+                             "drop --run")
         if not loaded.records:
             raise ValueError(f"no records in {', '.join(args.paths)}")
         records = loaded.records
@@ -520,6 +629,8 @@ def _show_report(args: argparse.Namespace) -> int:
                                                             for p, w in loaded.bad]))
     elif args.cmd == "report" and args.kernels:
         text = kernels(records)
+    elif args.cmd == "report" and args.sampled:
+        text = sampled(records)
     elif args.cmd == "show":
         text = rep.show(records)
     elif args.headline:
@@ -532,7 +643,7 @@ def _show_report(args: argparse.Namespace) -> int:
     elif args.format == "json":
         print(text)
     else:
-        print(terminal_text(text) if args.cmd == "show" else _for_stdout(text))
+        print(for_stdout(text))  # plain on a terminal; the escaped markdown into a pipe or file (records are data)
     return 0
 
 
@@ -542,6 +653,11 @@ def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) 
         return {"schema": REPORT_SCHEMA, "kind": "kernels",
                 "runs": [rep.run_facts(rs) for rs in runs(records).values()],
                 "sections": sections_json(kernels_sections(records)), "skipped_files": bad}
+    if args.cmd == "report" and args.sampled:
+        return {"schema": REPORT_SCHEMA, "kind": "sampled",
+                "runs": [rep.run_facts(rs) for rs in runs(records).values()],
+                "summary": sampled_summary(sampled_points(records)),
+                "sections": sections_json(sampled_sections(records)), "skipped_files": bad}
     doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(records),
            "cases": rep.case_rows(records), "skipped_files": bad}
     if args.cmd == "report":
@@ -572,6 +688,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     bname, base = _run_records(args.base, args.results)
     nname, new = _run_records(args.new, args.results)
+    _same_machine(bname, base, nname, new)
     hist_paths = args.results if args.history is None else args.history
     history = store.load(*hist_paths).records if hist_paths else []
     kw = {"floor": args.floor} if args.floor is not None else {}
@@ -585,10 +702,26 @@ def _compare(args: argparse.Namespace) -> int:
         store.atomic_write(args.out, text)
         print(f"comparison written to {args.out}")
     else:
-        print(text)
+        print(text if args.format == "json" else for_stdout(text))
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
     return 1 if args.fail_on_slower and (counts["slower"] or counts["failed"]) else 0
+
+
+def _same_machine(bname: str, base: list, nname: str, new: list) -> None:
+    """ValueError (exit 2, one line) when the two runs were measured on different machines: no case of one can be
+    compared with the other's (a case's series is per machine), so a table of "incomparable" rows would only hide
+    the mistake (issue 24: 46 such rows, exit 0, no hint)."""
+    def machines(recs: list) -> set[str]:
+        return {str((r.get("env") or {}).get("machine")) for r in recs}
+
+    bm, nm = machines(base), machines(new)
+    if bm and nm and not bm & nm:
+        raise ValueError(
+            f"{bname} ran on machine {', '.join(sorted(bm))} and {nname} on {', '.join(sorted(nm))}: runs of "
+            "different machines are never compared case by case (each machine's cases are series of their own); "
+            "compare two runs of one machine (`robocache-bench show --run ID` names a run's machine), or set "
+            "machines side by side with `robocache-bench report --kernels` or the dashboard's Architectures page")
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -616,6 +749,13 @@ def _check(args: argparse.Namespace) -> int:
         refuted = _check_confirm(args, res, kw)
     _check_outputs(args, res, refuted)
     return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    """``bisect``: robocache/bench/bisect.py does the work (a setup error is a ValueError: exit 2)."""
+    from . import bisect
+
+    return bisect.run_cli(args)
 
 
 def _check_history(args: argparse.Namespace) -> list | int:
@@ -799,7 +939,7 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
         text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
             f"{alerts.md_text(alerts.drift_title(c.drift) if c.drift is not None else alerts.alert_title(c))} "
             f"({alerts.md_text(c.confirm_note)})" for c in refuted) + "\n"
-    print(_for_stdout(text))
+    print(for_stdout(text))
     if args.markdown:
         store.atomic_write(args.markdown, text)
     if args.json:
@@ -837,7 +977,8 @@ def _run(args: argparse.Namespace) -> int:
         return _run_pipelines(args)
     device = runner.detect_device() if args.device == "auto" else args.device
     cases = ([specs.find(k) for k in args.cases] if args.cases else
-             specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes))
+             specs.cases(args.suite, device=device, ops=args.ops, providers=args.providers, dtypes=args.dtypes,
+                         sample_seed=args.sample_seed))
     why = _run_cases_unusable(args, cases)
     if why:
         return _usage(why)
@@ -852,6 +993,7 @@ def _run_pipelines(args: argparse.Namespace) -> int:
 
     given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
                                   ("--cases", args.cases), ("--gpus", args.gpus)) if v]
+    given += ["--sample-seed"] if args.sample_seed is not None else []
     if given or args.cache != "warm" or args.precompile_jobs:
         return _usage(f"--suite pipelines takes --device, --out and --machine only (got "
                       f"{', '.join(given) or 'other options'}); every knob: python -m robocache.bench.pipelines run "

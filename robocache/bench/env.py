@@ -111,14 +111,14 @@ def nvml() -> tuple[ModuleType | None, str | None]:
     global _nvml_state
     try:
         import pynvml  # noqa: PLC0415 (lazy: no import-time side effects, optional dependency)
-    except Exception as e:  # ImportError, or a broken install
+    except Exception as e:  # noqa: BLE001  ImportError, or a broken install: NVML is then unknown
         return None, _why(e)
     with _nvml_lock:
         if _nvml_state is None or _nvml_state[0] is not pynvml:
             try:
                 pynvml.nvmlInit()
                 _nvml_state = (pynvml, None)
-            except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            except Exception as e:  # noqa: BLE001  NVMLError_LibraryNotFound, DriverNotLoaded, ...
                 _nvml_state = (pynvml, _why(e))
         err = _nvml_state[1]
     return (None, err) if err else (pynvml, None)
@@ -129,7 +129,7 @@ def _call(fn: Callable[..., Any], *args: Any) -> Any:
     without the function, ...): one unsupported field must not lose the others."""
     try:
         return fn(*args)
-    except Exception:
+    except Exception:  # noqa: BLE001  one unsupported field must not lose the others
         return None
 
 
@@ -211,7 +211,7 @@ def _lib_versions() -> dict[str, str]:
     torch or cupy just for a version would cost seconds and may touch the GPU)."""
     try:
         dist_map = importlib.metadata.packages_distributions()
-    except Exception:
+    except Exception:  # noqa: BLE001  broken package metadata: the versions are then unknown
         dist_map = {}
     out: dict[str, str] = {}
     for key, (module, dists) in _LIBS.items():
@@ -234,7 +234,7 @@ def _lib_versions() -> dict[str, str]:
                 import robocache  # noqa: PLC0415
 
                 version = getattr(robocache, "__version__", None)
-            except Exception:
+            except Exception:  # noqa: BLE001  a version is a fact to record, never a reason to fail
                 version = None
         if version:
             out[key] = str(version)
@@ -294,7 +294,7 @@ def _torch_gpu(device_index: int) -> dict[str, Any]:
         if not torch.cuda.is_available():
             return {}
         p = torch.cuda.get_device_properties(device_index)
-    except Exception:
+    except Exception:  # noqa: BLE001  no usable torch CUDA: these facts stay unknown
         return {}
     out: dict[str, Any] = {
         "gpu_name": _text(getattr(p, "name", None)),
@@ -311,7 +311,7 @@ def _torch_gpu(device_index: int) -> dict[str, Any]:
         # Same meaning as NVML's count (all GPUs of the machine) only when nothing is hidden.
         try:
             out["gpu_count"] = torch.cuda.device_count()
-        except Exception:
+        except Exception:  # noqa: BLE001  no usable torch CUDA: the count stays NVML's
             pass
     return {k: v for k, v in out.items() if v is not None}
 
@@ -364,7 +364,7 @@ def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None 
         try:
             gpu = _nvml_gpu(nv, device_index)
             env["nvml"] = "ok"
-        except Exception as e:  # no handle for this index: nothing NVML says is about our GPU
+        except Exception as e:  # noqa: BLE001  no handle for this index: nothing NVML says is about our GPU
             env["nvml"] = f"unknown: {_why(e)}"
     for key, value in _torch_gpu(device_index).items():
         gpu.setdefault(key, value)  # NVML wins; torch only completes
@@ -470,7 +470,7 @@ class ClockSampler:
             return
         try:
             self._h = _handle(nv, self.device_index)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001  any NVML failure: the sampler keeps why and samples nothing
             self.error = _why(e)
             return
         self._nv = nv
@@ -506,7 +506,7 @@ class ClockSampler:
                 continue
             try:
                 return fn(*args)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001  NVML's error classes are made at run time: told apart by name
                 if type(e).__name__ in _PERMANENT:
                     permanent += 1
         if permanent == len(names):
@@ -594,13 +594,46 @@ def clock_sampler(on_gpu: bool) -> ClockSampler | NullSampler:
     return ClockSampler(0) if on_gpu else NullSampler()
 
 
-def assess_health(clocks: dict | None, noise_target_met: bool | None) -> dict:
+IGNORE_LOAD_ENV = "ROBOCACHE_IGNORE_HOST_LOAD"  # "1": the host's load is not read (a shared CI machine whose load
+# the caller already allows for, as scripts/rehearse_regression.py does with its floor of +100%)
+
+
+def host_load() -> tuple[float, int] | None:
+    """(the 1-minute load average, the CPU cores this process may run on), or None where the OS does not say (or
+    ``$ROBOCACHE_IGNORE_HOST_LOAD`` is 1)."""
+    if os.environ.get(IGNORE_LOAD_ENV, "").strip() == "1":
+        return None
+    try:
+        load1 = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 0
+    return (float(load1), cores) if cores > 0 else None
+
+
+def assess_health(clocks: dict | None, noise_target_met: bool | None, *,
+                  load: tuple[float, int] | None = None, host_timed: bool = False) -> dict:
     """The schema ``Health``: a throttled or contended run is flagged and never raises an alert.
 
-    Unknown clocks flag nothing (a CPU run or a machine without NVML is not unhealthy) but say so.
+    Unknown clocks flag nothing (a CPU run or a machine without NVML is not unhealthy) but say so. ``load``:
+    :func:`host_load` at the end of the case's timing. A host-timed case (``host_timed``: a CPU run, where the
+    timer and the work share the cores) is contended when the 1-minute load average exceeds the cores: more
+    runnable tasks than cores, so the case waited for a core (issue 24: load 6 on 2 cores read "not contended").
+    On a GPU the device timer does not wait on the host, and a case's own compile workers raise the load just
+    before its timing, so there the load is only said (beyond the cores), not flagged.
     """
     reasons: list[str] = []
     throttled = contended = False
+    if load is not None and load[0] > load[1]:
+        said = f"load average {load[0]:.1f} over the last minute on {load[1]} core{'s' if load[1] != 1 else ''}"
+        if host_timed:
+            contended = True
+            reasons.append(f"contended: {said} (more runnable tasks than cores)")
+        else:
+            reasons.append(f"host busy: {said} (not flagged: device timer)")
     if not clocks or not clocks.get("samples"):
         reasons.append("clocks unknown (NVML unavailable)")
     else:

@@ -60,21 +60,21 @@ def page_url(page: str, params: Mapping[str, Any], base: str | None = None) -> s
     return f"{path}?{query}" if query else path
 
 
-def history_params(series: Mapping[str, Any]) -> dict[str, Any]:
+def history_params(series: Mapping[str, Any], culprit: str | None = None) -> dict[str, Any]:
     """The History view of one series (a :class:`robocache.bench.schema.Series` as a dict, as alerts carry it):
     its machine, op, case, timer, cache and front end select the chart; provider and dtype narrow it to the
     series and its siblings measured another way (a method change shows as the break it is); ``series`` (its
-    fingerprint) marks the line."""
+    fingerprint) marks the line; ``culprit`` (a commit ``robocache-bench bisect`` named) is marked on it."""
     s = dict(series)
     return {"machine": s.get("machine"), "op": s.get("op") or str(s.get("case_id", "")).split("/")[0],
             "case": s.get("case_id"), "timer": s.get("timer"), "cache": s.get("cache"),
             "frontend": s.get("frontend"), "provider": s.get("provider"), "dtype": s.get("dtype"),
-            "series": fingerprint(s)}
+            "series": fingerprint(s), "culprit": culprit}
 
 
-def history_url(series: Mapping[str, Any], base: str | None = None) -> str:
-    """The link to ``series``' History view (see :func:`history_params`)."""
-    return page_url(HISTORY_PAGE, history_params(series), base)
+def history_url(series: Mapping[str, Any], base: str | None = None, culprit: str | None = None) -> str:
+    """The link to ``series``' History view (see :func:`history_params`), with a bisected ``culprit`` marked."""
+    return page_url(HISTORY_PAGE, history_params(series, culprit), base)
 
 
 def run_url(run_id: str, base: str | None = None) -> str:

@@ -106,7 +106,17 @@ def run_in_process(task: Task, timeout_s: float) -> tuple[str, Record | Ceiling 
         result_path = os.path.join(tmp, "result.msgpack")
         proc = ctx.Process(target=worker.run_task, args=(messages.pack(task), result_path), daemon=False)
         proc.start()
-        proc.join(timeout_s)
+        try:
+            proc.join(timeout_s)
+        except BaseException:
+            # Ctrl-C (KeyboardInterrupt) or another exit while the case runs: the case process has its own process
+            # group (Ctrl-C does not reach it), so it would outlive this folder and print a traceback on writing
+            # into it after "interrupted" (issue 24); it is stopped first, its compile workers with it
+            _kill_group(proc.pid)
+            if proc.is_alive():  # interrupted before it made its own group: the process itself
+                proc.kill()
+            proc.join(10)
+            raise
         late = proc.is_alive()
         if late:
             _kill_group(proc.pid)
@@ -179,9 +189,12 @@ def precompile_task(data: bytes, result_path: str) -> None:
         status, reason, counts = worker.classify(e), f"{type(e).__name__}: {str(e)[:400]}", {}
     res = Precompiled(status=status, reason=reason, compile_s=time.perf_counter() - t0, **counts)
     tmp = result_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(messages.pack(res))
-    os.replace(tmp, result_path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(messages.pack(res))
+        os.replace(tmp, result_path)
+    except FileNotFoundError:  # the run was interrupted and removed its temporary folder: nobody reads this
+        return
 
 
 def _no_tuning_cache() -> None:
@@ -201,6 +214,28 @@ def _no_tuning_cache() -> None:
     inductor_config.autotune_local_cache = False
 
 
+def warm_module_task(op: str, options: tuple[str, ...]) -> None:
+    """Pre-pass process entry point: build robocache's kernel module of ``op`` with the NVRTC ``options`` once,
+    so CuPy's on-disk kernel cache holds it and no timing process compiles it (a fresh H100 spent ~20 s in the
+    first resample case and ~20 s in the first fuse case compiling the module and the tuner's builds)."""
+    try:
+        from robocache import _cuda
+
+        _cuda._module(op, 0, tuple(options)).get_function(_cuda.first_entry(op))
+    except Exception:  # noqa: BLE001 - only a warm-up: the timing pass compiles whatever is missing
+        pass
+
+
+def _module_builds(cases: list[specs.Case]) -> list[tuple[str, tuple[str, ...]]]:
+    """The (op, NVRTC options) modules the robocache cases of ``cases`` may build: every op's default build, and
+    the tuner's candidate builds where the op's launch is tuned (``Op.tuned_launch``; robocache/_tune.py)."""
+    from robocache import _cuda, _tune
+
+    ops_ = sorted({c.op for c in cases if c.provider.startswith("robocache") and c.op in _cuda.OPS})
+    builds = sorted({cfg.options() for cfg in _tune.candidates(5, 8, 1)})
+    return [(op, b) for op in ops_ for b in (builds if specs.ops.get(op).tuned_launch else [()])]
+
+
 def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: float, progress: bool = False,
                **options: Any) -> dict[str, Any]:
     """Run :func:`precompile_task` for every torch.compile case of ``cases``, at most ``jobs`` processes at a
@@ -210,9 +245,49 @@ def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: f
     t0 = time.perf_counter()
     out: dict[str, Any] = {"jobs": jobs, "cases": len(todo), "ok": 0, "failed": [], "compile_s": [],
                            "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0, "wall_s": 0.0}
-    if not todo or jobs < 1:
+    if jobs < 1:
         return out
     ctx = _context()
+    # robocache's kernel modules build beside the torch.compile cases (NVRTC, one CPU core each)
+    builds = _module_builds(cases) if run.env.device == "gpu" else []
+    warmers = [ctx.Process(target=warm_module_task, args=(op, opts), daemon=True) for op, opts in builds]
+    out["modules"] = len(warmers)
+    deadline = time.monotonic() + timeout_s
+    started: list[Any] = []
+
+    def start_warmers(n: int) -> None:  # at most n module builds at a time beside the compile processes
+        while warmers and sum(w.is_alive() for w in started) < n:
+            w = warmers.pop(0)
+            w.start()
+            started.append(w)
+
+    start_warmers(jobs)
+    try:
+        _precompile_cases(todo, run, jobs, timeout_s, out, ctx, **options)
+        while warmers:  # the rest of the builds, `jobs` at a time
+            start_warmers(jobs)
+            mp.connection.wait([w.sentinel for w in started if w.is_alive()], timeout=0.2)
+    finally:
+        warmers.clear()
+        for w in started:
+            w.join(max(0.0, deadline - time.monotonic()))
+            if w.is_alive():
+                w.kill()
+                w.join(10)
+    out["wall_s"] = time.perf_counter() - t0
+    if progress:
+        print(f"precompile: {out['ok']} of {len(todo)} torch.compile cases compiled and {out['modules']} robocache "
+              f"kernel modules built in {out['wall_s']:.0f} s with {jobs} processes"
+              + (f"; {len(out['failed'])} failed (they compile in the timing pass)" if out["failed"] else ""),
+              file=sys.stderr)
+    return out
+
+
+def _precompile_cases(todo: list[specs.Case], run: RunContext, jobs: int, timeout_s: float, out: dict[str, Any],
+                      ctx: Any, **options: Any) -> None:
+    """The torch.compile cases of the pre-pass, at most ``jobs`` processes at a time; results into ``out``."""
+    if not todo:
+        return
     queue = list(todo)
     running: dict[Any, tuple[specs.Case, str, float]] = {}  # process -> (case, result path, start)
     with tempfile.TemporaryDirectory(prefix="rcb-pre-") as tmp:
@@ -224,7 +299,15 @@ def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: f
                                    daemon=False)
                 proc.start()
                 running[proc] = (case, path, time.monotonic())
-            mp.connection.wait([p.sentinel for p in running], timeout=0.2)
+            try:
+                mp.connection.wait([p.sentinel for p in running], timeout=0.2)
+            except BaseException:  # Ctrl-C: no pre-pass process outlives the run (nor writes into a removed folder)
+                for proc in running:
+                    _kill_group(proc.pid)
+                    if proc.is_alive():
+                        proc.kill()
+                    proc.join(10)
+                raise
             for proc, (case, path, start) in list(running.items()):
                 late = time.monotonic() - start > timeout_s
                 if proc.is_alive() and not late:
@@ -251,12 +334,6 @@ def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: f
                     out["fxgraph_cache_miss"] += result.fxgraph_cache_miss
                 else:
                     out["failed"].append({"case": case.key, "status": result.status, "reason": result.reason})
-    out["wall_s"] = time.perf_counter() - t0
-    if progress:
-        print(f"precompile: {out['ok']} of {len(todo)} torch.compile cases compiled in {out['wall_s']:.0f} s "
-              f"with {jobs} processes" + (f"; {len(out['failed'])} failed (they compile in the timing pass)"
-                                          if out["failed"] else ""), file=sys.stderr)
-    return out
 
 
 def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers=None, dtypes=None,

@@ -220,12 +220,47 @@ class Distributed(_Rec):
     collective_busbw_gb_per_s: NonNeg | None  # algbw x (world_size - 1) / world_size (nccl-tests busbw)
 
 
-class Dispatch(_Rec):
+class Interleaved(_Rec):
+    """The public call and the bare launch of a call-cost case timed interleaved in one process (issue 25;
+    ``robocache.bench.timing.interleaved_call_cost``): rounds of one loop of ``calls_per_loop`` calls each of the
+    bare launch, the public call on the case's torch tensors and the public call on CuPy views of them, in a
+    rotated order; per round, each public call's time per call over the bare launch's is one ratio."""
+
+    rounds: Count
+    calls_per_loop: Count
+    bare_us: NonNeg  # medians over the rounds of the host time per call
+    public_us: NonNeg
+    public_cupy_us: NonNeg
+    ratio_p20: NonNeg  # public call (torch tensors) / bare launch, quantiles over the rounds
+    ratio_p50: NonNeg
+    ratio_p80: NonNeg
+    cupy_ratio_p20: NonNeg  # public call (CuPy arrays) / bare launch
+    cupy_ratio_p50: NonNeg
+    cupy_ratio_p80: NonNeg
+    noise_target_met: bool  # every ratio's median known to the timer's noise target
+
+
+class Dispatch(_Rec, omit_defaults=True):  # omit_defaults: interleaved absent where not measured
     """A call-cost case (timer ``host_loop``), schema version 3: ``metrics.time_us`` is the host's time per
-    call in a tight loop; this is the device's beside it."""
+    call in a tight loop; this is the device's beside it, and (the public API's record on a GPU) the
+    interleaved ratio to the bare launch."""
 
     device_us: NonNeg | None  # median device time per call (CUDA events, pre-blocked stream); None on a CPU run
     gpu_keeps_up: bool | None  # device_us < host time per call: the loop's rate is the host's (None on a CPU run)
+    interleaved: Interleaved | None = None  # within version 3, like pipeline: an older reader refuses the field
+
+
+class Launch(_Rec):
+    """The launch configuration one robocache call used for a bucket of shapes (robocache/_tune.py): what the
+    record's time was measured with. ``source``: where it came from (``tuned`` in this process, ``cache`` the
+    user's tuning cache, ``shipped`` the GPU's shipped table, ``nearest shipped`` a neighbouring bucket's,
+    ``default`` the launch rule, ...; ``_tune.SOURCES``)."""
+
+    device: Count
+    bucket: str
+    config: dict[str, int]  # Config.to_json(): only the fields that differ from the rule's
+    source: Literal["tuned", "tuned, cut short", "cache", "shipped", "nearest shipped", "default",
+                    "default, tuning failed", "provisional"]
 
 
 PIPELINES_SUITE = "pipelines"
@@ -285,6 +320,7 @@ class Record(_Rec, omit_defaults=True):
     distributed: Distributed | None = None  # multi-GPU cases only (schema version 2); omitted when None
     dispatch: Dispatch | None = None  # call-cost cases only (schema version 3); omitted when None
     pipeline: Pipeline | None = None  # end-to-end cases only (suite pipelines); omitted when None
+    launches: list[Launch] = []  # robocache's tuned launches (v3) the timed call used; omitted when none
     # attached by the loader, never stored (the writer strips them):
     env: Env | None = None
     source: str | None = None
@@ -434,3 +470,184 @@ def fingerprint(series: Series | Mapping[str, Any]) -> str:
     dflt = Series._field_defaults  # a mapping without a defaulted field (an older alert's series) has it at default
     keep = [f for f in Series._fields if f not in _IMPLIED and not (f in dflt and d.get(f, dflt[f]) == dflt[f])]
     return hashlib.sha256("|".join(str(d.get(k)) for k in keep).encode()).hexdigest()[:12]
+
+
+# --- bisection documents: ``robocache-bench bisect`` (robocache/bench/bisect.py, docs/regressions.md "Bisection") ---
+# A separate versioned JSON document, not a record: a bisection measures OLD commits today, so its measurements
+# must never become points of a series' history (its raw run files are kept as ``*.bisect-run.json``, a name no
+# results loader picks up). Validated like a records file: msgspec, unknown fields refused, floats finite.
+
+BISECT_SCHEMA = "robocache-bisect/1"
+BISECT_STATUSES = ("running", "found", "not_reproducible", "spread", "undecided", "budget", "untestable", "failed")
+BisectStatus = Literal["running", "found", "not_reproducible", "spread", "undecided", "budget", "untestable", "failed"]
+Prob = Annotated[float, Meta(ge=0.0, le=1.0)]
+_HEX12 = Annotated[str, Meta(pattern=r"^[0-9a-f]{12}$")]
+
+
+class BisectCommit(_Rec):
+    """One commit of the bisected range: its hash, subject and place (0: the good endpoint)."""
+
+    commit: str
+    index: Count
+    subject: str = ""
+
+
+class BisectCase(_Rec):
+    """A measured case: its key (``op/tag/dtype/provider``), cache mode and, when known, its series."""
+
+    key: str
+    cache: Cache
+    fingerprint: str | None = None
+    series: dict[str, Any] = {}
+
+
+class BisectMeasurement(_Rec):
+    """One record a candidate's own ``robocache-bench run`` wrote (its p50: one sample of a comparison)."""
+
+    commit: str
+    index: Count
+    round: Count
+    case_key: str
+    cache: Cache
+    status: Status
+    used: bool  # counted: status ok, a time, not throttled (a contended record counts: ``contended`` says so)
+    p50_us: NonNeg | None = None
+    value: NonNeg | None = None  # the sample: the record's figure named by settings.statistic (us)
+    noise: NonNeg | None = None
+    reason: str | None = None
+    run_id: str | None = None
+    created: str | None = None
+    file: str | None = None  # the run file, relative to the document's folder
+    block: Count | None = None  # the candidate (its index) it was measured beside; None: the endpoints' own rounds
+    contended: bool = False  # the record's health said contended (host load above its cores, another GPU process)
+
+
+class BisectCaseEvidence(_Rec):
+    """One case's part of a decision: its samples against the endpoints' (position: 0 at good, 1 at bad)."""
+
+    case_key: str
+    samples: Count
+    ratio_vs_good: NonNeg | None = None
+    p_vs_good: Prob | None = None
+    p_vs_bad: Prob | None = None
+    position: Finite | None = None
+    verdict: str = ""
+
+
+class BisectEvidence(_Rec):
+    """The decision about one tested commit (the endpoints: whether the change reproduces between them)."""
+
+    commit: str
+    index: Count
+    role: Literal["endpoints", "candidate"]
+    verdict: Literal["reproduced", "not_reproduced", "good", "bad", "between", "unknown", "untestable"]
+    samples: Count  # per case, the fewest of the cases counted
+    rounds: Count
+    seconds: NonNeg
+    p_vs_good: Prob | None = None
+    p_vs_bad: Prob | None = None
+    high_threshold: Prob | None = None
+    position: Finite | None = None
+    position_low: Finite | None = None  # the lower quartile's position (quantile-matched), what settles a candidate
+    reason: str = ""
+    cases: list[BisectCaseEvidence] = []
+
+
+class BisectUntestable(_Rec):
+    commit: str
+    index: Count
+    reason: str
+
+
+class BisectExcluded(_Rec):
+    case_key: str
+    reason: str
+
+
+class BisectAlert(_Rec):
+    """The alert group the bisection was started from (``check --json``): the issue key of
+    ``scripts/alerts_to_issues.py`` (machine and commit range), its change ids and series fingerprints."""
+
+    key: _HEX12
+    change_ids: list[str] = []
+    fingerprints: list[str] = []
+    ratio: NonNeg | None = None
+
+
+class BisectSettings(_Rec):
+    samples: Annotated[int, Meta(ge=2)]
+    max_samples: Annotated[int, Meta(ge=2)]
+    endpoint_max: Annotated[int, Meta(ge=2)]
+    alpha: Prob
+    same_miss: Prob
+    budget_s: NonNeg
+    device: str
+    suite: str
+    time_limit_s: NonNeg | None = None
+    statistic: Literal["p50", "p20", "min"] = "p50"
+    same_floor: Prob = 0.0
+
+
+class BisectTime(_Rec):
+    wall_s: NonNeg
+    measure_s: NonNeg
+    invocations: Count
+
+
+class BisectDoc(_Rec):
+    """A bisection's result (``status``), written when it starts and after every measurement round."""
+
+    schema: Literal["robocache-bisect/1"]
+    id: _HEX12
+    status: BisectStatus
+    reason: str
+    created: str  # ISO 8601 UTC, as records
+    updated: str
+    machine: str
+    good: BisectCommit
+    bad: BisectCommit
+    commits: list[BisectCommit]  # good first, bad last (first-parent order)
+    cases: list[BisectCase]
+    settings: BisectSettings
+    time: BisectTime
+    markdown: str  # the summary, record strings escaped (issues and stdout use it as is)
+    culprit: BisectCommit | None = None
+    last_good: BisectCommit | None = None  # the range narrowed so far
+    first_bad: BisectCommit | None = None
+    suspects: list[BisectCommit] = []  # the commits the change may be in when no single culprit is named
+    untestable: list[BisectUntestable] = []
+    reproduced: list[str] = []  # the case keys that moved between the endpoints (the ones that decide)
+    excluded: list[BisectExcluded] = []
+    evidence: list[BisectEvidence] = []
+    measurements: list[BisectMeasurement] = []
+    alert: BisectAlert | None = None
+    link: str | None = None  # the History view with the culprit marked (robocache/bench/links.py)
+    note: str = ""
+
+
+_BISECT_DECODER = msgspec.json.Decoder(BisectDoc)
+
+
+def parse_bisect_bytes(data: bytes) -> BisectDoc:
+    """Validate a bisection document's bytes; ``SchemaError`` with a short reason otherwise."""
+    if not data.strip():
+        raise SchemaError("empty file")
+    try:
+        doc = _BISECT_DECODER.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise SchemaError(str(e)) from None
+    except RecursionError:
+        raise SchemaError("nested too deeply to be a bisection document") from None
+    for name in ("created", "updated"):
+        if not _UTC_TIME.fullmatch(getattr(doc, name)):
+            raise SchemaError(f"{name} {getattr(doc, name)[:40]!r} is not an ISO 8601 time in UTC - at `$.{name}`")
+    return doc
+
+
+def validate_bisect(doc: Any) -> BisectDoc:
+    """A bisection document (a dict) checked before writing: the struct, or ``SchemaError``."""
+    try:
+        data = json.dumps(to_dict(doc), allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as e:  # NaN/inf (msgspec would write null), a non-JSON value
+        raise SchemaError(f"cannot serialize: {e}") from None
+    return parse_bisect_bytes(data)

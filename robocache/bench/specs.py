@@ -21,6 +21,15 @@ PyTorch tensors, robocache on CuPy arrays (provider ``robocache@cupy``) and a ba
 ``GRID_VERSION`` goes up whenever the meaning of an existing case id changes
 (inputs, bytes, semantics), so the history never compares across such a change.
 
+The ``sampled`` suite (issue 25) holds, per op, :data:`ops.base.SAMPLES_PER_OP` shapes drawn from a documented
+distribution over what users pass (:meth:`Op.sample <robocache.bench.ops.base.Op.sample>`, capped by memory and
+host time), one dtype each, measured with the public API and its peers (the provider table's grid
+``sampled-gpu``). The default draw's seed is :data:`SAMPLE_SEED` (tied to ``GRID_VERSION``): its points are
+in the nightly grid too and change only with the grid. ``sample_seed=N`` (``--sample-seed N``, or
+``$ROBOCACHE_SAMPLE_SEED`` for the front ends) draws a fresh set in their place; the seed is in every sampled tag
+(``s<seed>-<index>-<shape>``) and params, so :func:`find` rebuilds any seed's point from its key and two seeds'
+series never mix.
+
 The ``multigpu`` suite holds the cases that span several ranks (one GPU each; Gloo processes on the CPU):
 GPU count, scaling mode (weak: fixed batch per GPU; strong: fixed total batch) and gather mode (none, all:
 ``all_gather`` to every rank, one: ``gather`` to rank 0) are axes of the grid and part of the case's tag
@@ -29,6 +38,8 @@ They run through ``torchrun`` (:mod:`robocache.bench.multigpu.launch`), never th
 """
 from __future__ import annotations
 
+import functools
+import os
 import re
 
 from collections.abc import Iterable
@@ -42,11 +53,16 @@ from . import ops
 from . import ops as ops_mod  # ``cases`` has a parameter called ``ops``
 # The grid vocabulary the op modules share, re-exported: other modules and tests read them here.
 from .ops.base import (BOUNDS, GATHER_MODES, GATHER_TAG, GPU_DTYPES, ITEM_SIZE, MULTIGPU_COUNTS,  # noqa: F401
-                       MULTIGPU_CPU_COUNTS, SWEEP_DTYPES, N, Point, Q, rows_needed)
+                       MULTIGPU_CPU_COUNTS, SAMPLED, SAMPLES_PER_OP, SWEEP_DTYPES, N, Point, Q,
+                       rows_needed)
 
 # Unchanged by adding/removing points or dtypes; bumped when an existing case id's meaning changes.
 # 2: a record's bytes are the inputs' minimum traffic (moved_bytes), no longer the params-only bound.
 GRID_VERSION = 2
+# The sampled suite's default seed: the grid version's, so the default set is the same in every run and changes
+# only with the grid (a new GRID_VERSION draws a new set: the sampled tags carry the seed, s<seed>-...).
+SAMPLE_SEED = GRID_VERSION
+SAMPLE_SEED_ENV = "ROBOCACHE_SAMPLE_SEED"  # the front ends' (asv, pytest-benchmark) way to pick a fresh seed
 CPU_DTYPES = ("float32",)  # NumPy has no bfloat16 and its float16 math is emulated: not a peer a user picks
 # Which providers each grid measures is the provider table's fact (robocache.providers, Provider.grids), in its
 # order. GPU: the public API (the best kernel version), every kernel version (robocache@v1, robocache@v2, ...: the
@@ -54,7 +70,14 @@ CPU_DTYPES = ("float32",)  # NumPy has no bfloat16 and its float16 math is emula
 # max-autotune-no-cudagraphs (the faster one is the peer to beat), PyTorch eager, CuPy. CPU: NumPy and PyTorch.
 GPU_PROVIDERS = tuple(provider_table.names("gpu"))
 CPU_PROVIDERS = tuple(provider_table.names("cpu"))
-SUITES = ("quick", "nightly", "multigpu")
+SUITES = ("quick", "nightly", "sampled", "multigpu")
+# The quick suite's GPU peers: the public API, torch.compile in its default mode, PyTorch eager and CuPy (no
+# kernel versions, no max-autotune: both are the nightly's). torch.compile compiles once per quick shape: on
+# the shape's float32 only (its timing process costs 5-8 s a case, ten times robocache's; issue 25).
+QUICK_GPU_PROVIDERS = tuple(provider_table.names("quick-gpu"))
+QUICK_COMPILE_DTYPES = ("float32",)
+# The sampled suite's GPU providers: the public API and its peers (never the kernel versions).
+SAMPLED_PROVIDERS = tuple(provider_table.names("sampled-gpu"))
 # Dispatch (call-cost) points: the public call on torch CUDA tensors, the same on CuPy arrays, and the
 # bare CuPy RawKernel launch of a kernel with the same arguments (the floor). GPU only.
 DISPATCH_PROVIDERS = tuple(provider_table.names("dispatch"))
@@ -190,18 +213,67 @@ def moved_bytes(case: Case, inputs: dict[str, Any]) -> int:
 # points, every op's call-cost (dispatch) points, every op's multi-GPU points on GPUs, then every op's
 # multi-rank points of the CPU rehearsal; ops in registry order (resample, the classic case, first).
 
-_points_cache: tuple[int, tuple[Point, ...]] | None = None
+def all_points(seed: int | None = None) -> tuple[Point, ...]:
+    """Every point of every registered op, in grid order (also :data:`POINTS`): each op's single-process
+    points, its call-cost points, its sampled points of ``seed`` (default :data:`SAMPLE_SEED`; never the
+    environment's, see :func:`sample_seed`), its multi-GPU points, its multi-rank CPU ones."""
+    return _grid_points(SAMPLE_SEED if seed is None else seed, ops.generation)
 
 
-def all_points() -> tuple[Point, ...]:
-    """Every point of every registered op, in grid order (also :data:`POINTS`)."""
-    global _points_cache
-    if _points_cache is None or _points_cache[0] != ops.generation:
-        reg = ops.registered()
-        pts = tuple(pt for kind in ("points", "dispatch_points", "multigpu_points", "multigpu_cpu_points")
-                    for op in reg for pt in getattr(op, kind)())
-        _points_cache = (ops.generation, pts)
-    return _points_cache[1]
+_KINDS = ("points", "dispatch_points", "sampled", "multigpu_points", "multigpu_cpu_points")
+
+
+@functools.lru_cache(maxsize=8)
+def _grid_points(seed: int, generation: int) -> tuple[Point, ...]:
+    fixed = _fixed_points(generation)
+    return tuple(pt for kind in _KINDS for op in ops.registered()
+                 for pt in (sampled_points(op.name, seed) if kind == "sampled" else fixed[(kind, op.name)]))
+
+
+@functools.lru_cache(maxsize=2)
+def _fixed_points(generation: int) -> dict[tuple[str, str], tuple[Point, ...]]:
+    """Each op's declared points per kind (everything but the sampled ones, which are drawn)."""
+    return {(kind, op.name): tuple(getattr(op, kind)()) for kind in _KINDS if kind != "sampled"
+            for op in ops.registered()}
+
+
+def sample_seed(given: int | None = None) -> int:
+    """The sampled suite's seed: ``given``, else ``$ROBOCACHE_SAMPLE_SEED``, else :data:`SAMPLE_SEED`.
+    ``ValueError`` for a seed that is not a non-negative integer."""
+    if given is None:
+        env = os.environ.get(SAMPLE_SEED_ENV, "").strip()
+        if not env:
+            return SAMPLE_SEED
+        if not env.isdigit():
+            raise ValueError(f"{SAMPLE_SEED_ENV}={env!r}: expected a non-negative integer seed")
+        given = int(env)
+    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        raise ValueError(f"sample seed must be a non-negative integer, got {given!r}")
+    return given
+
+
+def sampled_points(op: str, seed: int | None = None) -> tuple[Point, ...]:
+    """The sampled points of ``op`` for ``seed`` (default :data:`SAMPLE_SEED`), in the sampled and nightly
+    suites whatever the seed (a run picks one seed: :func:`cases`)."""
+    seed = SAMPLE_SEED if seed is None else sample_seed(seed)
+    return _sampled(op, seed, ops.generation)
+
+
+@functools.lru_cache(maxsize=64)
+def _sampled(op: str, seed: int, generation: int) -> tuple[Point, ...]:
+    return ops.get(op).sampled_points(seed, SAMPLED)
+
+
+_SAMPLED_TAG = re.compile(r"^s(\d+)-\d+-")
+
+
+def _points_of(op: str, tag: str) -> Iterable[Point]:
+    """Where ``op/tag`` can be: a sampled tag's own seed's points (any seed), else every point."""
+    m = _SAMPLED_TAG.match(tag)
+    if m and op in ops.names():
+        return sampled_points(op, int(m.group(1)))
+    # a case process finds its case here: never draw the sampled points for a declared one
+    return (pt for pts in _fixed_points(ops.generation).values() for pt in pts)
 
 
 def __getattr__(name: str) -> Any:
@@ -213,23 +285,39 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _providers_for(point: Point, dtype: str, device: str) -> tuple[str, ...]:
+def _providers_for(point: Point, dtype: str, device: str, suite: str) -> tuple[str, ...]:
+    """The providers of ``point`` in ``dtype`` on ``device`` in ``suite``: the provider table's grid for the
+    kind of point, only those that implement the point's op (a case that could only skip is never listed)."""
     if device not in point.devices:
         return ()
     if "multigpu" in point.suites:
-        return MULTIGPU_GPU_PROVIDERS if device == "gpu" else MULTIGPU_CPU_PROVIDERS
-    if point.params.get("kind") == "dispatch":
-        return DISPATCH_PROVIDERS
-    if device == "gpu":
-        return GPU_PROVIDERS
-    if dtype not in CPU_DTYPES or case_bytes(point.op, point.params, dtype) > CPU_MAX_BYTES:
+        provs = MULTIGPU_GPU_PROVIDERS if device == "gpu" else MULTIGPU_CPU_PROVIDERS
+    elif point.params.get("kind") == "dispatch":
+        provs = DISPATCH_PROVIDERS
+    elif device == "gpu" and point.params.get("kind") == "sampled":
+        provs = SAMPLED_PROVIDERS
+    elif device == "gpu" and suite == "quick":
+        provs = tuple(p for p in QUICK_GPU_PROVIDERS
+                      if provider_table.compile_mode(p) is None or dtype in QUICK_COMPILE_DTYPES)
+    elif device == "gpu":
+        provs = GPU_PROVIDERS
+    elif dtype not in CPU_DTYPES or case_bytes(point.op, point.params, dtype) > CPU_MAX_BYTES:
         return ()
-    return CPU_PROVIDERS
+    else:
+        provs = CPU_PROVIDERS
+    mine = provider_table.names(op=point.op)
+    return tuple(p for p in provs if p in mine)
 
 
 def cases(suite: str = "nightly", *, device: str = "gpu", ops: Iterable[str] | None = None,
-          providers: Iterable[str] | None = None, dtypes: Iterable[str] | None = None) -> list[Case]:
-    """The cases of ``suite`` for a ``device`` ("gpu" or "cpu"), optionally filtered."""
+          providers: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
+          sample_seed: int | None = None) -> list[Case]:
+    """The cases of ``suite`` for a ``device`` ("gpu" or "cpu"), optionally filtered.
+
+    ``sample_seed``: the sampled points' seed (:func:`sample_seed`: else ``$ROBOCACHE_SAMPLE_SEED``, else
+    :data:`SAMPLE_SEED`); another seed's points replace the default ones in the suites ``sampled`` and
+    ``nightly``.
+    """
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
     if device not in ("gpu", "cpu"):
@@ -238,14 +326,15 @@ def cases(suite: str = "nightly", *, device: str = "gpu", ops: Iterable[str] | N
     known = tuple(provider_table.names())
     prov_f = _filter("providers", providers, known, allow_import_path=True)
     dt_f = _filter("dtypes", dtypes, GPU_DTYPES)
+    points = all_points(globals()["sample_seed"](sample_seed))  # the parameter shadows the function
     out: list[Case] = []
-    for pt in all_points():
+    for pt in points:
         if suite not in pt.suites or (ops_f and pt.op not in ops_f):
             continue
         for dt in pt.dtypes:
             if dt_f and dt not in dt_f:
                 continue
-            provs = _providers_for(pt, dt, device)
+            provs = _providers_for(pt, dt, device, suite)
             if prov_f:  # explicit providers (incl. test-only "module:attr" ones) replace the defaults
                 provs = tuple(p for p in prov_f if p in provs or ":" in p)
             for pr in provs:
@@ -266,7 +355,7 @@ def _filter(what: str, given: Iterable[str] | None, valid: tuple[str, ...],
 
 def devices_of(case: Case) -> tuple[str, ...]:
     """Where ``case``'s grid point exists ("gpu", "cpu"); the multi-GPU points exist on one of them."""
-    for pt in all_points():
+    for pt in _points_of(case.op, case.tag):
         if pt.op == case.op and pt.tag == case.tag:
             return pt.devices
     raise KeyError(f"no case {case.key!r} in grid version {GRID_VERSION}")
@@ -293,7 +382,7 @@ def find(key: str) -> Case:
     if provider not in known and not _MODULE_PROVIDER.match(provider):
         raise KeyError(f"case key {key!r}: unknown provider {provider!r}; expected one of {', '.join(known)} "
                        "(or module:attr)")
-    for pt in all_points():
+    for pt in _points_of(op, tag):
         if pt.op == op and pt.tag == tag:
             return Case(op, tag, pt.params, dtype, provider, pt.reason, pt.suites)
     raise KeyError(f"no case {key!r} in grid version {GRID_VERSION}")

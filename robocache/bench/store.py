@@ -250,6 +250,44 @@ def files_to_load(*paths: str | os.PathLike[str], recursive: bool = True) -> tup
     return out, bad, len(bad)
 
 
+def committed_files(*paths: str | os.PathLike[str], recursive: bool = True) -> tuple[list[str], list[str]]:
+    """The results files under ``paths`` that git does not ignore, and those it does: ``(kept, ignored)``.
+
+    What a command meant for the committed records (``fit-priors``, the tests) loads, so that the ignored
+    ``results/local/`` of ``make run`` (the user's own runs, on this machine only) never changes what it
+    computes. A file named explicitly is kept, and so is every file below a folder that is itself ignored
+    and named explicitly (``fit-priors results/local`` means it). Outside a git work tree, or without git,
+    nothing is ignored. Bad paths are :func:`load`'s to report: ``kept`` holds them unchanged."""
+    import subprocess
+
+    kept: list[str] = []
+    ignored: list[str] = []
+    for p in paths:
+        p = os.fspath(p)
+        if not os.path.isdir(p):
+            kept.append(p)
+            continue
+        files = _scan(p, recursive, [])
+        rel = [os.path.relpath(f, p) for f in files]
+        try:
+            # check-ignore reads the paths on stdin (no argument-length limit); tracked files are never "ignored"
+            # (the index is consulted); exit 0: some ignored, 1: none, 128: not a work tree (nothing ignored)
+            out = subprocess.run(["git", "check-ignore", "-z", "--stdin"], cwd=p, capture_output=True,
+                                 input="\0".join([".", *rel]).encode("utf-8", "surrogateescape") + b"\0",
+                                 timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            kept.append(p)
+            continue
+        hits = set(out.stdout.decode("utf-8", "surrogateescape").split("\0")) if out.returncode == 0 else set()
+        hits.discard("")
+        if not hits or "." in hits:  # nothing ignored, or the folder named is itself ignored (so meant)
+            kept.append(p)  # the folder itself: load() reports its bad links as before
+            continue
+        for f, r in zip(files, rel):
+            (ignored if r in hits else kept).append(f)
+    return kept, ignored
+
+
 def read_file(path: str) -> tuple[list[Any], None] | tuple[None, str]:
     """One results file's records (each with the file's env and ``source`` attached) and ``None``, or ``None``
     and the one-line reason the file cannot be used; never raises for a bad file."""

@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -32,7 +32,7 @@ import numpy as np
 from . import gate as gate_mod
 from . import messages, ops, specs
 from .messages import Ceiling, Task
-from .schema import Case, Check, Clocks, Dispatch, Health, Method, Metrics, Quantiles, Record
+from .schema import Case, Check, Clocks, Dispatch, Health, Interleaved, Launch, Method, Metrics, Quantiles, Record
 
 def resolve_provider(name: str):
     """A provider of the table (:mod:`robocache.providers`, the call-cost cases' own included) or ``module:attr``
@@ -131,19 +131,21 @@ def _l2_bytes() -> int:
 def base_record(task: Task, case: specs.Case, status: str = "error", reason: str | None = None) -> Record:
     """The record of ``case`` in ``task``'s run before anything is measured (status ``error`` until the worker
     says otherwise)."""
-    return Record(run_id=task.run_id, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return Record(run_id=task.run_id, created=datetime.now(UTC).isoformat(timespec="seconds"),
                   git_commit=task.git_commit, git_dirty=task.git_dirty, suite=task.suite, frontend=task.frontend,
                   case=Case(**case.to_record_case()), method=None, metrics=None, check=None, clocks=None,
                   health=Health(throttled=False, contended=False, noisy=False, reasons=[]), status=status,
                   reason=reason, duration_s=0.0, synthetic=task.synthetic)
 
 
-def _health(clocks: Clocks | None, noise_target_met: bool | None, device: str) -> Health:
-    """The schema ``Health`` of a timed case (a host timer has no clocks to read: not a health problem)."""
+def _health(clocks: Clocks | None, noise_target_met: bool | None, device: str,
+            load: tuple[float, int] | None = None) -> Health:
+    """The schema ``Health`` of a timed case (a host timer has no clocks to read: not a health problem); ``load``:
+    the host's load when the timing ended (:func:`env.host_load`), which flags a CPU run contended."""
     from . import env as envmod
 
     h = Health(**envmod.assess_health(msgspec.to_builtins(clocks) if clocks is not None else None,
-                                      noise_target_met))
+                                      noise_target_met, load=load, host_timed=device == "cpu"))
     if device == "cpu":
         h.reasons = [r for r in h.reasons if not r.startswith("clocks unknown")]
     return h
@@ -263,6 +265,8 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
     case = specs.find(task.case_key)
     rec = base_record(task, case)
     device = task.device
+    if (tune := sys.modules.get("robocache._tune")) is not None:  # a front end measures cases in one process
+        tune.forget_used()
     if case.dispatch and task.cache != "warm" and not task.check_only:
         rec.status = "skipped"
         rec.reason = ("a call-cost (dispatch) case is timed warm only: its figure is the host's time per call, "
@@ -304,6 +308,7 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
                 t = timing.time_gpu(call, method="cuda_event", cache=task.cache, **opts)
             else:
                 t = timing.time_host(call, **opts)
+        load = envmod.host_load()  # the last minute's load: the timing's (a CPU case waits for a busy core)
         clocks = Clocks(**cs.stats()) if device == "gpu" else None
         if extras is not None:
             extras["timing"] = t
@@ -327,7 +332,7 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
                               pct_of_ceiling=100.0 * gbps / ceiling if ceiling else None, graph_time_us=graph_us,
                               event_vs_graph=evg)
         rec.clocks = clocks
-        rec.health = _health(clocks, t.noise_target_met, device)
+        rec.health = _health(clocks, t.noise_target_met, device, load)
         uncovered = getattr(t, "uncovered_batches", 0)
         if uncovered:  # the callable waits on the GPU itself: launch gaps are in the figure
             rec.health.noisy = True
@@ -335,6 +340,7 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
                                       "blocked stream (the call synchronizes)")
         if evg is not None and abs(evg) > 0.10:  # informational: launch gaps between a call's kernels
             rec.health.reasons.append(f"timers differ: CUDA events {100 * evg:+.1f}% vs graph replay")
+        rec.launches = launches_used()
         rec.status, rec.reason = "ok", note
     except BaseException as e:  # noqa: BLE001 - every failure becomes a status, the run goes on
         tb = traceback.format_exc(limit=6).strip().splitlines()
@@ -342,6 +348,13 @@ def measure(task: Task, extras: dict[str, Any] | None = None) -> Record:
     finally:
         rec.duration_s = time.perf_counter() - t_start
     return rec
+
+
+def launches_used() -> list[Launch]:
+    """The tuned launch configurations robocache used in this process (one case per process: the case's), with
+    where each came from (robocache/_tune.py ``chosen``); none where no tuned launch ran."""
+    tune = sys.modules.get("robocache._tune")
+    return [Launch(**c) for c in tune.chosen()] if tune is not None else []
 
 
 _HOST_LOOP_OPTS = ("noise_target", "min_samples", "max_samples", "time_limit_s", "warmup_s", "target_sample_s")
@@ -388,6 +401,15 @@ def _time_dispatch(rec: Record, case: specs.Case, prep: Prepared, device: str, o
         rec.health.reasons.append(
             f"gpu-bound: {device_us:.2f} us of device time per call >= {host_us:.2f} us of host time: "
             "a loop of these calls runs at the GPU's rate, not the host's")
+    if on_gpu and getattr(resolve_provider(case.provider), "role", "") == "ours":
+        # the public call against the bare launch, interleaved in this process (issue 25): the ratio the
+        # call-cost target is judged by; a failure is noted, the host-loop figure stands
+        try:
+            rec.dispatch.interleaved = Interleaved(**timing.interleaved_call_cost(
+                case, prep.args, prep.kwargs, prep.call, sync=sync,
+                time_limit_s=min(1.0, float(options.time_limit_s or 2.0))))
+        except Exception as e:  # noqa: BLE001 - the record keeps what was measured
+            rec.health.reasons.append(f"no interleaved call cost: {type(e).__name__}: {str(e)[:200]}")
     rec.status, rec.reason = "ok", None
 
 
@@ -420,9 +442,14 @@ def run_task(data: bytes, result_path: str) -> None:
             res = base_record(task, specs.find(task.case_key), "error", f"the record could not be encoded: {e}")
         out = messages.pack(res)
     tmp = result_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(out)
-    os.replace(tmp, result_path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(out)
+        os.replace(tmp, result_path)
+    except FileNotFoundError:
+        # the runner is gone and took its temporary folder with it (it was interrupted): nobody will read this
+        # answer, and a traceback here would land in the user's terminal after the runner's own last line
+        return
 
 
 if __name__ == "__main__":

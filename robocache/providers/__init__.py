@@ -31,11 +31,16 @@ from .._versions import VERSIONS
 
 OPS = ("resample", "fuse", "voxelize")
 OURS = "robocache"  # the public API (the best kernel version): the provider every speedup is judged for
+OURS_CPU = "robocache@numpy"  # the same public API on NumPy arrays (its CPU path): ours on a run without a GPU
 VERSION_PREFIX = "robocache@"  # robocache@v1, robocache@v2, ...: kernel versions
 COMPILE = "torch_compile"  # torch_compile (default mode) and torch_compile@<mode>: one peer, judged at its best
 ROLES = ("ours", "version", "peer", "call", "floor")
-# The grids a provider can have cases in (robocache.bench.specs builds them from :attr:`Provider.grids`).
-GRIDS = ("gpu", "cpu", "dispatch", "multigpu-gpu", "multigpu-cpu")
+# The grids a provider can have cases in (robocache.bench.specs builds them from :attr:`Provider.grids`): "gpu"
+# the nightly grid's single-GPU points, "quick-gpu" the quick suite's (issue 25: no kernel versions, one compile
+# mode, so a quick pass stays near 150 s per GPU), "sampled-gpu" the sampled suite's points (the public API and
+# its peers, never the kernel versions), "cpu" every CPU point, "dispatch" the call-cost points, and the
+# multi-GPU ones.
+GRIDS = ("gpu", "quick-gpu", "sampled-gpu", "cpu", "dispatch", "multigpu-gpu", "multigpu-cpu")
 _VERSION = re.compile(r"^v(\d+)$")
 
 # Dashboard colours. Fixed ones are in the table; kernel versions take a light-to-dark purple ramp (v1
@@ -139,18 +144,23 @@ _ROBOCACHE_OPS = {op: _rc(op) for op in OPS}
 # (torch.compile first: the peer to beat), then the call-cost cases' own.
 _PROVIDERS: tuple[Provider, ...] = (
     Provider(OURS, "robocache", "cuda", _ROBOCACHE_OPS, requires=("cupy",), color="#1f77b4", role="ours",
-             grids=("gpu", "dispatch", "multigpu-gpu"), public_call=True, wall=True),
+             grids=("gpu", "quick-gpu", "sampled-gpu", "dispatch", "multigpu-gpu"), public_call=True, wall=True),
     *_versioned(),
+    # the public API on NumPy arrays: what a user without a GPU calls (validation, then the NumPy reference); on a
+    # CPU run the report's speedups are judged for it, as for robocache on a GPU run (views.records.ours)
+    Provider(OURS_CPU, "robocache (NumPy path)", "cpu", _ROBOCACHE_OPS, arrays="numpy", no_graph="CPU provider",
+             color="#08306b", role="ours", grids=("cpu",), public_call=True),
     Provider(COMPILE, "torch.compile", "any", _ops(torch_compile), requires=("torch",), color="#ff7f0e",
-             grids=("gpu", "cpu"), wall=True),
+             grids=("gpu", "quick-gpu", "sampled-gpu", "cpu"), wall=True),
     # mode="max-autotune-no-cudagraphs": the second compiled peer; the faster mode is the one to beat. Not a
-    # wall-time benchmark: its setup autotunes (minutes per shape in a fresh process).
+    # wall-time benchmark: its setup autotunes (minutes per shape in a fresh process). Not in the quick suite:
+    # its timing processes cost 7-18 s a case on the H100 (quick at af7336), the largest share of a quick pass.
     Provider(f"{COMPILE}@max-autotune", "torch.compile (max-autotune)", "any", torch_compile.ops("max-autotune"),
-             requires=("torch",), color="#a64d00", grids=("gpu",)),
+             requires=("torch",), color="#a64d00", grids=("gpu", "sampled-gpu")),
     Provider("torch_eager", "torch eager", "any", _ops(torch_eager), requires=("torch",), color="#d62728",
-             grids=("gpu", "cpu", "multigpu-cpu")),
+             grids=("gpu", "quick-gpu", "sampled-gpu", "cpu", "multigpu-cpu")),
     Provider("cupy", "CuPy", "cuda", _ops(cupy_provider), requires=("cupy",), arrays="cupy",
-             no_graph=_CUPY_STREAM, color="#2ca02c", grids=("gpu",)),
+             no_graph=_CUPY_STREAM, color="#2ca02c", grids=("gpu", "quick-gpu", "sampled-gpu")),
     Provider("numpy", "NumPy (CPU)", "cpu", _ops(numpy_cpu), arrays="numpy", no_graph="CPU provider",
              color="#7f7f7f", grids=("cpu", "multigpu-cpu"), wall=True),
     # call-cost (dispatch) cases only: the public call on CuPy arrays, and a bare CuPy RawKernel launch of a
@@ -163,12 +173,14 @@ _PROVIDERS: tuple[Provider, ...] = (
 _BY_NAME = {p.name: p for p in _PROVIDERS}
 
 
-def names(grid: str | None = None, *, wall: bool | None = None) -> list[str]:
+def names(grid: str | None = None, *, wall: bool | None = None, op: str | None = None) -> list[str]:
     """Provider names in table order (robocache first); only those with cases in ``grid`` when given, only the
-    wall-time ones with ``wall=True``."""
+    wall-time ones with ``wall=True``, only those that implement ``op`` when given (``robocache@v3`` is a
+    voxelize kernel only: a resample case of it could only ever skip)."""
     if grid is not None and grid not in GRIDS:
         raise ValueError(f"unknown grid {grid!r}; expected one of {', '.join(GRIDS)}")
-    return [p.name for p in _PROVIDERS if (grid is None or grid in p.grids) and (wall is None or p.wall == wall)]
+    return [p.name for p in _PROVIDERS if (grid is None or grid in p.grids) and (wall is None or p.wall == wall)
+            and (op is None or op in p.ops)]
 
 
 def get(name: str) -> Provider:

@@ -21,11 +21,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 BUILD = Path(tempfile.mkdtemp(prefix="rc_kernel_emu_"))
 
-import numpy as np
-import torch
+import numpy as np  # noqa: E402  after the checkout's path entry above
+import torch  # noqa: E402
 
-from robocache import _cuda, reference
-from robocache import _launch as L
+from robocache import _cuda, reference  # noqa: E402
+from robocache import _launch as L  # noqa: E402
 
 # --- build --------------------------------------------------------------------------------------
 src = _cuda.source("voxelize")
@@ -97,7 +97,10 @@ def run(dtype, c, clustered, mode, grid=(6, 5, 7), b=2, n=3000, offset=None, int
     else:
         pts = rng.uniform(-1.1, 1.1, (b, n, 3))
     if n > 4:
-        pts[0, 0] = [np.nan, 0, 0]; pts[0, 1] = [0, np.inf, 0]; pts[0, 2] = [1.0, 0, 0]; pts[0, 3] = [-1, -1, -1]
+        pts[0, 0] = [np.nan, 0, 0]
+        pts[0, 1] = [0, np.inf, 0]
+        pts[0, 2] = [1.0, 0, 0]
+        pts[0, 3] = [-1, -1, -1]
     feats = rng.integers(-40, 40, (b, n, c)).astype(np.float64) if ints else rng.standard_normal((b, n, c))
     tdt = getattr(torch, dtype)
     p, f = torch.from_numpy(pts).to(tdt), torch.from_numpy(feats).to(tdt)
@@ -143,12 +146,15 @@ for sms in (132, 1):
                 run(dtype, c, clustered, "mean", seed=c)
         run(dtype, 4, True, "mean", offset=1)
         run(dtype, 8, False, "mean", offset=2)
-        run(dtype, 2, True, "count"); run(dtype, 2, True, "occupancy"); run(dtype, 2, False, "count", offset=1)
+        run(dtype, 2, True, "count")
+        run(dtype, 2, True, "occupancy")
+        run(dtype, 2, False, "count", offset=1)
     run("float32", 4, True, "mean", ints=True)
     run("float32", 3, False, "mean", ints=True)
     run("float32", 4, True, "mean", n=0)
     L.TUNING["vox_hash"] = True
-    run("float32", 2, True, "count"); run("float16", 2, False, "count", offset=3)
+    run("float32", 2, True, "count")
+    run("float16", 2, False, "count", offset=3)
     L.TUNING["vox_hash"] = None
 print("ALL OK")
 

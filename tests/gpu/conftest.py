@@ -29,3 +29,19 @@ def pytest_collection_modifyitems(config, items):  # noqa: ARG001
     for item in items:
         if "tests/gpu/" in item.nodeid or "/gpu/" in str(item.fspath):
             item.add_marker(mark)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tuning_cache(tmp_path_factory):
+    """The autotuner's choices (robocache/_tune.py) go to a folder of this session, never the user's cache:
+    every GPU test run tunes from scratch, so a stale or foreign cache cannot hide a wrong launch."""
+    import os
+
+    d = tmp_path_factory.mktemp("robocache-tune")
+    old = os.environ.get("ROBOCACHE_CACHE_DIR")
+    os.environ["ROBOCACHE_CACHE_DIR"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("ROBOCACHE_CACHE_DIR", None)
+    else:
+        os.environ["ROBOCACHE_CACHE_DIR"] = old

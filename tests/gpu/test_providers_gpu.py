@@ -33,8 +33,7 @@ def _cuda_present() -> bool:
         return False
 
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not _cuda_present(), reason="no CUDA GPU: GPU provider tests not run")]
+pytestmark = pytest.mark.skipif(not _cuda_present(), reason="no CUDA GPU: GPU provider tests not run")
 
 # the GPU grid's peers, from the provider table (torch_compile, torch_compile@max-autotune, torch_eager, cupy)
 PEERS = [n for n in providers.names("gpu") if providers.role(n) == "peer"]

@@ -12,8 +12,11 @@ import pytest
 
 from robocache.bench import timing
 
-METHOD_KEYS = {"timer", "cache", "warmup_s", "samples", "reps_per_sample", "noise_target", "noise",
-               "noise_target_met", "time_limit_s"}
+from robocache.bench import schema
+
+# what Timing.method() must give: the schema's Method fields (a timer writes every one it knows; input_sets is
+# the harness's, written by the worker); checked by msgspec as the worker's record would be
+METHOD_KEYS = set(schema.Method.__struct_fields__) - {"input_sets"}
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +33,9 @@ def _finite(t: timing.Timing) -> None:
     assert q["min"] <= q["p20"] <= q["p50"] <= q["p80"] <= q["max"]
     m = t.method()
     assert set(m) == METHOD_KEYS
+    import msgspec
+
+    msgspec.convert(m, schema.Method)  # valid as a record's method
     assert m["noise"] is None or math.isfinite(m["noise"])
 
 

@@ -548,7 +548,7 @@ def rank_main(lt: LaunchTask, run_one: CaseRunner = run_spec_case) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m robocache.bench.multigpu.rank",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m robocache.bench.multigpu.rank",
                                 description="One rank of a multi-GPU launch (started by torchrun; see "
                                             "robocache.bench.multigpu.launch).")
     p.add_argument("--task", required=True, help="the task JSON written by the launcher")

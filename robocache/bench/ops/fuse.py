@@ -5,12 +5,16 @@ from typing import Any
 
 import numpy as np
 
-from .base import (CPU, GPU, GPU_DTYPES, ITEM_SIZE, MULTIGPU_COUNTS, MULTIGPU_CPU_COUNTS, N, Q, SWEEP_DTYPES, Op,
-                   Point, dispatch_point, jittered_times, multigpu_points, round_times, rows_needed, uniform_times)
+from .base import (CPU, GPU, GPU_DTYPES, ITEM_SIZE, MULTIGPU_COUNTS, MULTIGPU_CPU_COUNTS, N, Q, SWEEP_DTYPES, Draw,
+                   Op, Point, dispatch_point, even_times, host_seconds, jittered_times, log_uniform, log_uniform_int,
+                   multigpu_points, normal_values, pick, round_times, rows_needed, sensor_times, uniform_times,
+                   within_caps)
+from .resample import estimated_moved, sample_time_dtype
 
 # The robot mix: vision features 256-D at 30 Hz, proprioception 14-D at 100 Hz, force 6-D at 333 Hz, 2 s
 # windows onto a 50 Hz timeline (100 targets).
 ROBOT = [(60, 256), (200, 14), (666, 6)]
+MAX_STREAMS = 6  # the sampled suite draws 1-6 streams
 
 
 def point(mix: str, b: int, t: int, streams: list[tuple[int, int]], reason: str, suites=N,
@@ -23,6 +27,7 @@ def point(mix: str, b: int, t: int, streams: list[tuple[int, int]], reason: str,
 class Fuse(Op):
     name = "fuse"
     items_unit = "trajectories"
+    tuned_launch = True
     launch_floor_args = ("ptr", "i32", "ptr", "out", "i32", "i32", "i32")  # stream table, K, tgt, out, T, sum D, tiles
     representative = (("fuse/robot-B256-T100", "bfloat16"), ("fuse/robot-B256-T100", "float32"))
 
@@ -53,6 +58,50 @@ class Fuse(Op):
         return tuple(multigpu_points(lambda b: point("robot", b, 100, ROBOT, ""), 8, 16,
                                      "CPU rehearsal (Gloo), robot mix", MULTIGPU_CPU_COUNTS, ("none", "all"), CPU))
 
+    sample_width = 3 + 2 * MAX_STREAMS + 4
+
+    def sample(self, u: list[float], min_moved: int = 0) -> Draw | None:
+        """log-uniform B in 1..65536 windows of a log-uniform 0.5..30 s; 1-6 streams (uniform), each at a
+        log-uniform 10..1000 Hz with a log-uniform width D_k in 1..1024; targets at a log-uniform 10..1000 Hz
+        over the same window; one value dtype for all streams, times as resample's sampled points."""
+        b = log_uniform_int(u[0], 1, 65536)
+        window = round(log_uniform(u[1], 0.5, 30.0), 3)
+        k = pick(u[2], tuple(range(1, MAX_STREAMS + 1)))
+        rates = [round(log_uniform(x, 10.0, 1000.0), 3) for x in u[3:3 + k]]
+        widths = [log_uniform_int(x, 1, 1024) for x in u[3 + MAX_STREAMS:3 + MAX_STREAMS + k]]
+        rest = u[3 + 2 * MAX_STREAMS:]
+        target_hz = round(log_uniform(rest[0], 10.0, 1000.0), 3)
+        dtype = pick(rest[1], GPU_DTYPES)
+        tdt, t0 = sample_time_dtype(rest[2], rest[3])
+        streams = [[max(2, round(r * window)), w] for r, w in zip(rates, widths)]
+        t = max(1, round(target_hz * window))
+        moved = sum(estimated_moved(b, s, t, w, dtype, tdt) for s, w in streams) - (k - 1) * b * t * ITEM_SIZE[tdt]
+        if moved < min_moved:
+            return None
+        p = {"B": b, "T": t, "streams": streams, "mix": "sampled", "time_dtype": tdt, "rates_hz": rates,
+             "target_hz": target_hz, "window_s": window, "t0": t0}
+        if not within_caps(self.case_bytes(p, dtype), *self.sample_cost(p)):
+            return None
+        shape = f"B{b}-T{t}-" + "-".join(f"{s}x{w}" for s, w in streams) + ("-t64" if tdt == "float64" else "")
+        why = (f"{b} windows of {window:g} s, {k} stream(s) " + ", ".join(f"{w}-D@{r:.0f} Hz" for r, w in
+                                                                         zip(rates, widths))
+               + f" onto {target_hz:.0f} Hz ({t} targets), {dtype} values, {tdt} times"
+               + (" (epoch seconds)" if t0 else ""))
+        return Draw(shape, p, dtype, why, moved)
+
+    def sample_cost(self, p: dict[str, Any]) -> tuple[int, float]:
+        """(elements the host builds and checks, modelled host seconds): every stream's values and times, the
+        output, one reference row per window and stream, every stream's times and the targets bracketed."""
+        b, t, streams = p["B"], p["T"], p["streams"]
+        gen = b * sum(s * (w + 1) for s, w in streams)
+        d_total = sum(w for _, w in streams)
+        return gen + b * t * d_total, host_seconds(rows=b * len(streams), generated=gen, reference=b * t * d_total,
+                                                   searched=b * sum(s + t for s, _ in streams))
+
+    def features(self, p: dict[str, Any]) -> int | None:
+        """The output's width: the sum of the streams' D."""
+        return sum(int(d) for _, d in p.get("streams") or []) or None
+
     def case_bytes(self, p: dict[str, Any], dtype: str) -> int:
         es, ts = ITEM_SIZE[dtype], ITEM_SIZE[p.get("time_dtype", "float32")]
         b, t = p["B"], p["T"]
@@ -78,6 +127,10 @@ class Fuse(Op):
     def host_inputs(self, case: Any, rng: np.random.Generator) -> dict[str, Any]:
         p = case.params
         b, t = p["B"], p["T"]
+        if p.get("kind") == "sampled":  # every stream and the targets over the same window, built for size
+            w, t0 = p["window_s"], p["t0"]
+            return {"streams": [(normal_values(rng, (b, s, d)), sensor_times(rng, b, s, t0, w))
+                                for s, d in p["streams"]], "tgt_times": even_times(b, t, t0, w)}
         streams = []
         for s, d in p["streams"]:
             ts = jittered_times(rng, b, s)

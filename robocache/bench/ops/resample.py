@@ -6,11 +6,29 @@ from typing import Any
 import numpy as np
 
 from .base import (GPU, GPU_DTYPES, ITEM_SIZE, MULTIGPU_COUNTS, MULTIGPU_CPU_COUNTS, CPU, GATHER_MODES, N, Q,
-                   SWEEP_DTYPES, Op, Point, dispatch_point, jittered_times, multigpu_points, round_times,
-                   rows_needed, uniform_times)
+                   SWEEP_DTYPES, Draw, Op, Point,
+                   dispatch_point, even_times, host_seconds, jittered_times, log_uniform, log_uniform_int, pick,
+                   multigpu_points, normal_values, round_times, rows_needed, sensor_times, uniform_times,
+                   within_caps)
 
 CLASSIC = "resample/B256-S100-T50-D32"
+# float64 times in the sampled suite are epoch seconds (why a user keeps them in float64), from this range
+EPOCH = (1.6e9, 1.8e9)
 
+
+def estimated_moved(b: int, s: int, t: int, d: int, dtype: str, time_dtype: str) -> int:
+    """The minimal traffic of a sampled shape before its inputs exist: targets spread over the window use at
+    most two source rows each (at most all ``s``), every time read once, the output written once."""
+    es, ts = ITEM_SIZE[dtype], ITEM_SIZE[time_dtype]
+    return b * (min(s, 2 * t) * d * es + (s + t) * ts + t * d * es)
+
+
+def sample_time_dtype(u_kind: float, u_start: float) -> tuple[str, float]:
+    """(time dtype, first time) from two uniforms: float64 epoch seconds with probability 1/4 (most loaders hand
+    over float32 seconds from the episode's start), else float32 from 0."""
+    if u_kind < 0.25:
+        return "float64", round(EPOCH[0] + u_start * (EPOCH[1] - EPOCH[0]), 3)
+    return "float32", 0.0
 
 def point(b: int, s: int, t: int, d: int, reason: str, suites=N, dtypes=SWEEP_DTYPES,
           time_dtype: str = "float32") -> Point:
@@ -22,6 +40,7 @@ def point(b: int, s: int, t: int, d: int, reason: str, suites=N, dtypes=SWEEP_DT
 class Resample(Op):
     name = "resample"
     items_unit = "trajectories"
+    tuned_launch = True
     launch_floor_args = ("ptr", "ptr", "ptr", "out", "i32", "i32", "i32", "i32")  # values, src, tgt, out, S, T, D, tiles
     representative = ((CLASSIC, "bfloat16"), (CLASSIC, "float32"))
     headline = ("the classic case (B=256, 100 -> 50 frames, 32 features)", CLASSIC)
@@ -68,6 +87,41 @@ class Resample(Op):
         return tuple(multigpu_points(lambda b: point(b, 100, 50, 32, ""), 64, 128,
                                      "CPU rehearsal (Gloo), classic shape", MULTIGPU_CPU_COUNTS, GATHER_MODES, CPU))
 
+    sample_width = 8
+
+    def sample(self, u: list[float], min_moved: int = 0) -> Draw | None:
+        """log-uniform B in 1..65536, S in 2..200000, T/S in 1/16..16, D in 1..1024 (odd D as often as even);
+        values float32, float16 or bfloat16 alike; times float32, or float64 epoch seconds (1/4); source
+        clocks at a log-uniform 10..1000 Hz with 30% jitter, targets evenly over the same window."""
+        b = log_uniform_int(u[0], 1, 65536)
+        s = log_uniform_int(u[1], 2, 200_000)
+        t = max(1, round(s * log_uniform(u[2], 1 / 16, 16)))
+        d = log_uniform_int(u[3], 1, 1024)
+        dtype = pick(u[4], GPU_DTYPES)
+        tdt, t0 = sample_time_dtype(u[5], u[6])
+        rate = round(log_uniform(u[7], 10.0, 1000.0), 3)
+        moved = estimated_moved(b, s, t, d, dtype, tdt)
+        if moved < min_moved:
+            return None
+        p = {"B": b, "S": s, "T": t, "D": d, "time_dtype": tdt, "rate_hz": rate, "t0": t0}
+        if not within_caps(self.case_bytes(p, dtype), *self.sample_cost(p)):
+            return None
+        shape = f"B{b}-S{s}-T{t}-D{d}" + ("-t64" if tdt == "float64" else "")
+        why = (f"{b} trajectories, {s} -> {t} frames (T/S {t / s:.3g}) at {rate:.0f} Hz, D={d}, {dtype} values, "
+               f"{tdt} times" + (" (epoch seconds)" if t0 else ""))
+        return Draw(shape, p, dtype, why, moved)
+
+    def sample_cost(self, p: dict[str, Any]) -> tuple[int, float]:
+        """(elements the host builds and checks, modelled host seconds) of a case process: the values and the
+        output, one reference row per trajectory, every time bracketed for the bytes model."""
+        b, s, t, d = p["B"], p["S"], p["T"], p["D"]
+        return b * (s + t) * d, host_seconds(rows=b, generated=b * s * (d + 1), reference=b * t * d,
+                                             searched=b * (s + t))
+
+    def features(self, p: dict[str, Any]) -> int | None:
+        """D."""
+        return p.get("D")
+
     def case_bytes(self, p: dict[str, Any], dtype: str) -> int:
         es, ts = ITEM_SIZE[dtype], ITEM_SIZE[p.get("time_dtype", "float32")]
         b, s, t, d = p["B"], p["S"], p["T"], p["D"]
@@ -88,6 +142,10 @@ class Resample(Op):
     def host_inputs(self, case: Any, rng: np.random.Generator) -> dict[str, Any]:
         p = case.params
         b, s, t, d = p["B"], p["S"], p["T"], p["D"]
+        if p.get("kind") == "sampled":  # built for size: float32 values, clocks sorted by construction
+            dur = max(s - 1, 1) / p["rate_hz"]
+            return {"values": normal_values(rng, (b, s, d)), "src_times": sensor_times(rng, b, s, p["t0"], dur),
+                    "tgt_times": even_times(b, t, p["t0"], dur)}
         src = jittered_times(rng, b, s)
         return {"values": rng.standard_normal((b, s, d)), "src_times": src, "tgt_times": uniform_times(b, t)}
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from .base import (BOUNDS, CPU, GPU, ITEM_SIZE, MULTIGPU_COUNTS, MULTIGPU_CPU_COUNTS, N, Q, SWEEP_DTYPES, Op, Point,
-                   dispatch_point, multigpu_points)
+from .base import (BOUNDS, CPU, GPU, GPU_DTYPES, ITEM_SIZE, MULTIGPU_COUNTS, MULTIGPU_CPU_COUNTS, N, Q,
+                   SWEEP_DTYPES, Draw, Op, Point, dispatch_point, host_seconds, log_uniform_int, multigpu_points, pick,
+                   within_caps)
 
 
 def point(b: int, n: int, g: int, mode: str, cloud: str, reason: str, suites=N, c: int = 4,
@@ -20,6 +21,42 @@ def point(b: int, n: int, g: int, mode: str, cloud: str, reason: str, suites=N, 
 
 # The output dtype per mode (mean: the case dtype).
 _OUT_DTYPE = {"count": "int32", "occupancy": "bool"}
+MODES = ("count", "occupancy", "mean")
+CLOUDS = ("uniform", "clustered", "sparse")
+
+
+def sampled_cloud(rng: np.random.Generator, b: int, n: int, cloud: str) -> np.ndarray:
+    """float32 ``[b, n, 3]`` points of a sampled case's cloud (the bounds are +-2 on every axis).
+
+    ``uniform``: over +-2.1 (about 14% outside the bounds); ``clustered``: 16 Gaussian blobs (sigma 0.08) per
+    cloud, hot voxels; ``sparse``: a LiDAR-like sweep, 85% of the points on a ground plane (z = -1.6, 1 cm of
+    noise) at a range whose density falls as 1/r from the sensor at the origin (0.05-2.8, so the far corners
+    fall outside), 15% on 12 vertical poles: few occupied voxels, most of the grid empty.
+    """
+    if cloud == "uniform":
+        return rng.random((b, n, 3), dtype=np.float32) * np.float32(4.2) - np.float32(2.1)
+    if cloud == "clustered":
+        centers = rng.uniform(-1.6, 1.6, (b, 16, 3)).astype(np.float32)
+        pick = rng.integers(0, 16, (b, n))
+        return (np.take_along_axis(centers, pick[..., None], axis=1)
+                + np.float32(0.08) * rng.standard_normal((b, n, 3), dtype=np.float32))
+    if cloud != "sparse":
+        raise ValueError(f"unknown cloud {cloud!r}; expected one of {', '.join(CLOUDS)}")
+    pts = np.empty((b, n, 3), dtype=np.float32)
+    r = np.exp(rng.uniform(np.log(0.05), np.log(2.8), (b, n))).astype(np.float32)
+    a = rng.uniform(0.0, 2 * np.pi, (b, n)).astype(np.float32)
+    pts[..., 0] = r * np.cos(a)
+    pts[..., 1] = r * np.sin(a)
+    pts[..., 2] = np.float32(-1.6) + np.float32(0.01) * rng.standard_normal((b, n), dtype=np.float32)
+    poles = rng.random((b, n)) < 0.15
+    where = rng.uniform(-1.8, 1.8, (b, 12, 2)).astype(np.float32)
+    pick = rng.integers(0, 12, (b, n))
+    xy = np.take_along_axis(where, pick[..., None], axis=1) + np.float32(0.02) * rng.standard_normal(
+        (b, n, 2), dtype=np.float32)
+    z = rng.uniform(-1.6, 0.5, (b, n)).astype(np.float32)
+    pts[..., :2] = np.where(poles[..., None], xy, pts[..., :2])
+    pts[..., 2] = np.where(poles, z, pts[..., 2])
+    return pts
 
 
 class Voxelize(Op):
@@ -72,8 +109,43 @@ class Voxelize(Op):
         return tuple(multigpu_points(lambda b: point(b, 10_000, 32, "count", "uniform", ""), 1, 2,
                                      "CPU rehearsal (Gloo), tiny clouds", MULTIGPU_CPU_COUNTS, ("none", "all"), CPU))
 
+    sample_width = 9
+
+    def sample(self, u: list[float], min_moved: int = 0) -> Draw | None:
+        """log-uniform B in 1..32 clouds of a log-uniform N in 1k..2M points; each grid side a log-uniform
+        16..256 on its own; the cloud uniform, clustered or sparse alike; count, occupancy or mean alike, mean
+        with 1-16 channels (uniform); points (and features) float32, float16 or bfloat16 alike."""
+        b = log_uniform_int(u[0], 1, 32)
+        n = log_uniform_int(u[1], 1000, 2_000_000)
+        grid = [log_uniform_int(x, 16, 256) for x in u[2:5]]
+        cloud = pick(u[5], CLOUDS)
+        mode = pick(u[6], MODES)
+        c = pick(u[7], tuple(range(1, 17))) if mode == "mean" else 0
+        dtype = pick(u[8], GPU_DTYPES)
+        p = {"B": b, "N": n, "grid": grid, "C": c, "mode": mode, "cloud": cloud}
+        moved = self.case_bytes(p, dtype)  # every point is read: the bound is the minimal traffic
+        if moved < min_moved or not within_caps(moved, *self.sample_cost(p)):
+            return None
+        shape = f"B{b}-N{n}-G{grid[0]}x{grid[1]}x{grid[2]}-{mode}-{cloud}" + (f"-C{c}" if mode == "mean" else "")
+        why = (f"{b} {cloud} cloud(s) of {n:,} points into {grid[0]}x{grid[1]}x{grid[2]} {mode}"
+               + (f" of {c} channel(s)" if c else "") + f", {dtype}")
+        return Draw(shape, p, dtype, why, moved)
+
+    def sample_cost(self, p: dict[str, Any]) -> tuple[int, float]:
+        """(elements the host builds and checks, modelled host seconds): the points and features; the
+        reference indexes each point, bincounts per cloud, accumulates every feature (mean) and fills and
+        compares the dense grids of B*V*(C or 1)."""
+        b, n, c = p["B"], p["N"], p["C"]
+        cells = b * math.prod(p["grid"]) * max(c, 1)
+        return b * n * (3 + c) + cells, host_seconds(rows=b, generated=b * n * (3 + c), points=b * n, cells=cells,
+                                                     scattered=b * n * c)
+
     def items(self, p: dict[str, Any]) -> int:
         return int(p["B"] * p["N"])
+
+    def features(self, p: dict[str, Any]) -> int | None:
+        """The channels averaged (mean); 1 for count and occupancy, which carry none."""
+        return max(int(p.get("C") or 0), 1)
 
     def case_bytes(self, p: dict[str, Any], dtype: str) -> int:
         """Points, features in mean mode, the dense output (also the moved bytes: every point is read)."""
@@ -90,6 +162,9 @@ class Voxelize(Op):
     def host_inputs(self, case: Any, rng: np.random.Generator) -> dict[str, Any]:
         p = case.params
         b, n, c = p["B"], p["N"], p["C"]
+        if p.get("kind") == "sampled":  # float32, built for size
+            feats = rng.standard_normal((b, n, c), dtype=np.float32) if p["mode"] == "mean" else None
+            return {"points": sampled_cloud(rng, b, n, p["cloud"]), "features": feats}
         if p["cloud"] == "clustered":
             centers = rng.uniform(-1.6, 1.6, (b, 16, 3))
             pts = centers[:, rng.integers(0, 16, n)] + 0.08 * rng.standard_normal((b, n, 3))

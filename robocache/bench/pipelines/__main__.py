@@ -2,6 +2,7 @@
 
     python -m robocache.bench.pipelines dataset data/robot.h5 --size-mb 2000 --rgb
     python -m robocache.bench.pipelines run --device gpu --size-mb 256 --batch-sizes 32,128 --workers 4,8
+    python -m robocache.bench.pipelines run --device gpu --train-batches 32,128 --prefetch-depth 2
     python -m robocache.bench.pipelines list --device cpu
 
 ``robocache-bench run --suite pipelines`` runs the defaults (:func:`run.default_config`). Exit codes: 0 ok,
@@ -25,18 +26,21 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m robocache.bench.pipelines", description=__doc__,
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m robocache.bench.pipelines", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("dataset", help="write a synthetic robot dataset (see `dataset --help`)", add_help=False)
-    pr = sub.add_parser("profile", help="Nsight Compute metrics of robocache's kernels (suite profile; GPU, ncu)")
+    sub.add_parser("dataset", allow_abbrev=False, help="write a synthetic robot dataset (see `dataset --help`)",
+                   add_help=False)
+    pr = sub.add_parser("profile", allow_abbrev=False,
+                        help="Nsight Compute metrics of robocache's kernels (suite profile; GPU, ncu)")
     pr.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     pr.add_argument("--cases", type=_names, help="case keys op/tag/dtype/provider (default: each op's "
                                                  "representative case, float32, robocache)")
     pr.add_argument("--out", default="results")
     pr.add_argument("--machine")
     for name in ("run", "list"):
-        r = sub.add_parser(name, help="run the suite" if name == "run" else "list the suite's cases")
+        r = sub.add_parser(name, allow_abbrev=False,
+                           help="run the suite" if name == "run" else "list the suite's cases")
         r.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
         r.add_argument("--dataset", help="an existing dataset file (default: generate one of --size-mb)")
         r.add_argument("--size-mb", type=float, help="size of the generated dataset's payload")
@@ -50,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
         r.add_argument("--load-batches", type=int, help="timed batches per data-loading case")
         r.add_argument("--models", type=_names, help="comma-separated subset of mlp,diffusion")
         r.add_argument("--train-batch", type=int)
+        r.add_argument("--train-batches", type=_ints, help="training batch sizes (default: --train-batch, else the "
+                                                             "first batch size)")
         r.add_argument("--train-workers", type=int)
         r.add_argument("--train-steps", type=int, help="timed optimizer steps per training case")
         r.add_argument("--profile-steps", type=int, help="profiled steps after the timed ones (0: no profile)")
@@ -57,6 +63,12 @@ def parser() -> argparse.ArgumentParser:
         r.add_argument("--backends", type=_names,
                        help="comma-separated subset of eager,sdpa,torch_compile,torch_compile@max-autotune")
         r.add_argument("--infer-time", type=float, help="seconds of calls per inference case")
+        r.add_argument("--cache-regimes", type=_names,
+                       help="EpisodeCache regimes: comma-separated subset of resident,streamed ('' for none)")
+        r.add_argument("--cache-budget-mb", type=float,
+                       help="the streamed regime's memory budget in MB (default: half the dataset's payload)")
+        r.add_argument("--prefetch-depth", type=int,
+                       help="the streamed regime's chunks copied ahead beyond the next batch's (default 1)")
         r.add_argument("--ddp-ranks", type=_ints,
                        help="DDP training over these rank counts through torchrun (GPUs; Gloo processes with "
                             "--device cpu), e.g. 1,2,4,8")
@@ -70,7 +82,9 @@ _MAP = {"dataset": "dataset", "size_mb": "size_mb", "min_s": "min_s", "max_s": "
         "parts": "parts", "batch_sizes": "batch_sizes", "workers": "workers", "load_batches": "load_batches",
         "models": "models", "train_batch": "train_batch", "train_workers": "train_workers",
         "train_steps": "train_steps", "profile_steps": "profile_steps", "infer_batches": "infer_batches",
-        "backends": "backends", "infer_time": "infer_time_s", "ddp_ranks": "ddp_ranks"}
+        "backends": "backends", "infer_time": "infer_time_s", "ddp_ranks": "ddp_ranks",
+        "train_batches": "train_batches", "cache_regimes": "cache_regimes", "cache_budget_mb": "cache_budget_mb",
+        "prefetch_depth": "prefetch_depth"}
 
 
 def config_from(args: argparse.Namespace, device: str):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import specs
@@ -118,7 +118,7 @@ def record(ctx: dict[str, Any], case_: dict[str, Any], *, status: str = "ok", re
     from .. import env as envmod
 
     rec: dict[str, Any] = {
-        "run_id": ctx["run_id"], "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "run_id": ctx["run_id"], "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": ctx.get("git_commit"), "git_dirty": ctx.get("git_dirty"), "suite": SUITE,
         "frontend": ctx.get("frontend", "cli"), "case": case_, "method": None, "metrics": None, "check": check,
         "clocks": clocks if ctx["device"] == "gpu" else None,

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = "robocache-bench/robot-synthetic"
-VERSION = 1
+from ...episodes import HDF5_FORMAT as FORMAT  # the library reads this format (EpisodeCache.from_hdf5)
+from ...episodes import HDF5_VERSION as VERSION
 RGB_SHAPE = (48, 64, 3)
 
 
@@ -181,7 +181,7 @@ def describe(path: str | os.PathLike[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m robocache.bench.pipelines.dataset",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m robocache.bench.pipelines.dataset",
                                 description="Write a seeded synthetic robot dataset (HDF5) for the pipelines suite.")
     p.add_argument("out", help="the .h5 file to write")
     p.add_argument("--size-mb", type=float, default=8.0, help="raw payload to reach, in MB (default 8)")

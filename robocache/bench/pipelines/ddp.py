@@ -10,7 +10,8 @@ points). Every rank runs the harness's rank loop (:func:`robocache.bench.multigp
 the launcher watches, all typed :mod:`robocache.bench.messages`) with this module's case, :func:`train_case`.
 
 Every rank reads its own shard of the seeded episode order (weak scaling: the batch per rank is fixed), trains a
-``DistributedDataParallel`` model from each data-loading pipeline, and the writer (rank 0) builds one record per
+``DistributedDataParallel`` model from each data-loading pipeline (the EpisodeCache: a resident cache of the
+rank's shard, built on the rank), and the writer (rank 0) builds one record per
 (model, pipeline) with the ``distributed`` section (per-rank step medians, the group's step = the slowest rank's,
 aggregate trajectories/s, efficiency against the one-rank launch of the same run) and the run context writes it
 into ``<run id>-pipelines-ddp-g<k>.records.json``. The gate: on every rank, the robocache pipeline's loss curve
@@ -152,7 +153,7 @@ def train_case(pt: Point, dt: DDPTask, me: Any, results: dict[tuple[str, str], d
 def main(argv: list[str] | None = None) -> int:
     from ..multigpu import rank as distributed
 
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog=f"python -m {MODULE}",
                                 description="One rank of the pipelines suite's DDP launch (started by torchrun).")
     p.add_argument("--task", required=True, help="the DDPTask JSON written by run_ddp")
     args = p.parse_args(argv)
@@ -176,6 +177,9 @@ def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: 
     ok, why = launch.available(cfg.device)
     if not ok:
         raise RuntimeError(why)
+    # the EpisodeCache under DDP: each rank's own resident cache of its shard (a streamed cache's chunk-by-chunk
+    # order is one process's, so its cases are single-GPU ones)
+    pts = [pt for pt in pts if pt["params"].get("regime", "resident") == "resident"]
     task = run.task(seed=cfg.seed)
     out: list[dict[str, Any]] = []
     baselines: dict[str, Baseline] = {}

@@ -13,6 +13,12 @@ episodes (a seeded index list as the sampler):
   to the device and resamples the whole batch with one ``robocache.fuse`` call. On a machine without a GPU
   this is robocache's NumPy fallback (the record says ``resample_on: numpy_fallback``; no GPU figure).
 
+A third loader has no DataLoader and no worker: ``episode_cache``, a :class:`robocache.EpisodeCache` built once
+from the file (the four streams on the device, or streamed from pinned host memory within a memory budget),
+whose every batch is one kernel launch reading the episodes where they sit. It takes the same index list
+(resident: an explicit order) or gives its own (streamed: chunk by chunk), and its batches are the CPU workers'
+(the same gate).
+
 An item is one episode (a trajectory): its streams resampled onto ``k / 50`` s for ``k < 50 * duration``,
 fused in the order vision (256), proprio (14), force (6), action (7): 283 features. Output rows past an
 episode's end are zero (``mask`` False). The gate: both pipelines' first batches are compared (the fused
@@ -23,6 +29,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -34,7 +41,10 @@ RATE_HZ = 50.0
 FUSED = tuple(s.name for s in ds.STREAMS)
 FUSED_DIM = sum(s.dim for s in ds.STREAMS)
 OBS_DIM = FUSED_DIM - ds.STREAMS[-1].dim  # the model's input: everything but the action
-PROVIDERS = ("cpu_workers", "robocache")
+PROVIDERS = ("cpu_workers", "robocache")  # the DataLoader pipelines (their records sweep the worker count)
+CACHE = "episode_cache"  # robocache.EpisodeCache: no worker, no per-batch copy
+ALL_LOADERS = (*PROVIDERS, CACHE)
+REGIMES = ("resident", "streamed")  # the cache's: the whole dataset on the device, or streamed within a budget
 SPLIT = ("read", "decode", "resampling", "collate")  # worker-side, per batch (summed over its items)
 PREFETCH = 2  # DataLoader prefetch_factor: batches each worker makes ahead
 
@@ -164,11 +174,13 @@ def _timed(out: dict[str, Any], items: list[dict[str, Any]], t0: float) -> dict[
 
 @dataclass
 class Pipeline:
-    """One of the two pipelines: its loader and the main-process step that makes a batch ready on the device."""
+    """One pipeline: its loader and the main-process step that makes a batch ready on the device."""
 
     provider: str
     loader: Any
     device: str
+    cache: Any = None  # the EpisodeCache (provider episode_cache)
+    batch_bytes: float = 0.0  # episode_cache: the mean payload of a batch's episodes (its workers' "bytes")
 
     @property
     def resample_on(self) -> str:
@@ -176,13 +188,20 @@ class Pipeline:
             return "cpu_workers"
         return "gpu" if self.device == "gpu" else "numpy_fallback"
 
-    def finish(self, batch: dict[str, Any]) -> tuple[dict[str, Any], float, float]:
+    def finish(self, batch: Any) -> tuple[dict[str, Any], float, float]:
         """(ready batch on the device: ``x`` [B, T, 283] float32 zero past each end, ``mask``, ``rgb``;
         transfer seconds; resample seconds). Each part ends with a device synchronize."""
         import torch
 
         from .common import sync, torch_device
 
+        if self.provider == CACHE:  # launched by next_batch already: here the kernel's remaining time
+            t0 = time.perf_counter()
+            if self.device == "gpu":
+                # the batch's stream only (its kernel waited for its chunks' copies): a streamed cache's copies
+                # of the next chunks run on its side stream while the step computes, as in a training loop
+                torch.cuda.current_stream().synchronize()
+            return {"x": batch.x, "mask": batch.mask, "rgb": None}, 0.0, time.perf_counter() - t0
         dev = torch_device(self.device)
         nb = self.device == "gpu"
         t0 = time.perf_counter()
@@ -202,15 +221,87 @@ class Pipeline:
         return {"x": x, "mask": moved["mask"], "rgb": moved.get("rgb")}, t1 - t0, t2 - t1
 
 
-def make_pipeline(provider: str, path: str, *, batch: int, workers: int, device: str, indices: list[int],
-                  rgb: bool = False, prefetch: int = PREFETCH) -> Pipeline:
-    """The DataLoader of ``provider`` over ``indices`` (the sampler: the same list for both pipelines)."""
+class CacheLoader:
+    """An EpisodeCache as the pipelines' loader: batches without end (across epochs), as a DataLoader over a
+    sampler list of the right length gives them."""
+
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+
+    def __iter__(self):
+        while True:
+            yield self.cache.next_batch()
+
+
+def build_cache(path: str, *, batch: int, device: str, seed: int, regime: str = "resident",
+                budget_mb: float | None = None, depth: int = 1, subset: list[int] | None = None,
+                order: list[int] | None = None, log=None) -> Any:
+    """The pipelines' EpisodeCache of a dataset file: the four fused streams, 50 Hz targets, whole episodes,
+    PyTorch tensors. ``regime`` streamed: within ``budget_mb`` (default: half the cache, a dataset 2x the
+    budget), ``depth`` chunks prefetched beyond the next batch's."""
+    import robocache
+
+    if regime not in REGIMES:
+        raise ValueError(f"unknown cache regime {regime!r}; expected one of {', '.join(REGIMES)}")
+    budget = None
+    if regime == "streamed":
+        budget = int(budget_mb * 1e6) if budget_mb else int(streamed_budget_mb(path) * 1e6)
+    cache = robocache.EpisodeCache.from_hdf5(path, batch_size=batch, streams=FUSED, rate_hz=RATE_HZ, seed=seed,
+                                             device="cuda" if device == "gpu" else "cpu", kind="torch",
+                                             memory_budget=budget, prefetch_depth=depth, subset=subset, order=order,
+                                             log=log or (lambda s: None))
+    if cache.mode != regime:
+        cache.close()
+        raise ValueError(f"the {regime} regime asked for, but the cache is {cache.mode} ({budget} bytes budget)")
+    return cache
+
+
+def streamed_budget_mb(path: str) -> float:
+    """The streamed regime's default budget: half the cached streams' payload (a dataset 2x the memory budget)."""
+    return cached_payload_bytes(path) / 2e6
+
+
+def cached_payload_bytes(path: str) -> int:
+    """The payload of the streams the cache holds (times and values of the fused streams, no RGB), from the
+    file's shapes (nothing read)."""
+    import h5py
+
+    total = 0
+    with h5py.File(path, "r") as f:
+        for g in f["episodes"].values():
+            for name in FUSED:
+                total += g[name]["t"].nbytes + g[name]["x"].nbytes
+    return int(total)
+
+
+def make_pipeline(provider: str, path: str, *, batch: int, workers: int, device: str, indices: list[int] | None,
+                  rgb: bool = False, prefetch: int = PREFETCH, cache: Any = None) -> Pipeline:
+    """The loader of ``provider`` over ``indices`` (the sampler: the same list for every pipeline). For
+    ``episode_cache``: ``cache`` (resident: reset to ``indices`` as its explicit order; streamed: reset to its own
+    order, which ``indices`` must be taken from) or, without one, a resident cache of the episodes in
+    ``indices`` (DDP: each rank's shard)."""
     import torch
 
-    if provider not in PROVIDERS:
-        raise ValueError(f"unknown data-loading provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    if provider not in ALL_LOADERS:
+        raise ValueError(f"unknown data-loading provider {provider!r}; expected one of {', '.join(ALL_LOADERS)}")
     if batch < 1 or workers < 0:
         raise ValueError(f"need batch >= 1 and workers >= 0, got {batch} and {workers}")
+    if provider == CACHE:
+        if rgb:
+            raise ValueError("EpisodeCache holds the numeric streams; RGB frames are not cached")
+        if cache is None:
+            if indices is None:
+                raise ValueError("episode_cache needs a cache or an index list")
+            cache = build_cache(path, batch=batch, device=device, seed=0, subset=sorted(set(indices)),
+                                order=list(indices))
+        elif cache.mode == "resident" and indices is not None:
+            cache.reset(order=indices)
+        else:
+            cache.reset()
+        sizes = dict(zip(cache.episodes.tolist(), cache.episode_nbytes.tolist()))
+        seen = indices if indices is not None else cache.peek_episodes(max(1, len(cache))).ravel().tolist()
+        per_ep = float(np.mean([sizes[int(i)] for i in seen])) if len(seen) else 0.0
+        return Pipeline(provider, CacheLoader(cache), device, cache=cache, batch_bytes=per_ep * batch)
     base = provider == "cpu_workers"
     data = EpisodeDataset(path, resample=base, rgb=rgb)
     kw: dict[str, Any] = {"batch_size": batch, "sampler": indices, "num_workers": workers,
@@ -227,18 +318,25 @@ def sample_indices(n_episodes: int, count: int, seed: int) -> list[int]:
 
 
 def gate(path: str, *, batch: int, workers: int, device: str, seed: int, rgb: bool = False,
-         batches: int = 2) -> dict[str, Any]:
-    """Both pipelines' first ``batches`` batches compared: schema ``Check`` plus ``why`` when they differ."""
+         batches: int = 2, provider: str = "robocache", cache: Any = None) -> dict[str, Any]:
+    """``provider``'s first ``batches`` batches against the CPU workers' on the same episodes: schema ``Check``
+    plus ``why`` when they differ. ``episode_cache``: ``cache`` (a streamed one gives the episode order)."""
     from .. import gate as gate_mod
     from ..worker import to_host
 
-    idx = sample_indices(describe_episodes(path), batch * batches, seed)
+    if provider == CACHE and cache is not None and cache.mode == "streamed":
+        cache.reset()
+        idx = cache.peek_episodes(batches).ravel().tolist()
+    else:
+        idx = sample_indices(describe_episodes(path), batch * batches, seed)
     got: dict[str, list] = {}
-    for prov in PROVIDERS:
-        p = make_pipeline(prov, path, batch=batch, workers=min(workers, batches), device=device, indices=idx, rgb=rgb)
-        got[prov] = [p.finish(b)[0] for b in p.loader]
+    for prov in ("cpu_workers", provider):
+        p = make_pipeline(prov, path, batch=batch, workers=min(workers, batches), device=device, indices=idx, rgb=rgb,
+                          cache=cache)
+        got[prov] = [p.finish(b)[0] for b in (islice(p.loader, batches) if prov == CACHE else p.loader)]
+    name = "EpisodeCache" if provider == CACHE else "robocache"
     worst = None
-    for a, b in zip(got["cpu_workers"], got["robocache"]):
+    for a, b in zip(got["cpu_workers"], got[provider]):
         if not np.array_equal(to_host(a["mask"]), to_host(b["mask"])):
             return {"passed": False, "max_abs_err": None, "max_rel_err": None, "tolerance": 0.0, "bad_fraction": 1.0,
                     "why": "the masks differ (not the same episodes in the same order)"}
@@ -255,7 +353,7 @@ def gate(path: str, *, batch: int, workers: int, device: str, seed: int, rgb: bo
         return {"passed": False, "max_abs_err": None, "max_rel_err": None, "tolerance": 0.0, "bad_fraction": 1.0,
                 "why": "no batch came out of the loaders"}
     if not worst["passed"]:
-        worst["why"] = (f"robocache's batch differs from the CPU workers' batch: max rel err {worst['max_rel_err']}, "
+        worst["why"] = (f"{name}'s batch differs from the CPU workers' batch: max rel err {worst['max_rel_err']}, "
                         f"{100 * worst['bad_fraction']:.3g}% of elements beyond {worst['tolerance']}")
     return worst
 
@@ -266,11 +364,13 @@ def describe_episodes(path: str) -> int:
 
 def time_pipeline(p: Pipeline, *, warmup: int, batches: int, util=None) -> dict[str, Any]:
     """Iterate ``warmup + batches`` batches; per timed batch: wall time (next batch ready on the device, from
-    the end of the previous one), the main process's wait, transfer and resample, the workers' split."""
+    the end of the previous one), the main process's wait, transfer and resample, the workers' split.
+    ``episode_cache``: wait = the host's part of ``next_batch`` (chunk bookkeeping, the launch), resample = the
+    kernel's remaining time (to the synchronize)."""
     it = iter(p.loader)
     per, wait, transfer, resample, split, nbytes = [], [], [], [], [], []
     t_warm = time.perf_counter()
-    for k in range(warmup):
+    for _ in range(warmup):
         p.finish(next(it))
     warm_s = time.perf_counter() - t_warm
     ctx = util if util is not None else _Null()
@@ -285,8 +385,12 @@ def time_pipeline(p: Pipeline, *, warmup: int, batches: int, util=None) -> dict[
             wait.append(w - a)
             transfer.append(tr)
             resample.append(rs)
-            split.append(b["timing_s"].numpy())
-            nbytes.append(b["bytes"])
+            if p.provider == CACHE:  # no worker: nothing read, decoded or collated per batch
+                split.append(np.zeros(len(SPLIT)))
+                nbytes.append(p.batch_bytes)
+            else:
+                split.append(b["timing_s"].numpy())
+                nbytes.append(b["bytes"])
     del it
     return {"per_s": per, "wait_s": wait, "transfer_s": transfer, "resample_s": resample,
             "split_s": np.mean(split, axis=0) if split else np.zeros(len(SPLIT)), "bytes": float(np.mean(nbytes)),

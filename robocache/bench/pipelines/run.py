@@ -1,9 +1,12 @@
 """The ``pipelines`` suite: its grid (:func:`points`), the sweep (:func:`run`) and its records.
 
 Order: the dataset (given, or generated into a temporary folder and removed at the end), then per batch size
-the data-loading equality gate and both pipelines at every worker count, then the training step of each
-model from both pipelines (the loss-curve gate, then a short ``torch.profiler`` profile of each), then
-inference at each batch size for each backend (eager first: the others are checked against it). Every case
+the data-loading equality gate and both DataLoader pipelines at every worker count, then the EpisodeCache in
+each regime (resident; streamed within a budget), then the training step of each model at each training batch
+size from every loader (the loss-curve gate against the CPU workers on the same episodes, then a short
+``torch.profiler`` profile of each), then inference at each batch size for each backend (eager first: the others
+are checked against it). A cache is built once per batch size and regime and serves its data-loading and
+training cases (its build time and memory are in each of their records). Every case
 is one record in the one schema (``robocache.bench.schema``), written to
 ``<out>/<arch or cpu>-<machine>/<run id>-pipelines.records.json`` (rewritten after every case, atomically);
 traces go to ``traces/`` beside it. A failure is the case's status (``incorrect``, ``error``, ``oom``);
@@ -40,6 +43,7 @@ class Config:
     load_warmup: int = 3
     models: tuple[str, ...] = training.MODELS
     train_batch: int | None = None  # default: the first batch size
+    train_batches: tuple[int, ...] | None = None  # several training batch sizes (default: (train_batch,))
     train_workers: int | None = None  # default: the largest worker count
     train_steps: int = 20
     train_warmup: int = 3
@@ -48,6 +52,9 @@ class Config:
     backends: tuple[str, ...] = inference.BACKENDS
     infer_time_s: float = 1.0
     ddp_ranks: tuple[int, ...] = ()  # DDP training launches (torchrun; NCCL on GPUs, Gloo processes on the CPU)
+    cache_regimes: tuple[str, ...] = loading.REGIMES  # the EpisodeCache's: resident, streamed (none: no cache case)
+    cache_budget_mb: float | None = None  # the streamed regime's budget (default: half the dataset's payload)
+    prefetch_depth: int = 1  # the streamed regime's chunks copied ahead beyond the next batch's
     notes: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
@@ -71,6 +78,15 @@ class Config:
             raise ValueError(f"unknown models: {', '.join(bad)}; expected some of {', '.join(training.MODELS)}")
         if self.ddp_ranks and min(self.ddp_ranks) < 1:
             raise ValueError("ddp_ranks must be integers >= 1")
+        if self.train_batches is not None and (not self.train_batches or min(self.train_batches) < 1):
+            raise ValueError("train_batches must be one or more integers >= 1")
+        bad = [r for r in self.cache_regimes if r not in loading.REGIMES]
+        if bad:
+            raise ValueError(f"unknown cache regimes: {', '.join(bad)}; expected some of {', '.join(loading.REGIMES)}")
+        if self.cache_budget_mb is not None and not self.cache_budget_mb > 0:
+            raise ValueError("cache_budget_mb must be > 0")
+        if self.prefetch_depth < 0:
+            raise ValueError("prefetch_depth must be >= 0")
         bad = [b for b in self.backends if b not in inference.BACKENDS]
         if bad:
             raise ValueError(f"unknown backends: {', '.join(bad)}; expected some of {', '.join(inference.BACKENDS)}")
@@ -78,6 +94,10 @@ class Config:
     @property
     def t_batch(self) -> int:
         return self.train_batch or self.batch_sizes[0]
+
+    @property
+    def t_batches(self) -> tuple[int, ...]:
+        return tuple(self.train_batches) if self.train_batches else (self.t_batch,)
 
     @property
     def t_workers(self) -> int:
@@ -102,14 +122,34 @@ def points(cfg: Config, info: dict[str, Any]) -> list[dict[str, Any]]:
                                 "params": {"B": b, "workers": w, **dsp},
                                 "reason": "data loading (seed 001): DataLoader with N workers, CPU resampling to 50 Hz "
                                           "in the workers vs read+pad in the workers and one robocache.fuse per batch"})
+            for regime in cfg.cache_regimes:
+                where = ("the whole dataset on the device" if regime == "resident" else
+                         "streamed from pinned host memory within a budget half the dataset")
+                out.append({"kind": "dataload", "tag": f"B{b}-{_cache_tag(cfg, regime)}-{dtag}",
+                            "provider": loading.CACHE,
+                            "params": {"B": b, "workers": 0, **_cache_params(cfg, info, regime), **dsp},
+                            "reason": "data loading from robocache.EpisodeCache (issue 26): no worker, no per-batch "
+                                      f"copy, one launch per batch; {where}"})
     if "train" in cfg.parts:
         for m in cfg.models:
-            for prov in loading.PROVIDERS:
-                out.append({"kind": "train", "tag": f"{m}-B{cfg.t_batch}-W{cfg.t_workers}-{dtag}", "provider": prov,
-                            "params": {"B": cfg.t_batch, "workers": cfg.t_workers, "model": m,
-                                       "steps": cfg.train_steps, **dsp},
-                            "reason": "training step (seed 001/002): where a step's time goes, data vs model, "
-                                      "from each data-loading pipeline"})
+            for b in cfg.t_batches:
+                tag = f"{m}-B{b}-W{cfg.t_workers}-{dtag}"
+                base = {"B": b, "workers": cfg.t_workers, "model": m, "steps": cfg.train_steps, **dsp}
+                for prov in loading.PROVIDERS:
+                    out.append({"kind": "train", "tag": tag, "provider": prov, "params": dict(base),
+                                "reason": "training step (seed 001/002): where a step's time goes, data vs model, "
+                                          "from each data-loading pipeline"})
+                for regime in cfg.cache_regimes:
+                    rp = _cache_params(cfg, info, regime)
+                    t = tag if regime == "resident" else f"{m}-B{b}-W{cfg.t_workers}-{_cache_tag(cfg, regime)}-{dtag}"
+                    provs = (loading.CACHE,) if regime == "resident" else ("cpu_workers", loading.CACHE)
+                    for prov in provs:
+                        why = ("training step from robocache.EpisodeCache (issue 26): the episodes on the device, "
+                               "one launch per batch" if regime == "resident" else
+                               "training step from robocache.EpisodeCache streamed within a memory budget (a dataset "
+                               "2x the budget), and the CPU workers on the same episode order (the gate's reference)")
+                        out.append({"kind": "train", "tag": t, "provider": prov, "params": {**base, **rp},
+                                    "reason": why})
     if "infer" in cfg.parts:  # backend-major: eager at every batch first, the slowest compile last
         for be in cfg.backends:
             for b in cfg.infer_batches:
@@ -119,6 +159,25 @@ def points(cfg: Config, info: dict[str, Any]) -> list[dict[str, Any]]:
                             "reason": "policy inference (seed 004): latency of a small transformer policy, "
                                       "eager vs SDPA vs torch.compile"})
     return out
+
+
+def _cache_tag(cfg: Config, regime: str) -> str:
+    """The cache's part of a case tag: ``cache`` (resident), ``cache-streamed-half-d1`` (the default budget, half
+    the dataset; prefetch depth 1) or ``cache-streamed64MB-d1``."""
+    if regime == "resident":
+        return "cache"
+    budget = "-half" if cfg.cache_budget_mb is None else f"{cfg.cache_budget_mb:g}MB"
+    return f"cache-streamed{budget}-d{cfg.prefetch_depth}"
+
+
+def _cache_params(cfg: Config, info: dict[str, Any], regime: str) -> dict[str, Any]:
+    if regime == "resident":
+        return {"regime": "resident"}
+    budget = cfg.cache_budget_mb
+    if budget is None and info.get("cached_bytes"):  # half the cached streams (unknown when only listing)
+        budget = info["cached_bytes"] / 2e6
+    return {"regime": "streamed", "budget_mb": None if budget is None else round(float(budget), 3),
+            "prefetch_depth": cfg.prefetch_depth}
 
 
 def _case(pt: dict[str, Any], items: int, nbytes: int = 0) -> dict[str, Any]:
@@ -204,11 +263,18 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
                 f"{time.perf_counter() - t0:.1f} s")
         info = dataset.describe(path_ds) if path_ds else {"episodes": 0, "seed": cfg.seed, "rgb": False,
                                                           "payload_bytes": 0}
+        if path_ds and cfg.cache_regimes:
+            info["cached_bytes"] = loading.cached_payload_bytes(path_ds)
         pts = points(cfg, info)
-        if "dataload" in cfg.parts:
-            _dataload(cfg, ctx, path_ds, [p for p in pts if p["kind"] == "dataload"], emit, say)
-        if "train" in cfg.parts:
-            _train(cfg, ctx, path_ds, [p for p in pts if p["kind"] == "train"], emit, say, folder, run_id)
+        caches = _Caches(cfg, path_ds, say)
+        try:
+            if "dataload" in cfg.parts:
+                _dataload(cfg, ctx, path_ds, [p for p in pts if p["kind"] == "dataload"], emit, say, caches)
+            if "train" in cfg.parts:
+                _train(cfg, ctx, path_ds, [p for p in pts if p["kind"] == "train"], emit, say, folder, run_id,
+                       caches)
+        finally:
+            caches.close()
         if cfg.ddp_ranks:
             from . import ddp
 
@@ -227,15 +293,119 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
 def _resample_note(device: str, provider: str) -> list[str]:
     if provider == "robocache" and device != "gpu":
         return ["no GPU: robocache.fuse ran its NumPy fallback in the main process (not a GPU figure)"]
+    if provider == loading.CACHE and device != "gpu":
+        return ["no GPU: the EpisodeCache ran its NumPy path in the main process (not a GPU figure)"]
     return []
 
 
-def _dataload(cfg, ctx, path, pts, emit, say) -> None:
+class _Caches:
+    """The run's EpisodeCaches, one per (batch size, regime), built on first use (a failed build is kept and
+    raised again for the cases that need it), closed at the end of the run."""
+
+    def __init__(self, cfg: Config, path: str | None, say) -> None:
+        self.cfg, self.path, self.say = cfg, path, say
+        self.built: dict[tuple[int, str], Any] = {}
+
+    def get(self, b: int, regime: str) -> Any:
+        key = (b, regime)
+        if key not in self.built:
+            try:
+                self.built[key] = loading.build_cache(self.path, batch=b, device=self.cfg.device, seed=self.cfg.seed,
+                                                      regime=regime, budget_mb=self.cfg.cache_budget_mb,
+                                                      depth=self.cfg.prefetch_depth, log=self.say)
+            except Exception as e:  # noqa: BLE001 - every case of this cache gets the error
+                self.built[key] = e
+        got = self.built[key]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def close(self) -> None:
+        for c in self.built.values():
+            if not isinstance(c, Exception):
+                c.close()
+        self.built.clear()
+
+
+def _cache_figures(cache: Any, copies0: int) -> dict[str, float | None]:
+    """What the cache costs: device memory, pinned host memory, build time; streamed: its ring and copies."""
+    f: dict[str, float | None] = {"cache_mb": cache.device_bytes / 1e6, "cache_build_s": cache.build_s}
+    if cache.mode == "streamed":
+        f.update(cache_host_mb=cache.host_bytes / 1e6, prefetch_depth=float(cache.prefetch_depth),
+                 chunks=float(cache.chunks), slots=float(cache.slots),
+                 chunk_copies=float(cache.chunk_copies - copies0))
+    return f
+
+
+def _cache_notes(cache: Any) -> list[str]:
+    return [cache.summary, "no worker and no per-batch copy: wait = the host's part of next_batch (the chunk "
+                           "bookkeeping and one launch), resampling = the kernel until its stream's synchronize "
+                           "(streamed: with the wait for this batch's chunks; the next chunks copy on a side stream)"]
+
+
+def _rgb_skip(ctx, pt, t0: float) -> dict[str, Any]:
+    return common.record(ctx, _case(pt, pt["params"]["B"]), status="skipped",
+                         reason="EpisodeCache holds the numeric streams; this dataset's RGB frames are not cached "
+                                "(run without --rgb for the cache's cases)", duration_s=time.perf_counter() - t0)
+
+
+def _dataload_cache(cfg, ctx, path, pt, emit, caches: _Caches, gates: dict, base: dict) -> None:
+    b, regime = pt["params"]["B"], pt["params"]["regime"]
+    t0 = time.perf_counter()
+    if cfg.rgb:
+        emit(_rgb_skip(ctx, pt, t0))
+        return
+    cache = caches.get(b, regime)
+    if (b, regime) not in gates:
+        gates[(b, regime)] = loading.gate(path, batch=b, workers=min(cfg.workers), device=cfg.device, seed=cfg.seed,
+                                          provider=loading.CACHE, cache=cache)
+    chk = dict(gates[(b, regime)])
+    why = chk.pop("why", None)
+    if why:
+        emit(common.record(ctx, _case(pt, b), status="incorrect", reason=why, check=chk,
+                           duration_s=time.perf_counter() - t0))
+        return
+    n = cfg.load_warmup + cfg.load_batches
+    idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed) if regime == "resident" else None
+    copies0 = cache.chunk_copies
+    p = loading.make_pipeline(loading.CACHE, path, batch=b, workers=0, device=cfg.device, indices=idx, cache=cache)
+    util = common.UtilSampler(cfg.device)
+    with _clock_sampler(cfg.device) as cs:
+        r = loading.time_pipeline(p, warmup=cfg.load_warmup, batches=cfg.load_batches, util=util)
+    total = sum(r["per_s"])
+    tps = b * len(r["per_s"]) / total if total > 0 else 0.0
+    ms = _ms(r["per_s"])
+    mean = lambda xs: 1e3 * sum(xs) / len(xs)  # noqa: E731
+    split = {**{k: 0.0 for k in loading.SPLIT}, "resampling": mean(r["resample_s"]), "wait": mean(r["wait_s"]),
+             "transfer": 0.0}
+    best = max((v for (bb, _), v in base.items() if bb == b), default=None)
+    pipe = {"kind": "dataload", "resample_on": p_resample_on(loading.CACHE, cfg.device),
+            "figures": {"traj_per_s": tps, "ms_p50": ms["p50"], "ms_p90": ms["p90"],
+                        "speedup_vs_baseline": tps / best if best else None, "gpu_util_pct": util.mean_pct,
+                        **_cache_figures(cache, copies0)},
+            "split_ms": split, "gpu_util_pct": util.mean_pct, "gpu_util": util.status,
+            "notes": _resample_note(cfg.device, loading.CACHE) + _cache_notes(cache) + [
+                "speedup: over the CPU workers' best trajectories/s at this batch size (any worker count)"]}
+    t = common.timing([x * 1e6 for x in r["per_s"]], r["warmup_s"])
+    emit(common.record(ctx, _case(pt, b, int(r["bytes"])), t=t, items=b, check=chk, pipeline=pipe,
+                       clocks=cs.stats(), duration_s=time.perf_counter() - t0))
+
+
+def _dataload(cfg, ctx, path, pts, emit, say, caches: _Caches) -> None:
     by_b: dict[int, dict[str, Any]] = {}
     base: dict[tuple[int, int], float] = {}
+    cache_gates: dict[tuple[int, str], dict[str, Any]] = {}
     for pt in pts:
         b, w, prov = pt["params"]["B"], pt["params"]["workers"], pt["provider"]
         t0 = time.perf_counter()
+        if prov == loading.CACHE:
+            try:
+                _dataload_cache(cfg, ctx, path, pt, emit, caches, cache_gates, base)
+            except BaseException as e:  # noqa: BLE001 - a case's failure is its status
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                emit(_failed(ctx, pt, e, t0))
+            continue
         try:
             if b not in by_b:
                 say(f"dataload B={b}: equality gate (both pipelines' first batches)")
@@ -289,34 +459,51 @@ def p_resample_on(provider: str, device: str) -> str:
     return "gpu" if device == "gpu" else "numpy_fallback"
 
 
-def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
-    results: dict[tuple[str, str], dict[str, Any]] = {}
+def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str, caches: _Caches | None = None) -> None:
+    results: dict[tuple[str, int, str, str], dict[str, Any]] = {}
     for pt in pts:
         m, prov, b, w = pt["params"]["model"], pt["provider"], pt["params"]["B"], pt["params"]["workers"]
+        regime = pt["params"].get("regime")
+        key = (m, b, regime or "resident")
         t0 = time.perf_counter()
         try:
+            if regime is not None and cfg.rgb:
+                emit(_rgb_skip(ctx, pt, t0))
+                continue
             warm = loading.steady_warmup(w, cfg.train_warmup)
             n = warm + cfg.train_steps + cfg.profile_steps
-            idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed + 1)
-            p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb)
+            cache, copies0 = None, 0
+            if regime is not None:
+                cache = (caches or _Caches(cfg, path, say)).get(b, regime)
+                copies0 = cache.chunk_copies
+            if regime == "streamed":  # the cache's own order (chunk by chunk), the CPU workers' reference on it
+                cache.reset()
+                idx = cache.peek_episodes(n).ravel().tolist()
+            else:
+                idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed + 1)
+            p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb,
+                                      cache=cache if prov == loading.CACHE else None)
+            reference = prov == "cpu_workers"
+            profile = cfg.profile_steps if not (reference and regime == "streamed") else 0
             trace_rel = None
-            if cfg.profile_steps > 0:
-                trace_rel = f"traces/{run_id}-train-{m}-{prov}.json.gz"
+            if profile > 0:
+                trace_rel = f"traces/{run_id}-train-{m}-B{b}{'-' + regime if regime else ''}-{prov}.json.gz"
                 (folder / "traces").mkdir(parents=True, exist_ok=True)
             util = common.UtilSampler(cfg.device)
             with _clock_sampler(cfg.device) as cs:
                 r = training.train(p, m, steps=cfg.train_steps, warmup=warm, seed=cfg.seed, util=util,
-                                   profile_steps=cfg.profile_steps,
-                                   trace_path=str(folder / trace_rel) if trace_rel else None)
+                                   profile_steps=profile, trace_path=str(folder / trace_rel) if trace_rel else None)
             del p
-            results[(m, prov)] = r
-            if prov == "cpu_workers":
+            results[(*key, prov)] = r
+            if reference:
                 chk = None  # the baseline is the reference: nothing to compare it with
-                chk_note = "baseline: the reference loss curve (not checked: the others are checked against it)"
+                chk_note = ("baseline: the reference loss curve (not checked: the others are checked against it)"
+                            + ("; the CPU workers read the streamed cache's episode order" if regime == "streamed"
+                               else ""))
             else:
-                ref = results.get((m, "cpu_workers"))
+                ref = results.get((*key, "cpu_workers"))
                 chk = training.curves_agree(ref["loss"], r["loss"]) if ref else None
-                chk_note = "loss curve vs the cpu_workers pipeline's, same seed"
+                chk_note = "loss curve vs the cpu_workers pipeline's, same seed and episodes"
             total = sum(r["per_s"])
             mean = lambda xs: 1e3 * sum(xs) / len(xs)  # noqa: E731
             share = sum(r["data_s"]) / total if total > 0 else None
@@ -324,24 +511,25 @@ def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str) -> None:
                                                                           r["resample_s"])]),
                      "transfer": mean(r["transfer_s"]), "resampling": mean(r["resample_s"]),
                      "compute": mean(r["compute_s"])}
-            base = results.get((m, "cpu_workers"))
+            base = results.get((*key, "cpu_workers"))
             sps = len(r["per_s"]) / total if total > 0 else 0.0
             speed = None
-            if prov == "robocache" and base and sum(base["per_s"]) > 0:
+            if not reference and base and sum(base["per_s"]) > 0:
                 speed = sps / (len(base["per_s"]) / sum(base["per_s"]))
             pipe = {"kind": "train", "resample_on": p_resample_on(prov, cfg.device),
                     "figures": {"steps_per_s": sps, "traj_per_s": sps * b, "data_wait_share": share,
                                 "ms_p50": 1e3 * common.quantile(r["per_s"], 0.5), "speedup_vs_baseline": speed,
-                                "final_loss": r["loss"][-1] if r["loss"] else None, "gpu_util_pct": util.mean_pct},
+                                "final_loss": r["loss"][-1] if r["loss"] else None, "gpu_util_pct": util.mean_pct,
+                                **(_cache_figures(cache, copies0) if prov == loading.CACHE else {})},
                     "split_ms": split, "gpu_util_pct": util.mean_pct, "gpu_util": util.status,
                     "loss": r["loss"], "kernels": r["kernels"],
                     "trace_file": trace_rel if trace_rel and (folder / trace_rel).exists() else None,
-                    "notes": _resample_note(cfg.device, prov) + [
-                        chk_note, "data share = (wait + transfer + resample) / step; compute = forward, backward, "
-                                  "optimizer (loss.item() synchronizes)",
-                        f"kernel table: {cfg.profile_steps} profiled steps after the timed ones, "
+                    "notes": _resample_note(cfg.device, prov) + (_cache_notes(cache) if prov == loading.CACHE else [])
+                    + [chk_note, "data share = (wait + transfer + resample) / step; compute = forward, backward, "
+                                 "optimizer (loss.item() synchronizes)",
+                       (f"kernel table: {profile} profiled steps after the timed ones, "
                         + ("GPU kernels by self device time" if cfg.device == "gpu" else
-                           "CPU operators by self CPU time (no GPU)")]}
+                           "CPU operators by self CPU time (no GPU)")) if profile else "not profiled"]}
             t = common.timing([x * 1e6 for x in r["per_s"]], r["warmup_s"])
             emit(_gated(ctx, pt, b, chk, prov == "cpu_workers",
                         "no cpu_workers baseline of this model to check the loss curve against (its case failed; "
@@ -413,7 +601,9 @@ def default_config(device: str) -> Config:
     minutes on a small machine)."""
     if device == "gpu":
         return Config(device="gpu", size_mb=128.0, batch_sizes=(32, 128), workers=(4, 8), load_batches=40,
-                      train_steps=30, profile_steps=2)
+                      train_steps=30, profile_steps=2, train_batches=(32, 128))
+    # the streamed regime's budget: 3 of the ~4 MB (half would not hold a batch of 8 of these 23 episodes plus
+    # the chunk prefetched: at least 2.8 MB)
     return Config(device="cpu", size_mb=4.0, min_s=2.0, max_s=5.0, batch_sizes=(8,), workers=(2,), load_batches=8,
                   load_warmup=2, train_steps=6, train_warmup=2, profile_steps=1, infer_batches=(1, 8),
-                  backends=("eager", "sdpa"), infer_time_s=0.3)
+                  backends=("eager", "sdpa"), infer_time_s=0.3, cache_budget_mb=3.0)

@@ -98,7 +98,7 @@ def train(p: Pipeline, model_name: str, *, steps: int, warmup: int, seed: int, u
 
     def step(timed: bool) -> None:
         a = time.perf_counter()
-        raw = next(it)
+        raw = next(it)  # noqa: F821  step() runs only before the `del it` below (which ends the loader's workers)
         batch, tr, rs = p.finish(raw)
         d = time.perf_counter()
         loss = loss_fn(model_name, net, batch, gen)

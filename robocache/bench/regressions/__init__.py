@@ -8,8 +8,10 @@ names below are re-exported here; a test that replaces one patches the module th
 Two questions, one noise model:
 
 ``compare(base, new)``
-    Per case: ``same``, ``faster``, ``slower``, ``incomparable`` or ``failed``. A change is a verdict only
-    when it exceeds both a floor (default 3%) and ``Z`` times that case's measured noise. The noise of a
+    Per case: ``same``, ``inconclusive``, ``faster``, ``slower``, ``incomparable`` or ``failed``. A change is
+    ``slower`` or ``faster`` only when it exceeds both a floor (default 3%) and ``Z`` times that case's measured
+    noise; beyond the floor but within the noise it is ``inconclusive`` (the data cannot tell), within the floor
+    ``same``. The noise of a
     ratio of two medians is the within-run uncertainty of each (the harness's 95% interval of the median,
     ``method.noise``) plus, twice, the *between-run* noise: on the H200 two runs of one commit differed by
     up to 18x their within-run intervals (a fresh process, other input addresses, clocks), so within-run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .changepoints import MIN_HISTORY, Break, Change, CheckResult, Drift, Point
@@ -37,21 +37,21 @@ def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
     lo, hi = c.ratio_ci
     return "\n".join([
         f"### {md_text(alert_title(c))}", "",
-        f"- series: machine `{_code(s['machine'])}` ({md_text(str(s['arch'] or 'arch unknown'))}), op `{_code(s['op'])}`, case "
-        f"`{_code(s['case_id'])}`, provider `{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, "
+        f"- series: machine `{code_span(s['machine'])}` ({md_text(str(s['arch'] or 'arch unknown'))}), op `{code_span(s['op'])}`, case "
+        f"`{code_span(s['case_id'])}`, provider `{code_span(s['provider'])}`, dtype `{code_span(s['dtype'])}`, "
         f"timer {md_text(str(s['timer']))}, cache {md_text(str(s['cache']))}, front end {md_text(str(s['frontend']))}",
         f"- change: median time x{c.ratio:.3f} (95% interval x{lo:.3f} to x{hi:.3f}); "
         f"{c.n_before} runs before, {c.n_after} after; series noise {c.sigma * 100:.2f}% per run; "
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
         f"- location: this commit range's share of the likelihood among the neighbouring ones {c.place_p:.0%}"
         + (" (not sure: a neighbouring commit may be the one)" if c.place_p < PLACE_SURE else ""),
-        f"- last commit before: `{_code(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
-        f"- first commit after: `{_code(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
+        f"- last commit before: `{code_span(c.before.commit or '?')}` (run {md_text(c.before.run_id)}, {md_text(c.before.created)})",
+        f"- first commit after: `{code_span(c.after.commit or '?')}` (run {md_text(c.after.run_id)}, {md_text(c.after.created)})",
         "- confirmation: " + {True: "a rerun of the case, tested alone, reproduced it",
                               False: "**unconfirmed**", None: "not asked (`check --confirm`)"}[c.confirmed]
         + (f": {md_text(c.confirm_note)}" if c.confirm_note else ""),
         f"- change id `{c.change_id}` (series and commit range: one issue per change, updated while it holds)",
-        f"- reproduce: `{_code(reproduce_command(c))}`",
+        f"- reproduce: `{code_span(reproduce_command(c))}`",
         f"- dashboard: [History of {md_text(s['case_id'])} / {md_text(s['provider'])} / {md_text(s['dtype'])} "
         f"on {md_text(str(s['machine']))}]({links.history_url(s, dashboard_url)})",
     ]) + "\n"
@@ -70,13 +70,13 @@ def drift_markdown(d: Drift, dashboard_url: str | None = None) -> str:
     s = d.series
     return "\n".join([
         f"### {md_text(drift_title(d))}", "",
-        f"- series: machine `{_code(s['machine'])}`, case `{_code(s['case_id'])}`, provider "
-        f"`{_code(s['provider'])}`, dtype `{_code(s['dtype'])}`, front end {md_text(str(s['frontend']))}",
+        f"- series: machine `{code_span(s['machine'])}`, case `{code_span(s['case_id'])}`, provider "
+        f"`{code_span(s['provider'])}`, dtype `{code_span(s['dtype'])}`, front end {md_text(str(s['frontend']))}",
         f"- trend: Theil-Sen slope {d.slope * 100:+.2f}% per night (95% interval {d.slope_ci[0] * 100:+.2f}% to "
         f"{d.slope_ci[1] * 100:+.2f}%), Mann-Kendall tau {d.tau:.2f}, one-sided p = {d.p_value:.2g}, "
         f"q = {d.q_value:.2g}; a line fits these nights better than any single step",
-        f"- window: {d.window} nights, run {md_text(d.first.run_id)} (`{_code((d.first.commit or '?')[:12])}`) to "
-        f"run {md_text(d.last.run_id)} (`{_code((d.last.commit or '?')[:12])}`): a drift, no single commit is blamed",
+        f"- window: {d.window} nights, run {md_text(d.first.run_id)} (`{code_span((d.first.commit or '?')[:12])}`) to "
+        f"run {md_text(d.last.run_id)} (`{code_span((d.last.commit or '?')[:12])}`): a drift, no single commit is blamed",
         f"- dashboard: [History of this series]({links.history_url(s, dashboard_url)})",
     ]) + "\n"
 
@@ -119,11 +119,13 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
                 "run_id": b.run_id, "created": b.created, "ratio": b.ratio,
                 "link": links.history_url(b.series, dashboard_url)}
 
-    return {"schema": "robocache-alerts/1", "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return {"schema": "robocache-alerts/1", "generated": datetime.now(UTC).isoformat(timespec="seconds"),
             "alerts": [one(c) for c in res.alerts], "improvements": [one(c) for c in res.improvements],
             "drifts": [drift(d) for d in res.drifts], "breaks": [brk(b) for b in res.breaks],
             "checked": sorted(res.checked),
-            "summary": {"series": res.series, "series_checked": res.series_checked,
+            # tested(): series_current, series_not_enough_history, series_stale, status (added within /1: readers
+            # of the older keys are unaffected)
+            "summary": {**tested(res), "series": res.series, "series_checked": res.series_checked,
                         "candidates": res.candidates, "significant_changes": len(res.changes),
                         "alerts": len(res.alerts), "improvements": len(res.improvements),
                         "drifts": len(res.drifts), "breaks": len(res.breaks),
@@ -131,23 +133,49 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
                         "floor": res.floor, "fdr_q": res.fdr_q}}
 
 
+def tested(res: CheckResult) -> dict[str, Any]:
+    """What the check could answer: ``series_current`` (in their machine's newest run), ``series_checked`` (tested:
+    enough healthy history), ``series_not_enough_history`` (current, too short to test: neither a regression nor
+    its absence can be said), ``series_stale`` (not in the newest run: not tested tonight) and ``status``:
+    ``regression`` (an alert or a drift), ``not_enough_history`` (nothing could be tested), ``partial`` (no
+    regression in the series tested, others too short) or ``no_regression`` (every current series tested)."""
+    current = res.series - res.series_stale
+    short = max(current - res.series_checked, 0)
+    if res.alerts or res.drifts:
+        status = "regression"
+    elif res.series_checked == 0:
+        status = "not_enough_history"
+    elif short:
+        status = "partial"
+    else:
+        status = "no_regression"
+    return {"series_current": current, "series_checked": res.series_checked, "series_not_enough_history": short,
+            "series_stale": res.series_stale, "status": status}
+
+
 def check_markdown(res: CheckResult, dashboard_url: str | None = None) -> str:
+    t = tested(res)
+    short, stale = t["series_not_enough_history"], t["series_stale"]
     lines = ["## robocache-bench check", "",
-             f"{res.series} series, {res.series_checked} with at least {MIN_HISTORY} healthy runs; "
+             f"Tested {res.series_checked} of {t['series_current']} series"
+             + (f" ({short} with not enough history: fewer than {MIN_HISTORY} healthy runs)" if short else "")
+             + (f"; {stale} more not in their machine's newest run (retired, or measured another way), not tested"
+                if stale else "") + "; "
              f"{res.excluded_points} points excluded ({', '.join(f'{k} {v}' for k, v in sorted(res.excluded_reasons.items())) or 'none'}); "
              f"{res.candidates} candidate change points, {len(res.changes)} significant "
              f"(Benjamini-Hochberg q <= {res.fdr_q:g}, beyond {res.floor:.0%}).", ""]
     if res.alerts:
         lines += [f"**{len(res.alerts)} performance regression(s)**", ""] + [alert_markdown(c, dashboard_url) for c in res.alerts]
-    elif res.series_checked == 0:
+    elif t["status"] == "not_enough_history":
         # nothing was tested: "no regression" would be a pass that never looked
-        lines.append(f"**Nothing tested**: no series has the {MIN_HISTORY} healthy runs a test needs, so no "
-                     "regression can be found or ruled out yet (run the suite on more commits of this machine).")
-    elif res.series_checked < res.series:
-        lines.append(f"No performance regression in the {res.series_checked} series tested "
-                     f"({res.series - res.series_checked} with fewer than {MIN_HISTORY} healthy runs not tested).")
+        lines.append(f"Not enough history: none of the {t['series_current']} series has the {MIN_HISTORY} healthy "
+                     "runs a test needs, so no regression can be found or ruled out yet (run the suite on more "
+                     "commits of this machine).")
+    elif short:
+        lines.append(f"No regression found in the {res.series_checked} series tested. Not enough history for the "
+                     f"other {short}: no regression can be found or ruled out there yet.")
     else:
-        lines.append("No performance regression.")
+        lines.append(f"No performance regression in the {res.series_checked} series tested.")
     if res.drifts:
         lines += ["", f"**{len(res.drifts)} drift(s)** (a trend over the newest nights, not one commit):", ""]
         lines += [drift_markdown(d, dashboard_url) for d in res.drifts]
@@ -173,7 +201,7 @@ def md_text(text: Any) -> str:
     return s.replace("\n", " ").replace("@", "@\u2060")
 
 
-def _code(text: Any) -> str:
+def code_span(text: Any) -> str:
     """Text for inside a code span: backticks and newlines removed."""
     return str(text).replace("`", "'").replace("\n", " ").replace("@", "@\u2060")
 

@@ -202,13 +202,22 @@ def main(argv: list[str] | None = None) -> int:
 
     from .. import store
 
-    ap = argparse.ArgumentParser(prog="python -m robocache.bench.regressions")
+    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m robocache.bench.regressions")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("fit-priors", help="fit the per-provider noise priors from runs of one commit")
+    f = sub.add_parser("fit-priors", allow_abbrev=False,
+                       help="fit the per-provider noise priors from runs of one commit")
     f.add_argument("paths", nargs="+")
     f.add_argument("--out", default=str(PRIORS_FILE))
     args = ap.parse_args(argv)
-    loaded = store.load(*args.paths)
+    # the committed records only: a folder's files that git ignores (make run's results/local/, the user's own
+    # runs) would change the committed priors from one checkout to the next; named explicitly, they count
+    paths, ignored = store.committed_files(*args.paths)
+    if ignored:
+        where = sorted({str(Path(f).parent) for f in ignored})
+        print(f"fit-priors: left out {len(ignored)} results file(s) git ignores ({', '.join(where[:3])}"
+              f"{', ...' if len(where) > 3 else ''}): not committed records; name that folder to fit on it",
+              file=sys.stderr)
+    loaded = store.load(*paths)
     if loaded.bad:
         for path, why in loaded.bad:
             print(f"bad results file {path}: {why}", file=sys.stderr)

@@ -671,7 +671,7 @@ def markdown(doc: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m robocache.bench.regressions replay``: the out-of-sample replay of the nightly check."""
-    ap = argparse.ArgumentParser(prog="python -m robocache.bench.regressions replay",
+    ap = argparse.ArgumentParser(prog="python -m robocache.bench.regressions replay", allow_abbrev=False,
                                  description="Replay the nightly check --confirm over the real run-to-run noise, "
                                              "out of sample (docs/regressions.md)")
     ap.add_argument("--size", choices=sorted(SIZES), default="full")

@@ -15,7 +15,9 @@ from .noise import prior_noise, series_sigma, shrink
 from .records import FLOOR, case_key, case_label, check_floor, p50, safe_exp, unhealthy, within_sigma
 
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
-VERDICTS = ("slower", "faster", "same", "incomparable", "failed")
+# "inconclusive": the medians moved beyond the floor but not beyond what the case's noise can resolve (the data
+# cannot say whether it changed); "same" is kept for a move within the floor (docs/regressions.md)
+VERDICTS = ("slower", "faster", "inconclusive", "same", "incomparable", "failed")
 
 
 # compare() names these in its verdict ("incomparable: machine ...", "front end ...", "method version ...", "input
@@ -136,10 +138,22 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
             v.verdict = "slower"
         elif ratio < 1 / (1 + thr):
             v.verdict = "faster"
+        elif ratio > 1 + floor or ratio < 1 / (1 + floor):
+            # beyond the floor, within the noise: the data cannot tell a change from none ("same" would claim
+            # what a case needing +-205% cannot see; issue 24: torch.compile moved 1.42x and read "same")
+            v.verdict = "inconclusive"
+            v.reason = (f"moved {(ratio - 1) * 100:+.1f}%, within the noise: this case resolves only {_pm(thr)} "
+                        "(more history narrows it)")
         else:
             v.verdict = "same"
+            if thr > floor:  # within the floor, but say how coarse this case is
+                v.reason = f"within the {floor:.0%} floor; this case resolves only {_pm(thr)}"
         out.append(v)
     return out
+
+
+def _pm(thr: float) -> str:
+    return f"±{thr * 100:.1f}%"
 
 
 def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str) -> str:
@@ -155,7 +169,8 @@ def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str)
             us_text(v.base_us), us_text(v.new_us), f"{v.ratio:.3f}" if v.ratio else "",
             f"±{v.threshold * 100:.1f}%" if v.threshold is not None else "",
             f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", md_text(v.reason)]) + " |")
-    lines += ["", f"A verdict needs a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
-              "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base))."]
+    lines += ["", f"slower or faster: a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
+              "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base)); inconclusive: "
+              "beyond the floor but within the noise (the data cannot tell); same: within the floor."]
     return "\n".join(lines) + "\n"
 

@@ -40,7 +40,8 @@ The package, one module per kind of timer, and what each holds:
 * :mod:`.device`: :func:`time_gpu` (``cuda_event``, ``cuda_graph``), :func:`copy_ceiling`, :class:`GraphUnavailable`;
 * :mod:`.host`: :func:`time_host` (``host``) and :func:`time_host_loop` (``host_loop``);
 * :mod:`.lockstep`: :func:`lockstep_plan` and :func:`time_lockstep` (multi-GPU work with collectives inside);
-* :mod:`.launch_floor`: :class:`BareLaunch` and :func:`launch_floor_source` (the dispatch cases' floor).
+* :mod:`.launch_floor`: :class:`BareLaunch` and :func:`launch_floor_source` (the dispatch cases' floor), and
+  :func:`time_interleaved` / :func:`interleaved_call_cost` (the public call and the floor timed interleaved).
 
 Import the timers from here (``from robocache.bench import timing``; ``timing.time_gpu(...)``).
 """
@@ -50,13 +51,13 @@ from typing import Any
 
 from .device import GraphUnavailable, copy_ceiling, time_gpu
 from .host import time_host, time_host_loop
-from .launch_floor import BareLaunch, launch_floor_source
+from .launch_floor import BareLaunch, interleaved_call_cost, launch_floor_source, time_interleaved
 from .lockstep import HOST_BOUND_FRACTION, lockstep_plan, time_lockstep
 from .stats import Timing, median_ci, stop_rule
 
 __all__ = ["BareLaunch", "GraphUnavailable", "HOST_BOUND_FRACTION", "LAUNCH_FLOOR_ARGS", "Timing", "copy_ceiling",
-           "launch_floor_source", "lockstep_plan", "median_ci", "stop_rule", "time_gpu", "time_host", "time_host_loop",
-           "time_lockstep"]
+           "interleaved_call_cost", "launch_floor_source", "lockstep_plan", "median_ci", "stop_rule", "time_gpu",
+           "time_host", "time_host_loop", "time_interleaved", "time_lockstep"]
 
 
 def __getattr__(name: str) -> Any:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .stats import Timing, check_args, stop_rule
 

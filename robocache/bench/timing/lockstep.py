@@ -6,7 +6,8 @@ from __future__ import annotations
 import gc
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .device import MAX_REPS, torch_cuda
 from .stats import Timing, quantile, stop_rule

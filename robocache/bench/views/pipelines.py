@@ -1,5 +1,6 @@
-"""The end-to-end pipelines' tables (suites ``pipelines`` and ``profile``: docs/pipelines.md): data loading,
-training step, policy inference, the kernel breakdown of a training step, Nsight Compute."""
+"""The end-to-end pipelines' tables (suites ``pipelines`` and ``profile``: docs/pipelines.md): data loading
+(the two DataLoader pipelines, and the EpisodeCache in each regime), training step, policy inference, the kernel
+breakdown of a training step, Nsight Compute."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -8,9 +9,10 @@ from typing import Any
 
 from .. import ops
 from .records import flagged, flags, is_pipeline, machine, pipeline_kind
-from .tables import esc, fmt_us, fmt_x, table
+from .tables import code, esc, fmt_us, fmt_x, table
 
-_PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse"}
+_PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse", "episode_cache": "EpisodeCache"}
+CACHE = "episode_cache"
 
 
 _RESAMPLE_ON = {"cpu_workers": "CPU workers", "gpu": "GPU", "numpy_fallback": "NumPy fallback (no GPU)"}
@@ -35,20 +37,59 @@ def _util(r: dict[str, Any] | None) -> str:
     return "n/a" if r else "-"
 
 
+def _dataset_key(r: dict[str, Any]) -> tuple:
+    p = r["case"]["params"]
+    return (machine(r), p.get("B"), p.get("dataset_episodes"), p.get("dataset_seed"), p.get("rgb"))
+
+
+def _regime(r: dict[str, Any] | None) -> str:
+    """``resident`` or ``streamed (depth d)`` for a cache case; '' otherwise."""
+    p = (r or {}).get("case", {}).get("params", {})
+    if p.get("regime") == "streamed":
+        return f"streamed, depth {p.get('prefetch_depth')}"
+    return p.get("regime") or ""
+
+
+def pipeline_label(r: dict[str, Any]) -> str:
+    """The loader of a record as the tables name it: the pipeline, and for the cache's cases the regime (the CPU
+    workers of a streamed case read the streamed cache's episode order)."""
+    prov = r["case"]["provider"]
+    label = _PIPE_LABEL.get(prov, prov)
+    reg = _regime(r)
+    if prov == CACHE and reg:
+        return f"{label} ({reg})"
+    if reg.startswith("streamed"):
+        return f"{label}, the streamed cache's order"
+    return label
+
+
 def pipeline_dataload_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (machine, dataset tag, B, workers): both pipelines' figures and the speedup (one run's records)."""
+    """Per (machine, dataset tag, B, workers): both DataLoader pipelines' figures and the speedup (one run's
+    records), with the resident EpisodeCache's trajectories/s at that batch size beside them."""
+    records = list(records)
     pairs: dict[tuple, dict[str, Any]] = defaultdict(dict)
+    cache: dict[tuple, dict[str, Any]] = {}
     for r in records:
-        if pipeline_kind(r) == "dataload":
+        if pipeline_kind(r) != "dataload":
+            continue
+        if r["case"]["provider"] == CACHE:
+            if r["case"]["params"].get("regime") == "resident":
+                cache[_dataset_key(r)] = r
+        else:
             pairs[(machine(r), r["case"]["id"])][r["case"]["provider"]] = r
     rows = []
     for (mach, cid), by in pairs.items():
         base, ours = by.get("cpu_workers"), by.get("robocache")
         any_r = base or ours
+        if any_r is None:
+            continue
         p = any_r["case"]["params"]
         tb, to = _fig(base, "traj_per_s"), _fig(ours, "traj_per_s")
+        c = cache.get(_dataset_key(any_r))
+        tc = _fig(c, "traj_per_s")
         rows.append({"machine": mach[0], "arch": mach[1], "case": cid, "B": p.get("B"), "workers": p.get("workers"),
                      "base_tps": tb, "ours_tps": to, "speedup": to / tb if tb and to else None,
+                     "cache_tps": tc, "cache_speedup": tc / tb if tb and tc else None,
                      "base_p50": _fig(base, "ms_p50"), "base_p90": _fig(base, "ms_p90"),
                      "ours_p50": _fig(ours, "ms_p50"), "ours_p90": _fig(ours, "ms_p90"),
                      "base_util": _util(base), "ours_util": _util(ours),
@@ -63,19 +104,58 @@ def pipeline_dataload(records: Iterable[dict[str, Any]]) -> str:
         return "_No data-loading case in these records._"
     body = [[f"{r['arch']} ({r['machine']})", r["B"], r["workers"], _f(r["base_tps"], "{:,.1f}"),
              _f(r["ours_tps"], "{:,.1f}"), fmt_x(r["speedup"]) + (" (flagged)" if r["flagged"] else ""),
+             _f(r["cache_tps"], "{:,.1f}"), fmt_x(r["cache_speedup"]),
              f"{_f(r['base_p50'], '{:.2f}')} / {_f(r['base_p90'], '{:.2f}')}",
              f"{_f(r['ours_p50'], '{:.2f}')} / {_f(r['ours_p90'], '{:.2f}')}", r["base_util"], r["ours_util"],
              r["resample_on"], r["status"]] for r in rows]
     return ("Trajectories per second through a DataLoader (same workers, batches, episodes; batches checked equal "
-            "before timing); speedup = robocache / CPU workers; ms per batch p50 / p90 from the end of one batch "
-            "to the next one ready on the device; GPU utilisation by NVML (n/a: unavailable).\n\n"
+            "before timing); speedup = robocache / CPU workers; the resident EpisodeCache (no worker: the same "
+            "figure on every worker row of a batch size) and its speedup over the CPU workers of the row; ms per "
+            "batch p50 / p90 from the end of one batch to the next one ready on the device; GPU utilisation by NVML "
+            "(n/a: unavailable).\n\n"
             + table(["machine", "batch", "workers", "CPU workers traj/s", "robocache traj/s", "speedup",
-                     "CPU workers ms p50 / p90", "robocache ms p50 / p90", "GPU util (CPU workers)",
-                     "GPU util (robocache)", "robocache resample on", "status"], body))
+                     "EpisodeCache traj/s", "EpisodeCache speedup", "CPU workers ms p50 / p90",
+                     "robocache ms p50 / p90", "GPU util (CPU workers)", "GPU util (robocache)",
+                     "robocache resample on", "status"], body))
+
+
+CACHE_HEADER = ["machine", "batch", "regime", "traj/s", "ms p50 / p90", "speedup vs CPU workers", "cache MB",
+                "pinned host MB", "build s", "chunks / slots", "GPU util", "resample on", "status"]
+
+
+def pipeline_cache_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """The EpisodeCache's data-loading rows (:data:`CACHE_HEADER`): per machine, batch size and regime."""
+    recs = sorted((r for r in records if pipeline_kind(r) == "dataload" and r["case"]["provider"] == CACHE),
+                  key=lambda r: (machine(r), r["case"]["params"].get("B", 0), r["case"]["id"]))
+    out = []
+    for r in recs:
+        pipe = r.get("pipeline") or {}
+        chunks, slots = _fig(r, "chunks"), _fig(r, "slots")
+        out.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("B"), _regime(r) or "-",
+                    _f(_fig(r, "traj_per_s"), "{:,.1f}"),
+                    f"{_f(_fig(r, 'ms_p50'), '{:.3f}')} / {_f(_fig(r, 'ms_p90'), '{:.3f}')}",
+                    fmt_x(_fig(r, "speedup_vs_baseline")), _f(_fig(r, "cache_mb"), "{:,.1f}"),
+                    _f(_fig(r, "cache_host_mb"), "{:,.1f}"), _f(_fig(r, "cache_build_s"), "{:.2f}"),
+                    f"{chunks:.0f} / {slots:.0f}" if chunks is not None and slots is not None else "-",
+                    _util(r), _RESAMPLE_ON.get(pipe.get("resample_on"), "-"),
+                    r["status"] + (f": {(r.get('reason') or '').splitlines()[0][:80]}" if r["status"] != "ok" else "")])
+    return out
+
+
+def pipeline_cache(records: Iterable[dict[str, Any]]) -> str:
+    body = pipeline_cache_rows(records)
+    if not body:
+        return "_No EpisodeCache case in these records._"
+    return ("robocache.EpisodeCache: the episodes packed once on the device (resident) or streamed from pinned host "
+            "memory within a budget half the dataset (a ring of slots, chunks copied ahead on a side stream); one "
+            "launch per batch, no worker, no per-batch copy; batches checked equal to the CPU workers' before timing. "
+            "Speedup over the CPU workers' best trajectories/s at the batch size; cache MB = device memory (buffers "
+            "and tables), build s = reading the file, packing and copying it.\n\n" + table(CACHE_HEADER, body))
 
 
 TRAINING_HEADER = ["machine", "model", "pipeline", "ranks", "batch", "workers", "steps/s", "data share",
-                   "ms wait / transfer / resample / compute", "GPU util", "speedup", "loss gate", "status"]
+                   "ms wait / transfer / resample / compute", "GPU util", "speedup", "cache MB / build s", "loss gate",
+                   "status"]
 
 
 INFERENCE_HEADER = ["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup vs eager", "peak MB", "max rel err",
@@ -84,20 +164,23 @@ INFERENCE_HEADER = ["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup 
 
 def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
     """The training table's rows (:data:`TRAINING_HEADER`)."""
+    order = {"cpu_workers": 0, "robocache": 1, CACHE: 2}
     recs = sorted((r for r in records if pipeline_kind(r) == "train"),
-                  key=lambda r: (machine(r), r["case"]["id"], r["case"]["provider"]))
+                  key=lambda r: (machine(r), r["case"]["id"], order.get(r["case"]["provider"], 9),
+                                 r["case"]["provider"]))
     body = []
     for r in recs:
         pipe = r.get("pipeline") or {}
         sp = pipe.get("split_ms") or {}
         chk = r.get("check") or {}
         body.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("model"),
-                     _PIPE_LABEL.get(r["case"]["provider"], r["case"]["provider"]),
-                     r["case"]["params"].get("ranks", 1), r["case"]["params"].get("B"),
-                     r["case"]["params"].get("workers"), _f(_fig(r, "steps_per_s"), "{:.2f}"),
-                     _pct_share(_fig(r, "data_wait_share")),
+                     pipeline_label(r), r["case"]["params"].get("ranks", 1), r["case"]["params"].get("B"),
+                     r["case"]["params"].get("workers") if r["case"]["provider"] != CACHE else "-",
+                     _f(_fig(r, "steps_per_s"), "{:.2f}"), _pct_share(_fig(r, "data_wait_share")),
                      " / ".join(_f(sp.get(k), "{:.2f}") for k in ("data_wait", "transfer", "resampling", "compute")),
                      _util(r), fmt_x(_fig(r, "speedup_vs_baseline")),
+                     "-" if _fig(r, "cache_mb") is None else
+                     f"{_fig(r, 'cache_mb'):,.1f} / {_f(_fig(r, 'cache_build_s'), '{:.2f}')}",
                      "-" if chk.get("max_rel_err") is None else f"{chk['max_rel_err']:.1e}", r["status"]])
     return body
 
@@ -107,8 +190,10 @@ def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
     if not body:
         return "_No training case in these records._"
     return ("Fixed optimizer steps from each pipeline; data share = time waiting for the batch, copying it and "
-            "(robocache) resampling it, over the step; split per step in ms; loss gate = largest relative "
-            "difference of the loss curve against the CPU workers' on the same seed.\n\n"
+            "(robocache, EpisodeCache) resampling it, over the step; split per step in ms; speedup = steps/s over the "
+            "CPU workers' on the same episodes; cache MB / build s = the EpisodeCache's device memory and build time "
+            "(streamed: within a budget half the dataset); loss gate = largest relative difference of the loss "
+            "curve against the CPU workers' on the same seed and episodes.\n\n"
             + table(TRAINING_HEADER, body))
 
 
@@ -144,8 +229,8 @@ def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
         pipe = r["pipeline"]
         rows = [[k["name"][:90], f"{100 * k['share']:.1f}%", k["calls"], fmt_us(k["avg_us"]), fmt_us(k["total_us"])]
                 for k in pipe["kernels"][:top]]
-        trace = f"; trace `{esc(pipe['trace_file'])}`" if pipe.get("trace_file") else ""
-        parts.append(f"**{esc(r['case']['id'])}** ({esc(_PIPE_LABEL.get(r['case']['provider'], r['case']['provider']))}"
+        trace = f"; trace `{code(pipe['trace_file'])}`" if pipe.get("trace_file") else ""
+        parts.append(f"**{esc(r['case']['id'])}** ({esc(pipeline_label(r))}"
                      f", {esc(machine(r)[1])}){trace}\n\n"
                      + table(["kernel" if (r.get("env") or {}).get("device") == "gpu" else "operator (CPU run)",
                               "share", "calls", "avg us", "total us"], rows))
@@ -154,7 +239,21 @@ def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
 
 
 PROFILE_HEADER = ["machine", "case", "dtype", "provider", "longest kernel", "its share of the call", "DRAM % of peak",
-                  "SM % of peak", "achieved occupancy %", "L2 hit rate %", "registers", "status"]
+                  "SM % of peak", "achieved occupancy %", "L2 hit rate %", "registers", "ncu us (call)",
+                  "harness p50 us", "ncu / harness", "status"]
+
+
+def _agreement_cell(r: dict[str, Any]) -> str:
+    """ncu's time of the profiled call over the harness's device time of the same case and run (pipelines.ncu), and
+    whether they agree within its factor; a record without the harness's time (before the check existed, or its
+    measurement failed) is said unchecked, never assumed right."""
+    from ..pipelines.ncu import AGREE
+
+    ratio = _fig(r, "ncu_vs_harness")
+    if ratio is None:
+        return "not checked"
+    ok = 1.0 / AGREE <= ratio <= AGREE
+    return (f"{ratio:,.0f}x" if ratio >= 100 else f"{ratio:.3g}x") + ("" if ok else f": DISAGREE (beyond {AGREE:g}x)")
 
 
 def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
@@ -169,7 +268,8 @@ def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
                     top["name"][:60] if top else "-", _f(top.get("share") if top else None, "{:.0%}"),
                     _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"), _f(_fig(r, "sm_pct_of_peak"), "{:.1f}"),
                     _f(_fig(r, "achieved_occupancy_pct"), "{:.1f}"), _f(_fig(r, "l2_hit_rate_pct"), "{:.1f}"),
-                    _f(_fig(r, "registers"), "{:.0f}"),
+                    _f(_fig(r, "registers"), "{:.0f}"), fmt_us(_fig(r, "ncu_call_us")), fmt_us(_fig(r, "harness_us")),
+                    _agreement_cell(r) if r["status"] == "ok" else "-",
                     r["status"] + (f": {(r.get('reason') or '').splitlines()[0][:60]}" if r["status"] != "ok" else "")])
     return out
 
@@ -193,9 +293,12 @@ def pipelines(records: Iterable[dict[str, Any]]) -> str:
     records = list(records)
     prof = pipeline_profile_rows(records)
     return "\n\n".join(["## Data loading by batch size", pipeline_dataload(records),
+                         "## EpisodeCache: data loading from the device", pipeline_cache(records),
                          "## Training step: where the time goes", pipeline_training(records),
                          "## Policy inference by backend", pipeline_inference(records),
                          "## Kernel breakdown of a training step", pipeline_kernels(records),
                          *(["## Nsight Compute: robocache's kernels",
-                            "One profiled call per case under ncu (its first kernel's metrics).\n\n"
+                            "One profiled call per case under ncu (its longest kernel's metrics); ncu's time of "
+                            "the whole call against the harness's device time of the same case in the same run, "
+                            "flagged beyond a factor of 3 either way.\n\n"
                             + table(PROFILE_HEADER, prof)] if prof else [])])

@@ -6,9 +6,17 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from ...providers import compile_mode
+from ...providers import OURS, OURS_CPU, compile_mode
 from .. import ops
 from ..schema import PIPELINE_KINDS, Series, series_key  # PIPELINE_KINDS: dataload, train, infer
+
+
+def ours(records: Iterable[dict[str, Any]]) -> str:
+    """The provider robocache's figures are read from in these records: its public API on the GPU (``robocache``)
+    where the records have it, else the same API on NumPy arrays (``robocache@numpy``, a run without a GPU), else
+    ``robocache`` (whose absence the views then show)."""
+    seen = {r["case"]["provider"] for r in records}
+    return OURS if OURS in seen or OURS_CPU not in seen else OURS_CPU
 
 
 def is_dispatch(r: dict[str, Any]) -> bool:

@@ -14,8 +14,8 @@ from .. import ops, specs
 from .kernels import call_cost, journey, vs_compile, vs_compile_cases
 from .multigpu import multigpu
 from .pipelines import pipelines
-from .records import compile_best, flags, index, is_dispatch, is_multigpu, is_pipeline, ok_time, p50, timed
-from .tables import Section, esc, fmt_num, fmt_us, render, table
+from .records import compile_best, flags, index, is_dispatch, is_multigpu, is_pipeline, ok_time, ours, p50, timed
+from .tables import Section, code, esc, fmt_num, fmt_sig, fmt_us, render, table
 
 
 def case_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -72,11 +72,12 @@ def header(records: list[dict[str, Any]]) -> str:
     dirty = " (uncommitted changes)" if r0.get("git_dirty") else ""
     synthetic = "\n\n**SYNTHETIC records (generated fixtures), not measurements.**" if any(
         r.get("synthetic") for r in records) else ""
+    drivers = (f"; driver {esc(env.get('driver'))}, CUDA {esc(env.get('cuda'))}" if env.get("device") == "gpu"
+               else "")  # a CPU run has neither: "driver None" said nothing
     lines = [
-        f"- **device**: {esc(gpu)}; driver {esc(env.get('driver'))}, CUDA {esc(env.get('cuda'))}; "
-        f"machine `{esc(env.get('machine'))}`",
-        f"- **run** `{esc(r0['run_id'])}`, suite `{esc(r0['suite'])}`, front end {esc(r0['frontend'])}, "
-        f"{esc(min(r['created'] for r in records))}; **commit** `{esc(commit)}`{dirty}",
+        f"- **device**: {esc(gpu)}{drivers}; machine `{code(env.get('machine'))}`",
+        f"- **run** `{code(r0['run_id'])}`, suite `{code(r0['suite'])}`, front end {esc(r0['frontend'])}, "
+        f"{esc(min(r['created'] for r in records))}; **commit** `{code(commit)}`{dirty}",
         f"- **copy ceiling** measured in this run: {fmt_num(ceiling * 1e9, 'B/s') if ceiling else 'not measured'}"
         " (device-to-device copy, bytes read + written)",
         "- libraries: " + ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted((env.get("libs") or {}).items())),
@@ -118,37 +119,87 @@ def headline_case() -> tuple[str, str] | None:
     return next((op.headline for op in ops.registered() if op.headline), None)
 
 
+# A p20-p80 spread beyond this share of the median marks a case "wide": single calls vary by more than about +-12%,
+# which a quiet GPU case never does (its spread is a few %) and a CPU case on a busy host often does
+SPREAD_WIDE = 0.25
+
+
+def spread(r: dict[str, Any]) -> float | None:
+    """(p80 - p20) / p50 of a timed record, None without timing."""
+    t = (r.get("metrics") or {}).get("time_us") or {}
+    if not t.get("p50") or t.get("p20") is None or t.get("p80") is None:
+        return None
+    return (t["p80"] - t["p20"]) / t["p50"]
+
+
+def _row_flags(r: dict[str, Any]) -> str:
+    f = flags(r)
+    s = spread(r)
+    if s is not None and s > SPREAD_WIDE:
+        f = "wide" if f == "-" else f + ",wide"
+    return f
+
+
 def headline(records: list[dict[str, Any]]) -> str:
-    """The headline case (:func:`headline_case`) per dtype and provider, with robocache's speedup."""
+    """The headline case (:func:`headline_case`) named, then per dtype and provider its median, p20-p80 spread,
+    throughput and bandwidth (3 significant digits) and robocache's speedup (the public API on the GPU, its NumPy
+    path on a CPU run: :func:`records.ours`); a run whose rows are flagged (contended, throttled, noisy, a wide
+    spread) says first that its figures are unreliable, and why."""
     idx = index(records)
-    cid = (headline_case() or ("", ""))[1]
-    rows = []
+    title, cid = headline_case() or ("", "")
+    mine = ours(records)
+    rows, shown = [], []
     for r in sorted((r for r in records if r["case"]["id"] == cid),
                     key=lambda r: (specs.GPU_DTYPES.index(r["case"]["dtype"]) if r["case"]["dtype"] in
                                    specs.GPU_DTYPES else 9, _providers(records).index(r["case"]["provider"]))):
         m = r.get("metrics") or {}
-        ours = ok_time(idx, cid, r["case"]["dtype"], OURS)
+        ours_t = ok_time(idx, cid, r["case"]["dtype"], mine)
         prov = r["case"]["provider"]
         best = compile_best(idx, cid, r["case"]["dtype"]) if compile_mode(prov) else None
         both = sum(1 for p in _providers(records) if compile_mode(p)) > 1
         name = label(prov) + (" (faster mode)" if both and best and best[2] is r else "")
-        rows.append([r["case"]["dtype"], name, r["status"],
-                     fmt_us(p50(r)), fmt_num(m.get("items_per_s"), " traj/s"),
-                     f"{m['gb_per_s']:.0f}" if m.get("gb_per_s") is not None else "-",
+        t = m.get("time_us") or {}
+        rows.append([r["case"]["dtype"], name, r["status"], fmt_us(p50(r)),
+                     f"{fmt_us(t['p20'])}-{fmt_us(t['p80'])}" if t.get("p20") is not None else "-",
+                     fmt_num(m.get("items_per_s"), " traj/s"), fmt_sig(m.get("gb_per_s")),
                      f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-",
-                     "1.00x" if r["case"]["provider"] == OURS else _speed(ours, p50(r)), flags(r)])
-    grid = _headline_grid(records)
+                     "1.00x" if prov == mine else _speed(ours_t, p50(r)), _row_flags(r)])
+        shown.append(r)
+    grid = _headline_grid(records, mine)
     if not rows:
         return "_The classic case is not in this run._" + grid
-    return table(["dtype", "provider", "status", "p50 us", "throughput", "GB/s", "% ceiling",
-                  "robocache speedup", "flags"], rows) + grid
+    name = f"Case `{code(cid)}`: {esc(title)}" + ("" if any(r["case"]["provider"] == mine for r in shown) else
+                                                  f"; {esc(label(mine))} is not in this run: no speedup to show")
+    return (name + "\n\n" + _reliability(shown)
+            + table(["dtype", "provider", "status", "p50 us", "p20-p80 us", "throughput", "GB/s", "% ceiling",
+                     "robocache speedup", "flags"], rows) + grid)
 
 
-def _headline_grid(records: list[dict[str, Any]]) -> str:
+def _reliability(rows: list[dict[str, Any]]) -> str:
+    """A warning before a headline whose rows are flagged: how many, and the reasons the records give (the load
+    average that made a CPU case contended, the noise target not met), or ""."""
+    bad = [r for r in rows if _row_flags(r) != "-"]
+    if not bad:
+        return ""
+    why: dict[str, str] = {}  # one reason per kind, the first row's (the load differs a little between cases)
+    for r in bad:
+        for reason in (r.get("health") or {}).get("reasons") or []:
+            kind = reason.split(":")[0]
+            if kind in ("contended", "throttled", "noisy"):
+                why.setdefault(kind, reason.split(" (")[0])
+        s = spread(r)
+        if s is not None and s > SPREAD_WIDE:
+            why.setdefault("wide", f"wide: p20-p80 spread beyond {SPREAD_WIDE:.0%} of the median")
+    return (f"**Unreliable figures**: {len(bad)} of {len(rows)} rows flagged ({esc('; '.join(why.values()))}). "
+            "On a busy or noisy machine a median can move several-fold between runs: rerun on an idle machine "
+            "before reading these numbers.\n\n")
+
+
+def _headline_grid(records: list[dict[str, Any]], provider: str = OURS) -> str:
     """The headline's grid-wide line: per GPU, the median and the worst ratio torch.compile at its faster mode /
     robocache over every case and dtype of the run that measured both (:func:`vs_compile_cases`, the kernels
     report's own computation), so one case never stands for the grid. Empty without torch.compile."""
-    cases = vs_compile_cases(records)
+    cases = vs_compile_cases(records, provider)
     if not cases:
         return ""
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -187,6 +238,7 @@ def dtypes(records: list[dict[str, Any]], provider: str = OURS) -> str:
 def _scaling(records, op: str, axis: str, fixed: dict[str, int], dtype: str) -> str:
     idx = index(records)
     provs = _providers(records)
+    mine = ours(records)
     pts = {}
     for r in records:
         p = r["case"]["params"]
@@ -199,13 +251,13 @@ def _scaling(records, op: str, axis: str, fixed: dict[str, int], dtype: str) -> 
     rows = []
     for x in sorted(pts):
         cid = pts[x]
-        ours_r = idx.get((cid, dtype, OURS))
+        ours_r = idx.get((cid, dtype, mine))
         m = (ours_r or {}).get("metrics") or {}
         row = [x] + [fmt_us(ok_time(idx, cid, dtype, p)) for p in provs]
-        row += [f"{m['gb_per_s']:.0f}" if m.get("gb_per_s") else "-",
+        row += [fmt_sig(m.get("gb_per_s")) if m.get("gb_per_s") else "-",
                 f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-"]
         rows.append(row)
-    return table([axis] + [f"{label(p)} p50 us" for p in provs] + ["robocache GB/s", "% ceiling"], rows)
+    return table([axis] + [f"{label(p)} p50 us" for p in provs] + [f"{label(mine)} GB/s", "% ceiling"], rows)
 
 
 def peers(records: list[dict[str, Any]]) -> str:
@@ -215,6 +267,7 @@ def peers(records: list[dict[str, Any]]) -> str:
     Kernel versions (``robocache@vN``) are not peers; the optimisation journey compares them.
     """
     idx = index(records)
+    mine = ours(records)
     provs = [p for p in _providers(records) if providers.role(p) == "peer" and not compile_mode(p)]
     has_compile = any(compile_mode(p) for p in _providers(records))
     keys = sorted({(r["case"]["id"], r["case"]["dtype"]) for r in records})
@@ -230,17 +283,17 @@ def peers(records: list[dict[str, Any]]) -> str:
         return s
 
     for cid, dt in keys:
-        ours = ok_time(idx, cid, dt, OURS)
+        ours_t = ok_time(idx, cid, dt, mine)
         best = compile_best(idx, cid, dt) if has_compile else None
-        if ours is None and best is None and not any(ok_time(idx, cid, dt, p) for p in provs):
+        if ours_t is None and best is None and not any(ok_time(idx, cid, dt, p) for p in provs):
             continue
-        mine = idx.get((cid, dt, OURS))
+        mine_r = idx.get((cid, dt, mine))
         cells = []
         if has_compile:
-            cells.append(cell(ours, best[0], mine, best[2], f" ({best[1]})") if best else "-")
-        cells += [cell(ours, ok_time(idx, cid, dt, p), mine, idx.get((cid, dt, p))) for p in provs]
-        rows.append([cid, dt, fmt_us(ours)] + cells)
-    head = ["case", "dtype", "robocache p50 us"] + (["vs torch.compile (best mode)"] if has_compile else []) \
+            cells.append(cell(ours_t, best[0], mine_r, best[2], f" ({best[1]})") if best else "-")
+        cells += [cell(ours_t, ok_time(idx, cid, dt, p), mine_r, idx.get((cid, dt, p))) for p in provs]
+        rows.append([cid, dt, fmt_us(ours_t)] + cells)
+    head = ["case", "dtype", f"{label(mine)} p50 us"] + (["vs torch.compile (best mode)"] if has_compile else []) \
         + [f"vs {label(p)}" for p in provs]
     return ("Speedups marked (flagged) involve a record flagged throttled, contended or noisy (see Health). "
             "torch.compile is judged at its best: the faster of its measured modes on each case, named in "
@@ -254,7 +307,7 @@ def roofline(records: list[dict[str, Any]], provider: str = OURS) -> str:
                     key=lambda r: -(r["metrics"]["pct_of_ceiling"] or r["metrics"]["gb_per_s"])):
         m = r["metrics"]
         rows.append([r["case"]["id"], r["case"]["dtype"], fmt_num(r["case"]["bytes"], "B"), fmt_us(m["time_us"]["p50"]),
-                     f"{m['gb_per_s']:.0f}",
+                     fmt_sig(m["gb_per_s"]),
                      f"{m['pct_of_ceiling']:.1f}%" if m["pct_of_ceiling"] is not None else "-"])
     if not rows:
         return f"_No successful {provider} results in this run._"
@@ -322,7 +375,8 @@ def report_sections(records: list[dict[str, Any]]) -> list[Section]:
 
     return [
         ("##", f"Headline: {(headline_case() or ('no headline case', ''))[0]}", lambda: headline(records)),
-        ("##", "Dtype comparison (robocache; speedup = float32 median / 16-bit median)", lambda: dtypes(records)),
+        ("##", "Dtype comparison (robocache; speedup = float32 median / 16-bit median)",
+         lambda: dtypes(records, ours(records))),
         *(("##", title, scaling(op.name, axis, fixed)) for op in ops.registered()
           for title, axis, fixed in op.scaling_views),
         ("##", "Against the peers (speedup = peer median / robocache median, same run, same GPU)",
@@ -333,7 +387,7 @@ def report_sections(records: list[dict[str, Any]]) -> list[Section]:
             lambda: vs_compile(records))]
           if any(compile_mode(r["case"]["provider"]) for r in records) else []),
         *([("##", "Call cost (host time per tiny call)", lambda: call_cost(dispatch))] if dispatch else []),
-        ("##", "Roofline view (robocache)", lambda: roofline(records)),
+        ("##", "Roofline view (robocache)", lambda: roofline(records, ours(records))),
         ("##", "Timer self-check", lambda: timer_check(records)),
         *([("##", "Multi-GPU scaling", lambda: multigpu(multi))] if multi else []),
         *([("#", "End-to-end pipelines", lambda: pipelines(pipe))] if pipe else []),

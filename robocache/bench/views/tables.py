@@ -19,10 +19,32 @@ def esc(x: Any) -> str:
     return s.replace("\n", " ")
 
 
+def code(x: Any) -> str:
+    """Text for inside a code span (between backticks): markdown shows it literally, so nothing is escaped there (a
+    backslash would show as one); a backtick, which would end the span, becomes ``'`` and a newline a space."""
+    return str(x).replace("`", "'").replace("\r", " ").replace("\n", " ")
+
+
 def fmt_us(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:,.1f}" if x < 1e4 else f"{x:,.0f}"
+
+
+def fmt_sig(x: float | None, digits: int = 3) -> str:
+    """``x`` with ``digits`` significant digits, never in exponent form and never rounded to nothing (0.2 GB/s
+    printed as ``0``, an integer format, read as no bandwidth at all): 0.213 -> ``0.213``, 8.0 -> ``8.00``,
+    616.1 -> ``616``; thousands and up in full with separators (``2,412``)."""
+    import math
+
+    if x is None:
+        return "-"
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    if abs(x) >= 10 ** (digits - 1):
+        return f"{x:,.0f}"
+    decimals = digits - 1 - math.floor(math.log10(abs(x)))
+    return f"{x:,.{decimals}f}"
 
 
 def fmt_num(x: float | None, unit: str = "") -> str:

@@ -1,0 +1,81 @@
+"""The Sampled page's pure parts (DataFrame in, DataFrame or figure out; no Streamlit): the sampled suite's
+points and summary are the report's own (:mod:`robocache.bench.views.sampled`), fed from the dashboard's frame.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard import charts, tables
+from robocache import providers
+from robocache.bench.views import sampled as report_sampled
+
+# the peer a point's speedup is taken against: column of :func:`points` -> its label
+PEER_COLUMNS = {"ratio": "torch.compile (faster mode)", "vs_torch_eager": providers.label("torch_eager"),
+                "vs_cupy": providers.label("cupy")}
+# the x axes: column -> axis title
+AXES = {"bytes": "bytes moved (robocache's record: the inputs' minimal traffic)",
+        "features": "features (resample D, fuse sum of D, voxelize channels)"}
+
+
+def sampled_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The frame's rows of sampled points (``params.kind == "sampled"``), single-GPU and timed."""
+    if df.empty:
+        return df
+    mask = df["params"].astype(str).str.contains('"kind":"sampled"', regex=False)
+    if "world_size" in df.columns:
+        mask &= df["world_size"].isna()
+    return df[mask]
+
+
+def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Frame rows as the records :mod:`robocache.bench.views.sampled` reads, each with its ``case.bytes``: the
+    frame keeps GB/s and the median, whose product is the record's bytes (``gb_per_s = bytes / median``)."""
+    d = sampled_frame(df)
+    out = tables.as_records(d)
+    for rec, (_, row) in zip(out, d.iterrows()):
+        gbs, p50 = row.get("gb_per_s"), row.get("p50")
+        ok = gbs is not None and p50 is not None and pd.notna(gbs) and pd.notna(p50)
+        rec["case"]["bytes"] = int(round(float(gbs) * float(p50) * 1e3)) if ok else None
+    return out
+
+
+def points(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`robocache.bench.views.sampled.point_rows` over the frame's sampled rows."""
+    return pd.DataFrame(report_sampled.point_rows(records(df)))
+
+
+def summary(pts: pd.DataFrame) -> pd.DataFrame:
+    """:func:`robocache.bench.views.sampled.summary` over :func:`points`."""
+    if pts.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(report_sampled.summary(pts.to_dict("records")))
+
+
+def speedup_scatter(pts: pd.DataFrame, x: str = "bytes", peer: str = "ratio", title: str = "") -> go.Figure:
+    """robocache's speedup over ``peer`` (a :data:`PEER_COLUMNS` column) against ``x`` (an :data:`AXES` column), one
+    colour per GPU (machine), log-log, the 1x line dotted; the case, dtype and torch.compile mode in the hover."""
+    name = PEER_COLUMNS.get(peer, peer)
+    title = title or f"robocache over {name} against {x}"
+    d = pts.dropna(subset=[x, peer]) if not pts.empty and {x, peer} <= set(pts.columns) else pd.DataFrame()
+    if d.empty:
+        fig = go.Figure()
+        fig.update_layout(title=charts.plain(title + " (no points)"), height=300)
+        return fig
+    d = d.assign(_who=charts.plain_col(d["arch"].astype(str) + " (" + d["machine"].astype(str) + ")"))
+    fig = go.Figure()
+    for who, g in d.groupby("_who", sort=True):
+        fig.add_trace(go.Scatter(
+            x=g[x], y=g[peer], mode="markers", name=charts.plain(who),
+            customdata=list(zip(charts.plain_col(g["case"]), charts.plain_col(g["dtype"]),
+                                charts.plain_col(g["compile_mode"]))),
+            hovertemplate="%{customdata[0]} %{customdata[1]}<br>" + f"{x}: " + "%{x:.3s}<br>%{y:.2f}x"
+                          + (" (torch.compile %{customdata[2]})" if peer == "ratio" else "")
+                          + "<extra>%{fullData.name}</extra>"))
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    fig.update_layout(title=charts.plain(title), xaxis_type="log", yaxis_type="log",
+                      xaxis_title=AXES.get(x, x), yaxis_title=f"{name} p50 / robocache p50",
+                      legend_title="GPU (machine)", height=450)
+    return charts.ratio_axis(fig, d[peer])

@@ -1,0 +1,655 @@
+"""Launch configurations of the row kernels (resample and fuse, kernels/rows_v2.cuh) and their choice.
+
+A :class:`Config` is how one call is launched: a *build* (targets in flight per group, ``-DRC_V2_UNROLL``
+with the register cap it needs; the feature loop's unroll, ``-DRC_V2_VUNROLL``) and a *shape* (lanes per
+output row, rows per group, threads per block). Which one is fastest depends on the shape of the call
+(feature width, rows, source length, target density) and on the GPU, so it is chosen per *bucket* of
+shapes (:func:`bucket`), in this order:
+
+1. the user's tuning cache for this GPU (``$ROBOCACHE_CACHE_DIR`` or ``~/.cache/robocache``), filled on the
+   first call of a bucket by timing every candidate with device events on the call's own inputs (as
+   Triton's ``autotune`` does), unless tuning is off (``ROBOCACHE_AUTOTUNE=0``) or the stream is being
+   captured into a CUDA graph;
+2. the table shipped for this GPU (``robocache/tuned/<gpu>.json``), written by ``robocache-bench tune`` from
+   a run on that GPU, never by hand: its exact bucket, else its nearest bucket of the same dtypes;
+3. the default rule (``Config()``: the v2 launch heuristics of :mod:`robocache._launch`).
+
+Nothing here runs at import time.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("robocache")
+
+FORMAT = "robocache-tune/1"
+UNROLLS = (1, 2, 4)
+MINB = {1: 0, 2: 4, 4: 2}  # register cap of a build holding U targets' vectors: 64 and 128 registers at 256 threads
+VUNROLLS = (0, 2, 4)
+TPGS = (0, 1, 2, 4, 8)
+BLOCKS = (0, 64, 128, 256)
+LG_SHIFTS = (0, 1, 2, 3, 4, 5)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One launch configuration of a row kernel (0 in a field: the default rule's choice)."""
+
+    unroll: int = 1  # targets in flight per group of lanes (a build option)
+    vunroll: int = 0  # the feature loop's unroll (a build option; 0: the compiler's)
+    lg_shift: int = 0  # lanes per output row halved this many times from the rule's (at least one lane)
+    tpg: int = 0  # output rows per group per block (0: the wave rule)
+    block: int = 0  # threads per block (0: the rule)
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("unroll", UNROLLS), ("vunroll", VUNROLLS), ("lg_shift", LG_SHIFTS), ("tpg", TPGS),
+                              ("block", BLOCKS)):
+            val = getattr(self, name)
+            if type(val) is not int or val not in allowed:
+                raise ValueError(f"Config.{name} must be one of {allowed}, got {val!r}")
+
+    def options(self) -> tuple[str, ...]:
+        """The NVRTC options of this configuration's build (empty for the default build)."""
+        opts: list[str] = []
+        if self.unroll > 1:
+            opts += [f"-DRC_V2_UNROLL={self.unroll}", f"-DRC_V2_MINB={MINB[self.unroll]}"]
+        if self.vunroll:
+            opts.append(f"-DRC_V2_VUNROLL={self.vunroll}")
+        return tuple(opts)
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> Config:
+        """A Config from its JSON object; ``ValueError`` on anything else."""
+        if not isinstance(d, dict) or set(d) - set(cls.__dataclass_fields__):
+            raise ValueError(f"not a launch configuration: {d!r}")
+        return cls(**d)
+
+
+DEFAULT = Config()
+
+
+# The configurations timed on a bucket's first call, (unroll, vunroll, lg_shift, tpg), default first. Chosen from
+# an exhaustive probe of 72 configurations on 33 random resample and fuse shapes on an H100 (scripts/tune_probe.py,
+# docs/kernels.md "v3"): the greedy cover of the per-shape fastest; with these 12 every probed shape ran within
+# 1% of its fastest of the 72 (the default rule alone: up to 2.7x slower).
+CANDIDATES = ((1, 0, 0, 0), (1, 4, 2, 1), (1, 0, 1, 1), (2, 4, 0, 0), (1, 0, 0, 1), (1, 4, 0, 4), (2, 4, 0, 4),
+              (1, 0, 1, 0), (4, 0, 0, 4), (1, 4, 0, 1), (1, 0, 2, 1), (1, 0, 1, 4))
+
+
+def candidates(lg_nat: int, loop_iters: int, n_targets: int) -> list[Config]:  # noqa: ARG001
+    """The configurations worth timing for one geometry (default first), without duplicates in effect.
+
+    ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
+    (vectors per row over lanes); ``n_targets``: output rows in the launch. A lane shift past one lane, or a
+    feature-loop unroll where the loop runs fewer than two times, changes nothing and is dropped.
+    """
+    out: list[Config] = []
+    seen: set[tuple[int, int, int, int]] = set()
+    for unroll, vunroll, shift, tpg in CANDIDATES:
+        shift = min(shift, lg_nat)
+        iters = loop_iters << shift
+        vunroll = vunroll if iters >= 2 else 0
+        eff = (unroll, vunroll, shift, tpg)
+        if eff in seen:
+            continue
+        seen.add(eff)
+        out.append(Config(unroll=unroll, vunroll=vunroll, lg_shift=shift, tpg=tpg))
+    return out
+
+
+def exhaustive(lg_nat: int, loop_iters: int) -> list[Config]:
+    """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls)."""
+    out = [DEFAULT]
+    for unroll in UNROLLS:
+        for shift in sorted({s for s in (0, 1, 2, lg_nat) if s <= lg_nat}):
+            for vunroll in ((0, 4) if (loop_iters << shift) >= 4 else (0,)):
+                for tpg in (0, 1, 4):
+                    c = Config(unroll=unroll, vunroll=vunroll, lg_shift=shift, tpg=tpg)
+                    if c not in out:
+                        out.append(c)
+    return out
+
+
+# --- buckets ---------------------------------------------------------------------------------------
+
+def _log2(x: float) -> int:
+    return int(math.floor(math.log2(max(1.0, float(x)))))
+
+
+def bucket(op: str, value_dtype: str, time_dtype: str, streams: Iterable[tuple[int, int, int]], n_tgt: int,
+           batch: int) -> str:
+    """The bucket of a call: dtypes, and per stream (sorted) its row width class (vector bytes and vectors
+    per row, rounded up to a power of two), its source length (log2) and its target density (log2 of T/S,
+    clamped to +-5); the launch's output rows (log2)."""
+    parts = []
+    for vb, nvec, n_src in sorted(streams):
+        dens = max(-5, min(5, round(math.log2(max(n_tgt, 1) / max(n_src, 1)))))
+        parts.append(f"v{vb}x{1 << max(0, (nvec - 1).bit_length())}s{_log2(n_src)}d{dens}")
+    return f"{op}|{value_dtype}|{time_dtype}|n{_log2(batch * n_tgt)}|{'+'.join(parts)}"
+
+
+def _features(key: str) -> tuple[str, list[float]] | None:
+    """(the bucket's class: op, dtypes and stream count; its numeric features) for the nearest-bucket rule."""
+    try:
+        op, vdt, tdt, n, streams = key.split("|")
+        feats = [float(n[1:])]
+        ss = streams.split("+")
+        for s in ss:
+            vb, rest = s[1:].split("x")
+            nv, rest = rest.split("s")
+            sl, dens = rest.split("d")
+            feats += [math.log2(int(vb)), math.log2(int(nv)), float(sl), float(dens)]
+        return f"{op}|{vdt}|{tdt}|{len(ss)}", feats
+    except (ValueError, IndexError):
+        return None
+
+
+# --- where choices are kept ------------------------------------------------------------------------
+
+def cache_dir() -> Path:
+    """The user's cache folder for robocache (``ROBOCACHE_CACHE_DIR``, else XDG's, else ``~/.cache``)."""
+    env = os.environ.get("ROBOCACHE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "robocache"
+
+
+def autotune_enabled() -> bool:
+    """First-call tuning is on unless ``ROBOCACHE_AUTOTUNE`` is 0/false/off/no."""
+    return os.environ.get("ROBOCACHE_AUTOTUNE", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def device_slug(name: str) -> str:
+    """A file-name-safe name of a GPU model ("NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3")."""
+    out = "".join(c if c.isalnum() else "-" for c in name.lower())
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-") or "gpu"
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    cc: str
+    sms: int
+
+    @property
+    def slug(self) -> str:
+        return device_slug(self.name)
+
+
+_DEVICES: dict[int, Device] = {}
+
+
+def device(device_index: int) -> Device:
+    """The GPU model of one device (name, compute capability, SM count), memoized."""
+    d = _DEVICES.get(device_index)
+    if d is None:
+        import cupy
+
+        p = cupy.cuda.runtime.getDeviceProperties(device_index)
+        name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+        d = Device(name, f"{p['major']}.{p['minor']}", int(p["multiProcessorCount"]))
+        _DEVICES[device_index] = d
+    return d
+
+
+def kernels_hash() -> str:
+    """A hash of the row kernels' sources: a tuning made for other kernels is not reused."""
+    from . import _cuda
+
+    h = hashlib.sha256()
+    for op in ("resample", "fuse"):
+        h.update(_cuda.source(op).encode())
+    return h.hexdigest()[:16]
+
+
+USE_SHIPPED = True  # False while `robocache-bench tune` writes a new table: every bucket is then tuned afresh
+
+
+def shipped_dir() -> Path:
+    return Path(__file__).resolve().parent / "tuned"
+
+
+class TableError(ValueError):
+    """A tuning file that is not one (reported, never used)."""
+
+
+def parse_table(text: str, where: str) -> dict[str, Any]:
+    """A tuning file's document, validated: format, device, kernels hash, and every entry's configuration."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TableError(f"{where}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise TableError(f"{where}: not a {FORMAT} document")
+    dev = doc.get("device")
+    if not isinstance(dev, dict) or not isinstance(dev.get("name"), str):
+        raise TableError(f"{where}: no device")
+    entries = doc.get("entries")
+    if not isinstance(entries, dict):
+        raise TableError(f"{where}: no entries")
+    for k, e in entries.items():
+        if not isinstance(e, dict) or _features(k) is None:
+            raise TableError(f"{where}: bad entry {k!r}")
+        try:
+            Config.from_json(e.get("config"))
+        except (TypeError, ValueError) as err:
+            raise TableError(f"{where}: entry {k!r}: {err}") from None
+        for f in ("us", "default_us"):
+            if f in e and not (isinstance(e[f], (int, float)) and math.isfinite(e[f]) and e[f] >= 0):
+                raise TableError(f"{where}: entry {k!r}: {f} must be a finite time")
+    return doc
+
+
+class _Store:
+    """Choices in memory, backed by the user's cache file and the shipped table of one GPU model."""
+
+    def __init__(self, dev: Device):
+        self.dev = dev
+        self.mem: dict[str, Config] = {}
+        self.user: dict[str, dict[str, Any]] | None = None
+        self.shipped: dict[str, dict[str, Any]] | None = None
+        self.warned: set[str] = set()
+
+    @property
+    def path(self) -> Path:
+        return cache_dir() / f"tune-{self.dev.slug}.json"
+
+    def _warn(self, msg: str) -> None:
+        if msg not in self.warned:
+            self.warned.add(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+    def _read(self, path: Path, what: str) -> dict[str, dict[str, Any]]:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            self._warn(f"robocache: cannot read the {what} {path} ({e}); tuning without it")
+            return {}
+        try:
+            doc = parse_table(text, str(path))
+        except TableError as e:
+            self._warn(f"robocache: ignoring the {what}: {e}; delete it or let robocache rewrite it")
+            return {}
+        if doc["device"].get("name") != self.dev.name or doc.get("kernels") != kernels_hash():
+            return {}  # another GPU model's or other kernels' choices: stale, not wrong
+        return doc["entries"]
+
+    def user_entries(self) -> dict[str, dict[str, Any]]:
+        if self.user is None:
+            self.user = self._read(self.path, "tuning cache")
+        return self.user
+
+    def shipped_entries(self) -> dict[str, dict[str, Any]]:
+        if not USE_SHIPPED:
+            return {}
+        if self.shipped is None:
+            self.shipped = self._read(shipped_dir() / f"{self.dev.slug}.json", "shipped tuning table")
+        return self.shipped
+
+    def lookup(self, key: str, use_user: bool) -> tuple[Config | None, str]:
+        if key in self.mem:
+            return self.mem[key], "memory"
+        if use_user:
+            e = self.user_entries().get(key)
+            if e is not None:
+                return Config.from_json(e["config"]), "cache"
+        e = self.shipped_entries().get(key)
+        if e is not None:
+            return Config.from_json(e["config"]), "shipped"
+        return None, ""
+
+    def nearest(self, key: str) -> Config | None:
+        """The shipped choice for the nearest bucket of the same op, dtypes and stream count: from this GPU's
+        table, or, for a GPU without one, from every shipped table (another GPU's measurements still beat a
+        rule fitted to none)."""
+        mine = _features(key)
+        if mine is None:
+            return None
+        table = self.shipped_entries() or self.all_shipped()
+        best, best_d = None, math.inf
+        for k, e in table.items():
+            other = _features(k)
+            if other is None or other[0] != mine[0] or len(other[1]) != len(mine[1]):
+                continue
+            d = sum((a - b) ** 2 for a, b in zip(mine[1], other[1]))
+            if d < best_d:
+                best, best_d = Config.from_json(e["config"]), d
+        return best
+
+    def all_shipped(self) -> dict[str, dict[str, Any]]:
+        """The entries of every shipped table (for this kernels' hash), merged; the first table's win."""
+        merged: dict[str, dict[str, Any]] = {}
+        if not USE_SHIPPED:
+            return merged
+        for path in sorted(shipped_dir().glob("*.json")):
+            try:
+                doc = parse_table(path.read_text(), str(path))
+            except (OSError, TableError) as e:
+                self._warn(f"robocache: ignoring the shipped tuning table {path}: {e}")
+                continue
+            if doc.get("kernels") == kernels_hash():
+                for k, e in doc["entries"].items():
+                    merged.setdefault(k, e)
+        return merged
+
+    def save(self, key: str, entry: dict[str, Any]) -> None:
+        """Merge one entry into the user's cache file: under a lock, written atomically."""
+        path = self.path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(path.with_suffix(".lock")):
+                entries = dict(self._read(path, "tuning cache"))
+                entries[key] = entry
+                doc = {"format": FORMAT, "device": {"name": self.dev.name, "cc": self.dev.cc, "sms": self.dev.sms},
+                       "kernels": kernels_hash(), "entries": dict(sorted(entries.items()))}
+                _atomic_write(path, json.dumps(doc, indent=1) + "\n")
+                self.user = entries
+        except (OSError, ImportError) as e:  # ImportError: no fcntl (not a POSIX system)
+            self._warn(f"robocache: cannot write the tuning cache {path} ({e}); tuned choices stay in memory "
+                       "(set ROBOCACHE_CACHE_DIR to a writable folder)")
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    import fcntl
+
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+_STORES: dict[Device, _Store] = {}
+_LOCK = threading.RLock()
+_KEY_LOCKS: dict[tuple[int, str], threading.Lock] = {}
+STATS: dict[str, float] = {"buckets_tuned": 0, "candidates_timed": 0, "tune_s": 0.0, "build_s": 0.0}
+# Where each bucket's configuration came from, in this process: (device index, bucket) -> (config, source), with
+# source one of SOURCES. The harness writes these into a record (``Record.launches``), so a figure says which
+# launch produced it: a tuned choice, the user's cache, the shipped table, a neighbour's, or the default rule.
+SOURCES = ("tuned", "tuned, cut short", "cache", "shipped", "nearest shipped", "default", "default, tuning failed",
+           "provisional")
+CHOSEN: dict[tuple[int, str], tuple[Config, str]] = {}
+USED: set[tuple[int, str]] = set()  # the buckets chosen for since the last forget_used()
+
+
+def chosen() -> list[dict[str, Any]]:
+    """The configurations used since the last :func:`forget_used` (the process's start), one per device and
+    bucket (bucket order), each with its source."""
+    return [{"device": dev, "bucket": key, "config": CHOSEN[(dev, key)][0].to_json(), "source": CHOSEN[(dev, key)][1]}
+            for dev, key in sorted(USED) if (dev, key) in CHOSEN]
+
+
+def forget_used() -> None:
+    """Start a new list for :func:`chosen` (the harness, before each case it measures in one process)."""
+    USED.clear()
+
+
+def _store(device_index: int) -> _Store:
+    dev = device(device_index)
+    st = _STORES.get(dev)
+    if st is None:
+        st = _STORES[dev] = _Store(dev)
+    return st
+
+
+def reset() -> None:
+    """Forget every choice held in memory and the ops' cached plans built from them (files stay)."""
+    with _LOCK:
+        _STORES.clear()
+        _DEVICES.clear()
+        CHOSEN.clear()
+        USED.clear()
+        for op in ("resample", "fuse"):
+            mod = sys.modules.get(f"robocache.{op}")
+            if mod is not None:
+                mod._PLANS.clear()
+
+
+# --- the choice ----------------------------------------------------------------------------------------
+
+MARGIN = 0.03  # a candidate replaces the default rule only when at least this much faster (else noise decides)
+
+
+def _key_lock(device_index: int, key: str) -> threading.Lock:
+    with _LOCK:
+        lk = _KEY_LOCKS.get((device_index, key))
+        if lk is None:
+            lk = _KEY_LOCKS[(device_index, key)] = threading.Lock()
+        return lk
+
+
+def choose(device_index: int, key: str, cands: list[Config], trial: Callable[[Config], Callable[[], Any]],
+           stream: Any, may_tune: bool) -> tuple[Config, bool]:
+    """(the configuration for bucket ``key`` on one device, whether it is final) in the module docstring's order.
+
+    ``trial(cfg)`` builds the call of one candidate (its launch on the caller's inputs, writing a scratch
+    output); it is timed on ``stream`` (a CuPy stream) with device events. ``may_tune`` is False where the
+    caller cannot afford a synchronisation (a stream being captured): the user's cache and the shipped table
+    are still read (reading a file is no stream work), but a fallback (the nearest shipped bucket, the default
+    rule) is then only provisional: it is neither remembered nor final, so a later call may still tune. A
+    caller caches a plan only for a final choice. One thread tunes a bucket at a time (a lock per bucket);
+    tuning synchronises the caller's stream, so a thread must not tune while another captures a graph in
+    global mode.
+    """
+    USED.add((device_index, key))
+    with _key_lock(device_index, key):
+        with _LOCK:
+            st = _store(device_index)
+        cfg, src = st.lookup(key, use_user=True)
+        if cfg is not None:
+            st.mem[key] = cfg
+            if src != "memory" or (device_index, key) not in CHOSEN:  # a choice in memory keeps its first source
+                CHOSEN[(device_index, key)] = (cfg, src if src != "memory" else "tuned")
+            return cfg, True
+        tuning = may_tune and autotune_enabled()
+        if not tuning:
+            near = st.nearest(key)
+            cfg = near or DEFAULT
+            if may_tune:  # tuning is off: this is the answer for the process
+                st.mem[key] = cfg
+            CHOSEN[(device_index, key)] = (cfg, ("nearest shipped" if near else "default") if may_tune
+                                           else "provisional")
+            return cfg, may_tune
+        t0 = time.perf_counter()
+        try:
+            timed, cut = tune(cands, trial, stream, device_index=device_index)
+        except Exception as e:  # noqa: BLE001 - tuning only picks among right answers: never fail the call for it
+            log.warning("robocache: tuning %s failed (%s: %s); using the nearest shipped choice or the default",
+                        key, type(e).__name__, e)
+            cfg = st.nearest(key) or DEFAULT
+            CHOSEN[(device_index, key)] = (cfg, "default, tuning failed")
+            return cfg, False
+        spent = time.perf_counter() - t0
+        best = min(timed, key=lambda c: timed[c])
+        if DEFAULT in timed and timed[best] > (1.0 - MARGIN) * timed[DEFAULT]:
+            best = DEFAULT  # within the margin of the default: not worth a choice that noise may have made
+        STATS["buckets_tuned"] += 1
+        STATS["candidates_timed"] += len(timed)
+        STATS["tune_s"] += spent
+        log.info("robocache: tuned %s on %s in %.2f s (%d candidates): %s, %.1f us (default %.1f us)", key,
+                 st.dev.name, spent, len(timed), best, timed[best], timed.get(DEFAULT, math.nan))
+        st.mem[key] = best
+        CHOSEN[(device_index, key)] = (best, "tuned, cut short" if cut else "tuned")
+        if not cut:  # a tuning cut short by the budget stays in memory: a later process retries it
+            st.save(key, entry(best, timed, len(cands)))
+        return best, True
+
+
+def entry(best: Config, timed: dict[Config, float], n_cands: int) -> dict[str, Any]:
+    """A table entry: the choice, its time and the default's (us), how many candidates were timed, when."""
+    return {"config": best.to_json(), "us": round(timed[best], 3),
+            "default_us": round(timed.get(DEFAULT, timed[best]), 3), "candidates": len(timed), "of": n_cands,
+            "tuned_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def tune_budget_s() -> float:
+    """Wall seconds one bucket's tuning may take (``ROBOCACHE_TUNE_BUDGET_S``, default 2)."""
+    try:
+        return max(0.0, float(os.environ.get("ROBOCACHE_TUNE_BUDGET_S", "2.0")))
+    except ValueError:
+        return 2.0
+
+
+_SPIN_SRC = r"""
+extern "C" __global__ void rc_spin(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+"""
+_SPINNERS: dict[int, Any] = {}
+
+
+def _spinner(device_index: int) -> tuple[Any, float]:
+    """(a one-thread kernel that spins for a number of SM cycles, SM cycles per microsecond) of one device."""
+    import cupy
+
+    hit = _SPINNERS.get(device_index)
+    if hit is None:
+        with cupy.cuda.Device(device_index):
+            kern = cupy.RawKernel(_SPIN_SRC, "rc_spin")
+        khz = 0
+        try:  # CUDA 13 dropped clockRate from the device properties; the attribute query stays
+            khz = int(cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrClockRate, device_index))
+        except Exception:  # noqa: BLE001 - an old CuPy: the properties, else a Hopper-like 2 GHz
+            khz = int(cupy.cuda.runtime.getDeviceProperties(device_index).get("clockRate", 0) or 0)
+        # only the spin's length depends on it, and a sample whose spin ends early is taken again, longer
+        hit = _SPINNERS[device_index] = (kern, khz / 1e3 if khz > 0 else 2000.0)
+    return hit
+
+
+def _device_us_per_call(fn: Callable[[], Any], reps: int, stream: Any, spin: tuple[Any, float],
+                        host_us: float) -> float:
+    """Device time per call of ``reps`` back-to-back calls of ``fn`` on ``stream``: the stream is blocked first by
+    a spin kernel sized to outlast the host's enqueueing of the calls, so the events between them time the GPU,
+    not Python's launch rate (a first version timed calls as fast as the host issued them: every small
+    candidate measured the host's ~10 us a call, the choice among them was noise, and on an H100 it picked
+    configurations 1.7-2.4x slower on the device for the classic case). If the spin ended before the last call
+    was enqueued (an event after it has completed), the sample is taken again with a longer spin."""
+    import cupy
+    import numpy as np
+
+    kern, per_us = spin
+    covered, start, end = cupy.cuda.Event(), cupy.cuda.Event(), cupy.cuda.Event()
+    cycles = int((reps * max(host_us, 5.0) * 2 + 50.0) * per_us)
+    for _ in range(4):
+        kern((1,), (1,), (np.int64(cycles),), stream=stream)
+        covered.record(stream)
+        start.record(stream)
+        for _ in range(reps):
+            fn()
+        end.record(stream)
+        ok = not covered.done
+        end.synchronize()
+        if ok:
+            return cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps
+        cycles *= 4
+    return math.inf  # never covered: a host-bound figure, not the device's (the caller drops the candidate)
+
+
+def tune(cands: list[Config], trial: Callable[[Config], Callable[[], Any]], stream: Any,
+         budget_s: float | None = None, device_index: int | None = None) -> tuple[dict[Config, float], bool]:
+    """(median device time per call (us) of each candidate on ``stream``, timed with CUDA events behind a blocked
+    stream; whether the budget cut the list short).
+
+    Each candidate: one warm-up call, then three samples of enough back-to-back calls to last ~0.3 ms on the
+    device (at most 200), each behind a spin kernel that outlasts their enqueueing (:func:`_device_us_per_call`).
+    Candidates are timed in order until ``budget_s`` of timing is spent (the first one, the default, always), so
+    a first call's cost is bounded. Building a candidate (its module is compiled once per process and build,
+    then cached on disk by CuPy) is not counted: it is reported in ``STATS["build_s"]``.
+    """
+    import cupy
+
+    budget = tune_budget_s() if budget_s is None else budget_s
+    spin = _spinner(cupy.cuda.runtime.getDevice() if device_index is None else device_index)
+    spent = 0.0
+    out: dict[Config, float] = {}
+    cut = False
+    for i, c in enumerate(cands):
+        if i and spent > budget:
+            cut = True
+            break
+        t_build = time.perf_counter()
+        try:
+            fn = trial(c)
+        except Exception as e:  # a build that does not compile here: not a candidate
+            if c == DEFAULT:
+                raise
+            log.debug("robocache: candidate %s failed: %s", c, e)
+            continue
+        t0 = time.perf_counter()
+        STATS["build_s"] += t0 - t_build
+        fn()  # warm-up (and the host's time for one call, below)
+        h0 = time.perf_counter()
+        fn()
+        host_us = (time.perf_counter() - h0) * 1e6
+        one = _device_us_per_call(fn, 1, stream, spin, host_us)
+        reps = max(1, min(200, int(300.0 / max(one, 0.5))))
+        samples = sorted(_device_us_per_call(fn, reps, stream, spin, host_us) for _ in range(3))
+        spent += time.perf_counter() - t0
+        if math.isfinite(samples[1]):
+            out[c] = samples[1]
+        elif c == DEFAULT:
+            raise RuntimeError("the default configuration could not be timed behind a blocked stream")
+        else:
+            log.debug("robocache: candidate %s dropped: its samples were not covered by the spin", c)
+    return out, cut
+
+
+def write_table(path: Path, dev: Device, entries: dict[str, dict[str, Any]], provenance: dict[str, Any]) -> None:
+    """Write a shipped table (``robocache-bench tune``): the entries tuned on this GPU, with provenance."""
+    doc = {"format": FORMAT, "device": {"name": dev.name, "cc": dev.cc, "sms": dev.sms}, "kernels": kernels_hash(),
+           "provenance": provenance, "entries": dict(sorted(entries.items()))}
+    parse_table(json.dumps(doc), str(path))  # never write what would not load
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, json.dumps(doc, indent=1) + "\n")
+
+
+def capturing(kind: str, device_index: int) -> bool:
+    """Whether the caller's current stream is being captured into a CUDA graph (tuning must not sync)."""
+    try:
+        if kind == "torch":
+            torch = sys.modules["torch"]
+            return bool(torch.cuda.is_current_stream_capturing())
+        cupy = sys.modules["cupy"]
+        return bool(cupy.cuda.get_current_stream().is_capturing())
+    except Exception:  # noqa: BLE001 - an old library without the query (or a broken one): assume capture, never sync
+        return True

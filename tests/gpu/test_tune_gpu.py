@@ -1,0 +1,209 @@
+"""The tuned dispatch (resample and fuse v3, robocache/_tune.py) on the GPU: every launch configuration the tuner
+may pick computes what the default does, bit for bit, and matches the NumPy reference; a first call tunes and
+persists its choice, a second process reads it back; tuning off, a bad cache and a CUDA-graph capture still give
+right answers. Random inputs, never zeros; outputs poisoned first. Skipped, loudly, without a GPU (conftest.py).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import robocache
+from robocache import _arrays as A
+from robocache import _tune, _versions, reference
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("PyTorch sees no CUDA device", allow_module_level=True)
+
+rs = sys.modules["robocache.resample"]
+fu = sys.modules["robocache.fuse"]
+TOL = {torch.float32: 2e-6, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def _times(rng, b, s):
+    return np.sort(rng.uniform(0.0, 1.0, (b, s)), axis=1)
+
+
+def _check(got, want, dtype, what):
+    g = got.double().cpu().numpy()
+    assert np.array_equal(np.isnan(g), np.isnan(want)), f"{what}: NaN pattern differs"
+    err = float(np.nanmax(np.abs(g - want) / np.maximum(1.0, np.abs(want)), initial=0.0))
+    assert err <= TOL[dtype], f"{what}: max rel err {err:.3g} > {TOL[dtype]}"
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path, monkeypatch):
+    # the public API with v3 (its tuned dispatch) as the best version, through the plan cache, whatever BEST says
+    monkeypatch.setitem(_versions.BEST, "resample", "v3")
+    monkeypatch.setitem(_versions.BEST, "fuse", "v3")
+    monkeypatch.setenv("ROBOCACHE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ROBOCACHE_AUTOTUNE", "1")
+    monkeypatch.setenv("ROBOCACHE_TUNE_BUDGET_S", "1e9")  # every candidate timed: a cut tuning is not saved
+    monkeypatch.setattr(_tune, "USE_SHIPPED", False)  # a shipped table's exact bucket would skip the tuning
+    _tune.reset()
+    rs._PLANS.clear()
+    fu._PLANS.clear()
+    yield
+    _tune.reset()
+    rs._PLANS.clear()
+    fu._PLANS.clear()
+
+
+SHAPES = [(3, 17, 9, 1), (5, 40, 300, 3), (7, 64, 20, 14), (2, 33, 33, 33), (4, 300, 71, 64), (3, 50, 25, 130),
+          (2, 20, 90, 435), (1, 9, 5, 1024)]
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("b,s,t,d", SHAPES)
+def test_every_candidate_equals_the_default_and_the_reference(dtype, b, s, t, d):
+    rng = np.random.default_rng(b * 1000 + d)
+    src = _times(rng, b, s)
+    tgt = rng.uniform(-0.1, 1.1, (b, t))  # unsorted, outside the range on both sides
+    vals = torch.from_numpy(rng.standard_normal((b, s, d))).cuda().to(dtype)
+    st, tt = torch.from_numpy(src).cuda().float(), torch.from_numpy(tgt).cuda().float()
+    want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(), tt.double().cpu().numpy())
+    v, sa = A.describe("v", vals), A.describe("s", st)
+    es, vb, n_targets, _ = rs._geometry(v, vals, 0, t)
+    nvec = max(1, d * es // vb)
+    lg_nat = min(5, (nvec - 1).bit_length())
+    default = None
+    for cfg in _tune.exhaustive(lg_nat, -(-nvec // (1 << lg_nat))):
+        out = torch.full((b, t, d), float("nan"), device="cuda", dtype=dtype)
+        rs._plan_v2(v, sa, vals, out.data_ptr(), t, cfg)(vals, st, tt, out)
+        torch.cuda.synchronize()
+        if default is None:
+            default = out.clone()
+            _check(out, want, dtype, f"default D={d}")
+        else:
+            assert torch.equal(out, default), f"{cfg} differs from the default at B{b} S{s} T{t} D{d} {dtype}"
+    got = robocache.resample(vals, st, tt)  # the public API: tuned on this first call
+    assert torch.equal(got, default)
+
+
+def test_fuse_candidates_equal_the_default():
+    rng = np.random.default_rng(5)
+    b, t = 6, 37
+    dims, lens = (3, 64, 7, 1, 130), (40, 9, 300, 2, 25)
+    streams = [(torch.from_numpy(rng.standard_normal((b, s, d))).cuda().to(torch.bfloat16),
+                torch.from_numpy(_times(rng, b, s)).cuda().float()) for s, d in zip(lens, dims)]
+    tgt = torch.from_numpy(rng.uniform(-0.1, 1.1, (b, t))).cuda().float()
+    want = reference.fuse([(v.double().cpu().numpy(), s.double().cpu().numpy()) for v, s in streams],
+                          tgt.double().cpu().numpy())
+    pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
+    ta = A.describe("tgt", tgt)
+    default = None
+    for cfg in _tune.exhaustive(5, 4):
+        out = torch.full((b, t, sum(dims)), float("nan"), device="cuda", dtype=torch.bfloat16)
+        fu._plan_v2(pairs, ta, streams, out.data_ptr(), cfg)(streams, tgt, out)
+        torch.cuda.synchronize()
+        if default is None:
+            default = out.clone()
+            _check(out, want, torch.bfloat16, "fuse default")
+        else:
+            assert torch.equal(out, default), f"fuse {cfg} differs from the default"
+    assert torch.equal(robocache.fuse(streams, tgt), default)
+
+
+def _inputs(b=64, s=200, t=100, d=14):
+    rng = np.random.default_rng(1)
+    return (torch.from_numpy(rng.standard_normal((b, s, d))).cuda().float(),
+            torch.from_numpy(_times(rng, b, s)).cuda().float(),
+            torch.from_numpy(np.sort(rng.uniform(0, 1, (b, t)), axis=1)).cuda().float())
+
+
+def test_first_call_tunes_and_persists_and_a_new_process_reads_it_back(tmp_path):
+    vals, st, tt = _inputs()
+    before = dict(_tune.STATS)
+    ref = robocache.resample(vals, st, tt, _version="v2")
+    got = robocache.resample(vals, st, tt)
+    assert torch.equal(got, ref)
+    assert _tune.STATS["buckets_tuned"] == before["buckets_tuned"] + 1
+    path = tmp_path / "cache" / f"tune-{_tune.device(0).slug}.json"
+    doc = _tune.parse_table(path.read_text(), str(path))
+    (key, entry), = doc["entries"].items()
+    assert key.startswith("resample|float32|float32|") and entry["candidates"] == entry["of"] >= 2
+    assert entry["us"] <= entry["default_us"]
+    # as a new process: memory and plans forgotten, the file read back, nothing tuned again
+    _tune.reset()
+    rs._PLANS.clear()
+    assert torch.equal(robocache.resample(vals, st, tt), ref)
+    assert _tune.STATS["buckets_tuned"] == before["buckets_tuned"] + 1
+
+
+def test_tuning_off_and_a_corrupt_cache_still_give_right_answers(tmp_path, monkeypatch):
+    vals, st, tt = _inputs(d=33)
+    ref = robocache.resample(vals, st, tt, _version="v2")
+    path = tmp_path / "cache" / f"tune-{_tune.device(0).slug}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{ corrupt")
+    monkeypatch.setenv("ROBOCACHE_AUTOTUNE", "0")
+    n = _tune.STATS["buckets_tuned"]
+    assert torch.equal(robocache.resample(vals, st, tt), ref)
+    assert _tune.STATS["buckets_tuned"] == n  # off: nothing timed
+    monkeypatch.setenv("ROBOCACHE_AUTOTUNE", "1")
+    _tune.reset()
+    rs._PLANS.clear()
+    with pytest.warns(RuntimeWarning, match="ignoring the tuning cache"):
+        assert torch.equal(robocache.resample(vals, st, tt), ref)
+    assert json.loads(path.read_text())["format"] == _tune.FORMAT  # rewritten valid
+
+
+def test_a_graph_capture_of_a_new_shape_does_not_tune():
+    vals, st, tt = _inputs(b=8, d=5)
+    ref = robocache.resample(vals, st, tt, _version="v2")
+    n = _tune.STATS["buckets_tuned"]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(g, stream=s):
+            out = robocache.resample(vals, st, tt)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, ref)
+    assert _tune.STATS["buckets_tuned"] == n
+
+
+def test_the_tuner_times_the_device_not_the_host():
+    """The tuner's sampler on kernels of known relative length: a spin of 2N cycles measures twice a spin of N
+    (device time scales with the work), and an empty kernel back to back measures a few microseconds, far below
+    the spin and below the host's cost of a launch (the first tuner measured the host's ~10 us a call whatever
+    the kernel did, so it could not tell a 3 us configuration from a 7 us one)."""
+    import cupy
+
+    kern, per_us = _tune._spinner(0)
+    stream = cupy.cuda.get_current_stream()
+
+    def spin_us(us: float) -> float:
+        cycles = np.int64(us * per_us)
+
+        def fn():
+            kern((1,), (1,), (cycles,), stream=stream)
+
+        fn()
+        return min(_tune._device_us_per_call(fn, 50, stream, (kern, per_us), 10.0) for _ in range(3))
+
+    spin_us(200.0)  # the clocks up
+    t1, t2 = spin_us(40.0), spin_us(80.0)
+    assert 1.7 <= t2 / t1 <= 2.3, (t1, t2)
+    tiny = cupy.RawKernel('extern "C" __global__ void k(float* x) { if (x == 0) x[threadIdx.x] = 1; }', "k")
+    buf = cupy.empty(1, cupy.float32)
+
+    def empty():
+        tiny((1,), (1,), (buf,), stream=stream)
+
+    empty()
+    host = []
+    for _ in range(3):
+        h0 = time.perf_counter()
+        for _ in range(100):
+            empty()
+        host.append((time.perf_counter() - h0) / 100 * 1e6)
+    stream.synchronize()
+    t = min(_tune._device_us_per_call(empty, 100, stream, (kern, per_us), min(host)) for _ in range(3))
+    assert t < 0.25 * t1 and t < min(host), (t, t1, min(host))

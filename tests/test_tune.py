@@ -1,0 +1,314 @@
+"""The launch-configuration chooser (robocache/_tune.py) without a GPU: configurations, buckets, the tuning
+files (validated, atomic, merged), the order of choice, and the version -> launch-function tables."""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import typing
+
+import pytest
+
+from robocache import _tune, _versions
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBOCACHE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_tune, "shipped_dir", lambda: tmp_path / "shipped")
+    _tune.reset()
+    yield tmp_path
+    _tune.reset()
+
+
+DEV = _tune.Device("Fake GPU 80GB", "9.0", 132)
+
+
+def test_config_validation_and_options():
+    assert _tune.DEFAULT.options() == ()
+    assert _tune.Config(unroll=2, vunroll=4).options() == ("-DRC_V2_UNROLL=2", "-DRC_V2_MINB=4", "-DRC_V2_VUNROLL=4")
+    for bad in ({"unroll": 3}, {"tpg": 16}, {"block": 1024}, {"lg_shift": -1}, {"unroll": True}, {"vunroll": 1.0}):
+        with pytest.raises(ValueError):
+            _tune.Config(**bad)
+    with pytest.raises(ValueError):
+        _tune.Config.from_json({"unroll": 1, "evil": 1})
+    c = _tune.Config(unroll=4, lg_shift=2, tpg=1)
+    assert _tune.Config.from_json(json.loads(json.dumps(c.to_json()))) == c
+
+
+def test_candidates_start_with_the_default_and_have_no_duplicate_in_effect():
+    for lg_nat in range(6):
+        for iters in (1, 2, 8):
+            cands = _tune.candidates(lg_nat, iters, 1000)
+            assert cands[0] == _tune.DEFAULT
+            eff = [(c.unroll, c.vunroll, c.lg_shift, c.tpg) for c in cands]
+            assert len(set(eff)) == len(eff)
+            assert all(c.lg_shift <= lg_nat for c in cands)
+            assert all(c.vunroll == 0 or (iters << c.lg_shift) >= 2 for c in cands)
+    assert len(_tune.candidates(5, 8, 1)) == len(_tune.CANDIDATES)
+
+
+def test_buckets_group_shapes_and_parse_back():
+    k1 = _tune.bucket("resample", "float32", "float32", [(16, 8, 400)], 200, 8192)
+    k2 = _tune.bucket("resample", "float32", "float32", [(16, 8, 450)], 210, 8000)
+    k3 = _tune.bucket("resample", "bfloat16", "float32", [(16, 8, 400)], 200, 8192)
+    assert k1 == k2 != k3
+    fk = _tune.bucket("fuse", "float16", "float64", [(16, 8, 100), (4, 1, 30)], 50, 7)
+    assert _tune._features(fk)[0] == "fuse|float16|float64|2"
+    assert _tune._features(k1)[0] == "resample|float32|float32|1"
+    assert _tune._features("garbage") is None
+
+
+def _doc(entries, name=DEV.name, kernels=None):
+    return {"format": _tune.FORMAT, "device": {"name": name, "cc": "9.0", "sms": 132},
+            "kernels": kernels or _tune.kernels_hash(), "entries": entries}
+
+
+KEY = "resample|float32|float32|n20|v16x8s8d-1"
+CFG = _tune.Config(lg_shift=1, tpg=1)
+
+
+@pytest.mark.parametrize("text,why", [
+    ("not json", "not JSON"),
+    ("[]", "not a robocache-tune/1"),
+    (json.dumps({"format": "robocache-tune/1"}), "no device"),
+    (json.dumps(_doc({KEY: {"config": {"unroll": 7}}})), "entry"),
+    (json.dumps(_doc({"bogus-key": {"config": {}}})), "bad entry"),
+    (json.dumps(_doc({KEY: {"config": {}, "us": float("nan")}})), "finite"),
+])
+def test_a_bad_tuning_file_is_refused_with_its_reason(text, why):
+    with pytest.raises(_tune.TableError, match=why):
+        _tune.parse_table(text, "x.json")
+
+
+def test_order_user_cache_then_shipped_exact_then_nearest_then_default(cache):
+    st = _tune._Store(DEV)
+    assert st.lookup(KEY, use_user=True) == (None, "")
+    assert st.nearest(KEY) is None
+    # a shipped table: exact hit and nearest
+    ship = cache / "shipped"
+    ship.mkdir()
+    near = "resample|float32|float32|n21|v16x8s8d-1"
+    (ship / f"{DEV.slug}.json").write_text(json.dumps(_doc({near: {"config": CFG.to_json()}})))
+    st = _tune._Store(DEV)
+    assert st.lookup(near, use_user=True) == (CFG, "shipped")
+    assert st.lookup(KEY, use_user=True) == (None, "")
+    assert st.nearest(KEY) == CFG
+    assert st.nearest("fuse|float32|float32|n20|v16x8s8d-1") is None  # another op: no neighbour
+    # the user's cache wins over the shipped table, unless tuning is off
+    user = _tune.Config(unroll=2, vunroll=4)
+    st.save(near, {"config": user.to_json(), "us": 1.0})
+    assert st.lookup(near, use_user=True) == (user, "cache")
+    assert st.lookup(near, use_user=False) == (CFG, "shipped")
+
+
+def test_another_gpus_table_serves_a_gpu_without_one_and_stale_kernels_are_ignored(cache):
+    ship = cache / "shipped"
+    ship.mkdir()
+    (ship / "other-gpu.json").write_text(json.dumps(_doc({KEY: {"config": CFG.to_json()}}, name="Other GPU")))
+    st = _tune._Store(DEV)
+    assert st.lookup(KEY, use_user=True) == (None, "")  # not this GPU's table: no exact use
+    assert st.nearest(KEY) == CFG
+    (ship / "other-gpu.json").write_text(json.dumps(_doc({KEY: {"config": CFG.to_json()}}, name="Other GPU",
+                                                         kernels="0" * 16)))
+    assert _tune._Store(DEV).nearest(KEY) is None
+
+
+def test_a_corrupt_cache_is_reported_once_and_rewritten(cache):
+    st = _tune._Store(DEV)
+    st.path.parent.mkdir(parents=True)
+    st.path.write_text("{ truncated")
+    with pytest.warns(RuntimeWarning, match="ignoring the tuning cache"):
+        assert st.lookup(KEY, use_user=True) == (None, "")
+    st.save(KEY, {"config": CFG.to_json(), "us": 2.0})
+    doc = _tune.parse_table(st.path.read_text(), "cache")
+    assert doc["entries"][KEY]["config"] == CFG.to_json()
+    assert not list(st.path.parent.glob("*.tmp"))
+
+
+def test_concurrent_saves_merge_every_entry(cache):
+    keys = [f"resample|float32|float32|n{i}|v16x8s8d0" for i in range(24)]
+
+    def save(k):
+        _tune._Store(DEV).save(k, {"config": CFG.to_json(), "us": 1.0})
+
+    threads = [threading.Thread(target=save, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    doc = _tune.parse_table(_tune._Store(DEV).path.read_text(), "cache")
+    assert set(doc["entries"]) == set(keys)
+
+
+def test_an_unwritable_cache_keeps_choices_in_memory_with_a_warning(cache, monkeypatch):
+    blocker = cache / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("ROBOCACHE_CACHE_DIR", str(blocker / "sub"))
+    st = _tune._Store(DEV)
+    with pytest.warns(RuntimeWarning, match="cannot write the tuning cache"):
+        st.save(KEY, {"config": CFG.to_json()})
+
+
+def test_write_table_refuses_what_would_not_load(cache):
+    with pytest.raises(_tune.TableError):
+        _tune.write_table(cache / "t.json", DEV, {"bad key": {"config": CFG.to_json()}}, {"command": "x"})
+    _tune.write_table(cache / "t.json", DEV, {KEY: _tune.entry(CFG, {CFG: 3.0, _tune.DEFAULT: 4.0}, 12)},
+                      {"command": "robocache-bench tune"})
+    doc = _tune.parse_table((cache / "t.json").read_text(), "t")
+    assert doc["entries"][KEY]["default_us"] == 4.0 and doc["provenance"]["command"] == "robocache-bench tune"
+
+
+def test_autotune_switch(monkeypatch):
+    for off in ("0", "false", "OFF", "no"):
+        monkeypatch.setenv("ROBOCACHE_AUTOTUNE", off)
+        assert not _tune.autotune_enabled()
+    monkeypatch.setenv("ROBOCACHE_AUTOTUNE", "1")
+    assert _tune.autotune_enabled()
+
+
+def test_every_version_has_a_launch_function():
+    import sys
+
+    import robocache  # noqa: F401  (the op modules)
+
+    for op in ("resample", "fuse", "voxelize"):
+        mod = sys.modules[f"robocache.{op}"]
+        assert set(mod._LAUNCH) == set(_versions.VERSIONS[op])
+    with pytest.raises(ImportError, match="without a launch function"):
+        _versions.require_launchers("resample", {"v1": None})
+
+
+def test_tune_command_refuses_bad_options_before_touching_a_gpu(tmp_path):
+    from robocache.bench import cli, specs, tune
+
+    assert tune.TUNE_SEED != specs.SAMPLE_SEED
+    assert cli.main(["tune", "--ops", "voxelize", "--out", str(tmp_path)]) == 2
+    assert cli.main(["tune", "--sample-seed", str(specs.SAMPLE_SEED), "--out", str(tmp_path)]) == 2
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_tuning_set_is_the_sampled_distribution_with_its_own_seed():
+    from robocache.bench import specs, tune
+    from robocache.bench.ops import base
+
+    pts = base.sample_points(specs.ops.get("resample"), tune.TUNE_SEED, ("tune",), n=12, large=2)
+    ev = specs.sampled_points("resample")
+    assert len(pts) == 12 and not {p.tag for p in pts} & {p.tag for p in ev}
+    assert all(p.params["sample_seed"] == tune.TUNE_SEED for p in pts)
+
+
+def test_the_pre_pass_builds_every_module_the_tuner_may_load():
+    from robocache import _cuda
+    from robocache.bench import runner, specs
+
+    cases = specs.cases("quick", device="gpu", providers=["robocache", "torch_compile"])
+    builds = runner._module_builds(cases)
+    want = {c.options() for c in _tune.candidates(5, 8, 1)}
+    assert {b for op, b in builds if op == "resample"} == want == {b for op, b in builds if op == "fuse"}
+    assert ("voxelize", ()) in builds and len(want) >= 3
+    assert runner._module_builds([c for c in cases if c.provider == "torch_compile"]) == []
+    for op in _cuda.OPS:  # the entry a warm-up loads exists
+        assert f'{_cuda.first_entry(op)}' in _cuda.source(op)
+
+
+def test_tune_never_reads_the_table_it_writes(cache, monkeypatch):
+    ship = cache / "shipped"
+    ship.mkdir()
+    (ship / f"{DEV.slug}.json").write_text(json.dumps(_doc({KEY: {"config": CFG.to_json()}})))
+    assert _tune._Store(DEV).lookup(KEY, use_user=True) == (CFG, "shipped")
+    monkeypatch.setattr(_tune, "USE_SHIPPED", False)
+    st = _tune._Store(DEV)
+    assert st.lookup(KEY, use_user=True) == (None, "") and st.nearest(KEY) is None
+
+
+@pytest.fixture
+def fake_gpu(cache, monkeypatch):
+    """choose() on a fake device: the timing replaced by a table of times (tune() needs a GPU)."""
+    monkeypatch.setattr(_tune, "device", lambda i: DEV)
+    times: dict = {}
+    calls = []
+
+    def fake_tune(cands, trial, stream, budget_s=None, device_index=None):
+        calls.append(list(cands))
+        return {c: times.get(c, 10.0) for c in cands}, times.get("cut", False)
+
+    monkeypatch.setattr(_tune, "tune", fake_tune)
+    return times, calls
+
+
+CANDS = _tune.candidates(3, 2, 1000)
+
+
+def test_choose_tunes_once_persists_and_keeps_the_default_within_the_margin(fake_gpu):
+    times, calls = fake_gpu
+    fast = CANDS[3]
+    times.update({_tune.DEFAULT: 10.0, fast: 9.8})  # 2% faster: noise may have made it, the default stays
+    assert _tune.choose(0, KEY, CANDS, None, None, True) == (_tune.DEFAULT, True)
+    times[fast] = 8.0
+    key2 = KEY.replace("n20", "n21")
+    assert _tune.choose(0, key2, CANDS, None, None, True) == (fast, True)
+    assert _tune.choose(0, key2, CANDS, None, None, True) == (fast, True) and len(calls) == 2  # memory
+    _tune.reset()
+    assert _tune.choose(0, key2, CANDS, None, None, True) == (fast, True) and len(calls) == 2  # the file
+
+
+def test_a_capture_reads_the_cache_and_a_fallback_stays_provisional(fake_gpu):
+    times, calls = fake_gpu
+    _tune._Store(DEV).save(KEY, {"config": CFG.to_json()})
+    assert _tune.choose(0, KEY, CANDS, None, None, False) == (CFG, True)  # a file read is no stream work
+    other = KEY.replace("n20", "n22")
+    assert _tune.choose(0, other, CANDS, None, None, False) == (_tune.DEFAULT, False)  # provisional
+    times[CANDS[2]] = 5.0
+    assert _tune.choose(0, other, CANDS, None, None, True) == (CANDS[2], True) and len(calls) == 1  # tuned later
+
+
+def test_a_cut_tuning_is_used_not_saved_and_a_failing_one_falls_back(fake_gpu, monkeypatch):
+    times, calls = fake_gpu
+    times.update({"cut": True, CANDS[1]: 5.0})
+    assert _tune.choose(0, KEY, CANDS, None, None, True) == (CANDS[1], True)
+    assert not _tune._Store(DEV).path.exists()
+
+    def broken(*a, **k):
+        raise RuntimeError("no GPU today")
+
+    monkeypatch.setattr(_tune, "tune", broken)
+    assert _tune.choose(0, KEY.replace("n20", "n23"), CANDS, None, None, True) == (_tune.DEFAULT, False)
+
+
+def test_tune_measures_the_tuned_version_whatever_best_is():
+    from robocache.bench import tune
+
+    cases = tune.tuning_cases("resample", n=4)
+    assert {c.provider for c in cases} == {f"robocache@{_versions.TUNED['resample']}"}
+    assert _versions.ENTRY_VERSION["resample"][_versions.TUNED["resample"]] == "v2"
+
+
+def test_each_choice_is_recorded_with_where_it_came_from(fake_gpu, monkeypatch):
+    """What a record's ``launches`` will say (worker.launches_used): the configuration and its source, for the
+    buckets used since the last forget_used(); a choice served from memory keeps its first source."""
+    from robocache.bench import schema, worker
+
+    times, _ = fake_gpu
+    times[CANDS[2]] = 5.0
+    _tune.forget_used()
+    k_tuned, k_cache, k_prov = KEY, KEY.replace("n20", "n24"), KEY.replace("n20", "n25")
+    _tune._Store(DEV).save(k_cache, {"config": CFG.to_json()})
+    _tune.choose(0, k_tuned, CANDS, None, None, True)
+    _tune.choose(0, k_cache, CANDS, None, None, True)
+    _tune.choose(0, k_prov, CANDS, None, None, False)  # a capture: the default rule, provisional
+    got = {c["bucket"]: (c["config"], c["source"]) for c in _tune.chosen()}
+    assert got == {k_tuned: (CANDS[2].to_json(), "tuned"), k_cache: (CFG.to_json(), "cache"),
+                   k_prov: (_tune.DEFAULT.to_json(), "provisional")}
+    _tune.forget_used()
+    _tune.choose(0, k_tuned, CANDS, None, None, True)  # from memory now: still "tuned"
+    assert [(c["bucket"], c["source"]) for c in _tune.chosen()] == [(k_tuned, "tuned")]
+    monkeypatch.setattr(_tune, "autotune_enabled", lambda: False)
+    _tune.choose(0, KEY.replace("n20", "n26"), CANDS, None, None, True)
+    assert {c["source"] for c in _tune.chosen()} == {"tuned", "default"}
+    assert set(_tune.SOURCES) >= {c["source"] for c in _tune.chosen()}
+    # into a record, through the schema (a source outside the schema's list would be refused on write)
+    monkeypatch.setitem(sys.modules, "robocache._tune", _tune)
+    launches = worker.launches_used()
+    assert [x.source for x in launches] == [c["source"] for c in _tune.chosen()]
+    assert set(typing.get_args(typing.get_type_hints(schema.Launch)["source"])) == set(_tune.SOURCES)
