@@ -164,7 +164,7 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
         raw = {c.fingerprint: c for c in confirmation.to_confirm(first)}  # the alerts and the drifts it measures
         # the confirmation as check --confirm runs it (confirmation.confirm_alerts: CONFIRM_RUNS reruns, CONFIRM_MORE
         # more where they ask for a second look, the drifts too), the reruns drawn instead of measured
-        confirmation.confirm_alerts(first, lambda items, times: [rerun(c.key, n) for c in items
+        confirmation.confirm_alerts(first, lambda items, times, n=n: [rerun(c.key, n) for c in items
                                                                  for _ in range(times)], machine=MACHINE)
         assert all(c.confirmed for c in first.alerts)  # the simulated rerun always measures: none unconfirmable
         kept = {c.fingerprint: c for c in first.alerts}

@@ -546,7 +546,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
 
         def make(idx: int, lo: int, hi: int, kind: str, *, x=x, within=within, pts=pts, cps=cps, prior=prior,
                  series=series, fp=fp, key=key, n=n, scan=scan, floors=floors, keep=keep, away=away,
-                 floors_core=floors_core) -> Change:
+                 floors_core=floors_core, odd=odd) -> Change:
             before, after = x[lo:idx][keep[lo:idx]], x[idx:hi][keep[idx:hi]]
             # the noise without the differences across segment boundaries and this candidate
             skip = {b - 1 for b in cps} | {idx - 1}

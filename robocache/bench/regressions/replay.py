@@ -462,7 +462,7 @@ def measures(series: list[dict]) -> dict:
                     row[3] += pc
                     row[4] += drift
         if s["kind"] == "step":
-            k = _first(s["seen"], lambda x: x[0] - 1 >= s["start"] and x[2])
+            k = _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[2])
             placed = next((x[4] for x in s["seen"] if x[0] - 1 >= s["start"] and x[2]), False)
             row = steps[(s["provider"], b, s["step"])]
             row[0] += 1
@@ -484,13 +484,13 @@ def measures(series: list[dict]) -> dict:
                 cell[0] += 1
                 cell[1] += s.get("bound", {}).get(target[0], 0.0)
         elif s["kind"] == "drift":
-            k = _first(s["seen"], lambda x: x[0] - 1 >= s["start"] and (x[3] or x[2]))
+            k = _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and (x[3] or x[2]))
             row = drifts[(s["provider"], b, s["slope"])]
             row[0] += 1
             if k is not None:
                 total = (1 + s["slope"]) ** (k - s["start"]) - 1
                 row[1] += total < 0.05
-                row[2] += _first(s["seen"], lambda x: x[0] - 1 >= s["start"] and x[3]) is not None
+                row[2] += _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[3]) is not None
     return {"aa": {f"{p}|{b}": v for (p, b), v in sorted(aa.items())}, "aa_by_kind": dict(sorted(kinds.items())),
             "targets_by_history": dict(sorted(hist.items())), "bounds": dict(sorted(bound.items())),
             "steps": {f"{p}|{b}|{z}": v for (p, b, z), v in sorted(steps.items())},
