@@ -11,7 +11,8 @@
 #      records also under OUTDIR/records (front end "asv"), asv's own result files copied to OUTDIR/asv;
 #   3. robocache-bench check over HISTORY (a checkout of the benchmark-results branch) plus tonight's
 #      records -> OUTDIR/alerts.json (robocache-alerts/1) and OUTDIR/alerts.md;
-#   4. after a confirmed regression (CONFIRM set): robocache-bench bisect --all over the alerts, each
+#   4. after a confirmed regression (CONFIRM set; not with RERUNS, whose check may run away from the
+#      machine): robocache-bench bisect --all over the alerts, each
 #      alert group whose commit range has more than one commit (and that HISTORY/bisect has not bisected
 #      yet) within BISECT_BUDGET_S seconds together -> OUTDIR/bisect/*.bisect.json, OUTDIR/bisect.md.
 #   With $GITHUB_STEP_SUMMARY set (GitHub Actions), the headline table and the alerts go there too.
@@ -20,6 +21,8 @@
 #   SUITE    nightly (default) or quick            DEVICE  gpu (default; never falls back to the CPU) or cpu
 #   HISTORY  folder with the results history; missing or empty: the night is checked against itself only
 #   CONFIRM  non-empty: `check --confirm` (re-measures alerted cases into OUTDIR/confirm first)
+#   RERUNS   a folder of confirmation reruns measured elsewhere (another job's OUTDIR/confirm): `check --reruns`
+#            confirms on those instead of measuring (not with CONFIRM)
 #   ASV      0 skips step 2                        BISECT  0 skips step 4
 #   BISECT_BUDGET_S  seconds of step 4 for every bisection of the night together (default 1800)
 #   PRECOMPILE_JOBS  parallel torch.compile pre-pass processes of step 1 (default 4; 0: off)
@@ -45,6 +48,11 @@ esac
 SUITE=${SUITE:-nightly}
 DEVICE=${DEVICE:-gpu}
 CONFIRM=${CONFIRM:-}
+RERUNS=${RERUNS:-}
+if [ -n "$CONFIRM" ] && [ -n "$RERUNS" ]; then
+  echo "nightly.sh: CONFIRM measures the reruns here, RERUNS reads them from a folder: set one" >&2
+  exit 2
+fi
 ASV=${ASV:-1}
 BISECT=${BISECT:-1}
 BISECT_BUDGET_S=${BISECT_BUDGET_S:-1800}
@@ -126,6 +134,8 @@ fi
 # into OUTDIR/records, so the history keeps one point per night and series
 confirm=()
 if [ -n "$CONFIRM" ]; then confirm=(--confirm --confirm-out "$OUT/confirm"); fi
+# reruns measured by another job (check --reruns): the same confirmation, on records anyone can audit
+if [ -n "$RERUNS" ]; then confirm=(--reruns "$RERUNS"); fi
 rm -f "$OUT/alerts.json" "$OUT/alerts.md"  # whatever is there afterwards was written by this check
 check_rc=0
 rcb check "${hist[@]}" "$OUT/records" --machine "$MACHINE" --json "$OUT/alerts.json" \

@@ -24,7 +24,7 @@ import numpy as np
 
 from robocache.bench import regressions as regress
 from robocache.bench import store
-from robocache.bench.regressions import noise
+from robocache.bench.regressions import confirmation, noise
 from robocache.bench.schema import fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -137,9 +137,9 @@ def record(s: Series, t: float, night: int, rerun: bool = False) -> dict:
 @dataclass
 class NightResult:
     night: int  # the check after nights 0..night-1
-    raw: dict[str, regress.Change]  # alerts before confirmation, by fingerprint
+    raw: dict[str, regress.Change]  # alerts and drifts (confirmation.drift_change) before confirmation, by fingerprint
     kept: dict[str, regress.Change]  # confirmed by the rerun, tested alone
-    drifts: dict[str, regress.Drift]
+    drifts: dict[str, regress.Drift]  # drifts confirmed by the rerun
     checked: set[str]
 
 
@@ -161,17 +161,13 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
     for n in check_at:
         recs = [r for night in by_night[:n] for r in night]
         first = regress.check(recs, screen=regress.SCREEN_P)  # the nightly job: check --confirm
-        raw = {c.fingerprint: c for c in first.alerts}
-        kept: dict[str, regress.Change] = {}
-        if first.alerts:
-            again = [rerun(c.key, n) for c in first.alerts for _ in range(regress.CONFIRM_RUNS)]
-            k, refuted, unconfirmable = regress.confirm(first, again)
-            more = [c for c in refuted if c.wants_more]  # a held change, the first reruns not conclusive
-            if more:  # measured CONFIRM_MORE more times, as check --confirm does, and every rerun tested again
-                again += [rerun(c.key, n) for c in more for _ in range(regress.CONFIRM_MORE)]
-                k, _, unconfirmable = regress.confirm(first, again)
-            assert not unconfirmable  # the simulated rerun always measures
-            kept = {c.fingerprint: c for c in k}
+        raw = {c.fingerprint: c for c in confirmation.to_confirm(first)}  # the alerts and the drifts it measures
+        # the confirmation as check --confirm runs it (confirmation.confirm_alerts: CONFIRM_RUNS reruns, CONFIRM_MORE
+        # more where they ask for a second look, the drifts too), the reruns drawn instead of measured
+        confirmation.confirm_alerts(first, lambda items, times, n=n: [rerun(c.key, n) for c in items
+                                                                 for _ in range(times)], machine=MACHINE)
+        assert all(c.confirmed for c in first.alerts)  # the simulated rerun always measures: none unconfirmable
+        kept = {c.fingerprint: c for c in first.alerts}
         out.append(NightResult(n, raw, kept, {d.fingerprint: d for d in first.drifts}, set(first.checked)))
     return out
 

@@ -219,3 +219,69 @@ def test_usage_error_is_one_line(capsys) -> None:
     rc, _, err = _main(["run", "--noise-target", "nan"], capsys)
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert "--noise-target" in err and "--help" in err
+
+
+# --- issue 27: usage errors leave nothing behind; only unreadable inputs are an error with their reason -------
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--device", "cpu", "--ops", "bogus", "--out", "{dir}"],
+    ["run", "--device", "cpu", "--providers", "nope", "--out", "{dir}"],
+    ["run", "--device", "cpu", "--suite", "pipelines", "--ops", "fuse", "--out", "{dir}"],
+    ["run", "--device", "cpu", "--suite", "quick", "--gpus", "2", "--out", "{dir}"],
+    ["check", str(RESULTS), "--confirm-out", "{dir}", "--reruns", str(RESULTS)],
+])
+def test_usage_errors_leave_no_folder_behind(argv: list[str], tmp_path: Path, capsys, monkeypatch) -> None:
+    """Every option is judged before anything is created: the output folder (and its parents) of a refused
+    command does not exist afterwards (it used to be created by the writability check)."""
+    monkeypatch.setattr("robocache.bench.runner.run_suite", lambda *a, **k: pytest.fail("measured"))
+    out = tmp_path / "new" / "out"
+    rc, _, err = _main([a.replace("{dir}", str(out)) for a in argv], capsys)
+    assert rc == 2, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "new").exists(), "a refused command created its output folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a probe or a folder was left behind"
+
+
+def test_writable_out_folder_is_checked_but_made_only_by_the_writer(tmp_path: Path) -> None:
+    import argparse
+
+    out = tmp_path / "a" / "b"
+    cli.check_outputs(argparse.Namespace(cmd="run", out=str(out)))  # writable: no error
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        cli.check_outputs(argparse.Namespace(cmd="run", out=str(tmp_path / "f")))
+
+
+@pytest.fixture
+def newer_file(tmp_path: Path) -> Path:
+    """A results file of a schema version newer than this robocache-bench reads (a copy of a committed one)."""
+    import json
+
+    from robocache.bench.schema import SCHEMA_VERSION
+
+    src = sorted(RESULTS.glob("*.records.json"))[0]
+    doc = json.loads(src.read_text())
+    doc["schema_version"] = SCHEMA_VERSION + 1
+    f = tmp_path / "v-next.records.json"
+    f.write_text(json.dumps(doc))
+    return f
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "{f}"], ["show", "{f}", "--format", "json"], ["report", "{f}"], ["report", "{f}", "--kernels"],
+    ["compare", "{f}", "{f}"], ["check", "{f}"], ["show", "{d}"],
+])
+def test_a_command_whose_only_inputs_are_unreadable_fails_with_their_reason(argv, newer_file: Path, capsys) -> None:
+    """`show FILE` on a file of a newer schema version: exit 2, and the error line itself gives the reason (it
+    said "no records found; run `robocache-bench run` first", the reason only in a warning above)."""
+    argv = [a.replace("{f}", str(newer_file)).replace("{d}", str(newer_file.parent)) for a in argv]
+    rc, out, err = _main(argv, capsys)
+    _one_line_usage_error(rc, err, "is newer than this robocache-bench", "v-next.records.json")
+    assert "run` first" not in err.strip().splitlines()[-1]
+
+
+def test_an_unreadable_input_beside_a_readable_one_is_a_warning(newer_file: Path, capsys) -> None:
+    src = sorted(RESULTS.glob("*.records.json"))[0]
+    rc, out, err = _main(["show", str(newer_file), str(src)], capsys)
+    assert rc == 0 and "is newer than" in err and out

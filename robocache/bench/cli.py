@@ -326,6 +326,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="measure the alerted cases again (one process each) before raising the alerts")
     k.add_argument("--confirm-out", default=None,
                    help="where the confirmation records go (default: a new temporary folder; never the history)")
+    k.add_argument("--reruns", metavar="DIR", default=None,
+                   help="confirm with reruns measured elsewhere instead of measuring here (a folder or records file, "
+                        "e.g. another job's --confirm-out): records of the alerted series, newer than the night "
+                        "alerted, of its commit, healthy; the same rule as --confirm")
     k.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any alert or drift is raised (method or environment changes never fail)")
     k.add_argument("--dashboard-url", default=None,
@@ -437,11 +441,18 @@ class _QuietPipe(io.TextIOBase):
 
 
 def _writable_dir(flag: str, path: str) -> None:
-    """``path`` is (or can be made) a folder this process can write a file into; else ValueError naming ``flag``."""
+    """``path`` is (or can be made) a folder this process can write a file into; else ValueError naming ``flag``.
+    Nothing is created: a usage error found later (an unknown op) leaves no folder behind; the command makes the
+    folder when it writes (a probe file in the nearest existing folder, removed at once, tests the rights)."""
     p = Path(path)
+    top = p
+    while not top.exists() and not top.is_symlink() and top != top.parent:
+        top = top.parent
+    if not top.is_dir():
+        what = "is a file" if p == top else f"{top} is not a folder"
+        raise ValueError(f"{flag} {path}: {what}; name a writable folder")
     try:
-        p.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=p, prefix=".tmp-probe-")
+        fd, probe = tempfile.mkstemp(dir=top, prefix=".tmp-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
@@ -488,6 +499,12 @@ def _check_options(args: argparse.Namespace) -> None:
         from . import links
 
         args.dashboard_url = links.base_url(args.dashboard_url)
+        if args.reruns is not None:  # reruns measured elsewhere: nothing is measured here
+            if args.confirm or args.confirm_out:
+                raise ValueError("--reruns takes reruns measured elsewhere; --confirm (and --confirm-out) measures "
+                                 "them here: pick one")
+            if not Path(args.reruns).exists():
+                raise ValueError(f"--reruns {args.reruns}: no such file or folder")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -577,11 +594,24 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unreadable(loaded: Any, paths: list[str]) -> None:
+    """A usage error (exit 2) when the inputs hold no record and some could not be read: the reason is theirs (a
+    file of a newer schema version, a damaged one), not "run first"."""
+    if loaded.records or not loaded.bad:
+        return
+    whys = "; ".join(f"{store.display_path(str(p))}: {w}" for p, w in loaded.bad[:3])
+    more = f" (and {len(loaded.bad) - 3} more)" if len(loaded.bad) > 3 else ""
+    if [str(p) for p in paths] == [str(loaded.bad[0][0])] and len(loaded.bad) == 1:  # one file named: its reason
+        raise ValueError(whys)
+    raise ValueError(f"nothing readable in {', '.join(map(str, paths))}: {whys}{more}")
+
+
 def _show_report(args: argparse.Namespace) -> int:
     """``show`` / ``report``: one run (or, ``report --kernels``, every machine) as a table, markdown or JSON."""
     loaded = store.load(*args.paths)
     for path, why in loaded.bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
+    _unreadable(loaded, args.paths)
     across = args.cmd == "report" and (args.kernels or args.sampled)
     if across:
         if args.run:
@@ -643,6 +673,7 @@ def _run_records(spec: str, results: list[str]) -> tuple[str, list]:
         loaded = store.load(spec)
         for path, why in loaded.bad:
             print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
+        _unreadable(loaded, [spec])
         return pick_run(loaded.records)
     loaded = store.load(*results)
     return pick_run(loaded.records, spec)
@@ -701,15 +732,18 @@ def _check(args: argparse.Namespace) -> int:
     frontend = None if args.frontend == "all" else args.frontend
     kw = {"floor": args.floor} if args.floor is not None else {}
     # with --confirm, a per-series screen sends cases to the rerun, which is the check on them (changepoints.check)
+    rerun = args.confirm or args.reruns is not None  # a confirmation follows: its screen, not BH, sends alerts
     res = changepoints.check(records, machine=args.machine, frontend=frontend,
-                             screen=changepoints.SCREEN_P if args.confirm else None, **kw)
+                             screen=changepoints.SCREEN_P if rerun else None, **kw)
     if res.series == 0:
         machines = sorted({str((r.get("env") or {}).get("machine")) for r in records})
         print(f"robocache-bench check: no series for machine {args.machine!r} and front end {args.frontend!r}; "
               f"machines in these records: {', '.join(machines)}", file=sys.stderr)
         return 2
     refuted: list = []
-    if args.confirm and res.alerts:
+    if args.reruns is not None:
+        refuted = _check_reruns(args, res, kw)
+    elif args.confirm and res.alerts:
         refuted = _check_confirm(args, res, kw)
     _check_outputs(args, res, refuted)
     return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
@@ -736,6 +770,11 @@ def _check_history(args: argparse.Namespace) -> list | int:
     for path, why in bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
     if not records:
+        try:
+            _unreadable(loaded, args.paths)
+        except ValueError as e:
+            print(f"robocache-bench check: {e}", file=sys.stderr)
+            return 2
         print(f"robocache-bench check: no records in {', '.join(args.paths)}"
               + (f" ({len(bad)} bad file(s) skipped)" if bad else ""), file=sys.stderr)
         return 2
@@ -782,13 +821,18 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
     from .regressions import confirmation
 
     here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
-    mine = [c for c in res.alerts if c.series["machine"] == here]  # a rerun here confirms this machine's only
-    keys, why_not = _measurable(mine)
     again: list = []
-    out = args.confirm_out or (tempfile.mkdtemp(prefix="robocache-confirm-") if keys else None)
-    device = runner.detect_device() if keys else None
+    out, device = args.confirm_out, None
 
-    def measure(alerts: list, times: int) -> None:
+    def can_measure(mine: list) -> tuple[set[str], dict[str, str]]:  # this machine's alerts and drifts
+        keys, why_not = _measurable(mine)
+        return {c.fingerprint for c in mine if c.key in keys}, why_not
+
+    def measure(alerts: list, times: int) -> list:
+        nonlocal out, device
+        out = out or tempfile.mkdtemp(prefix="robocache-confirm-")
+        device = device or runner.detect_device()
+        start = len(again)
         print(f"confirming {len(alerts)} alerted case(s) on {here} by measuring them {times} times "
               f"again into {out} ...", file=sys.stderr)
         # each alert measured as its series was: its suite and cache mode (a cold-cache series rerun warm would be
@@ -802,18 +846,87 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
                 rr = runner.run_suite(suite, device=device, cases=[specs.find(k) for k in sorted(set(ks))],
                                       out_dir=out, machine=here, cache=cache, progress=False)
                 again.extend(store.load(rr.path).records if rr.path else [])
+        return again[start:]
 
-    if keys:
-        measure([c for c in mine if c.key in keys], confirmation.CONFIRM_RUNS)
-    measurable = {c.fingerprint for c in mine if c.key in keys}
-    kept, refuted, unconfirmable = confirmation.confirm(res, again, measurable=measurable,
-                                                        not_measured=why_not, **kw)
-    more = [c for c in refuted if c.wants_more]  # the sequential second look (confirmation.rerun_more)
-    if more:
-        measure(more, confirmation.CONFIRM_MORE)
-        kept, refuted, unconfirmable = confirmation.confirm(res, again, measurable=measurable,
-                                                            not_measured=why_not, **kw)
-    res.alerts = kept + unconfirmable
+    # the first look, then the second where the reruns ask for it: the one path the replay measures too
+    return confirmation.confirm_alerts(res, measure, machine=here, can_measure=can_measure, **kw)
+
+
+def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> list:
+    """``check --reruns DIR``: the confirmation of ``--confirm`` on reruns measured elsewhere (another job, another
+    runner of the machine): a rerun counts for an alert when it is a healthy record of the alert's series (machine,
+    case, provider, front end, method...), newer than the night alerted and of its commit; the first
+    ``CONFIRM_RUNS`` of them (in time order) are the first look and the next ``CONFIRM_MORE`` the second, exactly
+    as ``--confirm`` measures them. An alert with fewer valid reruns is raised unconfirmed (or, only screened, not
+    raised), with the reason. Updates ``res.alerts``; returns the refuted ones."""
+    from collections import defaultdict
+
+    from .regressions import confirmation
+    from .regressions.records import unhealthy
+    from .schema import fingerprint, series_key
+
+    loaded = store.load(args.reruns)
+    for path, why in loaded.bad:
+        print(f"warning: skipped bad rerun file {path}: {why}", file=sys.stderr)
+    valid: dict[str, list] = {}
+    seen = {"others": 0, "alerted": 0}
+
+    def can_measure(items: list) -> tuple[set[str], dict[str, str]]:
+        """The alerts and drifts with CONFIRM_RUNS valid reruns in the folder, and why not the others."""
+        alerted = {c.fingerprint: c for c in items}
+        seen["alerted"] = len(alerted)
+        valid.update({fp: [] for fp in alerted})
+        left: dict[str, dict[str, int]] = {fp: {} for fp in alerted}
+        for r in sorted(loaded.records, key=lambda r: (r["created"], r["run_id"])):
+            fp = fingerprint(series_key(r))
+            c = alerted.get(fp)
+            if c is None:  # another series, or another machine's: it confirms nothing here
+                seen["others"] += 1
+                continue
+            night = c.tonight
+            why = unhealthy(r)
+            if why is None and night is not None and r["created"] <= night.created:
+                why = f"not newer than the night alerted ({night.created})"
+            elif why is None and night is not None and night.commit and r.get("git_commit") != night.commit:
+                why = f"of commit {str(r.get('git_commit'))[:12]}, not the night's {night.commit[:12]}"
+            if why:
+                left[fp][why] = left[fp].get(why, 0) + 1
+            else:
+                valid[fp].append(r)
+        why_not: dict[str, str] = {}
+        for fp, rs in valid.items():
+            if len(rs) < confirmation.CONFIRM_RUNS:
+                skipped = "".join(f"; {n} {w}" for w, n in sorted(left[fp].items()))
+                why_not[fp] = (f"--reruns {args.reruns} holds {len(rs)} valid rerun(s) of this series, "
+                               f"{confirmation.CONFIRM_RUNS} needed{skipped}")
+        return {fp for fp in valid if fp not in why_not}, why_not
+
+    used = 0
+    taken: dict[str, int] = defaultdict(int)
+
+    def measure(alerts: list, times: int) -> list:
+        nonlocal used
+        out = []
+        for c in alerts:
+            rs = valid[c.fingerprint][taken[c.fingerprint]:taken[c.fingerprint] + times]
+            if len(rs) < times:  # a look on fewer reruns than its rule counts would be another test
+                continue
+            taken[c.fingerprint] += times
+            out += rs
+            used += len(rs)
+        return out
+
+    refuted = confirmation.confirm_alerts(res, measure, machine=None, can_measure=can_measure, **kw)
+    for c in refuted + res.alerts + res.drifts:
+        if not taken[c.fingerprint]:
+            continue
+        runs = ", ".join(r["run_id"] for r in valid[c.fingerprint][:taken[c.fingerprint]])
+        c.confirm_note += f"; reruns read from {args.reruns} (runs {runs})"
+        if getattr(c, "wants_more", False):
+            c.confirm_note += (f"; the folder holds {len(valid[c.fingerprint]) - taken[c.fingerprint]} more: measure "
+                               f"{confirmation.CONFIRM_MORE} more of {c.key} there and check again")
+    print(f"check --reruns {args.reruns}: {len(loaded.records)} record(s), {used} used as reruns of "
+          f"{seen['alerted']} alert(s) and drift(s); {seen['others']} of other series or machines", file=sys.stderr)
     return refuted
 
 
@@ -823,16 +936,17 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
     from .regressions import alerts
 
     text = alerts.check_markdown(res, getattr(args, "dashboard_url", None))
-    if refuted:
+    if refuted:  # a refuted drift stands as its confirmation's change (confirmation.drift_change): its own title
         text += "\nNot reproduced by the confirmation rerun, tested alone (not raised): " + "; ".join(
-            f"{alerts.md_text(alerts.alert_title(c))} ({alerts.md_text(c.confirm_note)})" for c in refuted) + "\n"
+            f"{alerts.md_text(alerts.drift_title(c.drift) if c.drift is not None else alerts.alert_title(c))} "
+            f"({alerts.md_text(c.confirm_note)})" for c in refuted) + "\n"
     print(for_stdout(text))
     if args.markdown:
         store.atomic_write(args.markdown, text)
     if args.json:
         doc = alerts.alerts_json(res, getattr(args, "dashboard_url", None))
         doc["refuted"] = [c.fingerprint for c in refuted]
-        doc["confirm_asked"] = bool(args.confirm)
+        doc["confirm_asked"] = bool(args.confirm or args.reruns is not None)
         store.atomic_write(args.json, schema.encode_alerts(doc))  # validated as schema.AlertsDoc
 
 

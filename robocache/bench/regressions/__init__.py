@@ -41,10 +41,12 @@ Two questions, one noise model:
     screen replaces Benjamini-Hochberg as the gate to the rerun: the rerun is the check on those cases.
 
 ``confirm(first, rerun)``
-    The alerted cases measured again (CONFIRM_RUNS fresh runs; CONFIRM_MORE more when those are consistent
-    with the change but not conclusive, :func:`rerun_more`), tested *alone* against the level before the
-    change (:func:`rerun_test`: the series' noise, the provider's measured tails, the nights before): the
-    nights that raised the alert are not counted twice.
+    The alerted cases, and the drifting ones, measured again (CONFIRM_RUNS fresh runs; CONFIRM_MORE more when
+    those are consistent with the change but not conclusive, :func:`rerun_more`), tested *alone* against the
+    level before the change (:func:`rerun_test`: the series' noise, the tails of the provider's runs and of the
+    series' own nights, the nights before): the nights that raised the alert are not counted twice. The loop
+    (:func:`confirm_alerts`) is the one ``check --confirm``, ``check --reruns DIR`` (reruns measured elsewhere)
+    and the out-of-sample replay (:mod:`.replay`) call.
 
 Why ruptures + SciPy rather than Apache Otava (E-Divisive + t-test, the method this mirrors) or MongoDB's
 signal-processing-algorithms: apache-otava 0.8.0 pins numpy 2.2 (we pin 2.4) and pulls database, BigQuery
@@ -58,7 +60,7 @@ from .alerts import (PLACE_SURE, alert_markdown, alert_title, alerts_json, break
 from .changepoints import (DRIFT_MIN, DRIFT_Q, DRIFT_WINDOWS, FDR_Q, MAX_HISTORY, MIN_HISTORY, PELT_BETA, PLACE_RADIUS,
                            RECENT, SCREEN_MIN_BEFORE, SCREEN_P, Break, Change, CheckResult, Drift, Point, check)
 from .confirmation import (CONFIRM_MORE, CONFIRM_P, CONFIRM_P_HELD, CONFIRM_RUNS, CONFIRM_RUNS_MAX, HELD_NIGHTS, HELD_P,
-                           RERUN_SPARE, confirm, rerun_more, rerun_test)
+                           RERUN_SPARE, confirm, confirm_alerts, drift_change, rerun_more, rerun_test, to_confirm)
 from .noise import (LEVEL_Q, NOISE_MIN, PRIOR_ABS_US, PRIOR_DOF, PRIOR_MIN_N, PRIOR_REL, PRIOR_WIDEN, PRIORS_FILE,
                     fit_priors, prior_noise, prior_pool, priors, series_sigma, shrink)
 from .records import ENV_FIELDS, FLOOR, case_key, case_label, env_changes, env_fingerprint
@@ -77,7 +79,7 @@ __all__ = [
     "RECENT", "SCREEN_MIN_BEFORE", "SCREEN_P", "Break", "Change", "CheckResult", "Drift", "Point", "check",
     # confirm
     "CONFIRM_MORE", "CONFIRM_P", "CONFIRM_P_HELD", "CONFIRM_RUNS", "CONFIRM_RUNS_MAX", "HELD_NIGHTS", "HELD_P",
-    "RERUN_SPARE", "confirm", "rerun_more", "rerun_test",
+    "RERUN_SPARE", "confirm", "confirm_alerts", "drift_change", "rerun_more", "rerun_test", "to_confirm",
     # alerts
     "PLACE_SURE", "alert_markdown", "alert_title", "alerts_json", "break_markdown", "check_markdown", "drift_markdown",
     "drift_title", "md_text", "reproduce_command",

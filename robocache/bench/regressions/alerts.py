@@ -114,7 +114,8 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
                 "direction": d.direction, "slope_per_night": d.slope, "slope_ci": list(d.slope_ci),
                 "total": d.total, "window": d.window, "tau": d.tau, "p_value": d.p_value, "q_value": d.q_value,
                 "first": pt(d.first), "last": pt(d.last), "case_key": d.key, "markdown": drift_markdown(d, dashboard_url),
-                "link": links.history_url(d.series, dashboard_url)}
+                "link": links.history_url(d.series, dashboard_url),
+                "confirmed": d.confirmed, "confirm_note": d.confirm_note, "reruns": d.reruns}
 
     def brk(b: Break) -> dict[str, Any]:
         return {"fingerprint": b.fingerprint, "kind": b.kind, "series": b.series, "detail": b.detail,

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..schema import Series, fingerprint, series_key
-from .noise import PRIOR_DOF, prior_noise, series_sigma, shrink, sigma_floors
+from .noise import NOISE_MIN, PRIOR_DOF, prior_noise, series_sigma, shrink, sigma_floors
 from .records import FLOOR, case_key, check_floor, env_changes, env_fingerprint, p50, safe_exp, unhealthy, within_sigma
 
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
@@ -24,12 +24,14 @@ PELT_BETA = 8.0  # PELT penalty: beta * sigma^2 * log(n) on log-times (twice BIC
 DRIFT_WINDOWS = (6, 9, 12, 16, 20)  # nights a drift (a trend, not a step) is tested over, ending tonight
 DRIFT_MIN = 12  # healthy points a series needs before it is tested for drift
 DRIFT_Q = 0.001  # Benjamini-Hochberg level over the drift tests of all series
-SCREEN_P = 0.01  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
+SCREEN_P = 0.03  # check --confirm: a series' one-sided p (Bonferroni over its candidates) that sends it to the rerun
 SCREEN_MIN_BEFORE = 5  # check --confirm: a slower change departs from a level of at least this many runs (PELT's
 # shortest segments on heavy-tailed series are two or three outlying nights, whose median is no reference)
 SPIKE_K = 5.0  # a night beyond SPIKE_K sigmas from both neighbours, which agree with each other, is a spike
 BLIP_MAX = 3  # an interior PELT segment of at most this many runs whose neighbours are one level is a blip, not a level
 PLACE_RADIUS = 2  # a change's location is refined by maximum likelihood within this many runs of the tested split
+WIDE_REF = 20  # the nights before a change the confirmation may compare with, across PELT's boundaries
+MAX_REF = 30  # a drift's confirmation compares its reruns with at most this many nights before its window
 
 
 @dataclass
@@ -76,6 +78,15 @@ class Change:
     cause: str = "code"  # "code"; "environment": the runner changed between the two runs (not the commit's fault)
     cause_detail: str = ""
     place_p: float = 1.0  # how sure the location is (_place_p): its likelihood's share among the neighbouring commits
+    tonight: Point | None = None  # the series' newest point (the night alerted): a rerun must be newer, of its commit
+    drift: Any = None  # the Drift this stands for in the confirmation (confirmation.to_confirm), else None
+    # check(screen=...): the noise without the outlying nights (judged on a robust scale) and the one-sided p with it:
+    # the screen's and the confirmation's (their tails are the confirmation's business), never the check's alone
+    sigma_core: float = 0.0
+    p_core: float = 1.0
+    # the WIDE_REF nights before the change, across PELT's boundaries: the confirmation's level where the level
+    # before is too short to pin the series down (confirmation._levels)
+    wide_levels: list[float] = field(default_factory=list)
 
     @property
     def direction(self) -> str:
@@ -103,6 +114,15 @@ class Drift:
     first: Point
     last: Point
     q_value: float = 1.0
+    # what its confirmation (confirmation.confirm) tests fresh reruns against: the level before the window
+    before_levels: list[float] = field(default_factory=list)  # log-times of the nights before the window
+    window_levels: list[float] = field(default_factory=list)  # log-times of the window's nights
+    sigma: float = 0.0  # the series' noise measured before the windows
+    dof: float = 1.0
+    before: Point | None = None  # the last night before the window
+    confirmed: bool | None = None  # as Change.confirmed
+    confirm_note: str = ""
+    reruns: int = 0
 
     @property
     def direction(self) -> str:
@@ -180,6 +200,17 @@ def _spikes(x: np.ndarray, sigma: float) -> np.ndarray:
     out = (np.minimum(b - a, b - c) > lim) | (np.minimum(a - b, c - b) > lim)
     keep[1:-1] = ~(out & (np.abs(a - c) <= lim / 2))
     return keep
+
+
+def _robust_sigma(x: np.ndarray, within: np.ndarray) -> float:
+    """One night's noise from the median absolute consecutive difference (1.4826 MAD / sqrt(2)): what the
+    outlying nights are judged by (:func:`_spikes`), before any of them can inflate it; never below the runs' own
+    within-run noise or NOISE_MIN."""
+    d = np.abs(np.diff(x))
+    if not len(d):
+        return NOISE_MIN
+    return max(1.4826 * float(np.median(d)) / math.sqrt(2), float(np.median(within)) if len(within) else 0.0,
+               NOISE_MIN)
 
 
 def _blips(x: np.ndarray, cps: list[int], sigma: float, keep: np.ndarray | None = None) -> tuple[list[int], np.ndarray]:
@@ -290,7 +321,7 @@ def _drift(x: np.ndarray, sigma: float, dof: float) -> tuple[float, float, float
         cs, cs2 = np.cumsum(w), np.cumsum(w * w)
         sse_step = min(float((cs2[k - 1] - cs[k - 1] ** 2 / k)
                              + (cs2[-1] - cs2[k - 1]) - (cs[-1] - cs[k - 1]) ** 2 / (w_n - k))
-                       for k in range(2, w_n - 1))
+                       for k in range(2, w_n))  # a step on the window's last night too: one night up is a step
         if sse_lin >= sse_step:
             continue
         se = sigma * math.sqrt(12.0 / (w_n ** 3 - w_n))
@@ -476,6 +507,14 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         prior = prior_noise(safe_exp(float(np.median(x))), series["provider"])
         floors = sigma_floors(x, within)  # the same for every candidate's noise below
         sigma = shrink(series_sigma(x, within, floors=floors), (2.0 / 3.0) * (n - 1), prior)
+        # the screen's noise (a confirmation follows): without the outlying nights, judged on a robust scale (the
+        # median consecutive difference). One +-24% night among a few-microsecond case's 1.4% made its noise 3-6%
+        # and kept a +10% step on the night it landed from the rerun (the out-of-sample replay: most of the 9% not
+        # sent); the confirmation weighs such nights instead, as the series' own tails (confirmation.rerun_test).
+        # Without a rerun to follow the noise keeps them: a second state's nights are no alert by themselves.
+        odd = np.flatnonzero(~_spikes(x, _robust_sigma(x, within))) if screen is not None else np.array([], int)
+        away = {int(j) + k for j in odd for k in (-1, 0)}  # the two differences around each
+        floors_core = sigma_floors(np.delete(x, odd), within) if len(odd) else floors
         spiky = _spikes(x, sigma)  # outlying single nights: PELT runs without them
         kept_at = np.flatnonzero(spiky)
         cps = [int(kept_at[b]) for b in _segments(x[spiky], sigma)]
@@ -506,7 +545,8 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         key = case_key(recs[-1])
 
         def make(idx: int, lo: int, hi: int, kind: str, *, x=x, within=within, pts=pts, cps=cps, prior=prior,
-                 series=series, fp=fp, key=key, n=n, scan=scan, floors=floors, keep=keep) -> Change:
+                 series=series, fp=fp, key=key, n=n, scan=scan, floors=floors, keep=keep, away=away,
+                 floors_core=floors_core, odd=odd) -> Change:
             before, after = x[lo:idx][keep[lo:idx]], x[idx:hi][keep[idx:hi]]
             # the noise without the differences across segment boundaries and this candidate
             skip = {b - 1 for b in cps} | {idx - 1}
@@ -514,17 +554,28 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
             dof = (2.0 / 3.0) * max(n - 1 - len(skip), 1)
             sig_c = shrink(series_sigma(x, within, skip=skip, floors=floors), dof, prior)
             d, se, p, tq = _test(before, after, sig_c, dof + PRIOR_DOF)
-            if kind == "scan":  # the location was chosen as the likeliest of len(scan) splits
-                p = min(1.0, p * len(scan))
+            bonf = len(scan) if kind == "scan" else 1  # a scan's location was the likeliest of len(scan) splits
+            p = min(1.0, p * bonf)
+            p_one = p / 2 if d > 0 else min(1.0, 1 - p / 2)
+            sig_k, p_core = sig_c, p_one
+            if away:  # the screen's test: the outlying nights out of the noise and of the level before
+                core = keep[lo:idx].copy()
+                core[[j - lo for j in odd if lo <= j < idx]] = False
+                dof_k = (2.0 / 3.0) * max(n - 1 - len(skip | away), 1)
+                sig_k = shrink(series_sigma(x, within, skip=skip | away, floors=floors_core), dof_k, prior)
+                b_k = x[lo:idx][core] if core.sum() >= 3 else before
+                d_k, _, p_k, _ = _test(b_k, after, sig_k, dof_k + PRIOR_DOF)
+                p_k = min(1.0, p_k * bonf)
+                p_core = p_k / 2 if d_k > 0 else min(1.0, 1 - p_k / 2)
             moved = env_changes(pts[idx - 1].env, pts[idx].env)
             return Change(series=series, fingerprint=fp, index=idx, n_before=len(before), n_after=len(after),
                           ratio=safe_exp(d), ratio_ci=(safe_exp(d - tq * se), safe_exp(d + tq * se)), p_value=p,
                           before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
-                          before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF,
-                          p_one=p / 2 if d > 0 else min(1.0, 1 - p / 2),
+                          before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF, p_one=p_one,
                           after_levels=[float(v) for v in after], before_levels=[float(v) for v in x[lo:idx]],
                           cause="environment" if moved else "code", cause_detail="; ".join(moved),
-                          segment=(lo, hi))
+                          segment=(lo, hi), tonight=pts[-1], sigma_core=sig_k, p_core=min(p_core, p_one),
+                          wide_levels=[float(v) for v in x[max(0, idx - WIDE_REF):idx]])
 
         mine = []
         for idx, (lo, hi, kind) in sorted(tests.items()):
@@ -543,10 +594,16 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
             got = _drift(x, sig_d, dof_d + PRIOR_DOF)
             if got is not None:
                 slope, lo_s, hi_s, tau, p, w = got
+                # the level a confirmation rerun is compared with: the nights before the window (its first nights
+                # where fewer than SCREEN_MIN_BEFORE precede it: a higher level, so a harder confirmation)
+                ref_nights = x[:n - w] if n - w >= SCREEN_MIN_BEFORE else x[:SCREEN_MIN_BEFORE]
                 drift_cands.append((Drift(series=series, fingerprint=fp, key=key, slope=safe_exp(slope) - 1,
                                           slope_ci=(safe_exp(lo_s) - 1, safe_exp(hi_s) - 1),
                                           total=safe_exp(slope * (w - 1)) - 1, window=w, tau=tau, p_value=p,
-                                          first=pts[-w], last=pts[-1]), True))
+                                          first=pts[-w], last=pts[-1],
+                                          before_levels=[float(v) for v in ref_nights[-MAX_REF:]],
+                                          window_levels=[float(v) for v in x[-w:]], sigma=sig_d,
+                                          dof=dof_d + PRIOR_DOF, before=pts[max(n - w - 1, 0)]), True))
             else:
                 drift_cands.append((None, False))
     res.candidates = len(cands)
@@ -575,8 +632,12 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
     # the screen (a confirmation rerun follows): per series, slower candidates beyond the floor whose one-sided p,
     # Bonferroni over the series' own candidates, is at most `screen`; no correction across series (the rerun is
     # the check on those), so a change is found however many other series moved tonight
+    # a spending rule over the nights a change is screened again: the n-th night after it, screen / (n - 1) (a real
+    # step's evidence grows with its nights; an old weak one is the same fluke night after night, and each night's
+    # fresh reruns were another draw against a level that fluke had selected: the replay's A/A torch.compile series
+    # whose first ten nights drew low was sent twenty nights running, and confirmed three times)
     screened = [c for c in cands if screen is not None and id(c) in beyond and c.ratio > 1 and not c.strict
-                and c.p_one * c.n_tests <= screen]
+                and c.p_core * c.n_tests <= screen / max(1, c.n_after - 1)]
     if screen is not None:  # a rerun follows: it needs a level to be compared with (SCREEN_MIN_BEFORE runs)
         screened = [c for c in screened if c.n_before >= SCREEN_MIN_BEFORE]
         res.changes = [c for c in res.changes if c.ratio < 1 or c.n_before >= SCREEN_MIN_BEFORE]
@@ -608,11 +669,16 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         j = _refine(x, lo, c.index, hi, keep)
         if j != c.index:
             moved = make(j, lo, hi, c.kind)
-            if (moved.ratio > 1) == (c.ratio > 1) and (moved.ratio >= 1 + floor or moved.ratio <= 1 / (1 + floor)):
+            # a move keeps the level before as wide as the screen asked (SCREEN_MIN_BEFORE runs): the confirmation
+            # compares its reruns with that level, and three nights of a noisy series are no reference (the
+            # replay's surest false alert: an A/A torch.compile series at night 7, moved to 3 low nights, P = 0.97)
+            wide = moved.n_before >= min(c.n_before, SCREEN_MIN_BEFORE)
+            if wide and (moved.ratio > 1) == (c.ratio > 1) and (moved.ratio >= 1 + floor
+                                                                 or moved.ratio <= 1 / (1 + floor)):
                 # the significance is the tested split's (the test that controls the error rate); only the
                 # place and the size move: the best of two locations' p would be an uncorrected second look
                 moved.q_value, moved.strict, moved.n_tests = c.q_value, c.strict, c.n_tests
-                moved.p_one, moved.p_value = c.p_one, c.p_value
+                moved.p_one, moved.p_value, moved.p_core = c.p_one, c.p_value, c.p_core
                 c = moved
         c.place_p = _place_p(x, lo, c.index, hi, c.sigma, keep)
         current[fp] = c

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from ..schema import fingerprint, series_key
-from .changepoints import FDR_Q, SCREEN_MIN_BEFORE, Change, CheckResult
+from .changepoints import FDR_Q, SCREEN_MIN_BEFORE, Change, CheckResult, Drift
 from .noise import LEVEL_Q, prior_pool
 from .records import FLOOR, check_floor, p50, safe_exp, unhealthy
 
 CONFIRM_P = 0.001  # the confirmation's one-sided p-value bound
-CONFIRM_RUNS = 2  # fresh measurements of each alerted case; every one of them must be slower beyond the floor
+CONFIRM_RUNS = 3  # fresh measurements of each alerted case; every one of them must be slower beyond the floor
 # A change that has held: at least HELD_NIGHTS nights after it, their median slower beyond the floor, the nights' own
 # one-sided p <= HELD_P. Its rerun is held to CONFIRM_P_HELD instead of CONFIRM_P (the two independent pieces of
 # evidence together still <= 1e-8; a step of 3x the noise is beyond what two reruns can show at 0.001).
@@ -31,9 +31,30 @@ CONFIRM_RUNS_MAX = CONFIRM_RUNS + CONFIRM_MORE
 RERUN_SPARE = 1  # of CONFIRM_RUNS_MAX reruns, this many may fall short of the bars (all of CONFIRM_RUNS must pass)
 
 
+def drift_change(d: Drift) -> Change:
+    """A drift as the confirmation tests it: a change from the level before its window (``d.before_levels``) to
+    tonight, measured again like a step (:func:`rerun_test`: the reruns alone, beyond the floor, the nights' 90th
+    percentile and the tails). A drift found over six nights can be a few outlying nights at the end of a noisy
+    series (the replay's false drifts: +25-46% "over six nights" on 1.6-12% series); fresh reruns at tonight's
+    level are not."""
+    ref = float(np.median(d.before_levels)) if d.before_levels else 0.0
+    now = float(np.mean(d.window_levels[-2:])) if d.window_levels else ref
+    return Change(series=d.series, fingerprint=d.fingerprint, index=0, n_before=len(d.before_levels),
+                  n_after=d.window, ratio=safe_exp(now - ref), ratio_ci=(1 + d.slope_ci[0], 1 + d.slope_ci[1]),
+                  p_value=d.p_value, before=d.before or d.first, after=d.first, latest=True, sigma=d.sigma, key=d.key,
+                  before_level=float(np.mean(d.before_levels)) if d.before_levels else ref, q_value=d.q_value,
+                  kind="drift", dof=d.dof, after_levels=list(d.window_levels), before_levels=list(d.before_levels),
+                  p_one=d.p_value, strict=True, tonight=d.last, drift=d)
+
+
+def to_confirm(first: CheckResult) -> list[Change]:
+    """What a confirmation measures again: every alert, and every drift as a change (:func:`drift_change`)."""
+    return list(first.alerts) + [drift_change(d) for d in first.drifts if d.direction == "slower"]
+
+
 def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
-            measurable: Iterable[str] | None = None,
-            not_measured: dict[str, str] | None = None) -> tuple[list[Change], list[Change], list[Change]]:
+            measurable: Iterable[str] | None = None, not_measured: dict[str, str] | None = None,
+            items: list[Change] | None = None) -> tuple[list[Change], list[Change], list[Change]]:
     """Which alerts of ``first`` the confirmation rerun reproduces: (kept, refuted, unconfirmable).
 
     Independent evidence: the rerun's median times of the series *alone* (the nights that raised the alert
@@ -47,7 +68,8 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     *unconfirmable*: it is still raised, marked unconfirmed, never dropped because the check could not
     measure, when it is significant at the check's own level (``strict``); one only the screen called
     (``check(screen=...)``) is listed among the refuted with that reason (without a rerun it is no alert).
-    Kept alerts are marked confirmed."""
+    Kept alerts are marked confirmed. ``items``: what is judged (:func:`to_confirm`'s list; None: the alerts
+    alone, as before drifts were confirmed too)."""
     check_floor(floor)
     got: dict[str, list[float]] = defaultdict(list)
     for r in rerun:
@@ -57,7 +79,7 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     can = set(measurable) if measurable is not None else None
     why_not = not_measured or {}
     kept, refuted, unconfirmable = [], [], []
-    for c in first.alerts:
+    for c in (first.alerts if items is None else items):
         xs = got.get(c.fingerprint)
         if not xs or (can is not None and c.fingerprint not in can):
             c.confirmed = False
@@ -87,13 +109,30 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
 
 def _held(c: Change, ref: float, floor: float) -> bool:
     """The change has held: HELD_NIGHTS nights after it or more, their median beyond the floor, their p <= HELD_P."""
-    return (c.n_after >= HELD_NIGHTS and c.p_one <= HELD_P and bool(c.after_levels)
+    # the nights' evidence as the screen measured it (without the series' outlying nights: p_core)
+    return (c.n_after >= HELD_NIGHTS and min(c.p_one, c.p_core) <= HELD_P and bool(c.after_levels)
             and float(np.median(c.after_levels)) - ref >= math.log1p(floor))
 
 
-def _ref(c: Change) -> float:
-    """The level before the change, robustly: the median of its runs."""
-    return float(np.median(c.before_levels)) if c.before_levels else c.before_level
+def _levels(c: Change, floor: float = FLOOR) -> list[float]:
+    """The nights the confirmation compares its reruns with: the level before the change, or, where that level is
+    too short to pin a noisy series down (its median uncertain by more than half the floor: sigma sqrt(pi / 2n)),
+    the WIDE_REF nights before the change across PELT's boundaries when their median is the higher. A short
+    segment of a noisy series is often one PELT cut because its nights drew low, and the reruns, at the series'
+    true level, then look slow (the replay: an A/A torch.compile series at 12% whose five-night segment drew
+    low was confirmed with probability 0.97)."""
+    levels = c.before_levels
+    if (levels and c.wide_levels and len(c.wide_levels) > len(levels)
+            and c.sigma * math.sqrt(math.pi / (2 * len(levels))) > floor / 2
+            and float(np.median(c.wide_levels)) > float(np.median(levels))):
+        return c.wide_levels
+    return levels
+
+
+def _ref(c: Change, floor: float = FLOOR) -> float:
+    """The level before the change, robustly: the median of its runs (:func:`_levels`)."""
+    levels = _levels(c, floor)
+    return float(np.median(levels)) if levels else c.before_level
 
 
 def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarray | None = None) -> np.ndarray:
@@ -104,10 +143,12 @@ def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarra
     xs = np.atleast_2d(np.asarray(xs, dtype=float))
     if xs.shape[1] >= CONFIRM_RUNS_MAX:
         return np.zeros(len(xs), dtype=bool)
-    ref = _ref(c)
+    ref = _ref(c, floor)
     if ok is None:
         ok = rerun_test(c, xs, floor=floor)[0]
-    return ~ok & (xs.mean(axis=1) - ref >= math.log1p(floor))
+    # the median, not the mean: one outlying rerun of three (a -24% night of a few-microsecond case) must not keep
+    # two reruns at the step's level from their second look
+    return ~ok & (np.median(xs, axis=1) - ref >= math.log1p(floor))
 
 
 def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
@@ -124,9 +165,13 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     xs = np.atleast_2d(np.asarray(xs, dtype=float))
     # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
     # night that would make every later run look slower; the median's variance is pi/2 the mean's)
-    ref = _ref(c)
+    levels = _levels(c, floor)
+    ref = _ref(c, floor)
     d = xs.mean(axis=1) - ref
-    se = c.sigma * math.sqrt((math.pi / 2 if c.before_levels else 1.0) / c.n_before + 1.0 / xs.shape[1])
+    # the noise without the series' outlying nights where the screen measured it (their tails are judged below)
+    sigma = c.sigma_core or c.sigma
+    n_ref = len(levels) if levels is not c.before_levels else c.n_before
+    se = sigma * math.sqrt((math.pi / 2 if levels else 1.0) / n_ref + 1.0 / xs.shape[1])
     p = special.stdtr(max(c.dof, 1.0), -d / se)
     # the reruns that must each be beyond the bars below: all of CONFIRM_RUNS; of CONFIRM_RUNS_MAX (the second look,
     # rerun_more) all but one (one outlying rerun among four neither confirms nor refutes; the tails below count it)
@@ -138,18 +183,73 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     # and beyond the floor above 90% of the nights before the change, whatever their distribution: a series with
     # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
     # shown that level before, which no step does
-    if len(c.before_levels) >= SCREEN_MIN_BEFORE:
-        ok &= low_log + ref - float(np.quantile(c.before_levels, LEVEL_Q)) >= math.log1p(floor)
+    if len(levels) >= SCREEN_MIN_BEFORE:
+        # (the m-th slowest night, one more than a tenth of them and at least two, about the 90th percentile where
+        # there are twenty nights or more: one outlying night among a short history's eight, which the interpolated
+        # 90th percentile sat near, is no second state, and kept a +10% step on a few-microsecond case from its
+        # confirmation; the tails below count it)
+        m = max(2, math.floor((1 - LEVEL_Q) * len(levels) + 1e-9) + 1)  # (1 - 0.9) * 20 is 1.999...
+        ok &= low_log + ref - float(np.sort(levels)[-m]) >= math.log1p(floor)
     # and beyond the provider's measured run-to-run tails: the chance that the provider's real deviations (drawn
     # as often as there are reruns) put as many runs as slow as the counted rerun (all of them, or all but the
     # spare: the binomial tail), at most p_max (a provider whose runs of one commit moved 20% now and then
     # confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
     pool = prior_pool(safe_exp(ref), c.series.get("provider"))
+    tail = np.zeros(len(xs))
     if pool is not None:
+        tail = (len(pool) - np.searchsorted(pool, low_log, side="left")) / len(pool)
+    # and beyond the series' own tails, where they are heavier than the provider's: the share of the nights before
+    # the change at least as slow as the counted rerun (a case whose own runs moved +20% now and then, or that has
+    # a second state, confirms nothing with reruns that slow, whatever the other cases of its provider showed: the
+    # out-of-sample replay's false alerts were such series, their provider's pool fitted on other cases)
+    if len(levels) >= SCREEN_MIN_BEFORE:
+        # (k + 1/2) / (n + 1): the series' k of n nights, half a night more than was seen, so that a clean history
+        # of a few nights does not vouch for tails it is too short to show (a second state seen once in six nights
+        # is a 21% tail, not the 9% that counting the provider's pool as ten more nights made it: the replay's
+        # two-state series were then half its false alerts)
+        nights = np.sort(np.asarray(levels, dtype=float) - ref)
+        seen = len(nights) - np.searchsorted(nights, low_log, side="left")
+        tail = np.maximum(tail, (seen + 0.5) / (len(nights) + 1))
+    if pool is not None or len(levels) >= SCREEN_MIN_BEFORE:
         from scipy import stats
 
         k = xs.shape[1]
-        tail = (len(pool) - np.searchsorted(pool, low_log, side="left")) / len(pool)
         ok &= stats.binom.sf(k - spare - 1, k, tail) <= p_max
     return ok, p, np.exp(np.clip(d, -700, 700)), np.exp(np.clip(low_log, -700, 700))
 
+
+
+def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], Iterable[Any]], *,
+                   machine: str | None,
+                   can_measure: Callable[[list[Change]], tuple[Iterable[str], dict[str, str]]] | None = None,
+                   floor: float = FLOOR) -> list[Change]:
+    """The nightly confirmation, as ``check --confirm`` and ``check --reruns`` run it, and the replay
+    (:mod:`.replay`, with simulated reruns): one path for all three.
+
+    What :func:`to_confirm` lists (the alerts and the drifts) of ``machine`` (every machine's for None), those
+    ``can_measure(items)`` allows (it returns the fingerprints it can measure and why not the others; None: all),
+    measured CONFIRM_RUNS times by ``measure(items, times)`` (the records it returns: a fresh run of each case per
+    time, or reruns measured elsewhere), :func:`confirm`; those whose reruns ask for more (:func:`rerun_more`)
+    measured CONFIRM_MORE more times and every rerun tested again (the second look, never a third). Sets
+    ``first.alerts`` and ``first.drifts`` to the kept and the unconfirmable ones (a drift's ``confirmed``,
+    ``confirm_note`` and ``reruns`` from its confirmation); returns the refuted ones (a refuted drift as its
+    :func:`drift_change`)."""
+    items = to_confirm(first)
+    mine = [c for c in items if machine is None or c.series.get("machine") == machine]
+    can, why_not = ({c.fingerprint for c in mine}, {}) if can_measure is None else can_measure(mine)
+    can = set(can) & {c.fingerprint for c in mine}
+    kw = {"floor": floor, "measurable": can, "not_measured": why_not, "items": items}
+    todo = [c for c in mine if c.fingerprint in can]
+    again = list(measure(todo, CONFIRM_RUNS)) if todo else []
+    kept, refuted, unconfirmable = confirm(first, again, **kw)
+    more = [c for c in refuted if c.wants_more]
+    if more:
+        again += list(measure(more, CONFIRM_MORE))
+        kept, refuted, unconfirmable = confirm(first, again, **kw)
+    raised = kept + unconfirmable
+    for c in raised:
+        if c.drift is not None:
+            c.drift.confirmed, c.drift.confirm_note, c.drift.reruns = c.confirmed, c.confirm_note, c.reruns
+    first.alerts = [c for c in raised if c.drift is None]
+    first.drifts = [c.drift for c in raised if c.drift is not None]
+    return refuted
