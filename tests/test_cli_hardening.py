@@ -285,3 +285,20 @@ def test_an_unreadable_input_beside_a_readable_one_is_a_warning(newer_file: Path
     src = sorted(RESULTS.glob("*.records.json"))[0]
     rc, out, err = _main(["show", str(newer_file), str(src)], capsys)
     assert rc == 0 and "is newer than" in err and out
+
+
+@pytest.mark.parametrize("argv", [
+    ["bisect", "--series", "resample/B32-S100-T50-D32/float32/numpy", "--good", "0" * 40, "--bad", "1" * 40,
+     "--machine", "m"],
+    ["check", "no-such-folder-here"],
+    ["compare", "no-such-run-a", "no-such-run-b"],
+])
+def test_each_command_with_bad_input_is_a_usage_error_not_a_bug(argv, capsys):
+    """Options shared by commands are read only where the command has them: ``bisect`` once failed with an internal
+    error (exit 3) on an option only ``check`` has (``--reruns``)."""
+    from robocache.bench import cli
+
+    rc = cli.main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "internal error" not in err and "Traceback" not in err, err

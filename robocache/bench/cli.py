@@ -499,7 +499,7 @@ def _check_options(args: argparse.Namespace) -> None:
         from . import links
 
         args.dashboard_url = links.base_url(args.dashboard_url)
-        if args.reruns is not None:  # reruns measured elsewhere: nothing is measured here
+        if args.cmd == "check" and args.reruns is not None:  # reruns measured elsewhere: nothing is measured here
             if args.confirm or args.confirm_out:
                 raise ValueError("--reruns takes reruns measured elsewhere; --confirm (and --confirm-out) measures "
                                  "them here: pick one")
