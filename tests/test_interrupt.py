@@ -32,6 +32,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _as_from_a_terminal() -> None:
+    """In the child before exec: Ctrl-C's default action, as a shell in a terminal gives a command. A disposition
+    the test process inherited (a runner of tests that ignores SIGINT passes SIG_IGN on, and Python then installs
+    no KeyboardInterrupt handler) would make the runner ignore the signal and finish its case: exit 1, not 130."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_case_process_and_prints_no_worker_traceback(tmp_path: Path) -> None:
     mark = tmp_path / "case-started"
     env = {**os.environ, "RCB_SLOW_MARK": str(mark), "RCB_SLOW_S": "10",
@@ -40,7 +47,7 @@ def test_ctrl_c_stops_the_case_process_and_prints_no_worker_traceback(tmp_path: 
            "--out", str(tmp_path / "out"), "--no-progress", "--timeout", "600"]
     # its own session: the SIGINT below goes to the runner alone, as a terminal's Ctrl-C reaches only it
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 300  # a loaded 2-core machine starts the forkserver slowly
         while not (mark.exists() and mark.read_text().strip()):
@@ -56,7 +63,7 @@ def test_ctrl_c_stops_the_case_process_and_prints_no_worker_traceback(tmp_path: 
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    assert proc.returncode == 130, (proc.returncode, err)
+    assert proc.returncode == 130, (proc.returncode, err, out[-2000:], signal.getsignal(signal.SIGINT))
     assert err.rstrip().endswith("robocache-bench run: interrupted"), err
     assert "Traceback" not in err and "FileNotFoundError" not in err, err
     assert not _alive(case_pid)
