@@ -134,6 +134,22 @@ def test_sampled_cases_public_api_and_peers_only():
     assert {c.provider for c in cpu} <= set(specs.CPU_PROVIDERS)
 
 
+def test_kernel_versions_on_sampled_points_only_when_named():
+    """The versions are no default of the sampled suite, but a user comparing them out of sample names them."""
+    named = specs.cases("sampled", device="gpu", sample_seed=777, ops=["resample", "fuse", "voxelize"],
+                        providers=["robocache@v2", "robocache@v3", "torch_compile"])
+    by_op = {op: {c.provider for c in named if c.op == op} for op in ("resample", "fuse", "voxelize")}
+    for op, provs in by_op.items():
+        assert provs == {p for p in ("robocache@v2", "robocache@v3", "torch_compile")
+                         if p in specs.provider_table.names(op=op)}, op
+    assert all(c.tag.startswith("s777-") for c in named)
+    # a provider the op lacks is left out, never listed to skip
+    assert not specs.cases("sampled", device="gpu", ops=["voxelize"], providers=["robocache@v1"]) or \
+        "robocache@v1" in specs.provider_table.names(op="voxelize")
+    # the CPU sampled points keep the CPU providers
+    assert not specs.cases("sampled", device="cpu", providers=["robocache@v2"])
+
+
 def test_fresh_seed_replaces_the_default_points(monkeypatch):
     fresh = specs.cases("sampled", device="gpu", sample_seed=11, providers=["robocache"])
     assert len(fresh) == 144 and all(c.tag.startswith("s11-") for c in fresh)

@@ -337,6 +337,11 @@ def cases(suite: str = "nightly", *, device: str = "gpu", ops: Iterable[str] | N
                 continue
             provs = _providers_for(pt, dt, device, suite)
             if prov_f:  # explicit providers (incl. test-only "module:attr" ones) replace the defaults
+                if device == "gpu" and pt.params.get("kind") == "sampled":
+                    # a sampled point takes any GPU provider of its op by name: the kernel versions side by
+                    # side out of sample (robocache@v2 against robocache@v3 on a fresh --sample-seed)
+                    mine = provider_table.names(op=pt.op)
+                    provs = tuple(p for p in GPU_PROVIDERS if p in mine)
                 provs = tuple(p for p in prov_f if p in provs or ":" in p)
             for pr in provs:
                 out.append(Case(pt.op, pt.tag, pt.params, dt, pr, pt.reason, pt.suites))
