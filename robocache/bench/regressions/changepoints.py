@@ -504,7 +504,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         x = np.array([p.log_t for p in pts])
         within = np.array([p.within for p in pts])
         n = len(x)
-        prior = prior_noise(safe_exp(float(np.median(x))), series["provider"])
+        prior = prior_noise(safe_exp(float(np.median(x))), series["provider"], timer=series.get("timer"))
         floors = sigma_floors(x, within)  # the same for every candidate's noise below
         sigma = shrink(series_sigma(x, within, floors=floors), (2.0 / 3.0) * (n - 1), prior)
         # the screen's noise (a confirmation follows): without the outlying nights, judged on a robust scale (the

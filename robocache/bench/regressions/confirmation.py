@@ -194,7 +194,7 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     # as often as there are reruns) put as many runs as slow as the counted rerun (all of them, or all but the
     # spare: the binomial tail), at most p_max (a provider whose runs of one commit moved 20% now and then
     # confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
-    pool = prior_pool(safe_exp(ref), c.series.get("provider"))
+    pool = prior_pool(safe_exp(ref), c.series.get("provider"), c.series.get("timer"))
     tail = np.zeros(len(xs))
     if pool is not None:
         tail = (len(pool) - np.searchsorted(pool, low_log, side="left")) / len(pool)

@@ -42,7 +42,10 @@ def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
     Gaussian-equivalent sigma from the 90th percentile of the absolute deviations (|e|_90 / 1.645: one case that
     moved 17% between a quick and a nightly run would otherwise set the whole bucket's sigma; the tails are what
     the confirmation rerun is for) and the deviations themselves, the pool that the quality tests draw nights
-    from. ``"*"`` pools a provider's buckets, ``"all"`` every provider."""
+    from. ``"*"`` pools a provider's buckets, ``"all"`` every provider. Call-cost series (the host's time per call,
+    :data:`HOST_TIMERS`) are fitted apart, under ``<provider>|host`` and ``all|host``: their runs
+    of one commit move 20-30% (H100 A/A pair of 2026-11-27, `resample/dispatch` with ``host_loop``), and pooled
+    with the device-timed runs of the same provider they set the device series' thresholds."""
     groups: dict[tuple[Series, str], list[float]] = defaultdict(list)
     for r in records:
         if unhealthy(r) or not r.get("git_commit") or r.get("synthetic"):
@@ -55,8 +58,9 @@ def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
         x = np.array(xs)
         scale = math.sqrt(len(x) / (len(x) - 1))
         b = _bucket(math.exp(float(x.mean())))
+        sfx = _timer_suffix(sk.timer)
         for e in (x - x.mean()) * scale:
-            for prov in (sk.provider, "all"):
+            for prov in (sk.provider + sfx, "all" + sfx):
                 dev[prov][b].append(float(e))
                 dev[prov]["*"].append(float(e))
     out: dict[str, Any] = {}
@@ -65,6 +69,24 @@ def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
                          "rms": round(float(np.sqrt(np.mean(np.square(v)))), 5),
                          "deviations": [round(e, 5) for e in sorted(v)]} for b, v in sorted(per.items())}
     return out
+
+
+HOST_TIMERS = ("host_loop",)  # the call-cost timer: its noise is fitted and looked up apart
+
+
+def _timer_suffix(timer: str | None) -> str:
+    """The priors' key suffix of a series timed with ``timer``: ``"|host"`` for a call's host time, else none."""
+    return "|host" if timer in HOST_TIMERS else ""
+
+
+def _prior_names(provider: str | None, timer: str | None) -> list[str]:
+    """The priors' entries to try, in order, for a series of ``provider`` timed with ``timer``: the provider, its
+    base (``name@version``); a host-timed series then every provider's host-timed pool (never a device fit)."""
+    if not provider:
+        return []
+    sfx = _timer_suffix(timer)
+    names = [provider + sfx, provider.split("@")[0] + sfx]
+    return names + ["all" + sfx] if sfx else names
 
 
 _PRIORS: dict[str, Any] | None = None
@@ -90,18 +112,20 @@ def priors() -> dict[str, Any]:
     return _PRIORS
 
 
-def prior_noise(time_us: float, provider: str | None = None, *, tails: bool = False) -> float:
+def prior_noise(time_us: float, provider: str | None = None, *, tails: bool = False,
+                timer: str | None = None) -> float:
     """Relative between-run noise (one sigma, one run) assumed for a case of median ``time_us`` and ``provider``.
 
     The provider's fitted sigma for the case's time bucket (its pooled sigma when the bucket has fewer than
     PRIOR_MIN_N deviations; the base provider for ``name@version``), else the H200 model; never below the
     H200 model's absolute part (``PRIOR_ABS_US / t``) or NOISE_MIN. ``tails``: the root mean square of the
-    deviations instead (outliers included), for ``compare``, which has no confirmation rerun to weed them out."""
+    deviations instead (outliers included), for ``compare``, which has no confirmation rerun to weed them out.
+    ``timer``: the series' timer; a host-timed one takes the host-timed fits (:func:`_prior_names`)."""
     t = min(max(float(time_us), 1e-3), 1e300)
     model = math.hypot(PRIOR_REL, PRIOR_ABS_US / t)
     table = priors()
     fitted = None
-    for name in ([provider, provider.split("@")[0]] if provider else []):
+    for name in _prior_names(provider, timer):
         per = table.get(name)
         if not per:
             continue
@@ -115,11 +139,11 @@ def prior_noise(time_us: float, provider: str | None = None, *, tails: bool = Fa
     return max(fitted, PRIOR_ABS_US / t, NOISE_MIN)
 
 
-def prior_pool(time_us: float, provider: str | None) -> np.ndarray | None:
+def prior_pool(time_us: float, provider: str | None, timer: str | None = None) -> np.ndarray | None:
     """The provider's measured run-to-run deviations (log-time, sorted) for a case of median ``time_us``: the
     pool :func:`prior_noise` takes its sigma from (None when the provider has no fitted runs)."""
     t = min(max(float(time_us), 1e-3), 1e300)
-    for name in ([provider, provider.split("@")[0]] if provider else []):
+    for name in _prior_names(provider, timer):
         per = priors().get(name)
         if not per:
             continue

@@ -126,7 +126,7 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
         # the series' own between-run noise, pooled with the provider's prior (widened, and weighing less the
         # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
         # a series whose history said 0.4% moved 3.5% between two runs of one commit)
-        prior = prior_noise(min(tb, tn), n["case"]["provider"], tails=True)
+        prior = prior_noise(min(tb, tn), n["case"]["provider"], tails=True, timer=sk.timer)
         s_h, dof = hist.get(sk, (0.0, 0.0))
         between = shrink(s_h, dof, prior)
         v.noise_source = f"history ({dof:.1f} dof) + prior" if dof > 0 else "prior"
