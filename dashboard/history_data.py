@@ -310,11 +310,39 @@ def machine_status(docs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 
 EVENT_COLUMNS = ["kind", "fingerprint", "machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache",
                  "frontend", "method_version", "ratio", "ratio_lo", "ratio_hi", "q_value", "before_commit",
-                 "after_commit", "before_run", "after_run", "created", "confirmed", "title", "detail", "link"]
+                 "after_commit", "before_run", "after_run", "created", "confirmed", "title", "detail", "link",
+                 "rests_on"]
 
 
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def rests_on(a: Mapping[str, Any]) -> str:
+    """What an alert, improvement or drift of an alerts document rests on, in words: the runs on each side of the
+    change (a drift: its window of nights), the series' noise the test used, the p-value, how sure the commit is,
+    the reruns that confirmed it. Numbers only from the document (formatted, never its text)."""
+    def count(k: str) -> int | None:
+        v = a.get(k)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    parts = []
+    nb, na, win = count("n_before"), count("n_after"), count("window")
+    if nb is not None and na is not None:
+        parts.append(f"{nb} runs before, {na} after")
+    if win is not None:
+        parts.append(f"a window of {win} nights")
+    noise, p, loc = _num(a.get("noise")), _num(a.get("p_value")), _num(a.get("location_p"))
+    if noise is not None:
+        parts.append(f"noise {noise * 100:.2g}% a run")
+    if p is not None:
+        parts.append(f"p {p:.2g}")
+    if loc is not None:
+        parts.append(f"this commit range {loc * 100:.0f}% likely")
+    reruns = count("reruns")
+    if reruns:
+        parts.append(f"{reruns} reruns" + {True: " confirmed it", False: ": could not rerun"}.get(a.get("confirmed"), ""))
+    return "; ".join(parts)
 
 
 def events(doc: Mapping[str, Any]) -> pd.DataFrame:
@@ -341,7 +369,8 @@ def events(doc: Mapping[str, Any]) -> pd.DataFrame:
                          "ratio_hi": _num(ci[1]), "q_value": _num(a.get("q_value")),
                          "before_commit": b.get("commit"), "after_commit": f.get("commit"),
                          "before_run": b.get("run_id"), "after_run": f.get("run_id"), "created": f.get("created"),
-                         "confirmed": a.get("confirmed"), "title": a.get("title"), "detail": a.get("confirm_note")})
+                         "confirmed": a.get("confirmed"), "title": a.get("title"), "detail": a.get("confirm_note"),
+                         "rests_on": rests_on(a)})
     for d in doc.get("drifts", []):
         b, f = d.get("first") or {}, d.get("last") or {}
         tot = _num(d.get("total"))
@@ -354,12 +383,14 @@ def events(doc: Mapping[str, Any]) -> pd.DataFrame:
                      "title": d.get("title"),
                      "detail": (f"{slope * 100:+.2f}% per night" if slope is not None else "")
                      + (f" (95% interval {_num(ci[0]) * 100:+.2f}% to {_num(ci[1]) * 100:+.2f}%)"
-                        if _num(ci[0]) is not None and _num(ci[1]) is not None else "")})
+                        if _num(ci[0]) is not None and _num(ci[1]) is not None else ""),
+                     "rests_on": rests_on(d)})
     for b in doc.get("breaks", []):
         rows.append({"kind": str(b.get("kind") or "method"), **series_cols(b), "ratio": _num(b.get("ratio")),
                      "ratio_lo": None, "ratio_hi": None, "q_value": None, "before_commit": None,
                      "after_commit": None, "before_run": None, "after_run": b.get("run_id"),
-                     "created": b.get("created"), "confirmed": None, "title": None, "detail": b.get("detail")})
+                     "created": b.get("created"), "confirmed": None, "title": None, "detail": b.get("detail"),
+                     "rests_on": ""})
     return pd.DataFrame(rows, columns=EVENT_COLUMNS)
 
 

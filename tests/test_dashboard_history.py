@@ -514,3 +514,27 @@ def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: 
 def test_check_is_not_kept_when_the_cache_is_off(rehearsal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(frame.CACHE_ENV_VAR, "off")
     assert history_data.check_cache_file([str(rehearsal)], "cli", hr.MACHINE) is None
+
+
+def test_each_event_says_what_it_rests_on() -> None:
+    """Regressions shows, per alert, what the test rested on (issue 27): the runs each side, the noise used, the
+    p-value, how sure the commit is, the reruns; a drift its window; a break nothing. Numbers only, formatted."""
+    series = {"machine": "m", "op": "resample", "case_id": "resample/B1-S100-T50-D32", "provider": "robocache",
+              "dtype": "float32", "timer": "cuda_event", "cache": "warm", "frontend": "cli"}
+    step = {"fingerprint": "a" * 12, "series": series, "ratio": 1.1, "ratio_ci": [1.08, 1.12], "q_value": 1e-4,
+            "p_value": 3.2e-6, "noise": 0.0123, "n_before": 14, "n_after": 2, "location_p": 0.91, "reruns": 3,
+            "confirmed": True, "before": {"commit": "b" * 40}, "after": {"commit": "c" * 40}, "title": "t",
+            "direction": "slower"}
+    doc = history_data.validate_doc({
+        "schema": "robocache-alerts/1", "alerts": [step],
+        "drifts": [{"fingerprint": "a" * 12, "series": series, "slope_per_night": 0.01, "total": 0.05, "window": 8,
+                    "p_value": 0.002, "title": "d"}],
+        "breaks": [{"fingerprint": "a" * 12, "series": series, "kind": "method", "detail": "x"}]}, "doc")
+    ev = history_data.events(doc).set_index("kind")
+    assert ev.loc["alert", "rests_on"] == ("14 runs before, 2 after; noise 1.2% a run; p 3.2e-06; "
+                                           "this commit range 91% likely; 3 reruns confirmed it")
+    assert ev.loc["drift", "rests_on"] == "a window of 8 nights; p 0.002"
+    assert ev.loc["method", "rests_on"] == ""
+    # nothing given, nothing claimed; a bad value is left out, never shown
+    assert history_data.rests_on({"n_before": 3, "noise": float("nan"), "reruns": True}) == ""
+    assert history_data.rests_on({"reruns": 2, "confirmed": False}) == "2 reruns: could not rerun"

@@ -13,7 +13,7 @@ def _table(ev: pd.DataFrame, cols: list[str], **extra: str):
     styled, config = tables.readable(t[cols], extra={"case_id": "case", "where": "machine", "link": "History",
                                                     "since": "commits (before -> after)",
                                                     "change": "median time", "interval": "95% interval",
-                                                    "q_value": "q (Benjamini-Hochberg)", **extra})
+                                                    "q_value": "q (Benjamini-Hochberg)", "rests_on": "rests on", **extra})
     config["History"] = st.column_config.LinkColumn("History", display_text="open History")
     return styled, config
 
@@ -86,7 +86,7 @@ def body(df: pd.DataFrame) -> None:
                                 "worst": f"{(g['ratio'].max() - 1) * 100:+.1f}%"} for k, g in by])
         st.dataframe(ranges, hide_index=True, width="stretch", placeholder=tables.MISSING)
         data.show_table(_table(alerts, ["case_id", "provider", "dtype", "change", "interval", "link", "since",
-                                        "where", "q_value", "confirmed", "timer", "cache", "frontend"]),
+                                        "where", "rests_on", "q_value", "confirmed", "timer", "cache", "frontend"]),
                         hide_index=True, width="stretch")
     else:
         st.caption("None.")
@@ -94,13 +94,13 @@ def body(df: pd.DataFrame) -> None:
     if not drifts.empty:
         st.subheader(f"Drifts ({len(drifts)}): a trend over the newest nights, no single commit blamed")
         data.show_table(_table(drifts, ["case_id", "provider", "dtype", "where", "change", "detail", "since", "link",
-                                        "q_value"], change="over the window", since="window (first -> last commit)"),
+                                        "rests_on", "q_value"], change="over the window", since="window (first -> last commit)"),
                         hide_index=True, width="stretch")
     imp = ev[ev["kind"] == "improvement"]
     if not imp.empty:
         st.subheader(f"Recent improvements ({len(imp)})")
         data.show_table(_table(imp, ["case_id", "provider", "dtype", "where", "change", "interval", "since", "link",
-                                     "q_value"]), hide_index=True, width="stretch")
+                                     "rests_on", "q_value"]), hide_index=True, width="stretch")
     brk = ev[ev["kind"].isin(["method", "environment"])]
     if not brk.empty:
         st.subheader(f"Method and environment changes ({len(brk)}): not regressions")
