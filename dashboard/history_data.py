@@ -250,13 +250,13 @@ def verdict(summary: Mapping[str, Any] | None, alerts: int) -> tuple[str, str]:
     """``(state, sentence)`` of a check document's summary and its number of open alerts. ``state``:
 
     - ``alert``: open alerts;
-    - ``pass``: no alert, and every series measured in the machine's newest run was tested (the only green);
+    - ``pass``: no alert, and every series measured in the newest run of its suite on the machine was tested (the only green);
     - ``partial``: no alert among the series tested, but some current series could not be tested yet (fewer
       than ``MIN_HISTORY`` healthy runs): "tested N of M", never a pass;
     - ``untested``: nothing could be tested (not enough history): no regression found or ruled out;
     - ``unknown``: a document without the counts (an alerts file of another writer).
 
-    Series not measured in their machine's newest run (``series_stale``) are not tonight's question; a document
+    Series not measured in the newest run of their suite on their machine (``series_stale``) are not tonight's question; a document
     without that count (written before it existed) counts every series as current."""
     s = summary or {}
     checked, total = s.get("series_checked"), s.get("series")
@@ -267,7 +267,7 @@ def verdict(summary: Mapping[str, Any] | None, alerts: int) -> tuple[str, str]:
                            "pass either.")
     stale = s.get("series_stale") if isinstance(s.get("series_stale"), int) else 0
     current = max(total - stale, checked)
-    older = (f" {stale} older series, not measured in their machine's newest run, are not part of it."
+    older = (f" {stale} older series, not measured in the newest run of their suite on their machine, are not part of it."
              if stale else "")
     if alerts:
         return "alert", (f"{alerts} open alert(s) among the {checked} series tested (of {current} measured in "

@@ -1160,3 +1160,23 @@ def test_an_old_weak_change_is_screened_less_each_night():
     c = next(c for c in loose.alerts if not c.strict)
     assert c.n_after == 5 and regress.SCREEN_P / 4 < c.p_core * c.n_tests <= regress.SCREEN_P
     assert regress.check(series(vals), screen=regress.SCREEN_P).alerts == []
+
+
+def test_a_run_of_another_suite_retires_no_series():
+    """A series is current when its newest point is in the newest run of its own suite on its machine: a quick or
+    sampled run after the nightly (gpu_check.sh bench, a sampled run with a fresh seed) made every nightly series
+    stale, and `check` tested none of them (2026-11-27: 0 of 218 series, with the H100 and H200 sampled runs
+    committed). A series that left its suite's newest run is still stale."""
+    nightly = []
+    for i, t in enumerate([100.0, 100.2, 99.9, 100.1, 99.8, 100.0, 100.1, 99.9]):
+        for case in ("resample/B1-S100-T50-D32", "resample/B2-S100-T50-D32"):
+            if case.startswith("resample/B2") and i == 7:
+                continue  # B2 left the nightly grid at its last run
+            r = rec(case, t, run=f"n{i}", night=i)
+            r["suite"] = "nightly"
+            nightly.append(r)
+    later = rec("resample/B9-S100-T50-D32", 50.0, run="q0", night=9)
+    later["suite"] = "quick"
+    res = regress.check(nightly + [later])
+    assert res.series == 3 and res.series_stale == 1  # B2 alone: not in the newest nightly run
+    assert res.series_checked == 1  # B1, tested though a quick run came after its newest night

@@ -74,7 +74,7 @@ def body(df: pd.DataFrame) -> None:
     elif doc.get("checked") is not None and not rows.empty:
         tested = set(doc.get("checked") or []) & set(rows["series"])
         st.caption(f"The check tested {len(tested)} of these {rows['series'].nunique()} series (a series needs "
-                   f"{changepoints.MIN_HISTORY} healthy runs, the newest in its machine's newest run) and found no "
+                   f"{changepoints.MIN_HISTORY} healthy runs, the newest in the newest run of its suite on its machine) and found no "
                    "change, drift or break.")
     table = rows.assign(run=[links.run_url(r, "") for r in rows["run_id"].astype(str)])
     styled, config = tables.readable(table[["created", "git_commit", "run_id", "provider", "dtype", "frontend",

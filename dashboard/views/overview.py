@@ -78,7 +78,7 @@ def regression_status(df: pd.DataFrame) -> None:
     elif "unknown" in states:
         st.warning("The alerts document does not say how many series were tested: no alert in it, but no pass either.")
     elif states == {"pass"}:
-        st.success("No open performance regression: every series measured in each machine's newest run was tested.")
+        st.success("No open performance regression: every series measured in the newest run of its suite on each machine was tested.")
     elif states == {"untested"}:
         st.info("Not enough history yet: no series has the healthy runs a test needs, so no regression can be found "
                 "or ruled out.")

@@ -36,7 +36,7 @@ def machines_table(docs: dict) -> None:
     st.dataframe(status.drop(columns="state").rename(columns={"tested": "series tested", "alerts": "open alerts"}),
                  hide_index=True, width="stretch", placeholder=tables.MISSING,
                  column_config={"series tested": st.column_config.TextColumn(
-                     "series tested", help="of the series measured in the machine's newest run")})
+                     "series tested", help="of the series measured in the newest run of its suite on the machine")})
 
 
 def body(df: pd.DataFrame) -> None:
@@ -61,7 +61,7 @@ def body(df: pd.DataFrame) -> None:
         "(`-- --alerts FILE` or `ROBOCACHE_ALERTS_JSON`).")
     st.caption(f"The alerts {source}: the document `check --json` writes to alerts.json (schema "
                f"robocache-alerts/1). An alert is a significant slowdown beyond the {100 * float(floor):.3g}% floor "
-               "that still holds at its machine's newest run; method and environment changes are breaks, never "
+               "that still holds at the newest run of its suite on its machine; method and environment changes are breaks, never "
                "alerts." + computed)
     ev = history_data.events(doc)
     alerts = ev[ev["kind"] == "alert"]
@@ -72,7 +72,7 @@ def body(df: pd.DataFrame) -> None:
     cols[2].metric("improvements", int((ev["kind"] == "improvement").sum()))
     cols[3].metric("breaks", int(ev["kind"].isin(["method", "environment"]).sum()))
     tested = history_data.machine_status({"all": doc})["tested"].iloc[0]
-    cols[4].metric("series tested", tested, help="of the series measured in each machine's newest run")
+    cols[4].metric("series tested", tested, help="of the series measured in the newest run of its suite on each machine")
     verdict_box(state, text)
     if len(docs) > 1:
         machines_table(docs)

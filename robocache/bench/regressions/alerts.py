@@ -137,7 +137,7 @@ def alerts_json(res: CheckResult, dashboard_url: str | None = None) -> dict[str,
 
 
 def tested(res: CheckResult) -> dict[str, Any]:
-    """What the check could answer: ``series_current`` (in their machine's newest run), ``series_checked`` (tested:
+    """What the check could answer: ``series_current`` (in the newest run of their suite on their machine), ``series_checked`` (tested:
     enough healthy history), ``series_not_enough_history`` (current, too short to test: neither a regression nor
     its absence can be said), ``series_stale`` (not in the newest run: not tested tonight) and ``status``:
     ``regression`` (an alert or a drift), ``not_enough_history`` (nothing could be tested), ``partial`` (no
@@ -162,7 +162,7 @@ def check_markdown(res: CheckResult, dashboard_url: str | None = None) -> str:
     lines = ["## robocache-bench check", "",
              f"Tested {res.series_checked} of {t['series_current']} series"
              + (f" ({short} with not enough history: fewer than {MIN_HISTORY} healthy runs)" if short else "")
-             + (f"; {stale} more not in their machine's newest run (retired, or measured another way), not tested"
+             + (f"; {stale} more not in the newest run of their suite on their machine (retired, or measured another way), not tested"
                 if stale else "") + "; "
              f"{res.excluded_points} points excluded ({', '.join(f'{k} {v}' for k, v in sorted(res.excluded_reasons.items())) or 'none'}); "
              f"{res.candidates} candidate change points, {len(res.changes)} significant "

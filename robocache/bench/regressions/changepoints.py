@@ -151,7 +151,7 @@ class CheckResult:
     checked: list[str] = field(default_factory=list)  # fingerprints of the series tested tonight
     series: int = 0
     series_checked: int = 0  # current, with enough healthy history
-    series_stale: int = 0  # no healthy point in their machine's newest run: not tested tonight
+    series_stale: int = 0  # no healthy point in the newest run of their suite on their machine: not tested tonight
     excluded_points: int = 0
     candidates: int = 0
     excluded_reasons: dict[str, int] = field(default_factory=dict)
@@ -404,9 +404,9 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
           tail: Sequence[int] = (1, 2), screen: float | None = None) -> CheckResult:
     """Change points over the history of every series in ``records`` (see the package doc).
 
-    Only *current* series are tested: those whose newest healthy point is in their machine's newest run (a
-    retired case, an old grid version or input rotation, or a series throttled tonight says nothing about
-    tonight). Per current series the hypotheses are about the level tonight: the newest one and two runs
+    Only *current* series are tested: those whose newest healthy point is in the newest run of its suite on
+    their machine (a retired case, an old grid version or input rotation, or a series throttled tonight says
+    nothing about tonight; a quick or sampled run between two nightly runs retires no nightly series). Per current series the hypotheses are about the level tonight: the newest one and two runs
     against the level before them, and PELT's last change point whatever its age (its segment reaches
     tonight: a change stays under test until it is alerted or the series returns). A change whose two sides
     were measured on different runners (:func:`env_fingerprint`) is a break, not a regression. A trend over
@@ -439,7 +439,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
 
     res = CheckResult(floor=floor, fdr_q=q)
     by: dict[Series, list[Any]] = defaultdict(list)
-    newest: dict[Any, tuple[str, str]] = {}  # machine -> (created, run_id) of its newest record
+    newest: dict[Any, tuple[str, str]] = {}  # (machine, suite) -> (created, run_id) of its newest record
     for r in records:
         env = r.get("env") or {}
         if machine and env.get("machine") != machine:
@@ -447,7 +447,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         if frontend and r["frontend"] != frontend:
             continue
         by[series_key(r)].append(r)
-        m, stamp = env.get("machine"), (r["created"], r["run_id"])
+        m, stamp = (env.get("machine"), r["suite"]), (r["created"], r["run_id"])
         if m not in newest or stamp > newest[m]:
             newest[m] = stamp
     res.series = len(by)
@@ -483,7 +483,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
                              r["suite"], env_fp(r)))
         pts = pts[-MAX_HISTORY:]  # PELT's cost grows with the history; older levels say nothing of tonight
         mach = (recs[-1].get("env") or {}).get("machine")
-        if not pts or pts[-1].run_id != newest[mach][1]:
+        if not pts or pts[-1].run_id != newest[(mach, pts[-1].suite)][1]:
             res.series_stale += 1
             continue
         series = _series_dict(recs[-1])
