@@ -434,10 +434,56 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
 
 def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None, floor: float, q: float,
            min_history: int, tail: Sequence[int], screen: float | None) -> CheckResult:
-    """:func:`check`'s work (the GC paused around it)."""
-    from scipy import stats
-
+    """:func:`check`'s work (the GC paused around it), in its steps: the records grouped per series, each current
+    series fitted (:class:`_Fit`) and its candidates tested (:func:`_candidates`, :func:`_drift_candidate`), the
+    false discovery rate controlled over all series (:func:`_significant_drifts`, :func:`_significant_changes`),
+    then one change per series placed (:func:`_one_per_series`) and sorted into alerts, improvements and breaks
+    (:func:`_classify`)."""
     res = CheckResult(floor=floor, fdr_q=q)
+    by, newest = _by_series(records, machine, frontend)
+    res.series = len(by)
+    siblings = _siblings(by)
+    env_fp = _EnvPrints()
+    cands: list[Change] = []
+    drift_cands: list[Drift | None] = []  # one per series tested for drift (None: no trend)
+    fits: dict[str, _Fit] = {}  # fingerprint -> its fit: to refine a change's location
+    for skey, recs in by.items():
+        recs.sort(key=lambda r: (r["created"], r["run_id"]))
+        pts = _points(recs, res, env_fp)[-MAX_HISTORY:]  # PELT's cost grows with the history; older levels say
+        # nothing of tonight
+        mach = (recs[-1].get("env") or {}).get("machine")
+        if not pts or pts[-1].run_id != newest[(mach, pts[-1].suite)][1]:
+            res.series_stale += 1
+            continue
+        series = _series_dict(recs[-1])
+        fp = fingerprint(series)
+        if len(pts) < min_history:
+            brk = _method_break(series, fp, skey, pts, siblings, by)
+            if brk is not None:
+                res.breaks.append(brk)
+            continue
+        res.series_checked += 1
+        res.checked.append(fp)
+        fit = _fit(series, fp, case_key(recs[-1]), pts, screen)
+        mine = _candidates(fit, _hypotheses(fit, tail))
+        cands += mine
+        fits[fp] = fit
+        if fit.n >= DRIFT_MIN:
+            drift_cands.append(_drift_candidate(fit))
+    res.candidates = len(cands)
+    drifting = _significant_drifts(res, drift_cands, floor)
+    if not cands:
+        return res
+    screened = _significant_changes(res, cands, floor=floor, q=q, screen=screen)
+    current = _one_per_series(res.changes, screened, fits, floor)
+    _classify(res, current, drifting)
+    return res
+
+
+def _by_series(records: Iterable[Any], machine: str | None,
+               frontend: str | None) -> tuple[dict[Series, list[Any]], dict[Any, tuple[str, str]]]:
+    """The records of ``machine`` and ``frontend`` (None: any) per series, and per machine and suite the (created,
+    run_id) of its newest record (a series is current when its newest healthy point is in its suite's newest run)."""
     by: dict[Series, list[Any]] = defaultdict(list)
     newest: dict[Any, tuple[str, str]] = {}  # (machine, suite) -> (created, run_id) of its newest record
     for r in records:
@@ -450,178 +496,245 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         m, stamp = (env.get("machine"), r["suite"]), (r["created"], r["run_id"])
         if m not in newest or stamp > newest[m]:
             newest[m] = stamp
-    res.series = len(by)
-    cands: list[Change] = []
-    drift_cands: list[tuple[Drift | None, bool]] = []
-    builders: dict[str, Any] = {}  # fingerprint -> (its candidate maker, its log-times): to refine a location
-    # series measured another way (method version, input rotation): the same case's other series, for breaks
+    return by, newest
+
+
+def _siblings(by: dict[Series, list[Any]]) -> dict[Series, list[tuple[str, Series]]]:
+    """Series measured another way (method version, input rotation): per case (:func:`_siblings_key`), each of its
+    series with its newest record's time, for the method breaks."""
     siblings: dict[Series, list[tuple[str, Series]]] = defaultdict(list)
     for k, recs in by.items():
         siblings[_siblings_key(k)].append((max(r["created"] for r in recs), k))
-    # the runner's fingerprint per env object (records of one file, or of one frame row's env, share theirs):
-    # id -> (the env, kept alive so that its id is not reused during this call; its fingerprint)
-    env_fps: dict[int, tuple[Any, dict[str, str]]] = {}
+    return siblings
 
-    def env_fp(r: Any) -> dict[str, str]:
+
+class _EnvPrints:
+    """The runner's fingerprint (:func:`env_fingerprint`) per env object, computed once: the records of one file, or
+    of one frame row's env, share theirs. Keyed by id, the env kept alive so that its id is not reused while this
+    lives."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Any, dict[str, str]]] = {}
+
+    def __call__(self, r: Any) -> dict[str, str]:
         env = r.get("env")
-        got = env_fps.get(id(env))
+        got = self._by_id.get(id(env))
         if got is None or got[0] is not env:
-            got = env_fps[id(env)] = (env, env_fingerprint(r))
-        return dict(got[1])  # each point its own dict, as before
+            got = self._by_id[id(env)] = (env, env_fingerprint(r))
+        return dict(got[1])  # each point its own dict
 
-    for skey, recs in by.items():
-        recs.sort(key=lambda r: (r["created"], r["run_id"]))
-        pts: list[Point] = []
-        for r in recs:
-            why = unhealthy(r)
-            if why:
-                res.excluded_points += 1
-                k = why.split()[0] if why.startswith("status") else why
-                res.excluded_reasons[k] = res.excluded_reasons.get(k, 0) + 1
-                continue
-            pts.append(Point(r["run_id"], r.get("git_commit"), r["created"], math.log(p50(r)), within_sigma(r),
-                             r["suite"], env_fp(r)))
-        pts = pts[-MAX_HISTORY:]  # PELT's cost grows with the history; older levels say nothing of tonight
-        mach = (recs[-1].get("env") or {}).get("machine")
-        if not pts or pts[-1].run_id != newest[(mach, pts[-1].suite)][1]:
-            res.series_stale += 1
+
+def _points(recs: list[Any], res: CheckResult, env_fp: _EnvPrints) -> list[Point]:
+    """A series' healthy records (sorted) as points; the others are counted in ``res`` by reason."""
+    pts: list[Point] = []
+    for r in recs:
+        why = unhealthy(r)
+        if why:
+            res.excluded_points += 1
+            k = why.split()[0] if why.startswith("status") else why
+            res.excluded_reasons[k] = res.excluded_reasons.get(k, 0) + 1
             continue
-        series = _series_dict(recs[-1])
-        fp = fingerprint(series)
-        if len(pts) < min_history:
-            older = [k for t, k in siblings[_siblings_key(skey)] if k != skey and t < pts[0].created]
-            if older:
-                prev = max(older, key=lambda k: max(r["created"] for r in by[k]))
-                res.breaks.append(Break(series=series, fingerprint=fp, kind="method", run_id=pts[0].run_id,
-                                        created=pts[0].created, detail=(
-                                            f"measured another way since run {pts[0].run_id}: method version "
-                                            f"{prev.method_version} -> {skey.method_version}, input sets "
-                                            f"{prev.input_sets} -> {skey.input_sets}; a new series, not compared "
-                                            "with the old one")))
-            continue
-        res.series_checked += 1
-        res.checked.append(fp)
-        x = np.array([p.log_t for p in pts])
-        within = np.array([p.within for p in pts])
-        n = len(x)
-        prior = prior_noise(safe_exp(float(np.median(x))), series["provider"], timer=series.get("timer"))
-        floors = sigma_floors(x, within)  # the same for every candidate's noise below
-        sigma = shrink(series_sigma(x, within, floors=floors), (2.0 / 3.0) * (n - 1), prior)
-        # the screen's noise (a confirmation follows): without the outlying nights, judged on a robust scale (the
-        # median consecutive difference). One +-24% night among a few-microsecond case's 1.4% made its noise 3-6%
-        # and kept a +10% step on the night it landed from the rerun (the out-of-sample replay: most of the 9% not
-        # sent); the confirmation weighs such nights instead, as the series' own tails (confirmation.rerun_test).
-        # Without a rerun to follow the noise keeps them: a second state's nights are no alert by themselves.
-        odd = np.flatnonzero(~_spikes(x, _robust_sigma(x, within))) if screen is not None else np.array([], int)
-        away = {int(j) + k for j in odd for k in (-1, 0)}  # the two differences around each
-        floors_core = sigma_floors(np.delete(x, odd), within) if len(odd) else floors
-        spiky = _spikes(x, sigma)  # outlying single nights: PELT runs without them
-        kept_at = np.flatnonzero(spiky)
-        cps = [int(kept_at[b]) for b in _segments(x[spiky], sigma)]
-        levels, keep = _blips(x, cps, sigma, spiky)  # the levels' boundaries; spikes and blips left out of every level
-        bounds = [0, *levels, n]
-        tests: dict[int, tuple[int, int, str]] = {}  # change index -> (level start, end, kind)
-        if levels:  # PELT's last change point, whatever its age: its segment reaches tonight
-            tests[levels[-1]] = (bounds[-3], n, "pelt")
-        # the newest runs against the level before them: from the latest PELT boundary that leaves 3 runs
-        # (a boundary among the newest runs is itself a candidate: PELT's minimum segment of 2 puts one at
-        # n-2 when only the last run moved; which split is right is decided below, by how much each explains)
-        for k in tail:
-            idx = n - k
-            lo = max(b for b in bounds[:-1] if b <= idx - 3) if idx >= 3 else 0
-            if idx - lo >= 3:
-                tests[idx] = (lo, n, "tail")
-        # the likeliest single change inside PELT's last segment (where PELT, its penalty scaled by a noise the
-        # tails inflate, found none): its p is Bonferroni's over the locations scanned
-        # (over the runs that count: spikes and blips left out, as in every level)
-        lo0 = bounds[-2]
-        kept_at = np.flatnonzero(keep)
-        lo0_k = int(keep[:lo0].sum())
-        scan = range(lo0_k + 3, len(kept_at) - 2)
-        if len(scan) >= 2:
-            best = int(kept_at[_best_split(x[keep], lo0_k, scan)])
-            if best not in tests:
-                tests[best] = (lo0, n, "scan")
-        key = case_key(recs[-1])
+        pts.append(Point(r["run_id"], r.get("git_commit"), r["created"], math.log(p50(r)), within_sigma(r),
+                         r["suite"], env_fp(r)))
+    return pts
 
-        def make(idx: int, lo: int, hi: int, kind: str, *, x=x, within=within, pts=pts, cps=cps, prior=prior,
-                 series=series, fp=fp, key=key, n=n, scan=scan, floors=floors, keep=keep, away=away,
-                 floors_core=floors_core, odd=odd) -> Change:
-            before, after = x[lo:idx][keep[lo:idx]], x[idx:hi][keep[idx:hi]]
-            # the noise without the differences across segment boundaries and this candidate
-            skip = {b - 1 for b in cps} | {idx - 1}
-            # consecutive differences overlap: their SD has about 2/3 of the degrees of freedom of their count
-            dof = (2.0 / 3.0) * max(n - 1 - len(skip), 1)
-            sig_c = shrink(series_sigma(x, within, skip=skip, floors=floors), dof, prior)
-            d, se, p, tq = _test(before, after, sig_c, dof + PRIOR_DOF)
-            bonf = len(scan) if kind == "scan" else 1  # a scan's location was the likeliest of len(scan) splits
-            p = min(1.0, p * bonf)
-            p_one = p / 2 if d > 0 else min(1.0, 1 - p / 2)
-            sig_k, p_core = sig_c, p_one
-            if away:  # the screen's test: the outlying nights out of the noise and of the level before
-                core = keep[lo:idx].copy()
-                core[[j - lo for j in odd if lo <= j < idx]] = False
-                dof_k = (2.0 / 3.0) * max(n - 1 - len(skip | away), 1)
-                sig_k = shrink(series_sigma(x, within, skip=skip | away, floors=floors_core), dof_k, prior)
-                b_k = x[lo:idx][core] if core.sum() >= 3 else before
-                d_k, _, p_k, _ = _test(b_k, after, sig_k, dof_k + PRIOR_DOF)
-                p_k = min(1.0, p_k * bonf)
-                p_core = p_k / 2 if d_k > 0 else min(1.0, 1 - p_k / 2)
-            moved = env_changes(pts[idx - 1].env, pts[idx].env)
-            return Change(series=series, fingerprint=fp, index=idx, n_before=len(before), n_after=len(after),
-                          ratio=safe_exp(d), ratio_ci=(safe_exp(d - tq * se), safe_exp(d + tq * se)), p_value=p,
-                          before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=key,
-                          before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF, p_one=p_one,
-                          after_levels=[float(v) for v in after], before_levels=[float(v) for v in x[lo:idx]],
-                          cause="environment" if moved else "code", cause_detail="; ".join(moved),
-                          segment=(lo, hi), tonight=pts[-1], sigma_core=sig_k, p_core=min(p_core, p_one),
-                          wide_levels=[float(v) for v in x[max(0, idx - WIDE_REF):idx]])
 
-        mine = []
-        for idx, (lo, hi, kind) in sorted(tests.items()):
-            if keep[lo:idx].sum() < 3 or not keep[idx:hi].any():  # a level needs 3 runs before it can be departed from
-                continue
-            mine.append(make(idx, lo, hi, kind))
-        for c in mine:
-            c.n_tests = len(mine)
-        cands += mine
-        builders[fp] = (make, x, keep)
-        if n >= DRIFT_MIN:
-            # the noise of the nights before the windows (a drift is not noise)
-            head = x[:-min(DRIFT_WINDOWS)]
-            dof_d = (2.0 / 3.0) * max(len(head) - 1, 0)
-            sig_d = shrink(series_sigma(head, within[:len(head)]), dof_d, prior)
-            got = _drift(x, sig_d, dof_d + PRIOR_DOF)
-            if got is not None:
-                slope, lo_s, hi_s, tau, p, w = got
-                # the level a confirmation rerun is compared with: the nights before the window (its first nights
-                # where fewer than SCREEN_MIN_BEFORE precede it: a higher level, so a harder confirmation)
-                ref_nights = x[:n - w] if n - w >= SCREEN_MIN_BEFORE else x[:SCREEN_MIN_BEFORE]
-                drift_cands.append((Drift(series=series, fingerprint=fp, key=key, slope=safe_exp(slope) - 1,
-                                          slope_ci=(safe_exp(lo_s) - 1, safe_exp(hi_s) - 1),
-                                          total=safe_exp(slope * (w - 1)) - 1, window=w, tau=tau, p_value=p,
-                                          first=pts[-w], last=pts[-1],
-                                          before_levels=[float(v) for v in ref_nights[-MAX_REF:]],
-                                          window_levels=[float(v) for v in x[-w:]], sigma=sig_d,
-                                          dof=dof_d + PRIOR_DOF, before=pts[max(n - w - 1, 0)]), True))
-            else:
-                drift_cands.append((None, False))
-    res.candidates = len(cands)
+def _method_break(series: dict[str, Any], fp: str, skey: Series, pts: list[Point],
+                  siblings: dict[Series, list[tuple[str, Series]]], by: dict[Series, list[Any]]) -> Break | None:
+    """A series too short to test that started where a sibling measured another way stopped: a method break."""
+    older = [k for t, k in siblings[_siblings_key(skey)] if k != skey and t < pts[0].created]
+    if not older:
+        return None
+    prev = max(older, key=lambda k: max(r["created"] for r in by[k]))
+    return Break(series=series, fingerprint=fp, kind="method", run_id=pts[0].run_id, created=pts[0].created,
+                 detail=(f"measured another way since run {pts[0].run_id}: method version {prev.method_version} -> "
+                         f"{skey.method_version}, input sets {prev.input_sets} -> {skey.input_sets}; a new series, "
+                         "not compared with the old one"))
+
+
+@dataclass
+class _Fit:
+    """One current series as the check tests it: its points and log-times, its noise, and its levels (PELT's
+    change points without spikes and blips). Every candidate of the series is built from this
+    (:meth:`candidate`)."""
+    series: dict[str, Any]
+    fp: str
+    key: str  # the case key (:func:`case_key`)
+    pts: list[Point]
+    x: np.ndarray  # log-times
+    within: np.ndarray  # within-run noise per point
+    prior: float  # the noise prior for the series' provider and median time (prior_noise)
+    floors: tuple[float, float]  # sigma_floors(x, within): the same for every candidate's noise
+    sigma: float  # the series' noise, shrunk to the prior
+    # the screen's noise (check(screen=...)): the outlying nights judged on a robust scale (odd), the consecutive
+    # differences around them (away), and the floors without them
+    odd: np.ndarray
+    away: set[int]
+    floors_core: tuple[float, float]
+    cps: list[int]  # PELT's change points (spikes left out)
+    keep: np.ndarray  # the runs that count in a level: not a spike, not in a blip
+    bounds: list[int]  # the levels' boundaries: [0, *levels, n]
+    scan: range  # the splits a "scan" candidate was the likeliest of (in kept runs)
+
+    @property
+    def n(self) -> int:
+        return len(self.x)
+
+    def candidate(self, idx: int, lo: int, hi: int, kind: str) -> Change:
+        """The change at ``idx`` tested in runs [lo, hi): the level before against the runs after, on the noise
+        without the differences across the segment boundaries and this candidate; with the screen, also without the
+        outlying nights (``sigma_core``, ``p_core``)."""
+        x, keep, pts = self.x, self.keep, self.pts
+        before, after = x[lo:idx][keep[lo:idx]], x[idx:hi][keep[idx:hi]]
+        skip = {b - 1 for b in self.cps} | {idx - 1}
+        # consecutive differences overlap: their SD has about 2/3 of the degrees of freedom of their count
+        dof = (2.0 / 3.0) * max(self.n - 1 - len(skip), 1)
+        sig_c = shrink(series_sigma(x, self.within, skip=skip, floors=self.floors), dof, self.prior)
+        d, se, p, tq = _test(before, after, sig_c, dof + PRIOR_DOF)
+        bonf = len(self.scan) if kind == "scan" else 1  # a scan's location was the likeliest of len(scan) splits
+        p = min(1.0, p * bonf)
+        p_one = p / 2 if d > 0 else min(1.0, 1 - p / 2)
+        sig_k, p_core = sig_c, p_one
+        if self.away:
+            sig_k, p_core = self._core_test(idx, lo, skip, before, after, bonf)
+        moved = env_changes(pts[idx - 1].env, pts[idx].env)
+        return Change(series=self.series, fingerprint=self.fp, index=idx, n_before=len(before), n_after=len(after),
+                      ratio=safe_exp(d), ratio_ci=(safe_exp(d - tq * se), safe_exp(d + tq * se)), p_value=p,
+                      before=pts[idx - 1], after=pts[idx], latest=True, sigma=sig_c, key=self.key,
+                      before_level=float(before.mean()), kind=kind, dof=dof + PRIOR_DOF, p_one=p_one,
+                      after_levels=[float(v) for v in after], before_levels=[float(v) for v in x[lo:idx]],
+                      cause="environment" if moved else "code", cause_detail="; ".join(moved),
+                      segment=(lo, hi), tonight=pts[-1], sigma_core=sig_k, p_core=min(p_core, p_one),
+                      wide_levels=[float(v) for v in x[max(0, idx - WIDE_REF):idx]])
+
+    def _core_test(self, idx: int, lo: int, skip: set[int], before: np.ndarray, after: np.ndarray,
+                   bonf: int) -> tuple[float, float]:
+        """The screen's test: the outlying nights out of the noise and of the level before; (sigma, one-sided p)."""
+        x = self.x
+        core = self.keep[lo:idx].copy()
+        core[[j - lo for j in self.odd if lo <= j < idx]] = False
+        dof_k = (2.0 / 3.0) * max(self.n - 1 - len(skip | self.away), 1)
+        sig_k = shrink(series_sigma(x, self.within, skip=skip | self.away, floors=self.floors_core), dof_k,
+                       self.prior)
+        b_k = x[lo:idx][core] if core.sum() >= 3 else before
+        d_k, _, p_k, _ = _test(b_k, after, sig_k, dof_k + PRIOR_DOF)
+        p_k = min(1.0, p_k * bonf)
+        return sig_k, p_k / 2 if d_k > 0 else min(1.0, 1 - p_k / 2)
+
+
+def _fit(series: dict[str, Any], fp: str, key: str, pts: list[Point], screen: float | None) -> _Fit:
+    """A series' noise and levels from its points (:class:`_Fit`)."""
+    x = np.array([p.log_t for p in pts])
+    within = np.array([p.within for p in pts])
+    n = len(x)
+    prior = prior_noise(safe_exp(float(np.median(x))), series["provider"], timer=series.get("timer"))
+    floors = sigma_floors(x, within)  # the same for every candidate's noise
+    sigma = shrink(series_sigma(x, within, floors=floors), (2.0 / 3.0) * (n - 1), prior)
+    # the screen's noise (a confirmation follows): without the outlying nights, judged on a robust scale (the
+    # median consecutive difference). One +-24% night among a few-microsecond case's 1.4% made its noise 3-6%
+    # and kept a +10% step on the night it landed from the rerun (the out-of-sample replay: most of the 9% not
+    # sent); the confirmation weighs such nights instead, as the series' own tails (confirmation.rerun_test).
+    # Without a rerun to follow the noise keeps them: a second state's nights are no alert by themselves.
+    odd = np.flatnonzero(~_spikes(x, _robust_sigma(x, within))) if screen is not None else np.array([], int)
+    away = {int(j) + k for j in odd for k in (-1, 0)}  # the two differences around each
+    floors_core = sigma_floors(np.delete(x, odd), within) if len(odd) else floors
+    spiky = _spikes(x, sigma)  # outlying single nights: PELT runs without them
+    kept_at = np.flatnonzero(spiky)
+    cps = [int(kept_at[b]) for b in _segments(x[spiky], sigma)]
+    levels, keep = _blips(x, cps, sigma, spiky)  # the levels' boundaries; spikes and blips left out of every level
+    bounds = [0, *levels, n]
+    # the splits a scan inside PELT's last segment looks at, over the runs that count
+    lo0_k = int(keep[:bounds[-2]].sum())
+    scan = range(lo0_k + 3, int(keep.sum()) - 2)
+    return _Fit(series=series, fp=fp, key=key, pts=pts, x=x, within=within, prior=prior, floors=floors, sigma=sigma,
+                odd=odd, away=away, floors_core=floors_core, cps=cps, keep=keep, bounds=bounds, scan=scan)
+
+
+def _hypotheses(fit: _Fit, tail: Sequence[int]) -> dict[int, tuple[int, int, str]]:
+    """The splits tested tonight: change index -> (level start, end, kind), all about the level tonight."""
+    n, bounds, keep = fit.n, fit.bounds, fit.keep
+    tests: dict[int, tuple[int, int, str]] = {}
+    if len(bounds) > 2:  # PELT's last change point, whatever its age: its segment reaches tonight
+        tests[bounds[-2]] = (bounds[-3], n, "pelt")
+    # the newest runs against the level before them: from the latest PELT boundary that leaves 3 runs
+    # (a boundary among the newest runs is itself a candidate: PELT's minimum segment of 2 puts one at
+    # n-2 when only the last run moved; which split is right is decided below, by how much each explains)
+    for k in tail:
+        idx = n - k
+        lo = max(b for b in bounds[:-1] if b <= idx - 3) if idx >= 3 else 0
+        if idx - lo >= 3:
+            tests[idx] = (lo, n, "tail")
+    # the likeliest single change inside PELT's last segment (where PELT, its penalty scaled by a noise the
+    # tails inflate, found none): its p is Bonferroni's over the locations scanned
+    # (over the runs that count: spikes and blips left out, as in every level)
+    if len(fit.scan) >= 2:
+        lo_k = int(keep[:bounds[-2]].sum())  # the segment's start among the kept runs
+        best = int(np.flatnonzero(keep)[_best_split(fit.x[keep], lo_k, fit.scan)])
+        if best not in tests:
+            tests[best] = (bounds[-2], n, "scan")
+    return tests
+
+
+def _candidates(fit: _Fit, tests: dict[int, tuple[int, int, str]]) -> list[Change]:
+    """The series' candidate changes, in index order: the tested splits that leave a level of 3 runs before them and
+    a run after (runs that count: ``fit.keep``)."""
+    keep = fit.keep
+    mine = [fit.candidate(idx, lo, hi, kind) for idx, (lo, hi, kind) in sorted(tests.items())
+            if keep[lo:idx].sum() >= 3 and keep[idx:hi].any()]
+    for c in mine:
+        c.n_tests = len(mine)
+    return mine
+
+
+def _drift_candidate(fit: _Fit) -> Drift | None:
+    """The series' strongest trend ending tonight (:func:`_drift`), tested on the noise of the nights before the
+    windows (a drift is not noise); None when there is none."""
+    x, n = fit.x, fit.n
+    head = x[:-min(DRIFT_WINDOWS)]
+    dof_d = (2.0 / 3.0) * max(len(head) - 1, 0)
+    sig_d = shrink(series_sigma(head, fit.within[:len(head)]), dof_d, fit.prior)
+    got = _drift(x, sig_d, dof_d + PRIOR_DOF)
+    if got is None:
+        return None
+    slope, lo_s, hi_s, tau, p, w = got
+    # the level a confirmation rerun is compared with: the nights before the window (its first nights where fewer
+    # than SCREEN_MIN_BEFORE precede it: a higher level, so a harder confirmation)
+    ref_nights = x[:n - w] if n - w >= SCREEN_MIN_BEFORE else x[:SCREEN_MIN_BEFORE]
+    pts = fit.pts
+    return Drift(series=fit.series, fingerprint=fit.fp, key=fit.key, slope=safe_exp(slope) - 1,
+                 slope_ci=(safe_exp(lo_s) - 1, safe_exp(hi_s) - 1), total=safe_exp(slope * (w - 1)) - 1, window=w,
+                 tau=tau, p_value=p, first=pts[-w], last=pts[-1],
+                 before_levels=[float(v) for v in ref_nights[-MAX_REF:]], window_levels=[float(v) for v in x[-w:]],
+                 sigma=sig_d, dof=dof_d + PRIOR_DOF, before=pts[max(n - w - 1, 0)])
+
+
+def _significant_drifts(res: CheckResult, drift_cands: list[Drift | None], floor: float) -> set[str]:
+    """Benjamini-Hochberg (DRIFT_Q) over every series tested for drift (no trend: p = 1): the drifts beyond the
+    floor go to ``res.drifts`` (steepest first); returns their series' fingerprints."""
+    from scipy import stats
+
     drifting: set[str] = set()
-    if drift_cands:
-        # every series tested for drift counts in Benjamini-Hochberg's denominator (no trend: p = 1)
-        qd = stats.false_discovery_control(np.array([d.p_value if d else 1.0 for d, _ in drift_cands]),
-                                           method="bh")
-        for (d, linear), qq in zip(drift_cands, qd):
-            if d is None:
-                continue
-            d.q_value = float(qq)
-            if qq <= DRIFT_Q and linear and d.total >= floor:
-                res.drifts.append(d)
-                drifting.add(d.fingerprint)
-        res.drifts.sort(key=lambda d: -d.slope)
-    if not cands:
-        return res
+    if not drift_cands:
+        return drifting
+    qd = stats.false_discovery_control(np.array([d.p_value if d else 1.0 for d in drift_cands]), method="bh")
+    for d, qq in zip(drift_cands, qd):
+        if d is None:
+            continue
+        d.q_value = float(qq)
+        if qq <= DRIFT_Q and d.total >= floor:
+            res.drifts.append(d)
+            drifting.add(d.fingerprint)
+    res.drifts.sort(key=lambda d: -d.slope)
+    return drifting
+
+
+def _significant_changes(res: CheckResult, cands: list[Change], *, floor: float, q: float,
+                         screen: float | None) -> list[Change]:
+    """Benjamini-Hochberg (``q``) over all candidates of all series: the strict ones beyond the floor go to
+    ``res.changes``. Returns the screened ones (``screen``, a confirmation rerun follows): slower candidates beyond
+    the floor, not strict, whose one-sided p, Bonferroni over the series' own candidates, passes the screen."""
+    from scipy import stats
+
     qv = stats.false_discovery_control(np.array([c.p_value for c in cands]), method="bh")
     beyond = {id(c) for c in cands if c.ratio >= 1 + floor or c.ratio <= 1 / (1 + floor)}
     for c, qq in zip(cands, qv):
@@ -629,30 +742,36 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         c.strict = qq <= q and id(c) in beyond
         if c.strict:
             res.changes.append(c)
-    # the screen (a confirmation rerun follows): per series, slower candidates beyond the floor whose one-sided p,
-    # Bonferroni over the series' own candidates, is at most `screen`; no correction across series (the rerun is
-    # the check on those), so a change is found however many other series moved tonight
-    # a spending rule over the nights a change is screened again: the n-th night after it, screen / (n - 1) (a real
-    # step's evidence grows with its nights; an old weak one is the same fluke night after night, and each night's
-    # fresh reruns were another draw against a level that fluke had selected: the replay's A/A torch.compile series
-    # whose first ten nights drew low was sent twenty nights running, and confirmed three times)
+    # the screen: no correction across series (the rerun is the check on those), so a change is found however many
+    # other series moved tonight; a spending rule over the nights a change is screened again: the n-th night after
+    # it, screen / (n - 1) (a real step's evidence grows with its nights; an old weak one is the same fluke night
+    # after night, and each night's fresh reruns were another draw against a level that fluke had selected: the
+    # replay's A/A torch.compile series whose first ten nights drew low was sent twenty nights running, and
+    # confirmed three times)
     screened = [c for c in cands if screen is not None and id(c) in beyond and c.ratio > 1 and not c.strict
                 and c.p_core * c.n_tests <= screen / max(1, c.n_after - 1)]
     if screen is not None:  # a rerun follows: it needs a level to be compared with (SCREEN_MIN_BEFORE runs)
         screened = [c for c in screened if c.n_before >= SCREEN_MIN_BEFORE]
         res.changes = [c for c in res.changes if c.ratio < 1 or c.n_before >= SCREEN_MIN_BEFORE]
+    return screened
 
-    # one change per series: of its significant candidates (all about the level tonight), the split that
-    # explains the most variance, d^2 nb na / (nb + na) (the likelihood-ratio location: a step two nights ago
-    # also makes "last night vs before" significant, diluted, and the reverse)
-    def rank(c: Change) -> float:
-        d = math.log(c.ratio)
-        return -d * d * c.n_before * c.n_after / (c.n_before + c.n_after)
 
+def _explained(c: Change) -> float:
+    """The variance the change's split explains, d^2 nb na / (nb + na), negated: the smallest is the likeliest."""
+    d = math.log(c.ratio)
+    return -d * d * c.n_before * c.n_after / (c.n_before + c.n_after)
+
+
+def _one_per_series(changes: list[Change], screened: list[Change], fits: dict[str, _Fit],
+                    floor: float) -> dict[str, Change]:
+    """One change per series (fingerprint -> change): of its significant candidates (all about the level tonight,
+    a strict slower one before any screened), the split that explains the most variance (the likelihood-ratio
+    location: a step two nights ago also makes "last night vs before" significant, diluted, and the reverse),
+    then placed among the neighbouring commits (:func:`_placed`)."""
     per: dict[str, list[Change]] = defaultdict(list)
-    for c in res.changes:
+    for c in changes:
         per[c.fingerprint].append(c)
-    strict_slower = {c.fingerprint for c in res.changes if c.ratio > 1}
+    strict_slower = {c.fingerprint for c in changes if c.ratio > 1}
     for c in screened:
         if c.fingerprint not in strict_slower:  # a strict slower change speaks first
             per[c.fingerprint].append(c)
@@ -662,39 +781,47 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         # own start (an old step must not hide tonight's)
         last_cp = max((c.index for c in cs if c.kind == "pelt"), default=None)
         newer = [c for c in cs if last_cp is not None and c.kind == "tail" and c.index - c.n_before >= last_cp]
-        c = min(newer or cs, key=rank)
-        # where: the maximum-likelihood split among the neighbouring commits; its own statistics are reported
-        make, x, keep = builders[fp]
-        lo, hi = c.segment
-        j = _refine(x, lo, c.index, hi, keep)
-        if j != c.index:
-            moved = make(j, lo, hi, c.kind)
-            # a move keeps the level before as wide as the screen asked (SCREEN_MIN_BEFORE runs): the confirmation
-            # compares its reruns with that level, and three nights of a noisy series are no reference (the
-            # replay's surest false alert: an A/A torch.compile series at night 7, moved to 3 low nights, P = 0.97)
-            wide = moved.n_before >= min(c.n_before, SCREEN_MIN_BEFORE)
-            if wide and (moved.ratio > 1) == (c.ratio > 1) and (moved.ratio >= 1 + floor
-                                                                 or moved.ratio <= 1 / (1 + floor)):
-                # the significance is the tested split's (the test that controls the error rate); only the
-                # place and the size move: the best of two locations' p would be an uncorrected second look
-                moved.q_value, moved.strict, moved.n_tests = c.q_value, c.strict, c.n_tests
-                moved.p_one, moved.p_value, moved.p_core = c.p_one, c.p_value, c.p_core
-                c = moved
-        c.place_p = _place_p(x, lo, c.index, hi, c.sigma, keep)
-        current[fp] = c
+        current[fp] = _placed(min(newer or cs, key=_explained), fits[fp], floor)
+    return current
+
+
+def _placed(c: Change, fit: _Fit, floor: float) -> Change:
+    """The change at its maximum-likelihood split among the neighbouring commits (:func:`_refine`), with its own
+    size and the tested split's significance, and how sure that place is (``place_p``)."""
+    lo, hi = c.segment
+    j = _refine(fit.x, lo, c.index, hi, fit.keep)
+    if j != c.index:
+        moved = fit.candidate(j, lo, hi, c.kind)
+        # a move keeps the level before as wide as the screen asked (SCREEN_MIN_BEFORE runs): the confirmation
+        # compares its reruns with that level, and three nights of a noisy series are no reference (the
+        # replay's surest false alert: an A/A torch.compile series at night 7, moved to 3 low nights, P = 0.97)
+        wide = moved.n_before >= min(c.n_before, SCREEN_MIN_BEFORE)
+        if wide and (moved.ratio > 1) == (c.ratio > 1) and (moved.ratio >= 1 + floor
+                                                            or moved.ratio <= 1 / (1 + floor)):
+            # the significance is the tested split's (the test that controls the error rate); only the
+            # place and the size move: the best of two locations' p would be an uncorrected second look
+            moved.q_value, moved.strict, moved.n_tests = c.q_value, c.strict, c.n_tests
+            moved.p_one, moved.p_value, moved.p_core = c.p_one, c.p_value, c.p_core
+            c = moved
+    c.place_p = _place_p(fit.x, lo, c.index, hi, c.sigma, fit.keep)
+    return c
+
+
+def _classify(res: CheckResult, current: dict[str, Change], drifting: set[str]) -> None:
+    """Each series' change into ``res``: a break when the runner changed across it (never the commit's fault),
+    nothing when the series drifts (a trend is reported as a drift: no single commit is blamed), else an alert
+    (slower) or an improvement (faster, within the newest RECENT runs; an older one is history)."""
     for c in current.values():
-        if c.cause == "environment":  # the runner changed between the two runs: never the commit's fault
+        if c.cause == "environment":
             res.breaks.append(Break(series=c.series, fingerprint=c.fingerprint, kind="environment",
                                     detail=f"the runner changed between run {c.before.run_id} and "
                                            f"{c.after.run_id} ({c.cause_detail})",
                                     run_id=c.after.run_id, created=c.after.created, ratio=c.ratio))
-        elif c.fingerprint in drifting:  # a trend, reported as a drift: no single commit is blamed
+        elif c.fingerprint in drifting:
             continue
         elif c.direction == "slower":
             res.alerts.append(c)
-        elif c.n_after <= RECENT:  # an older improvement is history
+        elif c.n_after <= RECENT:
             res.improvements.append(c)
     res.alerts.sort(key=lambda c: -c.ratio)
     res.improvements.sort(key=lambda c: c.ratio)
-    return res
-
