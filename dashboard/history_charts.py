@@ -68,87 +68,20 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
     first = d.groupby("series", sort=False).first()
     keys = sorted(first.index, key=lambda k: (providers.order(str(first.at[k, "provider"])), names[k]))
     for k in keys:
-        g = d[d["series"] == k]
-        prov, dtype = str(first.at[k, "provider"]), str(first.at[k, "dtype"])
-        for i, (seg, s) in enumerate(g.groupby("segment", sort=True)):
-            cd = pd.DataFrame({"c": plain_col(s["commit"].astype(str).str[:12]), "r": plain_col(s["run_id"]),
-                               "d": s["created"].dt.strftime("%Y-%m-%d %H:%M").fillna("?"),
-                               "h": plain_col(s["health"]), "s": k,
-                               "e": plain_col(s["env_change"].where(s["env_change"] != "", "-")),
-                               "m": plain_col(s["machine"])})
-            fig.add_scatter(
-                x=s["x"].tolist(), y=s[metric].tolist(), mode="lines+markers", name=plain(names[k]), legendgroup=k,
-                showlegend=i == 0, line_color=provider_color(prov),
-                line_dash=dtype_dash(dtype), line_width=4 if k == highlight else 2,
-                customdata=cd, meta=k,
-                hovertemplate="commit %{customdata[0]} (%{customdata[2]} UTC) on %{customdata[6]}<br>"
-                              "run %{customdata[1]}<br>"
-                              "health: %{customdata[3]}<br>series %{customdata[4]}"
-                              + ("<br>changed here: %{customdata[5]}" if seg else "")
-                              + "<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+        _series_lines(fig, d[d["series"] == k], k, names[k], first.loc[k], metric, highlight)
     xmap = dict(zip(order["commit"], order["x"]))
-    shown = set(keys)
-    e = ev[ev["fingerprint"].isin(shown)] if not ev.empty else ev
+    e = ev[ev["fingerprint"].isin(set(keys))] if not ev.empty else ev
     for _, a in e.iterrows():
         k = a["fingerprint"]
         g = d[d["series"] == k]
         if a["kind"] in ("alert", "improvement"):
-            xa, xb = xmap.get(a["after_commit"]), xmap.get(a["before_commit"])
-            at = g[g["run_id"].astype(str) == str(a["after_run"])]
-            if xa is None or at.empty:
-                continue
-            color = ALERT_COLOR if a["kind"] == "alert" else IMPROVEMENT_COLOR
-            if xb is not None:
-                fig.add_vrect(x0=xb, x1=xa, fillcolor=color, opacity=0.12, line_width=0, layer="below")
-            size = f"{(a['ratio'] - 1) * 100:+.1f}%" if given(a["ratio"]) else "?"
-            q = a["q_value"]
-            text = "<br>".join(plain(t) for t in (
-                f"{a['kind']}: median time {_ratio(a['ratio'])} (95% interval {_ratio(a['ratio_lo'])} to "
-                f"{_ratio(a['ratio_hi'])})" + (f", q = {q:.2g}" if given(q) else ""),
-                f"last commit before {_short(a['before_commit'])} (run {a['before_run']})",
-                f"first commit after {_short(a['after_commit'])} (run {a['after_run']})"))
-            fig.add_scatter(x=[xa], y=[float(at[metric].iloc[0])], mode="markers+text", name=plain(f"{names[k]} {a['kind']} {size}"),
-                            legendgroup=k, showlegend=False, meta=f"{a['kind']}:{k}",
-                            marker=dict(symbol="triangle-up" if a["kind"] == "alert" else "triangle-down", size=16,
-                                        color=color, line=dict(width=1, color="black")),
-                            text=[plain(size)], textposition="top center", hovertext=[text],
-                            hoverinfo="text")
+            _change_marker(fig, a, g, xmap, names[k], metric)
         elif a["kind"] == "drift":
-            x0, x1 = xmap.get(a["before_commit"]), xmap.get(a["after_commit"])
-            if x0 is None or x1 is None:
-                continue
-            w = g[(g["x"] >= x0) & (g["x"] <= x1)]
-            if w.empty:
-                continue
-            fig.add_scatter(x=[x0, x1], y=[float(w[metric].iloc[0]), float(w[metric].iloc[-1])], mode="lines",
-                            name=plain(f"{names[k]} drift"), legendgroup=k, showlegend=False, meta=f"drift:{k}",
-                            line=dict(color=DRIFT_COLOR, dash="dot", width=3),
-                            hovertext=plain(f"drift: {a['title'] or ''} {a['detail'] or ''}"), hoverinfo="text")
+            _drift_line(fig, a, g, xmap, names[k], metric)
         else:  # a method or environment break reported by the check
-            at = g[g["run_id"].astype(str) == str(a["after_run"])]
-            if at.empty:
-                continue
-            fig.add_vline(x=float(at["x"].iloc[0]) - 0.5, line_dash="dash", line_color=BREAK_COLOR,
-                          annotation_text=plain(f"{a['kind']} change"), annotation_position="top left")
-    for _, b in breaks.iterrows():  # another method version or input rotation begins: the old line stops there
-        if not ((d["provider"] == b["provider"]) & (d["dtype"] == b["dtype"])).any():
-            continue
-        fig.add_vline(x=float(b["x"]) - 0.5, line_dash="dash", line_color=BREAK_COLOR,
-                      annotation_text=plain("method change"), annotation_position="top right")
-    for s_ in d.loc[d["segment"] > 0].groupby(["series", "segment"]).head(1).itertuples():
-        # the runner (GPU, driver, CUDA, ...) or, for a peer, the library it runs on (another torch, CuPy)
-        runner = any(part.split(":")[0] in ENV_FIELDS for part in str(s_.env_change).split("; "))
-        fig.add_vline(x=float(s_.x) - 0.5, line_dash="dot", line_color=BREAK_COLOR,
-                      annotation_text="runner changed" if runner else "peer changed",
-                      annotation_position="bottom right")
-    ticks = order[order["x"].isin(d["x"].unique())].reset_index(drop=True)
-    if len(ticks) > MAX_TICKS:  # labels that stay apart; every point keeps its commit in the hover
-        step = -(-len(ticks) // MAX_TICKS)
-        keep = list(range(len(ticks) - 1, -1, -step))  # evenly spaced from the newest commit
-        marked = {xmap.get(c) for c in e["after_commit"]} if not e.empty else set()
-        for m in [i for i, x in enumerate(ticks["x"]) if x in marked]:  # a finding's commit takes its neighbours' slots
-            keep = [i for i in keep if abs(i - m) >= step or i == m] + ([] if m in keep else [m])
-        ticks = ticks.iloc[sorted(keep)]
+            _break_line(fig, a, g)
+    _restart_lines(fig, d, breaks)
+    ticks = _ticks(order, d, xmap, e)
     # the legend under the chart, as wide as the page: beside it, long series names were clipped at 1280 px
     fig.update_layout(title=plain(title or label), xaxis_title="commit (in the order first measured; its date in the hover)",
                       yaxis_title=label, legend_title="series", yaxis_type="log" if log_y else "linear",
@@ -159,3 +92,106 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
                       height=520 + 24 * -(-len(keys) // 3), margin=dict(b=40),
                       hovermode="closest", clickmode="event+select")
     return log_axis(fig, d[metric]) if log_y else fig
+
+
+def _series_lines(fig: go.Figure, g: pd.DataFrame, k: str, name: str, first: pd.Series, metric: str,
+                  highlight: str | None) -> None:
+    """One series' traces, one per segment (cut where its runner or a peer's library changed), one legend entry."""
+    prov, dtype = str(first["provider"]), str(first["dtype"])
+    for i, (seg, s) in enumerate(g.groupby("segment", sort=True)):
+        cd = pd.DataFrame({"c": plain_col(s["commit"].astype(str).str[:12]), "r": plain_col(s["run_id"]),
+                           "d": s["created"].dt.strftime("%Y-%m-%d %H:%M").fillna("?"),
+                           "h": plain_col(s["health"]), "s": k,
+                           "e": plain_col(s["env_change"].where(s["env_change"] != "", "-")),
+                           "m": plain_col(s["machine"])})
+        fig.add_scatter(
+            x=s["x"].tolist(), y=s[metric].tolist(), mode="lines+markers", name=plain(name), legendgroup=k,
+            showlegend=i == 0, line_color=provider_color(prov),
+            line_dash=dtype_dash(dtype), line_width=4 if k == highlight else 2,
+            customdata=cd, meta=k,
+            hovertemplate="commit %{customdata[0]} (%{customdata[2]} UTC) on %{customdata[6]}<br>"
+                          "run %{customdata[1]}<br>"
+                          "health: %{customdata[3]}<br>series %{customdata[4]}"
+                          + ("<br>changed here: %{customdata[5]}" if seg else "")
+                          + "<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+
+
+def _change_marker(fig: go.Figure, a: pd.Series, g: pd.DataFrame, xmap: dict[Any, Any], name: str,
+                   metric: str) -> None:
+    """An alert (red triangle up) or improvement (green, down) at the first commit after the change, its commit range
+    a band."""
+    xa, xb = xmap.get(a["after_commit"]), xmap.get(a["before_commit"])
+    at = g[g["run_id"].astype(str) == str(a["after_run"])]
+    if xa is None or at.empty:
+        return
+    color = ALERT_COLOR if a["kind"] == "alert" else IMPROVEMENT_COLOR
+    if xb is not None:
+        fig.add_vrect(x0=xb, x1=xa, fillcolor=color, opacity=0.12, line_width=0, layer="below")
+    size = f"{(a['ratio'] - 1) * 100:+.1f}%" if given(a["ratio"]) else "?"
+    q = a["q_value"]
+    text = "<br>".join(plain(t) for t in (
+        f"{a['kind']}: median time {_ratio(a['ratio'])} (95% interval {_ratio(a['ratio_lo'])} to "
+        f"{_ratio(a['ratio_hi'])})" + (f", q = {q:.2g}" if given(q) else ""),
+        f"last commit before {_short(a['before_commit'])} (run {a['before_run']})",
+        f"first commit after {_short(a['after_commit'])} (run {a['after_run']})"))
+    k = a["fingerprint"]
+    fig.add_scatter(x=[xa], y=[float(at[metric].iloc[0])], mode="markers+text", name=plain(f"{name} {a['kind']} {size}"),
+                    legendgroup=k, showlegend=False, meta=f"{a['kind']}:{k}",
+                    marker=dict(symbol="triangle-up" if a["kind"] == "alert" else "triangle-down", size=16,
+                                color=color, line=dict(width=1, color="black")),
+                    text=[plain(size)], textposition="top center", hovertext=[text],
+                    hoverinfo="text")
+
+
+def _drift_line(fig: go.Figure, a: pd.Series, g: pd.DataFrame, xmap: dict[Any, Any], name: str, metric: str) -> None:
+    """A drift: a dotted line over its window, from the series' first to its last point there."""
+    x0, x1 = xmap.get(a["before_commit"]), xmap.get(a["after_commit"])
+    if x0 is None or x1 is None:
+        return
+    w = g[(g["x"] >= x0) & (g["x"] <= x1)]
+    if w.empty:
+        return
+    k = a["fingerprint"]
+    fig.add_scatter(x=[x0, x1], y=[float(w[metric].iloc[0]), float(w[metric].iloc[-1])], mode="lines",
+                    name=plain(f"{name} drift"), legendgroup=k, showlegend=False, meta=f"drift:{k}",
+                    line=dict(color=DRIFT_COLOR, dash="dot", width=3),
+                    hovertext=plain(f"drift: {a['title'] or ''} {a['detail'] or ''}"), hoverinfo="text")
+
+
+def _break_line(fig: go.Figure, a: pd.Series, g: pd.DataFrame) -> None:
+    """A method or environment break the check reported: a dashed vertical before its first run."""
+    at = g[g["run_id"].astype(str) == str(a["after_run"])]
+    if at.empty:
+        return
+    fig.add_vline(x=float(at["x"].iloc[0]) - 0.5, line_dash="dash", line_color=BREAK_COLOR,
+                  annotation_text=plain(f"{a['kind']} change"), annotation_position="top left")
+
+
+def _restart_lines(fig: go.Figure, d: pd.DataFrame, breaks: pd.DataFrame) -> None:
+    """Verticals where a line stops or is cut: another method version or input rotation begins (dashed; ``breaks``,
+    of the providers and dtypes drawn), and where a segment starts (dotted): the runner (GPU, driver, CUDA, ...)
+    or, for a peer, the library it runs on (another torch, CuPy) changed."""
+    for _, b in breaks.iterrows():
+        if not ((d["provider"] == b["provider"]) & (d["dtype"] == b["dtype"])).any():
+            continue
+        fig.add_vline(x=float(b["x"]) - 0.5, line_dash="dash", line_color=BREAK_COLOR,
+                      annotation_text=plain("method change"), annotation_position="top right")
+    for s_ in d.loc[d["segment"] > 0].groupby(["series", "segment"]).head(1).itertuples():
+        runner = any(part.split(":")[0] in ENV_FIELDS for part in str(s_.env_change).split("; "))
+        fig.add_vline(x=float(s_.x) - 0.5, line_dash="dot", line_color=BREAK_COLOR,
+                      annotation_text="runner changed" if runner else "peer changed",
+                      annotation_position="bottom right")
+
+
+def _ticks(order: pd.DataFrame, d: pd.DataFrame, xmap: dict[Any, Any], e: pd.DataFrame) -> pd.DataFrame:
+    """The commits labelled on the axis: at most about MAX_TICKS, evenly spaced from the newest, labels that stay
+    apart; a finding's commit takes its neighbours' slots (every point keeps its commit in the hover)."""
+    ticks = order[order["x"].isin(d["x"].unique())].reset_index(drop=True)
+    if len(ticks) <= MAX_TICKS:
+        return ticks
+    step = -(-len(ticks) // MAX_TICKS)
+    keep = list(range(len(ticks) - 1, -1, -step))  # evenly spaced from the newest commit
+    marked = {xmap.get(c) for c in e["after_commit"]} if not e.empty else set()
+    for m in [i for i, x in enumerate(ticks["x"]) if x in marked]:
+        keep = [i for i in keep if abs(i - m) >= step or i == m] + ([] if m in keep else [m])
+    return ticks.iloc[sorted(keep)]
