@@ -90,66 +90,66 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
         v = Verdict(case=case_label(ref), key=case_key(ref), verdict="incomparable")
         if b is None or n is None:
             v.reason = "only in the new run" if b is None else "missing from the new run"
-            out.append(v)
-            continue
-        b_env, n_env = b.get("env") or {}, n.get("env") or {}
-        if b_env.get("machine") != n_env.get("machine"):
-            v.reason = f"machine {b_env.get('machine')} vs {n_env.get('machine')}"
-            out.append(v)
-            continue
-        if n["status"] in FAILED_STATUSES or b["status"] in FAILED_STATUSES:
-            v.verdict = "failed"
-            v.reason = (f"new: {n['status']}" if n["status"] in FAILED_STATUSES else f"base: {b['status']}")
-            out.append(v)
-            continue
-        if b["frontend"] != n["frontend"]:
-            v.reason = f"front end {b['frontend']} vs {n['frontend']} (measured differently)"
-            out.append(v)
-            continue
-        vb, vn = (b.get("method") or {}).get("version", 1), (n.get("method") or {}).get("version", 1)
-        if vb != vn:
-            v.reason = f"method version {vb} vs {vn} (measured differently: a method change, not the code's)"
-            out.append(v)
-            continue
-        ib, inn = (b.get("method") or {}).get("input_sets", 1), (n.get("method") or {}).get("input_sets", 1)
-        if ib != inn:
-            v.reason = f"input sets {ib} vs {inn} (a method change: L2-resident or rotated inputs)"
-            out.append(v)
-            continue
-        why = unhealthy(b) or unhealthy(n)
-        if why:
-            v.reason = ("base " if unhealthy(b) else "new ") + why
-            out.append(v)
-            continue
-        tb, tn = p50(b), p50(n)
-        sk = series_key(n)
-        # the series' own between-run noise, pooled with the provider's prior (widened, and weighing less the
-        # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
-        # a series whose history said 0.4% moved 3.5% between two runs of one commit)
-        prior = prior_noise(min(tb, tn), n["case"]["provider"], tails=True, timer=sk.timer)
-        s_h, dof = hist.get(sk, (0.0, 0.0))
-        between = shrink(s_h, dof, prior)
-        v.noise_source = f"history ({dof:.1f} dof) + prior" if dof > 0 else "prior"
-        sigma = math.sqrt(within_sigma(b) ** 2 + within_sigma(n) ** 2 + 2 * between ** 2)
-        thr = max(floor, safe_exp(z * sigma) - 1.0)
-        ratio = tn / tb if math.isfinite(tn / tb) and tn / tb > 0 else safe_exp(math.log(tn) - math.log(tb))
-        v.ratio, v.threshold, v.noise, v.base_us, v.new_us = ratio, thr, sigma, tb, tn
-        if ratio > 1 + thr:
-            v.verdict = "slower"
-        elif ratio < 1 / (1 + thr):
-            v.verdict = "faster"
-        elif ratio > 1 + floor or ratio < 1 / (1 + floor):
-            # beyond the floor, within the noise: the data cannot tell a change from none ("same" would claim
-            # what a case needing +-205% cannot see; issue 24: torch.compile moved 1.42x and read "same")
-            v.verdict = "inconclusive"
-            v.reason = (f"moved {(ratio - 1) * 100:+.1f}%, within the noise: this case resolves only {_pm(thr)} "
-                        "(more history narrows it)")
+        elif (why := _not_comparable(b, n)) is not None:
+            v.verdict, v.reason = why
         else:
-            v.verdict = "same"
-            if thr > floor:  # within the floor, but say how coarse this case is
-                v.reason = f"within the {floor:.0%} floor; this case resolves only {_pm(thr)}"
+            _judge(v, b, n, hist, floor=floor, z=z)
         out.append(v)
     return out
+
+
+def _not_comparable(b: Any, n: Any) -> tuple[str, str] | None:
+    """Why a case's two records cannot be compared, as (verdict, reason): another machine, a failed run, another
+    front end, method version or input rotation, an unhealthy run; None when they can."""
+    b_env, n_env = b.get("env") or {}, n.get("env") or {}
+    if b_env.get("machine") != n_env.get("machine"):
+        return "incomparable", f"machine {b_env.get('machine')} vs {n_env.get('machine')}"
+    if n["status"] in FAILED_STATUSES or b["status"] in FAILED_STATUSES:
+        return "failed", (f"new: {n['status']}" if n["status"] in FAILED_STATUSES else f"base: {b['status']}")
+    if b["frontend"] != n["frontend"]:
+        return "incomparable", f"front end {b['frontend']} vs {n['frontend']} (measured differently)"
+    vb, vn = (b.get("method") or {}).get("version", 1), (n.get("method") or {}).get("version", 1)
+    if vb != vn:
+        return "incomparable", f"method version {vb} vs {vn} (measured differently: a method change, not the code's)"
+    ib, inn = (b.get("method") or {}).get("input_sets", 1), (n.get("method") or {}).get("input_sets", 1)
+    if ib != inn:
+        return "incomparable", f"input sets {ib} vs {inn} (a method change: L2-resident or rotated inputs)"
+    why = unhealthy(b) or unhealthy(n)
+    if why:
+        return "incomparable", ("base " if unhealthy(b) else "new ") + why
+    return None
+
+
+def _judge(v: Verdict, b: Any, n: Any, hist: dict[Any, tuple[float, float]], *, floor: float, z: float) -> None:
+    """``v``'s ratio, noise and verdict for two comparable healthy records: slower or faster beyond both the floor
+    and ``z`` sigma of the noise, inconclusive beyond the floor only, else same."""
+    tb, tn = p50(b), p50(n)
+    sk = series_key(n)
+    # the series' own between-run noise, pooled with the provider's prior (widened, and weighing less the
+    # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
+    # a series whose history said 0.4% moved 3.5% between two runs of one commit)
+    prior = prior_noise(min(tb, tn), n["case"]["provider"], tails=True, timer=sk.timer)
+    s_h, dof = hist.get(sk, (0.0, 0.0))
+    between = shrink(s_h, dof, prior)
+    v.noise_source = f"history ({dof:.1f} dof) + prior" if dof > 0 else "prior"
+    sigma = math.sqrt(within_sigma(b) ** 2 + within_sigma(n) ** 2 + 2 * between ** 2)
+    thr = max(floor, safe_exp(z * sigma) - 1.0)
+    ratio = tn / tb if math.isfinite(tn / tb) and tn / tb > 0 else safe_exp(math.log(tn) - math.log(tb))
+    v.ratio, v.threshold, v.noise, v.base_us, v.new_us = ratio, thr, sigma, tb, tn
+    if ratio > 1 + thr:
+        v.verdict = "slower"
+    elif ratio < 1 / (1 + thr):
+        v.verdict = "faster"
+    elif ratio > 1 + floor or ratio < 1 / (1 + floor):
+        # beyond the floor, within the noise: the data cannot tell a change from none ("same" would claim
+        # what a case needing +-205% cannot see; issue 24: torch.compile moved 1.42x and read "same")
+        v.verdict = "inconclusive"
+        v.reason = (f"moved {(ratio - 1) * 100:+.1f}%, within the noise: this case resolves only {_pm(thr)} "
+                    "(more history narrows it)")
+    else:
+        v.verdict = "same"
+        if thr > floor:  # within the floor, but say how coarse this case is
+            v.reason = f"within the {floor:.0%} floor; this case resolves only {_pm(thr)}"
 
 
 def _pm(thr: float) -> str:
