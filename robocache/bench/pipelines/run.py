@@ -304,85 +304,103 @@ def _dataload(cfg, ctx, path, pts, emit, say, caches: _Caches) -> None:
 
 
 def _train(cfg, ctx, path, pts, emit, say, folder: Path, run_id: str, caches: _Caches | None = None) -> None:
-    results: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+    results: dict[tuple[str, int, str, str], dict[str, Any]] = {}  # (model, B, regime, provider) -> its training
     for pt in pts:
-        m, prov, b, w = pt["params"]["model"], pt["provider"], pt["params"]["B"], pt["params"]["workers"]
-        regime = pt["params"].get("regime")
-        key = (m, b, regime or "resident")
         t0 = time.perf_counter()
         try:
-            if regime is not None and cfg.rgb:
+            if pt["params"].get("regime") is not None and cfg.rgb:
                 emit(_rgb_skip(ctx, pt, t0))
                 continue
-            warm = loading.steady_warmup(w, cfg.train_warmup)
-            n = warm + cfg.train_steps + cfg.profile_steps
-            cache, copies0 = None, 0
-            if regime is not None:
-                cache = (caches or _Caches(cfg, path, say)).get(b, regime)
-                copies0 = cache.chunk_copies
-            if regime == "streamed":  # the cache's own order (chunk by chunk), the CPU workers' reference on it
-                cache.reset()
-                idx = cache.peek_episodes(n).ravel().tolist()
-            else:
-                idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed + 1)
-            p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb,
-                                      cache=cache if prov == loading.CACHE else None)
-            reference = prov == "cpu_workers"
-            profile = cfg.profile_steps if not (reference and regime == "streamed") else 0
-            trace_rel = None
-            if profile > 0:
-                trace_rel = f"traces/{run_id}-train-{m}-B{b}{'-' + regime if regime else ''}-{prov}.json.gz"
-                (folder / "traces").mkdir(parents=True, exist_ok=True)
-            util = common.UtilSampler(cfg.device)
-            with _clock_sampler(cfg.device) as cs:
-                r = training.train(p, m, steps=cfg.train_steps, warmup=warm, seed=cfg.seed, util=util,
-                                   profile_steps=profile, trace_path=str(folder / trace_rel) if trace_rel else None)
-            del p
-            results[(*key, prov)] = r
-            if reference:
-                chk = None  # the baseline is the reference: nothing to compare it with
-                chk_note = ("baseline: the reference loss curve (not checked: the others are checked against it)"
-                            + ("; the CPU workers read the streamed cache's episode order" if regime == "streamed"
-                               else ""))
-            else:
-                ref = results.get((*key, "cpu_workers"))
-                chk = training.curves_agree(ref["loss"], r["loss"]) if ref else None
-                chk_note = "loss curve vs the cpu_workers pipeline's, same seed and episodes"
-            total = sum(r["per_s"])
-            mean = lambda xs: 1e3 * sum(xs) / len(xs)  # noqa: E731
-            share = sum(r["data_s"]) / total if total > 0 else None
-            split = {"data_wait": mean([d - tr - rs for d, tr, rs in zip(r["data_s"], r["transfer_s"],
-                                                                          r["resample_s"])]),
-                     "transfer": mean(r["transfer_s"]), "resampling": mean(r["resample_s"]),
-                     "compute": mean(r["compute_s"])}
-            base = results.get((*key, "cpu_workers"))
-            sps = len(r["per_s"]) / total if total > 0 else 0.0
-            speed = None
-            if not reference and base and sum(base["per_s"]) > 0:
-                speed = sps / (len(base["per_s"]) / sum(base["per_s"]))
-            pipe = {"kind": "train", "resample_on": p_resample_on(prov, cfg.device),
-                    "figures": {"steps_per_s": sps, "traj_per_s": sps * b, "data_wait_share": share,
-                                "ms_p50": 1e3 * common.quantile(r["per_s"], 0.5), "speedup_vs_baseline": speed,
-                                "final_loss": r["loss"][-1] if r["loss"] else None, "gpu_util_pct": util.mean_pct,
-                                **(_cache_figures(cache, copies0) if prov == loading.CACHE else {})},
-                    "split_ms": split, "gpu_util_pct": util.mean_pct, "gpu_util": util.status,
-                    "loss": r["loss"], "kernels": r["kernels"],
-                    "trace_file": trace_rel if trace_rel and (folder / trace_rel).exists() else None,
-                    "notes": _resample_note(cfg.device, prov) + (_cache_notes(cache) if prov == loading.CACHE else [])
-                    + [chk_note, "data share = (wait + transfer + resample) / step; compute = forward, backward, "
-                                 "optimizer (loss.item() synchronizes)",
-                       (f"kernel table: {profile} profiled steps after the timed ones, "
-                        + ("GPU kernels by self device time" if cfg.device == "gpu" else
-                           "CPU operators by self CPU time (no GPU)")) if profile else "not profiled"]}
-            t = common.timing([x * 1e6 for x in r["per_s"]], r["warmup_s"])
-            emit(_gated(ctx, pt, b, chk, prov == "cpu_workers",
-                        "no cpu_workers baseline of this model to check the loss curve against (its case failed; "
-                        "see its record)", "loss curve differs from the cpu_workers pipeline's: max rel diff",
-                        t=t, pipeline=pipe, clocks=cs.stats(), t0=t0))
+            emit(_train_case(cfg, ctx, path, pt, say, folder, run_id, caches, results, t0))
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
             emit(_failed(ctx, pt, e, t0))
+
+
+def _train_case(cfg, ctx, path, pt, say, folder: Path, run_id: str, caches: _Caches | None,
+                results: dict[tuple[str, int, str, str], dict[str, Any]], t0: float) -> Record:
+    """One training case: its pipeline trained (and profiled), its loss curve checked against the cpu_workers
+    pipeline's (``results``: the cases trained before it), its record."""
+    m, prov, b, w = pt["params"]["model"], pt["provider"], pt["params"]["B"], pt["params"]["workers"]
+    regime = pt["params"].get("regime")
+    key = (m, b, regime or "resident")
+    warm = loading.steady_warmup(w, cfg.train_warmup)
+    n = warm + cfg.train_steps + cfg.profile_steps
+    cache, copies0 = None, 0
+    if regime is not None:
+        cache = (caches or _Caches(cfg, path, say)).get(b, regime)
+        copies0 = cache.chunk_copies
+    if regime == "streamed":  # the cache's own order (chunk by chunk), the CPU workers' reference on it
+        cache.reset()
+        idx = cache.peek_episodes(n).ravel().tolist()
+    else:
+        idx = loading.sample_indices(loading.describe_episodes(path), n * b, cfg.seed + 1)
+    p = loading.make_pipeline(prov, path, batch=b, workers=w, device=cfg.device, indices=idx, rgb=cfg.rgb,
+                              cache=cache if prov == loading.CACHE else None)
+    reference = prov == "cpu_workers"
+    profile = cfg.profile_steps if not (reference and regime == "streamed") else 0
+    trace_rel = None
+    if profile > 0:
+        trace_rel = f"traces/{run_id}-train-{m}-B{b}{'-' + regime if regime else ''}-{prov}.json.gz"
+        (folder / "traces").mkdir(parents=True, exist_ok=True)
+    util = common.UtilSampler(cfg.device)
+    with _clock_sampler(cfg.device) as cs:
+        r = training.train(p, m, steps=cfg.train_steps, warmup=warm, seed=cfg.seed, util=util,
+                           profile_steps=profile, trace_path=str(folder / trace_rel) if trace_rel else None)
+    del p
+    results[(*key, prov)] = r
+    base = None if reference else results.get((*key, "cpu_workers"))
+    chk = training.curves_agree(base["loss"], r["loss"]) if base else None
+    cached = prov == loading.CACHE  # the episode cache's own figures and notes
+    pipe = _train_pipeline(cfg, prov, b, r, base, util, _cache_figures(cache, copies0) if cached else {},
+                           (_cache_notes(cache) if cached else []) + [_train_check_note(reference, regime)],
+                           trace_rel if trace_rel and (folder / trace_rel).exists() else None, profile)
+    t = common.timing([x * 1e6 for x in r["per_s"]], r["warmup_s"])
+    return _gated(ctx, pt, b, chk, reference,
+                  "no cpu_workers baseline of this model to check the loss curve against (its case failed; "
+                  "see its record)", "loss curve differs from the cpu_workers pipeline's: max rel diff",
+                  t=t, pipeline=pipe, clocks=cs.stats(), t0=t0)
+
+
+def _train_check_note(reference: bool, regime: str | None) -> str:
+    """What a training case's loss curve was checked against."""
+    if not reference:
+        return "loss curve vs the cpu_workers pipeline's, same seed and episodes"
+    # the baseline is the reference: nothing to compare it with
+    return ("baseline: the reference loss curve (not checked: the others are checked against it)"
+            + ("; the CPU workers read the streamed cache's episode order" if regime == "streamed" else ""))
+
+
+def _train_pipeline(cfg, prov: str, b: int, r: dict[str, Any], base: dict[str, Any] | None, util,
+                    more_figures: dict[str, Any], notes: list[str], trace_file: str | None,
+                    profile: int) -> dict[str, Any]:
+    """A training case's ``pipeline`` block: its figures (speed-up over ``base``, the cpu_workers training; None for
+    the reference; then ``more_figures``), the step's split, loss curve, kernel table and notes (after the
+    resampling note, ``notes``, then how the step splits and what was profiled)."""
+    total = sum(r["per_s"])
+    mean = lambda xs: 1e3 * sum(xs) / len(xs)  # noqa: E731
+    share = sum(r["data_s"]) / total if total > 0 else None
+    split = {"data_wait": mean([d - tr - rs for d, tr, rs in zip(r["data_s"], r["transfer_s"], r["resample_s"])]),
+             "transfer": mean(r["transfer_s"]), "resampling": mean(r["resample_s"]),
+             "compute": mean(r["compute_s"])}
+    sps = len(r["per_s"]) / total if total > 0 else 0.0
+    speed = None
+    if base and sum(base["per_s"]) > 0:
+        speed = sps / (len(base["per_s"]) / sum(base["per_s"]))
+    return {"kind": "train", "resample_on": p_resample_on(prov, cfg.device),
+            "figures": {"steps_per_s": sps, "traj_per_s": sps * b, "data_wait_share": share,
+                        "ms_p50": 1e3 * common.quantile(r["per_s"], 0.5), "speedup_vs_baseline": speed,
+                        "final_loss": r["loss"][-1] if r["loss"] else None, "gpu_util_pct": util.mean_pct,
+                        **more_figures},
+            "split_ms": split, "gpu_util_pct": util.mean_pct, "gpu_util": util.status,
+            "loss": r["loss"], "kernels": r["kernels"], "trace_file": trace_file,
+            "notes": _resample_note(cfg.device, prov) + notes
+            + ["data share = (wait + transfer + resample) / step; compute = forward, backward, "
+                         "optimizer (loss.item() synchronizes)",
+               (f"kernel table: {profile} profiled steps after the timed ones, "
+                + ("GPU kernels by self device time" if cfg.device == "gpu" else
+                   "CPU operators by self CPU time (no GPU)")) if profile else "not profiled"]}
 
 
 def _gate(chk: dict[str, Any] | None, is_reference: bool, missing: str, differs: str) -> tuple[str, str | None]:
