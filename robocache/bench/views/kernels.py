@@ -83,27 +83,37 @@ def journey_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             row: dict[str, Any] = {"machine": machine, "arch": arch, "gpu": gpu, "run_id": rid, "op": op,
                                    "version": version_of(prov) or "public", "provider": prov,
                                    "case": rep[0] if rep else None, "dtype": rep[1] if rep else None}
-            r = idx.get((rep[0], rep[1], prov)) if rep else None
-            m = (r.get("metrics") or {}) if r is not None and r["status"] == "ok" else {}
-            t = m["time_us"]["p50"] if m else None
-            t1 = ok_time(idx, rep[0], rep[1], base) if rep else None
-            best = compile_best(idx, rep[0], rep[1]) if rep else None
-            row.update(status=r["status"] if r is not None else "not measured", p50_us=t,
-                       gb_per_s=m.get("gb_per_s"), pct_of_ceiling=m.get("pct_of_ceiling"),
-                       speedup_vs_v1=t1 / t if t and t1 else None,
-                       vs_compile=best[0] / t if t and best else None,
-                       compile_mode=best[1] if t and best else None,
-                       flagged=flagged(r, idx.get((rep[0], rep[1], base)) if rep else None,
-                                        best[2] if best else None))
-            ratios = []
-            for cid, dt in keys:
-                a, b = ok_time(idx, cid, dt, base), ok_time(idx, cid, dt, prov)
-                if a and b:
-                    ratios.append(a / b)
-            row.update(base=version_of(base), geomean_vs_v1=_geomean(ratios), cases_vs_v1=len(ratios),
-                       min_vs_v1=min(ratios) if ratios else None, max_vs_v1=max(ratios) if ratios else None)
+            row.update(_journey_on_case(idx, rep, prov, base))
+            row.update(_journey_vs_base(idx, keys, prov, base))
             rows.append(row)
     return rows
+
+
+def _journey_on_case(idx: dict[Any, Any], rep: tuple[str, str] | None, prov: str, base: str) -> dict[str, Any]:
+    """A journey row's figures on the representative case ``rep``: status, time, bandwidth, speed-up over ``base``,
+    torch.compile's best over it, flagged."""
+    r = idx.get((rep[0], rep[1], prov)) if rep else None
+    m = (r.get("metrics") or {}) if r is not None and r["status"] == "ok" else {}
+    t = m["time_us"]["p50"] if m else None
+    t1 = ok_time(idx, rep[0], rep[1], base) if rep else None
+    best = compile_best(idx, rep[0], rep[1]) if rep else None
+    return dict(status=r["status"] if r is not None else "not measured", p50_us=t,
+                gb_per_s=m.get("gb_per_s"), pct_of_ceiling=m.get("pct_of_ceiling"),
+                speedup_vs_v1=t1 / t if t and t1 else None,
+                vs_compile=best[0] / t if t and best else None,
+                compile_mode=best[1] if t and best else None,
+                flagged=flagged(r, idx.get((rep[0], rep[1], base)) if rep else None, best[2] if best else None))
+
+
+def _journey_vs_base(idx: dict[Any, Any], keys: list[tuple[str, str]], prov: str, base: str) -> dict[str, Any]:
+    """A journey row's speed-up over ``base`` on every case and dtype both measured: geomean, count, min, max."""
+    ratios = []
+    for cid, dt in keys:
+        a, b = ok_time(idx, cid, dt, base), ok_time(idx, cid, dt, prov)
+        if a and b:
+            ratios.append(a / b)
+    return dict(base=version_of(base), geomean_vs_v1=_geomean(ratios), cases_vs_v1=len(ratios),
+                min_vs_v1=min(ratios) if ratios else None, max_vs_v1=max(ratios) if ratios else None)
 
 
 def _pct(v: float | None) -> str:
@@ -213,29 +223,40 @@ def call_cost_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     ``floor``). Empty when the records carry no dispatch case."""
     out = []
     disp = [r for r in records if is_dispatch(r) and not is_multigpu(r)]
-    # a measurement with the launch floor beside the public call (a run narrowed to some providers may
-    # hold the public call alone); any measurement when none has one
-    floor = [x for x in runs_per_op(disp, want=lambda r: _is_bare(r["case"]["provider"]))]
-    seen = {(m, op) for m, op, _, _ in floor}
-    for (machine, arch, _gpu), _op, rid, rs in floor + [x for x in runs_per_op(disp) if (x[0], x[1]) not in seen]:
+    for (machine, arch, _gpu), _op, rid, rs in _call_cost_runs(disp):
         by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for r in rs:
             by[(r["case"]["id"], r["case"]["dtype"])].append(r)
         for (cid, dt), group in sorted(by.items()):
-            bare = [r for r in group if r["status"] == "ok" and p50(r)
-                    and _is_bare(r["case"]["provider"])]
-            floor = min((p50(r) for r in bare), default=None)
-            inter = next((((r.get("dispatch") or {}).get("interleaved")) for r in group
-                          if r["case"]["provider"] == OURS and r["status"] == "ok"), None)
-            for r in sorted(group, key=lambda r: providers.order(r["case"]["provider"])):
-                t = p50(r) if r["status"] == "ok" else None
-                m = r.get("method") or {}
-                dsp = r.get("dispatch") or {}  # schema v3: the GPU's own time per call, and whether it kept up
-                out.append({"machine": machine, "arch": arch, "run_id": rid, "case": cid, "dtype": dt,
-                            "provider": r["case"]["provider"], "status": r["status"], "timer": m.get("timer"),
-                            "us_per_call": t, "vs_bare": t / floor if t and floor else None,
-                            "device_us": dsp.get("device_us"), "gpu_keeps_up": dsp.get("gpu_keeps_up"),
-                            **_interleaved_cells(inter, r["case"]["provider"]), "flagged": flagged(r)})
+            out += _call_cost_case(group, {"machine": machine, "arch": arch, "run_id": rid, "case": cid, "dtype": dt})
+    return out
+
+
+def _call_cost_runs(disp: list[dict[str, Any]]) -> list[Any]:
+    """One run per machine and op of the dispatch records (:func:`runs_per_op`): a measurement with the launch floor
+    beside the public call (a run narrowed to some providers may hold the public call alone); any measurement where
+    none has one."""
+    floor = list(runs_per_op(disp, want=lambda r: _is_bare(r["case"]["provider"])))
+    seen = {(m, op) for m, op, _, _ in floor}
+    return floor + [x for x in runs_per_op(disp) if (x[0], x[1]) not in seen]
+
+
+def _call_cost_case(group: list[dict[str, Any]], where: dict[str, Any]) -> list[dict[str, Any]]:
+    """The call-cost rows of one case and dtype of one run (``where``: its machine, arch, run, case and dtype), one
+    per provider in the provider table's order, each against the case's bare launch."""
+    bare = [r for r in group if r["status"] == "ok" and p50(r) and _is_bare(r["case"]["provider"])]
+    floor = min((p50(r) for r in bare), default=None)
+    inter = next((((r.get("dispatch") or {}).get("interleaved")) for r in group
+                  if r["case"]["provider"] == OURS and r["status"] == "ok"), None)
+    out = []
+    for r in sorted(group, key=lambda r: providers.order(r["case"]["provider"])):
+        t = p50(r) if r["status"] == "ok" else None
+        m = r.get("method") or {}
+        dsp = r.get("dispatch") or {}  # schema v3: the GPU's own time per call, and whether it kept up
+        out.append({**where, "provider": r["case"]["provider"], "status": r["status"], "timer": m.get("timer"),
+                    "us_per_call": t, "vs_bare": t / floor if t and floor else None,
+                    "device_us": dsp.get("device_us"), "gpu_keeps_up": dsp.get("gpu_keeps_up"),
+                    **_interleaved_cells(inter, r["case"]["provider"]), "flagged": flagged(r)})
     return out
 
 
