@@ -42,7 +42,7 @@ import functools
 import os
 import re
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -440,6 +440,13 @@ INFER_BACKENDS = ("eager", "sdpa", *(n for n in provider_table.names()
                                      if n.split("@")[0] == provider_table.COMPILE))
 
 
+def _known(what: str, given: Sequence[str], known: Sequence[str]) -> None:
+    """Raise ValueError naming the entries of ``given`` not in ``known`` (a PipelineConfig's parts, models, ...)."""
+    bad = [x for x in given if x not in known]
+    if bad:
+        raise ValueError(f"unknown {what}: {', '.join(bad)}; expected some of {', '.join(known)}")
+
+
 @dataclass
 class PipelineConfig:
     """The pipelines suite's knobs (``python -m robocache.bench.pipelines run --help``); :meth:`validate` says
@@ -477,9 +484,7 @@ class PipelineConfig:
         parts = PIPELINE_PARTS
         if self.device not in ("gpu", "cpu"):
             raise ValueError(f"device must be gpu or cpu, got {self.device!r}")
-        bad = [p for p in self.parts if p not in parts]
-        if bad:
-            raise ValueError(f"unknown parts: {', '.join(bad)}; expected some of {', '.join(parts)}")
+        _known("parts", self.parts, parts)
         if not self.parts and not self.ddp_ranks:
             raise ValueError(f"nothing to run: give some of {', '.join(parts)} or DDP rank counts")
         for name in ("batch_sizes", "infer_batches"):
@@ -490,24 +495,17 @@ class PipelineConfig:
         for name in ("load_batches", "train_steps"):
             if getattr(self, name) < 3:
                 raise ValueError(f"{name} must be >= 3 (quantiles need a few samples)")
-        bad = [m for m in self.models if m not in PIPELINE_MODELS]
-        if bad:
-            raise ValueError(f"unknown models: {', '.join(bad)}; expected some of {', '.join(PIPELINE_MODELS)}")
+        _known("models", self.models, PIPELINE_MODELS)
         if self.ddp_ranks and min(self.ddp_ranks) < 1:
             raise ValueError("ddp_ranks must be integers >= 1")
         if self.train_batches is not None and (not self.train_batches or min(self.train_batches) < 1):
             raise ValueError("train_batches must be one or more integers >= 1")
-        bad = [r for r in self.cache_regimes if r not in PIPELINE_REGIMES]
-        if bad:
-            raise ValueError(f"unknown cache regimes: {', '.join(bad)}; expected some of "
-                             f"{', '.join(PIPELINE_REGIMES)}")
+        _known("cache regimes", self.cache_regimes, PIPELINE_REGIMES)
         if self.cache_budget_mb is not None and not self.cache_budget_mb > 0:
             raise ValueError("cache_budget_mb must be > 0")
         if self.prefetch_depth < 0:
             raise ValueError("prefetch_depth must be >= 0")
-        bad = [b for b in self.backends if b not in INFER_BACKENDS]
-        if bad:
-            raise ValueError(f"unknown backends: {', '.join(bad)}; expected some of {', '.join(INFER_BACKENDS)}")
+        _known("backends", self.backends, INFER_BACKENDS)
 
     @property
     def t_batch(self) -> int:
