@@ -444,57 +444,80 @@ HISTORY_BANDS = ((10, "6-10"), (20, "11-20"), (10 ** 6, "21-30"))
 
 def measures(series: list[dict]) -> dict:
     """The rates, per provider and noise band, over every replicate's series."""
-    hist: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    bound: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    aa: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0])
-    steps: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
-    drifts: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0, 0])
-    kinds: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0])
+    t = _Tally()
     for s in series:
         b = band_of(s["noise"])
+        t.add_aa(s, b)
+        if s["kind"] == "step":
+            t.add_step(s, b)
+        elif s["kind"] == "drift":
+            t.add_drift(s, b)
+    return {"aa": {f"{p}|{b}": v for (p, b), v in sorted(t.aa.items())}, "aa_by_kind": dict(sorted(t.kinds.items())),
+            "targets_by_history": dict(sorted(t.hist.items())), "bounds": dict(sorted(t.bound.items())),
+            "steps": {f"{p}|{b}|{z}": v for (p, b, z), v in sorted(t.steps.items())},
+            "drifts": {f"{p}|{b}|{z}": v for (p, b, z), v in sorted(t.drifts.items())}}
+
+
+@dataclass
+class _Tally:
+    """:func:`measures`' counts, per cell."""
+    # A/A series-nights per (provider, band) and per kind of series: [nights, sent, confirmed, expected, drifts]
+    aa: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0.0, 0]))
+    kinds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0.0, 0]))
+    # steps per (provider, band, size): [series, found the night after, within 2, within AFTER, placed, checked]
+    steps: dict[tuple[str, str, float], list[int]] = field(
+        default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0, 0, 0]))
+    # drifts per (provider, band, slope): [series, flagged before +5%, flagged as a drift]
+    drifts: dict[tuple[str, str, float], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+    hist: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # target|history band
+    bound: dict[str, list[float]] = field(default_factory=lambda: defaultdict(lambda: [0, 0.0]))  # target|prov|band
+
+    def add_aa(self, s: dict, b: str) -> None:
+        """The series' nights before its change (A/A series-nights)."""
         mod = "two-state" if s["two_state"] else "contended nights" if s["contended"] else "plain"
         for night, raw, kept, drift, _placed, pc in s["seen"]:
             if night - 1 < s["start"]:  # unchanged tonight: an A/A series-night
-                for row in (aa[(s["provider"], b)], kinds[mod]):
+                for row in (self.aa[(s["provider"], b)], self.kinds[mod]):
                     row[0] += 1
                     row[1] += raw
                     row[2] += kept
                     row[3] += pc
                     row[4] += drift
-        if s["kind"] == "step":
-            k = _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[2])
-            placed = next((x[4] for x in s["seen"] if x[0] - 1 >= s["start"] and x[2]), False)
-            row = steps[(s["provider"], b, s["step"])]
-            row[0] += 1
-            if k is not None:
-                d = k - s["start"]  # 1: the check right after the step's first night
-                row[1] += d <= 1
-                row[2] += d <= 2
-                row[3] += d <= AFTER
-                row[4] += bool(placed)
-            # whether the check ran the night the change landed (a series that came back unhealthy is not "checked")
-            row[5] += any(x[0] == s["start"] + 1 for x in s["seen"])
-            target = ("ten", 1) if s["step"] == 0.10 and s["noise"] <= 0.02 else \
-                ("five", 2) if s["step"] == 0.05 and s["noise"] <= 0.01 else None
-            if target:  # the targets' rates by the history the step landed after, and the bound the noise sets
-                hb = next(name for hi, name in HISTORY_BANDS if s["start"] <= hi)
-                hist[f"{target[0]}|{hb}"][0] += 1
-                hist[f"{target[0]}|{hb}"][1] += k is not None and k - s["start"] <= target[1]
-                cell = bound[f"{target[0]}|{s['provider']}|{b}"]
-                cell[0] += 1
-                cell[1] += s.get("bound", {}).get(target[0], 0.0)
-        elif s["kind"] == "drift":
-            k = _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and (x[3] or x[2]))
-            row = drifts[(s["provider"], b, s["slope"])]
-            row[0] += 1
-            if k is not None:
-                total = (1 + s["slope"]) ** (k - s["start"]) - 1
-                row[1] += total < 0.05
-                row[2] += _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[3]) is not None
-    return {"aa": {f"{p}|{b}": v for (p, b), v in sorted(aa.items())}, "aa_by_kind": dict(sorted(kinds.items())),
-            "targets_by_history": dict(sorted(hist.items())), "bounds": dict(sorted(bound.items())),
-            "steps": {f"{p}|{b}|{z}": v for (p, b, z), v in sorted(steps.items())},
-            "drifts": {f"{p}|{b}|{z}": v for (p, b, z), v in sorted(drifts.items())}}
+
+    def add_step(self, s: dict, b: str) -> None:
+        """A step: how soon it was found and placed, whether the check ran the night it landed; for the targets'
+        sizes, by the history it landed after, with the bound the noise sets."""
+        k = _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[2])
+        placed = next((x[4] for x in s["seen"] if x[0] - 1 >= s["start"] and x[2]), False)
+        row = self.steps[(s["provider"], b, s["step"])]
+        row[0] += 1
+        if k is not None:
+            d = k - s["start"]  # 1: the check right after the step's first night
+            row[1] += d <= 1
+            row[2] += d <= 2
+            row[3] += d <= AFTER
+            row[4] += bool(placed)
+        # whether the check ran the night the change landed (a series that came back unhealthy is not "checked")
+        row[5] += any(x[0] == s["start"] + 1 for x in s["seen"])
+        target = ("ten", 1) if s["step"] == 0.10 and s["noise"] <= 0.02 else \
+            ("five", 2) if s["step"] == 0.05 and s["noise"] <= 0.01 else None
+        if target:  # the targets' rates by the history the step landed after, and the bound the noise sets
+            hb = next(name for hi, name in HISTORY_BANDS if s["start"] <= hi)
+            self.hist[f"{target[0]}|{hb}"][0] += 1
+            self.hist[f"{target[0]}|{hb}"][1] += k is not None and k - s["start"] <= target[1]
+            cell = self.bound[f"{target[0]}|{s['provider']}|{b}"]
+            cell[0] += 1
+            cell[1] += s.get("bound", {}).get(target[0], 0.0)
+
+    def add_drift(self, s: dict, b: str) -> None:
+        """A drift: flagged before it totals +5%, and flagged as a drift at all."""
+        k = _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and (x[3] or x[2]))
+        row = self.drifts[(s["provider"], b, s["slope"])]
+        row[0] += 1
+        if k is not None:
+            total = (1 + s["slope"]) ** (k - s["start"]) - 1
+            row[1] += total < 0.05
+            row[2] += _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[3]) is not None
 
 
 def _sum(rows: dict, pred) -> list:
