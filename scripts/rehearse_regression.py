@@ -150,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
                          "changes; CI's shared 2-core machine once moved the untouched voxelize control +77%% for "
                          "a night and its confirmation reruns (a neighbour's load), which the default 3%% floor "
                          "rightly alerts and a rehearsal of the issue lifecycle must not depend on")
+    ap.add_argument("--hide-torch", action=argparse.BooleanOptionalAction, default=True,
+                    help="make torch unimportable for the nightly runs and checks (default on): the NumPy cases "
+                         "never use it, and each run's forkserver importing torch, dynamo and inductor is most of "
+                         "a run's time on a loaded 2-core machine (as in scripts/rehearse_bisect.py)")
     ap.add_argument("--json", help="also copy the alerts JSON here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder and print its path")
     args = ap.parse_args(argv)
@@ -167,7 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         sh(["git", "commit", "-q", "-m", "rehearsal: base"], work, git_env)
         # the copy's code, not the installed one, runs (the forked case processes inherit PYTHONPATH)
         # (and whatever PYTHONPATH already holds after it: packages installed with --target, as on the GPU machine)
-        path = os.pathsep.join([str(work)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+        extra = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+        if args.hide_torch:  # after every other entry, before site-packages: a torch that does not import
+            hidden = tmp / "no-torch" / "torch"
+            hidden.mkdir(parents=True)
+            (hidden / "__init__.py").write_text('raise ImportError("hidden by scripts/rehearse_regression.py")\n')
+            extra.append(str(hidden.parent))
+        path = os.pathsep.join([str(work), *extra])
         # the rehearsal tests the alert's path, not the machine: a shared CI machine's load (which flags a CPU case
         # contended, excluding it from the check) is allowed for by the +100% floor instead
         run_env = {**os.environ, "PYTHONPATH": path, "ROBOCACHE_MACHINE": MACHINE, "ROBOCACHE_IGNORE_HOST_LOAD": "1"}

@@ -252,11 +252,14 @@ def causes(item: pytest.Item) -> dict[str, list[str]]:
     return out
 
 
-# Modules started first, longest first: on two workers (make test's -n 2 --dist loadfile) a long module started
-# last is the run's tail. Their wall time in the one serial run of the whole suite (load average 8-12,
-# 2026-11-27): 672, 555, 299 and 292 s. Order only: no test depends on it.
-LONGEST_FIRST = ("tests/test_rehearsal.py", "tests/test_distributed.py", "tests/test_frontends.py",
-                 "tests/test_precompile.py")
+# Modules started first, longest first: on two workers (make test's -n 2 --dist loadfile, collection order kept: see
+# pytest_configure) a long module started last is the run's tail. Their wall time in one run of the rest tier on two
+# workers (load average 4-5 from other jobs, 2026-11-27): 609, 536, 530, 251, 235, 221, 207, 111, 106 and 101 s;
+# test_rehearsal.py took 131 s alone after its runs stopped importing torch. Order only: no test depends on it.
+LONGEST_FIRST = ("tests/test_distributed.py", "tests/test_newcomer.py", "tests/test_bisect_rehearsal.py",
+                 "tests/test_frontends.py", "tests/test_regress_replay.py", "tests/test_gpu_check_script.py",
+                 "tests/test_rehearsal.py", "benchmarks/test_pytest_benchmarks.py", "tests/test_bench_pipeline.py",
+                 "tests/test_pipelines_ddp.py")
 
 COLLECTED: dict[str, set[str]] = {}  # this session's tests, before -m/-k deselect any, -> their tier markers
 
@@ -333,6 +336,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # libraries may start helpers of their own) has no fast tier to keep fast
     # (a nested session, tests/test_durations.py's collection, never turns it off)
     _GUARD = _GUARD or any(t in (config.option.markexpr or "") for t in TIERS)
+    # pytest-xdist's loadfile hands out modules by their number of tests, most first, unless told not to: that put
+    # the one-test rehearsal (the longest module) last, 18 minutes into the rest tier. Collection order instead,
+    # which pytest_collection_modifyitems sorts LONGEST_FIRST first.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(wrapper=True)
