@@ -22,7 +22,7 @@ VERSIONS: dict[str, tuple[str, ...]] = {
 # `check`); the tuner now times device time behind a blocked stream. Measured out of sample at 8f7b57f (docs/kernels.md):
 # v3 over v2 1.14x (H100 resample), 1.07x (H100 and H200 fuse) in geomean; it becomes BEST once the GPU check has run
 # with it as BEST on both GPUs (branch v3-best).
-BEST: dict[str, str] = {"resample": "v2", "fuse": "v2", "voxelize": "v3"}
+BEST: dict[str, str] = {"resample": "v3", "fuse": "v3", "voxelize": "v3"}
 # Versions that launch an older version's entry points (kernels/<op>.cu names ``<op>_<entry version>_...``) with
 # another launch rule: resample and fuse v3 launch v2's row kernel with a tuned configuration.
 ENTRY_VERSION: dict[str, dict[str, str]] = {"resample": {"v3": "v2"}, "fuse": {"v3": "v2"}}
