@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import importlib
 import struct
 import sys
 import threading
@@ -21,6 +22,13 @@ from typing import Any
 import numpy as np
 
 from . import _cuda
+
+def cupy_module() -> Any:
+    """CuPy, imported on first need: a process that holds only torch tensors may call robocache before anything
+    imported CuPy (the tuner's device context, a launch), and ``sys.modules["cupy"]`` would then be a KeyError."""
+    m = sys.modules.get("cupy")
+    return m if m is not None else importlib.import_module("cupy")
+
 
 BLOCK = 256
 PLAN_CACHE_SIZE = 1024  # signatures; a training loop has a handful
@@ -122,7 +130,7 @@ class FastLaunch:
 
     def __call__(self, grid: int, stream_ptr: int, shared_mem: int, ptrs: dict[int, int],
                  struct_ptrs: dict[int, int] | None = None, block: int = BLOCK) -> None:
-        driver = sys.modules["cupy"].cuda.driver
+        driver = cupy_module().cuda.driver
         with self.lock:
             slots = self.slots
             for i, p in ptrs.items():
@@ -151,13 +159,13 @@ def raw_stream(kind: str, device_index: int) -> int:
             return torch._C._cuda_getCurrentRawStream(device_index)  # what Triton's launcher uses: no object
         except AttributeError:  # older torch
             return torch.cuda.current_stream(device_index).cuda_stream
-    return sys.modules["cupy"].cuda.get_current_stream().ptr
+    return cupy_module().cuda.get_current_stream().ptr
 
 
 def fast_launch(fl: FastLaunch, grid: int, kind: str, device_index: int, ptrs: dict[int, int],
                 shared_mem: int = 0, struct_ptrs: dict[int, int] | None = None, block: int = BLOCK) -> None:
     """``fl`` on the caller's current stream of ``device_index``, switching device only when needed."""
-    cupy = sys.modules["cupy"]
+    cupy = cupy_module()
     if cupy.cuda.runtime.getDevice() == device_index:
         fl(grid, raw_stream(kind, device_index), shared_mem, ptrs, struct_ptrs, block)
     else:
@@ -172,7 +180,7 @@ _EXT_STREAMS: dict[tuple[int, int], Any] = {}
 
 def stream_for(kind: str, device_index: int) -> Any:
     """The stream to launch on: torch's current stream (as a cached CuPy ExternalStream) or CuPy's."""
-    cupy = sys.modules.get("cupy") or __import__("cupy")
+    cupy = cupy_module()
     if kind == "torch":
         torch = sys.modules["torch"]
         try:
@@ -196,7 +204,7 @@ def stream_for(kind: str, device_index: int) -> Any:
 
 def launch(fn: Any, grid: int, args: tuple, kind: str, device_index: int, shared_mem: int = 0) -> None:
     """Launch on the caller's current stream of ``device_index``, switching device only when needed."""
-    cupy = sys.modules["cupy"]  # imported by the plan's kernel lookup
+    cupy = cupy_module()  # imported by the plan's kernel lookup
     if cupy.cuda.runtime.getDevice() == device_index:
         fn((grid,), (BLOCK,), args, shared_mem=shared_mem, stream=stream_for(kind, device_index))
     else:
@@ -276,7 +284,7 @@ def empty(kind: str, shape: tuple[int, ...], like: Any, device_index: int) -> An
     """An uninitialised output of ``like``'s dtype on its device, allocated by the caller's library."""
     if kind == "torch":
         return like.new_empty(shape)
-    cupy = sys.modules["cupy"]
+    cupy = cupy_module()
     if cupy.cuda.runtime.getDevice() == device_index:
         return cupy.empty(shape, dtype=like.dtype)
     with cupy.cuda.Device(device_index):
@@ -287,7 +295,7 @@ def on_device(kind: str, device_index: int) -> Any:
     """The context in which to copy or fill a caller's arrays: CuPy allocates and launches on the *current*
     device and its stream, so enter the arrays' device (torch ops run on the tensor's own device)."""
     if kind == "cupy":
-        return sys.modules["cupy"].cuda.Device(device_index)
+        return cupy_module().cuda.Device(device_index)
     return contextlib.nullcontext()
 
 

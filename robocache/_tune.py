@@ -649,7 +649,8 @@ def capturing(kind: str, device_index: int) -> bool:
         if kind == "torch":
             torch = sys.modules["torch"]
             return bool(torch.cuda.is_current_stream_capturing())
-        cupy = sys.modules["cupy"]
+        import cupy
+
         return bool(cupy.cuda.get_current_stream().is_capturing())
     except Exception:  # noqa: BLE001 - an old library without the query (or a broken one): assume capture, never sync
         return True

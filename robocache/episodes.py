@@ -967,7 +967,7 @@ class EpisodeCache:
 
     def _on_device(self) -> Any:
         """The cache's device as CUDA's current one (a no-op when it already is)."""
-        cupy = sys.modules["cupy"]
+        cupy = L.cupy_module()
         if cupy.cuda.runtime.getDevice() == self._dev:
             return contextlib.nullcontext()
         return cupy.cuda.Device(self._dev)
