@@ -17,11 +17,9 @@ VERSIONS: dict[str, tuple[str, ...]] = {
 # version is listed in VERSIONS (a provider robocache@vN, tested like the others) but becomes BEST only once
 # measured (voxelize v3: docs/kernels.md, H100 nightly of 2026-11-24, mean 1.25-1.62x faster than v2).
 # resample and fuse v3 (v2's row kernel with the launch configuration chosen per bucket of shapes, robocache/_tune.py;
-# docs/kernels.md) is not BEST yet: its first tuner timed candidates at the host's launch rate and picked
-# configurations up to 2.4x slower on the device for small calls (H100 quick runs of 2026-11-27, an alert of
-# `check`); the tuner now times device time behind a blocked stream. Measured out of sample at 8f7b57f (docs/kernels.md):
-# v3 over v2 1.14x (H100 resample), 1.07x (H100 and H200 fuse) in geomean; it becomes BEST once the GPU check has run
-# with it as BEST on both GPUs (branch v3-best).
+# docs/kernels.md): measured out of sample at 8f7b57f, v3 over v2 1.14x (H100 resample), 1.07x (H100 and H200 fuse)
+# in geomean; BEST since the GPU check with it public passed on both GPUs (2026-11-27: H100 at 7060e97, H200 at
+# 4eb8a02, 1265-1268 GPU tests passed, 0 failed).
 BEST: dict[str, str] = {"resample": "v3", "fuse": "v3", "voxelize": "v3"}
 # Versions that launch an older version's entry points (kernels/<op>.cu names ``<op>_<entry version>_...``) with
 # another launch rule: resample and fuse v3 launch v2's row kernel with a tuned configuration.
