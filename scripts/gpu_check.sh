@@ -138,11 +138,13 @@ PYEOF
 
 if part tests; then
   start=$(date +%s)
-  # Correctness tests run in GPU_TEST_JOBS pytest-xdist processes sharing the GPU (default 4; their torch.compile
-  # peers' compiles dominate: ~380 s serially on the H100, 2026-11-27); the tests that time or need the whole
-  # GPU (SERIAL_TESTS) run alone after them. Without xdist (or GPU_TEST_JOBS=0) everything runs serially.
+  # Correctness tests run in GPU_TEST_JOBS pytest-xdist processes sharing the GPU (default 6; their torch.compile
+  # peers' compiles dominate: ~380 s serially on the H100, 2026-11-27), tests handed out one by one as workers
+  # free up (--dist worksteal: with --dist loadfile the peers' module, 190 s of the 528 s, kept one worker busy
+  # while the others idled: 267 s of wall on the H200); the tests that time or need the whole GPU
+  # (SERIAL_TESTS) run alone after them. Without xdist (or GPU_TEST_JOBS=0) everything runs serially.
   SERIAL_TESTS=${SERIAL_TESTS:-tests/gpu/test_timer_gpu.py tests/gpu/test_multigpu_gpu.py tests/gpu/test_tune_gpu.py tests/gpu/test_ncu_gpu.py}
-  JOBS=${GPU_TEST_JOBS:-4}
+  JOBS=${GPU_TEST_JOBS:-6}
   $PY -c "import xdist" 2>/dev/null || JOBS=0
   rm -f "$OUT/gpu-tests.xml" "$OUT/gpu-tests-serial.xml"  # an earlier run's results are never counted
   # the serial tests TESTS reaches: named themselves (taken out of the parallel pass) or inside a named folder
@@ -159,7 +161,7 @@ if part tests; then
   if [ "$JOBS" -gt 0 ] && [ -n "$SER" ]; then
     rc=5
     if [ -n "$PAR" ]; then
-      $PY -m pytest $PAR $IGN -n "$JOBS" --dist loadfile -q -rfEs \
+      $PY -m pytest $PAR $IGN -n "$JOBS" --dist worksteal -q -rfEs \
           -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
       rc=${PIPESTATUS[0]}
     fi
