@@ -273,3 +273,71 @@ def test_check_history_is_the_check_records_of_the_frame(tmp_path: Path) -> None
     df, bad2 = frame.load([str(d)], cache=None)
     assert rows == frame.check_records(df) and len(rows) == 9
     assert bad == bad2 == store.load(str(d)).bad and len(bad) == 1
+
+
+# --- show, report and compare read through the frame (frame.History); the store's load is their fallback ---------
+
+def _history_folder(tmp_path: Path) -> Path:
+    """Five runs over six files (one run split over two), a throttled and a failed record, times that differ per
+    run and per file, and a bad file."""
+    d = tmp_path / "hist"
+    d.mkdir()
+    for n in range(5):
+        doc = make_doc(6, run_id=f"20260101T0{n}0000Z-run{n}")
+        for i, r in enumerate(doc["records"]):
+            r["created"] = f"2026-01-0{1 + n}T0{n}:00:00Z"
+            r["metrics"]["time_us"]["p50"] *= 1 + 0.01 * ((n * 7 + i * 3) % 5)
+        doc["records"][1]["health"]["throttled"] = n == 2
+        if n == 3:
+            doc["records"][2].update(status="crash", metrics=None, reason="boom")
+        if n == 1:  # a run in two files
+            _write(d / "b1.records.json", {**doc, "records": doc["records"][3:]})
+            doc["records"] = doc["records"][:3]
+        _write(d / f"a{n}.records.json", doc)
+    (d / "bad.records.json").write_text("{", encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "{d}"], ["show", "{d}", "--run", "20260101T020000Z", "--format", "json"],
+    ["report", "{d}", "--run", "20260101T010000Z-run1"], ["report", "{d}", "--headline", "--format", "json"],
+    ["report", "{d}", "--run", "2026"],
+    ["compare", "20260101T000000Z-run0", "20260101T040000Z-run4", "--results", "{d}"],
+    ["compare", "20260101T010000Z-run1", "{d}/a3.records.json", "--results", "{d}", "--format", "json"],
+    ["compare", "{d}/a0.records.json", "{d}/a4.records.json", "--history", "{d}"],
+])
+def test_show_report_compare_read_through_the_frame_as_through_the_store(tmp_path, monkeypatch, capsys, argv):
+    """The CLI's show, report and compare through frame.History (the columnar cache: built, then read back) give
+    the very output, warnings and exit code of the store's load (cli._Loaded, their fallback without pandas)."""
+    from robocache.bench import cli
+
+    d = _history_folder(tmp_path)
+    argv = [a.format(d=d) for a in argv]
+    monkeypatch.setenv(frame.CACHE_ENV_VAR, str(tmp_path / "cache"))
+
+    def run() -> tuple[int, str, str]:
+        rc = cli.main(argv)
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    via_frame = [run(), run()]  # builds the cache, then reads it
+    monkeypatch.setattr(cli, "_history", cli._Loaded)
+    via_store = run()
+    assert via_frame[0] == via_frame[1] == via_store
+    assert "skipped bad results file" in via_store[2] or argv[0] == "compare"
+
+
+def test_history_noise_over_the_frame_is_the_records(tmp_path):
+    """frame.History.noise is verdicts.history_noise of the same records (each series' sigma and dof)."""
+    from robocache.bench.regressions.verdicts import history_noise
+    from robocache.bench.views.records import runs
+
+    d = _history_folder(tmp_path)
+    got = frame.History([str(d)], cache=None)
+    recs = store.load(str(d)).records
+    for skip in ((), ("20260101T040000Z-run4",)):
+        want = history_noise(recs, skip)
+        assert want and got.noise(skip) == want
+    assert got.run_ids() == list(runs(recs))
+    assert got.records_of(["20260101T010000Z-run1"]) == [r for r in recs if r.run_id == "20260101T010000Z-run1"]
+

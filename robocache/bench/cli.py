@@ -36,7 +36,7 @@ from .views import report as rep
 from .views.kernels import kernels, kernels_sections
 from .views.sampled import point_rows as sampled_points, sampled, sampled_sections, summary as sampled_summary
 from .views.multigpu import multigpu as multigpu_table
-from .views.records import pick_run, runs
+from .views.records import pick_run_id, runs
 from .views.tables import sections_json, table
 
 
@@ -597,7 +597,7 @@ def _list(args: argparse.Namespace) -> int:
 def _unreadable(loaded: Any, paths: list[str]) -> None:
     """A usage error (exit 2) when the inputs hold no record and some could not be read: the reason is theirs (a
     file of a newer schema version, a damaged one), not "run first"."""
-    if loaded.records or not loaded.bad:
+    if not loaded.empty or not loaded.bad:
         return
     whys = "; ".join(f"{store.display_path(str(p))}: {w}" for p, w in loaded.bad[:3])
     more = f" (and {len(loaded.bad) - 3} more)" if len(loaded.bad) > 3 else ""
@@ -606,22 +606,62 @@ def _unreadable(loaded: Any, paths: list[str]) -> None:
     raise ValueError(f"nothing readable in {', '.join(map(str, paths))}: {whys}{more}")
 
 
-def _show_report(args: argparse.Namespace) -> int:
-    """``show`` / ``report``: one run (or, ``report --kernels``, every machine) as a table, markdown or JSON."""
-    loaded = store.load(*args.paths)
+class _Loaded:
+    """The store's load with :class:`robocache.bench.frame.History`'s reading methods: ``check``'s history, the
+    reports across runs (they read every record), and show, report and compare where pandas or pyarrow (the
+    frame's) are not installed."""
+
+    def __init__(self, paths: list[str]) -> None:
+        loaded = store.load(*paths)
+        self.records, self.bad = loaded.records, loaded.bad
+
+    @property
+    def empty(self) -> bool:
+        return not self.records
+
+    def run_ids(self) -> list[str]:
+        return list(runs(self.records))
+
+    def records_of(self, run_ids: Any) -> list:
+        want = set(run_ids)
+        return [r for r in self.records if r.run_id in want]
+
+    def noise(self, exclude_runs: Any = ()) -> dict[str, tuple[float, float]]:
+        from .regressions.verdicts import history_noise
+
+        return history_noise(self.records, exclude_runs)
+
+
+def _history(paths: list[str]) -> Any:
+    """The records under ``paths`` for show, report and compare: through the frame and its columnar cache
+    (:class:`robocache.bench.frame.History`: one run's files read in full), else the store's load."""
+    try:
+        from .frame import History
+    except ImportError:  # the frame's pandas and pyarrow: the dashboard and dev extras
+        return _Loaded(paths)
+    return History(paths)
+
+
+def _warn_bad(loaded: Any) -> None:
     for path, why in loaded.bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-    _unreadable(loaded, args.paths)
+
+
+def _show_report(args: argparse.Namespace) -> int:
+    """``show`` / ``report``: one run (or, ``report --kernels``, every machine) as a table, markdown or JSON."""
     across = args.cmd == "report" and (args.kernels or args.sampled)
+    loaded = _Loaded(args.paths) if across else _history(args.paths)
+    _warn_bad(loaded)
+    _unreadable(loaded, args.paths)
     if across:
         if args.run:
             raise ValueError(f"--{'kernels' if args.kernels else 'sampled'} picks one run per machine and op itself: "
                              "drop --run")
-        if not loaded.records:
+        if loaded.empty:
             raise ValueError(f"no records in {', '.join(args.paths)}")
         records = loaded.records
     else:
-        _, records = pick_run(loaded.records, args.run)
+        records = loaded.records_of([pick_run_id(loaded.run_ids(), args.run)])
     if args.format == "json":
         text = _json_text(_show_report_json(args, records, [{"path": str(p), "why": str(w)}
                                                             for p, w in loaded.bad]))
@@ -667,30 +707,33 @@ def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) 
     return doc
 
 
-def _run_records(spec: str, results: list[str]) -> tuple[str, list]:
-    """A run given as a records file, a folder (its latest run) or a run id looked up in ``results``."""
+def _run_records(spec: str, results: Any) -> tuple[str, list]:
+    """A run given as a records file, a folder (its latest run) or a run id looked up in ``results()``."""
     if Path(spec).exists():
-        loaded = store.load(spec)
-        for path, why in loaded.bad:
-            print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
+        loaded = _history([spec])
+        _warn_bad(loaded)
         _unreadable(loaded, [spec])
-        return pick_run(loaded.records)
-    loaded = store.load(*results)
-    return pick_run(loaded.records, spec)
+        rid = pick_run_id(loaded.run_ids())
+    else:
+        loaded = results()
+        rid = pick_run_id(loaded.run_ids(), spec)
+    return rid, loaded.records_of([rid])
 
 
 def _compare(args: argparse.Namespace) -> int:
+    import functools
     import json
 
     from .regressions.verdicts import VERDICTS, compare, compare_markdown
 
-    bname, base = _run_records(args.base, args.results)
-    nname, new = _run_records(args.new, args.results)
+    results = functools.cache(lambda: _history(args.results))  # read once: for run ids and as the history
+    bname, base = _run_records(args.base, results)
+    nname, new = _run_records(args.new, results)
     _same_machine(bname, base, nname, new)
     hist_paths = args.results if args.history is None else args.history
-    history = store.load(*hist_paths).records if hist_paths else []
+    history = (results() if hist_paths == args.results else _history(hist_paths)) if hist_paths else None
     kw = {"floor": args.floor} if args.floor is not None else {}
-    verdicts = compare(base, new, history=history, **kw)
+    verdicts = compare(base, new, noise=None if history is None else history.noise, **kw)
     if args.format == "json":
         text = json.dumps({"schema": "robocache-compare/1", "base": bname, "new": nname,
                            "cases": [v.to_dict() for v in verdicts]}, indent=1, allow_nan=False)
@@ -765,7 +808,7 @@ def _check_history(args: argparse.Namespace) -> list | int:
     # the records' JSON, not the frame's cache: at 100k records the frame's rows as the check's dicts plus the
     # pandas/pyarrow import made the load slower (docs/harness.md); the check moves to the frame when it reads
     # its columns directly
-    loaded = store.load(*args.paths)
+    loaded = _Loaded(args.paths)
     records, bad = list(loaded.records), loaded.bad
     for path, why in bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)

@@ -17,19 +17,22 @@ its key and is read again). The JSON records stay the source of truth: the cache
 (:func:`robocache.bench.store.atomic_write`), verified on read (page checksums, schema, row counts) and rebuilt,
 never trusted, when anything about it is off. ``scripts/bench_load.py`` measures it.
 
-Readers: the dashboard (``dashboard/data.py`` adds Streamlit's in-process cache and the pages' helpers), and
-``robocache-bench check`` (:func:`check_history`: the rows the regression check reads, :func:`check_records`,
-rebuilt from the table rather than parsed again from JSON). Needs pandas and pyarrow (the ``dashboard`` and
-``dev`` extras); the CLI falls back to the store's JSON load without them.
+Readers: the dashboard (``dashboard/data.py`` adds Streamlit's in-process cache and the pages' helpers; its
+History and Regressions pages' check reads :func:`check_records`, the rows the regression check reads, rebuilt from
+the table rather than parsed again from JSON), and the CLI's ``show``, ``report`` of one run and ``compare``
+(:class:`History`: the runs found, a run's records read in full from its own files, ``compare``'s between-run noise
+from the columns). Needs pandas and pyarrow (the ``dashboard`` and ``dev`` extras); the CLI falls back to the
+store's JSON load without them.
 """
 from __future__ import annotations
 
 import gc
 import hashlib
 import json
+import math
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -460,6 +463,13 @@ def load_table(dirs: Sequence[str], cache: Path | None = None) -> tuple[pa.Table
     """Every good record under ``dirs`` as a :data:`SCHEMA` table, and the bad files as ``(path, reason)``
     exactly as :func:`robocache.bench.store.load` lists them; through the columnar cache in ``cache`` (a folder;
     ``None``: no cache), which is read, checked, and rewritten when a file changed, came or went."""
+    table, bad, _ = _load_table(dirs, cache)
+    return table, bad
+
+
+def _load_table(dirs: Sequence[str], cache: Path | None) -> tuple[
+        pa.Table, list[tuple[str, str]], list[tuple[str, tuple[int, ...], int]]]:
+    """:func:`load_table`, and its manifest: each good file with its key and rows, in the table's row order."""
     files, bad, _ = store.files_to_load(*dirs)
     target = cache_file(dirs, cache) if cache is not None else None
     cached: tuple[pa.Table, dict[str, tuple[tuple[int, ...], int, int]]] | None = None
@@ -499,7 +509,7 @@ def load_table(dirs: Sequence[str], cache: Path | None = None) -> tuple[pa.Table
     table = pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
     if target is not None and changed:
         _write_cache(target, table, manifest)
-    return table, bad
+    return table, bad, manifest
 
 
 
@@ -594,3 +604,59 @@ def check_history(dirs: Sequence[str], cache: Path | str | None | bool = True) -
     columnar cache, :func:`load`), and the bad files."""
     df, bad = load(dirs, cache)
     return check_records(df), bad
+
+
+# --- show, report and compare: which runs there are, one run's records, compare's history --------------------
+
+class History:
+    """The records under some folders for ``show``, ``report`` and ``compare``, read through the frame (and its
+    columnar cache): the runs found, in :func:`robocache.bench.views.records.runs`' order; a run's records read in
+    full (the views read every field) from its own files only; the between-run noise of every series from the
+    frame's columns. ``bad``: the bad files as :func:`robocache.bench.store.load` lists them."""
+
+    _COLUMNS = ["run_id", "created", "series", "status", "p50", "throttled", "contended"]
+
+    def __init__(self, dirs: Sequence[str], cache: Path | str | None | bool = True) -> None:
+        folder = cache_dir() if cache is True else (Path(cache) if cache else None)
+        with warnings.catch_warnings():  # a cache of older code is rebuilt without a word (the dashboard logs it)
+            warnings.filterwarnings("ignore", message=".*written for another schema", category=UserWarning)
+            table, self.bad, manifest = _load_table([str(d) for d in dirs], folder)
+        self._df = table.select(self._COLUMNS).to_pandas()
+        self._files = [p for p, _, _ in manifest]
+        self._file_of = np.repeat(np.arange(len(manifest)), [n for _, _, n in manifest])
+        self._run = self._df["run_id"].astype(object)
+
+    @property
+    def empty(self) -> bool:
+        return self._df.empty
+
+    def run_ids(self) -> list[str]:
+        """Every run, ordered by its first record's time (ties: in the order the store loads them)."""
+        first = self._df.groupby(self._run, sort=False, observed=True)["created"].min()
+        return sorted(first.index, key=first.__getitem__)
+
+    def records_of(self, run_ids: Iterable[str]) -> list[Any]:
+        """The records of ``run_ids``, in the store's order, parsed again from their files only."""
+        want = set(run_ids)
+        out: list[Any] = []
+        for i in np.unique(self._file_of[self._run.isin(want).to_numpy()]):
+            records, why = store.read_file(self._files[i])
+            if why is not None:  # it changed between the frame's load and now
+                raise ValueError(f"{display_path(self._files[i])}: {why}")
+            out += [r for r in records if r.run_id in want]
+        return out
+
+    def noise(self, exclude_runs: Iterable[str] = ()) -> dict[str, tuple[float, float]]:
+        """:func:`robocache.bench.regressions.verdicts.history_noise` over the frame's rows: healthy (ok, timed,
+        neither throttled nor contended) rows of runs other than ``exclude_runs``, by series."""
+        from .regressions.verdicts import noise_of_points
+
+        d = self._df
+        ok = (d["status"].astype(object) == "ok") & d["p50"].notna() & ~d["throttled"].astype(bool) & \
+            ~d["contended"].astype(bool) & ~self._run.isin(set(exclude_runs))
+        d = d[ok.to_numpy()]
+        pts: dict[str, list[tuple[Any, float]]] = {}
+        for fp, t, p in zip(d["series"].astype(object).tolist(), d["created"].to_numpy("int64").tolist(),
+                            d["p50"].tolist()):
+            pts.setdefault(fp, []).append((t, math.log(p)))
+        return noise_of_points(pts)

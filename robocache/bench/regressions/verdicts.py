@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..schema import FAILED_STATUSES, Series, series_key
+from ..schema import FAILED_STATUSES, Series, fingerprint, series_key
 from .alerts import md_text, us_text
 from .noise import prior_noise, series_sigma, shrink
 from .records import FLOOR, case_key, case_label, check_floor, p50, safe_exp, unhealthy, within_sigma
@@ -39,16 +39,26 @@ def _match_untimed(b_idx: dict[Series, Any], n_idx: dict[Series, Any]) -> None:
                 idx[match[0]] = idx.pop(k)
 
 
-def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[Series, tuple[float, float]]:
+def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> dict[str, tuple[float, float]]:
     """Between-run noise per series (one sigma of log-time per run) from its healthy runs, in run order, with
-    its degrees of freedom (about 2/3 of the consecutive differences, which overlap): ``{key: (sigma, dof)}``.
-    Any history of two runs or more counts; how much it counts is for :func:`shrink` to say."""
+    its degrees of freedom (about 2/3 of the consecutive differences, which overlap): ``{fingerprint: (sigma,
+    dof)}``, keyed by the series' fingerprint (:func:`robocache.bench.schema.fingerprint`, as the frame's
+    ``series`` column). Any history of two runs or more counts; how much it counts is for :func:`shrink` to say.
+    :meth:`robocache.bench.frame.History.noise` is the same over the frame's columns."""
     skip = set(exclude_runs)
-    pts: dict[Series, list[tuple[str, float]]] = defaultdict(list)
+    pts: dict[str, list[tuple[Any, float]]] = defaultdict(list)
+    fps: dict[Series, str] = {}
     for r in records:
         if r["run_id"] in skip or unhealthy(r):
             continue
-        pts[series_key(r)].append((r["created"], math.log(p50(r))))
+        k = series_key(r)
+        fp = fps.get(k) or fps.setdefault(k, fingerprint(k))
+        pts[fp].append((r["created"], math.log(p50(r))))
+    return noise_of_points(pts)
+
+
+def noise_of_points(pts: dict[str, list[tuple[Any, float]]]) -> dict[str, tuple[float, float]]:
+    """:func:`history_noise` of each series' healthy ``(created, log p50)`` points, in any order."""
     out = {}
     for k, xs in pts.items():
         if len(xs) >= 2:
@@ -74,15 +84,18 @@ class Verdict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] = (), floor: float = FLOOR,
+def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] = (),
+            noise: Callable[[set[str]], dict[str, tuple[float, float]]] | None = None, floor: float = FLOOR,
             z: float = Z) -> list[Verdict]:
-    """Verdicts for every case in either run (see the package doc)."""
+    """Verdicts for every case in either run (see the package doc). The between-run noise is
+    :func:`history_noise` of ``history``, or ``noise(runs)`` where given (the history's noise without the two
+    runs compared: :meth:`robocache.bench.frame.History.noise`)."""
     check_floor(floor)
     b_idx = {_match_key(r): r for r in base}
     n_idx = {_match_key(r): r for r in new}
     _match_untimed(b_idx, n_idx)
     runs = {r["run_id"] for r in (*base, *new)}
-    hist = history_noise(history, exclude_runs=runs)
+    hist = noise(runs) if noise is not None else history_noise(history, exclude_runs=runs)
     out: list[Verdict] = []
     for k in sorted(set(b_idx) | set(n_idx), key=lambda k: tuple(str(x) for x in k)):
         b, n = b_idx.get(k), n_idx.get(k)
@@ -120,7 +133,7 @@ def _not_comparable(b: Any, n: Any) -> tuple[str, str] | None:
     return None
 
 
-def _judge(v: Verdict, b: Any, n: Any, hist: dict[Any, tuple[float, float]], *, floor: float, z: float) -> None:
+def _judge(v: Verdict, b: Any, n: Any, hist: dict[str, tuple[float, float]], *, floor: float, z: float) -> None:
     """``v``'s ratio, noise and verdict for two comparable healthy records: slower or faster beyond both the floor
     and ``z`` sigma of the noise, inconclusive beyond the floor only, else same."""
     tb, tn = p50(b), p50(n)
@@ -129,7 +142,7 @@ def _judge(v: Verdict, b: Any, n: Any, hist: dict[Any, tuple[float, float]], *, 
     # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
     # a series whose history said 0.4% moved 3.5% between two runs of one commit)
     prior = prior_noise(min(tb, tn), n["case"]["provider"], tails=True, timer=sk.timer)
-    s_h, dof = hist.get(sk, (0.0, 0.0))
+    s_h, dof = hist.get(fingerprint(sk), (0.0, 0.0))
     between = shrink(s_h, dof, prior)
     v.noise_source = f"history ({dof:.1f} dof) + prior" if dof > 0 else "prior"
     sigma = math.sqrt(within_sigma(b) ** 2 + within_sigma(n) ** 2 + 2 * between ** 2)

@@ -44,15 +44,20 @@ def runs(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 def pick_run(records: list[dict[str, Any]], run_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The records of ``run_id`` (a unique prefix is enough), or of the latest run."""
     by = runs(records)
-    if not by:
+    rid = pick_run_id(list(by), run_id)
+    return rid, by[rid]
+
+
+def pick_run_id(run_ids: list[str], run_id: str | None = None) -> str:
+    """``run_id`` among ``run_ids`` (in :func:`runs`' order; a unique prefix is enough), or the latest run."""
+    if not run_ids:
         raise ValueError("no records found; run `robocache-bench run` first or point at a results folder")
     if run_id is None:
-        rid = list(by)[-1]
-        return rid, by[rid]
-    hits = [r for r in by if r.startswith(run_id)]
+        return run_ids[-1]
+    hits = [r for r in run_ids if r.startswith(run_id)]
     if len(hits) != 1:
-        raise ValueError(f"run {run_id!r} matches {len(hits)} runs; known runs: {', '.join(list(by)[-10:])}")
-    return hits[0], by[hits[0]]
+        raise ValueError(f"run {run_id!r} matches {len(hits)} runs; known runs: {', '.join(run_ids[-10:])}")
+    return hits[0]
 
 
 def p50(r: dict[str, Any]) -> float | None:
