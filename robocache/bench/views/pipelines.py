@@ -26,6 +26,12 @@ def _f(x: float | None, fmt: str = "{:.3g}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _tps(x: float | None) -> str:
+    """A rate (trajectories or steps per second) to about four significant digits: whole above 1,000 (733,018,
+    not 733,017.8), 344.6 steps/s (not 344.55)."""
+    return "-" if x is None else f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
 def _pct_share(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
@@ -102,9 +108,9 @@ def pipeline_dataload(records: Iterable[dict[str, Any]]) -> str:
     rows = pipeline_dataload_rows(records)
     if not rows:
         return "_No data-loading case in these records._"
-    body = [[f"{r['arch']} ({r['machine']})", r["B"], r["workers"], _f(r["base_tps"], "{:,.1f}"),
-             _f(r["ours_tps"], "{:,.1f}"), fmt_x(r["speedup"]) + (" (flagged)" if r["flagged"] else ""),
-             _f(r["cache_tps"], "{:,.1f}"), fmt_x(r["cache_speedup"]),
+    body = [[f"{r['arch']} ({r['machine']})", r["B"], r["workers"], _tps(r["base_tps"]),
+             _tps(r["ours_tps"]), fmt_x(r["speedup"]) + (" (flagged)" if r["flagged"] else ""),
+             _tps(r["cache_tps"]), fmt_x(r["cache_speedup"]),
              f"{_f(r['base_p50'], '{:.2f}')} / {_f(r['base_p90'], '{:.2f}')}",
              f"{_f(r['ours_p50'], '{:.2f}')} / {_f(r['ours_p90'], '{:.2f}')}", r["base_util"], r["ours_util"],
              r["resample_on"], r["status"]] for r in rows]
@@ -132,7 +138,7 @@ def pipeline_cache_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
         pipe = r.get("pipeline") or {}
         chunks, slots = _fig(r, "chunks"), _fig(r, "slots")
         out.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("B"), _regime(r) or "-",
-                    _f(_fig(r, "traj_per_s"), "{:,.1f}"),
+                    _tps(_fig(r, "traj_per_s")),
                     f"{_f(_fig(r, 'ms_p50'), '{:.3f}')} / {_f(_fig(r, 'ms_p90'), '{:.3f}')}",
                     fmt_x(_fig(r, "speedup_vs_baseline")), _f(_fig(r, "cache_mb"), "{:,.1f}"),
                     _f(_fig(r, "cache_host_mb"), "{:,.1f}"), _f(_fig(r, "cache_build_s"), "{:.2f}"),
@@ -176,7 +182,7 @@ def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]
         body.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("model"),
                      pipeline_label(r), r["case"]["params"].get("ranks", 1), r["case"]["params"].get("B"),
                      r["case"]["params"].get("workers") if r["case"]["provider"] != CACHE else "-",
-                     _f(_fig(r, "steps_per_s"), "{:.2f}"), _pct_share(_fig(r, "data_wait_share")),
+                     _tps(_fig(r, "steps_per_s")), _pct_share(_fig(r, "data_wait_share")),
                      " / ".join(_f(sp.get(k), "{:.2f}") for k in ("data_wait", "transfer", "resampling", "compute")),
                      _util(r), fmt_x(_fig(r, "speedup_vs_baseline")),
                      "-" if _fig(r, "cache_mb") is None else
@@ -288,17 +294,24 @@ def latest_pipeline_runs(records: Iterable[dict[str, Any]]) -> list[dict[str, An
     return [r for r in recs if newest[key(r)][1] == r["run_id"]]
 
 
-def pipelines(records: Iterable[dict[str, Any]]) -> str:
-    """The seed's four end-to-end tables from pipeline records (any number of runs and machines)."""
+def pipeline_sections(records: Iterable[dict[str, Any]], level: str = "##") -> list[tuple[str, str, Any]]:
+    """The seed's end-to-end tables as report sections ``(heading level, title, body)``: one computation for the
+    markdown (:func:`pipelines`) and the JSON of ``report`` (each section its title and tables)."""
     records = list(records)
     prof = pipeline_profile_rows(records)
-    return "\n\n".join(["## Data loading by batch size", pipeline_dataload(records),
-                         "## EpisodeCache: data loading from the device", pipeline_cache(records),
-                         "## Training step: where the time goes", pipeline_training(records),
-                         "## Policy inference by backend", pipeline_inference(records),
-                         "## Kernel breakdown of a training step", pipeline_kernels(records),
-                         *(["## Nsight Compute: robocache's kernels",
-                            "One profiled call per case under ncu (its longest kernel's metrics); ncu's time of "
-                            "the whole call against the harness's device time of the same case in the same run, "
-                            "flagged beyond a factor of 3 either way.\n\n"
-                            + table(PROFILE_HEADER, prof)] if prof else [])])
+    out = [(level, "Data loading by batch size", lambda: pipeline_dataload(records)),
+           (level, "EpisodeCache: data loading from the device", lambda: pipeline_cache(records)),
+           (level, "Training step: where the time goes", lambda: pipeline_training(records)),
+           (level, "Policy inference by backend", lambda: pipeline_inference(records)),
+           (level, "Kernel breakdown of a training step", lambda: pipeline_kernels(records))]
+    if prof:
+        out.append((level, "Nsight Compute: robocache's kernels",
+                    lambda: "One profiled call per case under ncu (its longest kernel's metrics); ncu's time of the "
+                            "whole call against the harness's device time of the same case in the same run, "
+                            "flagged beyond a factor of 3 either way.\n\n" + table(PROFILE_HEADER, prof)))
+    return out
+
+
+def pipelines(records: Iterable[dict[str, Any]]) -> str:
+    """The seed's four end-to-end tables from pipeline records (any number of runs and machines)."""
+    return "\n\n".join(part for level, name, body in pipeline_sections(records) for part in (f"{level} {name}", body()))

@@ -13,7 +13,7 @@ from ...providers import OURS, compile_mode, label, version_of
 from .. import ops, specs
 from .kernels import call_cost, journey, vs_compile, vs_compile_cases
 from .multigpu import multigpu
-from .pipelines import pipelines
+from .pipelines import pipeline_sections
 from .records import compile_best, flags, index, is_dispatch, is_multigpu, is_pipeline, ok_time, ours, p50, timed
 from .tables import Section, code, esc, fmt_num, fmt_sig, fmt_us, render, table
 
@@ -366,7 +366,7 @@ def report_sections(records: list[dict[str, Any]]) -> list[Section]:
     pipe = [r for r in everything if is_pipeline(r)]
     health_ = ("##", "Health", lambda: health(everything))
     if pipe and not records and not multi and not dispatch:  # a pipelines run: its own tables
-        return [("", "", lambda: pipelines(pipe)), health_]
+        return [*pipeline_sections(pipe), health_]
     if multi and not records:  # a multi-GPU run: its own table, the single-GPU sections would be empty
         return [("##", "Multi-GPU scaling", lambda: multigpu(multi)), health_]
 
@@ -390,7 +390,9 @@ def report_sections(records: list[dict[str, Any]]) -> list[Section]:
         ("##", "Roofline view (robocache)", lambda: roofline(records, ours(records))),
         ("##", "Timer self-check", lambda: timer_check(records)),
         *([("##", "Multi-GPU scaling", lambda: multigpu(multi))] if multi else []),
-        *([("#", "End-to-end pipelines", lambda: pipelines(pipe))] if pipe else []),
+        *([("#", "End-to-end pipelines", lambda: "This run's end-to-end pipeline cases (suite `pipelines`).")]
+          if pipe else []),
+        *(pipeline_sections(pipe) if pipe else []),
         health_,
     ]
 

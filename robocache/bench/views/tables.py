@@ -85,7 +85,8 @@ def table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def fmt_x(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}x"
+    """A ratio to about four significant digits: 1.72x, 19.81x, 455x (not 455.00x)."""
+    return "-" if v is None else f"{v:.0f}x" if abs(v) >= 100 else f"{v:.2f}x"
 
 
 Section = tuple[str, str, Any]  # (markdown heading, title, a function that renders the section's body)
