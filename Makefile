@@ -50,8 +50,10 @@ lock: setup  ## re-resolve requirements/dev.lock and cu13.lock with uv (UPGRADE=
 	  --custom-compile-command "make lock" -o requirements/cu13.lock
 
 RUN_OUT ?= results/local
-# `make run SERVE=0` stops after the headline table (scripted runs); PORT picks the dashboard's port.
+# `make run SERVE=0` stops after the headline table (scripted runs); PORT picks the dashboard's port; RUN_ARGS adds
+# options of `robocache-bench run` (tests/test_newcomer.py: --time-limit 0.2, the path without the full sampling).
 SERVE ?= 1
+RUN_ARGS ?=
 PORT ?= 8501
 # The dashboard over results/ (the committed records) plus RUN_OUT: the loader adds a folder given with
 # --results to results/, and lists a folder inside results/ (the default results/local) once. Loopback only.
@@ -61,7 +63,7 @@ SERVE_MSG = echo '$(SERVE_CMD)'; echo; \
 	echo "Dashboard: http://127.0.0.1:$(PORT)  (results/ + $(RUN_OUT); Ctrl-C to stop)"; echo
 
 run: setup  ## the quick suite on the best device present (GPU, else CPU providers), its headline table, then the dashboard
-	$(BIN)/robocache-bench run --suite quick --out $(RUN_OUT); rc=$$?; \
+	$(BIN)/robocache-bench run --suite quick --out $(RUN_OUT) $(RUN_ARGS); rc=$$?; \
 	$(BIN)/robocache-bench report $(RUN_OUT) --headline; \
 	if [ "$(SERVE)" = 0 ]; then exit $$rc; fi; \
 	[ $$rc = 0 ] || echo "(some cases failed: exit code $$rc; the dashboard's Runs page lists them)"; \

@@ -253,13 +253,15 @@ def causes(item: pytest.Item) -> dict[str, list[str]]:
 
 
 # Modules started first, longest first: on two workers (make test's -n 2 --dist loadfile, collection order kept: see
-# pytest_configure) a long module started last is the run's tail. Their wall time in one run of the rest tier on two
-# workers (load average 4-5 from other jobs, 2026-11-27): 609, 536, 530, 251, 235, 221, 207, 111, 106 and 101 s;
-# test_rehearsal.py took 131 s alone after its runs stopped importing torch. Order only: no test depends on it.
-LONGEST_FIRST = ("tests/test_distributed.py", "tests/test_newcomer.py", "tests/test_bisect_rehearsal.py",
-                 "tests/test_frontends.py", "tests/test_regress_replay.py", "tests/test_gpu_check_script.py",
-                 "tests/test_rehearsal.py", "benchmarks/test_pytest_benchmarks.py", "tests/test_bench_pipeline.py",
-                 "tests/test_pipelines_ddp.py")
+# pytest_configure) a long module started last is the run's tail. Their wall time summed from --durations in one
+# run of the rest tier on two workers (load average 3-4 with other jobs, 2026-11-27, before the sizes were cut):
+# test_distributed 464 s, test_newcomer 412 (161 alone since), test_bisect_rehearsal 272, test_frontends 257,
+# test_precompile 190, test_rehearsal 183, test_bench_pipeline 127, test_pipelines_ddp 114, test_regress_replay 100,
+# test_gpu_check_script 134 (54 alone since). Order only: no test depends on it.
+LONGEST_FIRST = ("tests/test_distributed.py", "tests/test_bisect_rehearsal.py", "tests/test_frontends.py",
+                 "tests/test_precompile.py", "tests/test_rehearsal.py", "tests/test_newcomer.py",
+                 "tests/test_bench_pipeline.py", "tests/test_pipelines_ddp.py", "tests/test_regress_replay.py",
+                 "tests/test_gpu_check_script.py", "benchmarks/test_pytest_benchmarks.py")
 
 COLLECTED: dict[str, set[str]] = {}  # this session's tests, before -m/-k deselect any, -> their tier markers
 

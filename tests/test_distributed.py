@@ -365,10 +365,13 @@ def test_a_slow_start_is_waited_for_and_a_hung_peer_still_times_out(tmp_path):
     assert got.rank1_alive, "rank 1 exited: the barrier's end says nothing of the timeout"
     assert got.rc == 0, got.err[-3000:]  # the start did not time out after 3 s
     assert "BARRIER-RETURNED" not in got.out and "TIMED-OUT " in got.out
-    # the collective timeout (3 s), not the start's 300 s; the slack is for a loaded machine (rank 1 sleeps an hour)
-    assert got.took_s is not None and coll * 0.8 <= got.took_s < coll + 60, got.took_s
+    # not before the collective timeout (a lower bound: a load cannot make a timeout fire early) ...
+    assert got.took_s is not None and got.took_s >= coll * 0.8, got.took_s
     why = got.why.lower()
     assert "timed out" in why or "timeout" in why, why  # Gloo's own words: a timeout, not a closed connection
+    # ... and the timeout that fired is the collective one (3 s), not the start's (rank.STARTUP_TIMEOUT_S): Gloo
+    # names the one it waited, "Timed out waiting 3000ms for recv", whatever the load (no wall-time bound here)
+    assert f"waiting {coll * 1000:.0f}ms" in why, why
 
 
 # ---------------------------------------------------------------- (d) two nodes, rehearsed on loopback

@@ -6,7 +6,11 @@ from ``results/`` whole, the user's two runs of one commit included. Here, in a 
 repository of one commit (the project's .gitignore applies, the records carry that commit as a user's would),
 `make run SERVE=0` runs twice with this environment's Python, and then the regression tests run in that copy.
 
-Slow (two quick-suite runs and the regression simulation: 10-20 minutes on a loaded 2-core machine).
+The runs sample each case for 0.2 s instead of the default 2 s (``RUN_ARGS``: what is checked is where the records
+go and who reads them, not their figures). tests/test_regress_quality.py is not run again in the copy: its only
+read of ``results/`` is ``regress.fit_priors(committed.load().records)`` (tests/regress_sim.py's noise pools),
+and tests/test_regress.py::test_prior_per_provider_is_fitted_from_committed_records, run there, asserts that this
+very fit equals the committed priors file: the user's runs cannot reach the simulation unless that test fails.
 """
 from __future__ import annotations
 
@@ -19,7 +23,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REGRESSION_TESTS = ["tests/test_regress.py", "tests/test_regress_quality.py", "tests/test_cli_json.py"]
+# the tests that read the committed records through results/ (tests/committed.py), less the quality simulation:
+# its pools are the fit test_regress.py checks (see above)
+REGRESSION_TESTS = ["tests/test_regress.py", "tests/test_cli_json.py"]
 
 
 def _copy_checkout(dst: Path) -> None:
@@ -55,7 +61,8 @@ def test_make_run_twice_then_the_regression_tests(tmp_path: Path) -> None:
     venv = Path(sys.executable).parent.parent  # this environment: make must not build another
     env = {**os.environ, "PYTHONPATH": str(clone), "ROBOCACHE_IGNORE_HOST_LOAD": ""}
     env.pop("ROBOCACHE_RESULTS", None)
-    make = ["make", "-C", str(clone), "run", "SERVE=0", f"VENV={venv}", "-o", str(venv / "bin" / ".installed")]
+    make = ["make", "-C", str(clone), "run", "SERVE=0", f"VENV={venv}", "-o", str(venv / "bin" / ".installed"),
+            "RUN_ARGS=--time-limit 0.2"]
     for night in (1, 2):
         run = subprocess.run(make, env=env, capture_output=True, text=True, timeout=1800)
         assert run.returncode == 0, (night, run.stdout[-3000:], run.stderr[-3000:])

@@ -107,7 +107,11 @@ def test_nccl_late_rank_is_waited_for_and_a_hung_rank_times_out(tmp_path):
     # end rank 1 afterwards: a rank that timed out signals the others through the store to dump their traces)
     assert got.rank1_alive or (got.rank1_alive_s is not None and got.rank1_alive_s >= 0.8 * coll), (
         "rank 1 exited before the timeout: the barrier's end says nothing of it", got.rank1_alive_s)
-    # about the collective timeout, not the start's 300 s (the watchdog polls; the slack is a bound, not a speed)
-    assert got.took_s is not None and coll * 0.8 <= got.took_s < coll + 60, got.took_s
+    # not before the collective timeout (a lower bound: a load cannot make a timeout fire early) ...
+    assert got.took_s is not None and got.took_s >= coll * 0.8, got.took_s
     said = (got.out + got.err).lower()
     assert "timeout" in said or "timed out" in said, got.why
+    # ... and the timeout that fired is the lowered collective one (5 s), not the start's: NCCL's watchdog names
+    # the work's timeout ("WorkNCCL(SeqNum=.., OpType=BARRIER, .., Timeout(ms)=5000) ran for .. milliseconds"),
+    # whatever the load (no wall-time bound here)
+    assert f"timeout(ms)={coll * 1000:.0f}" in said, got.why
