@@ -252,7 +252,7 @@ def causes(item: pytest.Item) -> dict[str, list[str]]:
     return out
 
 
-# Modules started first, longest first: on two workers (make test's -n 2 --dist loadfile, collection order kept: see
+# Modules started first, longest first: on two workers (make test's -n 2 --dist loadgroup, collection order kept: see
 # pytest_configure) a long module started last is the run's tail. Their wall time summed from --durations in one
 # run of the rest tier on two workers (load average 3-4 with other jobs, 2026-11-27, before the sizes were cut):
 # test_distributed 464 s, test_newcomer 412 (161 alone since), test_bisect_rehearsal 272, test_frontends 257,
@@ -266,8 +266,32 @@ LONGEST_FIRST = ("tests/test_distributed.py", "tests/test_bisect_rehearsal.py", 
 COLLECTED: dict[str, set[str]] = {}  # this session's tests, before -m/-k deselect any, -> their tier markers
 
 
+# Long modules whose tests share no set-up (each its own processes, tmp_path only; test_distributed's mostly wait
+# for timeouts that must fire): their tests go to whichever worker is free, one by one, instead of the whole module to one worker (with
+# --dist loadfile, test_distributed's 464-549 s of waits were one worker's tail while the other idled). Every
+# other module stays whole on one worker (xdist_group = its path), so a module's shared server or launch is made once.
+SPLIT = frozenset({"tests/test_distributed.py", "tests/test_frontends.py", "tests/test_bench_pipeline.py",
+                   "tests/test_pipelines_ddp.py", "tests/test_bisect_rehearsal.py"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """make test's --dist loadfile, but SPLIT's modules test by test: each module is one work unit (one worker, its
+    shared set-up made once) except those, whose tests are handed out one by one as workers free up. (The
+    xdist_group marker cannot say this: pytest-xdist 3.8 renames node ids that pytest 9.2 no longer lets it.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileSplitSome(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPLIT else super()._split_scope(nodeid)
+
+    return LoadFileSplitSome(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m/-k deselection: the tiers of every collected test
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         marks = causes(item)
         for marker in marks:
@@ -338,7 +362,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # libraries may start helpers of their own) has no fast tier to keep fast
     # (a nested session, tests/test_durations.py's collection, never turns it off)
     _GUARD = _GUARD or any(t in (config.option.markexpr or "") for t in TIERS)
-    # pytest-xdist's loadfile hands out modules by their number of tests, most first, unless told not to: that put
+    # pytest-xdist's loadfile/loadgroup hands out modules by their number of tests, most first, unless told not to: that put
     # the one-test rehearsal (the longest module) last, 18 minutes into the rest tier. Collection order instead,
     # which pytest_collection_modifyitems sorts LONGEST_FIRST first.
     if hasattr(config.option, "loadscopereorder"):
