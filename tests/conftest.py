@@ -252,7 +252,7 @@ def causes(item: pytest.Item) -> dict[str, list[str]]:
     return out
 
 
-# Modules started first, longest first: on two workers (make test's -n 2 --dist loadgroup, collection order kept: see
+# Modules started first, longest first: on two workers (make test's -n 2 --dist loadfile, collection order kept: see
 # pytest_configure) a long module started last is the run's tail. Their wall time summed from --durations in one
 # run of the rest tier on two workers (load average 3-4 with other jobs, 2026-11-27, before the sizes were cut):
 # test_distributed 464 s, test_newcomer 412 (161 alone since), test_bisect_rehearsal 272, test_frontends 257,
@@ -263,13 +263,26 @@ LONGEST_FIRST = ("tests/test_distributed.py", "tests/test_bisect_rehearsal.py", 
                  "tests/test_bench_pipeline.py", "tests/test_pipelines_ddp.py", "tests/test_regress_replay.py",
                  "tests/test_gpu_check_script.py", "benchmarks/test_pytest_benchmarks.py")
 
+@pytest.fixture(scope="session", autouse=True)
+def _frame_cache(tmp_path_factory):
+    """The CLI's and the dashboard's columnar cache (robocache/bench/frame.py) in a folder of this session (one per
+    xdist worker), never the checkout's .cache/frames: tests over tmp folders would otherwise fill it, evict the
+    real results' cache, and race the other worker's pruning. A test that sets the variable itself still wins."""
+    if "ROBOCACHE_FRAME_CACHE" in os.environ:
+        yield
+        return
+    os.environ["ROBOCACHE_FRAME_CACHE"] = str(tmp_path_factory.mktemp("frames"))
+    yield
+    os.environ.pop("ROBOCACHE_FRAME_CACHE", None)
+
+
 COLLECTED: dict[str, set[str]] = {}  # this session's tests, before -m/-k deselect any, -> their tier markers
 
 
 # Long modules whose tests share no set-up (each its own processes, tmp_path only; test_distributed's mostly wait
 # for timeouts that must fire): their tests go to whichever worker is free, one by one, instead of the whole module to one worker (with
 # --dist loadfile, test_distributed's 464-549 s of waits were one worker's tail while the other idled). Every
-# other module stays whole on one worker (xdist_group = its path), so a module's shared server or launch is made once.
+# other module stays whole on one worker (one work unit), so a module's shared server or launch is made once.
 SPLIT = frozenset({"tests/test_distributed.py", "tests/test_frontends.py", "tests/test_bench_pipeline.py",
                    "tests/test_pipelines_ddp.py", "tests/test_bisect_rehearsal.py"})
 
@@ -362,7 +375,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # libraries may start helpers of their own) has no fast tier to keep fast
     # (a nested session, tests/test_durations.py's collection, never turns it off)
     _GUARD = _GUARD or any(t in (config.option.markexpr or "") for t in TIERS)
-    # pytest-xdist's loadfile/loadgroup hands out modules by their number of tests, most first, unless told not to: that put
+    # pytest-xdist's loadfile hands out modules by their number of tests, most first, unless told not to: that put
     # the one-test rehearsal (the longest module) last, 18 minutes into the rest tier. Collection order instead,
     # which pytest_collection_modifyitems sorts LONGEST_FIRST first.
     if hasattr(config.option, "loadscopereorder"):

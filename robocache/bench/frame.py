@@ -647,12 +647,12 @@ class History:
         return out
 
     def noise(self, exclude_runs: Iterable[str] = ()) -> dict[str, tuple[float, float]]:
-        """:func:`robocache.bench.regressions.verdicts.history_noise` over the frame's rows: healthy (ok, timed,
-        neither throttled nor contended) rows of runs other than ``exclude_runs``, by series."""
+        """:func:`robocache.bench.regressions.verdicts.history_noise` over the frame's rows: healthy (ok, timed
+        with p50 > 0 as the store's ``records.p50`` wants, neither throttled nor contended) rows of runs other than ``exclude_runs``, by series."""
         from .regressions.verdicts import noise_of_points
 
         d = self._df
-        ok = (d["status"].astype(object) == "ok") & d["p50"].notna() & ~d["throttled"].astype(bool) & \
+        ok = (d["status"].astype(object) == "ok") & (d["p50"] > 0) & ~d["throttled"].astype(bool) & \
             ~d["contended"].astype(bool) & ~self._run.isin(set(exclude_runs))
         d = d[ok.to_numpy()]
         pts: dict[str, list[tuple[Any, float]]] = {}

@@ -20,6 +20,7 @@ import torch
 assert "cupy" not in sys.modules, "torch imported CuPy: this test no longer sees a fresh process"
 import robocache
 from robocache import reference
+assert "cupy" not in sys.modules, "importing robocache imported CuPy: this test no longer sees a fresh process"
 
 op = sys.argv[1]
 rng = np.random.default_rng(7)

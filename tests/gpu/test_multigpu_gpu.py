@@ -114,4 +114,4 @@ def test_nccl_late_rank_is_waited_for_and_a_hung_rank_times_out(tmp_path):
     # ... and the timeout that fired is the lowered collective one (5 s), not the start's: NCCL's watchdog names
     # the work's timeout ("WorkNCCL(SeqNum=.., OpType=BARRIER, .., Timeout(ms)=5000) ran for .. milliseconds"),
     # whatever the load (no wall-time bound here)
-    assert f"timeout(ms)={coll * 1000:.0f}" in said, got.why
+    assert f"timeout(ms)={coll * 1000:.0f})" in said, got.why

@@ -313,5 +313,5 @@ def pipeline_sections(records: Iterable[dict[str, Any]], level: str = "##") -> l
 
 
 def pipelines(records: Iterable[dict[str, Any]]) -> str:
-    """The seed's four end-to-end tables from pipeline records (any number of runs and machines)."""
+    """The seed's end-to-end tables from pipeline records (any number of runs and machines), as markdown."""
     return "\n\n".join(part for level, name, body in pipeline_sections(records) for part in (f"{level} {name}", body()))
