@@ -97,3 +97,36 @@ def test_the_oracle_power_is_a_reference_that_a_known_noise_sets():
     pool = np.concatenate([pool, -pool])
     assert replay.bounds(pool, 0.10, 1, 5) > 0.99
     assert replay.bounds(pool, 0.01, 1, 5) < 0.5
+
+
+def _rec(case_id: str, timer: str, t_us: float, run: int, commit: str = "a" * 40) -> dict:
+    return {"run_id": f"20260101T0{run}0000Z-aaaaaa", "created": f"2026-01-01T0{run}:00:00+00:00",
+            "git_commit": commit, "suite": "quick", "frontend": "cli", "status": "ok",
+            "case": {"id": case_id, "op": "resample", "provider": "robocache", "dtype": "float32", "grid_version": 2},
+            "method": {"timer": timer, "cache": "warm", "noise": 0.01}, "metrics": {"time_us": {"p50": t_us}},
+            "health": {"throttled": False, "contended": False, "noisy": False, "reasons": []},
+            "env": {"machine": "nvidia-h100-x1"}}
+
+
+def test_call_cost_deviations_never_enter_the_device_pools():
+    """One A/A pair's call-cost cases (host_loop) moved 23-33% between runs; pooled with the device times of the
+    same provider and bucket, they gave quiet kernels' series false alerts in the replay (issue 27). Their pools
+    are apart, as the priors are (noise.HOST_TIMERS); a host-timed template draws from them first."""
+    dev, host = "resample/B4-S100-T50-D32", "resample/dispatch-B1-S4-T2-D1"
+    recs = [_rec(dev, "cuda_event", 10.0, 1), _rec(dev, "cuda_event", 10.1, 2),
+            _rec(host, "host_loop", 10.0, 1), _rec(host, "host_loop", 13.0, 2)]
+    cells = {}
+    for f in range(replay.FOLDS):
+        cells.update(replay.pools(recs, f))
+    b = noise._bucket(10.0)
+    d_dev, d_host = abs(math.log(10.1 / 10.0)) / math.sqrt(2), abs(math.log(13.0 / 10.0)) / math.sqrt(2)
+    for cell in [("machine", "nvidia-h100-x1", "robocache", b), ("bucket", "robocache", b), ("all",)]:
+        assert np.allclose(np.abs(cells[cell]), d_dev), cell  # the device case's pair alone
+    for cell in [("machine", "nvidia-h100-x1", "robocache|host", b), ("provider", "robocache|host"), ("all|host",)]:
+        assert np.allclose(np.abs(cells[cell]), d_host), cell
+    host_tpl = replay.Template("nvidia-h100-x1", {"id": host, "op": "resample", "provider": "robocache",
+                                                  "dtype": "float32", "grid_version": 2}, 10.0, 0.01, "host_loop")
+    cs = replay._cells(host_tpl.machine, host_tpl.case, host_tpl.t_us, host_tpl.timer)
+    assert cs[1] == ("machine", "nvidia-h100-x1", "robocache|host", b) and cs[-1] == ("all",)
+    dev_cells = replay._cells("nvidia-h100-x1", {**host_tpl.case, "id": dev}, 10.0, "cuda_event")
+    assert not any("|host" in str(x) for c in dev_cells for x in c)

@@ -48,7 +48,7 @@ import math
 import sys
 import time
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +86,7 @@ class Template:
     case: dict
     t_us: float  # the median of its nightly runs' medians
     within: float  # the runs' median within-run noise (method.noise, a 95% half-width)
+    timer: str = "cuda_event"  # its runs' timer: a call-cost series (noise.HOST_TIMERS) draws from host-timed pools
 
     @property
     def key(self) -> str:
@@ -124,17 +125,28 @@ def templates(records: Sequence[dict]) -> list[Template]:
     for (machine, *_), rs in sorted(by.items()):
         c = rs[0]["case"]
         within = [float((r.get("method") or {}).get("noise") or 0.0) for r in rs]
+        timers = Counter(str((r.get("method") or {}).get("timer") or "cuda_event") for r in rs)
         out.append(Template(machine=machine, case={k: c[k] for k in ("id", "op", "provider", "dtype", "grid_version")},
-                            t_us=float(np.median([p50(r) for r in rs])), within=float(np.median(within))))
+                            t_us=float(np.median([p50(r) for r in rs])), within=float(np.median(within)),
+                            timer=timers.most_common(1)[0][0]))
     return out
 
 
-def _cells(machine: str, case: dict, t_us: float) -> list[tuple]:
-    """The pool cells of a case, most specific first."""
+def _cells(machine: str, case: dict, t_us: float, timer: str | None = None) -> list[tuple]:
+    """The pool cells of a case, most specific first. Past the case's own cell, a call-cost series (host-timed,
+    ``noise.HOST_TIMERS``) and a device-timed one never share a cell, as their priors never do: one A/A pair's
+    call-cost cases move 20-30% between runs, and pooled with the device times of the same provider and time
+    bucket they made the replay draw false alerts for quiet kernels. A host-timed series falls back on the
+    device cells only where no host-timed cell has enough values."""
     prov = case["provider"]
     b = noise._bucket(t_us)
-    return [("case", machine, case["id"], case["dtype"], prov), ("machine", machine, prov, b), ("bucket", prov, b),
-            ("provider", prov), ("provider", prov.split("@")[0]), ("all",)]
+    own = [("case", machine, case["id"], case["dtype"], prov)]
+    device = [("machine", machine, prov, b), ("bucket", prov, b), ("provider", prov), ("provider", prov.split("@")[0]),
+              ("all",)]
+    if not noise._timer_suffix(timer):
+        return own + device
+    return own + [(c[0], *(x + "|host" if x in (prov, prov.split("@")[0], "all") else x for x in c[1:]))
+                  if c != ("all",) else ("all|host",) for c in device] + device
 
 
 def pools(records: Sequence[dict], fold: int) -> dict[tuple, np.ndarray]:
@@ -144,16 +156,19 @@ def pools(records: Sequence[dict], fold: int) -> dict[tuple, np.ndarray]:
     for r in records:
         if unhealthy(r) or r.get("synthetic") or not r.get("git_commit") or fold_of(r["case"]) != fold:
             continue
-        groups[(series_key(r), r["git_commit"])].append(math.log(p50(r)))
+        timer = (r.get("method") or {}).get("timer")
+        groups[(series_key(r), r["git_commit"], timer)].append(math.log(p50(r)))
     cells: dict[tuple, list[float]] = defaultdict(list)
-    for (sk, _commit), xs in groups.items():
+    for (sk, _commit, timer), xs in groups.items():
         if len(xs) < 2:
             continue
         x = np.array(xs)
         i, j = np.triu_indices(len(x), 1)
         d = (x[i] - x[j]) / math.sqrt(2)
         case = {"id": sk.case_id, "dtype": sk.dtype, "provider": sk.provider}
-        for cell in _cells(sk.machine, case, math.exp(float(x.mean()))):
+        own, *rest = _cells(sk.machine, case, math.exp(float(x.mean())), timer)
+        # a host-timed case's deviations go to its own and the host-timed cells, never the device cells
+        for cell in [own, *(rest[:len(rest) // 2] if noise._timer_suffix(timer) else rest)]:
             cells[cell].extend(d.tolist())
             cells[cell].extend((-d).tolist())
     return {k: np.sort(np.array(v)) for k, v in cells.items()}
@@ -161,7 +176,7 @@ def pools(records: Sequence[dict], fold: int) -> dict[tuple, np.ndarray]:
 
 def pool_for(pl: dict[tuple, np.ndarray], tpl: Template) -> tuple[np.ndarray, str]:
     """The template's pool (the most specific cell with POOL_MIN values) and the cell's kind."""
-    for cell in _cells(tpl.machine, tpl.case, tpl.t_us):
+    for cell in _cells(tpl.machine, tpl.case, tpl.t_us, tpl.timer):
         v = pl.get(cell)
         if v is not None and len(v) >= POOL_MIN:
             return v, cell[0]
@@ -221,7 +236,7 @@ class Plan:
     def fp(self) -> str:
         c = self.tpl.case
         return fingerprint({"machine": self.tpl.machine, "case_id": c["id"], "provider": c["provider"],
-                            "dtype": c["dtype"], "timer": "cuda_event", "cache": "warm",
+                            "dtype": c["dtype"], "timer": self.tpl.timer, "cache": "warm",
                             "grid_version": c["grid_version"], "frontend": "cli", "input_sets": 1})
 
     def level(self, night: int) -> float:
@@ -265,7 +280,7 @@ def record(p: Plan, t_us: float, night: int, *, rerun: int = 0, contended: bool 
     run = f"{stamp[:10].replace('-', '')}T03{rerun:02d}00Z-{p.tpl.machine[-4:]}{night:03d}" + (f"r{rerun}" if rerun else "")
     return {"run_id": run, "created": stamp, "git_commit": f"{night:04d}" + "c" * 36, "suite": "nightly",
             "frontend": "cli", "case": p.tpl.case, "status": "ok", "synthetic": True,
-            "method": {"timer": "cuda_event", "cache": "warm", "noise": p.tpl.within},
+            "method": {"timer": p.tpl.timer, "cache": "warm", "noise": p.tpl.within},
             "metrics": {"time_us": {"p50": t_us}},
             "health": {"throttled": False, "contended": contended, "noisy": False, "reasons": []},
             "env": {"machine": p.tpl.machine}}
