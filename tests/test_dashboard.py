@@ -1356,3 +1356,27 @@ def test_page_paths_ignore_case() -> None:
     assert nav.requested_path("http://h:1/rb", "rb") == "" and nav.requested_path("http://h:1/", "") == ""
     assert nav.requested_path("http://h:1/other/History", "rb") is None and nav.requested_path(None) is None
     assert nav.match("histories", paths) is None and nav.match("", paths) is None
+
+
+def test_ddp_markdown_table_against_the_cpu_workers_at_each_rank_count() -> None:
+    """The report's DDP table (SYNTHETIC records): one row per loader and rank count, each loader's steps/s over
+    the CPU workers' at the same rank count, efficiency as recorded; the one-GPU training table leaves DDP out."""
+    from robocache.bench.views.multigpu import ddp, ddp_table_rows
+    from robocache.bench.views.pipelines import pipeline_training
+
+    recs = []
+    for loader, steps in (("cpu_workers", 40.0), ("robocache", 60.0), ("episode_cache", 100.0)):
+        for k in (1, 4):
+            r = ddp_record(k, loader, steps=steps / k, wait=0.1 * k, run="synthetic-ddp")
+            r["distributed"]["efficiency"] = 1.0 / k
+            recs.append(r)
+    rows = ddp_table_rows(recs)
+    assert [(x[3], x[4]) for x in rows] == [(lab, k) for lab in ("CPU workers (NumPy)", "robocache.fuse",
+                                                                  "EpisodeCache") for k in (1, 4)]
+    vs = {(x[3], x[4]): x[9] for x in rows}
+    assert vs[("robocache.fuse", 4)] == "1.50x" and vs[("EpisodeCache", 1)] == "2.50x"
+    assert vs[("CPU workers (NumPy)", 4)] == "-"
+    assert {(x[4], x[7], x[8]) for x in rows if x[3] == "robocache.fuse"} == {(1, "10%", "1.00"), (4, "40%", "0.25")}
+    assert "## " not in ddp(recs) and "| vs CPU workers |" in ddp(recs)
+    assert pipeline_training(recs) == "_No training case in these records._"
+    assert ddp([]) == "_No DDP training case in these records._"

@@ -18,7 +18,7 @@ from robocache.bench.multigpu import launch  # noqa: E402
 from robocache.bench.pipelines import dataset as ds  # noqa: E402
 from robocache.bench.pipelines import ddp  # noqa: E402
 from robocache.bench.pipelines.run import Config, points, run  # noqa: E402
-from robocache.bench.views.pipelines import pipeline_training  # noqa: E402
+from robocache.bench.views.pipelines import pipeline_training, pipelines  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not launch.available("cpu")[0], reason="torch.distributed with Gloo is missing")
 
@@ -54,8 +54,13 @@ def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:
     # the same seed and shards: the pipelines' curves on rank 0 are the same (the cache: its rank's shard)
     assert recs["cpu_workers"].pipeline.loss == recs["robocache"].pipeline.loss == recs["episode_cache"].pipeline.loss
     assert recs["episode_cache"].case.params["regime"] == "resident"
-    text = pipeline_training(loaded.records)
-    assert "| CPU (ci-cpu) | mlp | robocache.fuse | 2 | 2 | 0 |" in text
+    # the report: DDP records in their own table (the one-GPU training table leaves them out), each loader
+    # against the CPU workers at the same rank count
+    assert pipeline_training(loaded.records) == "_No training case in these records._"
+    text = pipelines(loaded.records)
+    assert "## DDP training over GPUs" in text
+    vs = recs["robocache"].pipeline.figures["steps_per_s"] / recs["cpu_workers"].pipeline.figures["steps_per_s"]
+    assert "| CPU (ci-cpu) | mlp | 2 | robocache.fuse | 2 | " in text and f"| {vs:.2f}x | ok |" in text
 
 
 def test_ddp_failed_launch_records_why(tmp_path: Path) -> None:

@@ -159,8 +159,10 @@ def run_and_print(cfg, out: str, machine: str | None) -> int:
     counts: dict[str, int] = {}
     for r in res.records:
         counts[r.status] = counts.get(r.status, 0) + 1
+    # the run file and, after a DDP launch, its files per rank count (<run id>-pipelines-ddp-g<k>.records.json)
+    files = sorted(str(p) for p in res.folder.glob(f"{res.run_id}-*.records.json")) if res.folder else []
     print(f"run {res.run_id}: {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))} in {res.wall_s:.0f} s; "
-          f"records: {res.path}")
+          f"records: {', '.join(files) or 'none written'}")
     for r in res.failed:
         print(f"  FAILED {r.case.id} {r.case.provider}: {r.status}: {(r.reason or '').splitlines()[0][:200]}")
     return 1 if res.failed else 0

@@ -66,6 +66,7 @@ class Result:
     path: Path | None
     records: list[Record]
     wall_s: float
+    folder: Path | None = None  # where the run's files are: the run file and a DDP launch's per-rank-count files
 
     @property
     def failed(self) -> list[Record]:
@@ -137,7 +138,7 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    return Result(run_id, path, records, time.perf_counter() - t_run)
+    return Result(run_id, path, records, time.perf_counter() - t_run, Path(folder))
 
 
 def _resample_note(device: str, provider: str) -> list[str]:

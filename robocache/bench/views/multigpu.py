@@ -100,3 +100,37 @@ def ddp_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows.sort(key=lambda x: (x["arch"], x["machine"], str(x["model"]), x["B"] or 0,
                              order.index(x["loader"]) if x["loader"] in order else 9, x["ranks"] or 0))
     return rows
+
+
+DDP_HEADER = ["machine", "model", "batch per GPU", "loader", "ranks", "steps/s per GPU", "traj/s in all",
+              "data-wait share", "efficiency", "vs CPU workers", "status"]
+
+
+def ddp_table_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
+    """:func:`ddp_rows` as the markdown table's rows (:data:`DDP_HEADER`), with each loader's steps/s over the CPU
+    workers' at the same machine, model, batch and rank count (same run)."""
+    rows = ddp_rows(records)
+    base = {(x["machine"], x["model"], x["B"], x["ranks"]): x["steps_per_s"] for x in rows
+            if x["loader"] == "cpu_workers" and x["steps_per_s"]}
+    out = []
+    for x in rows:
+        b = base.get((x["machine"], x["model"], x["B"], x["ranks"]))
+        vs = "-" if not (b and x["steps_per_s"]) or x["loader"] == "cpu_workers" else f"{x['steps_per_s'] / b:.2f}x"
+        out.append([f"{x['arch']} ({x['machine']})", x["model"], x["B"], DDP_LOADERS.get(x["loader"], x["loader"]),
+                    x["ranks"], "-" if x["steps_per_s"] is None else f"{x['steps_per_s']:.4g}",
+                    fmt_num(x["traj_per_s"], " traj/s"),
+                    "-" if x["data_wait_share"] is None else f"{100 * x['data_wait_share']:.0f}%",
+                    "-" if x["efficiency"] is None else f"{x['efficiency']:.2f}", vs, x["status"]])
+    return out
+
+
+def ddp(records: list[dict[str, Any]]) -> str:
+    """DDP training over GPUs (the pipelines suite's ``--ddp-ranks``), newest run per machine, as markdown."""
+    rows = ddp_table_rows(records)
+    if not rows:
+        return "_No DDP training case in these records._"
+    return ("Each rank trains the model under DistributedDataParallel on its own GPU from its own shard (weak "
+            "scaling: the batch per GPU is fixed). Steps/s per GPU = the group's rate (the slowest rank's median "
+            "step); data-wait share = the largest over the ranks; efficiency = the one-rank launch's step over this "
+            "one's; vs CPU workers = steps/s over the CPU-worker loader's at the same rank count, same run.\n\n"
+            + table(DDP_HEADER, rows))

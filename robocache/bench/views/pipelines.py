@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import ops
+from .multigpu import ddp, is_ddp
 from .records import flagged, flags, is_pipeline, machine, pipeline_kind
 from .tables import code, esc, fmt_us, fmt_x, table
 
@@ -171,7 +172,7 @@ INFERENCE_HEADER = ["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup 
 def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
     """The training table's rows (:data:`TRAINING_HEADER`)."""
     order = {"cpu_workers": 0, "robocache": 1, CACHE: 2}
-    recs = sorted((r for r in records if pipeline_kind(r) == "train"),
+    recs = sorted((r for r in records if pipeline_kind(r) == "train" and not is_ddp(r)),
                   key=lambda r: (machine(r), r["case"]["id"], order.get(r["case"]["provider"], 9),
                                  r["case"]["provider"]))
     body = []
@@ -302,6 +303,7 @@ def pipeline_sections(records: Iterable[dict[str, Any]], level: str = "##") -> l
     out = [(level, "Data loading by batch size", lambda: pipeline_dataload(records)),
            (level, "EpisodeCache: data loading from the device", lambda: pipeline_cache(records)),
            (level, "Training step: where the time goes", lambda: pipeline_training(records)),
+           *([(level, "DDP training over GPUs", lambda: ddp(records))] if any(is_ddp(r) for r in records) else []),
            (level, "Policy inference by backend", lambda: pipeline_inference(records)),
            (level, "Kernel breakdown of a training step", lambda: pipeline_kernels(records))]
     if prof:
