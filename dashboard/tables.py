@@ -436,6 +436,32 @@ def headline(w: pd.DataFrame, by: tuple[str, ...] = ("machine", "arch")) -> pd.D
     return pd.DataFrame(rows, columns=cols)
 
 
+def pair_runs(df: pd.DataFrame, base: str, other: str,
+              timers: tuple[str, ...] = ("cuda_event", "host_loop", "host")) -> pd.DataFrame:
+    """The rows :func:`pair_glance` compares: per op, the two machines' newest runs (:func:`newest_runs`) of the
+    most recent suite in which both measured robocache cases in common. The newest runs alone may share none (a
+    sampled run with a fresh seed draws shapes of its own), so each op falls back suite by suite, newest first."""
+    d = df[df["machine"].astype(str).isin([base, other])]
+    if d.empty or "suite" not in d.columns:
+        return d.iloc[0:0]
+    # the ops and each machine's timer and cache mode of its newest runs (the kernel grid's device timer): a suite
+    # timed otherwise (the pipelines' host timer) is never compared against another's device times
+    newest = newest_runs(d, timers)
+    keys = ["machine", "timer", "cache"]
+    methods = pd.MultiIndex.from_frame(newest[keys].astype(str).drop_duplicates())
+    d = d[pd.MultiIndex.from_frame(d[keys].astype(str)).isin(methods) & d["op"].astype(str).isin(
+        set(newest["op"].astype(str)))]
+    suites = d.groupby(d["suite"].astype(str), observed=True)["created"].max().sort_values(ascending=False).index
+    parts, done = [], set()
+    for s in suites:
+        rows = newest_runs(d[d["suite"].astype(str) == s], timers)
+        new = [op for op in pair_glance(rows, base, other)["op"] if op not in done] if not rows.empty else []
+        if new:
+            parts.append(rows[rows["op"].astype(str).isin(new)])
+            done.update(new)
+    return pd.concat(parts) if parts else d.iloc[0:0]
+
+
 def pair_glance(rows: pd.DataFrame, base: str, other: str, provider: str = OURS) -> pd.DataFrame:
     """Two machines at a glance over the same cases (:func:`machine_ratio` of ``provider``), per op: ``cases``
     measured on both, the ``median``, ``low`` and ``high`` of base p50 / other p50 (above 1: ``other`` faster),

@@ -191,7 +191,12 @@ def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -
         assert any(df.value.shape[0] for df in at.dataframe)
     if page == "multigpu":  # the committed H200 runs on 2- and 4-GPU machines
         assert "No multi-GPU results yet" not in infos
-        assert len(at.get("plotly_chart")) == 2  # scaling lines and the gather bars of the first op
+        # scaling lines and the gather bars of the first op, then DDP training's two charts per architecture
+        from robocache.bench.schema import to_dict
+        from robocache.bench.views.multigpu import ddp_rows
+
+        ddp_archs = {x["arch"] for x in ddp_rows([to_dict(r) for r in committed.load().records])}
+        assert ddp_archs and len(at.get("plotly_chart")) == 2 + 2 * len(ddp_archs)
         table = at.dataframe[0].value
         assert {"nvidia-h200-x2", "nvidia-h200-x4"} <= set(table["machine"].astype(str))
         assert {1, 2, 4} <= set(table["world_size"].dropna().astype(int))
@@ -1380,3 +1385,27 @@ def test_ddp_markdown_table_against_the_cpu_workers_at_each_rank_count() -> None
     assert "## " not in ddp(recs) and "| vs CPU workers |" in ddp(recs)
     assert pipeline_training(recs) == "_No training case in these records._"
     assert ddp([]) == "_No DDP training case in these records._"
+
+
+def test_two_gpus_compare_the_newest_suite_both_measured(tmp_path: Path) -> None:
+    """H100 against H200 (SYNTHETIC records): the H100's newest run is a sampled draw of shapes the H200 never ran,
+    so the glance falls back to the newest suite both measured (quick), per op, and names it."""
+    for arch, machine in (("H100", "synthetic-h100"), ("H200", "synthetic-h200")):
+        quick = [fixture_record(0, "resample/B64-S100-T50-D32", p, 64, arch_scale=1.0 if arch == "H100" else 0.7,
+                                commit="a" * 40, created="2026-01-01T00:00:00Z") for p in ("robocache", "cupy")]
+        write_records(tmp_path, gpu_env(arch, machine), quick, name=f"{machine}-quick")
+    sampled = [fixture_record(1, "resample/s7-00-B3-S5-T9-D2", p, 3, arch_scale=1.0, commit="b" * 40,
+                              created="2026-01-02T00:00:00Z") for p in ("robocache", "cupy")]
+    for r in sampled:
+        r["suite"], r["run_id"] = "sampled", "synthetic-sampled"
+    write_records(tmp_path, gpu_env("H100", "synthetic-h100"), sampled, name="synthetic-h100-sampled")
+    df, bad = data.load_frame([str(tmp_path)])
+    assert not bad
+    rows = tables.newest_runs(df, data.TIMER_ORDER)
+    assert set(rows[rows["machine"] == "synthetic-h100"]["suite"].astype(str)) == {"sampled"}
+    assert tables.pair_glance(rows, "synthetic-h100", "synthetic-h200").empty  # the newest runs share no case
+    both = tables.pair_runs(df, "synthetic-h100", "synthetic-h200", data.TIMER_ORDER)
+    assert set(both["suite"].astype(str)) == {"quick"}
+    g = tables.pair_glance(both, "synthetic-h100", "synthetic-h200")
+    assert list(g["op"]) == ["resample"] and g["cases"].iloc[0] == 1
+    assert g["median"].iloc[0] == pytest.approx(1 / 0.7)

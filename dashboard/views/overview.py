@@ -89,9 +89,10 @@ def regression_status(df: pd.DataFrame) -> None:
                  hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-def two_gpus(rows: pd.DataFrame) -> None:
+def two_gpus(rows: pd.DataFrame, both: pd.DataFrame) -> None:
     """Two GPUs at a glance (H100 against H200 when both are present): robocache's median ratio per op over the
-    cases both newest runs measured, beside their copy ceilings."""
+    cases both machines' newest runs of one suite measured (:func:`dashboard.tables.pair_runs`), beside their copy
+    ceilings."""
     pair = tables.machine_pair(rows)
     if pair is None:
         return
@@ -99,20 +100,23 @@ def two_gpus(rows: pd.DataFrame) -> None:
     arch = rows.groupby(rows["machine"].astype(str), observed=True)["arch"].first().astype(str)
     a, b = arch.get(base, base), arch.get(other, other)
     st.subheader(data.md_escape(f"{a} against {b}"))
-    g = tables.pair_glance(rows, base, other)
+    g = tables.pair_glance(both, base, other)
     if g.empty:
-        st.info(data.md_escape(f"The newest runs of {base} and {other} share no robocache case yet."))
+        st.info(data.md_escape(f"No run of {base} and {other} shares a robocache case yet."))
         return
+    suite = both.groupby(both["op"].astype(str), observed=True)["suite"].first().astype(str)
+    g = g.assign(suite=g["op"].map(suite))
     table = g.assign(median=[f"{m:.2f}x" for m in g["median"]],
                      range=[f"{lo:.2f}x to {hi:.2f}x" for lo, hi in zip(g["low"], g["high"])],
                      ceilings=[f"{x:,.0f} -> {y:,.0f} GB/s ({y / x:.2f}x)" if x == x and y == y else tables.MISSING
                                for x, y in zip(g["base_ceiling"], g["other_ceiling"])])
-    styled, config = tables.readable(table[["op", "cases", "median", "range", "ceilings"]],
+    styled, config = tables.readable(table[["op", "suite", "cases", "median", "range", "ceilings"]],
                                      extra={"median": f"{b} speedup over {a} (median)", "range": "range",
                                             "cases": "cases on both", "ceilings": f"copy ceiling {a} -> {b}"})
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
     st.caption(data.md_escape(f"robocache's median time on {base} / on {other}, per case and dtype measured by both "
-                              "newest runs (above 1x the second is faster). A bandwidth-bound kernel should move by "
+                              "machines' newest runs of the suite named (the newest suite in which both measured "
+                              "the op's cases; above 1x the second is faster). A bandwidth-bound kernel should move by "
                               "about the ratio of the copy ceilings, measured in the same runs."))
 
 
@@ -174,23 +178,26 @@ def details(df: pd.DataFrame) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def morning(dirs: tuple[bytes, ...], fingerprint: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The newest run per machine and op (:func:`dashboard.tables.newest_runs`) and robocache against its strongest
-    peer in them (:func:`dashboard.tables.wins`), cached by the results files as they are (a rerun of the page
-    costs ~1 s at 100,000 records otherwise); the frame itself through the one loader."""
+def morning(dirs: tuple[bytes, ...], fingerprint: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The newest run per machine and op (:func:`dashboard.tables.newest_runs`), robocache against its strongest
+    peer in them (:func:`dashboard.tables.wins`) and the two GPUs' rows to compare (:func:`dashboard.tables.pair_runs`),
+    cached by the results files as they are (a rerun of the page costs ~1 s at 100,000 records otherwise); the frame
+    itself through the one loader."""
     del fingerprint  # part of the cache key only
     df, _ = data.load_frame([os.fsdecode(d) for d in dirs])
     rows = tables.newest_runs(df, data.TIMER_ORDER)  # single-GPU rows only
-    return rows, tables.wins(tables.side_by_side(rows))
+    pair = tables.machine_pair(rows)
+    both = tables.pair_runs(df, *pair, data.TIMER_ORDER) if pair else rows.iloc[0:0]
+    return rows, tables.wins(tables.side_by_side(rows)), both
 
 
 def body(df: pd.DataFrame) -> None:
     single = df[df["world_size"].isna()]  # single-GPU records; multi-GPU ones never mix into these views
     dirs = data.results_dirs()
-    rows, w = morning(tuple(os.fsencode(d) for d in dirs), frame.files_fingerprint(dirs))
+    rows, w, both = morning(tuple(os.fsencode(d) for d in dirs), frame.files_fingerprint(dirs))
     headline(rows, w)
     regression_status(df)
-    two_gpus(rows)
+    two_gpus(rows, both)
     losses(w)
     details(single)
 
