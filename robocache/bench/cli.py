@@ -779,8 +779,7 @@ def _check(args: argparse.Namespace) -> int:
     res = changepoints.check(records, machine=args.machine, frontend=frontend,
                              screen=changepoints.SCREEN_P if rerun else None, **kw)
     if res.series == 0:
-        machines = sorted({str(m) for m in (records["machine"].tolist() if hasattr(records, "columns") else
-                                            ((r.get("env") or {}).get("machine") for r in records))})
+        machines = sorted({str(m) for m in changepoints.machines(records)})
         print(f"robocache-bench check: no series for machine {args.machine!r} and front end {args.frontend!r}; "
               f"machines in these records: {', '.join(machines)}", file=sys.stderr)
         return 2
@@ -824,7 +823,8 @@ def _check_history(args: argparse.Namespace) -> Any:
 
 class _CheckRows:
     """``check``'s history as the frame's columns (:data:`robocache.bench.regressions.changepoints.FRAME_COLUMNS`,
-    which :func:`robocache.bench.regressions.check` reads as they are) through the columnar cache, and the bad files."""
+    which :func:`robocache.bench.regressions.check` reads as they are: the Arrow table, pandas never imported when
+    the cache holds every file) through the columnar cache, and the bad files."""
 
     def __init__(self, paths: list[str]) -> None:
         import warnings
@@ -835,8 +835,8 @@ class _CheckRows:
         with warnings.catch_warnings():  # a cache of older code is rebuilt without a word (as History)
             warnings.filterwarnings("ignore", message=".*written for another schema", category=UserWarning)
             table, self.bad = load_table([str(p) for p in paths], cache_dir())
-        self.records = table.select(list(FRAME_COLUMNS)).to_pandas()
-        self.empty = self.records.empty
+        self.records = table.select(list(FRAME_COLUMNS))
+        self.empty = self.records.num_rows == 0
 
 
 def _check_rows(paths: list[str]) -> Any:

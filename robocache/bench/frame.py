@@ -35,15 +35,17 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema, store
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a frame is built: the CLI's check reads the Arrow table without it
 from .store import RECORDS_SUFFIX, TMP_PREFIX, display_path
 
 # the checkout this module runs from (an editable install, or the repository itself): its root is where the
@@ -275,6 +277,8 @@ def _multi_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
 
 
 def _arrow_column(col: str, vals: list[Any]) -> pa.Array:
+    import pandas as pd
+
     typ = SCHEMA.field(col).type
     if col == "created":
         # ISO 8601 with offsets or "Z", to UTC; an odd string becomes NaT (null) instead of failing the page
@@ -306,6 +310,8 @@ def build_table(records: Sequence[Any]) -> pa.Table:
 
 def _object(s: pd.Series) -> pd.Series:
     """A categorical column of text as plain objects (missing: ``None``, as a list of str/None gives)."""
+    import pandas as pd
+
     cats = np.asarray(s.cat.categories, dtype=object)
     codes = s.cat.codes.to_numpy()
     out = np.empty(len(s), dtype=object)
@@ -404,8 +410,11 @@ def _read_cache(path: Path) -> tuple[pa.Table, dict[str, tuple[tuple[int, ...], 
     if not path.exists():
         return None
     try:
-        table = pq.read_table(path, page_checksum_verification=True, use_pandas_metadata=False,
-                              read_dictionary=[c for c in COLUMNS if SCHEMA.field(c).type == _TEXT])
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import (pandas among it) is
+        # most of a cached load in a new process
+        with pq.ParquetFile(path, page_checksum_verification=True,
+                            read_dictionary=[c for c in COLUMNS if SCHEMA.field(c).type == _TEXT]) as f:
+            table = f.read(use_pandas_metadata=False)
         raw = (table.schema.metadata or {}).get(_CACHE_META)
         if raw is None:
             raise CacheError("no manifest")

@@ -562,36 +562,38 @@ FRAME_COLUMNS = ("machine", "frontend", "suite", "created_text", "run_id", "git_
 
 
 def _values(col: Any) -> list[Any]:
-    """A frame column as Python values, a missing one as None (a categorical's or a float's NaN alike)."""
-    vals = col.tolist()
-    return [None if v is None or v != v else v for v in vals] if col.hasnans else vals
+    """A frame column (pandas, or Arrow: the CLI reads the table without pandas) as Python values, a missing one as
+    None (a categorical's or a float's NaN alike)."""
+    vals = col.to_pylist() if hasattr(col, "to_pylist") else col.tolist()
+    return [None if v is None or v != v else v for v in vals]
 
 
 class _FrameRows(_Rows):
-    """:class:`_Rows` of the frame (robocache.bench.frame: a pandas DataFrame with :data:`FRAME_COLUMNS`): its
-    columns read whole, the series grouped by the frame's fingerprint column; a row's env parsed once per distinct
-    env (one per results file)."""
+    """:class:`_Rows` of the frame (robocache.bench.frame, one row per record, with :data:`FRAME_COLUMNS`: a pandas
+    DataFrame, or the Arrow table itself): its columns read whole, the series grouped by the frame's fingerprint
+    column; a row's env parsed once per distinct env (one per results file)."""
 
     def __init__(self, df: Any) -> None:
         self._df = df
-        self.machine, self.frontend, self.suite = (_values(df[c]) for c in ("machine", "frontend", "suite"))
-        self.created = _values(df["created_text"])
-        self.run_id, self.commit = _values(df["run_id"]), _values(df["git_commit"])
-        self.group = df["series"].tolist()
-        status = _values(df["status"])
-        p50s = _values(df["p50"])
-        self.p50 = [v if v is not None and 0 < v < math.inf else None for v in p50s]
-        thr, con = df["throttled"].tolist(), df["contended"].tolist()
+        self._cols: dict[str, list[Any]] = {}
+        self.machine, self.frontend, self.suite = (self._col(c) for c in ("machine", "frontend", "suite"))
+        self.created = self._col("created_text")
+        self.run_id, self.commit, self.group = self._col("run_id"), self._col("git_commit"), self._col("series")
+        self.p50 = [v if v is not None and 0 < v < math.inf else None for v in self._col("p50")]
         self.why = [f"status {s}" if s != "ok" or p is None else "throttled" if t else "contended" if c else None
-                    for s, p, t, c in zip(status, self.p50, thr, con)]
-        self.within = [min(float(n) / 1.96, 1e6) if n is not None else 0.0 for n in _values(df["noise"])]
+                    for s, p, t, c in zip(self._col("status"), self.p50, self._col("throttled"),
+                                          self._col("contended"))]
+        self.within = [min(float(n) / 1.96, 1e6) if n is not None else 0.0 for n in self._col("noise")]
         self._envs: dict[Any, dict[str, Any]] = {}
-        self._env_text: list[Any] | None = None
+
+    def _col(self, c: str) -> list[Any]:
+        got = self._cols.get(c)
+        if got is None:
+            got = self._cols[c] = _values(self._df[c])
+        return got
 
     def _env(self, i: int) -> dict[str, Any]:
-        if self._env_text is None:
-            self._env_text = self._df["env"].tolist()
-        text = self._env_text[i]
+        text = self._col("env")[i]
         e = self._envs.get(text)
         if e is None:
             try:
@@ -602,16 +604,15 @@ class _FrameRows(_Rows):
         return e
 
     def _int(self, col: str, i: int, default: int | None) -> int | None:
-        v = self._df[col].iat[i]
-        return default if v is None or v != v else int(v)
+        v = self._col(col)[i]
+        return default if v is None else int(v)
 
     def series(self, i: int) -> Series:
-        d = self._df
         has_method = self._int("input_sets", i, None) is not None  # the frame writes a method's input sets always
-        return Series(machine=self.machine[i], op=str(d["op"].iat[i]), case_id=str(d["case_id"].iat[i]),
-                      provider=str(d["provider"].iat[i]), dtype=str(d["dtype"].iat[i]),
-                      timer=str(d["timer"].iat[i]) if has_method else "-",
-                      cache=str(d["cache"].iat[i]) if has_method else "-",
+        return Series(machine=self.machine[i], op=str(self._col("op")[i]), case_id=str(self._col("case_id")[i]),
+                      provider=str(self._col("provider")[i]), dtype=str(self._col("dtype")[i]),
+                      timer=str(self._col("timer")[i]) if has_method else "-",
+                      cache=str(self._col("cache")[i]) if has_method else "-",
                       grid_version=self._int("grid_version", i, None), frontend=self.frontend[i],
                       input_sets=self._int("input_sets", i, 1), method_version=self._int("method_version", i, 1))
 
@@ -619,16 +620,21 @@ class _FrameRows(_Rows):
         return self._env(i).get("arch")
 
     def case_key(self, i: int) -> str:
-        d = self._df
-        return f"{d['case_id'].iat[i]}/{d['dtype'].iat[i]}/{d['provider'].iat[i]}"
+        return f"{self._col('case_id')[i]}/{self._col('dtype')[i]}/{self._col('provider')[i]}"
 
     def env_print(self, i: int) -> dict[str, str]:
         env = self._env(i)
         return {k: str(env[k]) for k in ENV_FIELDS if env.get(k) not in (None, "")}  # each point its own dict
 
 
+def machines(records: Any) -> list[Any]:
+    """The runner's machine of every record (or frame row), as the check reads it."""
+    return _rows(records).machine
+
+
 def _rows(records: Iterable[Any]) -> _Rows:
-    """The check's rows: the frame's columns (a DataFrame: it has ``columns``), else the records'."""
+    """The check's rows: the frame's columns (a DataFrame or an Arrow table: it has ``columns``), else the
+    records'."""
     return _FrameRows(records) if hasattr(records, "columns") else _RecordRows(records)
 
 
