@@ -18,8 +18,9 @@ its key and is read again). The JSON records stay the source of truth: the cache
 never trusted, when anything about it is off. ``scripts/bench_load.py`` measures it.
 
 Readers: the dashboard (``dashboard/data.py`` adds Streamlit's in-process cache and the pages' helpers; its
-History and Regressions pages' check reads the frame's columns as they are), the CLI's ``check`` (the columns of
-:data:`robocache.bench.regressions.changepoints.FRAME_COLUMNS`, ``created_text`` the record's time as written), and
+History and Regressions pages' check reads the frame's columns as they are), the CLI's ``check`` (the Arrow
+table's columns of :data:`robocache.bench.regressions.changepoints.FRAME_COLUMNS`, ``created_text`` the record's
+time as written: pandas is imported only to build a frame, or a table from records on a cache miss), and
 its ``show``, ``report`` of one run and ``compare``
 (:class:`History`: the runs found, a run's records read in full from its own files, ``compare``'s between-run noise
 from the columns). Needs pandas and pyarrow (the ``dashboard`` and ``dev`` extras); the CLI falls back to the
