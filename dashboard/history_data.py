@@ -1,10 +1,9 @@
 """The data behind History and Regressions: ``robocache-bench check``'s result, commit order and line segments.
 
 The regression analysis is never redone here: :func:`check_doc` calls :func:`robocache.bench.regressions.check` on
-the records of the folders the dashboard loads, rebuilt from the harness's one frame
-(:func:`robocache.bench.frame.check_records` over :func:`dashboard.data.load_frame`, so through the columnar cache
-like every page and like ``robocache-bench check`` itself: each point's within-run noise and runner env are
-columns of it) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
+the harness's one frame of the folders the dashboard loads (:func:`dashboard.data.load_frame`, read as it is: the
+check reads its columns, so through the columnar cache like every page and like ``robocache-bench check`` itself:
+each point's within-run noise and runner env are columns of it) with the CLI's defaults (front end ``cli`` unless another is chosen), one machine at a
 time as the nightly job runs ``check --machine M``, and merges :func:`robocache.bench.regressions.alerts_json`'s
 documents. That is ``check`` WITHOUT ``--confirm``: the nightly job's alerts are those its rerun confirmed, so
 the pages name a written ``alerts.json`` as the source of what the nightly raised. Or the pages read a written ``alerts.json``
@@ -94,9 +93,8 @@ CHECK_CACHE_KEEP = 64  # check documents kept on disk (one per results folders, 
 
 
 def check_identity() -> str:
-    """What a check document depends on besides the records: the frame's derivation and its rows as check records
-    (``frame.cache_identity``: robocache/bench/frame.py), this module, the check's code and its noise priors (their
-    bytes). A change to any of them computes the check again."""
+    """What a check document depends on besides the records: the frame's derivation (``frame.cache_identity``:
+    robocache/bench/frame.py), this module, the check's code and its noise priors (their bytes). A change to any of them computes the check again."""
     h = hashlib.sha256(frame.cache_identity().encode())
     mod = Path(regressions.__file__)
     code = sorted(mod.parent.glob("*.py")) if mod.name == "__init__.py" else [mod]
@@ -167,7 +165,7 @@ def check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None
         df = df[df["machine"].astype(str) == machine]
     if frontend:
         df = df[df["frontend"].astype(str) == frontend]
-    res = regressions.check(frame.check_records(df), machine=machine, frontend=frontend)
+    res = regressions.check(df, machine=machine, frontend=frontend)  # the frame as it is
     # links relative to the dashboard itself (base ""): the page is already on it
     doc = regressions.alerts_json(res, dashboard_url="")
     if path is not None:

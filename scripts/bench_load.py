@@ -87,8 +87,8 @@ print(f"{t1 - t0:.3f} {t2 - t1:.3f} {len(df)} {len(bad)}")
 
 
 # The History and Regressions pages in a fresh interpreter: the frame through the columnar cache, then
-# `check --machine M` over it (history_data.check_cached, what both pages call). Prints "<load s> <rows to check
-# records s> <check s (the rows again, and the check)> <series>".
+# `check --machine M` over it (history_data.check_cached, what both pages call: the check reads the frame's
+# columns). Prints "<load s> <check s> <series>".
 _CHILD_HISTORY = """
 import os, sys, time, warnings
 warnings.simplefilter("ignore")
@@ -96,28 +96,24 @@ import logging
 logging.disable(logging.WARNING)
 os.environ["ROBOCACHE_FRAME_CACHE"] = sys.argv[2]
 from dashboard import data, history_data
-from robocache.bench import frame
 t0 = time.perf_counter()
 df, bad = data.load_frame([sys.argv[1]])
 t1 = time.perf_counter()
 import scipy.stats  # regressions.check's own import, apart: it is no part of loading
-t2 = time.perf_counter()
-recs = frame.check_records(df[df["machine"].astype(str) == sys.argv[3]])
 t3 = time.perf_counter()
 doc = history_data.check_cached((os.fsencode(sys.argv[1]),), "bench", "cli", sys.argv[3])
 t4 = time.perf_counter()
-print(f"{t1 - t0:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {doc['summary']['series']}")
+print(f"{t1 - t0:.3f} {t4 - t3:.3f} {doc['summary']['series']}")
 """
 
 
-def child_history(folder: Path, cache: Path, machine: str) -> tuple[float, float, float, int]:
-    """(load_frame s, frame rows to check records s, check s, series) of the History page's data in a new process
-    (the cache present)."""
+def child_history(folder: Path, cache: Path, machine: str) -> tuple[float, float, int]:
+    """(load_frame s, check s, series) of the History page's data in a new process (the cache present)."""
     out = subprocess.run([sys.executable, "-c", _CHILD_HISTORY, str(folder), str(cache), machine], cwd=REPO,
                          capture_output=True, text=True, check=True, env={**__import__("os").environ,
                                                                          "PYTHONPATH": str(REPO)})
-    load_s, rows_s, check_s, series = out.stdout.split()[-4:]
-    return float(load_s), float(rows_s), float(check_s), int(series)
+    load_s, check_s, series = out.stdout.split()[-3:]
+    return float(load_s), float(check_s), int(series)
 
 
 def cli_check(folder: Path, cache: Path | None, machine: str) -> float:
@@ -193,13 +189,16 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
     shutil.rmtree(cache / "checks", ignore_errors=True)
     hist = [child_history(folder, cache, MACHINE) for _ in range(max(2, repeat))]
     print(f"[{n:,} records] History/Regressions, new process (frame cache present): load_frame best "
-          f"{min(h[0] for h in hist):.2f} s ({', '.join(f'{h[0]:.2f}' for h in hist)}); the rows as check records "
-          f"best {min(h[1] for h in hist):.2f} s; check --machine over the frame, computed (rows and check) "
-          f"{hist[0][2]:.2f} s ({hist[0][3]} series); the kept check read back best "
-          f"{min(h[2] for h in hist[1:]):.2f} s ({', '.join(f'{h[2]:.2f}' for h in hist[1:])})")
-    # the CLI's check (a new process, imports included; it reads the records' JSON: docs/regressions.md)
+          f"{min(h[0] for h in hist):.2f} s ({', '.join(f'{h[0]:.2f}' for h in hist)}); check --machine over the "
+          f"frame, computed {hist[0][1]:.2f} s ({hist[0][2]} series); the kept check read back best "
+          f"{min(h[1] for h in hist[1:]):.2f} s ({', '.join(f'{h[1]:.2f}' for h in hist[1:])})")
+    # the CLI's check (a new process, imports included): the frame's columns through the columnar cache (present:
+    # the pages' loads above built it), and with the cache off (the frame built from the JSON)
+    withcli = [cli_check(folder, cache, MACHINE) for _ in range(repeat)]
+    print(f"[{n:,} records] robocache-bench check --machine, new process, from the cache: best {min(withcli):.2f} s "
+          f"({', '.join(f'{t:.2f}' for t in withcli)})")
     nocli = [cli_check(folder, None, MACHINE) for _ in range(repeat)]
-    print(f"[{n:,} records] robocache-bench check --machine, new process: best {min(nocli):.2f} s "
+    print(f"[{n:,} records] robocache-bench check --machine, new process, cache off: best {min(nocli):.2f} s "
           f"({', '.join(f'{t:.2f}' for t in nocli)})")
     import os
 

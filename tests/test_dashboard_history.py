@@ -22,8 +22,9 @@ pytest.importorskip("plotly")
 from streamlit.testing.v1 import AppTest
 
 from dashboard import data, history_charts, history_data
-from robocache.bench import cli, frame, links, schema, store
+from robocache.bench import cli, frame, links, store
 from robocache.bench import regressions as regress
+from robocache.bench.regressions import changepoints
 from robocache.bench.schema import fingerprint
 from robocache.bench.store import write_records
 from tests import committed
@@ -394,50 +395,45 @@ def test_chart_draws_each_kind_of_finding(rehearsal: Path) -> None:
 def test_check_over_the_frame_is_the_clis(rehearsal: Path, tmp_path: Path) -> None:
     """History and Regressions run the check over the dashboard's frame (the columnar cache's rows), never a second
     JSON load: per machine and front end, the alerts document equals the one ``check`` computes over the store's
-    records of the same files (created times compared as the instants they are: the frame holds them in UTC)."""
+    records of the same files (the frame keeps each record's time as written, ``created_text``)."""
     dirs = [*map(str, committed.folders()), str(rehearsal)]
     cache = tmp_path / "frames"
     _, bad = frame.load_table(dirs, cache)  # builds the Parquet cache ...
     assert not bad and list(cache.glob("frame-*.parquet"))
     df = frame.to_frame(frame.load_table(dirs, cache)[0])  # ... and this frame is read back from it
-    recs = [store.to_dict(r) for r in store.load(*dirs).records]
-    for r in recs:
-        r["created"] = pd.Timestamp(r["created"]).tz_convert("UTC").isoformat()
+    recs = store.load(*dirs).records
     assert len(recs) == len(df)
     alerts = 0
     for machine in sorted(df["machine"].astype(str).unique()):
         for frontend in ("cli", None):
             want = regress.alerts_json(regress.check(recs, machine=machine, frontend=frontend), dashboard_url="")
             sub = df[df["machine"].astype(str) == machine]
-            got = regress.alerts_json(regress.check(frame.check_records(sub), machine=machine,
-                                                    frontend=frontend), dashboard_url="")
+            got = regress.alerts_json(regress.check(sub, machine=machine, frontend=frontend), dashboard_url="")
             for doc in (want, got):
                 doc.pop("generated")
             assert got == want, (machine, frontend)
             alerts += len(want["alerts"])
     assert alerts >= 1  # the rehearsal's +10% step: the comparison covers an alert, not only empty documents
     # a record never timed (no method) and one with gaps in an int column keep their series
-    one = frame.check_records(df.head(1).assign(input_sets=float("nan"), grid_version=2.0))[0]
-    assert one["method"] is None and one["case"]["grid_version"] == 2 and type(one["case"]["grid_version"]) is int
+    one = changepoints._FrameRows(df.head(1).assign(input_sets=float("nan"), grid_version=2.0)).series(0)
+    assert one.timer == one.cache == "-" and one.input_sets == 1 and one.grid_version == 2
+    assert type(one.grid_version) is int
 
 
-def _what_check_reads(r: Any) -> tuple:
-    """Every field of a record that ``regress.check`` reads (through ``schema.series_key``, its health and noise
-    tests, ``regress.env_fingerprint`` and the alert's series): a loaded record and a ``check_records`` dict alike."""
-    m, x, h, env = r.get("method"), r.get("metrics"), r.get("health") or {}, r.get("env") or {}
-    return (r["run_id"], pd.Timestamp(r["created"]).tz_convert("UTC"), r.get("git_commit"), r["suite"],
-            r["frontend"], r["status"], schema.series_key(r),
-            None if not m else (m.get("timer"), m.get("cache"), m.get("input_sets"), m.get("version"), m.get("noise")),
-            None if not x else x["time_us"]["p50"], bool(h.get("throttled")), bool(h.get("contended")),
-            regress.env_fingerprint(r), env.get("machine"), env.get("arch"))
+def _what_check_reads(rows: Any) -> list[tuple]:
+    """Every field of every row that ``regress.check`` reads (changepoints._Rows): its lists, and per row its
+    series, architecture, case key and runner's fingerprint."""
+    return [(rows.machine[i], rows.frontend[i], rows.suite[i], rows.created[i], rows.run_id[i], rows.commit[i],
+             rows.why[i], rows.p50[i], rows.within[i], rows.series(i), rows.arch(i), rows.case_key(i),
+             rows.env_print(i)) for i in range(len(rows.run_id))]
 
 
-def test_check_records_carry_every_field_the_check_reads(tmp_path: Path) -> None:
-    """Record by record, what the check reads from a ``check_records`` row equals what it reads from the store's
-    record: over results/ (single- and multi-GPU, call cost, pipelines, asv and pytest-benchmark imports, failed
-    records) and records at the edges (no commit, no noise, never timed, throttled, contended, synthetic, an env
-    without its optional host fields). The alerts documents compared above can agree while a field is lost: the
-    committed history raises no alert and holds no throttled or contended point."""
+def test_the_frames_rows_carry_every_field_the_check_reads(tmp_path: Path) -> None:
+    """Record by record, what the check reads from a frame row equals what it reads from the store's record: over
+    results/ (single- and multi-GPU, call cost, pipelines, asv and pytest-benchmark imports, failed records) and
+    records at the edges (no commit, no noise, never timed, throttled, contended, synthetic, an env without its
+    optional host fields, times written with "Z" or a fraction). The alerts documents compared above can agree
+    while a field is lost: the committed history raises no alert and holds no throttled or contended point."""
     from tests.test_store import make_env, make_record
 
     env = make_env("edge-machine")
@@ -447,7 +443,7 @@ def test_check_records_carry_every_field_the_check_reads(tmp_path: Path) -> None
     recs = []
     for i in range(8):
         r = make_record(i, run_id=f"edge-{i}")
-        r["created"] = f"2026-11-2{i % 3}T01:02:0{i}+00:00"
+        r["created"] = f"2026-11-2{i % 3}T01:02:0{i}" + ("Z" if i % 2 else ".5+00:00")
         recs.append(r)
     recs[0]["git_commit"] = None
     recs[1]["method"]["noise"] = None
@@ -461,15 +457,17 @@ def test_check_records_carry_every_field_the_check_reads(tmp_path: Path) -> None
     loaded = store.load(*committed.files(), str(tmp_path))
     assert not loaded.bad
     df = frame.build_frame(loaded.records)
-    rows = frame.check_records(df)
-    assert len(rows) == len(loaded.records) > 2000
-    want = [_what_check_reads(r) for r in loaded.records]
-    got = [_what_check_reads(r) for r in rows]
-    diff = [(w, g) for w, g in zip(want, got) if w != g]
-    assert not diff, diff[:3]
+    want = _what_check_reads(changepoints._RecordRows(loaded.records))
+    assert len(want) > 2000
+    # the dashboard's frame (pandas) and the CLI's Arrow table (read without pandas) alike
+    for rows in (df, frame.build_table(loaded.records).select(list(changepoints.FRAME_COLUMNS))):
+        got = _what_check_reads(changepoints._FrameRows(rows))
+        diff = [(w, g) for w, g in zip(want, got) if w != g]
+        assert len(got) == len(want) and not diff, diff[:3]
     # the edges are there to compare: a record never timed, throttled and contended points, a missing commit
-    assert {w[5] for w in want} >= {"ok", "crash"} and any(w[9] for w in want) and any(w[10] for w in want)
-    assert any(w[2] is None for w in want) and any(w[7] and w[7][4] is None for w in want)
+    whys = {w[6] for w in want}
+    assert {None, "status crash", "throttled", "contended"} <= whys and any(w[5] is None for w in want)
+    assert any(w[8] == 0.0 and w[6] is None for w in want)
 
 
 def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: Path, tmp_path: Path,

@@ -266,13 +266,34 @@ def test_changed_derivation_code_rebuilds_the_cache(tmp_path: Path, monkeypatch:
     assert reads.take() == ["a.records.json", "b.records.json", "c.records.json"] and not bad and len(df) == 9
 
 
-def test_check_history_is_the_check_records_of_the_frame(tmp_path: Path) -> None:
-    d = _folder(tmp_path)
-    (d / "bad.records.json").write_text("[]", encoding="utf-8")
-    rows, bad = frame.check_history([str(d)], cache=tmp_path / "cache")
-    df, bad2 = frame.load([str(d)], cache=None)
-    assert rows == frame.check_records(df) and len(rows) == 9
-    assert bad == bad2 == store.load(str(d)).bad and len(bad) == 1
+@pytest.mark.parametrize("argv", [
+    ["check", "{d}"], ["check", "{d}", "--frontend", "all", "--floor", "0.01", "--json", "{t}/a.json"],
+    ["check", "{d}", "--machine", "nope"], ["check", "{d}/bad.records.json"],
+])
+def test_check_reads_through_the_frame_as_through_the_store(tmp_path, monkeypatch, capsys, argv):
+    """The CLI's check reads the frame's columns through the columnar cache (built, then read back: no records
+    file parsed again) and gives the very output, files, warnings and exit code of the store's load (cli._Loaded,
+    its fallback without pandas)."""
+    from robocache.bench import cli
+
+    d = _history_folder(tmp_path)
+    argv = [a.format(d=d, t=tmp_path) for a in argv]
+    monkeypatch.setenv(frame.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    reads = _Reads(monkeypatch)
+
+    def run() -> tuple[int, str, str, str]:
+        rc = cli.main(argv)
+        out, err = capsys.readouterr()
+        written = (tmp_path / "a.json").read_text() if "--json" in argv else ""
+        return rc, out, err, json.dumps({**json.loads(written), "generated": ""}) if written else ""
+
+    via_frame = [run()]
+    assert reads.take()  # the cache built from the files ...
+    via_frame.append(run())
+    assert set(reads.take()) <= {"bad.records.json"}  # ... then read back (a bad file is read every time)
+    monkeypatch.setattr(cli, "_check_rows", cli._Loaded)
+    via_store = run()
+    assert via_frame[0] == via_frame[1] == via_store
 
 
 # --- show, report and compare read through the frame (frame.History); the store's load is their fallback ---------

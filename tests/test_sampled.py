@@ -372,3 +372,39 @@ def test_report_sampled_escapes_record_text(tmp_path):
 def test_report_sampled_without_points():
     assert "No sampled point" in views.summary_table([])
     assert "No large sampled point" in views.pairs_table([])
+
+
+def test_kernel_version_runs_are_points_of_their_own(tmp_path, capsys):
+    """A kernel-version sampled run (``--providers robocache@v2,robocache@v3,torch_compile``: no ``robocache``
+    record, as results/h100-nvidia-h100-x1/*-sampled) shows each version's points against torch.compile, named in
+    the op cell; a later run of the versions alone (no torch.compile to take a ratio from) is not the measurement
+    picked. The public API's points of another run keep their rows, unchanged."""
+    from robocache.bench.store import write_records
+
+    kv = [syn.sampled_record(2, i, name, prov, t, run="kv-sampled", created="2026-03-03T00:00:00Z")
+          for i, (name, t2, t3, tc) in enumerate((("p0", 8.0, 4.0, 10.0), ("p1", 20.0, 25.0, 22.0)))
+          for prov, t in (("robocache@v2", t2), ("robocache@v3", t3), ("torch_compile", tc))]
+    later = [syn.sampled_record(2, 0, "p0", prov, 1.0, run="kv-alone", created="2026-03-04T00:00:00Z")
+             for prov in ("robocache@v2", "robocache@v3")]
+    for r in kv:
+        r["git_commit"] = "e" * 40  # a commit of its own: its own measurement
+    for r in later:
+        r["git_commit"] = "f" * 40  # another commit: another measurement, the newer one
+    src = syn.write_fixture(tmp_path / "r")
+    write_records(src, syn.gpu_env("H200", "nvidia-h200"), kv, name="kv")
+    write_records(src, syn.gpu_env("H200", "nvidia-h200"), later, name="kv-alone")
+    recs = store.load(src).records
+    rows = [r for r in views.point_rows(recs) if r["provider"] != "robocache"]
+    assert [(r["provider"], r["case"].rsplit("-", 1)[1], r["run_id"]) for r in rows] == [
+        ("robocache@v2", "p0", "kv-sampled"), ("robocache@v2", "p1", "kv-sampled"),
+        ("robocache@v3", "p0", "kv-sampled"), ("robocache@v3", "p1", "kv-sampled")]
+    assert [round(r["ratio"], 3) for r in rows] == [1.25, 1.1, 2.5, 0.88]
+    assert views.ours_providers(recs) == ["robocache", "robocache@v2", "robocache@v3"]
+    summ = {(r["arch"], r["seed"], r["provider"]): r for r in views.summary(views.point_rows(recs))}
+    assert summ[("H200", 2, "robocache@v3")]["points"] == 2 and summ[("H200", 2, "robocache")]["points"] == 4
+    text = views.sampled(recs)
+    assert "| resample (robocache@v3) | H200 (nvidia-h200) | 2 | kv-sampled | 2 | 1 of 2 (50%) | 0.88x" in text
+    assert "| resample | H200 (nvidia-h200) | 2 | synthetic-h200-sampled | 4 | 3 of 4 (75%) | 0.90x" in text
+    assert cli.main(["report", str(src), "--sampled", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {r["provider"] for r in doc["summary"]} == {"robocache", "robocache@v2", "robocache@v3"}

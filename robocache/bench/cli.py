@@ -779,7 +779,7 @@ def _check(args: argparse.Namespace) -> int:
     res = changepoints.check(records, machine=args.machine, frontend=frontend,
                              screen=changepoints.SCREEN_P if rerun else None, **kw)
     if res.series == 0:
-        machines = sorted({str((r.get("env") or {}).get("machine")) for r in records})
+        machines = sorted({str(m) for m in changepoints.machines(records)})
         print(f"robocache-bench check: no series for machine {args.machine!r} and front end {args.frontend!r}; "
               f"machines in these records: {', '.join(machines)}", file=sys.stderr)
         return 2
@@ -799,29 +799,51 @@ def _bisect(args: argparse.Namespace) -> int:
     return bisect.run_cli(args)
 
 
-def _check_history(args: argparse.Namespace) -> list | int:
-    """The records of ``check``'s paths (bad files warned about), or exit code 2 with a one-line reason."""
+def _check_history(args: argparse.Namespace) -> Any:
+    """The records of ``check``'s paths (bad files warned about): the frame's columns the check reads, through the
+    columnar cache (else, without pandas and pyarrow, the store's records); or exit code 2 with a one-line reason."""
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         print(f"robocache-bench check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
-    # the records' JSON, not the frame's cache: at 100k records the frame's rows as the check's dicts plus the
-    # pandas/pyarrow import made the load slower (docs/harness.md); the check moves to the frame when it reads
-    # its columns directly
-    loaded = _Loaded(args.paths)
-    records, bad = list(loaded.records), loaded.bad
-    for path, why in bad:
+    loaded = _check_rows(args.paths)
+    for path, why in loaded.bad:
         print(f"warning: skipped bad results file {path}: {why}", file=sys.stderr)
-    if not records:
+    if loaded.empty:
         try:
             _unreadable(loaded, args.paths)
         except ValueError as e:
             print(f"robocache-bench check: {e}", file=sys.stderr)
             return 2
         print(f"robocache-bench check: no records in {', '.join(args.paths)}"
-              + (f" ({len(bad)} bad file(s) skipped)" if bad else ""), file=sys.stderr)
+              + (f" ({len(loaded.bad)} bad file(s) skipped)" if loaded.bad else ""), file=sys.stderr)
         return 2
-    return records
+    return loaded.records
+
+
+class _CheckRows:
+    """``check``'s history as the frame's columns (:data:`robocache.bench.regressions.changepoints.FRAME_COLUMNS`,
+    which :func:`robocache.bench.regressions.check` reads as they are: the Arrow table, pandas never imported when
+    the cache holds every file) through the columnar cache, and the bad files."""
+
+    def __init__(self, paths: list[str]) -> None:
+        import warnings
+
+        from .frame import cache_dir, load_table
+        from .regressions.changepoints import FRAME_COLUMNS
+
+        with warnings.catch_warnings():  # a cache of older code is rebuilt without a word (as History)
+            warnings.filterwarnings("ignore", message=".*written for another schema", category=UserWarning)
+            table, self.bad = load_table([str(p) for p in paths], cache_dir())
+        self.records = table.select(list(FRAME_COLUMNS))
+        self.empty = self.records.num_rows == 0
+
+
+def _check_rows(paths: list[str]) -> Any:
+    try:
+        return _CheckRows(paths)
+    except ImportError:  # the frame's pandas and pyarrow: the dashboard and dev extras
+        return _Loaded(paths)
 
 
 def _measurable(alerts: list) -> tuple[list[str], dict[str, str]]:

@@ -18,8 +18,10 @@ its key and is read again). The JSON records stay the source of truth: the cache
 never trusted, when anything about it is off. ``scripts/bench_load.py`` measures it.
 
 Readers: the dashboard (``dashboard/data.py`` adds Streamlit's in-process cache and the pages' helpers; its
-History and Regressions pages' check reads :func:`check_records`, the rows the regression check reads, rebuilt from
-the table rather than parsed again from JSON), and the CLI's ``show``, ``report`` of one run and ``compare``
+History and Regressions pages' check reads the frame's columns as they are), the CLI's ``check`` (the Arrow
+table's columns of :data:`robocache.bench.regressions.changepoints.FRAME_COLUMNS`, ``created_text`` the record's
+time as written: pandas is imported only to build a frame, or a table from records on a cache miss), and
+its ``show``, ``report`` of one run and ``compare``
 (:class:`History`: the runs found, a run's records read in full from its own files, ``compare``'s between-run noise
 from the columns). Needs pandas and pyarrow (the ``dashboard`` and ``dev`` extras); the CLI falls back to the
 store's JSON load without them.
@@ -34,15 +36,17 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema, store
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a frame is built: the CLI's check reads the Arrow table without it
 from .store import RECORDS_SUFFIX, TMP_PREFIX, display_path
 
 # the checkout this module runs from (an editable install, or the repository itself): its root is where the
@@ -58,7 +62,7 @@ MULTI_NUMERIC = ("world_size", "nodes", "step_us", "aggregate_items_per_s", "eff
                  "gather_gb_per_s", "collective_us", "collective_gb_per_s", "collective_busbw_gb_per_s")
 MULTI_COLUMNS = (*MULTI_NUMERIC, "backend", "scaling", "gather", "per_rank_us")
 
-COLUMNS = ["run_id", "created", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
+COLUMNS = ["run_id", "created", "created_text", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
            "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "method_version", "noise", "status",
            "reason",
            "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled",
@@ -204,6 +208,7 @@ def _record_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
         return got
 
     return {"run_id": [r.run_id for r in records], "created": [r.created for r in records],
+            "created_text": [r.created for r in records],  # as written: the check's order and its alerts' words
             "git_commit": [r.git_commit for r in records], "suite": [r.suite for r in records],
             "frontend": [r.frontend for r in records], "status": [r.status for r in records],
             "reason": [r.reason or "" for r in records], "synthetic": [r.synthetic for r in records],
@@ -273,6 +278,8 @@ def _multi_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
 
 
 def _arrow_column(col: str, vals: list[Any]) -> pa.Array:
+    import pandas as pd
+
     typ = SCHEMA.field(col).type
     if col == "created":
         # ISO 8601 with offsets or "Z", to UTC; an odd string becomes NaT (null) instead of failing the page
@@ -304,6 +311,8 @@ def build_table(records: Sequence[Any]) -> pa.Table:
 
 def _object(s: pd.Series) -> pd.Series:
     """A categorical column of text as plain objects (missing: ``None``, as a list of str/None gives)."""
+    import pandas as pd
+
     cats = np.asarray(s.cat.categories, dtype=object)
     codes = s.cat.codes.to_numpy()
     out = np.empty(len(s), dtype=object)
@@ -341,7 +350,7 @@ CACHE_ENV_VAR = "ROBOCACHE_FRAME_CACHE"  # a folder for the columnar cache; "off
 # user's cache folder
 DEFAULT_CACHE_DIR = (REPO / ".cache" / "frames" if (REPO / "pyproject.toml").is_file() else
                      Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "robocache" / "frames")
-CACHE_FORMAT = 3  # raise when what a row holds changes: older caches are then rebuilt
+CACHE_FORMAT = 4  # raise when what a row holds changes: older caches are then rebuilt
 CACHE_KEEP = 16  # cache files kept per folder (one per set of results folders); the least recently used go
 _CACHE_META = b"robocache.frames"
 
@@ -402,8 +411,11 @@ def _read_cache(path: Path) -> tuple[pa.Table, dict[str, tuple[tuple[int, ...], 
     if not path.exists():
         return None
     try:
-        table = pq.read_table(path, page_checksum_verification=True, use_pandas_metadata=False,
-                              read_dictionary=[c for c in COLUMNS if SCHEMA.field(c).type == _TEXT])
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import (pandas among it) is
+        # most of a cached load in a new process
+        with pq.ParquetFile(path, page_checksum_verification=True,
+                            read_dictionary=[c for c in COLUMNS if SCHEMA.field(c).type == _TEXT]) as f:
+            table = f.read(use_pandas_metadata=False)
         raw = (table.schema.metadata or {}).get(_CACHE_META)
         if raw is None:
             raise CacheError("no manifest")
@@ -513,82 +525,6 @@ def _load_table(dirs: Sequence[str], cache: Path | None) -> tuple[
 
 
 
-# --- the rows the regression check reads -----------------------------------------------------------------
-
-def _ints(col: pd.Series) -> list[Any]:
-    """An int column as the records hold it: ``2.0`` (a column with gaps is float) -> 2, NaN -> None."""
-    return [None if v is None or v != v else int(v) for v in col.tolist()]
-
-
-def _floats(col: pd.Series) -> list[Any]:
-    return [None if v is None or v != v else v for v in col.tolist()]
-
-
-def _iso(col: pd.Series) -> list[str]:
-    """``created`` (UTC) as ISO 8601 text, as ``Timestamp.isoformat`` writes it (``2026-11-20T03:12:45+00:00``,
-    microseconds only when there are some; a missing time as ``""``), for a whole column at once."""
-    t = col.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
-    sec = np.datetime_as_string(t, unit="s")
-    frac = t.astype("int64") % 1_000_000_000 // 1000
-    text = np.where(frac != 0, np.datetime_as_string(t, unit="us"), sec)
-    return ["" if x.startswith("NaT") else x + "+00:00" for x in text.tolist()]
-
-
-def check_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """The records :func:`robocache.bench.regressions.check` reads, rebuilt from the frame (the columnar cache's rows:
-    :func:`load`) rather than parsed again from JSON: per record its run, commit,
-    created, suite, front end, status, case (op, id, provider, dtype, grid version), method (timer, cache, input
-    sets, version, within-run noise; ``None`` for a record never timed), p50, health and env. The same fields the
-    check reads from a loaded record, so its result is the one ``robocache-bench check`` computes over the files
-    (tests/test_frame.py compares the two documents); ``created`` is the UTC time in ISO 8601 (records
-    written with another offset or a ``Z`` read as the same instant). The case, health and env of equal rows are
-    one shared object each (the check only reads them)."""
-    if df.empty:
-        return []
-    envs: dict[Any, dict[str, Any]] = {}
-    cases: dict[tuple, dict[str, Any]] = {}
-    healths: dict[tuple, dict[str, bool]] = {}
-    text = ("run_id", "git_commit", "suite", "frontend", "status", "synthetic", "op", "case_id", "provider", "dtype",
-            "timer", "cache", "throttled", "contended", "noisy", "env")
-    out = []
-    gc_was_on = gc.isenabled()
-    gc.disable()  # as store.load: many small acyclic dicts make the cyclic GC's passes the cost
-    try:
-        for (run, commit, suite, front, status, synth, op, case, prov, dtype, timer, cache, thr, con, noisy, env,
-             created, grid, sets, ver, noise, p50) in zip(
-                *(df[c].tolist() for c in text), _iso(df["created"]),
-                *(_ints(df[c]) for c in ("grid_version", "input_sets", "method_version")),
-                *(_floats(df[c]) for c in ("noise", "p50"))):
-            e = envs.get(env)
-            if e is None:
-                try:
-                    e = json.loads(str(env))
-                except ValueError:
-                    e = {}
-                envs[env] = e = e if isinstance(e, dict) else {}
-            ck = (op, case, prov, dtype, grid)
-            c = cases.get(ck)
-            if c is None:
-                c = cases[ck] = {"op": op, "id": case, "provider": prov, "dtype": dtype, "grid_version": grid}
-            hk = (bool(thr), bool(con), bool(noisy))
-            h = healths.get(hk)
-            if h is None:
-                h = healths[hk] = {"throttled": hk[0], "contended": hk[1], "noisy": hk[2]}
-            out.append({
-                "run_id": run, "created": created, "git_commit": commit, "suite": suite, "frontend": front,
-                "status": status, "synthetic": synth, "case": c,
-                # the frame writes a method's input sets always (1 by default): none means no method
-                "method": None if sets is None else {"timer": timer, "cache": cache, "input_sets": sets, "version": ver,
-                                                     "noise": noise},
-                "metrics": None if p50 is None else {"time_us": {"p50": p50}}, "health": h, "env": e})
-    finally:
-        if gc_was_on:
-            gc.enable()
-    return out
-
-
-
-
 def load(dirs: Sequence[str], cache: Path | str | None | bool = True) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """Every good record under ``dirs`` as one frame (one row per record, :data:`COLUMNS`) and the bad files as
     ``(path, reason)`` (unescaped, as :func:`robocache.bench.store.load` lists them), through the columnar cache
@@ -596,14 +532,6 @@ def load(dirs: Sequence[str], cache: Path | str | None | bool = True) -> tuple[p
     folder = cache_dir() if cache is True else (Path(cache) if cache else None)
     table, bad = load_table([str(d) for d in dirs], folder)
     return to_frame(table), bad
-
-
-def check_history(dirs: Sequence[str], cache: Path | str | None | bool = True) -> tuple[
-        list[dict[str, Any]], list[tuple[str, str]]]:
-    """``robocache-bench check``'s history: :func:`check_records` of every record under ``dirs`` (through the
-    columnar cache, :func:`load`), and the bad files."""
-    df, bad = load(dirs, cache)
-    return check_records(df), bad
 
 
 # --- show, report and compare: which runs there are, one run's records, compare's history --------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -14,7 +15,8 @@ import numpy as np
 
 from ..schema import Series, fingerprint, series_key
 from .noise import NOISE_MIN, PRIOR_DOF, prior_noise, series_sigma, shrink, sigma_floors
-from .records import FLOOR, case_key, check_floor, env_changes, env_fingerprint, p50, safe_exp, unhealthy, within_sigma
+from .records import (ENV_FIELDS, FLOOR, case_key, check_floor, env_changes, env_fingerprint, p50, safe_exp, unhealthy,
+                      within_sigma)
 
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
 RECENT = 5  # an improvement older than the newest RECENT runs is history, not news
@@ -434,37 +436,41 @@ def check(records: Iterable[Any], *, machine: str | None = None, frontend: str |
 
 def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None, floor: float, q: float,
            min_history: int, tail: Sequence[int], screen: float | None) -> CheckResult:
-    """:func:`check`'s work (the GC paused around it), in its steps: the records grouped per series, each current
-    series fitted (:class:`_Fit`) and its candidates tested (:func:`_candidates`, :func:`_drift_candidate`), the
-    false discovery rate controlled over all series (:func:`_significant_drifts`, :func:`_significant_changes`),
-    then one change per series placed (:func:`_one_per_series`) and sorted into alerts, improvements and breaks
-    (:func:`_classify`)."""
+    """:func:`check`'s work (the GC paused around it), in its steps: what it reads of the records (:func:`_rows`),
+    grouped per series, each current series fitted (:class:`_Fit`) and its candidates tested (:func:`_candidates`,
+    :func:`_drift_candidate`), the false discovery rate controlled over all series (:func:`_significant_drifts`,
+    :func:`_significant_changes`), then one change per series placed (:func:`_one_per_series`) and sorted into
+    alerts, improvements and breaks (:func:`_classify`)."""
     res = CheckResult(floor=floor, fdr_q=q)
-    by, newest = _by_series(records, machine, frontend)
+    rows = _rows(records)
+    by, newest = _by_series(rows, machine, frontend)
     res.series = len(by)
-    siblings = _siblings(by)
-    env_fp = _EnvPrints()
+    keys = {g: rows.series(idx[-1]) for g, idx in by.items()}  # every row of a group has its series
+    last = {g: max(rows.created[i] for i in idx) for g, idx in by.items()}
+    siblings = _siblings(keys, last)
+    _count_excluded(res, rows, by)
     cands: list[Change] = []
     drift_cands: list[Drift | None] = []  # one per series tested for drift (None: no trend)
     fits: dict[str, _Fit] = {}  # fingerprint -> its fit: to refine a change's location
-    for skey, recs in by.items():
-        recs.sort(key=lambda r: (r["created"], r["run_id"]))
-        pts = _points(recs, res, env_fp)[-MAX_HISTORY:]  # PELT's cost grows with the history; older levels say
-        # nothing of tonight
-        mach = (recs[-1].get("env") or {}).get("machine")
-        if not pts or pts[-1].run_id != newest[(mach, pts[-1].suite)][1]:
+    for g, idx in by.items():
+        idx.sort(key=lambda i: (rows.created[i], rows.run_id[i]))
+        healthy = [i for i in idx if rows.why[i] is None]
+        if not healthy or rows.run_id[healthy[-1]] != newest[(rows.machine[idx[-1]], rows.suite[healthy[-1]])][1]:
             res.series_stale += 1
             continue
-        series = _series_dict(recs[-1])
+        # PELT's cost grows with the history; older levels say nothing of tonight
+        pts = _points(rows, healthy[-MAX_HISTORY:])
+        skey = keys[g]
+        series = {**skey._asdict(), "arch": rows.arch(idx[-1])}
         fp = fingerprint(series)
         if len(pts) < min_history:
-            brk = _method_break(series, fp, skey, pts, siblings, by)
+            brk = _method_break(series, fp, skey, pts, siblings, last, keys)
             if brk is not None:
                 res.breaks.append(brk)
             continue
         res.series_checked += 1
         res.checked.append(fp)
-        fit = _fit(series, fp, case_key(recs[-1]), pts, screen)
+        fit = _fit(series, fp, rows.case_key(idx[-1]), pts, screen)
         mine = _candidates(fit, _hypotheses(fit, tail))
         cands += mine
         fits[fp] = fit
@@ -480,72 +486,212 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
     return res
 
 
-def _by_series(records: Iterable[Any], machine: str | None,
-               frontend: str | None) -> tuple[dict[Series, list[Any]], dict[Any, tuple[str, str]]]:
-    """The records of ``machine`` and ``frontend`` (None: any) per series, and per machine and suite the (created,
+class _Rows:
+    """What :func:`check` reads of each record, one list per field in the records' order: its runner's machine,
+    front end, suite, time (the record's own text: the order and the alert's words), run, commit, series (a
+    hashable group: the record's :class:`Series`, or the frame's fingerprint of it), why it is no point
+    (:func:`unhealthy`, None for a point), its median and its within-run noise (:func:`within_sigma`); and per row
+    on demand its :class:`Series`, architecture, case key and runner's fingerprint (:func:`env_fingerprint`).
+    Built from loaded records (:class:`_RecordRows`) or from the frame's columns (:class:`_FrameRows`)."""
+
+    machine: list[Any]
+    frontend: list[Any]
+    suite: list[Any]
+    created: list[str]
+    run_id: list[str]
+    commit: list[Any]
+    group: list[Any]
+    why: list[str | None]
+    p50: list[float | None]
+    within: list[float]
+
+    def series(self, i: int) -> Series:
+        raise NotImplementedError
+
+    def arch(self, i: int) -> Any:
+        raise NotImplementedError
+
+    def case_key(self, i: int) -> str:
+        raise NotImplementedError
+
+    def env_print(self, i: int) -> dict[str, str]:
+        raise NotImplementedError
+
+
+class _RecordRows(_Rows):
+    """:class:`_Rows` of loaded records (Structs, or dicts as the replay and the tests build them)."""
+
+    def __init__(self, records: Iterable[Any]) -> None:
+        self._recs = recs = list(records)
+        envs = [r.get("env") or {} for r in recs]
+        self.machine = [e.get("machine") for e in envs]
+        self.frontend = [r.get("frontend") for r in recs]
+        self.suite = [r["suite"] for r in recs]
+        self.created = [r["created"] for r in recs]
+        self.run_id = [r["run_id"] for r in recs]
+        self.commit = [r.get("git_commit") for r in recs]
+        self.group = [series_key(r) for r in recs]
+        self.why = [unhealthy(r) for r in recs]
+        self.p50 = [p50(r) for r in recs]
+        self.within = [within_sigma(r) for r in recs]
+        self._env_prints: dict[int, tuple[Any, dict[str, str]]] = {}
+
+    def series(self, i: int) -> Series:
+        return self.group[i]
+
+    def arch(self, i: int) -> Any:
+        return (self._recs[i].get("env") or {}).get("arch")
+
+    def case_key(self, i: int) -> str:
+        return case_key(self._recs[i])
+
+    def env_print(self, i: int) -> dict[str, str]:
+        """Computed once per env object (the records of one file share theirs), kept alive so that its id is not
+        reused while this lives."""
+        env = self._recs[i].get("env")
+        got = self._env_prints.get(id(env))
+        if got is None or got[0] is not env:
+            got = self._env_prints[id(env)] = (env, env_fingerprint(self._recs[i]))
+        return dict(got[1])  # each point its own dict
+
+
+# the frame's columns the check reads (robocache.bench.frame: one row per record)
+FRAME_COLUMNS = ("machine", "frontend", "suite", "created_text", "run_id", "git_commit", "series", "status", "p50",
+                 "throttled", "contended", "noise", "env", "op", "case_id", "provider", "dtype", "timer", "cache",
+                 "grid_version", "input_sets", "method_version")
+
+
+def _values(col: Any) -> list[Any]:
+    """A frame column (pandas, or Arrow: the CLI reads the table without pandas) as Python values, a missing one as
+    None (a categorical's or a float's NaN alike)."""
+    vals = col.to_pylist() if hasattr(col, "to_pylist") else col.tolist()
+    return [None if v is None or v != v else v for v in vals]
+
+
+class _FrameRows(_Rows):
+    """:class:`_Rows` of the frame (robocache.bench.frame, one row per record, with :data:`FRAME_COLUMNS`: a pandas
+    DataFrame, or the Arrow table itself): its columns read whole, the series grouped by the frame's fingerprint
+    column; a row's env parsed once per distinct env (one per results file)."""
+
+    def __init__(self, df: Any) -> None:
+        self._df = df
+        self._cols: dict[str, list[Any]] = {}
+        self.machine, self.frontend, self.suite = (self._col(c) for c in ("machine", "frontend", "suite"))
+        self.created = self._col("created_text")
+        self.run_id, self.commit, self.group = self._col("run_id"), self._col("git_commit"), self._col("series")
+        self.p50 = [v if v is not None and 0 < v < math.inf else None for v in self._col("p50")]
+        self.why = [f"status {s}" if s != "ok" or p is None else "throttled" if t else "contended" if c else None
+                    for s, p, t, c in zip(self._col("status"), self.p50, self._col("throttled"),
+                                          self._col("contended"))]
+        self.within = [min(float(n) / 1.96, 1e6) if n is not None else 0.0 for n in self._col("noise")]
+        self._envs: dict[Any, dict[str, Any]] = {}
+
+    def _col(self, c: str) -> list[Any]:
+        got = self._cols.get(c)
+        if got is None:
+            got = self._cols[c] = _values(self._df[c])
+        return got
+
+    def _env(self, i: int) -> dict[str, Any]:
+        text = self._col("env")[i]
+        e = self._envs.get(text)
+        if e is None:
+            try:
+                e = json.loads(str(text))
+            except ValueError:
+                e = {}
+            e = self._envs[text] = e if isinstance(e, dict) else {}
+        return e
+
+    def _int(self, col: str, i: int, default: int | None) -> int | None:
+        v = self._col(col)[i]
+        return default if v is None else int(v)
+
+    def series(self, i: int) -> Series:
+        has_method = self._int("input_sets", i, None) is not None  # the frame writes a method's input sets always
+        return Series(machine=self.machine[i], op=str(self._col("op")[i]), case_id=str(self._col("case_id")[i]),
+                      provider=str(self._col("provider")[i]), dtype=str(self._col("dtype")[i]),
+                      timer=str(self._col("timer")[i]) if has_method else "-",
+                      cache=str(self._col("cache")[i]) if has_method else "-",
+                      grid_version=self._int("grid_version", i, None), frontend=self.frontend[i],
+                      input_sets=self._int("input_sets", i, 1), method_version=self._int("method_version", i, 1))
+
+    def arch(self, i: int) -> Any:
+        return self._env(i).get("arch")
+
+    def case_key(self, i: int) -> str:
+        return f"{self._col('case_id')[i]}/{self._col('dtype')[i]}/{self._col('provider')[i]}"
+
+    def env_print(self, i: int) -> dict[str, str]:
+        env = self._env(i)
+        return {k: str(env[k]) for k in ENV_FIELDS if env.get(k) not in (None, "")}  # each point its own dict
+
+
+def machines(records: Any) -> list[Any]:
+    """The runner's machine of every record (or frame row), as the check reads it."""
+    return _rows(records).machine
+
+
+def _rows(records: Iterable[Any]) -> _Rows:
+    """The check's rows: the frame's columns (a DataFrame or an Arrow table: it has ``columns``), else the
+    records'."""
+    return _FrameRows(records) if hasattr(records, "columns") else _RecordRows(records)
+
+
+def _by_series(rows: _Rows, machine: str | None,
+               frontend: str | None) -> tuple[dict[Any, list[int]], dict[Any, tuple[str, str]]]:
+    """The rows of ``machine`` and ``frontend`` (None: any) per series, and per machine and suite the (created,
     run_id) of its newest record (a series is current when its newest healthy point is in its suite's newest run)."""
-    by: dict[Series, list[Any]] = defaultdict(list)
+    by: dict[Any, list[int]] = defaultdict(list)
     newest: dict[Any, tuple[str, str]] = {}  # (machine, suite) -> (created, run_id) of its newest record
-    for r in records:
-        env = r.get("env") or {}
-        if machine and env.get("machine") != machine:
+    for i, (mach, front, suite, created, run, g) in enumerate(zip(rows.machine, rows.frontend, rows.suite,
+                                                                   rows.created, rows.run_id, rows.group)):
+        if machine and mach != machine:
             continue
-        if frontend and r["frontend"] != frontend:
+        if frontend and front != frontend:
             continue
-        by[series_key(r)].append(r)
-        m, stamp = (env.get("machine"), r["suite"]), (r["created"], r["run_id"])
+        by[g].append(i)
+        m, stamp = (mach, suite), (created, run)
         if m not in newest or stamp > newest[m]:
             newest[m] = stamp
     return by, newest
 
 
-def _siblings(by: dict[Series, list[Any]]) -> dict[Series, list[tuple[str, Series]]]:
+def _siblings(keys: dict[Any, Series], last: dict[Any, str]) -> dict[Series, list[tuple[str, Series]]]:
     """Series measured another way (method version, input rotation): per case (:func:`_siblings_key`), each of its
     series with its newest record's time, for the method breaks."""
     siblings: dict[Series, list[tuple[str, Series]]] = defaultdict(list)
-    for k, recs in by.items():
-        siblings[_siblings_key(k)].append((max(r["created"] for r in recs), k))
+    for g, k in keys.items():
+        siblings[_siblings_key(k)].append((last[g], k))
     return siblings
 
 
-class _EnvPrints:
-    """The runner's fingerprint (:func:`env_fingerprint`) per env object, computed once: the records of one file, or
-    of one frame row's env, share theirs. Keyed by id, the env kept alive so that its id is not reused while this
-    lives."""
-
-    def __init__(self) -> None:
-        self._by_id: dict[int, tuple[Any, dict[str, str]]] = {}
-
-    def __call__(self, r: Any) -> dict[str, str]:
-        env = r.get("env")
-        got = self._by_id.get(id(env))
-        if got is None or got[0] is not env:
-            got = self._by_id[id(env)] = (env, env_fingerprint(r))
-        return dict(got[1])  # each point its own dict
+def _count_excluded(res: CheckResult, rows: _Rows, by: dict[Any, list[int]]) -> None:
+    """The records of the series that are no point (:func:`unhealthy`), counted in ``res`` by reason."""
+    for idx in by.values():
+        for i in idx:
+            why = rows.why[i]
+            if why:
+                res.excluded_points += 1
+                k = why.split()[0] if why.startswith("status") else why
+                res.excluded_reasons[k] = res.excluded_reasons.get(k, 0) + 1
 
 
-def _points(recs: list[Any], res: CheckResult, env_fp: _EnvPrints) -> list[Point]:
-    """A series' healthy records (sorted) as points; the others are counted in ``res`` by reason."""
-    pts: list[Point] = []
-    for r in recs:
-        why = unhealthy(r)
-        if why:
-            res.excluded_points += 1
-            k = why.split()[0] if why.startswith("status") else why
-            res.excluded_reasons[k] = res.excluded_reasons.get(k, 0) + 1
-            continue
-        pts.append(Point(r["run_id"], r.get("git_commit"), r["created"], math.log(p50(r)), within_sigma(r),
-                         r["suite"], env_fp(r)))
-    return pts
+def _points(rows: _Rows, healthy: list[int]) -> list[Point]:
+    """A series' healthy rows (sorted) as points."""
+    return [Point(rows.run_id[i], rows.commit[i], rows.created[i], math.log(rows.p50[i]), rows.within[i],
+                  rows.suite[i], rows.env_print(i)) for i in healthy]
 
 
 def _method_break(series: dict[str, Any], fp: str, skey: Series, pts: list[Point],
-                  siblings: dict[Series, list[tuple[str, Series]]], by: dict[Series, list[Any]]) -> Break | None:
+                  siblings: dict[Series, list[tuple[str, Series]]], last: dict[Any, str],
+                  keys: dict[Any, Series]) -> Break | None:
     """A series too short to test that started where a sibling measured another way stopped: a method break."""
     older = [k for t, k in siblings[_siblings_key(skey)] if k != skey and t < pts[0].created]
     if not older:
         return None
-    prev = max(older, key=lambda k: max(r["created"] for r in by[k]))
+    newest_of = {keys[g]: t for g, t in last.items()}
+    prev = max(older, key=lambda k: newest_of[k])
     return Break(series=series, fingerprint=fp, kind="method", run_id=pts[0].run_id, created=pts[0].created,
                  detail=(f"measured another way since run {pts[0].run_id}: method version {prev.method_version} -> "
                          f"{skey.method_version}, input sets {prev.input_sets} -> {skey.input_sets}; a new series, "
