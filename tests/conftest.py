@@ -74,8 +74,6 @@ SLOW: dict[str, str] = {
                                             "166 s wall (all four tests that use it)",
     "tests/test_kernels_compile.py::test_kernel_compiles": "NVRTC compiles every kernel for sm_80 and sm_90: "
                                                            "20 s CPU in all (2-5 s a case), 141 s wall",
-    "tests/test_distributed.py::test_gather_checksum_sees_changed_and_moved_bytes": "checksums 48 MiB tensors "
-                                                                                    "four times: 11 s CPU, 23 s wall",
     "tests/test_pipelines.py::test_training_same_loss_curve_and_profile": "trains and profiles both pipelines: "
                                                                           "8 s CPU, 39 s wall",
     "tests/test_regress_replay.py::ci_run": "the out-of-sample replay of the nightly check at CI's size, one "

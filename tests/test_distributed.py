@@ -497,16 +497,19 @@ def test_gather_checksum_sees_changed_and_moved_bytes():
 
     from robocache.bench.multigpu import rank as distributed
 
-    x = torch.randint(0, 256, (3 * (1 << 24) + 5,), dtype=torch.uint8)  # several chunks and a tail
-    base = distributed._checksum(x)
-    assert base == distributed._checksum(x.clone())
+    # several chunks and a tail, positions past the weights' modulus (65521): chunks of 64 KiB instead of the
+    # 16 MiB a rank uses (the same loop; 48 MiB four times was 33 s of the rest tier)
+    chunk = 1 << 16
+    x = torch.randint(0, 256, (3 * chunk + 5,), dtype=torch.uint8)
+    base = distributed._checksum(x, chunk)
+    assert base == distributed._checksum(x.clone(), chunk) == distributed._checksum(x)  # the chunks do not matter
     swapped = x.clone()
     i = int(torch.nonzero(swapped[:-1] != swapped[1:])[0])  # two different neighbours
     swapped[i], swapped[i + 1] = x[i + 1].item(), x[i].item()
     changed = x.clone()
     changed[-1] ^= 1
-    assert distributed._checksum(swapped) != base and distributed._checksum(changed) != base
-    assert distributed._checksum(x[:-1]) != base
+    assert distributed._checksum(swapped, chunk) != base and distributed._checksum(changed, chunk) != base
+    assert distributed._checksum(x[:-1], chunk) != base
 
 
 def test_report_marks_host_bound_steps():
