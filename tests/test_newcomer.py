@@ -11,9 +11,10 @@ go and who reads them, not their figures). Without a GPU they also leave out the
 (``--providers``: the other three CPU providers, 15 of its 20 CPU cases): the test took 297 s with them and 181 s
 without (rest tier, 2026-11-27, loads 1-7 and 2-12), and their records go and are read as the others' (torch.compile
 on the CPU is tested by tests/test_providers.py and benchmarks/test_pytest_benchmarks.py; on a GPU the whole quick
-suite runs). tests/test_regress_quality.py is not run again in the copy: its only read of ``results/`` is ``regress.fit_priors(committed.load().records)`` (tests/regress_sim.py's noise pools),
-and tests/test_regress.py::test_prior_per_provider_is_fitted_from_committed_records, run there, asserts that this
-very fit equals the committed priors file: the user's runs cannot reach the simulation unless that test fails.
+suite runs). tests/test_regress_quality.py is not run again in the copy: its only read of ``results/`` is
+``regress.fit_priors(committed.load().records)`` (tests/regress_sim.py's noise pools), and
+tests/test_regress.py::test_prior_per_provider_is_fitted_from_committed_records, run there, asserts that this very
+fit equals the committed priors file: the user's runs cannot reach the simulation unless that test fails.
 """
 from __future__ import annotations
 
