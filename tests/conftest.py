@@ -74,8 +74,6 @@ SLOW: dict[str, str] = {
                                             "166 s wall (all four tests that use it)",
     "tests/test_kernels_compile.py::test_kernel_compiles": "NVRTC compiles every kernel for sm_80 and sm_90: "
                                                            "20 s CPU in all (2-5 s a case), 141 s wall",
-    "tests/test_distributed.py::test_gather_checksum_sees_changed_and_moved_bytes": "checksums 48 MiB tensors "
-                                                                                    "four times: 11 s CPU, 23 s wall",
     "tests/test_pipelines.py::test_training_same_loss_curve_and_profile": "trains and profiles both pipelines: "
                                                                           "8 s CPU, 39 s wall",
     "tests/test_regress_replay.py::ci_run": "the out-of-sample replay of the nightly check at CI's size, one "
@@ -253,15 +251,18 @@ def causes(item: pytest.Item) -> dict[str, list[str]]:
 
 
 # Modules started first, longest first: on two workers (make test's -n 2 --dist loadfile, collection order kept: see
-# pytest_configure) a long module started last is the run's tail. Their wall time summed from --durations in one
-# run of the rest tier on two workers (load average 3-4 with other jobs, 2026-11-27, before the sizes were cut):
-# test_distributed 464 s, test_newcomer 412 (161 alone since), test_bisect_rehearsal 272, test_frontends 257,
-# test_precompile 190, test_rehearsal 183, test_bench_pipeline 127, test_pipelines_ddp 114, test_regress_replay 100,
-# test_gpu_check_script 134 (54 alone since). Order only: no test depends on it.
-LONGEST_FIRST = ("tests/test_distributed.py", "tests/test_bisect_rehearsal.py", "tests/test_frontends.py",
-                 "tests/test_precompile.py", "tests/test_rehearsal.py", "tests/test_newcomer.py",
-                 "tests/test_bench_pipeline.py", "tests/test_pipelines_ddp.py", "tests/test_regress_replay.py",
-                 "tests/test_gpu_check_script.py", "benchmarks/test_pytest_benchmarks.py")
+# pytest_configure) a long module started last is the run's tail. A worker is handed its next unit while it still
+# runs the last test of its current one (pytest-xdist's worker needs the next test to run the current one), so the
+# long single-test units come first, then the long modules in SPLIT, whose tests fill the workers' ends. Their wall
+# time from --durations in one run of the rest tier on two workers (load average 4-7 with other jobs, 2026-11-27,
+# at 82c4953): test_newcomer 297 s, test_rehearsal 208, test_regress_replay 207 (its fixture), test_bisect_rehearsal
+# 154 + 59, test_frontends 214 (asv run and compare 148), test_gpu_check_script 131, test_distributed 569 summed
+# (the stuck group 113), test_bench_pipeline 114, test_pipelines_ddp 96, test_regress_quality 97,
+# test_precompile 82. Order only: no test depends on it.
+LONGEST_FIRST = ("tests/test_newcomer.py", "tests/test_rehearsal.py", "tests/test_regress_replay.py",
+                 "tests/test_bisect_rehearsal.py", "tests/test_frontends.py", "tests/test_gpu_check_script.py",
+                 "tests/test_distributed.py", "tests/test_bench_pipeline.py", "tests/test_regress_quality.py",
+                 "tests/test_pipelines_ddp.py", "tests/test_precompile.py", "benchmarks/test_pytest_benchmarks.py")
 
 @pytest.fixture(scope="session", autouse=True)
 def _frame_cache(tmp_path_factory):

@@ -7,10 +7,14 @@ repository of one commit (the project's .gitignore applies, the records carry th
 `make run SERVE=0` runs twice with this environment's Python, and then the regression tests run in that copy.
 
 The runs sample each case for 0.2 s instead of the default 2 s (``RUN_ARGS``: what is checked is where the records
-go and who reads them, not their figures). tests/test_regress_quality.py is not run again in the copy: its only
-read of ``results/`` is ``regress.fit_priors(committed.load().records)`` (tests/regress_sim.py's noise pools),
-and tests/test_regress.py::test_prior_per_provider_is_fitted_from_committed_records, run there, asserts that this
-very fit equals the committed priors file: the user's runs cannot reach the simulation unless that test fails.
+go and who reads them, not their figures). Without a GPU they also leave out the quick suite's torch.compile cases
+(``--providers``: the other three CPU providers, 15 of its 20 CPU cases): the test took 297 s with them and 181 s
+without (rest tier, 2026-11-27, loads 1-7 and 2-12), and their records go and are read as the others' (torch.compile
+on the CPU is tested by tests/test_providers.py and benchmarks/test_pytest_benchmarks.py; on a GPU the whole quick
+suite runs). tests/test_regress_quality.py is not run again in the copy: its only read of ``results/`` is
+``regress.fit_priors(committed.load().records)`` (tests/regress_sim.py's noise pools), and
+tests/test_regress.py::test_prior_per_provider_is_fitted_from_committed_records, run there, asserts that this very
+fit equals the committed priors file: the user's runs cannot reach the simulation unless that test fails.
 """
 from __future__ import annotations
 
@@ -61,8 +65,15 @@ def test_make_run_twice_then_the_regression_tests(tmp_path: Path) -> None:
     venv = Path(sys.executable).parent.parent  # this environment: make must not build another
     env = {**os.environ, "PYTHONPATH": str(clone), "ROBOCACHE_IGNORE_HOST_LOAD": ""}
     env.pop("ROBOCACHE_RESULTS", None)
+    from robocache.bench import specs
+    from robocache.bench.multigpu import launch
+
+    run_args = "--time-limit 0.2"
+    if launch.gpu_count() == 0:  # the CPU providers: make run's device here (the GPU's quick suite otherwise)
+        cpu = sorted({c.provider for c in specs.cases("quick", device="cpu")} - {"torch_compile"})
+        run_args += f" --providers {','.join(cpu)}"
     make = ["make", "-C", str(clone), "run", "SERVE=0", f"VENV={venv}", "-o", str(venv / "bin" / ".installed"),
-            "RUN_ARGS=--time-limit 0.2"]
+            f"RUN_ARGS={run_args}"]
     for night in (1, 2):
         run = subprocess.run(make, env=env, capture_output=True, text=True, timeout=1800)
         assert run.returncode == 0, (night, run.stdout[-3000:], run.stderr[-3000:])

@@ -226,7 +226,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--collective-timeout", type=_POSITIVE_S, default=None,
                    help="seconds a collective waits for a peer before it fails: the process group's timeout "
                         "once every rank has started (default 120; the start may take up to 300 s); a dead rank "
-                        "ends the run within it plus a margin")
+                        "ends the run within it plus a margin (30 s; $ROBOCACHE_LAUNCH_MARGIN_S sets it)")
     g.add_argument("--nnodes", type=_POSITIVE_INT, default=1, help="machines in the run (default 1: torchrun --standalone)")
     g.add_argument("--node-rank", type=_NONNEG_INT, default=0,
                    help="this machine's rank among --nnodes (0 runs the one-GPU cases and writes the records)")
@@ -1132,6 +1132,10 @@ def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
     gpus = args.gpus if args.gpus is not None else (launch.gpu_count() if device == "gpu" else 2)
     if gpus < 1:
         return _usage("no GPU visible here: pass --gpus N, or --device cpu for Gloo processes")
+    try:
+        margin = launch.launch_margin_s()
+    except ValueError as e:
+        return _usage(f"robocache-bench run: {e}")
     timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     coll = args.collective_timeout if args.collective_timeout is not None else launch.COLLECTIVE_TIMEOUT_S
     where = (f"{gpus} GPU(s) per node, NCCL" if device == "gpu" else f"{gpus} Gloo process(es) per node, CPU only "
@@ -1142,7 +1146,7 @@ def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:
     res = launch.run_multigpu(cases, device=device, gpus=gpus, out_dir=args.out, suite=args.suite, timing=timing,
                               machine=args.machine, collective_timeout_s=coll, case_timeout_s=args.timeout,
                               nnodes=args.nnodes, node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
-                              rdzv_id=args.rdzv_id, log=say)
+                              rdzv_id=args.rdzv_id, log=say, margin_s=margin)
     return _multigpu_summary(args, res)
 
 

@@ -13,8 +13,9 @@ ranks write the records through the store (:mod:`robocache.bench.multigpu.rank`)
   rank has started (the start may take :data:`rank.STARTUP_TIMEOUT_S`): a rank waiting in a collective for a
   dead or hung peer raises after it;
 * **a dead rank**: torchrun's agent sees it within its monitor interval and stops the other ranks; should
-  the group still be alive ``collective_timeout + MARGIN_S`` after a local rank died, this launcher stops
-  it. The case is recorded as ``crash`` with the root cause torchrun reports (which rank, which exit code
+  the group still be alive ``collective_timeout + margin`` after a local rank died, this launcher stops
+  it (the margin: ``margin_s``, else ``$ROBOCACHE_LAUNCH_MARGIN_S``, else :data:`MARGIN_S`, 30 s; tests
+  lower it so that a hung group ends in seconds). The case is recorded as ``crash`` with the root cause torchrun reports (which rank, which exit code
   or signal) and no metrics: a partial aggregate is never recorded;
 * **a hung case**: a case still running ``case_timeout`` seconds after it started (``--timeout``) is
   ``timeout``;
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import re
 import signal
@@ -55,6 +57,7 @@ from ..schema import FAILED_STATUSES, Record
 
 COLLECTIVE_TIMEOUT_S = 120.0
 MARGIN_S = 30.0  # a dead rank must end the launch within the collective timeout plus this
+MARGIN_ENV = "ROBOCACHE_LAUNCH_MARGIN_S"  # overrides MARGIN_S (seconds > 0): tests make a hung group end sooner
 GRACE_S = 10.0  # SIGTERM -> SIGKILL
 # SIGKILLed processes still in /proc are killed again until none is left, for at most this long: a killed process
 # must get a core to exit, which on a loaded machine can take seconds (the launch returns only once they are gone)
@@ -93,6 +96,23 @@ class MultiRunResult:
         for r in self.records:
             out[r.status] = out.get(r.status, 0) + 1
         return out
+
+
+def launch_margin_s(margin_s: float | None = None) -> float:
+    """The grace after the collective timeout (a dead rank's group, a group that does not exit after its last
+    case): ``margin_s`` when given, else ``$ROBOCACHE_LAUNCH_MARGIN_S``, else :data:`MARGIN_S`. ``ValueError``
+    (one line) unless it is a finite number of seconds > 0."""
+    text = os.environ.get(MARGIN_ENV, "").strip() if margin_s is None else None
+    if margin_s is None and not text:
+        return MARGIN_S
+    try:
+        value = float(text) if margin_s is None else float(margin_s)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        where, got = (f"${MARGIN_ENV}", text) if margin_s is None else ("margin_s", repr(margin_s))
+        raise ValueError(f"{where} must be a number of seconds > 0, got {got}")
+    return value
 
 
 # --- what this machine has -------------------------------------------------------------------------
@@ -323,7 +343,7 @@ def _stop_on_signals():
 
 def run_torchrun(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeout_s: float,
             collective_timeout_s: float, env: dict[str, str],
-            on_case: Callable[[CaseDone], None] | None) -> _Launch:
+            on_case: Callable[[CaseDone], None] | None, margin_s: float = MARGIN_S) -> _Launch:
     """Run one torchrun and watch it (:func:`_watch`) until it exits or must be stopped; then kill whatever of
     it is left and read what the ranks wrote (:func:`_outcome`)."""
     launch_id = uuid.uuid4().hex
@@ -345,7 +365,7 @@ def run_torchrun(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeo
                                     env={**env, LAUNCH_ENV: launch_id}, start_new_session=True)
         try:
             status, detail = _watch(proc, work, t0, new_cases, k=k, n_cases=n_cases, case_timeout_s=case_timeout_s,
-                                    collective_timeout_s=collective_timeout_s)
+                                    collective_timeout_s=collective_timeout_s, margin_s=margin_s)
         finally:
             _kill_launch(proc, launch_id)
     new_cases()
@@ -353,7 +373,7 @@ def run_torchrun(cmd: list[str], work: Path, *, k: int, n_cases: int, case_timeo
 
 
 def _watch(proc: subprocess.Popen, work: Path, t0: float, new_cases: Callable[[], None], *, k: int, n_cases: int,
-           case_timeout_s: float, collective_timeout_s: float) -> tuple[str | None, str]:
+           case_timeout_s: float, collective_timeout_s: float, margin_s: float = MARGIN_S) -> tuple[str | None, str]:
     """Poll a running launch: (None, "") when torchrun exits on its own, else why this launcher stops it:
     a stall (:func:`_stalled`), or a dead rank whose group did not end within the collective timeout."""
     dead_since: float | None = None
@@ -366,19 +386,19 @@ def _watch(proc: subprocess.Popen, work: Path, t0: float, new_cases: Callable[[]
         now = time.monotonic()
         new_cases()
         stop = _stalled(messages.read_json(work / "progress.json", Progress), now - t0, k=k, n_cases=n_cases,
-                        case_timeout_s=case_timeout_s, collective_timeout_s=collective_timeout_s)
+                        case_timeout_s=case_timeout_s, collective_timeout_s=collective_timeout_s, margin_s=margin_s)
         if stop is not None:
             return stop
         pids = [x for x in (messages.read_json(p, RankPid) for p in work.glob("pid-*.json")) if x]
         if dead_since is None and any(not _alive(x.pid) for x in pids):
             dead_since = now
-        if dead_since is not None and now - dead_since > collective_timeout_s + MARGIN_S:
+        if dead_since is not None and now - dead_since > collective_timeout_s + margin_s:
             return "crash", (f"a rank died and the group did not end within the {collective_timeout_s:g} s collective "
-                             f"timeout + {MARGIN_S:g} s; stopped")
+                             f"timeout + {margin_s:g} s; stopped")
 
 
 def _stalled(prog: Progress | None, running_s: float, *, k: int, n_cases: int, case_timeout_s: float,
-             collective_timeout_s: float) -> tuple[str | None, str] | None:
+             collective_timeout_s: float, margin_s: float = MARGIN_S) -> tuple[str | None, str] | None:
     """(status, why) when the launch must be stopped from its progress file (None: let it run). Status None:
     every case is recorded and only the group's exit hangs."""
     if prog is None:
@@ -390,9 +410,9 @@ def _stalled(prog: Progress | None, running_s: float, *, k: int, n_cases: int, c
     if prog.state == "start" and since > case_timeout_s:
         return "timeout", (f"no result within the {case_timeout_s:g} s timeout; the launch of {k} rank(s) was "
                            "stopped (process groups killed)")
-    if prog.state == "done" and prog.index >= n_cases - 1 and since > collective_timeout_s + MARGIN_S:
+    if prog.state == "done" and prog.index >= n_cases - 1 and since > collective_timeout_s + margin_s:
         # every case is recorded; the group hangs in its final barrier or in tearing down NCCL
-        return None, (f"the group did not exit within {collective_timeout_s + MARGIN_S:g} s after its last case; "
+        return None, (f"the group did not exit within {collective_timeout_s + margin_s:g} s after its last case; "
                       "stopped (its records are complete)")
     if prog.state == "done" and prog.index < n_cases - 1 and since > case_timeout_s:
         return "timeout", (f"the next case did not start within the {case_timeout_s:g} s timeout; the launch of "
@@ -426,7 +446,7 @@ def run_multigpu(cases: Sequence[specs.Case], *, device: str, gpus: int | None =
                  rdzv_id: str = "robocache-bench", seed: int = 0, check_only: bool = False,
                  baselines: dict[str, Baseline] | None = None, add_baselines: bool = True,
                  synthetic: bool = False, git: tuple[str | None, bool | None] | None = None,
-                 log: Callable[[str], None] | None = None) -> MultiRunResult:
+                 log: Callable[[str], None] | None = None, margin_s: float | None = None) -> MultiRunResult:
     """Run multi-GPU ``cases`` through torchrun; records go to ``out_dir/<arch>-<machine>/``.
 
     ``gpus``: GPUs (or, on the CPU, Gloo processes) per node; default: the GPUs visible here (2 on the CPU).
@@ -434,12 +454,15 @@ def run_multigpu(cases: Sequence[specs.Case], *, device: str, gpus: int | None =
     ``add_baselines`` the one-rank case of every selected case is run too when it was not selected (the
     efficiency needs it); ``baselines`` passes such figures in from elsewhere (front ends: an earlier launch).
     ``git``: (commit, dirty) of the records, else the checkout's (:func:`robocache.bench.context.git_state`).
+    ``margin_s``: the grace after ``collective_timeout_s`` before a group with a dead rank, or one that does not
+    exit after its last case, is stopped (default: ``$ROBOCACHE_LAUNCH_MARGIN_S``, else :data:`MARGIN_S`).
 
     The steps: check the arguments, select the cases (:func:`select_cases`), start the run's context (the
     environment captured in a child process), then per world size, ascending, launch torchrun until every
     case of that size has a record (:class:`_MultiRun`).
     """
     t0 = time.perf_counter()
+    margin_s = launch_margin_s(margin_s)
     gpus = _check_arguments(cases, device, gpus, nnodes, node_rank)
     res = MultiRunResult(run_id=run_id or new_run_id(), writer=node_rank == 0)
     selected = select_cases(cases, res, gpus=gpus, nnodes=nnodes, node_rank=node_rank, baselines=baselines,
@@ -451,7 +474,8 @@ def run_multigpu(cases: Sequence[specs.Case], *, device: str, gpus: int | None =
                         check_only=check_only)
         multi = _MultiRun(run=run, task=task, res=res, gpus=gpus, nnodes=nnodes, node_rank=node_rank,
                           rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id, collective_timeout_s=collective_timeout_s,
-                          case_timeout_s=case_timeout_s, known=dict(baselines or {}), say=log or (lambda s: None))
+                          case_timeout_s=case_timeout_s, known=dict(baselines or {}), say=log or (lambda s: None),
+                          margin_s=margin_s)
         for k in sorted({c.world_size for c in selected}):
             multi.world_size(k, [c for c in selected if c.world_size == k])
     res.wall_s = time.perf_counter() - t0
@@ -522,6 +546,7 @@ class _MultiRun:
     case_timeout_s: float
     known: dict[str, Baseline]  # one-rank figures, for the efficiencies of the larger world sizes
     say: Callable[[str], None]
+    margin_s: float = MARGIN_S  # the grace after the collective timeout (launch_margin_s)
 
     def world_size(self, k: int, group: list[specs.Case]) -> None:
         """Launch the ``k``-rank cases until each has a record: after a failed case, again for those after it."""
@@ -552,7 +577,7 @@ class _MultiRun:
                      + " ".join(cmd[1:4]) + " ...")
             got = run_torchrun(cmd, work, k=k, n_cases=len(cases), case_timeout_s=self.case_timeout_s,
                           collective_timeout_s=self.collective_timeout_s, env=child_env(),
-                          on_case=self.said if res.writer else None)
+                          on_case=self.said if res.writer else None, margin_s=self.margin_s)
         res.launches.append({"world_size": k, "rc": got.rc, "seconds": got.seconds, "cases": len(cases),
                              "status": got.status, "detail": got.detail})
         return got

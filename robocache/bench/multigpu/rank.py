@@ -160,12 +160,15 @@ def _as_bytes(x: Any):
     return t.contiguous().reshape(-1).view(torch.uint8)
 
 
-def _checksum(t) -> tuple[int, int, int]:
+CHECKSUM_CHUNK = 1 << 24  # bytes a checksum widens to int64 at a time
+
+
+def _checksum(t, chunk: int = CHECKSUM_CHUNK) -> tuple[int, int, int]:
     """(size, sum, position-weighted sum) of a flat uint8 tensor: tells whether a peer's bytes arrived intact
-    and in place without moving them (in chunks: bounded temporary memory)."""
+    and in place without moving them (in chunks of ``chunk`` bytes: bounded temporary memory)."""
     import torch
 
-    n, s1, s2, chunk = t.numel(), 0, 0, 1 << 24
+    n, s1, s2 = t.numel(), 0, 0
     for start in range(0, n, chunk):
         c = t[start:start + chunk].to(torch.int64)
         w = torch.arange(start, start + c.numel(), device=c.device, dtype=torch.int64) % 65521 + 1

@@ -197,7 +197,8 @@ def run_ddp(cfg: Any, run: RunContext, dataset: str, info: dict[str, Any], pts: 
             cmd = launch.torchrun_command(k, work / "task.json", module=MODULE)
             say(f"ddp: {k} rank(s) ({'NCCL' if cfg.device == 'gpu' else 'Gloo'}), {len(mine)} case(s)")
             got = launch.run_torchrun(cmd, work, k=k, n_cases=len(mine), case_timeout_s=case_timeout_s,
-                                 collective_timeout_s=collective_timeout_s, env=launch.child_env(), on_case=None)
+                                 collective_timeout_s=collective_timeout_s, env=launch.child_env(), on_case=None,
+                                 margin_s=launch.launch_margin_s())
         recs: list[Record] = [d.record for d in got.done]
         if len(recs) < len(mine):  # the launch died or timed out: the cases without a record say why
             recs += _unfinished(got, k, mine[len(recs):], task)
