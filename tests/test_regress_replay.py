@@ -1,14 +1,18 @@
 """The out-of-sample replay of the nightly check (issue 27), at CI's reduced size.
 
-``robocache.bench.regressions.replay``: the nightly job's own calls (``changepoints.check`` with the CLI's
-screen, then ``confirmation.confirm_alerts`` with reruns drawn at the series' true level) over the full nightly
-grid's templates (both GPUs, every provider), nights drawn from the committed records' real run-to-run ratios of
-the *other* fold of cases than the priors were fitted on. The full size and its figures: docs/regressions.md
-("Quality: the out-of-sample replay"), ``python -m robocache.bench.regressions replay``.
+``robocache.bench.regressions.replay``: the nightly job's own calls (``changepoints.check`` with the CLI's screen,
+then ``confirmation.confirm_alerts`` with reruns drawn at the series' true level) over the full nightly grid's
+templates (both GPUs, every provider), nights drawn from the committed records' real run-to-run ratios of the
+*other* fold of cases than the priors were fitted on. The full size and its figures: docs/regressions.md
+("Quality out of sample"), ``python -m robocache.bench.regressions replay``.
 
-The reduced size (2 replicates of a third of the templates, only the targets' step sizes and slope) is seeded, so
-its rates are one draw: the asserts are the issue's targets loosened by what such a draw can miss, and each still
-fails on a method that misses its target badly (the figures measured at this size are in the messages).
+The reduced size (``replay.SIZES["ci"]``: CI_REPLICATES independent replicates of a third of the templates, only
+the targets' step sizes and slope) is seeded. The A/A estimate is the mean of the replicates' expected rates, and
+one replicate's rate has a measured spread (AA_SD_PER_REPLICATE): most replicates measure 0.01-0.04 per 1,000,
+and now and then one series' false change, sent to the rerun night after night, weighs 0.1-0.3 alone. So the
+mean is held to the issue's target plus a one-sided margin for that spread (the A/A test below says how much);
+the detection targets are loosened by what a draw of this size can miss, and each still fails on a method that
+misses its target badly (the figures measured at this size are in the messages).
 """
 from __future__ import annotations
 
@@ -20,10 +24,22 @@ import pytest
 from robocache.bench.regressions import changepoints, confirmation, noise, replay
 
 
+CI_REPLICATES = replay.SIZES["ci"]["replicates"]
+AA_TARGET_PER_1000 = 1000 * replay.AA_TARGET  # the issue's A/A target: 0.05 confirmed per 1,000 series-nights
+# One CI-size replicate's expected A/A rate per 1,000 series-nights: its standard deviation over 16 independent
+# replicates (seeds 1-16, `replay.run("ci", replicates=16, seed=1)`, measured with both A/A pairs of 2026-11-27 in
+# results/, the H200 one since taken out again), docs/regressions.md ("The CI size and its spread").
+AA_SD_PER_REPLICATE = 0.0179
+# The one-sided margin: the mean of CI_REPLICATES replicates exceeds the rate it estimates by more than
+# Z_ONE_SIDED standard errors (AA_SD_PER_REPLICATE / sqrt(CI_REPLICATES)) about 1% of the time (normal
+# approximation: the mean of a few skewed draws is itself skewed, so a little more often)
+Z_ONE_SIDED = 2.326
+
+
 @pytest.fixture(scope="module")
 def ci_run() -> dict:
-    # one process (jobs=1): the tiers keep process pools out of tests that need none (tests/conftest.py)
-    return replay.run("ci", jobs=1)
+    # two processes (the replicates are independent; one process would take twice the wall time)
+    return replay.run("ci", jobs=2)
 
 
 def test_replay_covers_the_full_nightly_grid_out_of_sample():
@@ -75,14 +91,26 @@ def test_replay_runs_the_nightly_jobs_own_calls(monkeypatch):
     assert all(k["screen"] == changepoints.SCREEN_P and k["frontend"] == "cli" and k["machine"] for k in calls["check"])
 
 
-def test_replay_rates_at_ci_size(ci_run):
-    t = ci_run["targets"]
+def test_replay_aa_rate_at_ci_size(ci_run):
+    """A/A: the expected confirmed false alerts (each alert sent to the rerun times its probability of being
+    confirmed) per 1,000 series-nights, averaged over CI_REPLICATES independent replicates, against the issue's
+    target (0.05) plus Z_ONE_SIDED standard errors of that mean (a method at the target fails about 1% of the
+    seeds; one at twice the target fails most); the observed count against a Poisson bound at the target."""
+    from scipy import stats
+
+    t, sp = ci_run["targets"], ci_run["aa_spread"]
     print(f"\n{replay.markdown(ci_run)}")
-    # A/A: the expected confirmed false alerts (each alert sent to the rerun times its probability of being
-    # confirmed) per 1,000 series-nights; the target is 0.05, the full size measures it (docs/regressions.md)
-    assert t["aa_series_nights"] >= 3000 and t["aa_sent"] >= 20
-    assert t["aa_expected_per_1000"] <= 0.15, t
-    assert t["aa_confirmed"] <= 3, t
+    assert ci_run["replicates"] == CI_REPLICATES == len(sp["per_replicate_per_1000"]) >= 6
+    assert len({r["seed"] for r in ci_run["per_replicate"]}) == CI_REPLICATES  # independent: a seed each
+    assert t["aa_series_nights"] >= 3000 * CI_REPLICATES // 2 and t["aa_sent"] >= 10 * CI_REPLICATES
+    cap = AA_TARGET_PER_1000 + Z_ONE_SIDED * AA_SD_PER_REPLICATE / math.sqrt(CI_REPLICATES)
+    assert sp["mean_per_1000"] <= cap, (round(cap, 4), sp)
+    # observed: at most the 99.9% quantile of a Poisson count at the target rate over these series-nights
+    assert t["aa_confirmed"] <= stats.poisson.ppf(0.999, replay.AA_TARGET * t["aa_series_nights"]), t
+
+
+def test_replay_detection_at_ci_size(ci_run):
+    t = ci_run["targets"]
     # +10% the night it lands (noise <= 2%) and +5% within two nights (noise <= 1%): targets 90% and 80%
     assert t["ten_n"] >= 20 and t["ten_night_it_lands"] >= 0.75, t
     assert t["five_n"] >= 5 and t["five_within_two"] >= 0.6, t
@@ -130,3 +158,22 @@ def test_call_cost_deviations_never_enter_the_device_pools():
     assert cs[1] == ("machine", "nvidia-h100-x1", "robocache|host", b) and cs[-1] == ("all",)
     dev_cells = replay._cells("nvidia-h100-x1", {**host_tpl.case, "id": dev}, 10.0, "cuda_event")
     assert not any("|host" in str(x) for c in dev_cells for x in c)
+
+
+def test_aa_spread_is_per_replicate_and_names_the_heaviest_series():
+    """The A/A estimate's spread: each replicate's expected rate over its own A/A series-nights (the nights before
+    a series' change), their mean and standard deviation, and the series that weigh most."""
+    def series(key, start, pcs, sent):
+        return {"machine": "m", "key": key, "cell": "case", "noise": 0.01, "two_state": False, "start": start,
+                "seen": [[n, s, False, False, False, pc] for n, (pc, s) in enumerate(zip(pcs, sent), start=6)]}
+
+    quiet = series("a", 10 ** 6, [0.0] * 1000, [False] * 1000)  # 1,000 A/A series-nights, nothing sent
+    heavy = series("b", 10 ** 6, [0.0] * 997 + [0.2, 0.3, 0.5], [False] * 997 + [True] * 3)
+    changed = series("c", 10, [0.9] * 20, [True] * 20)  # a step at night 10: its 5 nights before it count, not after
+    sp = replay.aa_spread([[quiet, changed], [heavy, quiet]])
+    # replicate 0: 1,005 A/A nights, expected 0.9 * 5 = 4.5; replicate 1: 2,000 nights, expected 1.0
+    assert sp["per_replicate_per_1000"] == [round(1000 * 4.5 / 1005, 4), 0.5]
+    assert math.isclose(sp["mean_per_1000"], (1000 * 4.5 / 1005 + 0.5) / 2)
+    assert math.isclose(sp["sd_per_1000"], float(np.std([1000 * 4.5 / 1005, 0.5], ddof=1)))
+    assert [(h["key"], h["sent"], h["expected"]) for h in sp["heaviest"]] == [("c", 5, 4.5), ("b", 3, 1.0)]
+    assert replay.aa_spread([[quiet]])["sd_per_1000"] is None  # one replicate: no spread (and valid JSON)

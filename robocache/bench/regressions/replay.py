@@ -58,6 +58,7 @@ import numpy as np
 
 from ..schema import fingerprint, series_key
 from . import changepoints, confirmation, noise
+from .alerts import code_span, md_text
 from .records import p50, unhealthy
 
 REPO = Path(__file__).resolve().parents[3]
@@ -72,9 +73,11 @@ AFTER = 10  # nights measured after the latest change: +0.5%/night reaches +5% o
 BANDS = ((0.005, "<= 0.5%"), (0.01, "0.5-1%"), (0.02, "1-2%"), (0.05, "2-5%"), (math.inf, "> 5%"))
 SIZES = {  # replicates, a share of the templates, the Monte Carlo draws of each A/A alert's confirmation, and the
     # step sizes and drift slopes drawn (CI's reduced size draws only the targets' +5%, +10% and +0.5%/night, so that
-    # its few hundred series put a few dozen in each target's cell)
+    # its few hundred series put a few dozen in each target's cell; its replicates are independent draws whose
+    # spread the A/A test of tests/test_regress_replay.py allows for: one replicate's A/A estimate is often one
+    # series' false change, sent to the rerun night after night)
     "full": {"replicates": 12, "share": 1.0, "mc": 4000, "steps": STEP_SIZES, "slopes": DRIFT_SLOPES},
-    "ci": {"replicates": 2, "share": 0.35, "mc": 500, "steps": (0.05, 0.10), "slopes": (0.005,)},
+    "ci": {"replicates": 8, "share": 0.35, "mc": 500, "steps": (0.05, 0.10), "slopes": (0.005,)},
 }
 
 
@@ -565,6 +568,38 @@ def targets(m: dict) -> dict:
             "drift_before_5pc": drift[1] / max(drift[0], 1) if drift else None, "drift_n": drift[0] if drift else 0}
 
 
+def _aa_weight(s: dict) -> tuple[int, int, float]:
+    """One series' A/A series-nights, the nights it was sent to the rerun, and its expected confirmed false alerts
+    (the sum of those nights' probabilities of being confirmed)."""
+    aa = [x for x in s["seen"] if x[0] - 1 < s["start"]]
+    return len(aa), sum(bool(x[1]) for x in aa), float(sum(x[5] for x in aa))
+
+
+def aa_spread(each: Sequence[Sequence[dict]], top: int = 5) -> dict:
+    """The A/A estimate's spread over independent replicates (``each``: every replicate's series): each
+    replicate's expected confirmed false alerts per 1,000 series-nights, their mean, standard deviation and the
+    mean's standard error; and the series that weigh most (a replicate's figure is often one series' night after
+    night: a false change whose level before drew low is sent to the rerun every night until it is confirmed or
+    its evidence fades)."""
+    rates, heavy = [], []
+    for k, got in enumerate(each):
+        nights = exp = 0.0
+        for s in got:
+            n, sent, e = _aa_weight(s)
+            nights += n
+            exp += e
+            if e > 0:
+                heavy.append({"replicate": k, "machine": s["machine"], "key": s["key"], "cell": s["cell"],
+                              "noise": round(s["noise"], 4), "two_state": s["two_state"], "sent": sent,
+                              "expected": round(e, 4)})
+        rates.append(1000 * exp / max(nights, 1))
+    r = np.array(rates, dtype=float)
+    sd = float(r.std(ddof=1)) if len(r) > 1 else None  # (JSON: no NaN) one replicate has no spread
+    return {"per_replicate_per_1000": [round(x, 4) for x in rates], "mean_per_1000": float(r.mean()) if len(r) else 0.0,
+            "sd_per_1000": sd, "se_per_1000": sd / math.sqrt(len(r)) if sd is not None else None,
+            "heaviest": sorted(heavy, key=lambda h: -h["expected"])[:top]}
+
+
 # ------------------------------------------------------------------ the bound the noise sets
 
 AA_TARGET = 0.05 / 1000  # confirmed false alerts per series-night the issue allows
@@ -618,25 +653,28 @@ def run(size: str = "full", replicates: int | None = None, seed: int = 20261125,
     w = world()
     seeds = [seed + k for k in range(cfg["replicates"])]
     t0 = time.perf_counter()
-    series: list[dict] = []
+    each: list[list[dict]] = []  # every replicate's series, in seed order
     if jobs > 1 and len(seeds) > 1:
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(min(jobs, len(seeds)), initializer=_init, initargs=(w,)) as pool:
             args = [(s, cfg["share"], cfg["mc"], cfg["steps"], cfg["slopes"]) for s in seeds]
             for k, got in enumerate(pool.imap(_job, args)):
-                series += got
+                each.append(got)
                 if log:
                     log(f"replicate {k + 1}/{len(seeds)} done after {time.perf_counter() - t0:.0f} s")
     else:
         for k, s in enumerate(seeds):
-            series += replicate(w, s, cfg["share"], cfg["mc"], cfg["steps"], cfg["slopes"])
+            each.append(replicate(w, s, cfg["share"], cfg["mc"], cfg["steps"], cfg["slopes"]))
             if log:
                 log(f"replicate {k + 1}/{len(seeds)} done after {time.perf_counter() - t0:.0f} s")
+    series = [s for got in each for s in got]
     m = measures(series)
     return {"schema": "robocache-replay/1", "size": size, "seed": seed, "replicates": cfg["replicates"],
             "share": cfg["share"], "templates": len(w["templates"]), "series": len(series),
             "cells": dict(sorted(_count(s["cell"] for s in series).items())), "measures": m, "targets": targets(m),
+            "per_replicate": [{"seed": s, **targets(measures(got))} for s, got in zip(seeds, each)],
+            "aa_spread": aa_spread(each),
             "wall_s": round(time.perf_counter() - t0, 1), "every_series": series}
 
 
@@ -673,6 +711,15 @@ def markdown(doc: dict) -> str:
              f"| +5% within two nights, noise <= 1%, >= 80% | {pct(t['five_within_two'])} of {t['five_n']} |",
              f"| +0.5%/night flagged before +5%, noise <= 0.5%, >= 90% | {pct(t['drift_before_5pc'])} of "
              f"{t['drift_n']} |", ""]
+    sp = doc.get("aa_spread")
+    if sp and sp["sd_per_1000"] is not None:
+        r = sp["per_replicate_per_1000"]
+        lines += [f"A/A expected per 1,000 series-nights, per replicate: mean {sp['mean_per_1000']:.3f}, sd "
+                  f"{sp['sd_per_1000']:.3f} (the mean's standard error {sp['se_per_1000']:.3f}), {min(r):.3f}-"
+                  f"{max(r):.3f} over {len(r)} replicates; the heaviest series: "
+                  + "; ".join(f"{md_text(h['machine'])} `{code_span(h['key'])}` ({h['cell']} pool, noise "
+                              f"{100 * h['noise']:.1f}%{', two-state' if h['two_state'] else ''}): "
+                              f"{h['expected']:.2f} over {h['sent']} night(s) sent" for h in sp["heaviest"][:3]), ""]
     m = doc["measures"]
     lines += ["| provider | noise | A/A series-nights | sent | confirmed | expected per 1,000 | false drifts |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
