@@ -43,8 +43,11 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def points(df: pd.DataFrame) -> pd.DataFrame:
-    """:func:`robocache.bench.views.sampled.point_rows` over the frame's sampled rows."""
-    return pd.DataFrame(report_sampled.point_rows(records(df)))
+    """:func:`robocache.bench.views.sampled.point_rows` over the frame's sampled rows: the public API's points
+    (``robocache``) only. A kernel version's (``robocache@vN``) are the report's (``report --sampled``): the page's
+    tables and charts have no provider axis, so they would read as the public API's."""
+    pts = pd.DataFrame(report_sampled.point_rows(records(df)))
+    return pts[pts["provider"] == report_sampled.OURS].reset_index(drop=True) if "provider" in pts.columns else pts
 
 
 def summary(pts: pd.DataFrame) -> pd.DataFrame:

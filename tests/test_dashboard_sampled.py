@@ -103,3 +103,18 @@ def test_sampled_page_without_sampled_records(tmp_path: Path, monkeypatch: pytes
 
 def test_page_declared_in_the_app() -> None:
     assert 'st.Page(_PAGES / "sampled.py", title="Sampled")' in (REPO / "dashboard" / "app.py").read_text()
+
+
+def test_page_points_are_the_public_apis_only() -> None:
+    """The committed H100 sampled runs of seed 20261127 measured robocache (the public API) and, in another run, the
+    kernel versions robocache@v2/v3 beside torch.compile: the report lists each provider's points, the page (no
+    provider axis) only the public API's, so a version's figure never reads as the public API's."""
+    folder = REPO / "results" / "h100-nvidia-h100-x1"
+    df, bad = data.load_frame([str(folder)], cache=False)
+    assert not bad
+    report = views.point_rows(store.load(folder).records)
+    provs = {r["provider"] for r in report if r["seed"] == 20261127 and r["op"] == "resample"}
+    assert {"robocache", "robocache@v2", "robocache@v3"} <= provs
+    pts = sampled.points(df)
+    assert not pts.empty and set(pts["provider"]) == {"robocache"}
+    assert len(pts) == sum(r["provider"] == "robocache" for r in report)

@@ -362,3 +362,16 @@ def test_history_noise_over_the_frame_is_the_records(tmp_path):
     assert got.run_ids() == list(runs(recs))
     assert got.records_of(["20260101T010000Z-run1"]) == [r for r in recs if r.run_id == "20260101T010000Z-run1"]
 
+
+
+def test_show_report_compare_fall_back_to_the_store_without_pandas(monkeypatch) -> None:
+    """frame.py imports neither pandas nor pyarrow at module level, so its import alone proves nothing: without
+    pandas (pyarrow present) show, report and compare read the store's load, never a half-built frame."""
+    import sys
+
+    from robocache.bench import cli
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` raises ImportError
+    h = cli._history([str(repo / "results" / "h200-nvidia-h200-x4")])
+    assert type(h).__name__ == "_Loaded" and h.records and not h.bad

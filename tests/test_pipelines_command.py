@@ -75,3 +75,17 @@ def test_list_through_the_one_cli_is_the_alias_list(capsys: pytest.CaptureFixtur
                                               "(got --ops)"
     assert cli.main(["list", "--suite", "quick", "--workers", "2"]) == 2
     assert "--workers: options of --suite pipelines" in capsys.readouterr().err
+
+
+def test_a_bad_launch_margin_is_refused_before_any_part_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    """$ROBOCACHE_LAUNCH_MARGIN_S is read by the DDP launches, after the dataset and the other parts: a bad value is
+    a usage error up front (exit 2, one line, nothing written), and matters only when DDP launches are asked."""
+    monkeypatch.setenv("ROBOCACHE_LAUNCH_MARGIN_S", "soon")
+    out = tmp_path / "out"
+    assert alias.main(["run", "--device", "cpu", "--out", str(out), "--parts", "", "--ddp-ranks", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ROBOCACHE_LAUNCH_MARGIN_S must be a number of seconds > 0, got soon" in err[0]
+    assert not out.exists()
+    args = cli._parser().parse_args(["run", "--suite", "pipelines", "--device", "cpu", "--parts", "dataload"])
+    assert command.checked_config(args, "cpu").ddp_ranks == ()  # no launch: the variable is not read

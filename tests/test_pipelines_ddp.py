@@ -78,3 +78,26 @@ def test_ddp_failed_launch_records_why(tmp_path: Path) -> None:
     assert recs[1].reason.endswith(f"ended at {recs[0].case.id}/cpu_workers")
     loaded = store.load(tmp_path / "res")
     assert not loaded.bad and [r.status for r in loaded.records] == ["crash", "skipped", "skipped"]
+
+
+def test_ddp_records_stay_in_their_own_files_when_a_part_follows(tmp_path: Path, monkeypatch) -> None:
+    """The DDP launches write their records into their own files; a part run after them (infer, the default's
+    last) rewrites the run file with its own records only, never the DDP ones (a report would list them twice).
+    The launches and the inference are stand-ins here (committed records), the run's bookkeeping is the real one."""
+    from robocache.bench.pipelines import run as run_mod
+
+    repo = Path(__file__).resolve().parents[1]
+    ddp_rec = store.load(repo / "results" / "h200-nvidia-h200-x4"
+                         / "20261127T124551Z-6e2dd5-pipelines-ddp-g1.records.json").records[0]
+    infer_rec = next(r for r in store.load(repo / "results" / "h200-nvidia-h200").records
+                     if r.suite == "pipelines" and r.case.op == "infer")
+    monkeypatch.setattr(ddp, "run_ddp", lambda *a, **k: [ddp_rec])
+    monkeypatch.setattr(run_mod, "_infer", lambda cfg, ctx, pts, emit, say: emit(infer_rec))
+    path = tmp_path / "d.h5"
+    ds.generate(path, ds.Spec(seed=5, min_s=1.0, max_s=2.0, episodes=6))
+    cfg = Config(device="cpu", dataset=str(path), parts=("infer",), batch_sizes=(2,), workers=(0,),
+                 models=("mlp",), train_steps=3, train_warmup=1, profile_steps=0, ddp_ranks=(1,))
+    res = run(cfg, tmp_path / "res", machine="ci-cpu")
+    assert [r.case.op for r in res.records] == ["infer", "train"]  # the run's records: both parts'
+    written = store.load(res.path)
+    assert not written.bad and [r.case.op for r in written.records] == ["infer"]

@@ -635,9 +635,12 @@ class _Loaded:
 def _history(paths: list[str]) -> Any:
     """The records under ``paths`` for show, report and compare: through the frame and its columnar cache
     (:class:`robocache.bench.frame.History`: one run's files read in full), else the store's load."""
-    try:
+    try:  # the frame's pandas and pyarrow (the dashboard and dev extras): frame.py itself imports neither
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+
         from .frame import History
-    except ImportError:  # the frame's pandas and pyarrow: the dashboard and dev extras
+    except ImportError:
         return _Loaded(paths)
     return History(paths)
 

@@ -102,6 +102,10 @@ def checked_config(args: argparse.Namespace, device: str):
         from . import dataset
 
         dataset.describe(cfg.dataset)
+    if cfg.ddp_ranks:  # the launches' grace ($ROBOCACHE_LAUNCH_MARGIN_S): refused before any part runs
+        from ..multigpu import launch
+
+        launch.launch_margin_s()
     return cfg
 
 
@@ -148,10 +152,12 @@ def run_and_print(cfg, out: str, machine: str | None) -> int:
     where = "GPU" if cfg.device == "gpu" else "CPU only (robocache runs its NumPy fallback: no GPU figure)"
     print(f"robocache-bench pipelines on {where}: parts {', '.join(cfg.parts)}", file=sys.stderr)
     res = run(cfg, out, machine=machine, log=lambda s: print(s, file=sys.stderr, flush=True))
-    if res.path is not None:  # read back through the loader: validated, each record with its env
+    # the run file and, after a DDP launch, its files per rank count (<run id>-pipelines-ddp-g<k>.records.json)
+    files = sorted(str(p) for p in res.folder.glob(f"{res.run_id}-*.records.json")) if res.folder else []
+    if files:  # read back through the loader: validated, each record with its env
         from .. import store
 
-        loaded = store.load(res.path)
+        loaded = store.load(*files)
         for path, why in loaded.bad:
             print(f"FAILED to read back {path}: {why}", file=sys.stderr)
             return 1
@@ -159,8 +165,6 @@ def run_and_print(cfg, out: str, machine: str | None) -> int:
     counts: dict[str, int] = {}
     for r in res.records:
         counts[r.status] = counts.get(r.status, 0) + 1
-    # the run file and, after a DDP launch, its files per rank count (<run id>-pipelines-ddp-g<k>.records.json)
-    files = sorted(str(p) for p in res.folder.glob(f"{res.run_id}-*.records.json")) if res.folder else []
     print(f"run {res.run_id}: {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))} in {res.wall_s:.0f} s; "
           f"records: {', '.join(files) or 'none written'}")
     for r in res.failed:

@@ -92,6 +92,7 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
     folder = run_ctx.folder
     tmp = None
     records: list[Record] = []
+    ddp_records: list[Record] = []
     path: Path | None = None
 
     def emit(rec: Record) -> None:
@@ -130,15 +131,17 @@ def run(cfg: Config, out_dir: str | Path = "results", *, machine: str | None = N
             from . import ddp
 
             tr = [p for p in points(Config(**{**cfg.__dict__, "parts": ("train",)}), info)]
+            # the launches write their own files (<run id>-pipelines-ddp-g<k>): kept apart from ``records``, which
+            # ``emit`` rewrites into the run file, so a part after them (infer) never copies them there too
             for rec in ddp.run_ddp(cfg, run_ctx, path_ds, info, tr, log=say):
-                records.append(rec)
+                ddp_records.append(rec)
                 say(f"  {rec.case.id} {rec.case.provider}: {rec.status}")
         if "infer" in cfg.parts:
             _infer(cfg, ctx, [p for p in pts if p["kind"] == "infer"], emit, say)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    return Result(run_id, path, records, time.perf_counter() - t_run, Path(folder))
+    return Result(run_id, path, records + ddp_records, time.perf_counter() - t_run, Path(folder))
 
 
 def _resample_note(device: str, provider: str) -> list[str]:
