@@ -7,12 +7,11 @@ templates (both GPUs, every provider), nights drawn from the committed records' 
 ("Quality out of sample"), ``python -m robocache.bench.regressions replay``.
 
 The reduced size (``replay.SIZES["ci"]``: CI_REPLICATES independent replicates of a third of the templates, only
-the targets' step sizes and slope) is seeded. The A/A estimate is the mean of the replicates' expected rates, and
-one replicate's rate has a measured spread (AA_SD_PER_REPLICATE): most replicates measure 0.01-0.04 per 1,000,
-and now and then one series' false change, sent to the rerun night after night, weighs 0.1-0.3 alone. So the
-mean is held to the issue's target plus a one-sided margin for that spread (the A/A test below says how much);
-the detection targets are loosened by what a draw of this size can miss, and each still fails on a method that
-misses its target badly (the figures measured at this size are in the messages).
+the targets' step sizes and slope) is seeded. One replicate's A/A rate is heavy-tailed: most replicates measure
+0.01-0.04 per 1,000, and now and then one series' false change, sent to the rerun night after night, weighs
+0.1-0.3 alone. The mean of a few such draws has no usable normal bound, so the A/A test holds robust statistics
+of the replicates (it says which); the detection targets are loosened by what a draw of this size can miss, and
+each still fails on a method that misses its target badly (the figures measured at this size are in the messages).
 """
 from __future__ import annotations
 
@@ -26,14 +25,8 @@ from robocache.bench.regressions import changepoints, confirmation, noise, repla
 
 CI_REPLICATES = replay.SIZES["ci"]["replicates"]
 AA_TARGET_PER_1000 = 1000 * replay.AA_TARGET  # the issue's A/A target: 0.05 confirmed per 1,000 series-nights
-# One CI-size replicate's expected A/A rate per 1,000 series-nights: its standard deviation over 16 independent
-# replicates (seeds 1-16, `replay.run("ci", replicates=16, seed=1)`, measured with both A/A pairs of 2026-11-27 in
-# results/, the H200 one since taken out again), docs/regressions.md ("The CI size and its spread").
-AA_SD_PER_REPLICATE = 0.0179
-# The one-sided margin: the mean of CI_REPLICATES replicates exceeds the rate it estimates by more than
-# Z_ONE_SIDED standard errors (AA_SD_PER_REPLICATE / sqrt(CI_REPLICATES)) about 1% of the time (normal
-# approximation: the mean of a few skewed draws is itself skewed, so a little more often)
-Z_ONE_SIDED = 2.326
+# the heaviest replicate's bound, in targets: one series' burst of false alerts may weigh this much in one replicate
+AA_MAX_REPLICATE_TARGETS = 10
 
 
 @pytest.fixture(scope="module")
@@ -93,18 +86,22 @@ def test_replay_runs_the_nightly_jobs_own_calls(monkeypatch):
 
 def test_replay_aa_rate_at_ci_size(ci_run):
     """A/A: the expected confirmed false alerts (each alert sent to the rerun times its probability of being
-    confirmed) per 1,000 series-nights, averaged over CI_REPLICATES independent replicates, against the issue's
-    target (0.05) plus Z_ONE_SIDED standard errors of that mean (a method at the target fails about 1% of the
-    seeds; one at twice the target fails most); the observed count against a Poisson bound at the target."""
+    confirmed) per 1,000 series-nights, per replicate. Held: the mean of the replicates without the largest one (a
+    trimmed mean) to the issue's target, 0.05 (a method at twice the target in most replicates fails; the heavy
+    tail of one series is the next bound's); the largest replicate to AA_MAX_REPLICATE_TARGETS targets; the observed
+    confirmed count to the Poisson 99.9% quantile at the target over these series-nights. The plain mean is printed
+    (a single heavy replicate moves it by 0.03) and measured at full size by the documented command."""
     from scipy import stats
 
     t, sp = ci_run["targets"], ci_run["aa_spread"]
     print(f"\n{replay.markdown(ci_run)}")
-    assert ci_run["replicates"] == CI_REPLICATES == len(sp["per_replicate_per_1000"]) >= 6
+    rates = sorted(sp["per_replicate_per_1000"])
+    assert ci_run["replicates"] == CI_REPLICATES == len(rates) >= 6
     assert len({r["seed"] for r in ci_run["per_replicate"]}) == CI_REPLICATES  # independent: a seed each
     assert t["aa_series_nights"] >= 3000 * CI_REPLICATES // 2 and t["aa_sent"] >= 10 * CI_REPLICATES
-    cap = AA_TARGET_PER_1000 + Z_ONE_SIDED * AA_SD_PER_REPLICATE / math.sqrt(CI_REPLICATES)
-    assert sp["mean_per_1000"] <= cap, (round(cap, 4), sp)
+    trimmed = sum(rates[:-1]) / (len(rates) - 1)
+    assert trimmed <= AA_TARGET_PER_1000, (round(trimmed, 4), sp)
+    assert rates[-1] <= AA_MAX_REPLICATE_TARGETS * AA_TARGET_PER_1000, sp
     # observed: at most the 99.9% quantile of a Poisson count at the target rate over these series-nights
     assert t["aa_confirmed"] <= stats.poisson.ppf(0.999, replay.AA_TARGET * t["aa_series_nights"]), t
 
