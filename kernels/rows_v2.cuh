@@ -20,10 +20,13 @@
 #include "common.cuh"
 
 #ifndef RC_V2_PREFETCH_BYTES
-// A row of source times up to this size is prefetched into L1 by the group's lanes, one line each,
-// before its binary search: the search's dependent probes then wait for one memory latency, not one
-// per line they touch (S=100 float32 times span 4 lines). Longer rows are searched as they are.
-#define RC_V2_PREFETCH_BYTES 4096
+// A row of source times up to this size is prefetched into L1 before its search, the warp's lanes sharing the
+// lines (lane l: line l; lanes of the warp on another row prefetch that row's line l). 0, the default since
+// 2026-11-27: no prefetch. The guessed search (rc_upper_bound_guess) touches two or three lines of a row, and
+// an A/B on the H100 (scripts/tune_probe.py --variants, docs/kernels.md "Prefetch") measured the prefetch
+// slower or equal on 12 of 16 shapes, by up to 1.4x on upsampling with narrow rows, where every lane of a
+// one-lane group prefetched the whole row (up to 32 instructions per target). A build option for the probe.
+#define RC_V2_PREFETCH_BYTES 0
 #endif
 
 
@@ -209,10 +212,10 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
             const long long qq = live[u] ? q : 0;
             long long b, t;
             rc_fast_divmod((unsigned long long)qq, (unsigned long long)Tn, div_mult, div_shift, b, t);
-            if ((long long)st.S * (long long)sizeof(TT) <= RC_V2_PREFETCH_BYTES) {
+            if (RC_V2_PREFETCH_BYTES > 0 && (long long)st.S * (long long)sizeof(TT) <= RC_V2_PREFETCH_BYTES) {
                 const char* row = reinterpret_cast<const char*>(times + b * st.S);
                 const int nbytes = st.S * (int)sizeof(TT);
-                for (int off = lane_in_group * 128; off < nbytes; off += 128 * g)
+                for (int off = (threadIdx.x & 31) * 128; off < nbytes; off += 128 * 32)
                     asm volatile("prefetch.global.L1 [%0];" ::"l"(row + off));
             }
             int j0, j1;

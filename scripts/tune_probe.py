@@ -7,6 +7,10 @@ voxelize beside torch.compile. Every configuration's output is checked equal to 
 default's against PyTorch eager, before anything is timed.
 
     python3 scripts/tune_probe.py --seed 1 --n 40 --json OUT/probe.json [--ops resample,fuse,voxelize]
+
+An A/B of kernel builds (every candidate of each build timed, outputs checked equal): e.g.
+    --tuner-cands --variants "none=;warp=-DRC_V2_PREFETCH_BYTES=4096"
+Torch.compile's column ("tc") is timed over back-to-back calls, so under ~60 us it is the host's time.
 """
 from __future__ import annotations
 
@@ -42,11 +46,21 @@ def main() -> int:
     ap.add_argument("--json", required=True)
     ap.add_argument("--budget-s", type=float, default=400)
     ap.add_argument("--named", action="store_true", help="the issue's named losing shapes first")
+    ap.add_argument("--shapes", default="", help="resample shapes to run first: 'B,S,T,D,values,times;...'")
+    ap.add_argument("--variants", default="",
+                    help="builds to compare, 'name=-DOPT=1 -DOPT2=0;name2=': every candidate of each (the first is "
+                         "the reference build, checked against the default) is timed; '' runs the library's build")
+    ap.add_argument("--tuner-cands", action="store_true", help="the tuner's candidates, not the exhaustive space")
     args = ap.parse_args()
     import torch
     import robocache
     from robocache import _tune, _launch as L
     rs, fu = sys.modules["robocache.resample"], sys.modules["robocache.fuse"]
+    variants = [(v.split("=", 1)[0].strip(), tuple(v.split("=", 1)[1].split())) for v in args.variants.split(";") if v.strip()]
+    variants = variants or [("lib", ())]
+    extra: list[str] = []
+    _opts = _tune.Config.options
+    _tune.Config.options = lambda self: _opts(self) + tuple(extra)  # every build of a variant gets its options
     from robocache import _arrays as A
     from robocache.providers import torch_eager
 
@@ -93,12 +107,16 @@ def main() -> int:
     dts = ["float32", "float16", "bfloat16"]
     if "resample" in ops:
         shapes = []
+        for part in filter(None, args.shapes.split(";")):
+            b_, s_, t_, d_, dt_, tdt_ = part.split(",")
+            shapes.append((int(b_), int(s_), int(t_), int(d_), dt_.strip(), tdt_.strip()))
+        n_given = len(shapes)
         if args.named:
             shapes += [(8192, 400, 200, 14, "float32", "float32"), (8192, 400, 200, 14, "bfloat16", "float32"),
                        (4096, 1000, 500, 64, "float32", "float32"), (16384, 200, 100, 32, "bfloat16", "float32"),
                        (65536, 100, 50, 1, "float32", "float32"), (4096, 64, 512, 3, "float32", "float32"),
                        (256, 100, 50, 32, "bfloat16", "float32")]
-        while len(shapes) < args.n + (7 if args.named else 0):
+        while len(shapes) < args.n + n_given + (7 if args.named else 0):
             b = loguni(rng, 1, 65536); s = loguni(rng, 2, 200000); t = max(1, int(round(s * math.exp(rng.uniform(math.log(1 / 16), math.log(16))))))
             d = loguni(rng, 1, 1024); dt = dts[rng.integers(3)]; tdt = "float64" if rng.random() < 0.25 else "float32"
             es = 4 if dt == "float32" else 2
@@ -124,18 +142,26 @@ def main() -> int:
             es_, vb, n_targets, sms = rs._geometry(v, vals, 0, t)
             nvec = max(1, d * es_ // vb)
             lg_nat = min(5, (nvec - 1).bit_length())
-            cands = _tune.exhaustive(lg_nat, -(-nvec // (1 << lg_nat)))
+            loop_iters = -(-nvec // (1 << lg_nat))
+            cands = (_tune.candidates(lg_nat, loop_iters, b * t) if args.tuner_cands
+                     else _tune.exhaustive(lg_nat, loop_iters))
             scratch = torch.empty_like(outd)
             bad = []
 
             def trial(cfg):
                 p = rs._plan_v2(v, sa, vals, 0, t, cfg)
                 return lambda: p(vals, src, tgt, scratch)
-            for c in cands:
-                trial(c)()
-                if not torch.equal(scratch, outd):
-                    bad.append(str(c))
-            timed, _ = _tune.tune(cands, trial, stream, budget_s=60)
+            per_variant = {}
+            for vname, vopts in variants:
+                extra[:] = vopts
+                for c in cands:
+                    trial(c)()
+                    if not torch.equal(scratch, outd):
+                        bad.append(f"{vname}:{c}")
+                timed_v, _ = _tune.tune(cands, trial, stream, budget_s=60)
+                per_variant[vname] = timed_v
+            extra[:] = []
+            timed = per_variant[variants[0][0]]
             t0 = time.perf_counter()
             f = compiled(torch_eager.resample)
             f(vals, src, tgt)
@@ -143,10 +169,17 @@ def main() -> int:
             tc = evt(lambda: f(vals, src, tgt))
             pub = evt(lambda: robocache.resample(vals, src, tgt, _version="v2"))
             best = min(timed, key=timed.get)
+            pub3 = evt(lambda: robocache.resample(vals, src, tgt))
             row = {"op": "resample", "shape": [b, s, t, d, dt, tdt], "bytes": nbytes, "ceiling": ceiling, "err": err,
                    "err_ok": err <= tol, "bad": bad, "compile_us": tc, "compile_s": comp_s, "v2_us": pub,
-                   "cands": {json.dumps(c.to_json()): us for c, us in timed.items()}, "best": best.to_json()}
+                   "public_us": pub3,
+                   "cands": {json.dumps(c.to_json()): us for c, us in timed.items()}, "best": best.to_json(),
+                   "variants": {vn: {json.dumps(c.to_json()): us for c, us in tv.items()} for vn, tv in per_variant.items()}}
             out_rows.append(row)
+            if len(variants) > 1:
+                print("   " + " | ".join(f"{vn}: default {tv[_tune.DEFAULT]:8.1f}us best {min(tv.values()):8.1f}us "
+                                         f"(tc/best {tc / min(tv.values()):5.2f})" for vn, tv in per_variant.items())
+                      + f" | public {pub3:8.1f}us tc/public {tc / pub3:5.2f}", flush=True)
             print(f"rs B{b:6d} S{s:6d} T{t:6d} D{d:4d} {dt:8s} {tdt:7s} {nbytes/1e6:8.1f}MB v2 {pub:9.1f}us "
                   f"best {timed[best]:9.1f}us tc {tc:9.1f}us | v2/tc {tc/pub:5.2f} best/tc {tc/timed[best]:5.2f} "
                   f"bw {nbytes/timed[best]/1e3/ceiling*100:5.1f}% {best.to_json()} {'ERR' if not row['err_ok'] else ''}{' BAD' if bad else ''}", flush=True)
@@ -181,26 +214,39 @@ def main() -> int:
             nvecs = [max(1, d * es_ // vb) for d, vb in zip(dims, vbs)]
             lg_nat = max(min(5, (n - 1).bit_length()) for n in nvecs)
             iters = max(-(-n // (1 << min(5, (n - 1).bit_length()))) for n in nvecs)
-            cands = _tune.exhaustive(lg_nat, iters)
+            cands = _tune.candidates(lg_nat, iters, b * t) if args.tuner_cands else _tune.exhaustive(lg_nat, iters)
             scratch = torch.empty_like(outd)
             bad = []
 
             def trial(cfg):
                 p = fu._plan_v2(pairs, ta, streams, 0, cfg)
                 return lambda: p(streams, tgt, scratch)
-            for c in cands:
-                trial(c)()
-                if not torch.equal(scratch, outd):
-                    bad.append(str(c))
-            timed, _ = _tune.tune(cands, trial, stream, budget_s=60)
+            per_variant = {}
+            for vname, vopts in variants:
+                extra[:] = vopts
+                for c in cands:
+                    trial(c)()
+                    if not torch.equal(scratch, outd):
+                        bad.append(f"{vname}:{c}")
+                timed_v, _ = _tune.tune(cands, trial, stream, budget_s=60)
+                per_variant[vname] = timed_v
+            extra[:] = []
+            timed = per_variant[variants[0][0]]
             f = compiled(torch_eager.fuse)
             f(streams, tgt)
             tc = evt(lambda: f(streams, tgt))
             pub = evt(lambda: robocache.fuse(streams, tgt, _version="v2"))
+            pub3 = evt(lambda: robocache.fuse(streams, tgt))
             best = min(timed, key=timed.get)
             out_rows.append({"op": "fuse", "shape": [b, t, ss, dims, dt], "bytes": nbytes, "ceiling": ceiling, "err": err,
-                             "err_ok": err <= tol, "bad": bad, "compile_us": tc, "v2_us": pub,
-                             "cands": {json.dumps(c.to_json()): us for c, us in timed.items()}, "best": best.to_json()})
+                             "err_ok": err <= tol, "bad": bad, "compile_us": tc, "v2_us": pub, "public_us": pub3,
+                             "cands": {json.dumps(c.to_json()): us for c, us in timed.items()}, "best": best.to_json(),
+                             "variants": {vn: {json.dumps(c.to_json()): us for c, us in tv.items()}
+                                          for vn, tv in per_variant.items()}})
+            if len(variants) > 1:
+                print("   " + " | ".join(f"{vn}: default {tv[_tune.DEFAULT]:8.1f}us best {min(tv.values()):8.1f}us "
+                                         f"(tc/best {tc / min(tv.values()):5.2f})" for vn, tv in per_variant.items())
+                      + f" | public {pub3:8.1f}us tc/public {tc / pub3:5.2f}", flush=True)
             print(f"fu B{b:5d} T{t:5d} S{ss} D{dims} {dt:8s} {nbytes/1e6:8.1f}MB v2 {pub:9.1f}us best {timed[best]:9.1f}us "
                   f"tc {tc:9.1f}us | v2/tc {tc/pub:5.2f} best/tc {tc/timed[best]:5.2f} bw {nbytes/timed[best]/1e3/ceiling*100:5.1f}% "
                   f"{best.to_json()} {'ERR' if err > tol else ''}{' BAD' if bad else ''}", flush=True)
