@@ -23,6 +23,8 @@
 #   CONFIRM  non-empty: `check --confirm` (re-measures alerted cases into OUTDIR/confirm first)
 #   RERUNS   a folder of confirmation reruns measured elsewhere (another job's OUTDIR/confirm): `check --reruns`
 #            confirms on those instead of measuring (not with CONFIRM)
+#            With CONFIRM or RERUNS, the newest HISTORY/nights/*/MACHINE/alerts.json is the confirmation's memory
+#            (`check --refuted-before`): change points refuted on earlier nights are tested at a spent level
 #   ASV      0 skips step 2                        BISECT  0 skips step 4
 #   BISECT_BUDGET_S  seconds of step 4 for every bisection of the night together (default 1800)
 #   PRECOMPILE_JOBS  parallel torch.compile pre-pass processes of step 1 (default 4; 0: off)
@@ -136,6 +138,12 @@ confirm=()
 if [ -n "$CONFIRM" ]; then confirm=(--confirm --confirm-out "$OUT/confirm"); fi
 # reruns measured by another job (check --reruns): the same confirmation, on records anyone can audit
 if [ -n "$RERUNS" ]; then confirm=(--reruns "$RERUNS"); fi
+# the confirmation's memory: the previous night's alerts.json of this machine in the history (the results branch's
+# nights/DATE/MACHINE/), whose refuted change points are tested at a spent level tonight (docs/regressions.md)
+if [ ${#confirm[@]} -gt 0 ] && [ ${#hist[@]} -gt 0 ]; then
+  prev=$({ find "$HISTORY/nights" -mindepth 3 -maxdepth 3 -path "*/$MACHINE/alerts.json" 2>/dev/null || true; } | sort | tail -1)
+  if [ -n "$prev" ]; then confirm+=(--refuted-before "$prev"); fi
+fi
 rm -f "$OUT/alerts.json" "$OUT/alerts.md"  # whatever is there afterwards was written by this check
 check_rc=0
 rcb check "${hist[@]}" "$OUT/records" --machine "$MACHINE" --json "$OUT/alerts.json" \

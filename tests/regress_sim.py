@@ -158,14 +158,17 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
         return record(by_key[key], time_at(by_key[key], n - 1, g), n - 1, rerun=True)
 
     out = []
+    looked: dict[str, int] = {}  # the confirmation's memory, carried from night to night (check --refuted-before)
     for n in check_at:
         recs = [r for night in by_night[:n] for r in night]
         first = regress.check(recs, screen=regress.SCREEN_P)  # the nightly job: check --confirm
-        raw = {c.fingerprint: c for c in confirmation.to_confirm(first)}  # the alerts and the drifts it measures
+        # the alerts and the drifts it measures, each at its look (the change points earlier nights refuted)
+        raw = {c.fingerprint: c for c in confirmation.to_confirm(first, looked)}
         # the confirmation as check --confirm runs it (confirmation.confirm_alerts: CONFIRM_RUNS reruns, CONFIRM_MORE
         # more where they ask for a second look, the drifts too), the reruns drawn instead of measured
         confirmation.confirm_alerts(first, lambda items, times, n=n: [rerun(c.key, n) for c in items
-                                                                 for _ in range(times)], machine=MACHINE)
+                                                                 for _ in range(times)], machine=MACHINE,
+                                    looked=looked)
         assert all(c.confirmed for c in first.alerts)  # the simulated rerun always measures: none unconfirmable
         kept = {c.fingerprint: c for c in first.alerts}
         out.append(NightResult(n, raw, kept, {d.fingerprint: d for d in first.drifts}, set(first.checked)))

@@ -69,6 +69,7 @@ BREAK_ONLY = {"schema": "robocache-alerts/1", "alerts": [], "breaks": [
 def test_what_check_writes_is_the_type_and_the_same_text() -> None:
     doc = A.alerts_json(result(), dashboard_url="https://dash.example/")
     doc["refuted"], doc["confirm_asked"] = [], True  # as `check --json` adds them (cli._check_outputs)
+    doc["refuted_looks"] = [{"change_id": "c" * 12, "fingerprint": FP, "looks": 2}]
     typed = schema.alerts_doc(doc)
     assert typed.alerts[0].change_id == result().alerts[0].change_id and typed.alerts[0].before.commit == "9".zfill(40)
     assert typed.improvements[0].direction == "faster" and typed.drifts[0].kind == "drift"

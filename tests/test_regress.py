@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import committed
+import numpy as np
 import pytest
 from test_store import make_env, make_record
 
@@ -203,6 +204,25 @@ def test_call_cost_noise_is_fitted_apart_from_device_time(monkeypatch):
         fit["all|host"]["*"]["sigma"])
     assert len(regress.prior_pool(10.0, "robocache", "host_loop")) == 12
     assert regress.prior_pool(10.0, "robocache", "cuda_event").max() < 0.05
+
+
+def test_one_session_cannot_narrow_a_prior():
+    """The fit per provider and bucket is the widest of the pooled deviations and the pools without one session
+    (a machine's runs of one commit): a session of quiet back-to-back runs added to two noisier ones leaves the
+    sigma where the other two put it; with only two sessions, neither is left out."""
+    from robocache.bench.regressions import noise
+
+    rng = np.random.default_rng(0)
+    noisy = {("m", "c1"): list(rng.normal(0, 0.05, 20)), ("m", "c2"): list(rng.normal(0, 0.05, 20))}
+    quiet = {("m", "c3"): list(rng.normal(0, 0.005, 60))}
+    alone = noise._fit_bucket(noisy)
+    both = noise._fit_bucket({**noisy, **quiet})
+    pooled = noise._sigma90(np.array([e for v in {**noisy, **quiet}.values() for e in v]))
+    assert pooled < 0.75 * alone["sigma"]  # what pooling did
+    assert both["sigma"] == pytest.approx(alone["sigma"]) and both["left_out"] == "m@c3"
+    assert both["n"] == 100 and len(both["deviations"]) == 40
+    two = noise._fit_bucket({("m", "c1"): noisy[("m", "c1")], **quiet})
+    assert "left_out" not in two and len(two["deviations"]) == 80
 
 
 def test_prior_per_provider_is_fitted_from_committed_records():

@@ -165,11 +165,17 @@ def test_nightly_sh_checks_on_reruns_measured_elsewhere(stub, tmp_path, monkeypa
     again = tmp_path / "confirm-from-another-job"
     again.mkdir()
     out = tmp_path / "out"
-    p, calls, _ = stub("gpu-h100", str(out), RERUNS=str(again), ASV="0", HISTORY="")
+    # the history (the results branch) with earlier nights' alerts: the newest of this machine is the memory
+    hist = tmp_path / "history"
+    for day, m in (("2026-11-25", "gpu-h100"), ("2026-11-26", "gpu-h100"), ("2026-11-27", "gpu-a100")):
+        (hist / "nights" / day / m).mkdir(parents=True)
+        (hist / "nights" / day / m / "alerts.json").write_text("{}")
+    p, calls, _ = stub("gpu-h100", str(out), RERUNS=str(again), ASV="0", HISTORY=str(hist))
     assert p.returncode == 0, p.stdout + p.stderr
     check = calls[-1]["args"][2:]
     assert _cmd(calls[-1]) == "check" and "--confirm" not in check
     assert check[check.index("--reruns") + 1] == str(again)
+    assert check[check.index("--refuted-before") + 1] == str(hist / "nights" / "2026-11-26" / "gpu-h100" / "alerts.json")
     # both: a usage error before anything runs or is created
     p, calls2, _ = stub("gpu-h100", str(tmp_path / "out2"), RERUNS=str(again), CONFIRM="1", ASV="0")
     assert p.returncode == 2 and len(calls2) == len(calls) and not (tmp_path / "out2").exists()

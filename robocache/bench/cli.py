@@ -330,6 +330,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="confirm with reruns measured elsewhere instead of measuring here (a folder or records file, "
                         "e.g. another job's --confirm-out): records of the alerted series, newer than the night "
                         "alerted, of its commit, healthy; the same rule as --confirm")
+    k.add_argument("--refuted-before", metavar="ALERTS_JSON", default=None,
+                   help="with --confirm or --reruns: the previous night's check --json of this machine; a change "
+                        "point its reruns refuted (refuted_looks) is tested at a spent level tonight (its looks "
+                        "share one budget), and the memory goes on into this night's --json")
     k.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any alert or drift is raised (method or environment changes never fail)")
     k.add_argument("--dashboard-url", default=None,
@@ -505,6 +509,10 @@ def _check_options(args: argparse.Namespace) -> None:
                                  "them here: pick one")
             if not Path(args.reruns).exists():
                 raise ValueError(f"--reruns {args.reruns}: no such file or folder")
+        if args.cmd == "check" and args.refuted_before is not None:
+            if not (args.confirm or args.reruns is not None):
+                raise ValueError("--refuted-before is the confirmation's memory: give it with --confirm or --reruns")
+            args.looked = _refuted_before(args.refuted_before)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -768,6 +776,20 @@ def _same_machine(bname: str, base: list, nname: str, new: list) -> None:
             "machines side by side with `robocache-bench report --kernels` or the dashboard's Architectures page")
 
 
+def _refuted_before(path: str) -> dict[str, tuple[str, int]]:
+    """``--refuted-before``: change id -> (fingerprint, looks) from a previous ``check --json``; a file that cannot be
+    read or is no alerts document is a usage error (ValueError, one line)."""
+    from . import schema
+
+    try:
+        doc = schema.parse_alerts_bytes(Path(path).read_bytes())
+    except OSError as e:
+        raise ValueError(f"--refuted-before {path}: {e.strerror or e}") from None
+    except schema.AlertsError as e:
+        raise ValueError(f"--refuted-before {path}: not a robocache-alerts/1 document ({e})") from None
+    return {r.change_id: (r.fingerprint, r.looks) for r in doc.refuted_looks}
+
+
 def _check(args: argparse.Namespace) -> int:
     """``check``: load the history, find the changes, confirm them by measuring again (``--confirm``), write."""
     from .regressions import changepoints
@@ -787,10 +809,18 @@ def _check(args: argparse.Namespace) -> int:
               f"machines in these records: {', '.join(machines)}", file=sys.stderr)
         return 2
     refuted: list = []
+    # the confirmation's memory (--refuted-before): looks per change point, carried on for the series checked tonight
+    memory = getattr(args, "looked", None) or {}
+    looked = {cid: n for cid, (_fp, n) in memory.items()}
+    ckw = {**kw, "looked": looked}
     if args.reruns is not None:
-        refuted = _check_reruns(args, res, kw)
+        refuted = _check_reruns(args, res, ckw)
     elif args.confirm and res.alerts:
-        refuted = _check_confirm(args, res, kw)
+        refuted = _check_confirm(args, res, ckw)
+    fps = {**{cid: fp for cid, (fp, _n) in memory.items()}, **{c.change_id: c.fingerprint for c in refuted}}
+    checked = set(res.checked)
+    args.refuted_looks = [{"change_id": cid, "fingerprint": fps[cid], "looks": n} for cid, n in sorted(looked.items())
+                          if fps[cid] in checked]
     _check_outputs(args, res, refuted)
     return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
 
@@ -1014,6 +1044,7 @@ def _check_outputs(args: argparse.Namespace, res: Any, refuted: list) -> None:
     if args.json:
         doc = alerts.alerts_json(res, getattr(args, "dashboard_url", None))
         doc["refuted"] = [c.fingerprint for c in refuted]
+        doc["refuted_looks"] = getattr(args, "refuted_looks", [])
         doc["confirm_asked"] = bool(args.confirm or args.reruns is not None)
         store.atomic_write(args.json, schema.encode_alerts(doc))  # validated as schema.AlertsDoc
 

@@ -775,6 +775,16 @@ class AlertsSummary(_Rec):
     fdr_q: AlertNonNeg | None = None
 
 
+class RefutedLook(_Rec):
+    """A change point the confirmation's reruns refuted (``check --json``'s ``refuted_looks``, read back by the next
+    night's ``check --refuted-before``): its change id, its series' fingerprint and how many nights' reruns refuted
+    it (its next confirmation is tested at ``confirmation.spent`` of the level)."""
+
+    change_id: _HEX12
+    fingerprint: _HEX12
+    looks: Annotated[int, Meta(ge=1)]
+
+
 class AlertsDoc(_Rec, kw_only=True):
     """A check's result (``check --json``): its alerts, improvements, drifts and breaks, the series it tested."""
 
@@ -787,6 +797,7 @@ class AlertsDoc(_Rec, kw_only=True):
     checked: list[_HEX12] | None = None  # fingerprints of the series tested (None: absent, close no issue)
     summary: AlertsSummary | None = None
     refuted: list[_HEX12] = []  # check --confirm: alerts the rerun did not reproduce (not raised)
+    refuted_looks: list[RefutedLook] = []  # the confirmation's memory: change points refuted, tonight or before
     confirm_asked: bool | None = None
 
 

@@ -81,6 +81,9 @@ class Change:
     cause_detail: str = ""
     place_p: float = 1.0  # how sure the location is (_place_p): its likelihood's share among the neighbouring commits
     tonight: Point | None = None  # the series' newest point (the night alerted): a rerun must be newer, of its commit
+    # the confirmation's looks at this change point (series and commit range), tonight's included: 1 + the nights
+    # whose reruns refuted it before (confirmation.to_confirm, from the memory check --refuted-before reads)
+    looks: int = 1
     drift: Any = None  # the Drift this stands for in the confirmation (confirmation.to_confirm), else None
     # check(screen=...): the noise without the outlying nights (judged on a robust scale) and the one-sided p with it:
     # the screen's and the confirmation's (their tails are the confirmation's business), never the check's alone

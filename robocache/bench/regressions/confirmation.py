@@ -31,6 +31,26 @@ CONFIRM_RUNS_MAX = CONFIRM_RUNS + CONFIRM_MORE
 RERUN_SPARE = 1  # of CONFIRM_RUNS_MAX reruns, this many may fall short of the bars (all of CONFIRM_RUNS must pass)
 
 
+def spent(p_max: float, looks: int) -> float:
+    """The level of a change point's ``looks``-th confirmation (1: its first night): ``p_max * 2 / (k (k + 1))``.
+
+    A change point the reruns refuted is proposed again the next night from the same history (the same level
+    before it, the same nights after): the nights' evidence did not change, and the reference's error is common
+    to every night's test. Tested afresh each night at ``p_max``, a false change whose reference drew low is
+    confirmed with the same chance every night, and over a week likely (issue 27: an A/A torch.compile series,
+    its first ten nights 6.7% low, sent to the rerun on 7 nights at 0.14-0.18 each). Spent over the looks, the
+    first look keeps ``p_max`` (the night a step lands), the second a third of it, the k-th 2 / (k (k + 1)) of it:
+    all looks at one change point together at most 2 ``p_max``, however many nights it is proposed."""
+    k = max(int(looks), 1)
+    return p_max * 2.0 / (k * (k + 1))
+
+
+def change_looks(c: Change, looked: dict[str, int] | None) -> int:
+    """Sets ``c.looks`` from ``looked`` (change id -> looks that refuted it before; None: no memory); returns it."""
+    c.looks = 1 + (looked or {}).get(c.change_id, 0)
+    return c.looks
+
+
 def drift_change(d: Drift) -> Change:
     """A drift as the confirmation tests it: a change from the level before its window (``d.before_levels``) to
     tonight, measured again like a step (:func:`rerun_test`: the reruns alone, beyond the floor, the nights' 90th
@@ -47,9 +67,14 @@ def drift_change(d: Drift) -> Change:
                   p_one=d.p_value, strict=True, tonight=d.last, drift=d)
 
 
-def to_confirm(first: CheckResult) -> list[Change]:
-    """What a confirmation measures again: every alert, and every drift as a change (:func:`drift_change`)."""
-    return list(first.alerts) + [drift_change(d) for d in first.drifts if d.direction == "slower"]
+def to_confirm(first: CheckResult, looked: dict[str, int] | None = None) -> list[Change]:
+    """What a confirmation measures again: every alert, and every drift as a change (:func:`drift_change`); each
+    with its looks (:func:`change_looks`: how many nights' reruns refuted the same change point before, in
+    ``looked``)."""
+    items = list(first.alerts) + [drift_change(d) for d in first.drifts if d.direction == "slower"]
+    for c in items:
+        change_looks(c, looked)
+    return items
 
 
 def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p_max: float = CONFIRM_P,
@@ -97,6 +122,8 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
         c.wants_more = bool(rerun_more(c, np.array([xs]), floor=floor, ok=ok)[0])
         c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s), "
                           f"the lowest counted x{low[0]:.3f})"
+                          + (f"; look {c.looks} at this change point (refuted on {c.looks - 1} night(s) before): "
+                             f"tested at {spent(1.0, c.looks):.3g} of the level" if c.looks > 1 else "")
                           + (f"; consistent with the change, not conclusive: {CONFIRM_MORE} more rerun(s) asked"
                              if c.wants_more else ""))
         if ok[0]:
@@ -179,6 +206,8 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     low_log = np.sort(xs, axis=1)[:, spare] - ref
     if _held(c, ref, floor):
         p_max = max(p_max, CONFIRM_P_HELD)
+    # a change point refuted on earlier nights is tested at what is left of its level (spent: the looks share it)
+    p_max = spent(p_max, c.looks)
     ok = (p <= p_max) & (low_log >= math.log1p(floor))
     # and beyond the floor above 90% of the nights before the change, whatever their distribution: a series with
     # a second state (100/108 us, the slow one a tenth of the nights or more) whose reruns both land in it has
@@ -222,7 +251,7 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
 def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], Iterable[Any]], *,
                    machine: str | None,
                    can_measure: Callable[[list[Change]], tuple[Iterable[str], dict[str, str]]] | None = None,
-                   floor: float = FLOOR) -> list[Change]:
+                   floor: float = FLOOR, looked: dict[str, int] | None = None) -> list[Change]:
     """The nightly confirmation, as ``check --confirm`` and ``check --reruns`` run it, and the replay
     (:mod:`.replay`, with simulated reruns): one path for all three.
 
@@ -233,8 +262,12 @@ def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], It
     measured CONFIRM_MORE more times and every rerun tested again (the second look, never a third). Sets
     ``first.alerts`` and ``first.drifts`` to the kept and the unconfirmable ones (a drift's ``confirmed``,
     ``confirm_note`` and ``reruns`` from its confirmation); returns the refuted ones (a refuted drift as its
-    :func:`drift_change`)."""
-    items = to_confirm(first)
+    :func:`drift_change`).
+
+    ``looked``: the memory of earlier nights (change id -> the looks whose reruns refuted that change point), read
+    and updated in place: each item is tested at its look's level (:func:`spent`), and each one tonight's reruns
+    refuted counts one look more. None: no memory (every change point at its first look)."""
+    items = to_confirm(first, looked)
     mine = [c for c in items if machine is None or c.series.get("machine") == machine]
     can, why_not = ({c.fingerprint for c in mine}, {}) if can_measure is None else can_measure(mine)
     can = set(can) & {c.fingerprint for c in mine}
@@ -246,6 +279,10 @@ def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], It
     if more:
         again += list(measure(more, CONFIRM_MORE))
         kept, refuted, unconfirmable = confirm(first, again, **kw)
+    if looked is not None:
+        for c in refuted:
+            if c.reruns:  # measured and refuted (not: left unmeasured, which is no look)
+                looked[c.change_id] = c.looks
     raised = kept + unconfirmable
     for c in raised:
         if c.drift is not None:

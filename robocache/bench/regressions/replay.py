@@ -355,12 +355,13 @@ def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[flo
     for i, p in enumerate(ps):
         groups[(p.tpl.machine, p.tpl.fold)].append(i)
     recs: dict[tuple[str, int], list[dict]] = {g: [] for g in groups}
+    looked: dict[tuple[str, int], dict[str, int]] = {g: {} for g in groups}  # each nightly job's memory
     seen: list[list[Seen]] = [[] for _ in ps]
     night_rng = np.random.default_rng([seed, 1])
     for n in range(nights + 1):
         if n >= changepoints.MIN_HISTORY:  # the check after nights 0..n-1
             for g, idx in groups.items():
-                _night_check(world, g, idx, ps, recs[g], n, seed, mc, seen)
+                _night_check(world, g, idx, ps, recs[g], n, seed, mc, seen, looked[g])
         if n < nights:
             for g, idx in groups.items():
                 for i in idx:
@@ -370,8 +371,10 @@ def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[flo
 
 
 def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan], recs: list[dict], n: int,
-                 seed: int, mc: int, seen: list[list[Seen]]) -> None:
-    """The nightly job after night n-1 for one machine and fold: check --confirm's own calls."""
+                 seed: int, mc: int, seen: list[list[Seen]], looked: dict[str, int] | None = None) -> None:
+    """The nightly job after night n-1 for one machine and fold: check --confirm's own calls, with the memory of
+    the change points earlier nights refuted (``looked``, carried from night to night as the nightly job carries
+    its previous alerts.json to ``check --refuted-before``)."""
     machine, fold = g
     by_fp = {ps[i].fp: i for i in idx}
     asked: dict[str, int] = defaultdict(int)
@@ -389,9 +392,10 @@ def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan]
 
     with priors_of(world["priors"][fold]):
         res = changepoints.check(recs, machine=machine, frontend="cli", screen=changepoints.SCREEN_P)
-        # what the confirmation will measure: the alerts and the drifts (as changes from the level before them)
-        raw = {c.fingerprint: c for c in confirmation.to_confirm(res)}
-        confirmation.confirm_alerts(res, measure, machine=machine)
+        # what the confirmation will measure: the alerts and the drifts (as changes from the level before them), each
+        # at its look (the change points earlier nights' reruns refuted: check --refuted-before's memory)
+        raw = {c.fingerprint: c for c in confirmation.to_confirm(res, looked)}
+        confirmation.confirm_alerts(res, measure, machine=machine, looked=looked)
         kept = {c.fingerprint: c for c in res.alerts if c.confirmed}
         drifts = {d.fingerprint: d for d in res.drifts if d.confirmed}
         checked = set(res.checked)

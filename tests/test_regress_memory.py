@@ -1,0 +1,116 @@
+"""The confirmation's memory (issue 27): a change point refuted on earlier nights is tested at a spent level.
+
+The same change point, proposed night after night from the same history, shares one level over its looks
+(``confirmation.spent``): each refutation counts, and the next night's check reads them back from the previous
+night's ``check --json`` (``--refuted-before``).
+Records here are synthetic fixtures (``"synthetic": True`` via ``test_store.make_record``).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from test_regress_reruns import _check, _rerun, stepped  # noqa: F401  (the fixture)
+from test_store import make_env
+
+from robocache.bench import regressions as regress
+from robocache.bench import schema, store
+from robocache.bench.regressions import confirmation
+
+
+def test_the_looks_at_one_change_point_share_one_level():
+    p = regress.CONFIRM_P
+    assert confirmation.spent(p, 1) == p  # the night a step lands keeps the whole level
+    assert confirmation.spent(p, 2) == pytest.approx(p / 3)
+    assert sum(confirmation.spent(p, k) for k in range(1, 10_000)) == pytest.approx(2 * p, rel=1e-3)
+    assert all(confirmation.spent(p, k + 1) < confirmation.spent(p, k) for k in range(1, 50))
+
+
+def _alert(hist_dir) -> regress.Change:
+    res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
+    assert len(res.alerts) == 1
+    return res.alerts[0]
+
+
+def test_a_later_look_needs_stronger_reruns(stepped):  # noqa: F811
+    """Reruns that confirm a change point at its first look do not at its tenth, when nine nights' reruns refuted
+    it (nothing about the nights changed, the level is shared); far slower reruns still do."""
+    hist_dir, hist, ref = stepped
+    c = _alert(hist_dir)
+    ratios = np.linspace(1.0, 1.3, 301)
+    xs = ref + np.log(ratios)[:, None] + np.array([[-0.004, 0.0, 0.004]])
+    c.looks = 1
+    first = confirmation.rerun_test(c, xs)[0]
+    c.looks = 10
+    tenth = confirmation.rerun_test(c, xs)[0]
+    assert first.any() and tenth.any() and not (tenth & ~first).any()
+    assert ratios[first.argmax()] < ratios[tenth.argmax()]  # the smallest rerun ratio confirmed is larger
+
+
+def test_confirm_alerts_counts_the_looks_that_refuted(stepped):  # noqa: F811
+    hist_dir, hist, ref = stepped
+    looked: dict[str, int] = {}
+
+    def at(ratio):
+        def measure(items, times):
+            return [_rerun(hist, math.exp(ref) * ratio, k) for k in range(times)]
+        return measure
+
+    for night in (1, 2, 3):
+        res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
+        refuted = confirmation.confirm_alerts(res, at(1.0), machine=None, looked=looked)
+        assert len(refuted) == 1 and refuted[0].looks == night and looked == {refuted[0].change_id: night}
+        assert (f"look {night} at this change point" in refuted[0].confirm_note) is (night > 1)
+    # without a memory every night is a first look, and a kept alert adds nothing to it
+    res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
+    assert confirmation.confirm_alerts(res, at(1.0), machine=None)[0].looks == 1
+    res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
+    assert not confirmation.confirm_alerts(res, at(1.12), machine=None, looked=(mem := {}))
+    assert res.alerts[0].confirmed and mem == {}
+
+
+def test_check_carries_the_memory_from_night_to_night(stepped, tmp_path, capsys):  # noqa: F811
+    """--refuted-before reads the previous night's --json: its refuted change points are at a later look tonight,
+    and tonight's --json carries the memory on (for the series still checked)."""
+    hist_dir, hist, ref = stepped
+    d = tmp_path / "r"
+    for k in (1, 2, 3):
+        store.write_records(d, make_env(), [_rerun(hist, math.exp(ref) * 1.0, k)], name=f"confirm-{k}")
+    rc, doc, _ = _check(capsys, str(hist_dir), "--reruns", str(d))
+    assert rc == 0 and len(doc["refuted"]) == 1
+    (first,) = doc["refuted_looks"]
+    assert first["looks"] == 1 and first["fingerprint"] == doc["refuted"][0]
+    prev = tmp_path / "night1.json"
+    prev.write_text(json.dumps(doc))
+    rc, doc2, _ = _check(capsys, str(hist_dir), "--reruns", str(d), "--refuted-before", str(prev))
+    assert rc == 0 and doc2["refuted_looks"] == [{**first, "looks": 2}]
+    # a change point of a series not checked tonight is forgotten; one of a checked series not alerted is kept
+    gone = {"change_id": "a" * 12, "fingerprint": "b" * 12, "looks": 4}
+    kept = {"change_id": "c" * 12, "fingerprint": first["fingerprint"], "looks": 3}
+    prev.write_text(json.dumps({**doc, "refuted_looks": [gone, kept, first]}))
+    rc, doc3, _ = _check(capsys, str(hist_dir), "--reruns", str(d), "--refuted-before", str(prev))
+    assert sorted(x["change_id"] for x in doc3["refuted_looks"]) == [first["change_id"], "c" * 12]
+    schema.alerts_doc(doc3)
+
+
+def test_refuted_before_errors(stepped, tmp_path, capsys):  # noqa: F811
+    hist_dir, _, _ = stepped
+    js = hist_dir.parent / "alerts.json"
+    rc, _, err = _check(capsys, str(hist_dir), "--refuted-before", str(tmp_path / "missing.json"))
+    assert rc == 2 and "--confirm or --reruns" in err.strip().splitlines()[-1] and not js.exists()
+    (tmp_path / "r").mkdir()
+    for bad, why in ((tmp_path / "missing.json", "No such file"), (hist_dir, ""),
+                     (tmp_path / "bad.json", "not a robocache-alerts/1 document")):
+        if bad.name == "bad.json":
+            bad.write_text('{"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": [{"looks": 0}]}')
+        rc, _, err = _check(capsys, str(hist_dir), "--reruns", str(tmp_path / "r"), "--refuted-before", str(bad))
+        last = err.strip().splitlines()[-1]
+        assert rc == 2 and last.count("\n") == 0 and "--refuted-before" in last and why in last, err
+        assert not js.exists()
+    # a document of an older writer (no refuted_looks) is an empty memory
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": []}))
+    rc, doc, _ = _check(capsys, str(hist_dir), "--reruns", str(tmp_path / "r"), "--refuted-before", str(old))
+    assert rc == 1 and doc["refuted_looks"] == []
