@@ -8,8 +8,8 @@ What it does, in a temporary folder (nothing in this repository is touched):
    (``robocache-bench run`` of a few NumPy cases into the history folder, the commit recorded);
 3. one commit that makes a kernel slower: the NumPy provider's ``resample`` sleeps for --slowdown of its own
    run time after computing (the result stays correct, so only the timing can catch it); that night's run,
-   then ``robocache-bench check --confirm --fail-on-regression --floor 1 --time-limit 0.5`` over the history (the
-   reruns sample 0.5 s a case, as the nights do; the floor: only a
+   then ``robocache-bench check --confirm --fail-on-regression --floor 1 --time-limit 0.2`` over the history (the
+   reruns sample 0.2 s a case, as the nights do; the floor: only a
    change beyond +100% is alerted, so a shared machine's load on the untouched control is not; the confirmation rerun
    measures the alerted cases once more, tested alone), and ``scripts/alerts_to_issues.py``'s sync against
    an in-memory issue tracker: ONE issue opened for the change (both resample series, one commit range);
@@ -45,8 +45,10 @@ SLOWED = sorted(CASES[:2])  # the slow commit touches NumPy's resample: both res
 VOXELIZE = CASES[2]
 MACHINE = "rehearsal-cpu"
 # seconds of sampling per case, in the nightly runs and in check's confirmation reruns alike (the reruns measure as
-# the nights did; run's default of 2 s made each confirming check take 30 s instead of about 10)
-NIGHT_TIME_LIMIT = "0.5"
+# the nights did). The rehearsal injects 10x changes against a +100% floor, so 0.2 s is plenty: with run's default
+# of 2 s for the reruns and 0.5 s for the nights the rehearsal took 148-154 s, its confirming checks 29-33 s; with
+# 0.5 s for both 131 s and 20 s; with 0.2 s 104 s and 13-16 s (this 2-core machine at load 2.5-5, 2026-11-27)
+NIGHT_TIME_LIMIT = "0.2"
 SLOW_PATCH = '''
 
 # --- rehearsal: this commit makes the resample kernel slower ------------------------------------------
