@@ -8,7 +8,8 @@ What it does, in a temporary folder (nothing in this repository is touched):
    (``robocache-bench run`` of a few NumPy cases into the history folder, the commit recorded);
 3. one commit that makes a kernel slower: the NumPy provider's ``resample`` sleeps for --slowdown of its own
    run time after computing (the result stays correct, so only the timing can catch it); that night's run,
-   then ``robocache-bench check --confirm --fail-on-regression --floor 1`` over the history (the floor: only a
+   then ``robocache-bench check --confirm --fail-on-regression --floor 1 --time-limit 0.2`` over the history (the
+   reruns sample 0.2 s a case, as the nights do; the floor: only a
    change beyond +100% is alerted, so a shared machine's load on the untouched control is not; the confirmation rerun
    measures the alerted cases once more, tested alone), and ``scripts/alerts_to_issues.py``'s sync against
    an in-memory issue tracker: ONE issue opened for the change (both resample series, one commit range);
@@ -19,7 +20,7 @@ What it does, in a temporary folder (nothing in this repository is touched):
 7. a method change: a commit that bumps the measuring method's version (``schema.METHOD_VERSION``): every
    series restarts, reported as method changes, no regression, no issue.
 
-Exit code 0 when every step did what it should (printed as it goes); 1 otherwise. About 3 minutes on a
+Exit code 0 when every step did what it should (printed as it goes); 1 otherwise. About 2-3 minutes on a
 2-core machine.
 
     python scripts/rehearse_regression.py                 # 6 quiet nights, then ten times as slow
@@ -43,6 +44,11 @@ CASES = ["resample/B256-S100-T50-D32/float32/numpy", "resample/B32-S100-T50-D32/
 SLOWED = sorted(CASES[:2])  # the slow commit touches NumPy's resample: both resample cases; voxelize is the control
 VOXELIZE = CASES[2]
 MACHINE = "rehearsal-cpu"
+# seconds of sampling per case, in the nightly runs and in check's confirmation reruns alike (the reruns measure as
+# the nights did). The rehearsal injects 10x changes against a +100% floor, so 0.2 s is plenty: with run's default
+# of 2 s for the reruns and 0.5 s for the nights the rehearsal took 148-154 s, its confirming checks 29-33 s; with
+# 0.5 s for both 131 s and 20 s; with 0.2 s 104 s and 13-16 s (this 2-core machine at load 2.5-5, 2026-11-27)
+NIGHT_TIME_LIMIT = "0.2"
 SLOW_PATCH = '''
 
 # --- rehearsal: this commit makes the resample kernel slower ------------------------------------------
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             commit = sh(["git", "rev-parse", "HEAD"], work).stdout.strip()
             t0 = time.perf_counter()
             sh([*bench, "run", "--device", "cpu", "--cases", ",".join(CASES), "--out", str(hist),
-                "--time-limit", "0.5", "--no-progress"], work, {**run_env, "ROBOCACHE_GIT_COMMIT": commit})
+                "--time-limit", NIGHT_TIME_LIMIT, "--no-progress"], work, {**run_env, "ROBOCACHE_GIT_COMMIT": commit})
             print(f"  {label:<28} commit {commit[:12]}  nightly run {time.perf_counter() - t0:4.1f} s", flush=True)
             return commit
 
@@ -215,13 +221,15 @@ def main(argv: list[str] | None = None) -> int:
             head = sh(["git", "rev-parse", "HEAD"], work).stdout.strip()
             js, md = tmp / f"alerts-{label}.json", tmp / f"alerts-{label}.md"
             print(f"\n$ robocache-bench check history --machine {MACHINE} --confirm --fail-on-regression "
-                  f"--floor {args.floor:g}   # {label}\n",
+                  f"--floor {args.floor:g} --time-limit {NIGHT_TIME_LIMIT}   # {label}\n",
                   flush=True)
+            t0 = time.perf_counter()
             out = sh([*bench, "check", str(hist), "--machine", MACHINE, "--confirm", "--fail-on-regression",
-                      "--floor", repr(args.floor),
+                      "--floor", repr(args.floor), "--time-limit", NIGHT_TIME_LIMIT,
                       "--json", str(js), "--markdown", str(md), "--confirm-out", str(tmp / f"confirm-{label}")],
                      work, {**run_env, "ROBOCACHE_GIT_COMMIT": head}, check=False)
             print(out.stdout)
+            print(f"check {label}: {time.perf_counter() - t0:.1f} s", flush=True)
             if out.stderr.strip():
                 print(out.stderr[-1500:], file=sys.stderr)
             doc = json.loads(js.read_text())

@@ -57,18 +57,23 @@ def test_isolation_statuses(tmp_path):
     """An abort, a hang, an OOM, a wrong result and an exception are recorded; the good case, after all of them in
     the same run (the same forkserver), still completes.
 
-    One timeout for every case: the hang reaches it on any machine, and at 60 s (about a second a case here) a
-    loaded CI machine would have to run the other cases 30 times slower to make one of them a "hang" (20 s, before,
+    The hang has its own 2 s timeout (``case_timeouts``): it never finishes, so it reaches any timeout on any
+    machine, and the test no longer sits 60 s waiting for it. Every other case keeps 60 s: at about a second a case
+    here, a loaded CI machine would have to run them 30 times slower to make one of them a "hang" (20 s, before,
     left a thin margin: issue 16)."""
     base = "resample/B32-S100-T50-D32/float32/"
     keys = ["fault_providers:ABORT", "fault_providers:HANG", "fault_providers:OOM", "fault_providers:WRONG",
             "fault_providers:RAISE", "fault_providers:MISSING", "fault_providers:WRONG_DTYPE", "numpy"]
     cases = [specs.find(base + k) for k in keys]
+    with pytest.raises(ValueError, match="does not have: resample/B16"):  # a misspelt key: refused, nothing run
+        runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path / "refused", progress=False,
+                         case_timeouts={"resample/B16-S100-T50-D32/float32/numpy": 1})
+    assert not (tmp_path / "refused").exists()
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, timeout_s=60,
-                           progress=False)
+                           progress=False, case_timeouts={base + "fault_providers:HANG": 2})
     got = {r["case"]["provider"].split(":")[-1]: r for r in res.records}
     assert got["ABORT"]["status"] == "crash" and "SIGABRT" in got["ABORT"]["reason"]
-    assert got["HANG"]["status"] == "timeout" and "60 s timeout" in got["HANG"]["reason"]
+    assert got["HANG"]["status"] == "timeout" and "the 2 s timeout" in got["HANG"]["reason"]
     assert got["OOM"]["status"] == "oom" and "MemoryError" in got["OOM"]["reason"]
     assert got["WRONG"]["status"] == "incorrect" and got["WRONG"]["metrics"] is None
     assert got["WRONG"]["check"]["passed"] is False and got["WRONG"]["check"]["max_abs_err"] >= 0.49

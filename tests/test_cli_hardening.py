@@ -305,3 +305,46 @@ def test_each_command_with_bad_input_is_a_usage_error_not_a_bug(argv, capsys):
     err = capsys.readouterr().err
     assert rc == 2, err
     assert "internal error" not in err and "Traceback" not in err, err
+
+
+# --- check --confirm --time-limit: the reruns' sampling bound (the rehearsal's cost) ----------------------------
+
+def test_check_time_limit_bounds_the_confirmation_reruns(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``check --confirm --time-limit S`` hands S to every confirmation rerun as its time limit (without it, run's
+    own default: no timing passed); without --confirm it is a usage error (there is nothing to measure)."""
+    import copy
+    from types import SimpleNamespace
+
+    from test_regress import _noisy, _write_hist, series
+    from test_store import make_env
+
+    from robocache.bench import runner, store
+
+    vals = _noisy(5, n=20, sigma=0.03) + [v * 2.0 for v in _noisy(6, n=6, sigma=0.03)]
+    hist = series(vals, provider="numpy")
+    _write_hist(tmp_path / "hist", hist)
+    timings = []
+
+    def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress, **kw):
+        timings.append(kw.get("timing"))
+        r = copy.deepcopy(hist[-1])
+        r["run_id"], r["created"] = f"confirm-{len(timings)}", f"2026-02-01T00:00:{len(timings):02d}+00:00"
+        r["metrics"]["time_us"]["p50"] = vals[-1]  # still twice as slow: confirmed
+        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r["run_id"]))
+
+    monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+    monkeypatch.setattr(runner, "detect_device", lambda: "cpu")
+    base = ["check", str(tmp_path / "hist"), "--machine", "ci-synthetic", "--fail-on-regression"]
+    # the reruns are faked (no process: the fast tier's guard in tests/conftest.py fails a test that starts one)
+    confirm = [*base, "--confirm"]
+    rc, _, err = _main([*confirm, "--time-limit", "0.3", "--confirm-out", str(tmp_path / "a")], capsys)
+    assert rc == 1 and timings and all(t == {"time_limit_s": 0.3} for t in timings), (rc, timings, err)
+    timings.clear()
+    rc, _, err = _main([*confirm, "--confirm-out", str(tmp_path / "b")], capsys)
+    assert rc == 1 and timings and all(t is None for t in timings), (rc, timings, err)
+    timings.clear()
+    rc, _, err = _main([*base, "--time-limit", "0.3"], capsys)
+    _one_line_usage_error(rc, err, "--time-limit", "--confirm")
+    assert not timings
+    rc, _, err = _main([*confirm, "--time-limit", "0"], capsys)
+    _one_line_usage_error(rc, err, "--time-limit")

@@ -326,6 +326,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="measure the alerted cases again (one process each) before raising the alerts")
     k.add_argument("--confirm-out", default=None,
                    help="where the confirmation records go (default: a new temporary folder; never the history)")
+    k.add_argument("--time-limit", type=_POSITIVE_S, default=None,
+                   help="with --confirm: max seconds of sampling per case in each confirmation rerun (default: run's, "
+                        "2); the rehearsal and tests bound their reruns' cost with it")
     k.add_argument("--reruns", metavar="DIR", default=None,
                    help="confirm with reruns measured elsewhere instead of measuring here (a folder or records file, "
                         "e.g. another job's --confirm-out): records of the alerted series, newer than the night "
@@ -503,6 +506,8 @@ def _check_options(args: argparse.Namespace) -> None:
         from . import links
 
         args.dashboard_url = links.base_url(args.dashboard_url)
+        if args.cmd == "check" and args.time_limit is not None and not args.confirm:
+            raise ValueError("--time-limit bounds the confirmation reruns of --confirm: it needs --confirm")
         if args.cmd == "check" and args.reruns is not None:  # reruns measured elsewhere: nothing is measured here
             if args.confirm or args.confirm_out:
                 raise ValueError("--reruns takes reruns measured elsewhere; --confirm (and --confirm-out) measures "
@@ -939,10 +944,12 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
         for c in alerts:
             cache = c.series.get("cache") if c.series.get("cache") in ("warm", "cold") else "warm"
             groups.setdefault((c.after.suite, cache), []).append(c.key)
+        # --time-limit: the sampling of each rerun's case (only when given: otherwise run's own default)
+        timing = {"timing": {"time_limit_s": args.time_limit}} if args.time_limit is not None else {}
         for (suite, cache), ks in sorted(groups.items()):
             for _ in range(times):  # fresh processes each time: independent measurements
                 rr = runner.run_suite(suite, device=device, cases=[specs.find(k) for k in sorted(set(ks))],
-                                      out_dir=out, machine=here, cache=cache, progress=False)
+                                      out_dir=out, machine=here, cache=cache, progress=False, **timing)
                 again.extend(store.load(rr.path).records if rr.path else [])
         return again[start:]
 

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -340,8 +341,13 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
               out_dir: str | Path = "results/local", cache: str = "warm", timeout_s: float = 600.0,
               timing: dict[str, Any] | None = None, frontend: str = "cli", machine: str | None = None,
               progress: bool = True, cases: list[specs.Case] | None = None, seed: int = 0,
-              measure_ceiling: bool = True, synthetic: bool = False, precompile_jobs: int = 0) -> RunResult:
+              measure_ceiling: bool = True, synthetic: bool = False, precompile_jobs: int = 0,
+              case_timeouts: Mapping[str, float] | None = None) -> RunResult:
     """Run the cases of ``suite`` (or the given ``cases``) and write them to one run file under ``out_dir``.
+
+    ``timeout_s``: each case process's timeout; ``case_timeouts``: another timeout for some cases, by case key (a
+    case known to hang: the isolation test's hang is stopped in seconds while the other cases keep the generous
+    timeout a loaded machine needs).
 
     ``precompile_jobs``: when > 0, first compile the torch.compile cases in that many parallel processes
     (:func:`precompile`), so the serial timing pass loads their compiled code from Inductor's cache.
@@ -351,6 +357,9 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
         device = detect_device()
     todo = cases if cases is not None else specs.cases(suite, device=device, ops=ops, providers=providers,
                                                        dtypes=dtypes)
+    stray = sorted(set(case_timeouts or {}) - {c.key for c in todo})
+    if stray:  # a misspelt key would run its case under the other timeout, unnoticed
+        raise ValueError(f"case_timeouts names cases this run does not have: {', '.join(stray)}")
     run = RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=out_dir, machine=machine,
                            synthetic=synthetic)
     res = RunResult(run_id=run.run_id, path=None, env=msgspec.to_builtins(run.env))
@@ -377,7 +386,7 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
         if bar is not None:
             bar.set_postfix_str(case.key[-60:], refresh=False)
         task = run.task(case.key, **options)
-        outcome, rec, detail = run_in_process(task, timeout_s)
+        outcome, rec, detail = run_in_process(task, (case_timeouts or {}).get(case.key, timeout_s))
         if outcome != "ok":
             rec = worker.base_record(task, case, "error" if outcome == "invalid" else outcome, detail)
         res.records.append(rec)
