@@ -663,16 +663,8 @@ def _show_report(args: argparse.Namespace) -> int:
     _warn_bad(loaded)
     _unreadable(loaded, args.paths)
     pipe: list = []
-    if across:  # the frame's rows of every run (and, for the end-to-end tables, the pipeline runs' records)
-        if args.run:
-            raise ValueError(f"--{'kernels' if args.kernels else 'sampled'} picks one run per machine and op itself: "
-                             "drop --run")
-        if loaded.empty:
-            raise ValueError(f"no records in {', '.join(args.paths)}")
-        records = loaded.rows()
-        if args.kernels:
-            pipe_runs = {r.run_id for r in latest_pipeline_runs(records)}
-            pipe = latest_pipeline_runs(loaded.records_of(pipe_runs)) if pipe_runs else []
+    if across:
+        records, pipe = _across_runs(args, loaded)
     else:
         records = loaded.records_of([pick_run_id(loaded.run_ids(), args.run)])
     if args.format == "json":
@@ -696,6 +688,19 @@ def _show_report(args: argparse.Namespace) -> int:
     else:
         print(for_stdout(text))  # plain on a terminal; the escaped markdown into a pipe or file (records are data)
     return 0
+
+
+def _across_runs(args: argparse.Namespace, loaded: Any) -> tuple[list, list]:
+    """``report --kernels`` / ``--sampled``: the frame's rows of every run, and (``--kernels``) the records of the
+    newest pipeline runs, read in full for the end-to-end tables."""
+    if args.run:
+        raise ValueError(f"--{'kernels' if args.kernels else 'sampled'} picks one run per machine and op itself: "
+                         "drop --run")
+    if loaded.empty:
+        raise ValueError(f"no records in {', '.join(args.paths)}")
+    rows = loaded.rows()
+    pipe_runs = {r.run_id for r in latest_pipeline_runs(rows)} if args.kernels else set()
+    return rows, latest_pipeline_runs(loaded.records_of(pipe_runs)) if pipe_runs else []
 
 
 def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict], pipe: list) -> dict:
