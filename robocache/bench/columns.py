@@ -228,12 +228,14 @@ def pipeline_kind_of(section_kind: str | None, suite: str, op: str) -> str | Non
     return None
 
 
-class Row(msgspec.Struct, kw_only=True, gc=False):
+class Row(msgspec.Struct, gc=False):
     """One record as the across-runs views read it (``report --kernels``, ``report --sampled`` and the dashboard's
     Kernels and Sampled pages): the frame's columns of one row, parsed (``params``, ``env``, ``interleaved`` as
     dicts; ``created`` the record's own text). ``where`` is (machine, arch, GPU name) (:func:`where_of`);
     ``p50`` and the figures are None where the record has no metrics; ``timer`` is None where it has no method;
-    ``pipeline`` its end-to-end kind (:func:`pipeline_kind_of`)."""
+    ``pipeline`` its end-to-end kind (:func:`pipeline_kind_of`); ``is_dispatch`` a call-cost case
+    (:func:`dispatch_case`), ``is_multigpu`` a multi-GPU one (its params name the world size). Built by
+    :func:`rows` only (the fields in :data:`_ROW_FIELDS`' order)."""
 
     run_id: str
     created: str
@@ -264,21 +266,14 @@ class Row(msgspec.Struct, kw_only=True, gc=False):
     dispatch_gpu_keeps_up: bool | None
     interleaved: dict[str, Any] | None
     series: str
+    is_dispatch: bool
+    is_multigpu: bool
 
     @property
     def flags(self) -> str:
         """``throttled,contended,noisy`` as flagged, ``-`` for none."""
         return ",".join(k for k, v in (("throttled", self.throttled), ("contended", self.contended),
                                        ("noisy", self.noisy)) if v) or "-"
-
-    @property
-    def is_dispatch(self) -> bool:
-        return dispatch_case(self.case_id, self.params)
-
-    @property
-    def is_multigpu(self) -> bool:
-        """A multi-GPU case (its params name the world size)."""
-        return "world_size" in self.params
 
 
 # the frame's columns a Row is built from
@@ -288,62 +283,57 @@ ROW_COLUMNS = ("run_id", "created_text", "suite", "frontend", "git_commit", "git
                "dispatch_device_us", "dispatch_gpu_keeps_up", "interleaved", "series")
 
 
-def _plain(v: Any) -> Any:
-    """A column's value as plain Python: missing (None, or a pandas NaN) as None, numpy scalars as Python's."""
-    if v is None or (isinstance(v, float) and v != v):
-        return None
-    return v.item() if hasattr(v, "item") else v
+def _parsed(texts: Sequence[Any]) -> list[Any]:
+    """JSON texts parsed, once per distinct text (a dict each: anything else, or bad JSON, as ``{}``); None stays
+    None. Rows with one text share its object: the views read it, never change it."""
+    seen: dict[Any, Any] = {}
+    out = []
+    for t in texts:
+        got = seen.get(t)
+        if got is None:
+            if t is None:
+                out.append(None)
+                continue
+            try:
+                got = json.loads(t)
+            except (TypeError, ValueError):
+                got = {}
+            got = seen[t] = got if isinstance(got, dict) else {}
+        out.append(got)
+    return out
 
 
 def rows(cols: Mapping[str, Sequence[Any]]) -> list[Row]:
-    """:class:`Row` objects from the frame's columns (:data:`ROW_COLUMNS` at least: lists as :func:`columns`
-    gives them, or an Arrow table's or a pandas frame's columns as Python values); ``params``, ``env`` and
-    ``interleaved`` parsed once per distinct text."""
-    c = {k: [_plain(v) for v in cols[k]] for k in dict.fromkeys(ROW_COLUMNS)}
-    parsed: dict[str, Any] = {}
-
-    def obj(text: Any) -> Any:
-        if text is None:
-            return None
-        got = parsed.get(text)
-        if got is None:
-            try:
-                got = json.loads(text)
-            except ValueError:
-                got = {}
-            parsed[text] = got
-        return got
-
-    envs: dict[Any, tuple[dict[str, Any], tuple[str, str, str]]] = {}
-
-    def env(text: Any) -> tuple[dict[str, Any], tuple[str, str, str]]:
-        got = envs.get(text)
-        if got is None:
-            e = obj(text)
-            e = e if isinstance(e, dict) else {}
-            got = envs[text] = (e, where_of(e))
-        return got
-
-    out = []
-    for i in range(len(c["run_id"])):
-        e, where = env(c["env"][i])
-        params = obj(c["params"][i])
-        suite, op = str(c["suite"][i]), str(c["op"][i])
-        timed = c["input_sets"][i] is not None  # the frame writes a method's input sets always ("-" without one)
-        b = c["bytes"][i]
-        out.append(Row(
-            run_id=str(c["run_id"][i]), created=str(c["created_text"][i]), suite=suite, frontend=c["frontend"][i],
-            git_commit=c["git_commit"][i], git_dirty=c["git_dirty"][i], synthetic=bool(c["synthetic"][i]),
-            env=e, where=where, op=op, case_id=str(c["case_id"][i]), provider=str(c["provider"][i]),
-            dtype=str(c["dtype"][i]), params=params if isinstance(params, dict) else {},
-            bytes=None if b is None else int(b), status=str(c["status"][i]), p50=c["p50"][i],
-            gb_per_s=c["gb_per_s"][i], pct_of_ceiling=c["pct_of_ceiling"][i],
-            ceiling_gb_per_s=c["ceiling_gb_per_s"][i], timer=str(c["timer"][i]) if timed else None,
-            throttled=bool(c["throttled"][i]), contended=bool(c["contended"][i]), noisy=bool(c["noisy"][i]),
-            pipeline=pipeline_kind_of(c["pipeline_kind"][i], suite, op),
-            dispatch_device_us=c["dispatch_device_us"][i], dispatch_gpu_keeps_up=c["dispatch_gpu_keeps_up"][i],
-            interleaved=obj(c["interleaved"][i]), series=str(c["series"][i])))
-    return out
+    """:class:`Row` objects from the frame's columns (:data:`ROW_COLUMNS` at least, as plain Python values with
+    None for missing: lists as :func:`columns` gives them, or as :func:`robocache.bench.frame.rows_of` reads them
+    from the Arrow table or a pandas frame); ``params``, ``env`` and ``interleaved`` parsed once per distinct text,
+    what is derived from them computed once per distinct value."""
+    n = len(cols["run_id"])
+    envs = _parsed(cols["env"])
+    wheres: dict[int, tuple[str, str, str]] = {}
+    where = [wheres.get(id(e)) or wheres.setdefault(id(e), where_of(e or {})) for e in envs]
+    params = [p if p is not None else {} for p in _parsed(cols["params"])]
+    kinds: dict[tuple[Any, Any, Any], str | None] = {}
+    pipeline = [kinds[k] if k in kinds else kinds.setdefault(k, pipeline_kind_of(*k))
+                for k in zip(cols["pipeline_kind"], cols["suite"], cols["op"])]
+    dispatch: dict[tuple[Any, int], bool] = {}
+    is_dispatch = [dispatch[k] if (k := (c, id(p))) in dispatch else dispatch.setdefault(k, dispatch_case(c, p))
+                   for c, p in zip(cols["case_id"], params)]
+    multi: dict[int, bool] = {}
+    is_multigpu = [multi[id(p)] if id(p) in multi else multi.setdefault(id(p), "world_size" in p) for p in params]
+    fields = (
+        [str(v) for v in cols["run_id"]], [str(v) for v in cols["created_text"]], [str(v) for v in cols["suite"]],
+        cols["frontend"], cols["git_commit"], cols["git_dirty"], [bool(v) for v in cols["synthetic"]],
+        [e if e is not None else {} for e in envs], where, cols["op"], cols["case_id"], cols["provider"],
+        cols["dtype"], params, [None if b is None else int(b) for b in cols["bytes"]], cols["status"], cols["p50"],
+        cols["gb_per_s"], cols["pct_of_ceiling"], cols["ceiling_gb_per_s"],
+        # the frame writes a method's input sets always, its timer "-" without one
+        [t if s is not None else None for t, s in zip(cols["timer"], cols["input_sets"])],
+        [bool(v) for v in cols["throttled"]], [bool(v) for v in cols["contended"]],
+        [bool(v) for v in cols["noisy"]], pipeline, cols["dispatch_device_us"], cols["dispatch_gpu_keeps_up"],
+        _parsed(cols["interleaved"]), cols["series"], is_dispatch, is_multigpu)
+    assert all(len(f) == n for f in fields)
+    return [Row(*vals) for vals in zip(*fields)]
 
 
 def of_records(records: Iterable[Any]) -> list[Row]:

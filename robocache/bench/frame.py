@@ -371,12 +371,35 @@ def load(dirs: Sequence[str], cache: Path | str | None | bool = True) -> tuple[p
     return to_frame(table), bad
 
 
+def _pylist(col: pa.ChunkedArray) -> list[Any]:
+    """An Arrow column as Python values (None for null): dictionary text through its dictionary, once per chunk
+    (a chunk per results file), numbers without nulls through numpy (``to_pylist`` value by value is most of a
+    100,000-row read otherwise)."""
+    out: list[Any] = []
+    for chunk in col.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            words = [*chunk.dictionary.to_pylist(), None]
+            idx = chunk.indices.fill_null(len(words) - 1).to_numpy(zero_copy_only=False).tolist()
+            out += [words[i] for i in idx]
+        elif chunk.null_count == 0 and (pa.types.is_floating(chunk.type) or pa.types.is_integer(chunk.type)):
+            out += chunk.to_numpy(zero_copy_only=False).tolist()
+        else:
+            out += chunk.to_pylist()
+    return out
+
+
+def _pandas_list(s: pd.Series) -> list[Any]:
+    """A frame column as Python values, missing (NaN, None) as None."""
+    vals = s.astype(object).tolist()
+    return [None if v is None or (isinstance(v, float) and v != v) else v for v in vals]
+
+
 def rows_of(data: pa.Table | pd.DataFrame) -> list[Row]:
     """The rows the across-runs views read (:class:`robocache.bench.columns.Row`) of a :data:`SCHEMA` table or of a
     frame of it (the dashboard's, or a part of it)."""
     if isinstance(data, pa.Table):
-        return rows({c: data.column(c).to_pylist() for c in ROW_COLUMNS})
-    return rows({c: data[c].tolist() for c in ROW_COLUMNS})
+        return rows({c: _pylist(data.column(c)) for c in ROW_COLUMNS})
+    return rows({c: _pandas_list(data[c]) for c in ROW_COLUMNS})
 
 
 # --- show, report and compare: which runs there are, one run's records, compare's history --------------------
