@@ -200,11 +200,14 @@ def _multi_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
 
 # --- one row as the views read it --------------------------------------------------------------------------
 
-def where_of(env: Mapping[str, Any]) -> tuple[str, str, str]:
-    """(machine, arch, GPU name) of a runner's env (a dict of its fields); ``?`` where unknown (a CPU run: arch
-    ``CPU``, the CPU's name for the GPU's)."""
-    arch = env.get("arch") or ("CPU" if env.get("device") == "cpu" else env.get("gpu_name")) or "?"
-    return (str(env.get("machine") or "?"), str(arch), str(env.get("gpu_name") or env.get("cpu") or "?"))
+def where_of(env: Any) -> tuple[str, str, str]:
+    """(machine, arch, GPU name) of a runner's env (a dict of its fields, or the :class:`~robocache.bench.schema.Env`
+    struct, or None); ``?`` where unknown (a CPU run: arch ``CPU``, the CPU's name for the GPU's)."""
+    def get(k: str) -> Any:
+        return env.get(k) if isinstance(env, Mapping) else getattr(env, k, None)
+
+    arch = get("arch") or ("CPU" if get("device") == "cpu" else get("gpu_name")) or "?"
+    return (str(get("machine") or "?"), str(arch), str(get("gpu_name") or get("cpu") or "?"))
 
 
 def dispatch_case(case_id: str, params: Mapping[str, Any] | None) -> bool:
@@ -311,7 +314,7 @@ def rows(cols: Mapping[str, Sequence[Any]]) -> list[Row]:
     n = len(cols["run_id"])
     envs = _parsed(cols["env"])
     wheres: dict[int, tuple[str, str, str]] = {}
-    where = [wheres.get(id(e)) or wheres.setdefault(id(e), where_of(e or {})) for e in envs]
+    where = [wheres.get(id(e)) or wheres.setdefault(id(e), where_of(e)) for e in envs]
     params = [p if p is not None else {} for p in _parsed(cols["params"])]
     kinds: dict[tuple[Any, Any, Any], str | None] = {}
     pipeline = [kinds[k] if k in kinds else kinds.setdefault(k, pipeline_kind_of(*k))

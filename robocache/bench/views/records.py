@@ -116,7 +116,7 @@ def machine(r: dict[str, Any]) -> tuple[str, str, str]:
     """(machine, arch, GPU name) from the record's env; ``?`` where unknown."""
     if isinstance(r, Row):
         return r.where
-    return where_of(r.get("env") or {})
+    return where_of(r.get("env"))
 
 
 def timed(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
