@@ -306,6 +306,18 @@ def _parsed(texts: Sequence[Any]) -> list[Any]:
     return out
 
 
+def _once(f: Any, values: Sequence[Any], key: Any = None) -> list[Any]:
+    """``[f(v) for v in values]``, computed once per distinct ``key(v)`` (``v`` itself by default)."""
+    seen: dict[Any, Any] = {}
+    out = []
+    for v in values:
+        k = v if key is None else key(v)
+        if k not in seen:
+            seen[k] = f(v)
+        out.append(seen[k])
+    return out
+
+
 def rows(cols: Mapping[str, Sequence[Any]]) -> list[Row]:
     """:class:`Row` objects from the frame's columns (:data:`ROW_COLUMNS` at least, as plain Python values with
     None for missing: lists as :func:`columns` gives them, or as :func:`robocache.bench.frame.rows_of` reads them
@@ -313,17 +325,12 @@ def rows(cols: Mapping[str, Sequence[Any]]) -> list[Row]:
     what is derived from them computed once per distinct value."""
     n = len(cols["run_id"])
     envs = _parsed(cols["env"])
-    wheres: dict[int, tuple[str, str, str]] = {}
-    where = [wheres.get(id(e)) or wheres.setdefault(id(e), where_of(e)) for e in envs]
+    where = _once(where_of, envs, key=id)
     params = [p if p is not None else {} for p in _parsed(cols["params"])]
-    kinds: dict[tuple[Any, Any, Any], str | None] = {}
-    pipeline = [kinds[k] if k in kinds else kinds.setdefault(k, pipeline_kind_of(*k))
-                for k in zip(cols["pipeline_kind"], cols["suite"], cols["op"])]
-    dispatch: dict[tuple[Any, int], bool] = {}
-    is_dispatch = [dispatch[k] if (k := (c, id(p))) in dispatch else dispatch.setdefault(k, dispatch_case(c, p))
-                   for c, p in zip(cols["case_id"], params)]
-    multi: dict[int, bool] = {}
-    is_multigpu = [multi[id(p)] if id(p) in multi else multi.setdefault(id(p), "world_size" in p) for p in params]
+    pipeline = _once(lambda k: pipeline_kind_of(*k), list(zip(cols["pipeline_kind"], cols["suite"], cols["op"])))
+    is_dispatch = _once(lambda k: dispatch_case(k[0], k[1]), list(zip(cols["case_id"], params)),
+                        key=lambda k: (k[0], id(k[1])))
+    is_multigpu = _once(lambda p: "world_size" in p, params, key=id)
     fields = (
         [str(v) for v in cols["run_id"]], [str(v) for v in cols["created_text"]], [str(v) for v in cols["suite"]],
         cols["frontend"], cols["git_commit"], cols["git_dirty"], [bool(v) for v in cols["synthetic"]],
