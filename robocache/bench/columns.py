@@ -318,6 +318,15 @@ def _once(f: Any, values: Sequence[Any], key: Any = None) -> list[Any]:
     return out
 
 
+def _kinds(cols: Mapping[str, Sequence[Any]], envs: list[Any], params: list[dict[str, Any]]) -> tuple[list, ...]:
+    """Per row: where it ran (once per env), its end-to-end kind, whether it is a call-cost case and a multi-GPU
+    case."""
+    where = _once(where_of, envs, key=id)
+    pipeline = [pipeline_kind_of(k, s, o) for k, s, o in zip(cols["pipeline_kind"], cols["suite"], cols["op"])]
+    is_dispatch = [dispatch_case(c, p) for c, p in zip(cols["case_id"], params)]
+    return where, pipeline, is_dispatch, ["world_size" in p for p in params]
+
+
 def rows(cols: Mapping[str, Sequence[Any]]) -> list[Row]:
     """:class:`Row` objects from the frame's columns (:data:`ROW_COLUMNS` at least, as plain Python values with
     None for missing: lists as :func:`columns` gives them, or as :func:`robocache.bench.frame.rows_of` reads them
@@ -325,12 +334,8 @@ def rows(cols: Mapping[str, Sequence[Any]]) -> list[Row]:
     what is derived from them computed once per distinct value."""
     n = len(cols["run_id"])
     envs = _parsed(cols["env"])
-    where = _once(where_of, envs, key=id)
     params = [p if p is not None else {} for p in _parsed(cols["params"])]
-    pipeline = _once(lambda k: pipeline_kind_of(*k), list(zip(cols["pipeline_kind"], cols["suite"], cols["op"])))
-    is_dispatch = _once(lambda k: dispatch_case(k[0], k[1]), list(zip(cols["case_id"], params)),
-                        key=lambda k: (k[0], id(k[1])))
-    is_multigpu = _once(lambda p: "world_size" in p, params, key=id)
+    where, pipeline, is_dispatch, is_multigpu = _kinds(cols, envs, params)
     fields = (
         [str(v) for v in cols["run_id"]], [str(v) for v in cols["created_text"]], [str(v) for v in cols["suite"]],
         cols["frontend"], cols["git_commit"], cols["git_dirty"], [bool(v) for v in cols["synthetic"]],

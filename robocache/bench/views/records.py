@@ -121,6 +121,9 @@ def machine(r: dict[str, Any]) -> tuple[str, str, str]:
 
 def timed(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Single-GPU device-time records: multi-GPU, call-cost (dispatch) and pipeline cases left out."""
+    records = list(records)
+    if records and isinstance(records[0], Row):  # the frame's rows: their kinds are fields
+        return [r for r in records if not (r.is_multigpu or r.is_dispatch or r.pipeline)]
     return [r for r in records if not is_multigpu(r) and not is_dispatch(r) and not is_pipeline(r)]
 
 
