@@ -3,13 +3,13 @@ points and summary are the report's own (:mod:`robocache.bench.views.sampled`), 
 """
 from __future__ import annotations
 
-from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard import charts, tables
+from dashboard import charts
 from robocache import providers
+from robocache.bench import frame
 from robocache.bench.views import sampled as report_sampled
 
 # the peer a point's speedup is taken against: column of :func:`points` -> its label
@@ -30,23 +30,11 @@ def sampled_frame(df: pd.DataFrame) -> pd.DataFrame:
     return df[mask]
 
 
-def records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Frame rows as the records :mod:`robocache.bench.views.sampled` reads, each with its ``case.bytes``: the
-    frame keeps GB/s and the median, whose product is the record's bytes (``gb_per_s = bytes / median``)."""
-    d = sampled_frame(df)
-    out = tables.as_records(d)
-    for rec, (_, row) in zip(out, d.iterrows()):
-        gbs, p50 = row.get("gb_per_s"), row.get("p50")
-        ok = gbs is not None and p50 is not None and pd.notna(gbs) and pd.notna(p50)
-        rec["case"]["bytes"] = int(round(float(gbs) * float(p50) * 1e3)) if ok else None
-    return out
-
-
 def points(df: pd.DataFrame) -> pd.DataFrame:
     """:func:`robocache.bench.views.sampled.point_rows` over the frame's sampled rows: the public API's points
     (``robocache``) only. A kernel version's (``robocache@vN``) are the report's (``report --sampled``): the page's
     tables and charts have no provider axis, so they would read as the public API's."""
-    pts = pd.DataFrame(report_sampled.point_rows(records(df)))
+    pts = pd.DataFrame(report_sampled.point_rows(frame.rows_of(sampled_frame(df))))
     return pts[pts["provider"] == report_sampled.OURS].reset_index(drop=True) if "provider" in pts.columns else pts
 
 

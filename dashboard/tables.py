@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 
 from robocache import providers
+from robocache.bench import frame
+from robocache.bench.columns import Row, dispatch_case
 from robocache.bench.views import kernels as report_kernels
-from robocache.bench.views.records import is_dispatch
 
 KEYS = ["machine", "arch", "op", "timer", "cache", "case_id", "dtype"]
 OURS = providers.OURS
@@ -82,58 +83,7 @@ def health_counts(df: pd.DataFrame) -> dict[str, int]:
     }
 
 
-# --- the report's own tables (one definition: robocache.bench.views), fed from the frame -------------
-
-_REC_COLUMNS = ["run_id", "created", "suite", "frontend", "machine", "arch", "gpu_name", "device", "op", "case_id",
-                "provider", "dtype", "params", "grid_version", "timer", "cache", "input_sets", "method_version",
-                "status", "p50", "gb_per_s", "pct_of_ceiling", "ceiling_gb_per_s", "throttled", "contended", "noisy",
-                "world_size", "dispatch_device_us", "dispatch_gpu_keeps_up"]
-
-
-def _opt(v: Any) -> Any:
-    """A frame cell as a plain value, missing (None/NaN) as None."""
-    if v is None or (isinstance(v, float) and v != v):
-        return None
-    return v.item() if hasattr(v, "item") else v
-
-
-def as_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Frame rows as the record dicts :mod:`robocache.bench.views` reads (only the fields its kernel tables use),
-    so the dashboard shows the report's tables computed by the report's own functions."""
-    if df.empty:
-        return []
-    d = df[[c for c in _REC_COLUMNS if c in df.columns]]
-    out = []
-    envs: dict[tuple, dict[str, Any]] = {}
-    for row in d.itertuples(index=False):
-        r = row._asdict()
-        ek = (str(r["machine"]), str(r["arch"]), r["gpu_name"], str(r["device"]))
-        env = envs.setdefault(ek, {"machine": ek[0], "arch": ek[1], "gpu_name": ek[2], "device": ek[3]})
-        params = json.loads(r["params"]) if isinstance(r["params"], str) else {}
-        ok = r["status"] == "ok" and pd.notna(r["p50"])
-        timed = str(r["timer"]) != "-"  # the frame's "-": a record without a method (never timed)
-        method = {"timer": str(r["timer"]), "cache": str(r["cache"])} if timed else None
-        if timed and _opt(r.get("input_sets")) is not None:
-            method["input_sets"] = int(r["input_sets"])
-        if timed and _opt(r.get("method_version")) is not None:
-            method["version"] = int(r["method_version"])
-        out.append({
-            "run_id": str(r["run_id"]), "created": str(r["created"]), "suite": str(r["suite"]),
-            "frontend": None if r.get("frontend") is None else str(r["frontend"]), "env": env,
-            "case": {"id": str(r["case_id"]), "op": str(r["op"]), "provider": str(r["provider"]),
-                     "dtype": str(r["dtype"]), "params": params,
-                     "grid_version": None if _opt(r.get("grid_version")) is None else int(r["grid_version"])},
-            "method": method,
-            "metrics": {"time_us": {"p50": float(r["p50"])},
-                        "gb_per_s": None if pd.isna(r["gb_per_s"]) else float(r["gb_per_s"]),
-                        "pct_of_ceiling": None if pd.isna(r["pct_of_ceiling"]) else float(r["pct_of_ceiling"])}
-            if ok else None,
-            "status": str(r["status"]),
-            "health": {"throttled": bool(r["throttled"]), "contended": bool(r["contended"]), "noisy": bool(r["noisy"])},
-            "dispatch": {"device_us": _opt(r.get("dispatch_device_us")), "gpu_keeps_up": _opt(r.get("dispatch_gpu_keeps_up"))},
-        })
-    return out
-
+# --- the report's own tables (one definition: robocache.bench.views), over the frame's rows -------------
 
 def series_ids(df: pd.DataFrame) -> pd.Series:
     """Each row's series (:func:`robocache.bench.schema.series_key`, the one definition that ``compare``, ``check``
@@ -142,22 +92,24 @@ def series_ids(df: pd.DataFrame) -> pd.Series:
 
 
 def _dispatch_rows(df: pd.DataFrame) -> pd.Series:
-    """Rows of call-cost (dispatch) cases, by the report's own :func:`robocache.bench.views.records.is_dispatch`."""
+    """Rows of call-cost (dispatch) cases, by the report's own rule
+    (:func:`robocache.bench.columns.dispatch_case`)."""
     maybe = df["case_id"].astype(str).str.contains("dispatch", regex=False) | df["params"].astype(str).str.contains(
         "dispatch", regex=False)
     out = pd.Series(False, index=df.index)
     if maybe.any():
-        out[maybe] = [is_dispatch(r) for r in as_records(df[maybe])]
+        out[maybe] = [dispatch_case(str(c), json.loads(p) if isinstance(p, str) else None)
+                      for c, p in zip(df["case_id"][maybe], df["params"][maybe])]
     return out
 
 
-def kernel_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """The records the kernel tables read: single-GPU device-time records of robocache (and its versions) and
+def kernel_rows(df: pd.DataFrame) -> list[Row]:
+    """The frame's rows the kernel tables read: single-GPU device-time rows of robocache (and its versions) and
     torch.compile (every mode), of the runs :func:`robocache.bench.views.records.runs_per_op` can pick.
 
-    Converting rows to records costs ~40 us each, so the runs are narrowed first: per machine, op and
-    robocache provider only the run the report's rule would pick for it (a nightly run first, then the newest)
-    is kept. That is a superset of every run the report can choose, so its choice is unchanged.
+    The runs are narrowed first (a page shows one op of a few machines, the frame holds every run): per
+    machine, op and robocache provider only the run the report's rule would pick for it (a nightly run first,
+    then the newest) is kept. That is a superset of every run the report can choose, so its choice is unchanged.
     """
     if df.empty:
         return []
@@ -179,18 +131,18 @@ def kernel_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     chosen = cand.drop_duplicates(["machine", "op", "provider"], keep="last")[keys].drop_duplicates()
     picked = pd.MultiIndex.from_frame(chosen)
     mine = pd.MultiIndex.from_frame(d[keys].astype(str))
-    return as_records(d[mine.isin(picked)])
+    return frame.rows_of(d[mine.isin(picked)])
 
 
-def journey(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """:func:`robocache.bench.views.kernels.journey_rows` over :func:`kernel_records`, as a DataFrame."""
-    return pd.DataFrame(report_kernels.journey_rows(records))
+def journey(rows: list[Row]) -> pd.DataFrame:
+    """:func:`robocache.bench.views.kernels.journey_rows` over :func:`kernel_rows`, as a DataFrame."""
+    return pd.DataFrame(report_kernels.journey_rows(rows))
 
 
-def vs_compile(records: list[dict[str, Any]], provider: str = OURS) -> tuple[pd.DataFrame, pd.DataFrame]:
+def vs_compile(rows: list[Row], provider: str = OURS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-case ratios, per machine and op summary): :func:`robocache.bench.views.kernels.vs_compile_cases` and
-    :func:`~robocache.bench.views.kernels.vs_compile_summary` over :func:`kernel_records`."""
-    cases = report_kernels.vs_compile_cases(records, provider)
+    :func:`~robocache.bench.views.kernels.vs_compile_summary` over :func:`kernel_rows`."""
+    cases = report_kernels.vs_compile_cases(rows, provider)
     return pd.DataFrame(cases), pd.DataFrame(report_kernels.vs_compile_summary(cases))
 
 
@@ -198,7 +150,7 @@ def call_cost(df: pd.DataFrame) -> pd.DataFrame:
     """:func:`robocache.bench.views.kernels.call_cost_rows` over the frame (empty without dispatch cases)."""
     if df.empty:
         return pd.DataFrame()
-    return pd.DataFrame(report_kernels.call_cost_rows(as_records(df[_dispatch_rows(df)])))
+    return pd.DataFrame(report_kernels.call_cost_rows(frame.rows_of(df[_dispatch_rows(df)])))
 
 
 def machine_ratio(df: pd.DataFrame, base: str, other: str) -> pd.DataFrame:

@@ -223,7 +223,7 @@ def bench(n: int, repeat: int, tmp: Path) -> None:
         charts.ranked_bars(w[w["speedup"] < 1], prefix_machine=True)
         figure = time.perf_counter() - t0
         t0 = time.perf_counter()
-        recs = tables.kernel_records(df2)
+        recs = tables.kernel_rows(df2)
         tables.vs_compile(recs)
         tables.journey(recs)
         kernels = time.perf_counter() - t0

@@ -789,14 +789,14 @@ def test_kernel_tables_from_the_frame(kernels_dir: Path) -> None:
     df, bad = data.load_frame([str(kernels_dir)])
     assert not bad
     recs = store.load(kernels_dir).records
-    frame_rows = tables.journey(tables.kernel_records(df)).to_dict("records")
+    frame_rows = tables.journey(tables.kernel_rows(df)).to_dict("records")
     report_rows = kernels.journey_rows(recs)
     assert len(frame_rows) == len(report_rows) == 18
     for a, b in zip(frame_rows, report_rows):
         for k in ("machine", "op", "version", "case", "dtype", "p50_us", "speedup_vs_v1", "vs_compile",
                   "geomean_vs_v1", "cases_vs_v1"):
             assert a[k] == pytest.approx(b[k]) if isinstance(b[k], float) else a[k] == b[k], k
-    cases, summary = tables.vs_compile(tables.kernel_records(df))
+    cases, summary = tables.vs_compile(tables.kernel_rows(df))
     assert summary.to_dict("records") == kernels.vs_compile_summary(kernels.vs_compile_cases(recs))
     assert len(tables.call_cost(df)) == 8
     # robocache@vN are kernel versions, the call-cost variant and the bare launch are not peers either: the
@@ -812,7 +812,7 @@ def test_kernel_figures_escape_record_text(kernels_dir: Path) -> None:
     for col in ("machine", "arch", "case_id"):
         df[col] = (BOLD + " " + df[col].astype(str) + " " + LINK).astype("category")
     evil_title = f"{BOLD} {LINK}"
-    recs = tables.kernel_records(df)
+    recs = tables.kernel_rows(df)
     cases, _ = tables.vs_compile(recs)
     two = data.options(df, "machine")
     for fig in (charts.journey_bars(tables.journey(recs), title=evil_title), charts.ratio_bars(cases, title=evil_title),

@@ -375,3 +375,53 @@ def test_show_report_compare_fall_back_to_the_store_without_pandas(monkeypatch) 
     monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` raises ImportError
     h = cli._history([str(repo / "results" / "h200-nvidia-h200-x4")])
     assert type(h).__name__ == "_Loaded" and h.records and not h.bad
+
+
+# --- the across-runs views' rows (columns.Row): from the frame as from the records --------------------------------
+
+def test_rows_of_the_frame_are_the_rows_of_the_records(tmp_path) -> None:
+    """One read model: the rows ``report --kernels``/``--sampled`` and the dashboard's Kernels and Sampled pages
+    read, taken from the Arrow table (through the cache), from the pandas frame, or built from the loaded records
+    (the CLI without pandas), are equal, field by field, over the committed records."""
+    from robocache.bench import columns
+
+    dirs = [str(frame.REPO / "results")]
+    recs = store.load(*dirs).records
+    want = columns.of_records(recs)
+    assert len(want) > 100 and any(r.interleaved for r in want) and any(r.pipeline for r in want)
+    assert any(r.bytes for r in want) and all(isinstance(r.params, dict) for r in want)
+    table, _ = frame.load_table(dirs, tmp_path / "cache")
+    assert frame.rows_of(table) == want
+    table, _ = frame.load_table(dirs, tmp_path / "cache")  # read back from the cache
+    assert frame.rows_of(table) == want
+    assert frame.rows_of(frame.to_frame(table)) == want
+    assert frame.History(dirs, cache=None).rows() == want
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "{k}", "--kernels"], ["report", "{k}", "{s}", "--kernels", "--format", "json"],
+    ["report", "{s}", "--sampled"], ["report", "{k}", "{s}", "--sampled", "--format", "json"],
+])
+def test_report_kernels_and_sampled_read_the_frame_as_the_store(tmp_path, monkeypatch, capsys, argv) -> None:
+    """``report --kernels`` and ``--sampled`` read the frame's rows (frame.History.rows, through the columnar
+    cache: built, then read back) and give the very output of the rows built from the store's load (cli._Loaded,
+    their fallback without pandas). SYNTHETIC records (tests/synthetic_kernels.py, tests/synthetic_sampled.py)."""
+    from robocache.bench import cli
+    from tests import synthetic_kernels, synthetic_sampled
+
+    k = synthetic_kernels.write_fixture(tmp_path / "kernels")
+    s = synthetic_sampled.write_fixture(tmp_path / "sampled")
+    argv = [a.format(k=k, s=s) for a in argv]
+    monkeypatch.setenv(frame.CACHE_ENV_VAR, str(tmp_path / "cache"))
+
+    def run() -> tuple[int, str, str]:
+        rc = cli.main(argv)
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    via_frame = [run(), run()]
+    assert type(cli._history([str(k)])).__name__ == "History"
+    monkeypatch.setattr(cli, "_history", cli._Loaded)
+    via_store = run()
+    assert via_frame[0] == via_frame[1] == via_store and via_store[0] == 0
+    assert "|---|" in via_store[1] or '"sections"' in via_store[1]  # tables, in markdown or JSON

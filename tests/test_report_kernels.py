@@ -217,7 +217,7 @@ def test_cli_report_kernels_over_every_machine(tmp_path: Path, capsys: pytest.Ca
 def test_runs_of_one_commit_and_suite_are_one_measurement():
     """A nightly split over two invocations at one commit (a lease ran out; `run --cases` finished it)
     is read as one measurement; a run at another commit never joins it. SYNTHETIC records."""
-    from synthetic_kernels import CASES, nightly_records
+    from synthetic_kernels import CASES, gpu_env, nightly_records
 
     def tag(recs, env, commit):
         for r in recs:
@@ -225,7 +225,7 @@ def test_runs_of_one_commit_and_suite_are_one_measurement():
             r["git_commit"] = commit
         return recs
 
-    env = {"machine": "nvidia-h200", "arch": "H200", "gpu_name": "synthetic", "device": "gpu"}
+    env = gpu_env("H200", "nvidia-h200")
     first = [r for r in nightly_records(1.0, 4300.0, "run-a", "2026-03-01T00:00:00Z", with_dispatch=False)
              if r["case"]["id"] == CASES[0][0]]
     rest = [r for r in nightly_records(1.0, 4300.0, "run-b", "2026-03-01T01:00:00Z", with_dispatch=False)
@@ -235,9 +235,9 @@ def test_runs_of_one_commit_and_suite_are_one_measurement():
     got = {op: (rid, rs) for _, op, rid, rs in runs_per_op(recs)}
     op0 = CASES[0][1]
     rid, rs = got[op0]
-    assert all(r["git_commit"] == "c1" for r in rs)
+    assert all(r.git_commit == "c1" for r in rs)  # the frame's rows (columns.Row)
     want_ids = {c[0] for c in CASES if c[1] == op0}
-    assert {r["case"]["id"] for r in rs} == want_ids  # both invocations' cases of the op
+    assert {r.case_id for r in rs} == want_ids  # both invocations' cases of the op
     if len(want_ids) > 1:
         assert rid == "run-a+run-b"
 

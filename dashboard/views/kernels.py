@@ -46,7 +46,7 @@ def body(df: pd.DataFrame) -> None:
                "between medians measured side by side in that run.")
 
     st.header("Optimisation journey")
-    recs = tables.kernel_records(d)
+    recs = tables.kernel_rows(d)
     journey = tables.journey(recs)
     if journey.empty:
         st.info("No kernel versions (providers robocache@v1, robocache@v2, ...) measured for this op yet. "

@@ -36,6 +36,7 @@ from .views import report as rep
 from .views.kernels import kernels, kernels_sections
 from .views.sampled import point_rows as sampled_points, sampled, sampled_sections, summary as sampled_summary
 from .views.multigpu import multigpu as multigpu_table
+from .views.pipelines import latest_pipeline_runs
 from .views.records import pick_run_id, runs
 from .views.tables import sections_json, table
 
@@ -620,9 +621,9 @@ def _unreadable(loaded: Any, paths: list[str]) -> None:
 
 
 class _Loaded:
-    """The store's load with :class:`robocache.bench.frame.History`'s reading methods: ``check``'s history, the
-    reports across runs (they read every record), and show, report and compare where pandas or pyarrow (the
-    frame's) are not installed."""
+    """The store's load with :class:`robocache.bench.frame.History`'s reading methods (the frame's rows built from
+    the records, :func:`robocache.bench.columns.of_records`): show, report, compare and check where pandas or
+    pyarrow (the frame's) are not installed."""
 
     def __init__(self, paths: list[str]) -> None:
         loaded = store.load(*paths)
@@ -639,6 +640,11 @@ class _Loaded:
         want = set(run_ids)
         return [r for r in self.records if r.run_id in want]
 
+    def rows(self) -> list:
+        from .columns import of_records
+
+        return of_records(self.records)
+
     def noise(self, exclude_runs: Any = ()) -> dict[str, tuple[float, float]]:
         from .regressions.verdicts import history_noise
 
@@ -648,7 +654,7 @@ class _Loaded:
 def _history(paths: list[str]) -> Any:
     """The records under ``paths`` for show, report and compare: through the frame and its columnar cache
     (:class:`robocache.bench.frame.History`: one run's files read in full), else the store's load."""
-    try:  # the frame's pandas and pyarrow (the dashboard and dev extras): frame.py itself imports neither
+    try:  # the frame's pandas and pyarrow (the dashboard and dev extras): frame.py imports pandas only to build a frame
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
 
@@ -666,23 +672,19 @@ def _warn_bad(loaded: Any) -> None:
 def _show_report(args: argparse.Namespace) -> int:
     """``show`` / ``report``: one run (or, ``report --kernels``, every machine) as a table, markdown or JSON."""
     across = args.cmd == "report" and (args.kernels or args.sampled)
-    loaded = _Loaded(args.paths) if across else _history(args.paths)
+    loaded = _history(args.paths)
     _warn_bad(loaded)
     _unreadable(loaded, args.paths)
+    pipe: list = []
     if across:
-        if args.run:
-            raise ValueError(f"--{'kernels' if args.kernels else 'sampled'} picks one run per machine and op itself: "
-                             "drop --run")
-        if loaded.empty:
-            raise ValueError(f"no records in {', '.join(args.paths)}")
-        records = loaded.records
+        records, pipe = _across_runs(args, loaded)
     else:
         records = loaded.records_of([pick_run_id(loaded.run_ids(), args.run)])
     if args.format == "json":
         text = _json_text(_show_report_json(args, records, [{"path": str(p), "why": str(w)}
-                                                            for p, w in loaded.bad]))
+                                                            for p, w in loaded.bad], pipe))
     elif args.cmd == "report" and args.kernels:
-        text = kernels(records)
+        text = kernels(records, pipe)
     elif args.cmd == "report" and args.sampled:
         text = sampled(records)
     elif args.cmd == "show":
@@ -701,12 +703,26 @@ def _show_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict]) -> dict:
-    """The JSON of ``show`` / ``report``: the same rows and tables the markdown is rendered from."""
+def _across_runs(args: argparse.Namespace, loaded: Any) -> tuple[list, list]:
+    """``report --kernels`` / ``--sampled``: the frame's rows of every run, and (``--kernels``) the records of the
+    newest pipeline runs, read in full for the end-to-end tables."""
+    if args.run:
+        raise ValueError(f"--{'kernels' if args.kernels else 'sampled'} picks one run per machine and op itself: "
+                         "drop --run")
+    if loaded.empty:
+        raise ValueError(f"no records in {', '.join(args.paths)}")
+    rows = loaded.rows()
+    pipe_runs = {r.run_id for r in latest_pipeline_runs(rows)} if args.kernels else set()
+    return rows, latest_pipeline_runs(loaded.records_of(pipe_runs)) if pipe_runs else []
+
+
+def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict], pipe: list) -> dict:
+    """The JSON of ``show`` / ``report``: the same rows and tables the markdown is rendered from (``report
+    --kernels`` and ``--sampled``: over the frame's rows; ``pipe``: the newest pipeline runs' records)."""
     if args.cmd == "report" and args.kernels:
         return {"schema": REPORT_SCHEMA, "kind": "kernels",
                 "runs": [rep.run_facts(rs) for rs in runs(records).values()],
-                "sections": sections_json(kernels_sections(records)), "skipped_files": bad}
+                "sections": sections_json(kernels_sections(records, pipe)), "skipped_files": bad}
     if args.cmd == "report" and args.sampled:
         return {"schema": REPORT_SCHEMA, "kind": "sampled",
                 "runs": [rep.run_facts(rs) for rs in runs(records).values()],

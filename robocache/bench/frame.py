@@ -4,8 +4,9 @@ identity in columns), through a Parquet cache keyed by the files as they are.
 Each row carries its series' identity, ``series`` (the fingerprint of :func:`robocache.bench.schema.series_key`, the
 one definition ``check``, ``compare``, the report and History's lines use), computed from the record itself.
 
-The table is built column-wise (one pass over the records appending to plain lists, then one Arrow table with a
-fixed schema, :data:`SCHEMA`, then pandas): for 100,000 records that is a fraction of the msgspec load.
+The table is built column-wise (:func:`robocache.bench.columns.columns`: one pass over the records appending to
+plain lists; then one Arrow table with a fixed schema, :data:`SCHEMA`, then pandas): for 100,000 records that is a
+fraction of the msgspec load.
 
 The columnar cache: one Parquet file per set of folders in :func:`cache_dir` (``.cache/frames/`` in a checkout,
 ignored by git; ``$ROBOCACHE_FRAME_CACHE`` names another folder, ``off`` turns it off). It holds the Arrow rows of
@@ -21,10 +22,12 @@ Readers: the dashboard (``dashboard/data.py`` adds Streamlit's in-process cache 
 History and Regressions pages' check reads the frame's columns as they are), the CLI's ``check`` (the Arrow
 table's columns of :data:`robocache.bench.regressions.changepoints.FRAME_COLUMNS`, ``created_text`` the record's
 time as written: pandas is imported only to build a frame, or a table from records on a cache miss), and
-its ``show``, ``report`` of one run and ``compare``
-(:class:`History`: the runs found, a run's records read in full from its own files, ``compare``'s between-run noise
-from the columns). Needs pandas and pyarrow (the ``dashboard`` and ``dev`` extras); the CLI falls back to the
-store's JSON load without them.
+its ``show``, ``report`` and ``compare`` (:class:`History`: the runs found; ``report --kernels`` and ``--sampled``
+the frame's rows, :func:`rows_of`; a run's records read in full from its own files; ``compare``'s between-run noise
+from the columns). The across-runs views and the dashboard's Kernels and Sampled pages read the same rows
+(:class:`robocache.bench.columns.Row`). Needs pandas and pyarrow (the ``dashboard`` and ``dev`` extras); the CLI
+falls back to the store's JSON load without them, and builds the same rows from the records
+(:func:`robocache.bench.columns.of_records`, the same derivation of the columns).
 """
 from __future__ import annotations
 
@@ -38,46 +41,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import schema, store
+from . import store
+from .columns import (  # noqa: F401 - MULTI_COLUMNS, SHAPE_PARAMS, shown_source: read as frame.X by the pages
+    COLUMNS, MULTI_COLUMNS, MULTI_NUMERIC, REPO, ROW_COLUMNS, SHAPE_PARAMS, Row, columns, rows, shown_source)
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a frame is built: the CLI's check reads the Arrow table without it
 from .store import RECORDS_SUFFIX, TMP_PREFIX, display_path
-
-# the checkout this module runs from (an editable install, or the repository itself): its root is where the
-# records shown relative to it live, and its ignored .cache/ holds the columnar cache
-REPO = Path(__file__).resolve().parents[2]
-
-# Shape parameters with a column each (the Sweeps page's axes); "G" is voxelize's grid side (``grid: [g, g, g]``;
-# missing when the sides differ).
-SHAPE_PARAMS = ("B", "S", "T", "D", "N", "G")
-
-# From record.distributed (schema version 2): None for single-GPU records.
-MULTI_NUMERIC = ("world_size", "nodes", "step_us", "aggregate_items_per_s", "efficiency", "gather_us",
-                 "gather_gb_per_s", "collective_us", "collective_gb_per_s", "collective_busbw_gb_per_s")
-MULTI_COLUMNS = (*MULTI_NUMERIC, "backend", "scaling", "gather", "per_rank_us")
-
-COLUMNS = ["run_id", "created", "created_text", "git_commit", "suite", "frontend", "machine", "arch", "gpu_name", "device",
-           "op", "case_id", "provider", "dtype", "timer", "cache", "input_sets", "method_version", "noise", "status",
-           "reason",
-           "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s", "throttled",
-           "contended", "noisy", "synthetic", "params", *SHAPE_PARAMS,
-           # for the runs page
-           "grid_version", "git_dirty", "health_reasons", "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported",
-           "temperature_c_max", "power_w_max", "throttle_reasons", "other_processes", "gpu_count", "env",
-           "source",
-           # multi-GPU cases (record.distributed; empty for the others)
-           *MULTI_COLUMNS,
-           # call-cost (dispatch) cases (record.dispatch, schema v3; empty for the others and older schemas)
-           "dispatch_device_us", "dispatch_gpu_keeps_up",
-           # the series' identity (schema.series_key's fingerprint: the one definition check, compare, the report
-           # and History's lines use), 12 hex digits
-           "series"]
 
 
 def files_fingerprint(dirs: Sequence[str]) -> str:
@@ -116,7 +90,7 @@ FLOAT_COLUMNS = ("noise", "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "it
                  "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
                  *MULTI_NUMERIC, "dispatch_device_us")
 # int64 in the frame when every record has one, float64 (NaN) when some lack it: pandas' own rule for a list
-INT_COLUMNS = ("input_sets", "method_version", "grid_version", "other_processes", "gpu_count")
+INT_COLUMNS = ("input_sets", "method_version", "grid_version", "other_processes", "gpu_count", "bytes")
 # bool when every record has one, object (True/False/None) when some lack it
 BOOL_COLUMNS = ("throttled", "contended", "noisy", "synthetic", "git_dirty", "dispatch_gpu_keeps_up")
 _TEXT = pa.dictionary(pa.int32(), pa.string())
@@ -137,144 +111,6 @@ def _arrow_type(col: str) -> pa.DataType:
 
 SCHEMA = pa.schema([pa.field(c, _arrow_type(c)) for c in COLUMNS])
 
-
-def _grid_side(grid: Any) -> int | None:
-    """A cubic grid's side (``[64, 64, 64]`` -> 64); ``None`` for anything else."""
-    if isinstance(grid, (list, tuple)) and grid and all(type(g) is int and g == grid[0] for g in grid):
-        return grid[0]
-    return None
-
-
-_REPO_PREFIX = str(REPO) + os.sep
-
-
-def shown_source(src: Any) -> Any:
-    """A record's file as the pages show it: relative to the repository when inside it (``results/h200-.../x.records
-    .json``, not the checkout's absolute path), else as given; odd bytes as ``\\xNN`` (``store.display_path``)."""
-    if not src:
-        return src
-    full = os.path.abspath(src)
-    return display_path(full[len(_REPO_PREFIX):] if full.startswith(_REPO_PREFIX) else src)
-
-
-def _columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """One list per column over the records: a pass per group of columns (list comprehensions, each over the
-    100,000 records of a large history)."""
-    cols = {**_env_columns(records), **_record_columns(records), **_case_columns(records),
-            **_method_columns(records), **_metric_columns(records), **_clock_columns(records),
-            **_multi_columns(records)}
-    return {c: cols[c] for c in COLUMNS}
-
-
-def _env_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """The runner's columns, computed once per env object (one per file, shared by its records)."""
-    enc = msgspec.json.encode
-    env_cache: dict[int, tuple[Any, ...]] = {}
-
-    def row(env: Any) -> tuple[Any, ...]:
-        e = env_cache.get(id(env))
-        if e is None:
-            if env is None:
-                e = ("?", "unknown", None, "?", None, "{}")
-            else:
-                arch = env.arch or ("CPU" if env.device == "cpu" else env.gpu_name or "unknown")
-                e = (env.machine, arch, env.gpu_name, env.device, env.gpu_count, enc(env).decode())
-            env_cache[id(env)] = e
-        return e
-
-    rows = [row(r.env) for r in records]
-    return {c: [e[i] for e in rows] for i, c in enumerate(("machine", "arch", "gpu_name", "device", "gpu_count",
-                                                            "env"))}
-
-
-def _record_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """The record's own fields, its file as shown (:func:`shown_source`, once per file) and its series'
-    fingerprint (once per series)."""
-    series_of = schema.series_key
-    fps: dict[schema.Series, str] = {}  # one fingerprint (a sha256) per distinct series
-    sources: dict[Any, Any] = {}
-
-    def fp(r: Any) -> str:
-        s = series_of(r)
-        f = fps.get(s)
-        if f is None:
-            f = fps[s] = schema.fingerprint(s)
-        return f
-
-    def shown(src: Any) -> Any:  # one source per file; one in this checkout shown from its root (results/...)
-        got = sources.get(src)
-        if got is None:
-            got = sources[src] = shown_source(src)
-        return got
-
-    return {"run_id": [r.run_id for r in records], "created": [r.created for r in records],
-            "created_text": [r.created for r in records],  # as written: the check's order and its alerts' words
-            "git_commit": [r.git_commit for r in records], "suite": [r.suite for r in records],
-            "frontend": [r.frontend for r in records], "status": [r.status for r in records],
-            "reason": [r.reason or "" for r in records], "synthetic": [r.synthetic for r in records],
-            "git_dirty": [r.git_dirty for r in records], "source": [shown(r.source) for r in records],
-            "series": [fp(r) for r in records]}
-
-
-def _case_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """The case: op, id, provider, dtype, grid version, its parameters (as JSON, and a column per shape
-    parameter that is a number)."""
-    enc = msgspec.json.encode
-    cases = [r.case for r in records]
-    out: dict[str, list[Any]] = {"op": [c.op for c in cases], "case_id": [c.id for c in cases],
-                                 "provider": [c.provider for c in cases], "dtype": [c.dtype for c in cases],
-                                 "grid_version": [c.grid_version for c in cases],
-                                 "params": [enc(c.params).decode() for c in cases]}
-    for s in SHAPE_PARAMS:
-        vals = [_grid_side(c.params.get("grid")) for c in cases] if s == "G" else [c.params.get(s) for c in cases]
-        out[s] = [v if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in vals]
-    return out
-
-
-def _method_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """How it was measured, and its health flags."""
-    ms = [r.method for r in records]
-    hs = [r.health for r in records]
-    return {"timer": [m.timer if m else "-" for m in ms], "cache": [m.cache if m else "-" for m in ms],
-            "input_sets": [m.input_sets if m else None for m in ms],
-            "method_version": [m.version if m else None for m in ms],
-            "noise": [m.noise if m else None for m in ms],  # the median's 95% half-width: the check's within-run noise
-            "throttled": [h.throttled for h in hs], "contended": [h.contended for h in hs],
-            "noisy": [h.noisy for h in hs], "health_reasons": ["; ".join(h.reasons) for h in hs]}
-
-
-def _metric_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """The figures (None where the case has none), and a call-cost case's dispatch figures."""
-    xs = [r.metrics for r in records]
-    dsps = [getattr(r, "dispatch", None) for r in records]
-    out = {"p20": [x.time_us.p20 if x is not None else None for x in xs],
-           "p50": [x.time_us.p50 if x is not None else None for x in xs],
-           "p80": [x.time_us.p80 if x is not None else None for x in xs]}
-    for col in ("gb_per_s", "pct_of_ceiling", "items_per_s", "ceiling_gb_per_s"):
-        out[col] = [getattr(x, col) if x is not None else None for x in xs]
-    out["dispatch_device_us"] = [getattr(d, "device_us", None) if d is not None else None for d in dsps]
-    out["dispatch_gpu_keeps_up"] = [getattr(d, "gpu_keeps_up", None) if d is not None else None for d in dsps]
-    return out
-
-
-def _clock_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """The GPU's clocks, temperature and power while it ran (None where not sampled)."""
-    ks = [r.clocks for r in records]
-    out = {col: [getattr(k, col) if k is not None else None for k in ks]
-           for col in ("sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
-                       "other_processes")}
-    out["throttle_reasons"] = [", ".join(k.throttle_reasons) if k is not None else "" for k in ks]
-    return out
-
-
-def _multi_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
-    """A multi-GPU case's figures (record.distributed; None for the others)."""
-    ds = [r.distributed for r in records]
-    out = {col: [getattr(d, col) if d is not None else None for d in ds] for col in MULTI_NUMERIC}
-    for col in ("backend", "scaling", "gather"):
-        out[col] = [getattr(d, col) if d is not None else None for d in ds]
-    out["per_rank_us"] = [", ".join(f"{t:.1f}" for t in d.per_rank_us) if d is not None else None for d in ds]
-    return out
 
 
 def _arrow_column(col: str, vals: list[Any]) -> pa.Array:
@@ -305,7 +141,7 @@ def _arrow_column(col: str, vals: list[Any]) -> pa.Array:
 
 def build_table(records: Sequence[Any]) -> pa.Table:
     """The records' rows as an Arrow table of :data:`SCHEMA` (what the columnar cache stores)."""
-    cols = _columns(records)
+    cols = columns(records)
     return pa.Table.from_arrays([_arrow_column(c, cols[c]) for c in COLUMNS], schema=SCHEMA)
 
 
@@ -350,7 +186,7 @@ CACHE_ENV_VAR = "ROBOCACHE_FRAME_CACHE"  # a folder for the columnar cache; "off
 # user's cache folder
 DEFAULT_CACHE_DIR = (REPO / ".cache" / "frames" if (REPO / "pyproject.toml").is_file() else
                      Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "robocache" / "frames")
-CACHE_FORMAT = 4  # raise when what a row holds changes: older caches are then rebuilt
+CACHE_FORMAT = 5  # raise when what a row holds changes: older caches are then rebuilt
 CACHE_KEEP = 16  # cache files kept per folder (one per set of results folders); the least recently used go
 _CACHE_META = b"robocache.frames"
 
@@ -360,11 +196,12 @@ def cache_identity() -> str:
     the code that derives the rows and validates the files (this module, ``robocache.bench.store`` and
     ``schema``: their source text), the record schema's version. Any change to them rebuilds the cache, so a
     ``git pull`` that changes how a column is derived or which files are rejected never serves old rows."""
+    from robocache.bench import columns as rcolumns
     from robocache.bench import schema as rschema
     from robocache.bench import store as rstore
 
     h = hashlib.sha256(f"{CACHE_FORMAT}:{SCHEMA}:{rschema.SCHEMA_VERSION}".encode())
-    for mod_file in (__file__, rstore.__file__, rschema.__file__):
+    for mod_file in (__file__, rcolumns.__file__, rstore.__file__, rschema.__file__):
         try:
             h.update(Path(mod_file).read_bytes())
         except OSError:  # a frozen or zipped install: the version still keys it
@@ -534,6 +371,37 @@ def load(dirs: Sequence[str], cache: Path | str | None | bool = True) -> tuple[p
     return to_frame(table), bad
 
 
+def _pylist(col: pa.ChunkedArray) -> list[Any]:
+    """An Arrow column as Python values (None for null): dictionary text through its dictionary, once per chunk
+    (a chunk per results file), numbers without nulls through numpy (``to_pylist`` value by value is most of a
+    100,000-row read otherwise)."""
+    out: list[Any] = []
+    for chunk in col.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            words = [*chunk.dictionary.to_pylist(), None]
+            idx = chunk.indices.fill_null(len(words) - 1).to_numpy(zero_copy_only=False).tolist()
+            out += [words[i] for i in idx]
+        elif chunk.null_count == 0 and (pa.types.is_floating(chunk.type) or pa.types.is_integer(chunk.type)):
+            out += chunk.to_numpy(zero_copy_only=False).tolist()
+        else:
+            out += chunk.to_pylist()
+    return out
+
+
+def _pandas_list(s: pd.Series) -> list[Any]:
+    """A frame column as Python values, missing (NaN, None) as None."""
+    vals = s.astype(object).tolist()
+    return [None if v is None or (isinstance(v, float) and v != v) else v for v in vals]
+
+
+def rows_of(data: pa.Table | pd.DataFrame) -> list[Row]:
+    """The rows the across-runs views read (:class:`robocache.bench.columns.Row`) of a :data:`SCHEMA` table or of a
+    frame of it (the dashboard's, or a part of it)."""
+    if isinstance(data, pa.Table):
+        return rows({c: _pylist(data.column(c)) for c in ROW_COLUMNS})
+    return rows({c: _pandas_list(data[c]) for c in ROW_COLUMNS})
+
+
 # --- show, report and compare: which runs there are, one run's records, compare's history --------------------
 
 class History:
@@ -549,6 +417,7 @@ class History:
         with warnings.catch_warnings():  # a cache of older code is rebuilt without a word (the dashboard logs it)
             warnings.filterwarnings("ignore", message=".*written for another schema", category=UserWarning)
             table, self.bad, manifest = _load_table([str(d) for d in dirs], folder)
+        self._table = table
         self._df = table.select(self._COLUMNS).to_pandas()
         self._files = [p for p, _, _ in manifest]
         self._file_of = np.repeat(np.arange(len(manifest)), [n for _, _, n in manifest])
@@ -562,6 +431,10 @@ class History:
         """Every run, ordered by its first record's time (ties: in the order the store loads them)."""
         first = self._df.groupby(self._run, sort=False, observed=True)["created"].min()
         return sorted(first.index, key=first.__getitem__)
+
+    def rows(self) -> list[Row]:
+        """Every record as a row of the frame (``report --kernels`` and ``--sampled``), in the store's order."""
+        return rows_of(self._table)
 
     def records_of(self, run_ids: Iterable[str]) -> list[Any]:
         """The records of ``run_ids``, in the store's order, parsed again from their files only."""

@@ -14,7 +14,8 @@ from ... import providers
 from ...providers import OURS, label, version_number, version_of
 from .. import ops, specs
 from .pipelines import latest_pipeline_runs, pipelines
-from .records import compile_best, flagged, index, is_dispatch, is_multigpu, ok_time, p50, runs_per_op, timed
+from ..columns import Row, as_rows
+from .records import compile_best, flagged, index, ok_time, runs_per_op, timed
 from .tables import Section, code, esc, fmt_us, fmt_x, render, table
 
 
@@ -22,9 +23,9 @@ def _geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def _versions(records: Iterable[dict[str, Any]], op: str) -> list[str]:
-    return sorted({r["case"]["provider"] for r in records
-                   if r["case"]["op"] == op and version_of(r["case"]["provider"])}, key=version_number)
+def _versions(records: Iterable[Row], op: str) -> list[str]:
+    return sorted({r.provider for r in records
+                   if r.op == op and version_of(r.provider)}, key=version_number)
 
 
 @functools.lru_cache(maxsize=1)
@@ -44,14 +45,15 @@ def _grid_order(key: tuple[str, str]) -> tuple[int, int, str, str]:
             specs.GPU_DTYPES.index(dt) if dt in specs.GPU_DTYPES else 9, cid, dt)
 
 
-def representative(records: list[dict[str, Any]], op: str) -> tuple[str, str] | None:
+def representative(records: Iterable[Any], op: str) -> tuple[str, str] | None:
     """The (case id, dtype) an op's journey is read on: the first of the op's ``representative`` that every version
     measured, else the case in grid order that the most versions measured (``ok``)."""
+    records = as_rows(records)
     vers = _versions(records, op)
     ok: dict[tuple[str, str], set[str]] = defaultdict(set)
     for r in records:
-        if r["case"]["op"] == op and r["status"] == "ok" and r["case"]["provider"] in vers and p50(r):
-            ok[(r["case"]["id"], r["case"]["dtype"])].add(r["case"]["provider"])
+        if r.op == op and r.status == "ok" and r.provider in vers and r.p50:
+            ok[(r.case_id, r.dtype)].add(r.provider)
     if not ok:
         return None
     for key in (ops.get(op).representative if op in ops.names() else ()):
@@ -60,7 +62,7 @@ def representative(records: list[dict[str, Any]], op: str) -> tuple[str, str] | 
     return min(ok, key=lambda k: (-len(ok[k]), _grid_order(k)))
 
 
-def journey_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def journey_rows(records: Iterable[Row]) -> list[dict[str, Any]]:
     """The optimisation journey: per machine (one run each), op and kernel version, one row.
 
     Columns: ``machine, arch, gpu, run_id, op, version, provider, case, dtype, p50_us, gb_per_s,
@@ -71,14 +73,14 @@ def journey_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     is the base (v1 when it ran).
     """
     rows: list[dict[str, Any]] = []
-    single = timed(records)
-    for (machine, arch, gpu), op, rid, rs in runs_per_op(single, lambda r: version_of(r["case"]["provider"])):
+    single = timed(as_rows(records))
+    for (machine, arch, gpu), op, rid, rs in runs_per_op(single, lambda r: version_of(r.provider)):
         idx = index(rs)
         vers = _versions(rs, op)
         rep = representative(rs, op)
         base = vers[0]
-        keys = sorted({(r["case"]["id"], r["case"]["dtype"]) for r in rs if r["case"]["op"] == op})
-        for prov in vers + ([OURS] if any(r["case"]["provider"] == OURS and r["case"]["op"] == op
+        keys = sorted({(r.case_id, r.dtype) for r in rs if r.op == op})
+        for prov in vers + ([OURS] if any(r.provider == OURS and r.op == op
                                           for r in rs) else []):
             row: dict[str, Any] = {"machine": machine, "arch": arch, "gpu": gpu, "run_id": rid, "op": op,
                                    "version": version_of(prov) or "public", "provider": prov,
@@ -93,12 +95,12 @@ def _journey_on_case(idx: dict[Any, Any], rep: tuple[str, str] | None, prov: str
     """A journey row's figures on the representative case ``rep``: status, time, bandwidth, speed-up over ``base``,
     torch.compile's best over it, flagged."""
     r = idx.get((rep[0], rep[1], prov)) if rep else None
-    m = (r.get("metrics") or {}) if r is not None and r["status"] == "ok" else {}
-    t = m["time_us"]["p50"] if m else None
+    ok = r is not None and r.status == "ok"
+    t = r.p50 if ok else None
     t1 = ok_time(idx, rep[0], rep[1], base) if rep else None
     best = compile_best(idx, rep[0], rep[1]) if rep else None
-    return dict(status=r["status"] if r is not None else "not measured", p50_us=t,
-                gb_per_s=m.get("gb_per_s"), pct_of_ceiling=m.get("pct_of_ceiling"),
+    return dict(status=r.status if r is not None else "not measured", p50_us=t,
+                gb_per_s=r.gb_per_s if ok else None, pct_of_ceiling=r.pct_of_ceiling if ok else None,
                 speedup_vs_v1=t1 / t if t and t1 else None,
                 vs_compile=best[0] / t if t and best else None,
                 compile_mode=best[1] if t and best else None,
@@ -120,7 +122,7 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}%"
 
 
-def journey(records: Iterable[dict[str, Any]]) -> str:
+def journey(records: Iterable[Row]) -> str:
     """Markdown: one optimisation-journey table per op and GPU (the seed's table, from our records)."""
     rows = journey_rows(records)
     if not rows:
@@ -152,24 +154,24 @@ def journey(records: Iterable[dict[str, Any]]) -> str:
             "versions measured.\n\n" + "\n\n".join(out))
 
 
-def vs_compile_cases(records: Iterable[dict[str, Any]], provider: str = OURS) -> list[dict[str, Any]]:
+def vs_compile_cases(records: Iterable[Row], provider: str = OURS) -> list[dict[str, Any]]:
     """Per machine (one run each), op, case and dtype: torch.compile at its best / ``provider`` (both ``ok``).
 
     Columns: ``machine, arch, gpu, run_id, op, case, dtype, ours_us, compile_us, compile_mode, ratio,
     flagged``. Ratio above 1: ``provider`` is faster.
     """
     out = []
-    single = timed(records)
-    want = (lambda r: r["case"]["provider"] == provider)  # noqa: E731
+    single = timed(as_rows(records))
+    want = (lambda r: r.provider == provider)  # noqa: E731
     for (machine, arch, gpu), _op, rid, rs in runs_per_op(single, want):
         idx = index(rs)
-        for cid, dt in sorted({(r["case"]["id"], r["case"]["dtype"]) for r in rs}, key=_grid_order):
+        for cid, dt in sorted({(r.case_id, r.dtype) for r in rs}, key=_grid_order):
             ours = ok_time(idx, cid, dt, provider)
             best = compile_best(idx, cid, dt)
             if not ours or not best:
                 continue
-            out.append({"machine": machine, "arch": arch, "gpu": gpu, "run_id": rid, "op": idx[(cid, dt, provider)]
-                        ["case"]["op"], "case": cid, "dtype": dt, "ours_us": ours, "compile_us": best[0],
+            out.append({"machine": machine, "arch": arch, "gpu": gpu, "run_id": rid, "op": idx[(cid, dt, provider)].op,
+                        "case": cid, "dtype": dt, "ours_us": ours, "compile_us": best[0],
                         "compile_mode": best[1], "ratio": best[0] / ours,
                         "flagged": flagged(idx.get((cid, dt, provider)), best[2])})
     return out
@@ -198,7 +200,7 @@ def vs_compile_summary(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def vs_compile(records: Iterable[dict[str, Any]], provider: str = OURS) -> str:
+def vs_compile(records: Iterable[Row], provider: str = OURS) -> str:
     """Markdown: per op and GPU, robocache against torch.compile at its best over every case of the run."""
     rows = vs_compile_summary(vs_compile_cases(records, provider))
     if not rows:
@@ -217,46 +219,44 @@ def _is_bare(provider: str) -> bool:
     return providers.role(provider) == "floor"
 
 
-def call_cost_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def call_cost_rows(records: Iterable[Row]) -> list[dict[str, Any]]:
     """Call-cost (dispatch) cases: host time per call of a tiny call, per machine (one run each), case and
     provider; ``vs_bare`` = this / the bare-launch provider of the case when one ran (the provider table's role
     ``floor``). Empty when the records carry no dispatch case."""
     out = []
-    disp = [r for r in records if is_dispatch(r) and not is_multigpu(r)]
+    disp = [r for r in as_rows(records) if r.is_dispatch and not r.is_multigpu]
     for (machine, arch, _gpu), _op, rid, rs in _call_cost_runs(disp):
-        by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        by: dict[tuple[str, str], list[Row]] = defaultdict(list)
         for r in rs:
-            by[(r["case"]["id"], r["case"]["dtype"])].append(r)
+            by[(r.case_id, r.dtype)].append(r)
         for (cid, dt), group in sorted(by.items()):
             out += _call_cost_case(group, {"machine": machine, "arch": arch, "run_id": rid, "case": cid, "dtype": dt})
     return out
 
 
-def _call_cost_runs(disp: list[dict[str, Any]]) -> list[Any]:
+def _call_cost_runs(disp: list[Row]) -> list[Any]:
     """One run per machine and op of the dispatch records (:func:`runs_per_op`): a measurement with the launch floor
     beside the public call (a run narrowed to some providers may hold the public call alone); any measurement where
     none has one."""
-    floor = list(runs_per_op(disp, want=lambda r: _is_bare(r["case"]["provider"])))
+    floor = list(runs_per_op(disp, want=lambda r: _is_bare(r.provider)))
     seen = {(m, op) for m, op, _, _ in floor}
     return floor + [x for x in runs_per_op(disp) if (x[0], x[1]) not in seen]
 
 
-def _call_cost_case(group: list[dict[str, Any]], where: dict[str, Any]) -> list[dict[str, Any]]:
+def _call_cost_case(group: list[Row], where: dict[str, Any]) -> list[dict[str, Any]]:
     """The call-cost rows of one case and dtype of one run (``where``: its machine, arch, run, case and dtype), one
     per provider in the provider table's order, each against the case's bare launch."""
-    bare = [r for r in group if r["status"] == "ok" and p50(r) and _is_bare(r["case"]["provider"])]
-    floor = min((p50(r) for r in bare), default=None)
-    inter = next((((r.get("dispatch") or {}).get("interleaved")) for r in group
-                  if r["case"]["provider"] == OURS and r["status"] == "ok"), None)
+    bare = [r for r in group if r.status == "ok" and r.p50 and _is_bare(r.provider)]
+    floor = min((r.p50 for r in bare), default=None)
+    inter = next((r.interleaved for r in group if r.provider == OURS and r.status == "ok"), None)
     out = []
-    for r in sorted(group, key=lambda r: providers.order(r["case"]["provider"])):
-        t = p50(r) if r["status"] == "ok" else None
-        m = r.get("method") or {}
-        dsp = r.get("dispatch") or {}  # schema v3: the GPU's own time per call, and whether it kept up
-        out.append({**where, "provider": r["case"]["provider"], "status": r["status"], "timer": m.get("timer"),
+    for r in sorted(group, key=lambda r: providers.order(r.provider)):
+        t = r.p50 if r.status == "ok" else None
+        # schema v3: the GPU's own time per call, and whether it kept up
+        out.append({**where, "provider": r.provider, "status": r.status, "timer": r.timer,
                     "us_per_call": t, "vs_bare": t / floor if t and floor else None,
-                    "device_us": dsp.get("device_us"), "gpu_keeps_up": dsp.get("gpu_keeps_up"),
-                    **_interleaved_cells(inter, r["case"]["provider"]), "flagged": flagged(r)})
+                    "device_us": r.dispatch_device_us, "gpu_keeps_up": r.dispatch_gpu_keeps_up,
+                    **_interleaved_cells(inter, r.provider), "flagged": flagged(r)})
     return out
 
 
@@ -282,7 +282,7 @@ def _interleaved_text(r: dict[str, Any]) -> str:
             f"{r['interleaved_rounds']} rounds)")
 
 
-def call_cost(records: Iterable[dict[str, Any]]) -> str:
+def call_cost(records: Iterable[Row]) -> str:
     """Markdown: the call-cost table, or a line saying the records carry no dispatch case."""
     rows = call_cost_rows(records)
     if not rows:
@@ -302,17 +302,25 @@ def call_cost(records: Iterable[dict[str, Any]]) -> str:
                      "interleaved x bare (p20-p80)", "device us", "GPU keeps up", "flags"], body))
 
 
-def kernels_sections(records: Iterable[dict[str, Any]]) -> list[Section]:
-    """The sections of :func:`kernels`, each rendered on demand."""
-    records = list(records)
-    pipe = latest_pipeline_runs(records)
+def kernels_sections(records: Iterable[Any], pipeline_records: Iterable[Any] | None = None) -> list[Section]:
+    """The sections of :func:`kernels`, each rendered on demand. ``records``: the frame's rows (or loaded
+    records, read as rows); the end-to-end section reads the pipeline runs' records in full: ``pipeline_records``
+    (those of the runs :func:`~.pipelines.latest_pipeline_runs` picks of the rows), else ``records`` when they are
+    loaded records."""
+    items = list(records)
+    records = as_rows(items)
+    if pipeline_records is None:
+        pipeline_records = () if records is items else items
+    pipe = latest_pipeline_runs(pipeline_records)
     return [("##", "Optimisation journey", lambda: journey(records)),
             ("##", "Against torch.compile at its best", lambda: vs_compile(records)),
             ("##", "Call cost", lambda: call_cost(records)),
             *([("#", "End-to-end pipelines (the newest run per machine)", lambda: pipelines(pipe))] if pipe else [])]
 
 
-def kernels(records: Iterable[dict[str, Any]]) -> str:
-    """Markdown over records of any number of runs and machines (one run per machine and op, see
-    :func:`runs_per_op`): the journey, robocache vs torch.compile at its best, and the call cost."""
-    return render("robocache kernels: journey and torch.compile at its best", None, kernels_sections(records))
+def kernels(records: Iterable[Any], pipeline_records: Iterable[Any] | None = None) -> str:
+    """Markdown over rows (or records) of any number of runs and machines (one run per machine and op, see
+    :func:`runs_per_op`): the journey, robocache vs torch.compile at its best, the call cost, and the end-to-end
+    pipelines (:func:`kernels_sections`)."""
+    return render("robocache kernels: journey and torch.compile at its best", None,
+                  kernels_sections(records, pipeline_records))

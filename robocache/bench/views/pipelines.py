@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import ops
 from .multigpu import ddp, is_ddp
+from ..columns import Row
 from .records import flagged, flags, is_pipeline, machine, pipeline_kind
 from .tables import code, esc, fmt_us, fmt_x, table
 
@@ -281,18 +282,22 @@ def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
     return out
 
 
-def latest_pipeline_runs(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The pipeline records of the newest run per machine and kind (a run may hold only some of the kinds)."""
-    def key(r: dict[str, Any]) -> tuple[str, str]:
-        return str((r.get("env") or {}).get("machine", "?")), str(pipeline_kind(r))
+def latest_pipeline_runs(records: Iterable[Any]) -> list[Any]:
+    """The pipeline records (or the frame's rows) of the newest run per machine and kind (a run may hold only some
+    of the kinds)."""
+    def key(r: Any) -> tuple[str, str]:
+        return machine(r)[0], str(pipeline_kind(r))
+
+    def run(r: Any) -> tuple[str, str]:
+        return (r.created, r.run_id) if isinstance(r, Row) else (r["created"], r["run_id"])
 
     recs = [r for r in records if is_pipeline(r)]
     newest: dict[tuple[str, str], tuple[str, str]] = {}
     for r in recs:
-        stamp = (r["created"], r["run_id"])
+        stamp = run(r)
         if key(r) not in newest or stamp > newest[key(r)]:
             newest[key(r)] = stamp
-    return [r for r in recs if newest[key(r)][1] == r["run_id"]]
+    return [r for r in recs if newest[key(r)][1] == run(r)[1]]
 
 
 def pipeline_sections(records: Iterable[dict[str, Any]], level: str = "##") -> list[tuple[str, str, Any]]:

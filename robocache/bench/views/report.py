@@ -11,6 +11,7 @@ from typing import Any
 from ... import providers
 from ...providers import OURS, compile_mode, label, version_of
 from .. import ops, specs
+from ..columns import Row
 from .kernels import call_cost, journey, vs_compile, vs_compile_cases
 from .multigpu import multigpu
 from .pipelines import pipeline_sections
@@ -48,14 +49,23 @@ def show(records: list[dict[str, Any]], rows: list[dict[str, Any]] | None = None
 
 
 def run_facts(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The facts of :func:`header` as plain values: run, suite, front end, commit, device, copy ceiling."""
+    """The facts of :func:`header` as plain values: run, suite, front end, commit, device, copy ceiling (of loaded
+    records, or of the frame's rows)."""
     r0 = records[0]
-    env = r0.get("env") or {}
-    m0 = next((r["metrics"] for r in records if r.get("metrics")), None)
-    return {"run_id": r0["run_id"], "suite": r0["suite"], "frontend": r0["frontend"],
-            "created": min(r["created"] for r in records), "git_commit": r0.get("git_commit"),
-            "git_dirty": r0.get("git_dirty"), "synthetic": any(bool(r.get("synthetic")) for r in records),
-            "ceiling_gb_per_s": m0.get("ceiling_gb_per_s") if m0 else None,
+    if isinstance(r0, Row):
+        env = r0.env
+        ceiling = next((r.ceiling_gb_per_s for r in records if r.p50 is not None), None)  # the first with metrics
+        facts = {"run_id": r0.run_id, "suite": r0.suite, "frontend": r0.frontend,
+                 "created": min(r.created for r in records), "git_commit": r0.git_commit, "git_dirty": r0.git_dirty,
+                 "synthetic": any(r.synthetic for r in records)}
+    else:
+        env = r0.get("env") or {}
+        m0 = next((r["metrics"] for r in records if r.get("metrics")), None)
+        ceiling = m0.get("ceiling_gb_per_s") if m0 else None
+        facts = {"run_id": r0["run_id"], "suite": r0["suite"], "frontend": r0["frontend"],
+                 "created": min(r["created"] for r in records), "git_commit": r0.get("git_commit"),
+                 "git_dirty": r0.get("git_dirty"), "synthetic": any(bool(r.get("synthetic")) for r in records)}
+    return {**facts, "ceiling_gb_per_s": ceiling,
             "env": {k: env.get(k) for k in ("machine", "device", "gpu_name", "arch", "compute_capability",
                                             "sm_count", "gpu_count", "driver", "cuda", "cpu", "python")}
             | {"libs": dict(env.get("libs") or {})}}

@@ -29,6 +29,7 @@ from typing import Any
 from ... import providers
 from ...providers import OURS
 from .. import ops
+from ..columns import Row, as_rows
 from .records import compile_best, compile_mode, flagged, index, ok_time, runs_per_op, timed
 from .tables import Section, fmt_num, fmt_us, fmt_x, render, table
 
@@ -38,14 +39,14 @@ SLOW_COMPILE = 60.0  # % of the copy ceiling below which torch.compile is "slow"
 OTHER_PEERS = ("torch_eager", "cupy")
 
 
-def is_sampled(r: dict[str, Any]) -> bool:
-    """A record of a sampled point (its params say ``kind: sampled``)."""
-    return (r["case"].get("params") or {}).get("kind") == "sampled"
+def is_sampled(r: Row) -> bool:
+    """A row of a sampled point (its params say ``kind: sampled``)."""
+    return r.params.get("kind") == "sampled"
 
 
-def seed_of(r: dict[str, Any]) -> int | None:
-    """The sample seed of a sampled record (None when its params do not carry one)."""
-    s = (r["case"].get("params") or {}).get("sample_seed")
+def seed_of(r: Row) -> int | None:
+    """The sample seed of a sampled row (None when its params do not carry one)."""
+    s = r.params.get("sample_seed")
     return s if isinstance(s, int) and not isinstance(s, bool) else None
 
 
@@ -55,10 +56,10 @@ def features(op: str, p: dict[str, Any]) -> int | None:
     return ops.get(op).features(p) if op in ops.names() else None
 
 
-def ours_providers(records: Iterable[dict[str, Any]]) -> list[str]:
+def ours_providers(records: Iterable[Any]) -> list[str]:
     """The robocache providers among ``records`` (``robocache`` and its kernel versions ``robocache@vN``: the
     provider table's roles ``ours`` and ``version``, :func:`robocache.providers.role`), in the table's order."""
-    found = {r["case"]["provider"] for r in records}
+    found = {r.provider for r in as_rows(records)}
     return sorted((p for p in found if providers.role(p) in ("ours", "version")), key=providers.order)
 
 
@@ -67,49 +68,47 @@ def _label(op: str, provider: str) -> str:
     return op if provider == OURS else f"{op} ({provider})"
 
 
-def _pct(r: dict[str, Any] | None) -> float | None:
-    m = (r or {}).get("metrics") or {}
-    return m.get("pct_of_ceiling") if r is not None and r["status"] == "ok" else None
+def _pct(r: Row | None) -> float | None:
+    return r.pct_of_ceiling if r is not None and r.status == "ok" else None
 
 
-def point_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def point_rows(records: Iterable[Row]) -> list[dict[str, Any]]:
     """Every point (see the module's definitions), one row each: ``machine, arch, gpu, run_id, op, provider, seed,
     case, dtype, stratum, bytes, features, ours_us, compile_us, compile_mode, ratio, pct_of_ceiling, compile_pct,
     vs_torch_eager, vs_cupy, flagged``, per seed and robocache provider in grid order of the index."""
-    sampled = [r for r in timed(records) if is_sampled(r) and seed_of(r) is not None]
-    by_seed: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    sampled = [r for r in timed(as_rows(records)) if is_sampled(r) and seed_of(r) is not None]
+    by_seed: dict[int, list[Row]] = defaultdict(list)
     for r in sampled:
         by_seed[seed_of(r)].append(r)
     # the runs (and op) with an ok torch.compile record: a point's measurement must hold one
-    with_compile = {(r["run_id"], r["case"]["op"]) for r in sampled
-                    if compile_mode(r["case"]["provider"]) is not None and r["status"] == "ok"}
+    with_compile = {(r.run_id, r.op) for r in sampled
+                    if compile_mode(r.provider) is not None and r.status == "ok"}
     out = []
     for seed in sorted(by_seed):
         for mine_p in ours_providers(by_seed[seed]):
-            out += _points_of(by_seed[seed], seed, mine_p, lambda r, p=mine_p: r["case"]["provider"] == p and (
-                r["run_id"], r["case"]["op"]) in with_compile)
+            out += _points_of(by_seed[seed], seed, mine_p, lambda r, p=mine_p: r.provider == p and (
+                r.run_id, r.op) in with_compile)
     return out
 
 
-def _points_of(records: list[dict[str, Any]], seed: int, mine_p: str, want: Any) -> list[dict[str, Any]]:
+def _points_of(records: list[Row], seed: int, mine_p: str, want: Any) -> list[dict[str, Any]]:
     """The points of one seed and robocache provider ``mine_p``: one measurement per machine and op (``want``: its
     runs measured ``mine_p`` and torch.compile)."""
     out = []
     for (machine, arch, gpu), op, rid, rs in runs_per_op(records, want):
         idx = index(rs)
-        keys = sorted({(r["case"]["id"], r["case"]["dtype"]) for r in rs},
-                      key=lambda k: ((idx.get((k[0], k[1], mine_p)) or {"case": {"params": {}}})["case"]["params"]
-                                     .get("sample_index", 1 << 30), k))
+        keys = sorted({(r.case_id, r.dtype) for r in rs},
+                      key=lambda k: (_sample_index(idx.get((k[0], k[1], mine_p))), k))
         for cid, dt in keys:
             ours = ok_time(idx, cid, dt, mine_p)
             best = compile_best(idx, cid, dt)
             if not ours or not best:
                 continue
             mine = idx[(cid, dt, mine_p)]
-            p = mine["case"]["params"]
+            p = mine.params
             row = {"machine": machine, "arch": arch, "gpu": gpu, "run_id": rid, "op": op, "provider": mine_p,
                    "seed": seed, "case": cid, "dtype": dt, "stratum": p.get("stratum", "base"),
-                   "bytes": mine["case"].get("bytes"), "features": features(op, p), "ours_us": ours,
+                   "bytes": mine.bytes, "features": features(op, p), "ours_us": ours,
                    "compile_us": best[0], "compile_mode": best[1], "ratio": best[0] / ours,
                    "pct_of_ceiling": _pct(mine), "compile_pct": _pct(best[2]), "flagged": flagged(mine, best[2])}
             for peer in OTHER_PEERS:
@@ -117,6 +116,11 @@ def _points_of(records: list[dict[str, Any]], seed: int, mine_p: str, want: Any)
                 row[f"vs_{peer}"] = t / ours if t else None
             out.append(row)
     return out
+
+
+def _sample_index(r: Row | None) -> Any:
+    """A sampled point's place in its sample (its params' ``sample_index``; unknown: last)."""
+    return (r.params if r is not None else {}).get("sample_index", 1 << 30)
 
 
 def _share(n: int, of: int) -> float | None:
@@ -186,7 +190,7 @@ def _share_text(n: int, of: int) -> str:
     return f"{n} of {of} ({100 * n / of:.0f}%)" if of else "-"
 
 
-def summary_table(records: Iterable[dict[str, Any]]) -> str:
+def summary_table(records: Iterable[Row]) -> str:
     """Markdown: the per-op summary (share >= 1.0x, worst, median, large points at >= 80% of the ceiling, ...)."""
     rows = summary(point_rows(records))
     if not rows:
@@ -206,7 +210,7 @@ def summary_table(records: Iterable[dict[str, Any]]) -> str:
                      "median vs torch eager", "median vs CuPy", "flagged"], body))
 
 
-def pairs_table(records: Iterable[dict[str, Any]]) -> str:
+def pairs_table(records: Iterable[Row]) -> str:
     """Markdown: robocache's time on one GPU over another on the large points both measured."""
     rows = gpu_pairs(point_rows(records))
     if not rows:
@@ -218,7 +222,7 @@ def pairs_table(records: Iterable[dict[str, Any]]) -> str:
                                            ">= 1.3x"], body))
 
 
-def points_table(records: Iterable[dict[str, Any]]) -> str:
+def points_table(records: Iterable[Row]) -> str:
     """Markdown: every point, worst ratio first."""
     rows = sorted(point_rows(records), key=lambda r: (r["machine"], ops.order(r["op"]), providers.order(r["provider"]),
                                                       r["seed"], r["ratio"]))
@@ -235,14 +239,15 @@ def points_table(records: Iterable[dict[str, Any]]) -> str:
                   "flags"], body)
 
 
-def sampled_sections(records: Iterable[dict[str, Any]]) -> list[Section]:
-    """The sections of :func:`sampled`, each rendered on demand."""
-    records = list(records)
+def sampled_sections(records: Iterable[Any]) -> list[Section]:
+    """The sections of :func:`sampled`, each rendered on demand (over the frame's rows, or loaded records read as
+    rows)."""
+    records = as_rows(records)
     return [("##", "Summary per op", lambda: summary_table(records)),
             ("##", "GPU over GPU on the large points", lambda: pairs_table(records)),
             ("##", "Every point, worst first", lambda: points_table(records))]
 
 
-def sampled(records: Iterable[dict[str, Any]]) -> str:
-    """Markdown over records of any number of runs and machines (one measurement per machine, op and seed)."""
+def sampled(records: Iterable[Any]) -> str:
+    """Markdown over rows (or records) of any number of runs and machines (one measurement per machine, op and seed)."""
     return render("robocache on sampled shapes: against its peers", None, sampled_sections(records))
