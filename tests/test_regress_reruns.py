@@ -181,6 +181,11 @@ def test_nightly_sh_checks_on_reruns_measured_elsewhere(stub, tmp_path, monkeypa
     assert _cmd(calls[-1]) == "check" and "--confirm" not in check
     assert check[check.index("--reruns") + 1] == str(again)
     assert check[check.index("--refuted-before") + 1] == str(hist / "nights" / "2026-11-26" / "gpu-h100" / "alerts.json")
+    # a night without a confirmation (a manual run without CONFIRM) carries the memory on instead of wiping it
+    p, calls1, _ = stub("gpu-h100", str(tmp_path / "out1"), ASV="0", HISTORY=str(hist))
+    check = calls1[-1]["args"][2:]
+    assert p.returncode == 0 and "--confirm" not in check and "--reruns" not in check
+    assert check[check.index("--refuted-before") + 1] == str(hist / "nights" / "2026-11-26" / "gpu-h100" / "alerts.json")
     # both: a usage error before anything runs or is created
     p, calls2, _ = stub("gpu-h100", str(tmp_path / "out2"), RERUNS=str(again), CONFIRM="1", ASV="0")
-    assert p.returncode == 2 and len(calls2) == len(calls) and not (tmp_path / "out2").exists()
+    assert p.returncode == 2 and len(calls2) == len(calls1) and not (tmp_path / "out2").exists()

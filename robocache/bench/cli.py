@@ -331,9 +331,9 @@ def _parser() -> argparse.ArgumentParser:
                         "e.g. another job's --confirm-out): records of the alerted series, newer than the night "
                         "alerted, of its commit, healthy; the same rule as --confirm")
     k.add_argument("--refuted-before", metavar="ALERTS_JSON", default=None,
-                   help="with --confirm or --reruns: the previous night's check --json of this machine; a change "
+                   help="the previous night's check --json of this machine; with --confirm or --reruns a change "
                         "point its reruns refuted (refuted_looks) is tested at a spent level tonight (its looks "
-                        "share one budget), and the memory goes on into this night's --json")
+                        "share one budget); the memory goes on into this night's --json (unchanged without them)")
     k.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any alert or drift is raised (method or environment changes never fail)")
     k.add_argument("--dashboard-url", default=None,
@@ -510,8 +510,8 @@ def _check_options(args: argparse.Namespace) -> None:
             if not Path(args.reruns).exists():
                 raise ValueError(f"--reruns {args.reruns}: no such file or folder")
         if args.cmd == "check" and args.refuted_before is not None:
-            if not (args.confirm or args.reruns is not None):
-                raise ValueError("--refuted-before is the confirmation's memory: give it with --confirm or --reruns")
+            # without --confirm or --reruns nothing is looked at again: the memory is carried on unchanged (a night
+            # checked without a confirmation must not wipe what the nights before it refuted)
             args.looked = _refuted_before(args.refuted_before)
 
 
