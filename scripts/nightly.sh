@@ -23,8 +23,9 @@
 #   CONFIRM  non-empty: `check --confirm` (re-measures alerted cases into OUTDIR/confirm first)
 #   RERUNS   a folder of confirmation reruns measured elsewhere (another job's OUTDIR/confirm): `check --reruns`
 #            confirms on those instead of measuring (not with CONFIRM)
-#            With CONFIRM or RERUNS, the newest HISTORY/nights/*/MACHINE/alerts.json is the confirmation's memory
-#            (`check --refuted-before`): change points refuted on earlier nights are tested at a spent level
+#            The newest HISTORY/nights/*/MACHINE/alerts.json is the confirmation's memory (`check
+#            --refuted-before`): with CONFIRM or RERUNS, change points refuted on earlier nights are tested at a
+#            spent level; without, the memory is carried on unchanged
 #   ASV      0 skips step 2                        BISECT  0 skips step 4
 #   BISECT_BUDGET_S  seconds of step 4 for every bisection of the night together (default 1800)
 #   PRECOMPILE_JOBS  parallel torch.compile pre-pass processes of step 1 (default 4; 0: off)
@@ -140,7 +141,9 @@ if [ -n "$CONFIRM" ]; then confirm=(--confirm --confirm-out "$OUT/confirm"); fi
 if [ -n "$RERUNS" ]; then confirm=(--reruns "$RERUNS"); fi
 # the confirmation's memory: the previous night's alerts.json of this machine in the history (the results branch's
 # nights/DATE/MACHINE/), whose refuted change points are tested at a spent level tonight (docs/regressions.md)
-if [ ${#confirm[@]} -gt 0 ] && [ ${#hist[@]} -gt 0 ]; then
+# (also without a confirmation: the check carries the memory on unchanged, so a manual run without CONFIRM does
+# not wipe it from the results branch)
+if [ ${#hist[@]} -gt 0 ]; then
   prev=$({ find "$HISTORY/nights" -mindepth 3 -maxdepth 3 -path "*/$MACHINE/alerts.json" 2>/dev/null || true; } | sort | tail -1)
   if [ -n "$prev" ]; then confirm+=(--refuted-before "$prev"); fi
 fi

@@ -95,22 +95,75 @@ def test_check_carries_the_memory_from_night_to_night(stepped, tmp_path, capsys)
     schema.alerts_doc(doc3)
 
 
+def test_a_night_without_confirmation_carries_the_memory_on(stepped, tmp_path, capsys):  # noqa: F811
+    """A check without --confirm or --reruns looks at nothing again: the memory goes on into its --json unchanged
+    (a manual nightly run without CONFIRM must not wipe what the nights before it refuted from the results branch);
+    a change point of a series not checked is still not carried on."""
+    hist_dir, hist, ref = stepped
+    _, doc, _ = _check(capsys, str(hist_dir))
+    fp = doc["checked"][0]
+    prev = tmp_path / "night1.json"
+    prev.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": [
+        {"change_id": "c" * 12, "fingerprint": fp, "looks": 3}, {"change_id": "a" * 12, "fingerprint": "b" * 12,
+                                                                 "looks": 2}]}))
+    rc, doc, err = _check(capsys, str(hist_dir), "--refuted-before", str(prev))
+    assert rc == 1 and doc["refuted_looks"] == [{"change_id": "c" * 12, "fingerprint": fp, "looks": 3}], err
+    assert doc["confirm_asked"] is False
+
+
 def test_refuted_before_errors(stepped, tmp_path, capsys):  # noqa: F811
     hist_dir, _, _ = stepped
     js = hist_dir.parent / "alerts.json"
-    rc, _, err = _check(capsys, str(hist_dir), "--refuted-before", str(tmp_path / "missing.json"))
-    assert rc == 2 and "--confirm or --reruns" in err.strip().splitlines()[-1] and not js.exists()
     (tmp_path / "r").mkdir()
-    for bad, why in ((tmp_path / "missing.json", "No such file"), (hist_dir, ""),
-                     (tmp_path / "bad.json", "not a robocache-alerts/1 document")):
-        if bad.name == "bad.json":
-            bad.write_text('{"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": [{"looks": 0}]}')
+    # a path that is not there, or a folder: a usage error before anything is written
+    for bad, why in ((tmp_path / "missing.json", "no such file"), (hist_dir, "a folder")):
         rc, _, err = _check(capsys, str(hist_dir), "--reruns", str(tmp_path / "r"), "--refuted-before", str(bad))
         last = err.strip().splitlines()[-1]
-        assert rc == 2 and last.count("\n") == 0 and "--refuted-before" in last and why in last, err
+        assert rc == 2 and "--refuted-before" in last and why in last, err
         assert not js.exists()
     # a document of an older writer (no refuted_looks) is an empty memory
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": []}))
     rc, doc, _ = _check(capsys, str(hist_dir), "--reruns", str(tmp_path / "r"), "--refuted-before", str(old))
     assert rc == 1 and doc["refuted_looks"] == []
+
+
+@pytest.mark.parametrize("text", [
+    '{"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": [{"looks": 0}]}',  # invalid entry
+    '{"schema": "robocache-alerts/1", "alerts": [',  # truncated (a half-written or cut-off file)
+    "",  # empty
+    '{"schema": "robocache-alerts/2", "alerts": [], "refuted_looks": []}',  # a newer writer's
+    "[1, 2]",
+])
+def test_an_unreadable_memory_is_warned_about_and_the_check_runs(stepped, tmp_path, capsys, text):  # noqa: F811
+    """The nightly job passes the newest alerts.json of the results branch: a check that refused to run on a bad
+    one would write no alerts.json, leave that file the newest and fail every night after. One warning line, the
+    check runs with every change point at its first look, and tonight's --json starts the memory again."""
+    hist_dir, hist, ref = stepped
+    d = tmp_path / "r"
+    for k in (1, 2, 3):
+        store.write_records(d, make_env(), [_rerun(hist, math.exp(ref) * 1.0, k)], name=f"confirm-{k}")
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    rc, doc, err = _check(capsys, str(hist_dir), "--reruns", str(d), "--refuted-before", str(bad))
+    warned = [line for line in err.splitlines() if "--refuted-before" in line]
+    assert rc == 0 and len(warned) == 1 and warned[0].startswith("warning:"), err
+    assert "without the confirmation's memory" in warned[0]
+    assert len(doc["refuted"]) == 1 and [x["looks"] for x in doc["refuted_looks"]] == [1]
+
+
+def test_memory_of_series_not_checked_tonight_is_reported(stepped, tmp_path, capsys):  # noqa: F811
+    """Another machine's file (or another suite's): its change points match no series checked here; the check says
+    so in one line instead of dropping them silently."""
+    hist_dir, hist, ref = stepped
+    d = tmp_path / "r"
+    for k in (1, 2, 3):
+        store.write_records(d, make_env(), [_rerun(hist, math.exp(ref) * 1.0, k)], name=f"confirm-{k}")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": [
+        {"change_id": "a" * 12, "fingerprint": "b" * 12, "looks": 4},
+        {"change_id": "c" * 12, "fingerprint": "b" * 12, "looks": 2}]}))
+    rc, doc, err = _check(capsys, str(hist_dir), "--reruns", str(d), "--refuted-before", str(other))
+    said = [line for line in err.splitlines() if "not checked tonight" in line]
+    assert rc == 0 and len(said) == 1 and "2 of 2 remembered change point(s) are of 1 series" in said[0], err
+    assert [x["looks"] for x in doc["refuted_looks"]] == [1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -167,15 +168,24 @@ def test_nightly_sh_checks_on_reruns_measured_elsewhere(stub, tmp_path, monkeypa
     out = tmp_path / "out"
     # the history (the results branch) with earlier nights' alerts: the newest of this machine is the memory
     hist = tmp_path / "history"
-    for day, m in (("2026-11-25", "gpu-h100"), ("2026-11-26", "gpu-h100"), ("2026-11-27", "gpu-a100")):
+    # the newest by name (the night's date), not by mtime: a checkout sets every file's mtime to its own time, so
+    # here the older night's file is written last and given the newest mtime
+    for day, m, mtime in (("2026-11-26", "gpu-h100", 1_000), ("2026-11-25", "gpu-h100", 2_000),
+                          ("2026-11-27", "gpu-a100", 3_000)):
         (hist / "nights" / day / m).mkdir(parents=True)
         (hist / "nights" / day / m / "alerts.json").write_text("{}")
+        os.utime(hist / "nights" / day / m / "alerts.json", (mtime, mtime))
     p, calls, _ = stub("gpu-h100", str(out), RERUNS=str(again), ASV="0", HISTORY=str(hist))
     assert p.returncode == 0, p.stdout + p.stderr
     check = calls[-1]["args"][2:]
     assert _cmd(calls[-1]) == "check" and "--confirm" not in check
     assert check[check.index("--reruns") + 1] == str(again)
     assert check[check.index("--refuted-before") + 1] == str(hist / "nights" / "2026-11-26" / "gpu-h100" / "alerts.json")
+    # a night without a confirmation (a manual run without CONFIRM) carries the memory on instead of wiping it
+    p, calls1, _ = stub("gpu-h100", str(tmp_path / "out1"), ASV="0", HISTORY=str(hist))
+    check = calls1[-1]["args"][2:]
+    assert p.returncode == 0 and "--confirm" not in check and "--reruns" not in check
+    assert check[check.index("--refuted-before") + 1] == str(hist / "nights" / "2026-11-26" / "gpu-h100" / "alerts.json")
     # both: a usage error before anything runs or is created
     p, calls2, _ = stub("gpu-h100", str(tmp_path / "out2"), RERUNS=str(again), CONFIRM="1", ASV="0")
-    assert p.returncode == 2 and len(calls2) == len(calls) and not (tmp_path / "out2").exists()
+    assert p.returncode == 2 and len(calls2) == len(calls1) and not (tmp_path / "out2").exists()

@@ -335,9 +335,9 @@ def _parser() -> argparse.ArgumentParser:
                         "e.g. another job's --confirm-out): records of the alerted series, newer than the night "
                         "alerted, of its commit, healthy; the same rule as --confirm")
     k.add_argument("--refuted-before", metavar="ALERTS_JSON", default=None,
-                   help="with --confirm or --reruns: the previous night's check --json of this machine; a change "
+                   help="the previous night's check --json of this machine; with --confirm or --reruns a change "
                         "point its reruns refuted (refuted_looks) is tested at a spent level tonight (its looks "
-                        "share one budget), and the memory goes on into this night's --json")
+                        "share one budget); the memory goes on into this night's --json (unchanged without them)")
     k.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any alert or drift is raised (method or environment changes never fail)")
     k.add_argument("--dashboard-url", default=None,
@@ -516,8 +516,8 @@ def _check_options(args: argparse.Namespace) -> None:
             if not Path(args.reruns).exists():
                 raise ValueError(f"--reruns {args.reruns}: no such file or folder")
         if args.cmd == "check" and args.refuted_before is not None:
-            if not (args.confirm or args.reruns is not None):
-                raise ValueError("--refuted-before is the confirmation's memory: give it with --confirm or --reruns")
+            # without --confirm or --reruns nothing is looked at again: the memory is carried on unchanged (a night
+            # checked without a confirmation must not wipe what the nights before it refuted)
             args.looked = _refuted_before(args.refuted_before)
 
 
@@ -798,17 +798,31 @@ def _same_machine(bname: str, base: list, nname: str, new: list) -> None:
 
 
 def _refuted_before(path: str) -> dict[str, tuple[str, int]]:
-    """``--refuted-before``: change id -> (fingerprint, looks) from a previous ``check --json``; a file that cannot be
-    read or is no alerts document is a usage error (ValueError, one line)."""
+    """``--refuted-before``: change id -> (fingerprint, looks) from a previous ``check --json``.
+
+    A path that does not exist, or is a folder, is a usage error (ValueError, one line). A file that cannot be read
+    or is no robocache-alerts/1 document (truncated, corrupt, a newer schema's) is warned about in one line and read
+    as no memory: the check runs, every change point at its first look. ``scripts/nightly.sh`` passes the newest
+    alerts.json of the results branch, and a check that refused to run on it would write no alerts.json, leave
+    that file the newest and fail again every night after."""
     from . import schema
 
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"--refuted-before {path}: no such file")
+    if p.is_dir():
+        raise ValueError(f"--refuted-before {path}: a folder, not a check --json file")
     try:
-        doc = schema.parse_alerts_bytes(Path(path).read_bytes())
+        doc = schema.parse_alerts_bytes(p.read_bytes())
     except OSError as e:
-        raise ValueError(f"--refuted-before {path}: {e.strerror or e}") from None
+        why = e.strerror or str(e)
     except schema.AlertsError as e:
-        raise ValueError(f"--refuted-before {path}: not a robocache-alerts/1 document ({e})") from None
-    return {r.change_id: (r.fingerprint, r.looks) for r in doc.refuted_looks}
+        why = f"not a robocache-alerts/1 document ({e})"
+    else:
+        return {r.change_id: (r.fingerprint, r.looks) for r in doc.refuted_looks}
+    print(f"warning: --refuted-before {path}: {why}; checked without the confirmation's memory (every change point "
+          "at its first look)", file=sys.stderr)
+    return {}
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -842,6 +856,11 @@ def _check(args: argparse.Namespace) -> int:
     checked = set(res.checked)
     args.refuted_looks = [{"change_id": cid, "fingerprint": fps[cid], "looks": n} for cid, n in sorted(looked.items())
                           if fps[cid] in checked]
+    dropped = [cid for cid in looked if fps[cid] not in checked]
+    if dropped:  # another machine's file, another suite or front end: said, not silently forgotten
+        print(f"check --refuted-before {args.refuted_before}: {len(dropped)} of {len(memory)} remembered change "
+              f"point(s) are of {len({fps[c] for c in dropped})} series not checked tonight (another machine's file? "
+              "another suite?): not carried on", file=sys.stderr)
     _check_outputs(args, res, refuted)
     return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
 
