@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from test_regress import _noisy, series
 from test_regress_reruns import _check, _rerun, stepped  # noqa: F401  (the fixture)
 from test_store import make_env
 
@@ -20,25 +21,59 @@ from robocache.bench import schema, store
 from robocache.bench.regressions import confirmation
 
 
-def test_the_looks_at_one_change_point_share_one_level():
+def test_the_looks_at_one_change_point_share_one_level_down_to_a_floor():
     p = regress.CONFIRM_P
     assert confirmation.spent(p, 1) == p  # the night a step lands keeps the whole level
     assert confirmation.spent(p, 2) == pytest.approx(p / 3)
-    assert sum(confirmation.spent(p, k) for k in range(1, 10_000)) == pytest.approx(2 * p, rel=1e-3)
-    assert all(confirmation.spent(p, k + 1) < confirmation.spent(p, k) for k in range(1, 50))
+    floor = confirmation.spent(p, confirmation.SPENT_LOOKS)
+    assert all(confirmation.spent(p, k + 1) <= confirmation.spent(p, k) for k in range(1, 50))
+    assert all(confirmation.spent(p, k) == floor for k in range(confirmation.SPENT_LOOKS, 1000))
+    # the floor stays above what the series-tails check can show with 5 reruns (one spare) from 6 nights before the
+    # change and with 3 reruns from 7, (0.5 / (n + 1)) ** runs; and the held rescue keeps a floor too
+    from scipy import stats
+    assert stats.binom.sf(3, 5, 0.5 / 7) <= floor and (0.5 / 8) ** 3 <= floor
+    assert confirmation.spent(regress.CONFIRM_P_HELD, 10**6) >= floor
 
 
-def _alert(hist_dir) -> regress.Change:
-    res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
+def test_a_strong_step_refuted_many_times_still_confirms(monkeypatch):
+    """The spent level's floor (issue 27's review): a real +10% step on a 2% series, 8 nights before it, whose
+    reruns were refuted on 29 nights, is still confirmed at its 30th look by reruns at its level. Spent without a
+    floor, its level (2e-6) fell under the least the series-tails check can show, (0.5 / 9) ** 3 = 1.7e-4 with 3
+    reruns: it could never be confirmed again."""
+    c, ref, sigma = _strong_step()
+    assert not confirmation._held(c, ref, regress.FLOOR)
+    assert _p_confirm(c, ref, sigma, 1) > 0.95
+    assert _p_confirm(c, ref, sigma, 30) > 0.95
+    monkeypatch.setattr(confirmation, "SPENT_LOOKS", 10**6)  # the level spent without a floor
+    assert _p_confirm(c, ref, sigma, 30) == 0.0
+
+
+def _strong_step() -> tuple[regress.Change, float, float]:
+    """8 nights of a 2%-noise series, then 3 nights +10%: the alert, its level before (log), the noise."""
+    vals = _noisy(5, n=8, sigma=0.02) + [v * 1.10 for v in _noisy(6, n=3, sigma=0.02)]
+    res = regress.check(series(vals, provider="numpy"), screen=regress.SCREEN_P)
     assert len(res.alerts) == 1
-    return res.alerts[0]
+    c = res.alerts[0]
+    return c, confirmation._ref(c), 0.02
 
 
-def test_a_later_look_needs_stronger_reruns(stepped):  # noqa: F811
+def _p_confirm(c: regress.Change, ref: float, sigma: float, looks: int) -> float:
+    """The chance that reruns at the step's level (its noise, both looks as check --confirm measures) confirm it."""
+    rng = np.random.default_rng(0)
+    c.looks = looks
+    first = ref + math.log(1.10) + rng.normal(0.0, sigma, (4000, regress.CONFIRM_RUNS))
+    ok = confirmation.rerun_test(c, first)[0]
+    more = confirmation.rerun_more(c, first, ok=ok)
+    extra = ref + math.log(1.10) + rng.normal(0.0, sigma, (int(more.sum()), regress.CONFIRM_MORE))
+    ok[more] = confirmation.rerun_test(c, np.concatenate([first[more], extra], axis=1))[0]
+    return float(ok.mean())
+
+
+def test_a_later_look_needs_stronger_reruns():
     """Reruns that confirm a change point at its first look do not at its tenth, when nine nights' reruns refuted
-    it (nothing about the nights changed, the level is shared); far slower reruns still do."""
-    hist_dir, hist, ref = stepped
-    c = _alert(hist_dir)
+    it (nothing about the nights changed, the level is shared, at its floor from the second look on); far slower
+    reruns still do."""
+    c, ref, _ = _strong_step()
     ratios = np.linspace(1.0, 1.3, 301)
     xs = ref + np.log(ratios)[:, None] + np.array([[-0.004, 0.0, 0.004]])
     c.looks = 1

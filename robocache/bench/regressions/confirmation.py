@@ -31,17 +31,30 @@ CONFIRM_RUNS_MAX = CONFIRM_RUNS + CONFIRM_MORE
 RERUN_SPARE = 1  # of CONFIRM_RUNS_MAX reruns, this many may fall short of the bars (all of CONFIRM_RUNS must pass)
 
 
+# The floor of the spent level (issue 27's review): a change point's looks from the SPENT_LOOKS-th on are all tested at
+# spent(p_max, SPENT_LOOKS), never lower. Without it the level fell under what the series-tails check can ever show,
+# (0.5 / (n + 1)) ** runs with n nights before the change: a real step refuted on a few noisy nights could never be
+# confirmed again (a 10-night reference, 3 reruns: from look 5 on). 2: a third of the level, what 5 reruns (the
+# second look) reach from 6 nights before the change (tails floor 1.2e-4 <= 3.3e-4) and 3 reruns from 7 (2.4e-4; at 6
+# nights it is 3.6e-4, above every floor but 1, which is no memory); the held rescue keeps 0.01 / 3.
+SPENT_LOOKS = 2
+
+
 def spent(p_max: float, looks: int) -> float:
-    """The level of a change point's ``looks``-th confirmation (1: its first night): ``p_max * 2 / (k (k + 1))``.
+    """The level of a change point's ``looks``-th confirmation (1: its first night): ``p_max * 2 / (k (k + 1))``
+    with ``k = min(looks, SPENT_LOOKS)``.
 
     A change point the reruns refuted is proposed again the next night from the same history (the same level
     before it, the same nights after): the nights' evidence did not change, and the reference's error is common
     to every night's test. Tested afresh each night at ``p_max``, a false change whose reference drew low is
     confirmed with the same chance every night, and over a week likely (issue 27: an A/A torch.compile series,
     its first ten nights 6.7% low, sent to the rerun on 7 nights at 0.14-0.18 each). Spent over the looks, the
-    first look keeps ``p_max`` (the night a step lands), the second a third of it, the k-th 2 / (k (k + 1)) of it:
-    all looks at one change point together at most 2 ``p_max``, however many nights it is proposed."""
-    k = max(int(looks), 1)
+    first look keeps ``p_max`` (the night a step lands), the later ones 2 / (k (k + 1)) of it down to the floor
+    (SPENT_LOOKS: a third), which every look after keeps: the series-tails check cannot go below
+    (0.5 / (n + 1)) ** runs, and a level under it would never confirm a real step again. Over L looks the tests
+    together are bounded by 2 p_max (1 + (L - 1) / 3) (two tests a night, the first reruns and the second look),
+    growing with L: the floor trades the bound for keeping real steps confirmable (docs/regressions.md)."""
+    k = min(max(int(looks), 1), SPENT_LOOKS)
     return p_max * 2.0 / (k * (k + 1))
 
 
