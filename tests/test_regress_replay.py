@@ -174,3 +174,22 @@ def test_aa_spread_is_per_replicate_and_names_the_heaviest_series():
     assert math.isclose(sp["sd_per_1000"], float(np.std([1000 * 4.5 / 1005, 0.5], ddof=1)))
     assert [(h["key"], h["sent"], h["expected"]) for h in sp["heaviest"]] == [("c", 5, 4.5), ("b", 3, 1.0)]
     assert replay.aa_spread([[quiet]])["sd_per_1000"] is None  # one replicate: no spread (and valid JSON)
+
+
+def test_step_delays_pairs_one_replicate_step_by_step():
+    """The memory's cost, measured on one replicate run twice (the same nights and reruns): per N the steps each
+    run confirmed within N nights after landing, and the steps the first confirmed later or never."""
+    def s(key, start, confirmed_at, kind="step"):
+        seen = [[n, True, n == confirmed_at, False, False, 0.0, 0] for n in range(6, 30)]
+        return {"machine": "m", "key": key, "kind": kind, "start": start, "step": 0.05, "noise": 0.01, "seen": seen}
+
+    on = [s("a", 10, 11), s("b", 10, 20), s("c", 10, None), s("d", 10, None, kind="aa")]
+    off = [s("a", 10, 11), s("b", 10, 12), s("c", 10, 15), s("d", 10, 7, kind="aa")]
+    got = replay.step_delays(on, off, within=(1, 2, 5))
+    assert got["steps"] == 3 and got["within"] == {1: [1, 1], 2: [1, 2], 5: [1, 3]}
+    assert [(x["key"], x["a"], x["b"]) for x in got["later"]] == [("b", 10, 2)]
+    assert [(x["key"], x["a"], x["b"]) for x in got["never"]] == [("c", None, 5)]
+    with pytest.raises(ValueError, match="not one replicate"):
+        replay.step_delays(on, off[:3])
+    with pytest.raises(ValueError, match="not one replicate"):
+        replay.step_delays(on, [s("a", 9, 11)] + off[1:])

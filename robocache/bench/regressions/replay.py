@@ -345,8 +345,10 @@ def p_confirm(p: Plan, c: changepoints.Change, night: int, rng: np.random.Genera
 
 
 def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[float] = STEP_SIZES,
-              slopes: Sequence[float] = DRIFT_SLOPES) -> list[dict]:
-    """One replicate: every plan's nights, the nightly check after each night, per series what each check did."""
+              slopes: Sequence[float] = DRIFT_SLOPES, memory: bool = True) -> list[dict]:
+    """One replicate: every plan's nights, the nightly check after each night, per series what each check did.
+    ``memory``: the nightly jobs carry the memory of refuted looks from night to night (False: every change point
+    at its first look, as before issue 27; the same nights and reruns, for :func:`step_delays`)."""
     rng = np.random.default_rng(seed)
     tpls = [t for t in world["templates"] if share >= 1 or rng.random() < share]
     ps = plans(tpls, world["pools"], rng, steps, slopes)
@@ -361,7 +363,7 @@ def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[flo
     for n in range(nights + 1):
         if n >= changepoints.MIN_HISTORY:  # the check after nights 0..n-1
             for g, idx in groups.items():
-                _night_check(world, g, idx, ps, recs[g], n, seed, mc, seen, looked[g])
+                _night_check(world, g, idx, ps, recs[g], n, seed, mc, seen, looked[g] if memory else None)
         if n < nights:
             for g, idx in groups.items():
                 for i in idx:
@@ -540,6 +542,34 @@ class _Tally:
             total = (1 + s["slope"]) ** (k - s["start"]) - 1
             row[1] += total < 0.05
             row[2] += _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[3]) is not None
+
+
+def step_delays(a: Sequence[dict], b: Sequence[dict], within: Sequence[int] = (1, 2, 5, AFTER)) -> dict:
+    """Two runs of one replicate (the same seed: the same nights and reruns), ``a`` and ``b`` (such as the memory
+    on and off, :func:`replicate`'s ``memory``), compared step by step: per N of ``within`` the steps each confirmed
+    within N nights after landing, and the steps ``a`` confirmed later than ``b`` or never where ``b`` did."""
+    def night(s: dict) -> int | None:
+        k = _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[2])
+        return None if k is None else k - s["start"]
+
+    if len(a) != len(b):
+        raise ValueError(f"not one replicate: {len(a)} and {len(b)} series")
+    out = {"steps": 0, "within": {n: [0, 0] for n in within}, "later": [], "never": []}
+    for s, t in zip(a, b):
+        if any(s[k] != t[k] for k in ("machine", "key", "kind", "start", "step")):
+            raise ValueError(f"not one replicate: {s['key']} differs between the two runs")
+        if s["kind"] != "step":
+            continue
+        da, db = night(s), night(t)
+        out["steps"] += 1
+        for n, row in out["within"].items():
+            row[0] += da is not None and da <= n
+            row[1] += db is not None and db <= n
+        if db is not None and (da is None or da > db):
+            out["never" if da is None else "later"].append({"key": s["key"], "machine": s["machine"],
+                                                            "step": s["step"], "noise": round(s["noise"], 4),
+                                                            "start": s["start"], "a": da, "b": db})
+    return out
 
 
 def _sum(rows: dict, pred) -> list:
