@@ -103,6 +103,19 @@ def main() -> int:
     def over():
         return time.perf_counter() - t_start > args.budget_s
 
+    def by_variant(cands, trial, scratch, outd, bad):
+        """{variant: {config: device us}}: each build's candidates, every output checked equal to ``outd`` first."""
+        per_variant = {}
+        for vname, vopts in variants:
+            extra[:] = vopts
+            for c in cands:
+                trial(c)()
+                if not torch.equal(scratch, outd):
+                    bad.append(f"{vname}:{c}")
+            per_variant[vname], _ = _tune.tune(cands, trial, stream, budget_s=60)
+        extra[:] = []
+        return per_variant
+
     ops = args.ops.split(",")
     dts = ["float32", "float16", "bfloat16"]
     if "resample" in ops:
@@ -151,16 +164,7 @@ def main() -> int:
             def trial(cfg):
                 p = rs._plan_v2(v, sa, vals, 0, t, cfg)
                 return lambda: p(vals, src, tgt, scratch)
-            per_variant = {}
-            for vname, vopts in variants:
-                extra[:] = vopts
-                for c in cands:
-                    trial(c)()
-                    if not torch.equal(scratch, outd):
-                        bad.append(f"{vname}:{c}")
-                timed_v, _ = _tune.tune(cands, trial, stream, budget_s=60)
-                per_variant[vname] = timed_v
-            extra[:] = []
+            per_variant = by_variant(cands, trial, scratch, outd, bad)
             timed = per_variant[variants[0][0]]
             t0 = time.perf_counter()
             f = compiled(torch_eager.resample)
@@ -221,16 +225,7 @@ def main() -> int:
             def trial(cfg):
                 p = fu._plan_v2(pairs, ta, streams, 0, cfg)
                 return lambda: p(streams, tgt, scratch)
-            per_variant = {}
-            for vname, vopts in variants:
-                extra[:] = vopts
-                for c in cands:
-                    trial(c)()
-                    if not torch.equal(scratch, outd):
-                        bad.append(f"{vname}:{c}")
-                timed_v, _ = _tune.tune(cands, trial, stream, budget_s=60)
-                per_variant[vname] = timed_v
-            extra[:] = []
+            per_variant = by_variant(cands, trial, scratch, outd, bad)
             timed = per_variant[variants[0][0]]
             f = compiled(torch_eager.fuse)
             f(streams, tgt)
