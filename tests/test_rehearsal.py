@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parents[1]
 def test_rehearsal_raises_the_expected_alert(tmp_path):
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse_regression.py"), "--json",
                           str(tmp_path / "alerts.json")], capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    failed = [ln.strip() for ln in out.stdout.splitlines() if ln.strip().startswith("FAILED: ")]
+    assert out.returncode == 0, ("failed steps:\n" + "\n".join(failed) + "\n\n"  # first: CI cuts long output
+                                 + out.stdout[-4000:] + out.stderr[-2000:])
     assert "rehearsal OK" in out.stdout and "performance regression" in out.stdout
     doc = json.loads((tmp_path / "alerts.json").read_text())
     assert sorted(a["case_key"] for a in doc["alerts"]) == ["resample/B256-S100-T50-D32/float32/numpy",
