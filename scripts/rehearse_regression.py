@@ -8,9 +8,9 @@ What it does, in a temporary folder (nothing in this repository is touched):
    (``robocache-bench run`` of a few NumPy cases into the history folder, the commit recorded);
 3. one commit that makes a kernel slower: the NumPy provider's ``resample`` sleeps for --slowdown of its own
    run time after computing (the result stays correct, so only the timing can catch it); that night's run,
-   then ``robocache-bench check --confirm --fail-on-regression --floor 1 --time-limit 0.2`` over the history (the
+   then ``robocache-bench check --confirm --fail-on-regression --floor 4 --time-limit 0.2`` over the history (the
    reruns sample 0.2 s a case, as the nights do; the floor: only a
-   change beyond +100% is alerted, so a shared machine's load on the untouched control is not; the confirmation rerun
+   change beyond +400% is alerted, so a shared machine's load on the untouched control is not; the confirmation rerun
    measures the alerted cases once more, tested alone), and ``scripts/alerts_to_issues.py``'s sync against
    an in-memory issue tracker: ONE issue opened for the change (both resample series, one commit range);
 4. a second slow night: the same issue is updated (a comment), no new one;
@@ -45,7 +45,7 @@ SLOWED = sorted(CASES[:2])  # the slow commit touches NumPy's resample: both res
 VOXELIZE = CASES[2]
 MACHINE = "rehearsal-cpu"
 # seconds of sampling per case, in the nightly runs and in check's confirmation reruns alike (the reruns measure as
-# the nights did). The rehearsal injects 10x changes against a +100% floor, so 0.2 s is plenty: with run's default
+# the nights did). The rehearsal injects 30x changes against a +400% floor, so 0.2 s is plenty: with run's default
 # of 2 s for the reruns and 0.5 s for the nights the rehearsal took 148-154 s, its confirming checks 29-33 s; with
 # 0.5 s for both 131 s and 20 s; with 0.2 s 104 s and 13-16 s (this 2-core machine at load 2.5-5, 2026-11-27)
 NIGHT_TIME_LIMIT = "0.2"
@@ -154,11 +154,13 @@ def main(argv: list[str] | None = None) -> int:
                          "after the change and 6 before, ten times as slow came out at q = 0.001 locally and was "
                          "missed once on CI's loaded machine (q > 0.01); thirty times keeps the lifecycle clear of "
                          "the noise up to about 45%% a run")
-    ap.add_argument("--floor", type=float, default=1.0,
-                    help="check's floor, the smallest change alerted (1.0: +100%%). The rehearsal injects 10x "
-                         "changes; CI's shared 2-core machine once moved the untouched voxelize control +77%% for "
-                         "a night and its confirmation reruns (a neighbour's load), which the default 3%% floor "
-                         "rightly alerts and a rehearsal of the issue lifecycle must not depend on")
+    ap.add_argument("--floor", type=float, default=4.0,
+                    help="check's floor, the smallest change alerted (4.0: +400%%; significance is still tested "
+                         "against no change). The rehearsal injects 30x changes; a neighbour's load moves the "
+                         "untouched voxelize control and its confirmation reruns together: +77%% once on CI's "
+                         "shared 2-core machine, +188%% here at load 6-9 (another test suite beside it), which "
+                         "opened a second issue and failed the lifecycle steps. The check rightly alerts such a "
+                         "move at its default 3%%; a rehearsal of the issue lifecycle must not depend on it")
     ap.add_argument("--hide-torch", action=argparse.BooleanOptionalAction, default=True,
                     help="make torch unimportable for the nightly runs and checks (default on): the NumPy cases "
                          "never use it, and each run's forkserver importing torch, dynamo and inductor is most of "
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             extra.append(str(hidden.parent))
         path = os.pathsep.join([str(work), *extra])
         # the rehearsal tests the alert's path, not the machine: a shared CI machine's load (which flags a CPU case
-        # contended, excluding it from the check) is allowed for by the +100% floor instead
+        # contended, excluding it from the check) is allowed for by the +400% floor instead
         run_env = {**os.environ, "PYTHONPATH": path, "ROBOCACHE_MACHINE": MACHINE, "ROBOCACHE_IGNORE_HOST_LOAD": "1"}
         bench = [sys.executable, "-m", "robocache.bench.cli"]
 
