@@ -1,8 +1,9 @@
 """Runs a suite: one process per case, every outcome a status, every result a record in the store.
 
 Isolation: each case runs in its own process, forked from a forkserver that has
-already imported torch/CuPy/robocache (so a case costs a fork plus a CUDA context,
-not a Python start-up) and that never touches CUDA itself. A kernel fault or an
+already imported what the run's cases need (torch/CuPy/robocache on a GPU; on a CPU
+only their providers' modules: :func:`preload_for`), so a case costs a fork plus a CUDA
+context, not a Python start-up, and that never touches CUDA itself. A kernel fault or an
 ``abort()`` kills only that case's process (status ``crash``); a case that does not
 finish within its timeout has its whole process group killed (``timeout``); an
 out-of-memory is ``oom``; an unavailable provider is ``skipped`` with the reason;
@@ -36,6 +37,7 @@ from typing import Any
 import msgspec
 
 from . import messages, specs, worker
+from .. import providers as provider_table
 from ..providers import COMPILE, torch_compile
 from .context import RunContext
 from .messages import Ceiling, Precompiled, Task
@@ -43,20 +45,67 @@ from .schema import FAILED_STATUSES, Record
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
            "robocache.bench.timing", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
+# what every case process imports, whatever its provider: a CPU run of NumPy cases preloads only these
+BASE_PRELOAD = ("numpy", "robocache", "robocache.providers", "robocache.bench.worker", "robocache.bench.timing",
+                "robocache.bench.env", "robocache.bench.runner")
 COMPILED_PREFIX = COMPILE  # providers whose cases the pre-pass compiles: torch_compile, torch_compile@<mode>
 _CTX: Any = None
+_PRELOADED: frozenset[str] = frozenset()  # what the running forkserver imported (set_forkserver_preload)
 
 
-def _context():
-    """A forkserver context with the heavy imports preloaded (spawn where forkserver is missing)."""
-    global _CTX
+def preload_for(cases: list[specs.Case], device: str) -> list[str]:
+    """The modules the forkserver imports before it forks a run's case processes (:data:`PRELOAD`'s order).
+
+    A GPU run preloads them all (torch and CuPy time every GPU case). A CPU run preloads what its cases'
+    providers need (:attr:`Provider.requires`, torch for the ones on torch tensors, Dynamo and Inductor for
+    torch.compile): importing torch, Dynamo and Inductor took 12.6 CPU-s on this 2-core machine, against 0.6 s
+    for the rest, and a run of NumPy cases never uses them. A provider outside the table (a test's
+    ``module:attr``) gets the whole list: what it needs is unknown."""
+    if device != "cpu":
+        return list(PRELOAD)
+    want = set(BASE_PRELOAD)
+    for c in cases:
+        try:
+            p = provider_table.get(c.provider)
+        except ValueError:
+            return list(PRELOAD)
+        want.update(p.requires)
+        if p.array_kind == "torch":
+            want.add("torch")
+        if compiles(c.provider):
+            want.update(("torch", *torch_compile.PRELOAD))
+    return [m for m in PRELOAD if m in want]
+
+
+def _context(preload: list[str] | None = None):
+    """A forkserver context with the heavy imports preloaded (spawn where forkserver is missing).
+
+    ``preload``: the modules a run's cases need (:func:`preload_for`); None: the running forkserver's, or all of
+    :data:`PRELOAD` before one runs. A forkserver already running without some of them is stopped and started
+    again with both sets (one process running several suites, a test session's worker: a torch run after a NumPy
+    run must not import torch in every case process)."""
+    global _CTX, _PRELOADED
     if _CTX is None:
         torch_compile.prepare_process_env()  # inherited by the forkserver and every case process
         try:
             _CTX = mp.get_context("forkserver")
-            _CTX.set_forkserver_preload(PRELOAD)  # modules that fail to import are skipped by multiprocessing
         except ValueError:
             _CTX = mp.get_context("spawn")
+            return _CTX
+    if _CTX.get_start_method() != "forkserver":
+        return _CTX
+    want = frozenset(PRELOAD if preload is None and not _PRELOADED else preload or ())
+    if not want <= _PRELOADED:
+        from multiprocessing import forkserver
+
+        server = forkserver._forkserver
+        if _PRELOADED:  # a restart: stop it (the next Process starts it again), where this Python can
+            if not hasattr(server, "_stop"):
+                return _CTX  # the cases import what is missing themselves
+            server._stop()
+        _PRELOADED = _PRELOADED | want
+        _CTX.set_forkserver_preload([m for m in PRELOAD if m in _PRELOADED]
+                                    + sorted(_PRELOADED.difference(PRELOAD)))
     return _CTX
 
 
@@ -248,7 +297,7 @@ def precompile(cases: list[specs.Case], run: RunContext, jobs: int, timeout_s: f
                            "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0, "wall_s": 0.0}
     if jobs < 1:
         return out
-    ctx = _context()
+    ctx = _context(preload_for(todo, run.env.device))
     # robocache's kernel modules build beside the torch.compile cases (NVRTC, one CPU core each)
     builds = _module_builds(cases) if run.env.device == "gpu" else []
     warmers = [ctx.Process(target=warm_module_task, args=(op, opts), daemon=True) for op, opts in builds]
@@ -380,6 +429,7 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
         else:
             res.ceiling = Ceiling(status="failed", reason=detail or (result.reason if result else None) or "unknown")
 
+    _context(preload_for(todo, device))  # the forkserver with what these cases import (a CPU run: no more)
     bar = _progress(len(todo), progress, suite)
     last_write = time.monotonic()
     for i, case in enumerate(todo):
