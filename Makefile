@@ -120,9 +120,9 @@ validate: setup  ## the workflow files, offline: GitHub's schema (check-jsonsche
 test-fast: setup  ## the fast tier: every CPU test that starts no process, drives no browser and is not measured slow
 	$(PYTEST) -m "not ($(TIER_REST))"
 
-test-rest: setup chromium  ## asv check, then the rest: process groups, CLIs, the browser tests, the slow ones (GPU tests skip without a GPU)
+test-rest: setup chromium  ## asv check, then the rest: process groups, CLIs, the browser tests, the slow ones (GPU tests skip without a GPU); the 20 longest listed
 	$(BIN)/asv check --python=same
-	ROBOCACHE_CHROMIUM=$(CHROMIUM) $(PYTEST) -m "$(TIER_REST)"
+	ROBOCACHE_CHROMIUM=$(CHROMIUM) $(PYTEST) -m "$(TIER_REST)" --durations=20
 
 # What CI runs (.ci/run): make stops at the first target that fails, so a broken change fails in the fast tier.
 test: setup chromium  ## everything, as CI runs it: lint, the workflow files, the fast tier, then the rest
