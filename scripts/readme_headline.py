@@ -53,8 +53,8 @@ def on_file(records: list) -> str:
     no record: no claim of "not measured yet" has to be kept by hand)."""
     suites: dict[tuple[str, str], set[str]] = {}
     for r in records:
-        env = r["env"]
-        suites.setdefault((env.get("arch") or "CPU", env["machine"]), set()).add(r["suite"])
+        env = r.env
+        suites.setdefault((env.arch or "CPU", env.machine), set()).add(r.suite)
     parts = [f"{arch} `{machine}` ({', '.join(sorted(s))})" for (arch, machine), s in sorted(suites.items())]
     return "Records on file: " + "; ".join(parts) + "."
 

@@ -33,7 +33,7 @@ SUBJECT = "<script>alert(1)</script> make the kernel slower"
 
 def series_of(folder: Path) -> dict:
     rec = next(r for r in store.load(folder).records
-               if r["case"]["provider"] == "robocache" and r["git_commit"] == hr.commit(hr.STEP_NIGHT))
+               if r.case.provider == "robocache" and r.git_commit == hr.commit(hr.STEP_NIGHT))
     return schema.series_key(rec)._asdict()
 
 

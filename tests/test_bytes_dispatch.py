@@ -307,25 +307,25 @@ def _task(key: str, **kw) -> Task:
                                  "voxelize/dispatch-B1-N16-G4-count-uniform"])
 def test_dispatch_case_is_gated_then_timed_in_a_host_loop(key):
     rec = worker.measure(_task(f"{key}/float32/numpy"))
-    assert rec["status"] == "ok", rec["reason"]
-    assert rec["check"]["passed"]
-    m, q = rec["method"], rec["metrics"]["time_us"]
-    assert m["timer"] == "host_loop" and m["cache"] == "warm" and m["input_sets"] == 1
-    assert 1 <= m["reps_per_sample"] <= 200 and 0 < q["min"] <= q["p50"] <= q["max"]
-    assert rec["dispatch"] == Dispatch(device_us=None, gpu_keeps_up=None)  # no device on a CPU run
-    assert rec["metrics"]["pct_of_ceiling"] is None and rec["metrics"]["ceiling_gb_per_s"] is None
+    assert rec.status == "ok", rec.reason
+    assert rec.check.passed
+    m, q = rec.method, rec.metrics.time_us
+    assert m.timer == "host_loop" and m.cache == "warm" and m.input_sets == 1
+    assert 1 <= m.reps_per_sample <= 200 and 0 < q.min <= q.p50 <= q.max
+    assert rec.dispatch == Dispatch(device_us=None, gpu_keeps_up=None)  # no device on a CPU run
+    assert rec.metrics.pct_of_ceiling is None and rec.metrics.ceiling_gb_per_s is None
     case = specs.find(f"{key}/float32/numpy")
-    assert rec["case"]["bytes"] == specs.moved_bytes(case, specs.host_inputs(case))
+    assert rec.case.bytes == specs.moved_bytes(case, specs.host_inputs(case))
 
 
 def test_dispatch_case_wrong_output_is_incorrect_and_not_timed():
     rec = worker.measure(_task("resample/dispatch-B1-S4-T2-D1/float32/fault_providers:WRONG"))
-    assert rec["status"] == "incorrect" and rec["metrics"] is None and rec.get("dispatch") is None
+    assert rec.status == "incorrect" and rec.metrics is None and rec.dispatch is None
 
 
 def test_dispatch_case_has_no_cold_mode():
     rec = worker.measure(_task("resample/dispatch-B1-S4-T2-D1/float32/numpy", cache="cold"))
-    assert rec["status"] == "skipped" and "warm only" in rec["reason"]
+    assert rec.status == "skipped" and "warm only" in rec.reason
 
 
 def test_dispatch_records_through_the_runner_and_store(tmp_path):

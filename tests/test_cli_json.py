@@ -74,11 +74,11 @@ def test_show_json_on_committed_results(folder, capsys):
     assert doc["schema"] == cli.SHOW_SCHEMA == "robocache-show/1"
     assert doc["run"]["run_id"] == rid and doc["skipped_files"] == []
     assert len(doc["cases"]) == len(records)
-    by_key = {(r["case"]["id"], r["case"]["dtype"], r["case"]["provider"]): r for r in records}
+    by_key = {(r.case.id, r.case.dtype, r.case.provider): r for r in records}
     for c in doc["cases"]:
         r = by_key[(c["case"], c["dtype"], c["provider"])]
-        assert c["status"] == r["status"]
-        assert c["p50_us"] == (r["metrics"]["time_us"]["p50"] if r.get("metrics") else None)
+        assert c["status"] == r.status
+        assert c["p50_us"] == (r.metrics.time_us.p50 if r.metrics else None)
     _no_escapes(doc)
     # the text `show` prints is rendered from the same rows: every case appears in it
     rc, text, _ = _main(["show", str(folder)], capsys)
@@ -120,7 +120,7 @@ def test_report_json_on_committed_results_matches_the_markdown(folder, capsys):
 
 def test_report_json_headline_kernels_and_out(tmp_path, capsys):
     folder = ROOT / "results" / "h200-nvidia-h200"
-    quick = pick_run([r for r in store.load(folder).records if r["suite"] == "quick"])[0]  # a run with a headline
+    quick = pick_run([r for r in store.load(folder).records if r.suite == "quick"])[0]  # a run with a headline
     rc, out, _ = _main(["report", str(folder), "--run", quick, "--format", "json", "--headline"], capsys)
     doc = json.loads(out)
     assert rc == 0 and [s["title"] for s in doc["sections"]] == [f"Headline: {rep.headline_case()[0]}"]

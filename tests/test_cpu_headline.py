@@ -15,14 +15,16 @@ from robocache import providers
 from robocache.bench import env as envmod
 from robocache.bench import specs, worker
 from robocache.bench.messages import Task, TimingOptions
+from robocache.bench.schema import Record
 from robocache.bench.views import report as rep
 from robocache.bench.views.tables import fmt_sig
+from tests import typed
 
 CLASSIC = "resample/B256-S100-T50-D32"
 
 
 def _rec(provider: str, p50: float, gb: float, *, spread: float = 0.02, reasons: list[str] | None = None,
-         contended: bool = False, noisy: bool = False) -> dict:
+         contended: bool = False, noisy: bool = False) -> Record:
     r = make_record(0, run_id="cpu-run")
     r["case"].update(id=CLASSIC, provider=provider, op="resample")
     r["suite"], r["frontend"] = "quick", "cli"
@@ -32,7 +34,7 @@ def _rec(provider: str, p50: float, gb: float, *, spread: float = 0.02, reasons:
     r["metrics"]["gb_per_s"] = gb
     r["health"] = {"throttled": False, "contended": contended, "noisy": noisy, "reasons": reasons or []}
     r["env"] = make_env("laptop")
-    return r
+    return typed.record(r)
 
 
 def test_cpu_headline_names_its_case_and_shows_robocaches_numpy_path() -> None:

@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from dashboard import charts, data, tables  # noqa: E402
 from robocache.bench import frame  # noqa: E402
 from robocache.bench.store import write_records  # noqa: E402
-from tests import committed  # noqa: E402
+from tests import committed, typed  # noqa: E402
 from tests.test_store import make_env, make_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -192,10 +192,9 @@ def test_page_on_committed_results(page: str, monkeypatch: pytest.MonkeyPatch) -
     if page == "multigpu":  # the committed H200 runs on 2- and 4-GPU machines
         assert "No multi-GPU results yet" not in infos
         # scaling lines and the gather bars of the first op, then DDP training's two charts per architecture
-        from robocache.bench.schema import to_dict
         from robocache.bench.views.multigpu import ddp_rows
 
-        ddp_archs = {x["arch"] for x in ddp_rows([to_dict(r) for r in committed.load().records])}
+        ddp_archs = {x["arch"] for x in ddp_rows(committed.load().records)}
         assert ddp_archs and len(at.get("plotly_chart")) == 2 + 2 * len(ddp_archs)
         table = at.dataframe[0].value
         assert {"nvidia-h200-x2", "nvidia-h200-x4"} <= set(table["machine"].astype(str))
@@ -555,7 +554,7 @@ def h100_h200_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     real = store.load(REPO / "results" / "h200-nvidia-h200-x4")
     h100 = []
     for rec in real.records:
-        if not str(rec["source"]).rsplit("/", 1)[1].startswith(H200_RUNS[0].split("/")[1]):
+        if not str(rec.source).rsplit("/", 1)[1].startswith(H200_RUNS[0].split("/")[1]):
             continue
         r = {k: v for k, v in to_dict(rec).items() if k not in ("env", "source")}
         r.update(synthetic=True, run_id="synthetic-h100-multigpu")
@@ -1375,6 +1374,7 @@ def test_ddp_markdown_table_against_the_cpu_workers_at_each_rank_count() -> None
             r = ddp_record(k, loader, steps=steps / k, wait=0.1 * k, run="synthetic-ddp")
             r["distributed"]["efficiency"] = 1.0 / k
             recs.append(r)
+    recs = typed.records(recs)
     rows = ddp_table_rows(recs)
     assert [(x[3], x[4]) for x in rows] == [(lab, k) for lab in ("CPU workers (NumPy)", "robocache.fuse",
                                                                   "EpisodeCache") for k in (1, 4)]

@@ -69,7 +69,7 @@ def spec_of(at: AppTest) -> dict:
 def per_machine(*dirs: Path) -> list[regress.CheckResult]:
     """``check --machine M`` for each machine of the records: what each machine's nightly writes."""
     recs = list(store.load(*dirs).records)
-    return [regress.check(recs, machine=m) for m in sorted({r["env"]["machine"] for r in recs})]
+    return [regress.check(recs, machine=m) for m in sorted({r.env.machine for r in recs})]
 
 
 def the_alert(rehearsal: Path) -> regress.Change:

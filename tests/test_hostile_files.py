@@ -36,7 +36,7 @@ def test_store_loads_a_non_utf8_name(tmp_path: Path) -> None:
     d = _folder_with_bad_name(tmp_path)
     res = store.load(d)
     assert not res.bad and len(res.records) == 5
-    shown = [store.display_path(r["source"]) for r in res.records]
+    shown = [store.display_path(r.source) for r in res.records]
     assert all(s.encode("utf-8") for s in shown)  # printable everywhere
     assert any("\\xff\\xfe" in s for s in shown)
 
@@ -96,13 +96,13 @@ def test_link_to_outside_the_folder_is_not_loaded(tmp_path: Path) -> None:
     (d / "b.records.json").symlink_to(outside / "secret.json")
     (d / "inside.records.json").symlink_to(d / "mine.records.json")  # inside: the same file, loaded once
     res = store.load(d)
-    assert {r["run_id"] for r in res.records} == {"run-mine"} and len(res.records) == 1
+    assert {r.run_id for r in res.records} == {"run-mine"} and len(res.records) == 1
     reasons = dict(res.bad)
     assert set(reasons) == {str(d / "a.records.json"), str(d / "b.records.json")}
     for why in reasons.values():
         assert "outside" in why and "aws" not in why and "token" not in why
     # named explicitly, a link is the caller's choice: read
-    assert {r["run_id"] for r in store.load(d / "a.records.json").records} == {"run-outside"}
+    assert {r.run_id for r in store.load(d / "a.records.json").records} == {"run-outside"}
 
 
 def test_folder_reached_through_a_link_still_loads(tmp_path: Path) -> None:
@@ -123,5 +123,5 @@ def test_link_to_a_folder_outside_is_listed_not_walked(tmp_path: Path) -> None:
     _write(d / "mine.records.json", make_doc(1, run_id="run-mine"))
     (d / "linked").symlink_to(outside, target_is_directory=True)
     res = store.load(d)
-    assert {r["run_id"] for r in res.records} == {"run-mine"}
+    assert {r.run_id for r in res.records} == {"run-mine"}
     assert [p for p, _ in res.bad] == [str(d / "linked")] and "not followed" in res.bad[0][1]

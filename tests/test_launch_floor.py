@@ -128,8 +128,8 @@ def _dispatch_run(tmp_path, interleaved: dict | None):
 def test_schema_field_is_additive(tmp_path):
     loaded = _dispatch_run(tmp_path / "with", INTERLEAVED)
     assert not loaded.bad
-    ours = next(r for r in loaded.records if r["case"]["provider"] == "robocache")
-    assert ours["dispatch"]["interleaved"]["ratio_p50"] == 2.2
+    ours = next(r for r in loaded.records if r.case.provider == "robocache")
+    assert ours.dispatch.interleaved.ratio_p50 == 2.2
     # a record without it writes no "interleaved" key (an older reader keeps reading such files)
     loaded = _dispatch_run(tmp_path / "without", None)
     (path,) = {r.source for r in loaded.records}

@@ -7,9 +7,12 @@ run, and flagged beyond a factor of 3. The CSV text here is synthetic (the shape
 """
 from __future__ import annotations
 
+import msgspec
 import pytest
+from test_store import make_env
 
-from robocache.bench import specs, store
+from robocache.bench import specs
+from robocache.bench.schema import Env
 from robocache.bench.messages import Task
 from robocache.bench.pipelines import common, ncu
 from robocache.bench.views.pipelines import PROFILE_HEADER, pipeline_profile_rows
@@ -104,7 +107,7 @@ def test_profile_agrees_with_the_harness_or_is_flagged() -> None:
     assert none.pipeline.figures["ncu_vs_harness"] is None and none.reason is None
     assert any("no agreement check with the harness: the harness's measurement: crash" in n
                for n in none.pipeline.notes)
-    env = {"machine": "gpu-x", "arch": "H100", "gpu_name": "NVIDIA H100", "device": "gpu"}
-    rows = pipeline_profile_rows([{**store.to_plain(r), "env": env} for r in (good, bad, none)])
+    env = msgspec.convert({**make_env("gpu-x"), "arch": "H100", "gpu_name": "NVIDIA H100", "device": "gpu"}, Env)
+    rows = pipeline_profile_rows([msgspec.structs.replace(r, env=env) for r in (good, bad, none)])
     col = PROFILE_HEADER.index("ncu / harness")
     assert sorted(row[col] for row in rows) == sorted(["1.19x", "1,186x: DISAGREE (beyond 3x)", "not checked"])

@@ -184,7 +184,7 @@ def test_schema_checks_the_op_when_written_not_when_read(tmp_path):
     doc["records"][0]["case"]["op"] = "sort"
     f.write_text(json.dumps(doc))
     loaded = store.load(tmp_path)
-    assert loaded.bad == [] and loaded.records[0]["case"]["op"] == "sort"
+    assert loaded.bad == [] and loaded.records[0].case.op == "sort"
 
 
 # --- a fourth op through run, the store, compare and report, with no edit outside tests/toy_op.py -------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -289,12 +290,10 @@ def test_report_tables(suite_run) -> None:
     assert "## Headline" not in text  # a pipelines run is not judged by the kernel sections
     # report --kernels (every machine): the pipelines tables of the newest run per machine and kind
     loaded = store.load(out).records
-    older = [store.to_plain(r) for r in res.records]
-    for r in older:
-        r["run_id"], r["created"] = "19990101T000000Z-old", "1999-01-01T00:00:00+00:00"
-        r["env"] = schema.to_dict(loaded[0].env)  # the same machine, an older run
+    older = [msgspec.structs.replace(r, run_id="19990101T000000Z-old", created="1999-01-01T00:00:00+00:00",
+                                     env=loaded[0].env) for r in res.records]  # the same machine, an older run
     both = [*loaded, *older]
-    assert {r["run_id"] for r in latest_pipeline_runs(both)} == {res.run_id}
+    assert {r.run_id for r in latest_pipeline_runs(both)} == {res.run_id}
     kern = kernels(both)
     assert "# End-to-end pipelines (the newest run per machine)" in kern and "## Data loading by batch size" in kern
     assert "End-to-end" not in kernels([])

@@ -12,6 +12,7 @@ from robocache import providers
 from robocache.bench import store
 from robocache.bench.views import kernels, report
 from robocache.bench.views.records import is_dispatch, runs, runs_per_op
+from tests import typed
 from tests.synthetic_kernels import CASES, SCRIPT, write_fixture
 
 
@@ -19,7 +20,7 @@ from tests.synthetic_kernels import CASES, SCRIPT, write_fixture
 def records(tmp_path_factory: pytest.TempPathFactory) -> list:
     out = write_fixture(tmp_path_factory.mktemp("kernels"))
     loaded = store.load(out)
-    assert not loaded.bad and all(r["synthetic"] for r in loaded.records)
+    assert not loaded.bad and all(r.synthetic for r in loaded.records)
     return loaded.records
 
 
@@ -77,11 +78,11 @@ def test_journey_rows(records: list) -> None:
 def test_journey_representative_fallback(records: list) -> None:
     """Without the standard case, the journey reads the first case in grid order every version measured."""
     rs = [r for r in _run(records, "synthetic-nvidia-h200-nightly")
-          if not (r["case"]["id"] == "resample/B256-S100-T50-D32")]
+          if not (r.case.id == "resample/B256-S100-T50-D32")]
     assert kernels.representative(rs, "resample") == ("resample/B4096-S100-T50-D32", "bfloat16")
     # a version missing on a case: a case every version measured wins
-    rs2 = [r for r in rs if not (r["case"]["id"] == "resample/B4096-S100-T50-D32"
-                                 and r["case"]["provider"] == "robocache@v1")]
+    rs2 = [r for r in rs if not (r.case.id == "resample/B4096-S100-T50-D32"
+                                 and r.case.provider == "robocache@v1")]
     assert kernels.representative(rs2, "resample") == ("resample/B16384-S100-T50-D32", "float32")
 
 
@@ -145,12 +146,14 @@ def test_call_cost_reads_the_dispatch_section() -> None:
     recs[0]["dispatch"] = {"device_us": 2.5, "gpu_keeps_up": True}
     for r in recs:
         r["env"] = gpu_env("H200", "nvidia-h200")
+    recs = typed.records(recs)
     rows = kernels.call_cost_rows(recs)
     assert [(r["provider"], r["vs_bare"], r["device_us"], r["gpu_keeps_up"]) for r in rows] == [
         ("robocache", 2.0, 2.5, True), ("bare_launch", 1.0, None, None)]
     assert "| 2.5 | yes |" in kernels.call_cost(recs)
-    assert is_dispatch(recs[0]) and not is_dispatch({"case": {"id": "fuse/robot-B32-T100",
-                                                                            "params": {"B": 32}}})
+    plain = typed.record(record("fuse/robot-B32-T100", "fuse", "float32", {"B": 32}, "robocache", 8.0,
+                                run="synthetic-r", created="2026-03-01T00:00:00Z", suite="quick", ceiling=1.0))
+    assert is_dispatch(recs[0]) and not is_dispatch(plain)
 
 
 def test_report_of_one_run_has_the_kernel_sections(records: list) -> None:
@@ -172,7 +175,7 @@ def test_report_of_one_run_has_the_kernel_sections(records: list) -> None:
 def test_kernel_sections_skip_gracefully(records: list) -> None:
     """A run without versions, a second compile mode or dispatch cases: no empty sections, no errors."""
     plain = [r for r in _run(records, "synthetic-nvidia-h200-nightly")
-             if r["case"]["provider"] in ("robocache", "torch_eager") and not is_dispatch(r)]
+             if r.case.provider in ("robocache", "torch_eager") and not is_dispatch(r)]
     text = report.report(plain)
     assert "## Optimisation journey" not in text and "## Call cost" not in text
     assert "## Against torch.compile at its best" not in text
@@ -204,7 +207,7 @@ def test_cli_report_kernels_over_every_machine(tmp_path: Path, capsys: pytest.Ca
     text = out.read_text()
     assert text == kernels.kernels(store.load(tmp_path).records)
     assert "## Optimisation journey" in text and "## Call cost" in text
-    machines = {r["env"]["machine"] for r in store.load(tmp_path).records}
+    machines = {r.env.machine for r in store.load(tmp_path).records}
     assert len(machines) > 1 and all(m in text for m in machines)
     assert cli.main(["report", str(tmp_path), "--kernels", "--run", "synthetic"]) == 2
     assert "drop --run" in capsys.readouterr().err
@@ -259,7 +262,7 @@ def test_headline_states_the_grid_wide_ratio_to_torch_compile(records: list) -> 
     assert worst["case"] in line and f"faster on {sum(r >= 1 for r in ratios)} of {len(cases)}" in line
     # the whole report's headline section carries it; a run without torch.compile has no such line
     assert "Across the grid" in report.report(run).split("## Headline")[1].split("\n## ")[0]
-    plain = [r for r in run if r["case"]["provider"] in ("robocache", "torch_eager")]
+    plain = [r for r in run if r.case.provider in ("robocache", "torch_eager")]
     assert "Across the grid" not in report.headline(plain)
 
 

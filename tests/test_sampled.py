@@ -295,7 +295,7 @@ def test_the_three_clouds():
 @pytest.fixture(scope="module")
 def records(tmp_path_factory: pytest.TempPathFactory) -> list:
     loaded = store.load(syn.write_fixture(tmp_path_factory.mktemp("sampled")))
-    assert not loaded.bad and all(r["synthetic"] for r in loaded.records)
+    assert not loaded.bad and all(r.synthetic for r in loaded.records)
     return loaded.records
 
 

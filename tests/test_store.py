@@ -104,12 +104,12 @@ def test_round_trip(tmp_path: Path) -> None:
     assert res.bad == [] and res.files == 1
     assert len(res.records) == 5
     for got, want in zip(res.records, recs):
-        assert to_dict(got["env"]) == env
-        assert got["source"] == str(path)
+        assert to_dict(got.env) == env
+        assert got.source == str(path)
         plain = to_dict(got)
         assert {k: v for k, v in plain.items() if k not in ("env", "source")} == want
     # env is attached by reference: one dict per file, not a copy per record
-    assert all(r["env"] is res.records[0]["env"] for r in res.records)
+    assert all(r.env is res.records[0].env for r in res.records)
 
 
 def test_loaded_records_can_be_written_again(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_loaded_records_can_be_written_again(tmp_path: Path) -> None:
     write_records(tmp_path / "b", make_env(), res.records, name="again")
     again = load(tmp_path / "b")
     assert again.bad == [] and len(again.records) == 1
-    assert again.records[0]["case"] == res.records[0]["case"]
+    assert again.records[0].case == res.records[0].case
 
 
 def test_checkpoint_rewrite_in_place(tmp_path: Path) -> None:
@@ -287,8 +287,8 @@ def test_corrupt_corpus(tmp_path: Path) -> None:
     res = load(d)  # must not raise
     assert res.files == 80
     assert len(res.records) == want_records
-    assert {r["run_id"] for r in res.records} == {f"good-{i}" for i in range(50)}
-    assert all(r["run_id"].startswith("good-") for r in res.records)
+    assert {r.run_id for r in res.records} == {f"good-{i}" for i in range(50)}
+    assert all(r.run_id.startswith("good-") for r in res.records)
     assert sorted(p for p, _ in res.bad) == sorted(bad_paths)
     reasons = dict(res.bad)
     assert all(reason.strip() and len(reason) <= 300 for reason in reasons.values())
@@ -296,10 +296,10 @@ def test_corrupt_corpus(tmp_path: Path) -> None:
         assert "newer" in reasons[bad_paths[i]], reasons[bad_paths[i]]
     assert reasons[bad_paths[6]] == "empty file"
     # stable order: by file path, then file order
-    sources = [r["source"] for r in res.records]
+    sources = [r.source for r in res.records]
     assert sources == sorted(sources)
     for src in set(sources):
-        ids = [r["case"]["id"] for r in res.records if r["source"] == src]
+        ids = [r.case.id for r in res.records if r.source == src]
         assert [i.rsplit("/", 1)[1] for i in ids] == ["0", "1", "2"]
 
 
@@ -487,7 +487,7 @@ def test_missing_path_and_foreign_json(tmp_path: Path) -> None:
     missing = tmp_path / "nope" / f"gone{RECORDS_SUFFIX}"
     res = load(results, missing)
     assert res.bad == [(str(missing), "no such file or directory")]
-    assert len(res.records) == 1 and res.records[0]["source"] == str(good)
+    assert len(res.records) == 1 and res.records[0].source == str(good)
     assert res.files == 2
     assert len(orphaned_temporaries(results)) == 2
 
@@ -512,8 +512,8 @@ def test_special_files_do_not_block(tmp_path: Path) -> None:
 def test_non_recursive_and_duplicates(tmp_path: Path) -> None:
     top = write_records(tmp_path, make_env(), [make_record(0, "top")], name="top")
     write_records(tmp_path / "sub", make_env(), [make_record(0, "sub")], name="sub")
-    assert [r["run_id"] for r in load(tmp_path, recursive=False).records] == ["top"]
-    assert sorted(r["run_id"] for r in load(tmp_path).records) == ["sub", "top"]
+    assert [r.run_id for r in load(tmp_path, recursive=False).records] == ["top"]
+    assert sorted(r.run_id for r in load(tmp_path).records) == ["sub", "top"]
     # the same file reached twice (its folder and itself) loads once
     assert len(load(tmp_path, top).records) == 2
 
@@ -522,9 +522,9 @@ def test_env_is_shared_not_copied(tmp_path: Path) -> None:
     write_records(tmp_path, make_env(), [make_record(i) for i in range(10)], name="a")
     write_records(tmp_path, make_env("other"), [make_record(i) for i in range(10)], name="b")
     res = load(tmp_path)
-    envs = {id(r["env"]) for r in res.records}
+    envs = {id(r.env) for r in res.records}
     assert len(envs) == 2  # one env object per file
-    assert {r["env"]["machine"] for r in res.records} == {"ci-synthetic", "other"}
+    assert {r.env.machine for r in res.records} == {"ci-synthetic", "other"}
 
 
 def test_atomic_write_replaces_whole_or_not_at_all(tmp_path, monkeypatch):

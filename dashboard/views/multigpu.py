@@ -12,7 +12,7 @@ import streamlit as st
 from dashboard import charts, data, tables
 from robocache import providers
 from robocache.bench import frame, store
-from robocache.bench.schema import to_dict
+from robocache.bench.schema import Record
 from robocache.bench.views import multigpu as report_multigpu
 
 TABLE = ["machine", "arch", "op", "case_id", "provider", "dtype", "world_size", "nodes", "scaling", "gather", "status",
@@ -113,9 +113,9 @@ def ops_section(multi: pd.DataFrame) -> None:
 
 
 @st.cache_data(show_spinner="Loading DDP training records ...", max_entries=4)
-def _ddp_records(dirs: tuple[str, ...], fingerprint: tuple) -> list[dict]:
+def _ddp_records(dirs: tuple[str, ...], fingerprint: tuple) -> list[Record]:
     del fingerprint  # part of the cache key only
-    return [to_dict(r) for r in store.load(*dirs).records if report_multigpu.is_ddp(to_dict(r))]
+    return [r for r in store.load(*dirs).records if report_multigpu.is_ddp(r)]
 
 
 def ddp_chart(rows: pd.DataFrame, value: str, title: str, y_title: str, rng: list[float] | None) -> go.Figure:

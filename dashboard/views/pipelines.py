@@ -4,6 +4,7 @@ with its memory and build time, the training step's time split from all three lo
 backend, and the kernel breakdown of a training step. The tables are the CLI report's own
 (``robocache.bench.views``), built from the pipeline records under the dashboard's results folders (the one store
 loader)."""
+import msgspec
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -11,9 +12,9 @@ import streamlit as st
 from dashboard import charts, data, tables
 from robocache import providers
 from robocache.bench import frame, store
-from robocache.bench.schema import to_dict
+from robocache.bench.schema import KernelRow, Record
 from robocache.bench.views import pipelines as report_pipelines
-from robocache.bench.views.records import is_pipeline
+from robocache.bench.views.records import env_of, is_pipeline
 
 DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers": "workers",
                     "base_tps": "CPU workers traj/s", "ours_tps": "robocache traj/s", "speedup": "speedup",
@@ -25,14 +26,14 @@ DATALOAD_COLUMNS = {"arch": "GPU", "machine": "machine", "B": "batch", "workers"
 
 
 @st.cache_data(show_spinner="Loading pipeline records ...", max_entries=4)
-def _records(dirs: tuple[str, ...], fingerprint: tuple) -> list[dict]:
+def _records(dirs: tuple[str, ...], fingerprint: tuple) -> list[Record]:
     del fingerprint  # part of the cache key only
-    return [to_dict(r) for r in store.load(*dirs).records if is_pipeline(r)]
+    return [r for r in store.load(*dirs).records if is_pipeline(r)]
 
 
-def _gpu(r: dict) -> str:
-    env = r.get("env") or {}
-    return str(env.get("arch") or ("CPU" if env.get("device") == "cpu" else env.get("gpu_name")) or "?")
+def _gpu(r: Record) -> str:
+    env = env_of(r)
+    return str(env.arch or ("CPU" if env.device == "cpu" else env.gpu_name) or "?")
 
 
 def dataload_chart(rows: list[dict], cache: list[list], title: str) -> go.Figure:
@@ -62,10 +63,10 @@ KERNEL_COLUMNS = {"name": "kernel", "calls": "calls", "total_us": "total (us)", 
                   "share": "share of the step (%)"}
 
 
-def kernel_table(kernels: list[dict]) -> tuple:
+def kernel_table(kernels: list[KernelRow]) -> tuple:
     """A profile's kernel rows as a readable table: times and shares to about four significant digits (they were
     printed as recorded, 324.4864), the share as a percentage."""
-    k = pd.DataFrame(kernels)
+    k = pd.DataFrame([msgspec.structs.asdict(x) for x in kernels])
     if "share" in k.columns:
         k["share"] = 100 * k["share"]
     return tables.readable(k[[c for c in KERNEL_COLUMNS if c in k.columns]].rename(columns=KERNEL_COLUMNS))
@@ -85,11 +86,11 @@ def body(df: pd.DataFrame) -> None:
     recs = report_pipelines.latest_pipeline_runs(recs)
     gpus = sorted({_gpu(r) for r in recs})
     # the first screen: the newest GPU with pipelines records (the other pages' rule, over these records' machines)
-    machines = {str((r.get("env") or {}).get("machine")) for r in recs}
+    machines = {str(env_of(r).machine) for r in recs}
     gpu = data.bound(st.selectbox, "GPU", gpus, "gpu",
                      default=data.preferred(df[df["machine"].astype(str).isin(machines)], "arch"))
     mine = [r for r in recs if _gpu(r) == gpu]
-    if any((r.get("pipeline") or {}).get("resample_on") == "numpy_fallback" for r in mine):
+    if any(r.pipeline is not None and r.pipeline.resample_on == "numpy_fallback" for r in mine):
         st.warning("These records come from a machine without a GPU: robocache ran its NumPy fallback; they are "
                    "not GPU figures.")
     st.caption("Newest pipelines run per machine. Data loading: trajectories per second through the same "
@@ -124,13 +125,13 @@ def body(df: pd.DataFrame) -> None:
         else:
             st.info("None for this GPU.")
     st.subheader("Kernel breakdown of a training step")
-    prof = [r for r in mine if (r.get("pipeline") or {}).get("kernels")]
+    prof = [r for r in mine if r.pipeline is not None and r.pipeline.kernels]
     if not prof:
         st.info("No profile for this GPU.")
     for r in prof:
-        st.text(f"{r['case']['id']} ({r['case']['provider']})"
-                + (f": trace {r['pipeline']['trace_file']}" if r["pipeline"].get("trace_file") else ""))
-        data.show_table(kernel_table(r["pipeline"]["kernels"]), hide_index=True, width="stretch")
+        st.text(f"{r.case.id} ({r.case.provider})"
+                + (f": trace {r.pipeline.trace_file}" if r.pipeline.trace_file else ""))
+        data.show_table(kernel_table(r.pipeline.kernels), hide_index=True, width="stretch")
 
 
 data.frame_page("Pipelines", body)

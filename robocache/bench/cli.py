@@ -786,7 +786,7 @@ def _same_machine(bname: str, base: list, nname: str, new: list) -> None:
     compared with the other's (a case's series is per machine), so a table of "incomparable" rows would only hide
     the mistake (issue 24: 46 such rows, exit 0, no hint)."""
     def machines(recs: list) -> set[str]:
-        return {str((r.get("env") or {}).get("machine")) for r in recs}
+        return {str(r.env.machine if r.env is not None else None) for r in recs}
 
     bm, nm = machines(base), machines(new)
     if bm and nm and not bm & nm:
@@ -1017,7 +1017,7 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
         seen["alerted"] = len(alerted)
         valid.update({fp: [] for fp in alerted})
         left: dict[str, dict[str, int]] = {fp: {} for fp in alerted}
-        for r in sorted(loaded.records, key=lambda r: (r["created"], r["run_id"])):
+        for r in sorted(loaded.records, key=lambda r: (r.created, r.run_id)):
             fp = fingerprint(series_key(r))
             c = alerted.get(fp)
             if c is None:  # another series, or another machine's: it confirms nothing here
@@ -1025,10 +1025,10 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
                 continue
             night = c.tonight
             why = unhealthy(r)
-            if why is None and night is not None and r["created"] <= night.created:
+            if why is None and night is not None and r.created <= night.created:
                 why = f"not newer than the night alerted ({night.created})"
-            elif why is None and night is not None and night.commit and r.get("git_commit") != night.commit:
-                why = f"of commit {str(r.get('git_commit'))[:12]}, not the night's {night.commit[:12]}"
+            elif why is None and night is not None and night.commit and r.git_commit != night.commit:
+                why = f"of commit {str(r.git_commit)[:12]}, not the night's {night.commit[:12]}"
             if why:
                 left[fp][why] = left[fp].get(why, 0) + 1
             else:
@@ -1060,7 +1060,7 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
     for c in refuted + res.alerts + res.drifts:
         if not taken[c.fingerprint]:
             continue
-        runs = ", ".join(r["run_id"] for r in valid[c.fingerprint][:taken[c.fingerprint]])
+        runs = ", ".join(r.run_id for r in valid[c.fingerprint][:taken[c.fingerprint]])
         c.confirm_note += f"; reruns read from {args.reruns} (runs {runs})"
         if getattr(c, "wants_more", False):
             c.confirm_note += (f"; the folder holds {len(valid[c.fingerprint]) - taken[c.fingerprint]} more: measure "

@@ -341,8 +341,8 @@ def read_file(path: str) -> tuple[list[Any], None] | tuple[None, str]:
         return None, _short(str(e))
     except Exception as e:  # noqa: BLE001 - one odd file must never stop the others
         return None, _short(f"{type(e).__name__}: {e}")
-    env = doc["env"]
-    records = doc["records"]
+    env = doc.env
+    records = doc.records
     for rec in records:  # fresh structs from the decoder: attach in place, env by reference
         rec.env = env
         rec.source = path

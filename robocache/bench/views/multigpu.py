@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import ops, specs
+from ..schema import Record
 from .records import flags, is_multigpu, machine
 from .tables import fmt_num, fmt_us, table
 
@@ -16,9 +17,9 @@ def _gb(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def _mg_flags(r: dict[str, Any]) -> str:
+def _mg_flags(r: Record) -> str:
     f = [] if flags(r) == "-" else [flags(r)]
-    reasons = (r.get("health") or {}).get("reasons") or []
+    reasons = r.health.reasons
     if any(": host-bound:" in x for x in reasons):
         f.append("host-bound")
     if any("host-bound one-GPU step" in x for x in reasons):
@@ -26,28 +27,28 @@ def _mg_flags(r: dict[str, Any]) -> str:
     return ",".join(f) or "-"
 
 
-def multigpu(records: list[dict[str, Any]]) -> str:
+def multigpu(records: list[Record]) -> str:
     """Multi-GPU cases: per world size the group's step (slowest rank), aggregate throughput, efficiency
     against the one-rank case of the run, and the gather's bandwidth beside the collective's own."""
     rows = []
 
-    def order(r):
-        p = r["case"]["params"]
-        return (ops.order(r["case"]["op"]), r["case"]["provider"],
+    def order(r: Record) -> tuple:
+        p = r.case.params
+        return (ops.order(r.case.op), r.case.provider,
                 p.get("scaling", ""), specs.GATHER_MODES.index(p["gather"]) if p.get("gather") in specs.GATHER_MODES
                 else 9, p.get("B", 0), p.get("world_size", 0))
     for r in sorted((r for r in records if is_multigpu(r)), key=order):
-        p = r["case"]["params"]
-        d = r.get("distributed") or {}
-        ranks = d.get("per_rank_us") or []
+        p, d = r.case.params, r.distributed
+        ranks = d.per_rank_us if d is not None else []
         spread = f"{min(ranks):.1f}-{max(ranks):.1f}" if len(ranks) > 1 else (fmt_us(ranks[0]) if ranks else "-")
-        nodes = f" ({d['nodes']} nodes)" if d.get("nodes", 1) > 1 else ""
-        rows.append([r["case"]["id"], r["case"]["provider"], f"{p.get('world_size')}{nodes}", p.get("scaling"),
-                     p.get("gather"), r["status"], fmt_us(d.get("step_us")), spread,
-                     fmt_num(d.get("aggregate_items_per_s"), f" {_UNIT.get(r['case']['items_unit'], 'items')}/s"),
-                     f"{d['efficiency']:.2f}" if d.get("efficiency") is not None else "-",
-                     _gb(d.get("gather_gb_per_s")), _gb(d.get("collective_gb_per_s")),
-                     _gb(d.get("collective_busbw_gb_per_s")), _mg_flags(r)])
+        nodes = f" ({d.nodes} nodes)" if d is not None and d.nodes > 1 else ""
+        unit = f" {_UNIT.get(r.case.items_unit, 'items')}/s"
+        rows.append([r.case.id, r.case.provider, f"{p.get('world_size')}{nodes}", p.get("scaling"), p.get("gather"),
+                     r.status, fmt_us(d.step_us if d else None), spread,
+                     fmt_num(d.aggregate_items_per_s if d else None, unit),
+                     f"{d.efficiency:.2f}" if d and d.efficiency is not None else "-",
+                     _gb(d.gather_gb_per_s if d else None), _gb(d.collective_gb_per_s if d else None),
+                     _gb(d.collective_busbw_gb_per_s if d else None), _mg_flags(r)])
     if not rows:
         return "_No multi-GPU case in this run._"
     return ("Step = the slowest rank's median (op, plus the gather when there is one); efficiency against the "
@@ -63,13 +64,13 @@ def multigpu(records: list[dict[str, Any]]) -> str:
 DDP_LOADERS = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse", "episode_cache": "EpisodeCache"}
 
 
-def is_ddp(r: dict[str, Any]) -> bool:
+def is_ddp(r: Record) -> bool:
     """A DDP training record: the pipelines suite's training step with a ``distributed`` section, or its failure
     (case id ``...-ddp-g<k>``)."""
-    return r.get("suite") == "pipelines" and (bool(r.get("distributed")) or "-ddp-g" in r["case"]["id"])
+    return r.suite == "pipelines" and (r.distributed is not None or "-ddp-g" in r.case.id)
 
 
-def ddp_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def ddp_rows(records: list[Record]) -> list[dict[str, Any]]:
     """The newest DDP training run per machine, one row per (model, batch, loader, ranks): steps/s (every GPU
     steps at the group's rate: the slowest rank's), trajectories/s in all, the data-wait share (the largest over
     the ranks), the efficiency against the one-rank launch (weak scaling), the loss gate's status. Failed cases
@@ -78,24 +79,23 @@ def ddp_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     newest: dict[str, str] = {}
     for r in mine:
         m = machine(r)[0]
-        newest[m] = max(newest.get(m, ""), str(r.get("run_id") or ""))
+        newest[m] = max(newest.get(m, ""), r.run_id)
     rows = []
     for r in mine:
         m, arch, _ = machine(r)
-        if str(r.get("run_id") or "") != newest[m]:
+        if r.run_id != newest[m]:
             continue
-        p = r["case"]["params"] or {}
-        d = r.get("distributed") or {}
-        fig = (r.get("pipeline") or {}).get("figures") or {}
-        ok = r["status"] == "ok"
+        p, d = r.case.params, r.distributed
+        fig = r.pipeline.figures if r.pipeline is not None else {}
+        ok = r.status == "ok"
         rows.append({"arch": arch, "machine": m, "model": p.get("model"), "B": p.get("B"),
-                     "workers": p.get("workers"), "loader": r["case"]["provider"],
-                     "ranks": d.get("world_size") or p.get("ranks"),
+                     "workers": p.get("workers"), "loader": r.case.provider,
+                     "ranks": (d.world_size if d is not None else None) or p.get("ranks"),
                      "steps_per_s": fig.get("steps_per_s") if ok else None,
                      "traj_per_s": fig.get("traj_per_s") if ok else None,
                      "data_wait_share": fig.get("data_wait_share") if ok else None,
-                     "efficiency": d.get("efficiency") if ok else None, "status": r["status"],
-                     "run_id": r.get("run_id"), "reason": r.get("reason")})
+                     "efficiency": d.efficiency if ok and d is not None else None, "status": r.status,
+                     "run_id": r.run_id, "reason": r.reason})
     order = list(DDP_LOADERS)
     rows.sort(key=lambda x: (x["arch"], x["machine"], str(x["model"]), x["B"] or 0,
                              order.index(x["loader"]) if x["loader"] in order else 9, x["ranks"] or 0))
@@ -106,7 +106,7 @@ DDP_HEADER = ["machine", "model", "batch per GPU", "loader", "ranks", "steps/s p
               "data-wait share", "efficiency", "vs CPU workers", "status"]
 
 
-def ddp_table_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
+def ddp_table_rows(records: list[Record]) -> list[list[Any]]:
     """:func:`ddp_rows` as the markdown table's rows (:data:`DDP_HEADER`), with each loader's steps/s over the CPU
     workers' at the same machine, model, batch and rank count (same run)."""
     rows = ddp_rows(records)
@@ -124,7 +124,7 @@ def ddp_table_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
     return out
 
 
-def ddp(records: list[dict[str, Any]]) -> str:
+def ddp(records: list[Record]) -> str:
     """DDP training over GPUs (the pipelines suite's ``--ddp-ranks``), newest run per machine, as markdown."""
     rows = ddp_table_rows(records)
     if not rows:

@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import ops
+from ..schema import Record
 from .multigpu import ddp, is_ddp
-from ..columns import Row
-from .records import flagged, flags, is_pipeline, machine, pipeline_kind
+from .records import Item, flagged, flags, is_pipeline, machine, pipeline_kind
 from .tables import code, esc, fmt_us, fmt_x, table
 
 _PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse", "episode_cache": "EpisodeCache"}
@@ -20,8 +20,9 @@ CACHE = "episode_cache"
 _RESAMPLE_ON = {"cpu_workers": "CPU workers", "gpu": "GPU", "numpy_fallback": "NumPy fallback (no GPU)"}
 
 
-def _fig(r: dict[str, Any] | None, key: str) -> float | None:
-    return ((r or {}).get("pipeline") or {}).get("figures", {}).get(key) if r else None
+def _fig(r: Record | None, key: str) -> float | None:
+    """The pipeline figure ``key`` of ``r`` (None where it has none)."""
+    return r.pipeline.figures.get(key) if r is not None and r.pipeline is not None else None
 
 
 def _f(x: float | None, fmt: str = "{:.3g}") -> str:
@@ -38,30 +39,45 @@ def _pct_share(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def _util(r: dict[str, Any] | None) -> str:
-    p = (r or {}).get("pipeline") or {}
-    if p.get("gpu_util_pct") is not None:
-        return f"{p['gpu_util_pct']:.0f}%"
-    return "n/a" if r else "-"
+def _util(r: Record | None) -> str:
+    if r is not None and r.pipeline is not None and r.pipeline.gpu_util_pct is not None:
+        return f"{r.pipeline.gpu_util_pct:.0f}%"
+    return "n/a" if r is not None else "-"
 
 
-def _dataset_key(r: dict[str, Any]) -> tuple:
-    p = r["case"]["params"]
+def _resample_on(r: Record | None) -> str:
+    """Where the record's resampling ran, as the tables say it (``-`` unknown)."""
+    return _RESAMPLE_ON.get(r.pipeline.resample_on if r is not None and r.pipeline is not None else None, "-")
+
+
+def _max_rel_err(r: Record) -> str:
+    """The correctness check's largest relative error, ``-`` without one."""
+    err = r.check.max_rel_err if r.check is not None else None
+    return "-" if err is None else f"{err:.1e}"
+
+
+def _status(r: Record, width: int) -> str:
+    """The status, and for a failure the first line of its reason (``width`` characters)."""
+    return r.status + (f": {(r.reason or '').splitlines()[0][:width]}" if r.status != "ok" else "")
+
+
+def _dataset_key(r: Record) -> tuple:
+    p = r.case.params
     return (machine(r), p.get("B"), p.get("dataset_episodes"), p.get("dataset_seed"), p.get("rgb"))
 
 
-def _regime(r: dict[str, Any] | None) -> str:
+def _regime(r: Record | None) -> str:
     """``resident`` or ``streamed (depth d)`` for a cache case; '' otherwise."""
-    p = (r or {}).get("case", {}).get("params", {})
+    p = r.case.params if r is not None else {}
     if p.get("regime") == "streamed":
         return f"streamed, depth {p.get('prefetch_depth')}"
     return p.get("regime") or ""
 
 
-def pipeline_label(r: dict[str, Any]) -> str:
+def pipeline_label(r: Record) -> str:
     """The loader of a record as the tables name it: the pipeline, and for the cache's cases the regime (the CPU
     workers of a streamed case read the streamed cache's episode order)."""
-    prov = r["case"]["provider"]
+    prov = r.case.provider
     label = _PIPE_LABEL.get(prov, prov)
     reg = _regime(r)
     if prov == CACHE and reg:
@@ -71,27 +87,27 @@ def pipeline_label(r: dict[str, Any]) -> str:
     return label
 
 
-def pipeline_dataload_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def pipeline_dataload_rows(records: Iterable[Record]) -> list[dict[str, Any]]:
     """Per (machine, dataset tag, B, workers): both DataLoader pipelines' figures and the speedup (one run's
     records), with the resident EpisodeCache's trajectories/s at that batch size beside them."""
     records = list(records)
-    pairs: dict[tuple, dict[str, Any]] = defaultdict(dict)
-    cache: dict[tuple, dict[str, Any]] = {}
+    pairs: dict[tuple, dict[str, Record]] = defaultdict(dict)
+    cache: dict[tuple, Record] = {}
     for r in records:
         if pipeline_kind(r) != "dataload":
             continue
-        if r["case"]["provider"] == CACHE:
-            if r["case"]["params"].get("regime") == "resident":
+        if r.case.provider == CACHE:
+            if r.case.params.get("regime") == "resident":
                 cache[_dataset_key(r)] = r
         else:
-            pairs[(machine(r), r["case"]["id"])][r["case"]["provider"]] = r
+            pairs[(machine(r), r.case.id)][r.case.provider] = r
     rows = []
     for (mach, cid), by in pairs.items():
         base, ours = by.get("cpu_workers"), by.get("robocache")
         any_r = base or ours
         if any_r is None:
             continue
-        p = any_r["case"]["params"]
+        p = any_r.case.params
         tb, to = _fig(base, "traj_per_s"), _fig(ours, "traj_per_s")
         c = cache.get(_dataset_key(any_r))
         tc = _fig(c, "traj_per_s")
@@ -101,12 +117,12 @@ def pipeline_dataload_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, 
                      "base_p50": _fig(base, "ms_p50"), "base_p90": _fig(base, "ms_p90"),
                      "ours_p50": _fig(ours, "ms_p50"), "ours_p90": _fig(ours, "ms_p90"),
                      "base_util": _util(base), "ours_util": _util(ours),
-                     "resample_on": _RESAMPLE_ON.get(((ours or {}).get("pipeline") or {}).get("resample_on"), "-"),
-                     "status": "/".join(x["status"] for x in (base, ours) if x), "flagged": flagged(base, ours)})
+                     "resample_on": _resample_on(ours),
+                     "status": "/".join(x.status for x in (base, ours) if x), "flagged": flagged(base, ours)})
     return sorted(rows, key=lambda x: (x["machine"], x["B"] or 0, x["workers"] or 0, x["case"]))
 
 
-def pipeline_dataload(records: Iterable[dict[str, Any]]) -> str:
+def pipeline_dataload(records: Iterable[Record]) -> str:
     rows = pipeline_dataload_rows(records)
     if not rows:
         return "_No data-loading case in these records._"
@@ -131,26 +147,24 @@ CACHE_HEADER = ["machine", "batch", "regime", "traj/s", "ms p50 / p90", "speedup
                 "pinned host MB", "build s", "chunks / slots", "GPU util", "resample on", "status"]
 
 
-def pipeline_cache_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+def pipeline_cache_rows(records: Iterable[Record]) -> list[list[Any]]:
     """The EpisodeCache's data-loading rows (:data:`CACHE_HEADER`): per machine, batch size and regime."""
-    recs = sorted((r for r in records if pipeline_kind(r) == "dataload" and r["case"]["provider"] == CACHE),
-                  key=lambda r: (machine(r), r["case"]["params"].get("B", 0), r["case"]["id"]))
+    recs = sorted((r for r in records if pipeline_kind(r) == "dataload" and r.case.provider == CACHE),
+                  key=lambda r: (machine(r), r.case.params.get("B", 0), r.case.id))
     out = []
     for r in recs:
-        pipe = r.get("pipeline") or {}
         chunks, slots = _fig(r, "chunks"), _fig(r, "slots")
-        out.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("B"), _regime(r) or "-",
+        out.append([f"{machine(r)[1]} ({machine(r)[0]})", r.case.params.get("B"), _regime(r) or "-",
                     _tps(_fig(r, "traj_per_s")),
                     f"{_f(_fig(r, 'ms_p50'), '{:.3f}')} / {_f(_fig(r, 'ms_p90'), '{:.3f}')}",
                     fmt_x(_fig(r, "speedup_vs_baseline")), _f(_fig(r, "cache_mb"), "{:,.1f}"),
                     _f(_fig(r, "cache_host_mb"), "{:,.1f}"), _f(_fig(r, "cache_build_s"), "{:.2f}"),
                     f"{chunks:.0f} / {slots:.0f}" if chunks is not None and slots is not None else "-",
-                    _util(r), _RESAMPLE_ON.get(pipe.get("resample_on"), "-"),
-                    r["status"] + (f": {(r.get('reason') or '').splitlines()[0][:80]}" if r["status"] != "ok" else "")])
+                    _util(r), _resample_on(r), _status(r, 80)])
     return out
 
 
-def pipeline_cache(records: Iterable[dict[str, Any]]) -> str:
+def pipeline_cache(records: Iterable[Record]) -> str:
     body = pipeline_cache_rows(records)
     if not body:
         return "_No EpisodeCache case in these records._"
@@ -170,30 +184,28 @@ INFERENCE_HEADER = ["machine", "batch", "backend", "p50 ms", "p99 ms", "speedup 
                     "flags", "status"]
 
 
-def pipeline_training_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+def pipeline_training_rows(records: Iterable[Record]) -> list[list[Any]]:
     """The training table's rows (:data:`TRAINING_HEADER`)."""
     order = {"cpu_workers": 0, "robocache": 1, CACHE: 2}
     recs = sorted((r for r in records if pipeline_kind(r) == "train" and not is_ddp(r)),
-                  key=lambda r: (machine(r), r["case"]["id"], order.get(r["case"]["provider"], 9),
-                                 r["case"]["provider"]))
+                  key=lambda r: (machine(r), r.case.id, order.get(r.case.provider, 9), r.case.provider))
     body = []
     for r in recs:
-        pipe = r.get("pipeline") or {}
-        sp = pipe.get("split_ms") or {}
-        chk = r.get("check") or {}
-        body.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("model"),
-                     pipeline_label(r), r["case"]["params"].get("ranks", 1), r["case"]["params"].get("B"),
-                     r["case"]["params"].get("workers") if r["case"]["provider"] != CACHE else "-",
+        sp = r.pipeline.split_ms if r.pipeline is not None else {}
+        p = r.case.params
+        body.append([f"{machine(r)[1]} ({machine(r)[0]})", p.get("model"),
+                     pipeline_label(r), p.get("ranks", 1), p.get("B"),
+                     p.get("workers") if r.case.provider != CACHE else "-",
                      _tps(_fig(r, "steps_per_s")), _pct_share(_fig(r, "data_wait_share")),
                      " / ".join(_f(sp.get(k), "{:.2f}") for k in ("data_wait", "transfer", "resampling", "compute")),
                      _util(r), fmt_x(_fig(r, "speedup_vs_baseline")),
                      "-" if _fig(r, "cache_mb") is None else
                      f"{_fig(r, 'cache_mb'):,.1f} / {_f(_fig(r, 'cache_build_s'), '{:.2f}')}",
-                     "-" if chk.get("max_rel_err") is None else f"{chk['max_rel_err']:.1e}", r["status"]])
+                     _max_rel_err(r), r.status])
     return body
 
 
-def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
+def pipeline_training(records: Iterable[Record]) -> str:
     body = pipeline_training_rows(records)
     if not body:
         return "_No training case in these records._"
@@ -205,21 +217,20 @@ def pipeline_training(records: Iterable[dict[str, Any]]) -> str:
             + table(TRAINING_HEADER, body))
 
 
-def pipeline_inference_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+def pipeline_inference_rows(records: Iterable[Record]) -> list[list[Any]]:
     """The inference table's rows (:data:`INFERENCE_HEADER`)."""
     from ..specs import INFER_BACKENDS
 
     order = {b: i for i, b in enumerate(INFER_BACKENDS)}
     recs = sorted((r for r in records if pipeline_kind(r) == "infer"),
-                  key=lambda r: (machine(r), r["case"]["params"].get("B", 0), order.get(r["case"]["provider"], 9)))
-    return [[f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["params"].get("B"), r["case"]["provider"],
+                  key=lambda r: (machine(r), r.case.params.get("B", 0), order.get(r.case.provider, 9)))
+    return [[f"{machine(r)[1]} ({machine(r)[0]})", r.case.params.get("B"), r.case.provider,
              _f(_fig(r, "latency_ms_p50"), "{:.3f}"), _f(_fig(r, "latency_ms_p99"), "{:.3f}"),
              fmt_x(_fig(r, "speedup_vs_eager")), _f(_fig(r, "peak_mem_mb"), "{:.1f}"),
-             "-" if (r.get("check") or {}).get("max_rel_err") is None else f"{r['check']['max_rel_err']:.1e}",
-             flags(r), r["status"]] for r in recs]
+             _max_rel_err(r), flags(r), r.status] for r in recs]
 
 
-def pipeline_inference(records: Iterable[dict[str, Any]]) -> str:
+def pipeline_inference(records: Iterable[Record]) -> str:
     body = pipeline_inference_rows(records)
     if not body:
         return "_No inference case in these records._"
@@ -228,19 +239,25 @@ def pipeline_inference(records: Iterable[dict[str, Any]]) -> str:
             + table(INFERENCE_HEADER, body))
 
 
-def pipeline_kernels(records: Iterable[dict[str, Any]], top: int = 8) -> str:
-    recs = [r for r in records if pipeline_kind(r) and (r.get("pipeline") or {}).get("kernels")]
+def _kernels(r: Record) -> list:
+    """The profile's kernel table of the record (empty without one)."""
+    return r.pipeline.kernels if r.pipeline is not None else []
+
+
+def pipeline_kernels(records: Iterable[Record], top: int = 8) -> str:
+    recs = [r for r in records if pipeline_kind(r) and _kernels(r)]
     if not recs:
         return "_No profile in these records._"
     parts = []
-    for r in sorted(recs, key=lambda r: (machine(r), r["case"]["id"], r["case"]["provider"])):
-        pipe = r["pipeline"]
-        rows = [[k["name"][:90], f"{100 * k['share']:.1f}%", k["calls"], fmt_us(k["avg_us"]), fmt_us(k["total_us"])]
-                for k in pipe["kernels"][:top]]
-        trace = f"; trace `{code(pipe['trace_file'])}`" if pipe.get("trace_file") else ""
-        parts.append(f"**{esc(r['case']['id'])}** ({esc(pipeline_label(r))}"
+    for r in sorted(recs, key=lambda r: (machine(r), r.case.id, r.case.provider)):
+        pipe = r.pipeline
+        rows = [[k.name[:90], f"{100 * k.share:.1f}%", k.calls, fmt_us(k.avg_us), fmt_us(k.total_us)]
+                for k in pipe.kernels[:top]]
+        trace = f"; trace `{code(pipe.trace_file)}`" if pipe.trace_file else ""
+        gpu = r.env is not None and r.env.device == "gpu"
+        parts.append(f"**{esc(r.case.id)}** ({esc(pipeline_label(r))}"
                      f", {esc(machine(r)[1])}){trace}\n\n"
-                     + table(["kernel" if (r.get("env") or {}).get("device") == "gpu" else "operator (CPU run)",
+                     + table(["kernel" if gpu else "operator (CPU run)",
                               "share", "calls", "avg us", "total us"], rows))
     return ("torch.profiler over a few training steps after the timed ones: share of the profiled GPU time per "
             "kernel (a CPU run: self CPU time per operator).\n\n" + "\n\n".join(parts))
@@ -251,7 +268,7 @@ PROFILE_HEADER = ["machine", "case", "dtype", "provider", "longest kernel", "its
                   "harness p50 us", "ncu / harness", "status"]
 
 
-def _agreement_cell(r: dict[str, Any]) -> str:
+def _agreement_cell(r: Record) -> str:
     """ncu's time of the profiled call over the harness's device time of the same case and run (pipelines.ncu), and
     whether they agree within its factor; a record without the harness's time (before the check existed, or its
     measurement failed) is said unchecked, never assumed right."""
@@ -264,32 +281,31 @@ def _agreement_cell(r: dict[str, Any]) -> str:
     return (f"{ratio:,.0f}x" if ratio >= 100 else f"{ratio:.3g}x") + ("" if ok else f": DISAGREE (beyond {AGREE:g}x)")
 
 
-def pipeline_profile_rows(records: Iterable[dict[str, Any]]) -> list[list[Any]]:
+def pipeline_profile_rows(records: Iterable[Record]) -> list[list[Any]]:
     """The Nsight Compute table's rows (:data:`PROFILE_HEADER`)."""
     recs = sorted((r for r in records if pipeline_kind(r) == "profile"),
-                  key=lambda r: (machine(r), ops.order(r["case"]["op"]), r["case"]["id"]))
+                  key=lambda r: (machine(r), ops.order(r.case.op), r.case.id))
     out = []
     for r in recs:
-        ks = ((r.get("pipeline") or {}).get("kernels")) or []
-        top = max(ks, key=lambda k: k.get("share") or 0.0) if ks else None
-        out.append([f"{machine(r)[1]} ({machine(r)[0]})", r["case"]["id"], r["case"]["dtype"], r["case"]["provider"],
-                    top["name"][:60] if top else "-", _f(top.get("share") if top else None, "{:.0%}"),
+        ks = _kernels(r)
+        top = max(ks, key=lambda k: k.share) if ks else None
+        out.append([f"{machine(r)[1]} ({machine(r)[0]})", r.case.id, r.case.dtype, r.case.provider,
+                    top.name[:60] if top else "-", _f(top.share if top else None, "{:.0%}"),
                     _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"), _f(_fig(r, "sm_pct_of_peak"), "{:.1f}"),
                     _f(_fig(r, "achieved_occupancy_pct"), "{:.1f}"), _f(_fig(r, "l2_hit_rate_pct"), "{:.1f}"),
                     _f(_fig(r, "registers"), "{:.0f}"), fmt_us(_fig(r, "ncu_call_us")), fmt_us(_fig(r, "harness_us")),
-                    _agreement_cell(r) if r["status"] == "ok" else "-",
-                    r["status"] + (f": {(r.get('reason') or '').splitlines()[0][:60]}" if r["status"] != "ok" else "")])
+                    _agreement_cell(r) if r.status == "ok" else "-", _status(r, 60)])
     return out
 
 
-def latest_pipeline_runs(records: Iterable[Any]) -> list[Any]:
+def latest_pipeline_runs(records: Iterable[Item]) -> list[Item]:
     """The pipeline records (or the frame's rows) of the newest run per machine and kind (a run may hold only some
     of the kinds)."""
-    def key(r: Any) -> tuple[str, str]:
+    def key(r: Item) -> tuple[str, str]:
         return machine(r)[0], str(pipeline_kind(r))
 
-    def run(r: Any) -> tuple[str, str]:
-        return (r.created, r.run_id) if isinstance(r, Row) else (r["created"], r["run_id"])
+    def run(r: Item) -> tuple[str, str]:
+        return r.created, r.run_id
 
     recs = [r for r in records if is_pipeline(r)]
     newest: dict[tuple[str, str], tuple[str, str]] = {}
@@ -300,7 +316,7 @@ def latest_pipeline_runs(records: Iterable[Any]) -> list[Any]:
     return [r for r in recs if newest[key(r)][1] == run(r)[1]]
 
 
-def pipeline_sections(records: Iterable[dict[str, Any]], level: str = "##") -> list[tuple[str, str, Any]]:
+def pipeline_sections(records: Iterable[Record], level: str = "##") -> list[tuple[str, str, Any]]:
     """The seed's end-to-end tables as report sections ``(heading level, title, body)``: one computation for the
     markdown (:func:`pipelines`) and the JSON of ``report`` (each section its title and tables)."""
     records = list(records)
@@ -319,6 +335,6 @@ def pipeline_sections(records: Iterable[dict[str, Any]], level: str = "##") -> l
     return out
 
 
-def pipelines(records: Iterable[dict[str, Any]]) -> str:
+def pipelines(records: Iterable[Record]) -> str:
     """The seed's end-to-end tables from pipeline records (any number of runs and machines), as markdown."""
     return "\n\n".join(part for level, name, body in pipeline_sections(records) for part in (f"{level} {name}", body()))

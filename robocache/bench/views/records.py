@@ -2,7 +2,9 @@
 (call cost, multi-GPU, pipelines), a case's median and flags, torch.compile at its best.
 
 The across-runs views (kernels, sampled) read the frame's rows (:class:`robocache.bench.columns.Row`); the one-run
-views still read loaded records. The helpers both use take either."""
+views (``show``, ``report``, the multi-GPU and pipeline tables) read loaded records
+(:class:`robocache.bench.schema.Record`, typed: attribute access only). The helpers both use take either
+(:data:`Item`)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -12,17 +14,28 @@ from typing import Any
 from ...providers import OURS, OURS_CPU, compile_mode
 from .. import ops
 from ..columns import Row, as_rows, dispatch_case, pipeline_kind_of, where_of
+from ..schema import Env, Record
+
+Item = Record | Row  # a loaded record or a frame row: what the helpers below take
+
+# the env of a record without one (a hand-built record): every field unknown
+NO_ENV = Env(**dict.fromkeys(Env.__struct_fields__))
 
 
-def ours(records: Iterable[dict[str, Any]]) -> str:
+def env_of(r: Record) -> Env:
+    """The record's env, or :data:`NO_ENV` (every field None) when it carries none."""
+    return r.env if r.env is not None else NO_ENV
+
+
+def ours(records: Iterable[Item]) -> str:
     """The provider robocache's figures are read from in these records: its public API on the GPU (``robocache``)
     where the records have it, else the same API on NumPy arrays (``robocache@numpy``, a run without a GPU), else
     ``robocache`` (whose absence the views then show)."""
-    seen = {r.provider if isinstance(r, Row) else r["case"]["provider"] for r in records}
+    seen = {r.provider if isinstance(r, Row) else r.case.provider for r in records}
     return OURS if OURS in seen or OURS_CPU not in seen else OURS_CPU
 
 
-def is_dispatch(r: dict[str, Any]) -> bool:
+def is_dispatch(r: Item) -> bool:
     """A call-cost ("dispatch") case: host time per call of a tiny call in a tight loop.
 
     Recognised by its case id (``<op>/dispatch...``) or its params (``kind``/``mode`` == ``"dispatch"`` or a
@@ -31,19 +44,18 @@ def is_dispatch(r: dict[str, Any]) -> bool:
     """
     if isinstance(r, Row):
         return r.is_dispatch
-    return dispatch_case(r["case"]["id"], r["case"].get("params"))
+    return dispatch_case(r.case.id, r.case.params)
 
 
-def runs(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def runs(records: Iterable[Item]) -> dict[str, list[Item]]:
     """Records grouped by run id, in the order of their creation."""
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    out: dict[str, list[Item]] = defaultdict(list)
     for r in records:
-        out[r.run_id if isinstance(r, Row) else r["run_id"]].append(r)
-    return dict(sorted(out.items(), key=lambda kv: min(r.created if isinstance(r, Row) else r["created"]
-                                                       for r in kv[1])))
+        out[r.run_id].append(r)
+    return dict(sorted(out.items(), key=lambda kv: min(r.created for r in kv[1])))
 
 
-def pick_run(records: list[dict[str, Any]], run_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+def pick_run(records: list[Item], run_id: str | None = None) -> tuple[str, list[Item]]:
     """The records of ``run_id`` (a unique prefix is enough), or of the latest run."""
     by = runs(records)
     rid = pick_run_id(list(by), run_id)
@@ -62,37 +74,37 @@ def pick_run_id(run_ids: list[str], run_id: str | None = None) -> str:
     return hits[0]
 
 
-def p50(r: dict[str, Any]) -> float | None:
+def p50(r: Item) -> float | None:
     if isinstance(r, Row):
         return r.p50
-    m = r.get("metrics")
-    return m["time_us"]["p50"] if m else None
+    return r.metrics.time_us.p50 if r.metrics is not None else None
 
 
-def flags(r: dict[str, Any]) -> str:
+def flags(r: Item) -> str:
+    """``throttled,contended,noisy`` as flagged, ``-`` for none."""
     if isinstance(r, Row):
         return r.flags
-    h = r.get("health") or {}
-    f = [k for k in ("throttled", "contended", "noisy") if h.get(k)]
-    return ",".join(f) or "-"
+    h = r.health
+    return ",".join(k for k, v in (("throttled", h.throttled), ("contended", h.contended), ("noisy", h.noisy))
+                    if v) or "-"
 
 
 def flagged(*recs: Any) -> bool:
     return any(flags(r) != "-" for r in recs if r)
 
 
-def index(records: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def index(records: Iterable[Item]) -> dict[tuple[str, str, str], Any]:
+    """(case id, dtype, provider) -> the record (the last one of a key)."""
     return {(r.case_id, r.dtype, r.provider) if isinstance(r, Row) else
-            (r["case"]["id"], r["case"]["dtype"], r["case"]["provider"]): r for r in records}
+            (r.case.id, r.case.dtype, r.case.provider): r for r in records}
 
 
 def ok_time(idx, cid: str, dtype: str, prov: str) -> float | None:
     r = idx.get((cid, dtype, prov))
-    return p50(r) if r and (r.status if isinstance(r, Row) else r["status"]) == "ok" else None
+    return p50(r) if r and r.status == "ok" else None
 
 
-def compile_best(idx: dict[tuple[str, str, str], dict[str, Any]], cid: str, dtype: str
-                 ) -> tuple[float, str, dict[str, Any]] | None:
+def compile_best(idx: dict[tuple[str, str, str], Any], cid: str, dtype: str) -> tuple[float, str, Any] | None:
     """torch.compile at its best on one case: (median, mode, record) of the fastest ``ok`` compile mode.
 
     Every ``torch_compile`` / ``torch_compile@<mode>`` record of the case competes; None when none is ``ok``.
@@ -107,19 +119,19 @@ def compile_best(idx: dict[tuple[str, str, str], dict[str, Any]], cid: str, dtyp
     return best
 
 
-def is_multigpu(r: dict[str, Any]) -> bool:
+def is_multigpu(r: Item) -> bool:
     """A record of a multi-GPU case (its params name the world size)."""
-    return r.is_multigpu if isinstance(r, Row) else "world_size" in (r["case"]["params"] or {})
+    return r.is_multigpu if isinstance(r, Row) else "world_size" in r.case.params
 
 
-def machine(r: dict[str, Any]) -> tuple[str, str, str]:
+def machine(r: Item) -> tuple[str, str, str]:
     """(machine, arch, GPU name) from the record's env; ``?`` where unknown."""
     if isinstance(r, Row):
         return r.where
-    return where_of(r.get("env"))
+    return where_of(r.env)
 
 
-def timed(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def timed(records: Iterable[Item]) -> list[Item]:
     """Single-GPU device-time records: multi-GPU, call-cost (dispatch) and pipeline cases left out."""
     records = list(records)
     if records and isinstance(records[0], Row):  # the frame's rows: their kinds are fields
@@ -127,16 +139,15 @@ def timed(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if not is_multigpu(r) and not is_dispatch(r) and not is_pipeline(r)]
 
 
-def pipeline_kind(r: dict[str, Any]) -> str | None:
+def pipeline_kind(r: Item) -> str | None:
     """``dataload``, ``train``, ``infer`` or ``profile`` for a record of the pipelines or profile suites (its
     section's kind; a failed or skipped case without the section: from its suite and case), None otherwise."""
     if isinstance(r, Row):
         return r.pipeline
-    sec = r.get("pipeline")
-    return pipeline_kind_of(sec["kind"] if sec is not None else None, r.get("suite"), r["case"]["op"])
+    return pipeline_kind_of(r.pipeline.kind if r.pipeline is not None else None, r.suite, r.case.op)
 
 
-def is_pipeline(r: dict[str, Any]) -> bool:
+def is_pipeline(r: Item) -> bool:
     """A record of the end-to-end suites (data loading, training step, inference, Nsight Compute profile)."""
     return pipeline_kind(r) is not None
 

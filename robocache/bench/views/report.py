@@ -12,31 +12,29 @@ from ... import providers
 from ...providers import OURS, compile_mode, label, version_of
 from .. import ops, specs
 from ..columns import Row
+from ..schema import Record
 from .kernels import call_cost, journey, vs_compile, vs_compile_cases
 from .multigpu import multigpu
 from .pipelines import pipeline_sections
-from .records import compile_best, flags, index, is_dispatch, is_multigpu, is_pipeline, ok_time, ours, p50, timed
+from .records import (Item, compile_best, env_of, flags, index, is_dispatch, is_multigpu, is_pipeline, ok_time, ours,
+                      p50, timed)
 from .tables import Section, code, esc, fmt_num, fmt_sig, fmt_us, render, table
 
 
-def case_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def case_rows(records: list[Record]) -> list[dict[str, Any]]:
     """Every case of one run as plain values (what ``show`` prints, and ``show --format json`` writes)."""
     rows = []
-    for r in sorted(records, key=lambda r: (r["case"]["op"], r["case"]["id"], r["case"]["dtype"],
-                                            r["case"]["provider"])):
-        m = r.get("metrics") or {}
-        h = r.get("health") or {}
-        rows.append({"case": r["case"]["id"], "op": r["case"]["op"], "dtype": r["case"]["dtype"],
-                     "provider": r["case"]["provider"], "status": r["status"], "p50_us": p50(r),
-                     "items_per_s": m.get("items_per_s"), "gb_per_s": m.get("gb_per_s"),
-                     "pct_of_ceiling": m.get("pct_of_ceiling"),
-                     "flags": [k for k in ("throttled", "contended", "noisy") if h.get(k)],
-                     "reason": (r.get("reason") or "").splitlines()[0] if r["status"] != "ok" and r.get("reason")
-                     else None})
+    for r in sorted(records, key=lambda r: (r.case.op, r.case.id, r.case.dtype, r.case.provider)):
+        c, m, f = r.case, r.metrics, flags(r)
+        rows.append({"case": c.id, "op": c.op, "dtype": c.dtype, "provider": c.provider, "status": r.status,
+                     "p50_us": p50(r), "items_per_s": m.items_per_s if m else None,
+                     "gb_per_s": m.gb_per_s if m else None, "pct_of_ceiling": m.pct_of_ceiling if m else None,
+                     "flags": [] if f == "-" else f.split(","),
+                     "reason": r.reason.splitlines()[0] if r.status != "ok" and r.reason else None})
     return rows
 
 
-def show(records: list[dict[str, Any]], rows: list[dict[str, Any]] | None = None) -> str:
+def show(records: list[Record], rows: list[dict[str, Any]] | None = None) -> str:
     """Every case of one run: status, median time, throughput, bandwidth, % of ceiling, flags."""
     cells = [[c["case"], c["dtype"], c["provider"], c["status"], fmt_us(c["p50_us"]), fmt_num(c["items_per_s"], "/s"),
               fmt_num(c["gb_per_s"] and c["gb_per_s"] * 1e9, "B/s"),
@@ -48,51 +46,54 @@ def show(records: list[dict[str, Any]], rows: list[dict[str, Any]] | None = None
         cells)
 
 
-def run_facts(records: list[dict[str, Any]]) -> dict[str, Any]:
+# the runner's facts run_facts gives (and libs)
+ENV_FACTS = ("machine", "device", "gpu_name", "arch", "compute_capability", "sm_count", "gpu_count", "driver", "cuda",
+             "cpu", "python")
+
+
+def _ceiling(records: list[Record]) -> float | None:
+    """The copy ceiling of the run: the first timed record's."""
+    m0 = next((r.metrics for r in records if r.metrics is not None), None)
+    return m0.ceiling_gb_per_s if m0 is not None else None
+
+
+def run_facts(records: list[Item]) -> dict[str, Any]:
     """The facts of :func:`header` as plain values: run, suite, front end, commit, device, copy ceiling (of loaded
     records, or of the frame's rows)."""
     r0 = records[0]
-    if isinstance(r0, Row):
-        env = r0.env
+    if isinstance(r0, Row):  # the frame's env: the record's env as a dict
+        env = {k: r0.env.get(k) for k in ENV_FACTS} | {"libs": dict(r0.env.get("libs") or {})}
         ceiling = next((r.ceiling_gb_per_s for r in records if r.p50 is not None), None)  # the first with metrics
-        facts = {"run_id": r0.run_id, "suite": r0.suite, "frontend": r0.frontend,
-                 "created": min(r.created for r in records), "git_commit": r0.git_commit, "git_dirty": r0.git_dirty,
-                 "synthetic": any(r.synthetic for r in records)}
     else:
-        env = r0.get("env") or {}
-        m0 = next((r["metrics"] for r in records if r.get("metrics")), None)
-        ceiling = m0.get("ceiling_gb_per_s") if m0 else None
-        facts = {"run_id": r0["run_id"], "suite": r0["suite"], "frontend": r0["frontend"],
-                 "created": min(r["created"] for r in records), "git_commit": r0.get("git_commit"),
-                 "git_dirty": r0.get("git_dirty"), "synthetic": any(bool(r.get("synthetic")) for r in records)}
-    return {**facts, "ceiling_gb_per_s": ceiling,
-            "env": {k: env.get(k) for k in ("machine", "device", "gpu_name", "arch", "compute_capability",
-                                            "sm_count", "gpu_count", "driver", "cuda", "cpu", "python")}
-            | {"libs": dict(env.get("libs") or {})}}
+        e = env_of(r0)
+        env = {k: getattr(e, k) for k in ENV_FACTS} | {"libs": dict(e.libs or {})}
+        ceiling = _ceiling(records)
+    return {"run_id": r0.run_id, "suite": r0.suite, "frontend": r0.frontend,
+            "created": min(r.created for r in records), "git_commit": r0.git_commit, "git_dirty": r0.git_dirty,
+            "synthetic": any(r.synthetic for r in records), "ceiling_gb_per_s": ceiling, "env": env}
 
 
-def header(records: list[dict[str, Any]]) -> str:
+def header(records: list[Record]) -> str:
     r0 = records[0]
-    env = r0.get("env") or {}
-    m0 = next((r["metrics"] for r in records if r.get("metrics")), None)
-    ceiling = m0.get("ceiling_gb_per_s") if m0 else None
-    gpu = f"{env.get('gpu_name')} ({env.get('arch')}, sm {env.get('compute_capability')}, {env.get('sm_count')} SMs)" \
-        if env.get("device") == "gpu" else f"CPU only ({env.get('cpu') or 'unknown CPU'}): host timer, no GPU"
-    commit = r0.get("git_commit") or "unknown"
-    dirty = " (uncommitted changes)" if r0.get("git_dirty") else ""
+    env = env_of(r0)
+    ceiling = _ceiling(records)
+    gpu = f"{env.gpu_name} ({env.arch}, sm {env.compute_capability}, {env.sm_count} SMs)" \
+        if env.device == "gpu" else f"CPU only ({env.cpu or 'unknown CPU'}): host timer, no GPU"
+    commit = r0.git_commit or "unknown"
+    dirty = " (uncommitted changes)" if r0.git_dirty else ""
     synthetic = "\n\n**SYNTHETIC records (generated fixtures), not measurements.**" if any(
-        r.get("synthetic") for r in records) else ""
-    drivers = (f"; driver {esc(env.get('driver'))}, CUDA {esc(env.get('cuda'))}" if env.get("device") == "gpu"
+        r.synthetic for r in records) else ""
+    drivers = (f"; driver {esc(env.driver)}, CUDA {esc(env.cuda)}" if env.device == "gpu"
                else "")  # a CPU run has neither: "driver None" said nothing
     lines = [
-        f"- **device**: {esc(gpu)}{drivers}; machine `{code(env.get('machine'))}`",
-        f"- **run** `{code(r0['run_id'])}`, suite `{code(r0['suite'])}`, front end {esc(r0['frontend'])}, "
-        f"{esc(min(r['created'] for r in records))}; **commit** `{code(commit)}`{dirty}",
+        f"- **device**: {esc(gpu)}{drivers}; machine `{code(env.machine)}`",
+        f"- **run** `{code(r0.run_id)}`, suite `{code(r0.suite)}`, front end {esc(r0.frontend)}, "
+        f"{esc(min(r.created for r in records))}; **commit** `{code(commit)}`{dirty}",
         f"- **copy ceiling** measured in this run: {fmt_num(ceiling * 1e9, 'B/s') if ceiling else 'not measured'}"
         " (device-to-device copy, bytes read + written)",
-        "- libraries: " + ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted((env.get("libs") or {}).items())),
+        "- libraries: " + ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted((env.libs or {}).items())),
     ]
-    view = dashboard_links(r0["run_id"], env.get("machine"))
+    view = dashboard_links(r0.run_id, env.machine)
     if view:
         lines.append(view)
     return "\n".join(lines) + synthetic
@@ -118,9 +119,9 @@ def _speed(ours: float | None, theirs: float | None) -> str:
     return f"{theirs / ours:.2f}x" if ours and theirs else "-"
 
 
-def _providers(records) -> list[str]:
+def _providers(records: list[Record]) -> list[str]:
     """The providers present, in :func:`providers.order`."""
-    return sorted({r["case"]["provider"] for r in records}, key=providers.order)
+    return sorted({r.case.provider for r in records}, key=providers.order)
 
 
 def headline_case() -> tuple[str, str] | None:
@@ -134,15 +135,15 @@ def headline_case() -> tuple[str, str] | None:
 SPREAD_WIDE = 0.25
 
 
-def spread(r: dict[str, Any]) -> float | None:
+def spread(r: Record) -> float | None:
     """(p80 - p20) / p50 of a timed record, None without timing."""
-    t = (r.get("metrics") or {}).get("time_us") or {}
-    if not t.get("p50") or t.get("p20") is None or t.get("p80") is None:
+    if r.metrics is None or not r.metrics.time_us.p50:
         return None
-    return (t["p80"] - t["p20"]) / t["p50"]
+    t = r.metrics.time_us
+    return (t.p80 - t.p20) / t.p50
 
 
-def _row_flags(r: dict[str, Any]) -> str:
+def _row_flags(r: Record) -> str:
     f = flags(r)
     s = spread(r)
     if s is not None and s > SPREAD_WIDE:
@@ -150,7 +151,7 @@ def _row_flags(r: dict[str, Any]) -> str:
     return f
 
 
-def headline(records: list[dict[str, Any]]) -> str:
+def headline(records: list[Record]) -> str:
     """The headline case (:func:`headline_case`) named, then per dtype and provider its median, p20-p80 spread,
     throughput and bandwidth (3 significant digits) and robocache's speedup (the public API on the GPU, its NumPy
     path on a CPU run: :func:`records.ours`); a run whose rows are flagged (contended, throttled, noisy, a wide
@@ -159,33 +160,31 @@ def headline(records: list[dict[str, Any]]) -> str:
     title, cid = headline_case() or ("", "")
     mine = ours(records)
     rows, shown = [], []
-    for r in sorted((r for r in records if r["case"]["id"] == cid),
-                    key=lambda r: (specs.GPU_DTYPES.index(r["case"]["dtype"]) if r["case"]["dtype"] in
-                                   specs.GPU_DTYPES else 9, _providers(records).index(r["case"]["provider"]))):
-        m = r.get("metrics") or {}
-        ours_t = ok_time(idx, cid, r["case"]["dtype"], mine)
-        prov = r["case"]["provider"]
-        best = compile_best(idx, cid, r["case"]["dtype"]) if compile_mode(prov) else None
+    for r in sorted((r for r in records if r.case.id == cid),
+                    key=lambda r: (specs.GPU_DTYPES.index(r.case.dtype) if r.case.dtype in specs.GPU_DTYPES else 9,
+                                   _providers(records).index(r.case.provider))):
+        m, dtype, prov = r.metrics, r.case.dtype, r.case.provider
+        ours_t = ok_time(idx, cid, dtype, mine)
+        best = compile_best(idx, cid, dtype) if compile_mode(prov) else None
         both = sum(1 for p in _providers(records) if compile_mode(p)) > 1
         name = label(prov) + (" (faster mode)" if both and best and best[2] is r else "")
-        t = m.get("time_us") or {}
-        rows.append([r["case"]["dtype"], name, r["status"], fmt_us(p50(r)),
-                     f"{fmt_us(t['p20'])}-{fmt_us(t['p80'])}" if t.get("p20") is not None else "-",
-                     fmt_num(m.get("items_per_s"), " traj/s"), fmt_sig(m.get("gb_per_s")),
-                     f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-",
+        rows.append([dtype, name, r.status, fmt_us(p50(r)),
+                     f"{fmt_us(m.time_us.p20)}-{fmt_us(m.time_us.p80)}" if m else "-",
+                     fmt_num(m.items_per_s if m else None, " traj/s"), fmt_sig(m.gb_per_s if m else None),
+                     f"{m.pct_of_ceiling:.1f}%" if m and m.pct_of_ceiling is not None else "-",
                      "1.00x" if prov == mine else _speed(ours_t, p50(r)), _row_flags(r)])
         shown.append(r)
     grid = _headline_grid(records, mine)
     if not rows:
         return "_The classic case is not in this run._" + grid
-    name = f"Case `{code(cid)}`: {esc(title)}" + ("" if any(r["case"]["provider"] == mine for r in shown) else
+    name = f"Case `{code(cid)}`: {esc(title)}" + ("" if any(r.case.provider == mine for r in shown) else
                                                   f"; {esc(label(mine))} is not in this run: no speedup to show")
     return (name + "\n\n" + _reliability(shown)
             + table(["dtype", "provider", "status", "p50 us", "p20-p80 us", "throughput", "GB/s", "% ceiling",
                      "robocache speedup", "flags"], rows) + grid)
 
 
-def _reliability(rows: list[dict[str, Any]]) -> str:
+def _reliability(rows: list[Record]) -> str:
     """A warning before a headline whose rows are flagged: how many, and the reasons the records give (the load
     average that made a CPU case contended, the noise target not met), or ""."""
     bad = [r for r in rows if _row_flags(r) != "-"]
@@ -193,7 +192,7 @@ def _reliability(rows: list[dict[str, Any]]) -> str:
         return ""
     why: dict[str, str] = {}  # one reason per kind, the first row's (the load differs a little between cases)
     for r in bad:
-        for reason in (r.get("health") or {}).get("reasons") or []:
+        for reason in r.health.reasons:
             kind = reason.split(":")[0]
             if kind in ("contended", "throttled", "noisy"):
                 why.setdefault(kind, reason.split(" (")[0])
@@ -205,7 +204,7 @@ def _reliability(rows: list[dict[str, Any]]) -> str:
             "before reading these numbers.\n\n")
 
 
-def _headline_grid(records: list[dict[str, Any]], provider: str = OURS) -> str:
+def _headline_grid(records: list[Record], provider: str = OURS) -> str:
     """The headline's grid-wide line: per GPU, the median and the worst ratio torch.compile at its faster mode /
     robocache over every case and dtype of the run that measured both (:func:`vs_compile_cases`, the kernels
     report's own computation), so one case never stands for the grid. Empty without torch.compile."""
@@ -227,13 +226,13 @@ def _headline_grid(records: list[dict[str, Any]], provider: str = OURS) -> str:
             + "\n".join(lines))
 
 
-def dtypes(records: list[dict[str, Any]], provider: str = OURS) -> str:
+def dtypes(records: list[Record], provider: str = OURS) -> str:
     """Each case measured in several dtypes: median per dtype and the speedup of 16-bit over float32."""
     idx = index(records)
     by_case: dict[str, set[str]] = defaultdict(set)
     for r in records:
-        if r["case"]["provider"] == provider and r["status"] == "ok":
-            by_case[r["case"]["id"]].add(r["case"]["dtype"])
+        if r.case.provider == provider and r.status == "ok":
+            by_case[r.case.id].add(r.case.dtype)
     rows = []
     for cid in sorted(c for c, d in by_case.items() if len(d) > 1):
         t = {dt: ok_time(idx, cid, dt, provider) for dt in specs.GPU_DTYPES}
@@ -245,32 +244,32 @@ def dtypes(records: list[dict[str, Any]], provider: str = OURS) -> str:
                  + ["float16 vs float32", "bfloat16 vs float32"], rows)
 
 
-def _scaling(records, op: str, axis: str, fixed: dict[str, int], dtype: str) -> str:
+def _scaling(records: list[Record], op: str, axis: str, fixed: dict[str, int], dtype: str) -> str:
     idx = index(records)
     provs = _providers(records)
     mine = ours(records)
     pts = {}
     for r in records:
-        p = r["case"]["params"]
-        if r["case"]["op"] != op or r["case"]["dtype"] != dtype or p.get("time_dtype", "float32") != "float32":
+        p = r.case.params
+        if r.case.op != op or r.case.dtype != dtype or p.get("time_dtype", "float32") != "float32":
             continue
         if all(p.get(k) == v(p) if callable(v) else p.get(k) == v for k, v in fixed.items()):
-            pts[p[axis]] = r["case"]["id"]
+            pts[p[axis]] = r.case.id
     if len(pts) < 2:
         return f"_Not enough points in this run for {axis} scaling ({dtype})._"
     rows = []
     for x in sorted(pts):
         cid = pts[x]
         ours_r = idx.get((cid, dtype, mine))
-        m = (ours_r or {}).get("metrics") or {}
+        m = ours_r.metrics if ours_r is not None else None
         row = [x] + [fmt_us(ok_time(idx, cid, dtype, p)) for p in provs]
-        row += [fmt_sig(m.get("gb_per_s")) if m.get("gb_per_s") else "-",
-                f"{m['pct_of_ceiling']:.1f}%" if m.get("pct_of_ceiling") is not None else "-"]
+        row += [fmt_sig(m.gb_per_s) if m and m.gb_per_s else "-",
+                f"{m.pct_of_ceiling:.1f}%" if m and m.pct_of_ceiling is not None else "-"]
         rows.append(row)
     return table([axis] + [f"{label(p)} p50 us" for p in provs] + [f"{label(mine)} GB/s", "% ceiling"], rows)
 
 
-def peers(records: list[dict[str, Any]]) -> str:
+def peers(records: list[Record]) -> str:
     """Every case: robocache's median and its speedup over each peer (peer time / robocache time).
 
     torch.compile is one column at its best: the faster of its measured modes on that case, named.
@@ -280,7 +279,7 @@ def peers(records: list[dict[str, Any]]) -> str:
     mine = ours(records)
     provs = [p for p in _providers(records) if providers.role(p) == "peer" and not compile_mode(p)]
     has_compile = any(compile_mode(p) for p in _providers(records))
-    keys = sorted({(r["case"]["id"], r["case"]["dtype"]) for r in records})
+    keys = sorted({(r.case.id, r.case.dtype) for r in records})
     rows = []
 
     def cell(ours: float | None, theirs: float | None, mine: Any, other: Any, suffix: str = "") -> str:
@@ -310,21 +309,20 @@ def peers(records: list[dict[str, Any]]) -> str:
             "brackets.\n\n" + table(head, rows))
 
 
-def roofline(records: list[dict[str, Any]], provider: str = OURS) -> str:
+def roofline(records: list[Record], provider: str = OURS) -> str:
     """Bytes each case must move, the bandwidth reached, and % of the copy ceiling of this run."""
     rows = []
-    for r in sorted((r for r in records if r["case"]["provider"] == provider and r["status"] == "ok"),
-                    key=lambda r: -(r["metrics"]["pct_of_ceiling"] or r["metrics"]["gb_per_s"])):
-        m = r["metrics"]
-        rows.append([r["case"]["id"], r["case"]["dtype"], fmt_num(r["case"]["bytes"], "B"), fmt_us(m["time_us"]["p50"]),
-                     fmt_sig(m["gb_per_s"]),
-                     f"{m['pct_of_ceiling']:.1f}%" if m["pct_of_ceiling"] is not None else "-"])
+    for r in sorted((r for r in records if r.case.provider == provider and r.status == "ok"),
+                    key=lambda r: -(r.metrics.pct_of_ceiling or r.metrics.gb_per_s)):
+        m = r.metrics
+        rows.append([r.case.id, r.case.dtype, fmt_num(r.case.bytes, "B"), fmt_us(m.time_us.p50), fmt_sig(m.gb_per_s),
+                     f"{m.pct_of_ceiling:.1f}%" if m.pct_of_ceiling is not None else "-"])
     if not rows:
         return f"_No successful {provider} results in this run._"
     return table(["case", "dtype", "bytes moved", "p50 us", "GB/s", "% of copy ceiling"], rows)
 
 
-def timer_check(records: list[dict[str, Any]], min_us: float = 25.0) -> str:
+def timer_check(records: list[Record], min_us: float = 25.0) -> str:
     """How far CUDA-event timing and CUDA-graph replay agree, per provider (cases of ``min_us`` and more).
 
     Graph replay removes the GPU-side gap between back-to-back launches, so providers that issue many
@@ -332,10 +330,9 @@ def timer_check(records: list[dict[str, Any]], min_us: float = 25.0) -> str:
     """
     by: dict[str, list[tuple]] = defaultdict(list)
     for r in records:
-        m = r.get("metrics")
-        if r["status"] == "ok" and m and m.get("event_vs_graph") is not None and m["time_us"]["p50"] >= min_us:
-            by[r["case"]["provider"]].append((abs(m["event_vs_graph"]), m["event_vs_graph"], r["case"]["id"],
-                                              r["case"]["dtype"]))
+        m = r.metrics
+        if r.status == "ok" and m and m.event_vs_graph is not None and m.time_us.p50 >= min_us:
+            by[r.case.provider].append((abs(m.event_vs_graph), m.event_vs_graph, r.case.id, r.case.dtype))
     if not by:
         return f"_No case of {min_us:g} us or more has both timers in this run._"
     rows = []
@@ -348,25 +345,25 @@ def timer_check(records: list[dict[str, Any]], min_us: float = 25.0) -> str:
             + table(["provider", "cases", "median |diff|", "worst"], rows))
 
 
-def health(records: list[dict[str, Any]]) -> str:
+def health(records: list[Record]) -> str:
     counts: dict[str, int] = defaultdict(int)
     for r in records:
-        counts[r["status"]] += 1
+        counts[r.status] += 1
     lines = ["Statuses: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "."]
     for flag in ("throttled", "contended", "noisy"):
-        n = sum(1 for r in records if (r.get("health") or {}).get(flag))
+        n = sum(1 for r in records if flag in flags(r).split(","))
         if n:
             lines.append(f"{n} case(s) flagged {flag}.")
-    bad = [r for r in records if r["status"] not in ("ok", "skipped")]
+    bad = [r for r in records if r.status not in ("ok", "skipped")]
     if bad:
         lines.append("")
         lines.append(table(["case", "dtype", "provider", "status", "reason"],
-                           [[r["case"]["id"], r["case"]["dtype"], r["case"]["provider"], r["status"],
-                             (r.get("reason") or "").splitlines()[0][:120]] for r in bad]))
+                           [[r.case.id, r.case.dtype, r.case.provider, r.status,
+                             (r.reason or "").splitlines()[0][:120]] for r in bad]))
     return "\n".join(lines)
 
 
-def report_sections(records: list[dict[str, Any]]) -> list[Section]:
+def report_sections(records: list[Record]) -> list[Section]:
     """The sections of :func:`report` (after its header), each rendered on demand."""
     first_dtype = "float32"
     everything = records
@@ -392,10 +389,10 @@ def report_sections(records: list[dict[str, Any]]) -> list[Section]:
         ("##", "Against the peers (speedup = peer median / robocache median, same run, same GPU)",
          lambda: peers(records)),
         *([("##", "Optimisation journey (kernel versions, this run)", lambda: journey(records))]
-          if any(version_of(r["case"]["provider"]) for r in records) else []),
+          if any(version_of(r.case.provider) for r in records) else []),
         *([("##", "Against torch.compile at its best (per op, over every case of this run)",
             lambda: vs_compile(records))]
-          if any(compile_mode(r["case"]["provider"]) for r in records) else []),
+          if any(compile_mode(r.case.provider) for r in records) else []),
         *([("##", "Call cost (host time per tiny call)", lambda: call_cost(dispatch))] if dispatch else []),
         ("##", "Roofline view (robocache)", lambda: roofline(records, ours(records))),
         ("##", "Timer self-check", lambda: timer_check(records)),
@@ -407,6 +404,6 @@ def report_sections(records: list[dict[str, Any]]) -> list[Section]:
     ]
 
 
-def report(records: list[dict[str, Any]]) -> str:
+def report(records: list[Record]) -> str:
     """The markdown report of one run."""
     return render("robocache-bench report", header(records), report_sections(records))
