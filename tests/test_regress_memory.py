@@ -19,6 +19,7 @@ from test_store import make_env
 from robocache.bench import regressions as regress
 from robocache.bench import schema, store
 from robocache.bench.regressions import confirmation
+from robocache.bench.regressions.memory import Memory
 
 
 def test_the_looks_at_one_change_point_share_one_level_down_to_a_floor():
@@ -86,7 +87,7 @@ def test_a_later_look_needs_stronger_reruns():
 
 def test_confirm_alerts_counts_the_looks_that_refuted(stepped):  # noqa: F811
     hist_dir, hist, ref = stepped
-    looked: dict[str, int] = {}
+    looked = Memory()
 
     def at(ratio):
         def measure(items, times):
@@ -96,14 +97,15 @@ def test_confirm_alerts_counts_the_looks_that_refuted(stepped):  # noqa: F811
     for night in (1, 2, 3):
         res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
         refuted = confirmation.confirm_alerts(res, at(1.0), machine=None, looked=looked)
-        assert len(refuted) == 1 and refuted[0].looks == night and looked == {refuted[0].change_id: night}
+        assert len(refuted) == 1 and refuted[0].looks == night
+        assert [(e.change_id, e.looks) for e in looked.entries] == [(refuted[0].change_id, night)]
         assert (f"look {night} at this change point" in refuted[0].confirm_note) is (night > 1)
     # without a memory every night is a first look, and a kept alert adds nothing to it
     res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
     assert confirmation.confirm_alerts(res, at(1.0), machine=None)[0].looks == 1
     res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
-    assert not confirmation.confirm_alerts(res, at(1.12), machine=None, looked=(mem := {}))
-    assert res.alerts[0].confirmed and mem == {}
+    assert not confirmation.confirm_alerts(res, at(1.12), machine=None, looked=(mem := Memory()))
+    assert res.alerts[0].confirmed and not mem.entries
 
 
 def test_check_carries_the_memory_from_night_to_night(stepped, tmp_path, capsys):  # noqa: F811
@@ -202,3 +204,76 @@ def test_memory_of_series_not_checked_tonight_is_reported(stepped, tmp_path, cap
     said = [line for line in err.splitlines() if "not checked tonight" in line]
     assert rc == 0 and len(said) == 1 and "2 of 2 remembered change point(s) are of 1 series" in said[0], err
     assert [x["looks"] for x in doc["refuted_looks"]] == [1]
+
+
+# ------------------------------------------------------------------ the memory's key (series and runs, not change id)
+
+def _pt(night: int) -> regress.changepoints.Point:
+    return regress.changepoints.Point(run_id=f"run{night:03d}", commit=f"{night:04d}" + "c" * 36,
+                                      created=f"2026-01-{night + 1:02d}T03:00:00+00:00", log_t=0.0, within=0.01,
+                                      suite="nightly")
+
+
+def _change(after: int, tonight: int, fp: str = "f" * 12, drift: bool = False) -> regress.Change:
+    """A change point between nights after-1 and after, checked on night ``tonight`` (synthetic)."""
+    return regress.Change(series={}, fingerprint=fp, index=after, n_before=after, n_after=tonight - after + 1,
+                          ratio=1.1, ratio_ci=(1.05, 1.15), p_value=1e-4, before=_pt(after - 1), after=_pt(after),
+                          latest=True, sigma=0.01, key="k", tonight=_pt(tonight), drift=object() if drift else None)
+
+
+def _refute(m: Memory, c: regress.Change) -> regress.Change:
+    confirmation.change_looks(c, m)
+    m.refuted(c)
+    return c
+
+
+def test_a_change_point_moved_by_one_night_keeps_its_looks():
+    """Issue 27's review: the change id (series and commit range) moved with the estimated location in 7% of
+    re-proposals, and each move reset the spent budget. The memory matches the series and the runs around the
+    change point: a re-proposal one night earlier or later is the same change point (its change id is not)."""
+    m = Memory()
+    first = _refute(m, _change(10, 12))
+    later = _change(11, 13)  # the location moved one night later; tonight (13) is not its first run after
+    assert later.change_id != first.change_id and confirmation.change_looks(later, m) == 2
+    m.refuted(later)
+    earlier = _change(10, 14)  # and back
+    assert confirmation.change_looks(earlier, m) == 3 and len(m) == 1
+    m.refuted(earlier)
+    assert confirmation.change_looks(_change(9, 15), m) == 4  # one night earlier again
+    # two nights off is another change point; another series is another series
+    assert confirmation.change_looks(_change(12, 15), m) == 1
+    assert confirmation.change_looks(_change(10, 15, fp="e" * 12), m) == 1
+
+
+def test_a_step_landing_tonight_next_to_a_refuted_one_is_a_first_look():
+    """A false change refuted on the newest night, then a real step the night after: the step's change point is one
+    night later and shares a run with the refuted one, but its first run after is tonight's newest, which no
+    earlier night saw: it keeps the whole level (the night a step lands)."""
+    m = Memory()
+    _refute(m, _change(12, 12))
+    assert confirmation.change_looks(_change(13, 13), m) == 1
+    assert confirmation.change_looks(_change(12, 13), m) == 2  # the same place, one night on
+
+
+def test_a_drift_matches_only_its_own_window_start():
+    m = Memory()
+    d = _refute(m, _change(8, 20, drift=True))
+    assert confirmation.change_looks(_change(8, 21, drift=True), m) == 2
+    assert confirmation.change_looks(_change(9, 21, drift=True), m) == 1  # the window slid: another window
+    assert confirmation.change_looks(_change(8, 21), m) == 1  # a step at that place is not the drift
+    assert d.looks == 1
+
+
+def test_an_older_writers_entry_matches_its_change_id():
+    c = _change(10, 12)
+    m, notes = Memory.from_json([{"change_id": c.change_id, "fingerprint": c.fingerprint, "looks": 2}])
+    assert not notes and confirmation.change_looks(c, m) == 3
+    assert confirmation.change_looks(_change(11, 13), m) == 1  # no runs to match a moved location on
+    m.refuted(c)
+    (e,) = m.to_json()
+    assert e == {"change_id": c.change_id, "fingerprint": c.fingerprint, "looks": 3, "kind": "step",
+                 "before": "run009", "after": "run010"}
+    doc = {"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": m.to_json()}
+    assert schema.alerts_doc(doc).refuted_looks[0].after == "run010"
+    back, _ = Memory.from_json(schema.to_dict(r) for r in schema.alerts_doc(doc).refuted_looks)
+    assert confirmation.change_looks(_change(11, 13), back) == 4

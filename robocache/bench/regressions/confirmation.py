@@ -11,6 +11,7 @@ import numpy as np
 
 from ..schema import fingerprint, series_key
 from .changepoints import FDR_Q, SCREEN_MIN_BEFORE, Change, CheckResult, Drift
+from .memory import Memory
 from .noise import LEVEL_Q, prior_pool
 from .records import FLOOR, check_floor, p50, safe_exp, unhealthy
 
@@ -58,9 +59,10 @@ def spent(p_max: float, looks: int) -> float:
     return p_max * 2.0 / (k * (k + 1))
 
 
-def change_looks(c: Change, looked: dict[str, int] | None) -> int:
-    """Sets ``c.looks`` from ``looked`` (change id -> looks that refuted it before; None: no memory); returns it."""
-    c.looks = 1 + (looked or {}).get(c.change_id, 0)
+def change_looks(c: Change, looked: Memory | None) -> int:
+    """Sets ``c.looks`` from ``looked`` (the change points refuted before, :class:`.memory.Memory`: the same change
+    point re-proposed one night earlier or later is the same; None: no memory); returns it."""
+    c.looks = looked.looks(c) if looked is not None else 1
     return c.looks
 
 
@@ -80,7 +82,7 @@ def drift_change(d: Drift) -> Change:
                   p_one=d.p_value, strict=True, tonight=d.last, drift=d)
 
 
-def to_confirm(first: CheckResult, looked: dict[str, int] | None = None) -> list[Change]:
+def to_confirm(first: CheckResult, looked: Memory | None = None) -> list[Change]:
     """What a confirmation measures again: every alert, and every drift as a change (:func:`drift_change`); each
     with its looks (:func:`change_looks`: how many nights' reruns refuted the same change point before, in
     ``looked``)."""
@@ -264,7 +266,7 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
 def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], Iterable[Any]], *,
                    machine: str | None,
                    can_measure: Callable[[list[Change]], tuple[Iterable[str], dict[str, str]]] | None = None,
-                   floor: float = FLOOR, looked: dict[str, int] | None = None) -> list[Change]:
+                   floor: float = FLOOR, looked: Memory | None = None) -> list[Change]:
     """The nightly confirmation, as ``check --confirm`` and ``check --reruns`` run it, and the replay
     (:mod:`.replay`, with simulated reruns): one path for all three.
 
@@ -277,8 +279,9 @@ def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], It
     ``confirm_note`` and ``reruns`` from its confirmation); returns the refuted ones (a refuted drift as its
     :func:`drift_change`).
 
-    ``looked``: the memory of earlier nights (change id -> the looks whose reruns refuted that change point), read
-    and updated in place: each item is tested at its look's level (:func:`spent`), and each one tonight's reruns
+    ``looked``: the memory of earlier nights (:class:`.memory.Memory`: the change points whose reruns refuted them,
+    keyed by their series and runs, not the change id, which moves with a one-night shift), read and updated in
+    place: each item is tested at its look's level (:func:`spent`), and each one tonight's reruns
     refuted counts one look more. None: no memory (every change point at its first look)."""
     items = to_confirm(first, looked)
     mine = [c for c in items if machine is None or c.series.get("machine") == machine]
@@ -295,7 +298,7 @@ def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], It
     if looked is not None:
         for c in refuted:
             if c.reruns:  # measured and refuted (not: left unmeasured, which is no look)
-                looked[c.change_id] = c.looks
+                looked.refuted(c)
     raised = kept + unconfirmable
     for c in raised:
         if c.drift is not None:
