@@ -277,3 +277,64 @@ def test_an_older_writers_entry_matches_its_change_id():
     assert schema.alerts_doc(doc).refuted_looks[0].after == "run010"
     back, _ = Memory.from_json(schema.to_dict(r) for r in schema.alerts_doc(doc).refuted_looks)
     assert confirmation.change_looks(_change(11, 13), back) == 4
+
+
+# ------------------------------------------------------------------ pruning and bounds
+
+def test_the_memory_is_pruned_to_what_can_match_again():
+    """Entries that can never be matched again are dropped when the memory is written: a series not checked
+    tonight, a change point whose first run after left its series' checked window (or is gone), a drift whose
+    window start is farther back than the longest drift window reaches from tomorrow's night."""
+    from robocache.bench.regressions import memory
+
+    m = Memory()
+    _refute(m, _change(10, 12))  # kept: in the window
+    _refute(m, _change(3, 12, fp="a" * 12))  # its first run after left the window below
+    _refute(m, _change(20, 40, fp="b" * 12, drift=True))  # 20 nights back from night 40 (the window's last): dropped
+    _refute(m, _change(25, 40, fp="c" * 12, drift=True))  # 15 back: a 20-night window reaches it tomorrow
+    _refute(m, _change(10, 12, fp="d" * 12))  # a series not checked tonight
+    old, _ = Memory.from_json([{"change_id": "e" * 12, "fingerprint": "f" * 12, "looks": 2}])  # an older writer's
+    m.entries += old.entries
+    window = lambda lo, hi: [f"run{k:03d}" for k in range(lo, hi + 1)]  # noqa: E731
+    dropped = m.prune({"f" * 12: window(0, 12), "a" * 12: window(5, 12), "b" * 12: window(0, 40),
+                       "c" * 12: window(0, 40)})
+    assert sorted((e.fingerprint, why) for e, why in dropped) == [
+        ("a" * 12, memory.OUT_OF_WINDOW), ("b" * 12, memory.OLD_DRIFT), ("d" * 12, memory.NOT_CHECKED)]
+    assert sorted((e.fingerprint, e.after or "") for e in m.entries) == [("c" * 12, "run025"), ("f" * 12, ""),
+                                                                        ("f" * 12, "run010")]
+
+
+@pytest.mark.parametrize("looks, kept", [(0, None), (-5, None), (2, 2), (10**9, 3660)])
+def test_looks_read_back_are_bounded(looks, kept):
+    """A remembered count below 1 is no look: dropped, said; one no night could reach is clamped (every count from
+    SPENT_LOOKS on is tested alike: the clamp changes no decision), said."""
+    from robocache.bench.regressions import memory
+
+    assert memory.MAX_LOOKS == 3660 and memory.MAX_LOOKS >= confirmation.SPENT_LOOKS
+    m, notes = Memory.from_json([{"change_id": "c" * 12, "fingerprint": "f" * 12, "looks": looks}])
+    assert [e.looks for e in m.entries] == ([] if kept is None else [kept])
+    assert len(notes) == (looks != kept) and all(str(looks) in n for n in notes)
+
+
+def test_check_prunes_and_bounds_the_memory_it_reads(stepped, tmp_path, capsys):  # noqa: F811
+    """One bad entry costs that entry (said), not the night's memory; entries that can never match again are said
+    and not carried on."""
+    hist_dir, hist, ref = stepped
+    _, doc, _ = _check(capsys, str(hist_dir))
+    fp = doc["checked"][0]
+    prev = tmp_path / "night1.json"
+    prev.write_text(json.dumps({"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": [
+        {"change_id": "c" * 12, "fingerprint": fp, "looks": 3},
+        {"change_id": "d" * 12, "fingerprint": fp, "looks": 0},
+        {"change_id": "a" * 12, "fingerprint": fp, "looks": 10**12, "kind": "step", "before": "x", "after": "gone"},
+    ]}))
+    rc, doc, err = _check(capsys, str(hist_dir), "--refuted-before", str(prev))
+    warned = [line for line in err.splitlines() if line.startswith("warning: --refuted-before")]
+    assert rc == 1 and len(warned) == 2 and "looks 0 < 1, dropped" in warned[0] and "clamped" in warned[1], err
+    assert "1 of 2 remembered change point(s) not carried on: 1 no longer in their series' checked window" in err
+    assert doc["refuted_looks"] == [{"change_id": "c" * 12, "fingerprint": fp, "looks": 3}]
+    # an integer beyond 64 bits is read (Python's int) and clamped like any other
+    prev.write_text('{"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": [{"change_id": "' + "c" * 12
+                    + f'", "fingerprint": "{fp}", "looks": {10**40}}}]}}')
+    rc, doc, err = _check(capsys, str(hist_dir), "--refuted-before", str(prev))
+    assert rc == 1 and "clamped to 3660" in err and [x["looks"] for x in doc["refuted_looks"]] == [3660], err

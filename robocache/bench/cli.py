@@ -850,7 +850,9 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     refuted: list = []
     # the confirmation's memory (--refuted-before): looks per change point, carried on for the series checked tonight
-    from .regressions.memory import Memory
+    from collections import Counter
+
+    from .regressions.memory import NOT_CHECKED, Memory
 
     memory = getattr(args, "looked", None)
     memory = memory if memory is not None else Memory()
@@ -860,14 +862,19 @@ def _check(args: argparse.Namespace) -> int:
         refuted = _check_reruns(args, res, ckw)
     elif args.confirm and res.alerts:
         refuted = _check_confirm(args, res, ckw)
-    checked = set(res.checked)
-    dropped = [e for e in memory.entries if e.fingerprint not in checked]
-    memory.entries = [e for e in memory.entries if e.fingerprint in checked]
+    # pruned to what can match again (memory.Memory.prune): the series checked tonight, change points in their window
+    dropped = memory.prune(res.windows)
     args.refuted_looks = memory.to_json()
-    if dropped:  # another machine's file, another suite or front end: said, not silently forgotten
-        print(f"check --refuted-before {args.refuted_before}: {len(dropped)} of {remembered} remembered change "
-              f"point(s) are of {len({e.fingerprint for e in dropped})} series not checked tonight (another "
+    gone = [e for e, why in dropped if why == NOT_CHECKED]
+    if gone:  # another machine's file, another suite or front end: said, not silently forgotten
+        print(f"check --refuted-before {args.refuted_before}: {len(gone)} of {remembered} remembered change "
+              f"point(s) are of {len({e.fingerprint for e in gone})} series not checked tonight (another "
               "machine's file? another suite?): not carried on", file=sys.stderr)
+    aged = Counter(why for _e, why in dropped if why != NOT_CHECKED)
+    if aged:  # out of the window: they can never be proposed again (said, as the nightly log's record)
+        print(f"check --refuted-before {args.refuted_before}: {sum(aged.values())} of {remembered} remembered change "
+              "point(s) not carried on: " + "; ".join(f"{n} {why}" for why, n in sorted(aged.items())),
+              file=sys.stderr)
     _check_outputs(args, res, refuted)
     return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
 

@@ -29,6 +29,10 @@ from .changepoints import DRIFT_WINDOWS, Change
 # looks beyond this in a memory file are clamped to it (a count no night could have reached: 10 years of nights).
 # Any count >= confirmation.SPENT_LOOKS is tested alike (the floor), so the clamp changes no decision.
 MAX_LOOKS = 3660
+# why Memory.prune drops an entry
+NOT_CHECKED = "of a series not checked tonight"
+OUT_OF_WINDOW = "no longer in their series' checked window"
+OLD_DRIFT = "drift window(s) never tested again"
 
 
 @dataclass
@@ -111,18 +115,18 @@ class Memory:
         history the check reads, or the run is gone); a drift whose window start is farther back than the longest
         drift window can reach from tomorrow's newest night. An older writer's entry (no runs) is kept while its
         series is checked (it ages out with its first refutation, which rewrites it)."""
-        runs = {fp: list(rs) for fp, rs in history.items()}
+        runs = {fp: {r: k for k, r in enumerate(rs)} for fp, rs in history.items()}
         keep, dropped = [], []
         for e in self.entries:
             rs = runs.get(e.fingerprint)
             if rs is None:
-                dropped.append((e, "its series was not checked tonight"))
+                dropped.append((e, NOT_CHECKED))
             elif e.after is None:
                 keep.append(e)
             elif e.after not in rs:
-                dropped.append((e, "its change point is no longer in the checked window"))
-            elif e.kind == "drift" and len(rs) - rs.index(e.after) >= max(DRIFT_WINDOWS):
-                dropped.append((e, "a drift window this old is never tested again"))
+                dropped.append((e, OUT_OF_WINDOW))
+            elif e.kind == "drift" and len(rs) - rs[e.after] >= max(DRIFT_WINDOWS):
+                dropped.append((e, OLD_DRIFT))
             else:
                 keep.append(e)
         self.entries = keep

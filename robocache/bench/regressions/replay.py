@@ -403,6 +403,8 @@ def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan]
         if looked is not None:
             _reproposals(looked, raw.values(), res.windows, ps, by_fp)
         confirmation.confirm_alerts(res, measure, machine=machine, looked=looked)
+        if looked is not None:  # as check --json writes it: pruned to what can match again
+            looked.prune(res.windows)
         kept = {c.fingerprint: c for c in res.alerts if c.confirmed}
         drifts = {d.fingerprint: d for d in res.drifts if d.confirmed}
         checked = set(res.checked)
