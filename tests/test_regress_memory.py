@@ -122,7 +122,9 @@ def test_check_carries_the_memory_from_night_to_night(stepped, tmp_path, capsys)
     prev = tmp_path / "night1.json"
     prev.write_text(json.dumps(doc))
     rc, doc2, _ = _check(capsys, str(hist_dir), "--reruns", str(d), "--refuted-before", str(prev))
-    assert rc == 0 and doc2["refuted_looks"] == [{**first, "looks": 2}]
+    # (the same reruns read again stand for a second night's: pooled with the first night's, which the memory kept)
+    assert len(first["rerun_us"]) == regress.CONFIRM_RUNS
+    assert rc == 0 and doc2["refuted_looks"] == [{**first, "looks": 2, "rerun_us": first["rerun_us"] * 2}]
     # a change point of a series not checked tonight is forgotten; one of a checked series not alerted is kept
     gone = {"change_id": "a" * 12, "fingerprint": "b" * 12, "looks": 4}
     kept = {"change_id": "c" * 12, "fingerprint": first["fingerprint"], "looks": 3}
@@ -338,3 +340,63 @@ def test_check_prunes_and_bounds_the_memory_it_reads(stepped, tmp_path, capsys):
                     + f'", "fingerprint": "{fp}", "looks": {10**40}}}]}}')
     rc, doc, err = _check(capsys, str(hist_dir), "--refuted-before", str(prev))
     assert rc == 1 and "clamped to 3660" in err and [x["looks"] for x in doc["refuted_looks"]] == [3660], err
+
+
+# ------------------------------------------------------------------ the refuted nights' reruns, pooled
+
+def test_a_refuted_steps_reruns_are_pooled_into_its_next_look(stepped):  # noqa: F811
+    """Spending with growing evidence: a step's reruns on the nights that refuted it are kept (the newest
+    MAX_POOLED) and tested with the next night's reruns as one set."""
+    from robocache.bench.regressions import memory
+
+    hist_dir, hist, ref = stepped
+    looked = Memory()
+
+    def measure(items, times):
+        return [_rerun(hist, math.exp(ref), k) for k in range(times)]
+
+    kept = []
+    for night in range(1, 6):
+        res = regress.check(store.load(hist_dir).records, screen=regress.SCREEN_P)
+        (c,) = confirmation.confirm_alerts(res, measure, machine=None, looked=looked)
+        pooled = min((night - 1) * regress.CONFIRM_RUNS, memory.MAX_POOLED)
+        assert len(c.pooled) == pooled and (f"and {pooled} of the nights that refuted it" in c.confirm_note) == (
+            pooled > 0), c.confirm_note
+        kept.append(len(looked.entries[0].reruns))
+    assert kept == [3, 6, 9, 10, 10]
+    # a drift's level moves night to night: its reruns are never pooled
+    d = _change(8, 20, drift=True)
+    d.rerun_logs = [0.0] * 3
+    m = Memory()
+    m.refuted(d)
+    assert m.entries[0].reruns == [] and (confirmation.change_looks(_change(8, 21, drift=True), m) == 2)
+
+
+def test_pooled_rerun_times_read_back_are_bounded():
+    from robocache.bench.regressions import memory
+
+    m, notes = Memory.from_json([{"change_id": "c" * 12, "fingerprint": "f" * 12, "looks": 1, "kind": "step",
+                                  "before": "a", "after": "b",
+                                  "rerun_us": [0.0, -1.0, 10.0] + [11.0] * memory.MAX_POOLED}])
+    (e,) = m.entries
+    assert len(e.reruns) == memory.MAX_POOLED and e.reruns[-1] == pytest.approx(math.log(11.0))
+    assert len(notes) == 1 and "2 rerun time(s) not finite and positive, 1 beyond the newest" in notes[0]
+
+
+def test_pooled_reruns_enter_the_mean_not_the_single_rerun_bars():
+    """The nights that refuted a change point were refuted for a reason: their reruns are the low ones. Pooled
+    into the single-rerun bars (every rerun beyond the floor, the tails), they would hold a real step back night
+    after night (the CI-size replay: of 800 step series, 34 confirmed later and 59 never); they enter the mean's test, and
+    the bars judge tonight's reruns alone."""
+    c, ref, _ = _strong_step()
+    c.looks = 2
+    tonight = ref + np.log([1.12, 1.121, 1.122])
+    low = ref + np.log([1.0])  # an earlier night's rerun at the level before
+    both = np.array([np.concatenate([low, tonight])])
+    assert confirmation.rerun_test(c, np.array([tonight]))[0][0]
+    assert not confirmation.rerun_test(c, both)[0][0]  # as four reruns of tonight: the low one fails the bars
+    ok, p, ratio, _ = confirmation.rerun_test(c, both, pooled=1)
+    assert ok[0] and ratio[0] == pytest.approx(math.exp(np.mean(both) - ref))  # the mean is over all four
+    # and many earlier reruns at the level before outweigh tonight's: refuted by the mean's test
+    many = np.array([np.concatenate([np.repeat(low, 10), tonight])])
+    assert not confirmation.rerun_test(c, many, pooled=10)[0][0]

@@ -790,6 +790,7 @@ class RefutedLook(_Rec):
     kind: Literal["step", "drift"] = "step"
     before: str | None = None
     after: str | None = None
+    rerun_us: list[float] = []  # a step's reruns (median us) on the nights that refuted it: pooled at its next look
 
 
 class AlertsDoc(_Rec, kw_only=True):

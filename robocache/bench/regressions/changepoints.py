@@ -84,6 +84,10 @@ class Change:
     # the confirmation's looks at this change point (series and commit range), tonight's included: 1 + the nights
     # whose reruns refuted it before (confirmation.to_confirm, from the memory check --refuted-before reads)
     looks: int = 1
+    # the confirmation's memory: the reruns (log-times) of earlier nights that refuted this change point, pooled into
+    # tonight's test (confirmation.confirm; steps only), and tonight's own reruns (log-times) once tested
+    pooled: list[float] = field(default_factory=list)
+    rerun_logs: list[float] = field(default_factory=list)
     drift: Any = None  # the Drift this stands for in the confirmation (confirmation.to_confirm), else None
     # check(screen=...): the noise without the outlying nights (judged on a robust scale) and the one-sided p with it:
     # the screen's and the confirmation's (their tails are the confirmation's business), never the check's alone

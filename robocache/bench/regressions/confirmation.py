@@ -132,11 +132,15 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
                 refuted.append(c)
             continue
         xs = xs[:CONFIRM_RUNS_MAX]
-        ok, p, ratio, low = rerun_test(c, np.array([xs]), floor=floor, p_max=p_max)
+        # a step refuted on earlier nights: their reruns pooled with tonight's (the evidence grows with its looks)
+        pooled = list(c.pooled) if c.drift is None else []
+        ok, p, ratio, low = rerun_test(c, np.array([pooled + xs]), floor=floor, p_max=p_max, pooled=len(pooled))
         c.reruns = len(xs)
+        c.rerun_logs = list(xs)
         c.wants_more = bool(rerun_more(c, np.array([xs]), floor=floor, ok=ok)[0])
-        c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s), "
-                          f"the lowest counted x{low[0]:.3f})"
+        c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s)"
+                          + (f" and {len(pooled)} of the nights that refuted it before" if pooled else "")
+                          + f", the lowest counted x{low[0]:.3f})"
                           + (f"; look {c.looks} at this change point (refuted on {c.looks - 1} night(s) before): "
                              f"tested at {spent(1.0, c.looks):.3g} of the level" if c.looks > 1 else "")
                           + (f"; consistent with the change, not conclusive: {CONFIRM_MORE} more rerun(s) asked"
@@ -193,8 +197,8 @@ def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarra
     return ~ok & (np.median(xs, axis=1) - ref >= math.log1p(floor))
 
 
-def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
-               p_max: float = CONFIRM_P) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR, p_max: float = CONFIRM_P,
+               pooled: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The confirmation's decision for alert ``c`` on rerun sets ``xs`` (shape (sets, runs), log-times): each
     set alone against the level before the change, one-sided, with the series' noise. Returns per set
     (confirmed, p, the reruns' mean ratio, the lowest rerun's ratio). Vectorized: the quality tests compute
@@ -204,16 +208,19 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     spare (RERUN_SPARE): all but the lowest rerun beyond them, the tails' chance binomial."""
     from scipy import special
 
-    xs = np.atleast_2d(np.asarray(xs, dtype=float))
+    every = np.atleast_2d(np.asarray(xs, dtype=float))
+    # ``pooled``: the first columns are earlier nights' reruns that refuted this change point (Change.pooled): they
+    # enter the mean's test (growing evidence over the looks); the bars on single reruns below are tonight's alone
+    xs = every[:, pooled:]
     # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
     # night that would make every later run look slower; the median's variance is pi/2 the mean's)
     levels = _levels(c, floor)
     ref = _ref(c, floor)
-    d = xs.mean(axis=1) - ref
+    d = every.mean(axis=1) - ref
     # the noise without the series' outlying nights where the screen measured it (their tails are judged below)
     sigma = c.sigma_core or c.sigma
     n_ref = len(levels) if levels is not c.before_levels else c.n_before
-    se = sigma * math.sqrt((math.pi / 2 if levels else 1.0) / n_ref + 1.0 / xs.shape[1])
+    se = sigma * math.sqrt((math.pi / 2 if levels else 1.0) / n_ref + 1.0 / every.shape[1])
     p = special.stdtr(max(c.dof, 1.0), -d / se)
     # the reruns that must each be beyond the bars below: all of CONFIRM_RUNS; of CONFIRM_RUNS_MAX (the second look,
     # rerun_more) all but one (one outlying rerun among four neither confirms nor refutes; the tails below count it)

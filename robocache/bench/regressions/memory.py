@@ -21,7 +21,8 @@ its change id alone, as before.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from .changepoints import DRIFT_WINDOWS, Change
@@ -29,6 +30,8 @@ from .changepoints import DRIFT_WINDOWS, Change
 # looks beyond this in a memory file are clamped to it (a count no night could have reached: 10 years of nights).
 # Any count >= confirmation.SPENT_LOOKS is tested alike (the floor), so the clamp changes no decision.
 MAX_LOOKS = 3660
+# a step's reruns kept for its next look (the newest): two nights' first and second looks
+MAX_POOLED = 10
 # why Memory.prune drops an entry
 NOT_CHECKED = "of a series not checked tonight"
 OUT_OF_WINDOW = "no longer in their series' checked window"
@@ -44,11 +47,16 @@ class Look:
     kind: str = "step"  # "step" or "drift"
     before: str | None = None  # run id of the last night before the change point (a drift: before its window)
     after: str | None = None  # run id of the first night after it (a drift: its window's first night)
+    # a step's reruns on the nights that refuted it (log-times, newest last, at most MAX_POOLED): pooled into its next
+    # look's test (confirmation.confirm)
+    reruns: list[float] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"change_id": self.change_id, "fingerprint": self.fingerprint, "looks": self.looks}
         if self.after is not None:
             out.update(kind=self.kind, before=self.before, after=self.after)
+        if self.reruns:
+            out["rerun_us"] = [round(math.exp(x), 6) for x in self.reruns]
         return out
 
 
@@ -96,8 +104,10 @@ class Memory:
         return max(hits, key=lambda e: e.looks) if hits else None
 
     def looks(self, c: Change) -> int:
-        """Tonight's look at ``c``: 1 + the looks that refuted it before."""
+        """Tonight's look at ``c``: 1 + the looks that refuted it before. Sets ``c.pooled`` to the reruns of the
+        nights that refuted it (a step's; a drift's level moves night to night, its reruns are never pooled)."""
         e = self.find(c)
+        c.pooled = list(e.reruns) if e is not None and kind_of(c) == "step" else []
         return 1 + (e.looks if e is not None else 0)
 
     def refuted(self, c: Change) -> None:
@@ -106,7 +116,9 @@ class Memory:
         hits = [e for e in self.entries if same_point(e, c)]
         self.entries = [e for e in self.entries if not any(e is h for h in hits)]
         b, a = runs_of(c)
-        self.entries.append(Look(c.fingerprint, min(max(c.looks, 1), MAX_LOOKS), c.change_id, kind_of(c), b, a))
+        pooled = (list(c.pooled) + list(c.rerun_logs))[-MAX_POOLED:] if kind_of(c) == "step" else []
+        self.entries.append(Look(c.fingerprint, min(max(c.looks, 1), MAX_LOOKS), c.change_id, kind_of(c), b, a,
+                                 pooled))
 
     def prune(self, history: Mapping[str, Iterable[str]]) -> list[tuple[Look, str]]:
         """Drops the entries that can never match again and returns them with why: ``history`` is each series
@@ -149,6 +161,11 @@ class Memory:
             if looks > MAX_LOOKS:
                 notes.append(f"refuted_looks[{k}]: looks {looks} > {MAX_LOOKS}, clamped to {MAX_LOOKS}")
                 looks = MAX_LOOKS
+            us = list(d.get("rerun_us") or [])
+            good = [math.log(x) for x in us if isinstance(x, (int, float)) and math.isfinite(x) and x > 0]
+            if len(good) < len(us) or len(good) > MAX_POOLED:
+                notes.append(f"refuted_looks[{k}]: {len(us) - len(good)} rerun time(s) not finite and positive, "
+                             f"{max(len(good) - MAX_POOLED, 0)} beyond the newest {MAX_POOLED}: dropped")
             out.append(Look(str(d["fingerprint"]), looks, str(d.get("change_id") or ""), str(d.get("kind") or "step"),
-                            d.get("before"), d.get("after")))
+                            d.get("before"), d.get("after"), good[-MAX_POOLED:]))
         return cls(out), notes

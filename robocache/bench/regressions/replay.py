@@ -338,11 +338,14 @@ def p_confirm(p: Plan, c: changepoints.Change, night: int, rng: np.random.Genera
     second look where :func:`.confirmation.rerun_more` asks) over ``draws`` rerun sets drawn as the replay draws
     them."""
     first = p.reruns(night, confirmation.CONFIRM_RUNS, rng, draws)
-    ok, *_ = confirmation.rerun_test(c, first)
+    pooled = np.broadcast_to(np.asarray(c.pooled if c.drift is None else [], dtype=float), (draws, len(c.pooled)
+                                                                                          if c.drift is None else 0))
+    k = pooled.shape[1]
+    ok, *_ = confirmation.rerun_test(c, np.concatenate([pooled, first], axis=1), pooled=k)
     more = confirmation.rerun_more(c, first, ok=ok)
     if more.any():
         both = np.concatenate([first[more], p.reruns(night, confirmation.CONFIRM_MORE, rng, int(more.sum()))], axis=1)
-        ok2, *_ = confirmation.rerun_test(c, both)
+        ok2, *_ = confirmation.rerun_test(c, np.concatenate([pooled[more], both], axis=1), pooled=k)
         ok[more] = ok2
     return float(ok.mean())
 
@@ -800,7 +803,8 @@ def markdown(doc: dict) -> str:
         r = sp["per_replicate_per_1000"]
         lines += [f"A/A expected per 1,000 series-nights, per replicate: mean {sp['mean_per_1000']:.3f}, sd "
                   f"{sp['sd_per_1000']:.3f} (the mean's standard error {sp['se_per_1000']:.3f}), {min(r):.3f}-"
-                  f"{max(r):.3f} over {len(r)} replicates; the heaviest series: "
+                  f"{max(r):.3f} over {len(r)} replicates (sorted: {', '.join(f'{x:.4f}' for x in sorted(r))}; "
+                  f"without the largest: mean {sum(sorted(r)[:-1]) / (len(r) - 1):.3f}); the heaviest series: "
                   + "; ".join(f"{md_text(h['machine'])} `{code_span(h['key'])}` ({h['cell']} pool, noise "
                               f"{100 * h['noise']:.1f}%{', two-state' if h['two_state'] else ''}): "
                               f"{h['expected']:.2f} over {h['sent']} night(s) sent" for h in sp["heaviest"][:3]), ""]
