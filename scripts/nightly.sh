@@ -25,7 +25,7 @@
 #            confirms on those instead of measuring (not with CONFIRM)
 #            The newest HISTORY/nights/*/MACHINE/alerts.json is the confirmation's memory (`check
 #            --refuted-before`): with CONFIRM or RERUNS, change points refuted on earlier nights are tested at a
-#            spent level; without, the memory is carried on unchanged
+#            spent level; without, the memory is carried on (pruned to what can still be proposed)
 #   ASV      0 skips step 2                        BISECT  0 skips step 4
 #   BISECT_BUDGET_S  seconds of step 4 for every bisection of the night together (default 1800)
 #   PRECOMPILE_JOBS  parallel torch.compile pre-pass processes of step 1 (default 4; 0: off)

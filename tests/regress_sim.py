@@ -25,6 +25,7 @@ import numpy as np
 from robocache.bench import regressions as regress
 from robocache.bench import store
 from robocache.bench.regressions import confirmation, noise
+from robocache.bench.regressions.memory import Memory
 from robocache.bench.schema import fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,7 +159,7 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
         return record(by_key[key], time_at(by_key[key], n - 1, g), n - 1, rerun=True)
 
     out = []
-    looked: dict[str, int] = {}  # the confirmation's memory, carried from night to night (check --refuted-before)
+    looked = Memory()  # the confirmation's memory, carried from night to night (check --refuted-before)
     for n in check_at:
         recs = [r for night in by_night[:n] for r in night]
         first = regress.check(recs, screen=regress.SCREEN_P)  # the nightly job: check --confirm

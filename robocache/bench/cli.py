@@ -797,8 +797,9 @@ def _same_machine(bname: str, base: list, nname: str, new: list) -> None:
             "machines side by side with `robocache-bench report --kernels` or the dashboard's Architectures page")
 
 
-def _refuted_before(path: str) -> dict[str, tuple[str, int]]:
-    """``--refuted-before``: change id -> (fingerprint, looks) from a previous ``check --json``.
+def _refuted_before(path: str) -> Any:
+    """``--refuted-before``: the confirmation's memory (:class:`.regressions.memory.Memory`) from a previous
+    ``check --json``.
 
     A path that does not exist, or is a folder, is a usage error (ValueError, one line). A file that cannot be read
     or is no robocache-alerts/1 document (truncated, corrupt, a newer schema's) is warned about in one line and read
@@ -806,6 +807,7 @@ def _refuted_before(path: str) -> dict[str, tuple[str, int]]:
     alerts.json of the results branch, and a check that refused to run on it would write no alerts.json, leave
     that file the newest and fail again every night after."""
     from . import schema
+    from .regressions.memory import Memory
 
     p = Path(path)
     if not p.exists():
@@ -819,10 +821,13 @@ def _refuted_before(path: str) -> dict[str, tuple[str, int]]:
     except schema.AlertsError as e:
         why = f"not a robocache-alerts/1 document ({e})"
     else:
-        return {r.change_id: (r.fingerprint, r.looks) for r in doc.refuted_looks}
+        memory, notes = Memory.from_json(schema.to_dict(r) for r in doc.refuted_looks)
+        for note in notes:  # an entry no writer of ours makes: said, and the rest of the memory read
+            print(f"warning: --refuted-before {path}: {note}", file=sys.stderr)
+        return memory
     print(f"warning: --refuted-before {path}: {why}; checked without the confirmation's memory (every change point "
           "at its first look)", file=sys.stderr)
-    return {}
+    return Memory()
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -845,22 +850,31 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     refuted: list = []
     # the confirmation's memory (--refuted-before): looks per change point, carried on for the series checked tonight
-    memory = getattr(args, "looked", None) or {}
-    looked = {cid: n for cid, (_fp, n) in memory.items()}
-    ckw = {**kw, "looked": looked}
+    from collections import Counter
+
+    from .regressions.memory import NOT_CHECKED, Memory
+
+    memory = getattr(args, "looked", None)
+    memory = memory if memory is not None else Memory()
+    remembered = len(memory)
+    ckw = {**kw, "looked": memory}
     if args.reruns is not None:
         refuted = _check_reruns(args, res, ckw)
     elif args.confirm and res.alerts:
         refuted = _check_confirm(args, res, ckw)
-    fps = {**{cid: fp for cid, (fp, _n) in memory.items()}, **{c.change_id: c.fingerprint for c in refuted}}
-    checked = set(res.checked)
-    args.refuted_looks = [{"change_id": cid, "fingerprint": fps[cid], "looks": n} for cid, n in sorted(looked.items())
-                          if fps[cid] in checked]
-    dropped = [cid for cid in looked if fps[cid] not in checked]
-    if dropped:  # another machine's file, another suite or front end: said, not silently forgotten
-        print(f"check --refuted-before {args.refuted_before}: {len(dropped)} of {len(memory)} remembered change "
-              f"point(s) are of {len({fps[c] for c in dropped})} series not checked tonight (another machine's file? "
-              "another suite?): not carried on", file=sys.stderr)
+    # pruned to what can match again (memory.Memory.prune): the series checked tonight, change points in their window
+    dropped = memory.prune(res.windows)
+    args.refuted_looks = memory.to_json()
+    gone = [e for e, why in dropped if why == NOT_CHECKED]
+    if gone:  # another machine's file, another suite or front end: said, not silently forgotten
+        print(f"check --refuted-before {args.refuted_before}: {len(gone)} of {remembered} remembered change "
+              f"point(s) are of {len({e.fingerprint for e in gone})} series not checked tonight (another "
+              "machine's file? another suite?): not carried on", file=sys.stderr)
+    aged = Counter(why for _e, why in dropped if why != NOT_CHECKED)
+    if aged:  # out of the window: they can never be proposed again (said, as the nightly log's record)
+        print(f"check --refuted-before {args.refuted_before}: {sum(aged.values())} of {remembered} remembered change "
+              "point(s) not carried on: " + "; ".join(f"{n} {why}" for why, n in sorted(aged.items())),
+              file=sys.stderr)
     _check_outputs(args, res, refuted)
     return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
 

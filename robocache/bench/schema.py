@@ -795,11 +795,19 @@ class AlertsSummary(_Rec):
 class RefutedLook(_Rec):
     """A change point the confirmation's reruns refuted (``check --json``'s ``refuted_looks``, read back by the next
     night's ``check --refuted-before``): its change id, its series' fingerprint and how many nights' reruns refuted
-    it (its next confirmation is tested at ``confirmation.spent`` of the level)."""
+    it (its next confirmation is tested at ``confirmation.spent`` of the level); where it is (``kind``, and the run
+    ids ``before`` and ``after`` it: what the memory matches on, ``regressions.memory``; absent in the first
+    files, matched by the change id)."""
 
     change_id: _HEX12
     fingerprint: _HEX12
-    looks: Annotated[int, Meta(ge=1)]
+    # any int here: its reader (regressions.memory.Memory.from_json) drops an entry below 1 and clamps one above
+    # MAX_LOOKS, each said, so one bad entry costs that entry and not the night's whole memory
+    looks: int
+    kind: Literal["step", "drift"] = "step"
+    before: str | None = None
+    after: str | None = None
+    rerun_us: list[float] = []  # a step's reruns (median us) on the nights that refuted it: pooled at its next look
 
 
 class AlertsDoc(_Rec, kw_only=True):

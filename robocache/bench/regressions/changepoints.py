@@ -84,6 +84,10 @@ class Change:
     # the confirmation's looks at this change point (series and commit range), tonight's included: 1 + the nights
     # whose reruns refuted it before (confirmation.to_confirm, from the memory check --refuted-before reads)
     looks: int = 1
+    # the confirmation's memory: the reruns (log-times) of earlier nights that refuted this change point, pooled into
+    # tonight's test (confirmation.confirm; steps only), and tonight's own reruns (log-times) once tested
+    pooled: list[float] = field(default_factory=list)
+    rerun_logs: list[float] = field(default_factory=list)
     drift: Any = None  # the Drift this stands for in the confirmation (confirmation.to_confirm), else None
     # check(screen=...): the noise without the outlying nights (judged on a robust scale) and the one-sided p with it:
     # the screen's and the confirmation's (their tails are the confirmation's business), never the check's alone
@@ -154,6 +158,9 @@ class CheckResult:
     drifts: list[Drift] = field(default_factory=list)  # significant trends beyond the floor (slower)
     breaks: list[Break] = field(default_factory=list)  # method or environment changes (never an alert)
     checked: list[str] = field(default_factory=list)  # fingerprints of the series tested tonight
+    # per series tested tonight (fingerprint): the run ids of the points it was tested on, oldest first (what the
+    # confirmation's memory is pruned to: memory.Memory.prune)
+    windows: dict[str, list[str]] = field(default_factory=dict)
     series: int = 0
     series_checked: int = 0  # current, with enough healthy history
     series_stale: int = 0  # no healthy point in the newest run of their suite on their machine: not tested tonight
@@ -473,6 +480,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
             continue
         res.series_checked += 1
         res.checked.append(fp)
+        res.windows[fp] = [p.run_id for p in pts]
         fit = _fit(series, fp, rows.case_key(idx[-1]), pts, screen)
         mine = _candidates(fit, _hypotheses(fit, tail))
         cands += mine

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..schema import fingerprint, series_key
 from .changepoints import FDR_Q, SCREEN_MIN_BEFORE, Change, CheckResult, Drift
+from .memory import Memory
 from .noise import LEVEL_Q, prior_pool
 from .records import FLOOR, check_floor, p50, safe_exp, unhealthy
 
@@ -58,9 +59,10 @@ def spent(p_max: float, looks: int) -> float:
     return p_max * 2.0 / (k * (k + 1))
 
 
-def change_looks(c: Change, looked: dict[str, int] | None) -> int:
-    """Sets ``c.looks`` from ``looked`` (change id -> looks that refuted it before; None: no memory); returns it."""
-    c.looks = 1 + (looked or {}).get(c.change_id, 0)
+def change_looks(c: Change, looked: Memory | None) -> int:
+    """Sets ``c.looks`` from ``looked`` (the change points refuted before, :class:`.memory.Memory`: the same change
+    point re-proposed one night earlier or later is the same; None: no memory); returns it."""
+    c.looks = looked.looks(c) if looked is not None else 1
     return c.looks
 
 
@@ -80,7 +82,7 @@ def drift_change(d: Drift) -> Change:
                   p_one=d.p_value, strict=True, tonight=d.last, drift=d)
 
 
-def to_confirm(first: CheckResult, looked: dict[str, int] | None = None) -> list[Change]:
+def to_confirm(first: CheckResult, looked: Memory | None = None) -> list[Change]:
     """What a confirmation measures again: every alert, and every drift as a change (:func:`drift_change`); each
     with its looks (:func:`change_looks`: how many nights' reruns refuted the same change point before, in
     ``looked``)."""
@@ -130,11 +132,15 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
                 refuted.append(c)
             continue
         xs = xs[:CONFIRM_RUNS_MAX]
-        ok, p, ratio, low = rerun_test(c, np.array([xs]), floor=floor, p_max=p_max)
+        # a step refuted on earlier nights: their reruns pooled with tonight's (the evidence grows with its looks)
+        pooled = list(c.pooled) if c.drift is None else []
+        ok, p, ratio, low = rerun_test(c, np.array([pooled + xs]), floor=floor, p_max=p_max, pooled=len(pooled))
         c.reruns = len(xs)
+        c.rerun_logs = list(xs)
         c.wants_more = bool(rerun_more(c, np.array([xs]), floor=floor, ok=ok)[0])
-        c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s), "
-                          f"the lowest counted x{low[0]:.3f})"
+        c.confirm_note = (f"rerun x{ratio[0]:.3f} of the level before (one-sided p = {p[0]:.2g}, {len(xs)} run(s)"
+                          + (f" and {len(pooled)} of the nights that refuted it before" if pooled else "")
+                          + f", the lowest counted x{low[0]:.3f})"
                           + (f"; look {c.looks} at this change point (refuted on {c.looks - 1} night(s) before): "
                              f"tested at {spent(1.0, c.looks):.3g} of the level" if c.looks > 1 else "")
                           + (f"; consistent with the change, not conclusive: {CONFIRM_MORE} more rerun(s) asked"
@@ -191,8 +197,8 @@ def rerun_more(c: Change, xs: np.ndarray, *, floor: float = FLOOR, ok: np.ndarra
     return ~ok & (np.median(xs, axis=1) - ref >= math.log1p(floor))
 
 
-def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
-               p_max: float = CONFIRM_P) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR, p_max: float = CONFIRM_P,
+               pooled: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The confirmation's decision for alert ``c`` on rerun sets ``xs`` (shape (sets, runs), log-times): each
     set alone against the level before the change, one-sided, with the series' noise. Returns per set
     (confirmed, p, the reruns' mean ratio, the lowest rerun's ratio). Vectorized: the quality tests compute
@@ -202,16 +208,19 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
     spare (RERUN_SPARE): all but the lowest rerun beyond them, the tails' chance binomial."""
     from scipy import special
 
-    xs = np.atleast_2d(np.asarray(xs, dtype=float))
+    every = np.atleast_2d(np.asarray(xs, dtype=float))
+    # ``pooled``: the first columns are earlier nights' reruns that refuted this change point (Change.pooled): they
+    # enter the mean's test (growing evidence over the looks); the bars on single reruns below are tonight's alone
+    xs = every[:, pooled:]
     # the level before, robustly: the median of its runs (a PELT segment of 3 runs can hold an outlying
     # night that would make every later run look slower; the median's variance is pi/2 the mean's)
     levels = _levels(c, floor)
     ref = _ref(c, floor)
-    d = xs.mean(axis=1) - ref
+    d = every.mean(axis=1) - ref
     # the noise without the series' outlying nights where the screen measured it (their tails are judged below)
     sigma = c.sigma_core or c.sigma
     n_ref = len(levels) if levels is not c.before_levels else c.n_before
-    se = sigma * math.sqrt((math.pi / 2 if levels else 1.0) / n_ref + 1.0 / xs.shape[1])
+    se = sigma * math.sqrt((math.pi / 2 if levels else 1.0) / n_ref + 1.0 / every.shape[1])
     p = special.stdtr(max(c.dof, 1.0), -d / se)
     # the reruns that must each be beyond the bars below: all of CONFIRM_RUNS; of CONFIRM_RUNS_MAX (the second look,
     # rerun_more) all but one (one outlying rerun among four neither confirms nor refutes; the tails below count it)
@@ -264,7 +273,7 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR,
 def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], Iterable[Any]], *,
                    machine: str | None,
                    can_measure: Callable[[list[Change]], tuple[Iterable[str], dict[str, str]]] | None = None,
-                   floor: float = FLOOR, looked: dict[str, int] | None = None) -> list[Change]:
+                   floor: float = FLOOR, looked: Memory | None = None) -> list[Change]:
     """The nightly confirmation, as ``check --confirm`` and ``check --reruns`` run it, and the replay
     (:mod:`.replay`, with simulated reruns): one path for all three.
 
@@ -277,8 +286,9 @@ def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], It
     ``confirm_note`` and ``reruns`` from its confirmation); returns the refuted ones (a refuted drift as its
     :func:`drift_change`).
 
-    ``looked``: the memory of earlier nights (change id -> the looks whose reruns refuted that change point), read
-    and updated in place: each item is tested at its look's level (:func:`spent`), and each one tonight's reruns
+    ``looked``: the memory of earlier nights (:class:`.memory.Memory`: the change points whose reruns refuted them,
+    keyed by their series and runs, not the change id, which moves with a one-night shift), read and updated in
+    place: each item is tested at its look's level (:func:`spent`), and each one tonight's reruns
     refuted counts one look more. None: no memory (every change point at its first look)."""
     items = to_confirm(first, looked)
     mine = [c for c in items if machine is None or c.series.get("machine") == machine]
@@ -295,7 +305,7 @@ def confirm_alerts(first: CheckResult, measure: Callable[[list[Change], int], It
     if looked is not None:
         for c in refuted:
             if c.reruns:  # measured and refuted (not: left unmeasured, which is no look)
-                looked[c.change_id] = c.looks
+                looked.refuted(c)
     raised = kept + unconfirmable
     for c in raised:
         if c.drift is not None:

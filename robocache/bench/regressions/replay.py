@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from ..schema import fingerprint, series_key
-from . import changepoints, confirmation, noise
+from . import changepoints, confirmation, memory as mem, noise
 from .alerts import code_span, md_text
 from .records import p50, unhealthy
 
@@ -221,6 +221,9 @@ class Plan:
     state: tuple[float, float] | None = None  # two-state: (the slow state's size, its share of nights; 0.5 alternates)
     contended: dict[int, tuple[float, bool]] = field(default_factory=dict)  # night -> (slowdown, flagged)
     notes: list[str] = field(default_factory=list)  # the false alerts it raised, described
+    # each re-proposal of a remembered refuted step: [its shift in nights from the nearest one remembered, the old
+    # key (change id) matched, the memory's key matched] (:func:`memory_keys`)
+    reproposed: list[list] = field(default_factory=list)
 
     @property
     def noise(self) -> float:
@@ -335,11 +338,14 @@ def p_confirm(p: Plan, c: changepoints.Change, night: int, rng: np.random.Genera
     second look where :func:`.confirmation.rerun_more` asks) over ``draws`` rerun sets drawn as the replay draws
     them."""
     first = p.reruns(night, confirmation.CONFIRM_RUNS, rng, draws)
-    ok, *_ = confirmation.rerun_test(c, first)
+    pooled = np.broadcast_to(np.asarray(c.pooled if c.drift is None else [], dtype=float), (draws, len(c.pooled)
+                                                                                          if c.drift is None else 0))
+    k = pooled.shape[1]
+    ok, *_ = confirmation.rerun_test(c, np.concatenate([pooled, first], axis=1), pooled=k)
     more = confirmation.rerun_more(c, first, ok=ok)
     if more.any():
         both = np.concatenate([first[more], p.reruns(night, confirmation.CONFIRM_MORE, rng, int(more.sum()))], axis=1)
-        ok2, *_ = confirmation.rerun_test(c, both)
+        ok2, *_ = confirmation.rerun_test(c, np.concatenate([pooled[more], both], axis=1), pooled=k)
         ok[more] = ok2
     return float(ok.mean())
 
@@ -357,7 +363,7 @@ def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[flo
     for i, p in enumerate(ps):
         groups[(p.tpl.machine, p.tpl.fold)].append(i)
     recs: dict[tuple[str, int], list[dict]] = {g: [] for g in groups}
-    looked: dict[tuple[str, int], dict[str, int]] = {g: {} for g in groups}  # each nightly job's memory
+    looked = {g: mem.Memory() for g in groups}  # each nightly job's memory
     seen: list[list[Seen]] = [[] for _ in ps]
     night_rng = np.random.default_rng([seed, 1])
     for n in range(nights + 1):
@@ -373,7 +379,7 @@ def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[flo
 
 
 def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan], recs: list[dict], n: int,
-                 seed: int, mc: int, seen: list[list[Seen]], looked: dict[str, int] | None = None) -> None:
+                 seed: int, mc: int, seen: list[list[Seen]], looked: mem.Memory | None = None) -> None:
     """The nightly job after night n-1 for one machine and fold: check --confirm's own calls, with the memory of
     the change points earlier nights refuted (``looked``, carried from night to night as the nightly job carries
     its previous alerts.json to ``check --refuted-before``)."""
@@ -397,7 +403,11 @@ def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan]
         # what the confirmation will measure: the alerts and the drifts (as changes from the level before them), each
         # at its look (the change points earlier nights' reruns refuted: check --refuted-before's memory)
         raw = {c.fingerprint: c for c in confirmation.to_confirm(res, looked)}
+        if looked is not None:
+            _reproposals(looked, raw.values(), res.windows, ps, by_fp)
         confirmation.confirm_alerts(res, measure, machine=machine, looked=looked)
+        if looked is not None:  # as check --json writes it: pruned to what can match again
+            looked.prune(res.windows)
         kept = {c.fingerprint: c for c in res.alerts if c.confirmed}
         drifts = {d.fingerprint: d for d in res.drifts if d.confirmed}
         checked = set(res.checked)
@@ -422,6 +432,41 @@ def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan]
                                + (f"; confirmed: {note}" if note else ""))
 
 
+def _reproposals(looked: mem.Memory, items, windows: dict[str, list[str]], ps: list[Plan],
+                 by_fp: dict[str, int]) -> None:
+    """Per step sent to the rerun tonight whose series has a refuted step in the memory: how far (nights of its
+    checked window) its location is from the nearest remembered one, and whether the old key (the change id) and
+    the memory's key match it (:func:`memory_keys` sums them)."""
+    for c in items:
+        if c.drift is not None:
+            continue
+        olds = [e for e in looked.entries if e.fingerprint == c.fingerprint and e.kind == "step" and e.after]
+        runs = windows.get(c.fingerprint, [])
+        if not olds or c.after.run_id not in runs:
+            continue
+        at = runs.index(c.after.run_id)
+        shift = min(abs(runs.index(e.after) - at) if e.after in runs else 10 ** 6 for e in olds)
+        ps[by_fp[c.fingerprint]].reproposed.append(
+            [shift, any(e.change_id == c.change_id for e in olds), looked.find(c) is not None])
+
+
+def memory_keys(series: Sequence[dict]) -> dict:
+    """Over every series' re-proposals of a remembered refuted step (:func:`_reproposals`): how many, by their
+    shift in nights (0: the same place; 1: the location moved by one night; more: another change point, or one
+    moved further), and how many each key matched: the old key (the change id, series and commit range) and the
+    memory's (:mod:`.memory`: series and the runs around it, one night's shift allowed). A key *drifts* where the
+    same change point (shift 0 or 1) is re-proposed and it does not match."""
+    rows = [r for s in series for r in s.get("reproposed", [])]
+    near = [r for r in rows if r[0] <= 1]
+    out = {"reproposals": len(rows), "shift_0": sum(r[0] == 0 for r in rows), "shift_1": sum(r[0] == 1 for r in rows),
+           "shift_more": sum(r[0] > 1 for r in rows),
+           "old_key_drifts": sum(not r[1] for r in near), "new_key_drifts": sum(not r[2] for r in near),
+           "new_key_matched_further": sum(r[2] for r in rows if r[0] > 1)}
+    out["old_key_drift_rate"] = out["old_key_drifts"] / len(near) if near else None
+    out["new_key_drift_rate"] = out["new_key_drifts"] / len(near) if near else None
+    return out
+
+
 def _summary(p: Plan, seen: list[Seen]) -> dict:
     """What a replicate keeps of one series (JSON-able)."""
     bound = target_bounds(p.pool) if p.kind == "step" and p.step in (0.05, 0.10) and p.noise <= 0.02 else {}
@@ -429,7 +474,7 @@ def _summary(p: Plan, seen: list[Seen]) -> dict:
             "bound": bound,
             "noise": p.noise, "kind": p.kind, "step": p.step, "slope": p.slope, "start": p.start,
             "two_state": p.state is not None, "contended": bool(p.contended),
-            "state": list(p.state) if p.state else None, "notes": p.notes,
+            "state": list(p.state) if p.state else None, "notes": p.notes, "reproposed": p.reproposed,
             "seen": [[s.night, s.raw, s.kept, s.drift, s.placed, s.p_confirm] for s in seen]}
 
 
@@ -708,7 +753,7 @@ def run(size: str = "full", replicates: int | None = None, seed: int = 20261125,
             "share": cfg["share"], "templates": len(w["templates"]), "series": len(series),
             "cells": dict(sorted(_count(s["cell"] for s in series).items())), "measures": m, "targets": targets(m),
             "per_replicate": [{"seed": s, **targets(measures(got))} for s, got in zip(seeds, each)],
-            "aa_spread": aa_spread(each),
+            "aa_spread": aa_spread(each), "memory_keys": memory_keys(series),
             "wall_s": round(time.perf_counter() - t0, 1), "every_series": series}
 
 
@@ -745,12 +790,21 @@ def markdown(doc: dict) -> str:
              f"| +5% within two nights, noise <= 1%, >= 80% | {pct(t['five_within_two'])} of {t['five_n']} |",
              f"| +0.5%/night flagged before +5%, noise <= 0.5%, >= 90% | {pct(t['drift_before_5pc'])} of "
              f"{t['drift_n']} |", ""]
+    mk = doc.get("memory_keys")
+    if mk and mk["reproposals"]:
+        rate = lambda x: "-" if x is None else f"{100 * x:.1f}%"  # noqa: E731
+        lines += [f"The memory's key (series and the runs around the change point) against the change id: "
+                  f"{mk['reproposals']} re-proposals of a remembered refuted step, {mk['shift_0']} at the same place, "
+                  f"{mk['shift_1']} one night off, {mk['shift_more']} further; of the first two the change id "
+                  f"missed {mk['old_key_drifts']} ({rate(mk['old_key_drift_rate'])}), the memory's key "
+                  f"{mk['new_key_drifts']} ({rate(mk['new_key_drift_rate'])})", ""]
     sp = doc.get("aa_spread")
     if sp and sp["sd_per_1000"] is not None:
         r = sp["per_replicate_per_1000"]
         lines += [f"A/A expected per 1,000 series-nights, per replicate: mean {sp['mean_per_1000']:.3f}, sd "
                   f"{sp['sd_per_1000']:.3f} (the mean's standard error {sp['se_per_1000']:.3f}), {min(r):.3f}-"
-                  f"{max(r):.3f} over {len(r)} replicates; the heaviest series: "
+                  f"{max(r):.3f} over {len(r)} replicates (sorted: {', '.join(f'{x:.4f}' for x in sorted(r))}; "
+                  f"without the largest: mean {sum(sorted(r)[:-1]) / (len(r) - 1):.3f}); the heaviest series: "
                   + "; ".join(f"{md_text(h['machine'])} `{code_span(h['key'])}` ({h['cell']} pool, noise "
                               f"{100 * h['noise']:.1f}%{', two-state' if h['two_state'] else ''}): "
                               f"{h['expected']:.2f} over {h['sent']} night(s) sent" for h in sp["heaviest"][:3]), ""]
