@@ -254,15 +254,15 @@ def causes(item: pytest.Item) -> dict[str, list[str]]:
 # pytest_configure) a long module started last is the run's tail. A worker is handed its next unit while it still
 # runs the last test of its current one (pytest-xdist's worker needs the next test to run the current one), so the
 # long single-test units come first, then the long modules in SPLIT, whose tests fill the workers' ends. Their wall
-# time from --durations in one run of the rest tier on two workers (load average 4-7 with other jobs, 2026-11-27,
-# at 82c4953): test_newcomer 297 s, test_rehearsal 208, test_regress_replay 207 (its fixture), test_bisect_rehearsal
-# 154 + 59, test_frontends 214 (asv run and compare 148), test_gpu_check_script 131, test_distributed 569 summed
-# (the stuck group 113), test_bench_pipeline 114, test_pipelines_ddp 96, test_regress_quality 97,
-# test_precompile 82. Order only: no test depends on it.
-LONGEST_FIRST = ("tests/test_newcomer.py", "tests/test_rehearsal.py", "tests/test_regress_replay.py",
-                 "tests/test_bisect_rehearsal.py", "tests/test_frontends.py", "tests/test_gpu_check_script.py",
-                 "tests/test_distributed.py", "tests/test_bench_pipeline.py", "tests/test_regress_quality.py",
-                 "tests/test_pipelines_ddp.py", "tests/test_precompile.py", "benchmarks/test_pytest_benchmarks.py")
+# time from --durations in a fresh-clone `bash .ci/run` (rest tier on two workers, load average 4-6 with other jobs,
+# 2026-11-27, at af4c3a6): test_regress_replay 313 s (its fixture), test_bisect_rehearsal 179 + 154,
+# test_rehearsal 152, test_newcomer 83, test_pipelines_ddp 71, test_regress_quality 66 (its fixture),
+# test_distributed 66 + 62 + 61 + 52 + 45 and less, test_gpu_check_script 64, test_frontends 52 + 38. Order only:
+# no test depends on it.
+LONGEST_FIRST = ("tests/test_regress_replay.py", "tests/test_bisect_rehearsal.py", "tests/test_rehearsal.py",
+                 "tests/test_newcomer.py", "tests/test_regress_quality.py", "tests/test_gpu_check_script.py",
+                 "tests/test_distributed.py", "tests/test_pipelines_ddp.py", "tests/test_frontends.py",
+                 "tests/test_bench_pipeline.py", "tests/test_precompile.py", "benchmarks/test_pytest_benchmarks.py")
 
 @pytest.fixture(scope="session", autouse=True)
 def _frame_cache(tmp_path_factory):
