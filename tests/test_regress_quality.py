@@ -263,7 +263,7 @@ def test_two_state_series_raise_nothing(world):
     series, results = world
     two = [s for s in series if s.kind == "twostate"]
     n = sum(1 for s in two for r in results if s.fingerprint in r.checked)
-    false = [(s.case["id"], r.night) for s in two for r in results if s.fingerprint in r.kept or s.fingerprint in r.drifts]
+    false = [(s.case.id, r.night) for s in two for r in results if s.fingerprint in r.kept or s.fingerprint in r.drifts]
     raw = sum(1 for s in two for r in results if s.fingerprint in r.raw)
     print(f"\ntwo-state series (100/108 us): {n} series-nights, {len(false)} confirmed alerts or drifts, {raw} raw: "
           f"{false}")
