@@ -77,7 +77,7 @@ def _leftovers(env: dict[str, str]) -> list[int]:
 
 
 def _by_id(records) -> dict[str, dict]:
-    return {f"{r['case']['id']}/{r['case']['provider']}": to_dict(r) for r in records}
+    return {f"{r.case.id}/{r.case.provider}": to_dict(r) for r in records}
 
 
 # ---------------------------------------------------------------- the grid
@@ -222,8 +222,8 @@ def test_cli_multigpu_two_gloo_processes(tmp_path):
     assert "efficiency" in run.stdout and "ok 12" in run.stdout
     loaded = store.load(tmp_path / "out")
     assert loaded.bad == [] and len(loaded.records) == 12
-    assert len({r["run_id"] for r in loaded.records}) == 1  # one run, one file per world size
-    assert len({r["source"] for r in loaded.records}) == 2
+    assert len({r.run_id for r in loaded.records}) == 1  # one run, one file per world size
+    assert len({r.source for r in loaded.records}) == 2
     recs = _by_id(loaded.records)
     for key, r in recs.items():
         d = r["distributed"]
@@ -272,14 +272,14 @@ def test_other_ops_and_torch_provider_in_process(tmp_path):
              specs.find("voxelize/B2-N10000-G32-count-uniform-strong-g2-allgather/float32/torch_eager")]
     res = launch.run_multigpu(cases, device="cpu", gpus=2, out_dir=tmp_path, timing={"time_limit_s": 0.1,
                               "noise_target": 0.05}, machine="ci-multigpu", add_baselines=False)
-    assert res.counts() == {"ok": 2}, [(r["case"]["id"], r["status"], r["reason"]) for r in res.records]
+    assert res.counts() == {"ok": 2}, [(r.case.id, r.status, r.reason) for r in res.records]
     assert [x["world_size"] for x in res.launches] == [2] and res.launches[0]["rc"] == 0
     for r in res.records:
-        d = r["distributed"]
-        assert d["efficiency"] is None and d["baseline_step_us"] is None
-        assert d["gather_gb_per_s"] > 0 and d["collective_busbw_gb_per_s"] > 0 and len(d["per_rank_us"]) == 2
-    vox = next(r for r in res.records if r["case"]["op"] == "voxelize")
-    assert vox["distributed"]["gather_bytes"] == 2 * 32**3 * 4  # one int32 grid per rank
+        d = r.distributed
+        assert d.efficiency is None and d.baseline_step_us is None
+        assert d.gather_gb_per_s > 0 and d.collective_busbw_gb_per_s > 0 and len(d.per_rank_us) == 2
+    vox = next(r for r in res.records if r.case.op == "voxelize")
+    assert vox.distributed.gather_bytes == 2 * 32**3 * 4  # one int32 grid per rank
     assert set(res.samples) == {c.key for c in cases}
     assert store.load(tmp_path).bad == []
 
@@ -313,7 +313,7 @@ def test_dead_rank_is_a_crash_within_the_timeout_and_leaves_nothing(tmp_path):
     nxt = recs["resample/B64-S100-T50-D32-weak-g2-allgather/numpy"]
     assert nxt["status"] == "ok" and nxt["distributed"]["efficiency"] is not None
     assert recs["resample/B64-S100-T50-D32-weak-g1-nogather/fault_providers:DIE_RANK1"]["status"] == "ok"
-    assert len({r["run_id"] for r in loaded.records}) == 1
+    assert len({r.run_id for r in loaded.records}) == 1
 
 
 def test_group_stuck_after_its_last_case_is_stopped_and_its_records_kept(tmp_path):
@@ -431,12 +431,12 @@ def test_two_node_rendezvous_on_loopback(tmp_path):
     assert not [f for f in (tmp_path / "node1").rglob("*") if f.is_file()]
     loaded = store.load(tmp_path / "node0")
     assert loaded.bad == [] and len(loaded.records) == 4
-    assert len({r["run_id"] for r in loaded.records}) == 1
-    two = [r for r in loaded.records if r["distributed"]["world_size"] == 2]
+    assert len({r.run_id for r in loaded.records}) == 1
+    two = [r for r in loaded.records if r.distributed.world_size == 2]
     assert len(two) == 2
     for r in two:
-        d = r["distributed"]
-        assert d["nodes"] == 2 and len(d["per_rank_us"]) == 2 and d["efficiency"] is not None
+        d = r.distributed
+        assert d.nodes == 2 and len(d.per_rank_us) == 2 and d.efficiency is not None
     assert not _leftovers(env)
 
 
@@ -460,7 +460,7 @@ def test_schema_v1_loads_and_multigpu_round_trips(tmp_path):
     v1 = tmp_path / "old.records.json"
     v1.write_text(json.dumps(make_doc(3)))  # a file as robocache-bench wrote it before version 2
     got = store.load(v1)
-    assert got.bad == [] and len(got.records) == 3 and all(r["distributed"] is None for r in got.records)
+    assert got.bad == [] and len(got.records) == 3 and all(r.distributed is None for r in got.records)
     assert "distributed" not in store.to_plain(got.records[0])  # omitted when None: v1 records stay as they were
     # the current version: written with the distributed section, read back identical
     recs = [make_record(1), _multigpu_record()]
