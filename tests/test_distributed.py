@@ -608,7 +608,7 @@ def test_asv_multigpu_benchmark_in_process(monkeypatch, tmp_path):
         bench = ResampleMultiGPU()
         bench.setup(*args)
         n = bench.repeat[0]
-        assert n == bench.rec["method"]["samples"] and bench.rec["distributed"]["world_size"] == 1
+        assert n == bench.rec.method.samples and bench.rec.distributed.world_size == 1
         t0 = common.CLOCK()
         bench.time_step(*args)
         assert common.CLOCK() > t0
@@ -616,7 +616,7 @@ def test_asv_multigpu_benchmark_in_process(monkeypatch, tmp_path):
         again.setup(*args)  # the same asv invocation: the cached record, no second launch
         assert again.rec == bench.rec
         recs = store.load(tmp_path).records
-        assert len(recs) == 1 and recs[0]["frontend"] == "asv" and recs[0]["distributed"]["world_size"] == 1
+        assert len(recs) == 1 and recs[0].frontend == "asv" and recs[0].distributed.world_size == 1
     finally:
         frontend.device_here.cache_clear()
 
@@ -633,11 +633,11 @@ def test_pytest_benchmark_runs_a_multigpu_case(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     (saved,) = storage.rglob("*multigpu.json")
     (bench,) = json.loads(saved.read_text())["benchmarks"]
-    recs = {r["case"]["id"]: r for r in store.load(tmp_path / "records").records}
+    recs = {r.case.id: r for r in store.load(tmp_path / "records").records}
     rec = recs["resample/B128-S100-T50-D32-strong-g2-allgather"]
     assert "resample/B128-S100-T50-D32-strong-g1-allgather" in recs  # the baseline, same session
-    assert rec["frontend"] == "pytest-benchmark" and rec["distributed"]["efficiency"] is not None
+    assert rec.frontend == "pytest-benchmark" and rec.distributed.efficiency is not None
     assert bench["extra_info"]["world_size"] == 2 and bench["extra_info"]["backend"] == "gloo"
-    assert bench["stats"]["rounds"] == rec["method"]["samples"]
-    assert abs(bench["stats"]["median"] * 1e6 - rec["metrics"]["time_us"]["p50"]) < 1e-3
+    assert bench["stats"]["rounds"] == rec.method.samples
+    assert abs(bench["stats"]["median"] * 1e6 - rec.metrics.time_us.p50) < 1e-3
     assert not _leftovers(env)

@@ -30,6 +30,7 @@ import os
 import zlib
 from dataclasses import replace
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -43,7 +44,7 @@ SIZES = (0.05, 0.10, 0.20)
 
 
 def _copy(s: sim.Series, tag: str, **kw) -> sim.Series:
-    case = {**s.case, "id": f"{s.case['id']}-{tag}"}
+    case = msgspec.structs.replace(s.case, id=f"{s.case.id}-{tag}")
     return replace(s, case=case, **kw)
 
 
