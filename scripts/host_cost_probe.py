@@ -62,6 +62,16 @@ def main() -> int:
         "robocache.resample": lambda: robocache.resample(v, st, tt),
         "torch.compile": lambda: tc(v, st, tt),
     }
+    # the dispatch cases of the quick suite (tiny calls): fuse of two streams, voxelize count
+    f1 = torch.randn(1, 4, 3, device=dev)
+    f2 = torch.randn(1, 6, 2, device=dev)
+    t1 = torch.sort(torch.rand(1, 4, device=dev), dim=1).values
+    t2 = torch.sort(torch.rand(1, 6, device=dev), dim=1).values
+    tg = torch.rand(1, 2, device=dev)
+    pts = torch.rand(1, 16, 3, device=dev)
+    pieces["robocache.fuse (2 streams)"] = lambda: robocache.fuse([(f1, t1), (f2, t2)], tg)
+    pieces["robocache.voxelize (count)"] = lambda: robocache.voxelize(pts, None, (4, 4, 4), ((0.0, 0.0, 0.0),
+                                                                                          (1.0, 1.0, 1.0)), "count")
     for name, fn in pieces.items():
         best = float("inf")
         for _ in range(5):
