@@ -9,11 +9,13 @@ torch.compile's call of the same op, and a bare cuLaunchKernel of the same plan.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# RCB_PROBE_ROOT: another checkout's root (an A/B of two trees in one call)
+sys.path.insert(0, os.environ.get("RCB_PROBE_ROOT") or str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> int:
@@ -29,6 +31,7 @@ def main() -> int:
     v = torch.randn(b, s, d, device=dev, dtype=torch.float16)
     st = torch.sort(torch.rand(b, s, device=dev, dtype=torch.float64), dim=1).values
     tt = torch.rand(b, t, device=dev, dtype=torch.float64)
+    print(f"robocache from {robocache.__file__}", flush=True)
     robocache.resample(v, st, tt)
     torch.cuda.synchronize()
     key = (L.signature(v), L.signature(st), L.signature(tt))
