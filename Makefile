@@ -109,6 +109,12 @@ PYTEST = $(BIN)/python -m pytest -q tests benchmarks --benchmark-disable $(XDIST
 # both cores: the expensive tier waits on child processes, timeouts and a browser much of its time; --dist
 # loadfile keeps each module on one worker, so a module's shared set-up (one server, one launch) is made once
 XDIST ?= -n 2 --dist loadfile
+# Bytecode cached under the venv for the tests and every process they start (torchrun and its ranks, the CLIs,
+# Streamlit, pytest in pytest): where the environment sets PYTHONDONTWRITEBYTECODE (and uv installs no .pyc), each
+# process compiled torch & co. from source again, `import torch` 4.5 CPU-s instead of 2.1 (docs/contributing.md,
+# "Bytecode"). Nothing is written into the checkout; `make clean` removes it with the venv.
+test-fast test-rest: export PYTHONPYCACHEPREFIX = $(abspath $(VENV))/pycache
+test-fast test-rest: export PYTHONDONTWRITEBYTECODE =
 
 lint: setup  ## ruff over the repository (the rules: pyproject.toml [tool.ruff])
 	$(BIN)/ruff check .

@@ -76,8 +76,9 @@ SLOW: dict[str, str] = {
                                                            "20 s CPU in all (2-5 s a case), 141 s wall",
     "tests/test_pipelines.py::test_training_same_loss_curve_and_profile": "trains and profiles both pipelines: "
                                                                           "8 s CPU, 39 s wall",
-    "tests/test_regress_replay.py::ci_run": "the out-of-sample replay of the nightly check at CI's size, 8 "
-                                            "replicates in two processes: 224 s CPU (the whole module)",
+    "tests/test_regress_replay.py::ci_run": "the out-of-sample replay of the nightly check at CI's size, 4 "
+                                            "replicates in two processes: 117 s CPU (the whole module; 224 s "
+                                            "at 8 replicates), 232 s wall at load 6-10",
 }
 
 

@@ -212,19 +212,58 @@ def test_root_cause_and_who_died():
 
 # ---------------------------------------------------------------- (a) the multi-rank path end to end
 
-def test_cli_multigpu_two_gloo_processes(tmp_path):
+def test_cli_multigpu_run_with_a_dead_rank_and_a_group_stuck_at_exit(tmp_path):
+    """The multi-rank path end to end through the CLI, and two faults of the launch, in one run (each torchrun
+    launch and rank start is seconds of torch import: the faults' own run cost 42 CPU-s, the plain run's 33, and
+    together they launch 3 groups instead of 5):
+
+    - every resample case on numpy at 1 and 2 Gloo processes: records, efficiency against the one-process case of
+      the same run, honest bytes, and `report` reads the run;
+    - rank 1 calls os._exit(1) mid-case: that case is recorded as crash (the reason names the rank, no metrics,
+      no aggregate), the run goes on with the next case, exits 1, and no process of the run is left;
+    - rank 1 hangs at exit after the last case: the launcher stops the group within the collective timeout plus
+      the margin after that case and keeps its (complete) records."""
     env = _env(tmp_path)
+    # every collective of a case (and the final barrier, which rank 0 reaches only after writing the records) is
+    # under this timeout: 5 s was less than a loaded machine can keep one rank behind the other (a stalled fsync,
+    # a rank off the cores), which made the stuck case a crash (issue 16)
+    timeout = 20
+    dying = "resample/B64-S100-T50-D32-weak-g2-nogather/float32/fault_providers:DIE_RANK1"
+    after = "resample/B64-S100-T50-D32-weak-g2-allgather/float32/numpy"
+    stuck = "resample/B64-S100-T50-D32-weak-g2-nogather/float32/fault_providers:HANG_AT_EXIT_RANK1"
+    plain = [c.key for c in specs.cases("multigpu", device="cpu", ops=["resample"], providers=["numpy"])]
+    assert len(plain) == 12 and after in plain
+    # the order of --cases is the run's within a world size: the dying case first, the next one after it, the stuck
+    # one last (it hangs after the group's last case)
+    order = [dying, after, *[k for k in plain if k != after], stuck]
     t0 = time.monotonic()
-    run = _cli(["--gpus", "2", "--ops", "resample", "--providers", "numpy", "--out", str(tmp_path / "out")], env)
+    run = _cli(["--gpus", "2", "--collective-timeout", str(timeout), "--cases", ",".join(order),
+                "--out", str(tmp_path / "out")], env, timeout=2 * (timeout + launch.MARGIN_S) + 600)
     wall = time.monotonic() - t0
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    print(f"\n{wall:.1f} s\n{run.stdout}")
-    assert "efficiency" in run.stdout and "ok 12" in run.stdout
+    print(f"\n{wall:.1f} s\n{run.stdout}\n{run.stderr[-2000:]}")
+    assert run.returncode == 1, run.stdout + run.stderr
+    # No wall-clock assertion (CI shares its machine): a launcher that did not stop the group would hang into the
+    # subprocess timeout above and fail there; exit 1 with the crash recorded, and the stop message below, are the
+    # launcher's own stops.
+    assert "FAILED" in run.stdout and "crash 1, ok 15" in run.stdout and "efficiency" in run.stdout
+    assert "did not exit within" in run.stdout and "records are complete" in run.stdout
+    assert not _leftovers(env)
     loaded = store.load(tmp_path / "out")
-    assert loaded.bad == [] and len(loaded.records) == 12
-    assert len({r["run_id"] for r in loaded.records}) == 1  # one run, one file per world size
+    assert loaded.bad == [] and len(loaded.records) == 16  # 12 numpy, the two faults and their one-process cases
+    assert len({r.run_id for r in loaded.records}) == 1  # one run, one file per world size
     assert len({r["source"] for r in loaded.records}) == 2
-    recs = _by_id(loaded.records)
+    every = _by_id(loaded.records)
+    # the faults
+    dead = every["resample/B64-S100-T50-D32-weak-g2-nogather/fault_providers:DIE_RANK1"]
+    assert dead["status"] == "crash" and "rank 1 died" in dead["reason"] and "during the case" in dead["reason"]
+    assert dead["metrics"] is None and dead["method"] is None and dead.get("distributed") is None
+    nxt = every["resample/B64-S100-T50-D32-weak-g2-allgather/numpy"]
+    assert nxt["status"] == "ok" and nxt["distributed"]["efficiency"] is not None
+    assert every["resample/B64-S100-T50-D32-weak-g1-nogather/fault_providers:DIE_RANK1"]["status"] == "ok"
+    assert every[stuck.replace("/float32", "")]["status"] == "ok"
+    # the plain cases, measured around the faults
+    recs = {k: r for k, r in every.items() if k.endswith("/numpy")}
+    assert len(recs) == 12
     for key, r in recs.items():
         d = r["distributed"]
         k = r["case"]["params"]["world_size"]
@@ -285,47 +324,6 @@ def test_other_ops_and_torch_provider_in_process(tmp_path):
 
 
 # ---------------------------------------------------------------- (c) a rank that dies
-
-def test_a_dead_rank_and_a_group_stuck_at_exit_in_one_run(tmp_path):
-    """Two faults of the launch in one run (each torchrun launch and rank start is seconds of torch import; two
-    runs cost CI 73 CPU-s and 114 s, one 43 CPU-s and 66 s on a loaded machine):
-
-    - rank 1 calls os._exit(1) mid-case: that case is recorded as crash (the reason names the rank, no metrics,
-      no aggregate), the run goes on with the next case, exits 1, and no process of the run is left;
-    - rank 1 hangs at exit after the last case: the launcher stops the group within the collective timeout plus
-      the margin after that case and keeps its (complete) records."""
-    env = _env(tmp_path)
-    # every collective of a case (and the final barrier, which rank 0 reaches only after writing the records) is
-    # under this timeout: 5 s was less than a loaded machine can keep one rank behind the other (a stalled fsync,
-    # a rank off the cores), which made the stuck case a crash (issue 16)
-    timeout = 20
-    dying = "resample/B64-S100-T50-D32-weak-g2-nogather/float32/fault_providers:DIE_RANK1"
-    after = "resample/B64-S100-T50-D32-weak-g2-allgather/float32/numpy"
-    stuck = "resample/B64-S100-T50-D32-weak-g2-nogather/float32/fault_providers:HANG_AT_EXIT_RANK1"
-    t0 = time.monotonic()
-    run = _cli(["--gpus", "2", "--collective-timeout", str(timeout), "--cases", f"{dying},{after},{stuck}",
-                "--out", str(tmp_path / "out")], env, timeout=2 * (timeout + launch.MARGIN_S) + 300)
-    wall = time.monotonic() - t0
-    print(f"\n{wall:.1f} s\n{run.stdout}\n{run.stderr[-2000:]}")
-    assert run.returncode == 1, run.stdout + run.stderr
-    # No wall-clock assertion (CI shares its machine): a launcher that did not stop the group would hang into the
-    # subprocess timeout above and fail there; exit 1 with the crash recorded, and the stop message below, are the
-    # launcher's own stops.
-    assert "FAILED" in run.stdout and "crash" in run.stdout
-    assert "did not exit within" in run.stdout and "records are complete" in run.stdout
-    assert not _leftovers(env)
-    loaded = store.load(tmp_path / "out")
-    assert loaded.bad == []
-    recs = _by_id(loaded.records)
-    dead = recs["resample/B64-S100-T50-D32-weak-g2-nogather/fault_providers:DIE_RANK1"]
-    assert dead["status"] == "crash" and "rank 1 died" in dead["reason"] and "during the case" in dead["reason"]
-    assert dead["metrics"] is None and dead["method"] is None and dead.get("distributed") is None
-    nxt = recs["resample/B64-S100-T50-D32-weak-g2-allgather/numpy"]
-    assert nxt["status"] == "ok" and nxt["distributed"]["efficiency"] is not None
-    assert recs["resample/B64-S100-T50-D32-weak-g1-nogather/fault_providers:DIE_RANK1"]["status"] == "ok"
-    assert recs[stuck.replace("/float32", "")]["status"] == "ok"
-    assert len({r.run_id for r in loaded.records}) == 1
-
 
 def test_sigterm_to_the_launcher_stops_the_ranks(tmp_path):
     """SIGTERM to robocache-bench while its ranks hang in a case: exit 143 at once, no process left behind."""

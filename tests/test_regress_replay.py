@@ -6,12 +6,23 @@ templates (both GPUs, every provider), nights drawn from the committed records' 
 *other* fold of cases than the priors were fitted on. The full size and its figures: docs/regressions.md
 ("Quality out of sample"), ``python -m robocache.bench.regressions replay``.
 
-The reduced size (``replay.SIZES["ci"]``: CI_REPLICATES independent replicates of a third of the templates, only
-the targets' step sizes and slope) is seeded. One replicate's A/A rate is heavy-tailed: most replicates measure
-0.01-0.04 per 1,000, and now and then one series' false change, sent to the rerun night after night, weighs
-0.1-0.3 alone. The mean of a few such draws has no usable normal bound, so the A/A test holds robust statistics
-of the replicates (it says which); the detection targets are loosened by what a draw of this size can miss, and
-each still fails on a method that misses its target badly (the figures measured at this size are in the messages).
+The reduced size (``replay.SIZES["ci"]``: CI_REPLICATES = 4 independent replicates of a third of the templates,
+only the targets' step sizes and slope; the first 4 of the 8 it had, at half the CPU) is seeded. One replicate's
+A/A rate is heavy-tailed: most replicates measure 0.01-0.04 per 1,000, and now and then one series' false change,
+sent to the rerun night after night, weighs 0.1-0.3 alone. The mean of a few such draws has no usable normal
+bound, so the A/A test holds robust statistics of the replicates (it says which); the detection targets are
+loosened by what a draw of this size can miss, and each still fails on a method that misses its target badly.
+
+The power kept at 4 replicates (binomial, at the counts these seeds draw: 94 series in the +10% cell, 25 in the
++5% cell, 14 drifts; docs/regressions.md, "The CI size and its spread"): a method that finds +10% the night it
+lands in 65% of series passes the 75% bar with probability 0.02 (0.0015 at 8 replicates); +5% within two nights
+at 40% passes the 60% bar with 0.03 (0.003); drifts at 30% pass with 0.008 (0.0004). The confirmed count's
+bound is 5 over 16,113 A/A series-nights: a method at 4 times the target passes it with 0.89 (0.70 at 8), so the
+trimmed mean carries the A/A test: its bar is the issue's target, a third of it is measured here, so a method must
+get about three times worse in false alerts to fail it. Measured, not only computed (docs/regressions.md has the
+figures): the confirmation's p bound 200 times looser fails the A/A test (trimmed mean 0.082, largest 0.56), 50
+times looser passes (0.047: still under the target); a screen thirty times stricter (SCREEN_P 0.001) fails the
+detection test (+10% the night it lands: 68% of 94).
 """
 from __future__ import annotations
 
@@ -90,13 +101,14 @@ def test_replay_aa_rate_at_ci_size(ci_run):
     trimmed mean) to the issue's target, 0.05 (a method at twice the target in most replicates fails; the heavy
     tail of one series is the next bound's); the largest replicate to AA_MAX_REPLICATE_TARGETS targets; the observed
     confirmed count to the Poisson 99.9% quantile at the target over these series-nights. The plain mean is printed
-    (a single heavy replicate moves it by 0.03) and measured at full size by the documented command."""
+    (a single heavy replicate moves it by 0.04 at these seeds: 0.055 against a trimmed 0.015) and measured at full
+    size by the documented command."""
     from scipy import stats
 
     t, sp = ci_run["targets"], ci_run["aa_spread"]
     print(f"\n{replay.markdown(ci_run)}")
     rates = sorted(sp["per_replicate_per_1000"])
-    assert ci_run["replicates"] == CI_REPLICATES == len(rates) >= 6
+    assert ci_run["replicates"] == CI_REPLICATES == len(rates) >= 4
     assert len({r["seed"] for r in ci_run["per_replicate"]}) == CI_REPLICATES  # independent: a seed each
     assert t["aa_series_nights"] >= 3000 * CI_REPLICATES // 2 and t["aa_sent"] >= 10 * CI_REPLICATES
     trimmed = sum(rates[:-1]) / (len(rates) - 1)
@@ -107,12 +119,14 @@ def test_replay_aa_rate_at_ci_size(ci_run):
 
 
 def test_replay_detection_at_ci_size(ci_run):
+    """The targets, loosened by what a draw of this size can miss: the counts held here are what the power in the
+    module's doc is computed at (a smaller draw would make the bars weaker than it says)."""
     t = ci_run["targets"]
     # +10% the night it lands (noise <= 2%) and +5% within two nights (noise <= 1%): targets 90% and 80%
-    assert t["ten_n"] >= 20 and t["ten_night_it_lands"] >= 0.75, t
-    assert t["five_n"] >= 5 and t["five_within_two"] >= 0.6, t
+    assert t["ten_n"] >= 80 and t["ten_night_it_lands"] >= 0.75, t
+    assert t["five_n"] >= 20 and t["five_within_two"] >= 0.6, t
     # drift +0.5%/night flagged before it totals +5% (noise <= 0.5%): target 90%
-    assert t["drift_n"] >= 3 and t["drift_before_5pc"] >= 0.6, t
+    assert t["drift_n"] >= 12 and t["drift_before_5pc"] >= 0.6, t
 
 
 def test_the_oracle_power_is_a_reference_that_a_known_noise_sets():
