@@ -77,7 +77,7 @@ def _leftovers(env: dict[str, str]) -> list[int]:
 
 
 def _by_id(records) -> dict[str, dict]:
-    return {f"{r['case']['id']}/{r['case']['provider']}": to_dict(r) for r in records}
+    return {f"{r.case.id}/{r.case.provider}": to_dict(r) for r in records}
 
 
 # ---------------------------------------------------------------- the grid
@@ -222,8 +222,8 @@ def test_cli_multigpu_two_gloo_processes(tmp_path):
     assert "efficiency" in run.stdout and "ok 12" in run.stdout
     loaded = store.load(tmp_path / "out")
     assert loaded.bad == [] and len(loaded.records) == 12
-    assert len({r["run_id"] for r in loaded.records}) == 1  # one run, one file per world size
-    assert len({r["source"] for r in loaded.records}) == 2
+    assert len({r.run_id for r in loaded.records}) == 1  # one run, one file per world size
+    assert len({r.source for r in loaded.records}) == 2
     recs = _by_id(loaded.records)
     for key, r in recs.items():
         d = r["distributed"]
@@ -272,14 +272,14 @@ def test_other_ops_and_torch_provider_in_process(tmp_path):
              specs.find("voxelize/B2-N10000-G32-count-uniform-strong-g2-allgather/float32/torch_eager")]
     res = launch.run_multigpu(cases, device="cpu", gpus=2, out_dir=tmp_path, timing={"time_limit_s": 0.1,
                               "noise_target": 0.05}, machine="ci-multigpu", add_baselines=False)
-    assert res.counts() == {"ok": 2}, [(r["case"]["id"], r["status"], r["reason"]) for r in res.records]
+    assert res.counts() == {"ok": 2}, [(r.case.id, r.status, r.reason) for r in res.records]
     assert [x["world_size"] for x in res.launches] == [2] and res.launches[0]["rc"] == 0
     for r in res.records:
-        d = r["distributed"]
-        assert d["efficiency"] is None and d["baseline_step_us"] is None
-        assert d["gather_gb_per_s"] > 0 and d["collective_busbw_gb_per_s"] > 0 and len(d["per_rank_us"]) == 2
-    vox = next(r for r in res.records if r["case"]["op"] == "voxelize")
-    assert vox["distributed"]["gather_bytes"] == 2 * 32**3 * 4  # one int32 grid per rank
+        d = r.distributed
+        assert d.efficiency is None and d.baseline_step_us is None
+        assert d.gather_gb_per_s > 0 and d.collective_busbw_gb_per_s > 0 and len(d.per_rank_us) == 2
+    vox = next(r for r in res.records if r.case.op == "voxelize")
+    assert vox.distributed.gather_bytes == 2 * 32**3 * 4  # one int32 grid per rank
     assert set(res.samples) == {c.key for c in cases}
     assert store.load(tmp_path).bad == []
 
@@ -420,12 +420,12 @@ def test_two_node_rendezvous_on_loopback(tmp_path):
     assert not [f for f in (tmp_path / "node1").rglob("*") if f.is_file()]
     loaded = store.load(tmp_path / "node0")
     assert loaded.bad == [] and len(loaded.records) == 4
-    assert len({r["run_id"] for r in loaded.records}) == 1
-    two = [r for r in loaded.records if r["distributed"]["world_size"] == 2]
+    assert len({r.run_id for r in loaded.records}) == 1
+    two = [r for r in loaded.records if r.distributed.world_size == 2]
     assert len(two) == 2
     for r in two:
-        d = r["distributed"]
-        assert d["nodes"] == 2 and len(d["per_rank_us"]) == 2 and d["efficiency"] is not None
+        d = r.distributed
+        assert d.nodes == 2 and len(d.per_rank_us) == 2 and d.efficiency is not None
     assert not _leftovers(env)
 
 
@@ -449,7 +449,7 @@ def test_schema_v1_loads_and_multigpu_round_trips(tmp_path):
     v1 = tmp_path / "old.records.json"
     v1.write_text(json.dumps(make_doc(3)))  # a file as robocache-bench wrote it before version 2
     got = store.load(v1)
-    assert got.bad == [] and len(got.records) == 3 and all(r["distributed"] is None for r in got.records)
+    assert got.bad == [] and len(got.records) == 3 and all(r.distributed is None for r in got.records)
     assert "distributed" not in store.to_plain(got.records[0])  # omitted when None: v1 records stay as they were
     # the current version: written with the distributed section, read back identical
     recs = [make_record(1), _multigpu_record()]
@@ -597,7 +597,7 @@ def test_asv_multigpu_benchmark_in_process(monkeypatch, tmp_path):
         bench = ResampleMultiGPU()
         bench.setup(*args)
         n = bench.repeat[0]
-        assert n == bench.rec["method"]["samples"] and bench.rec["distributed"]["world_size"] == 1
+        assert n == bench.rec.method.samples and bench.rec.distributed.world_size == 1
         t0 = common.CLOCK()
         bench.time_step(*args)
         assert common.CLOCK() > t0
@@ -605,7 +605,7 @@ def test_asv_multigpu_benchmark_in_process(monkeypatch, tmp_path):
         again.setup(*args)  # the same asv invocation: the cached record, no second launch
         assert again.rec == bench.rec
         recs = store.load(tmp_path).records
-        assert len(recs) == 1 and recs[0]["frontend"] == "asv" and recs[0]["distributed"]["world_size"] == 1
+        assert len(recs) == 1 and recs[0].frontend == "asv" and recs[0].distributed.world_size == 1
     finally:
         frontend.device_here.cache_clear()
 
@@ -622,11 +622,11 @@ def test_pytest_benchmark_runs_a_multigpu_case(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     (saved,) = storage.rglob("*multigpu.json")
     (bench,) = json.loads(saved.read_text())["benchmarks"]
-    recs = {r["case"]["id"]: r for r in store.load(tmp_path / "records").records}
+    recs = {r.case.id: r for r in store.load(tmp_path / "records").records}
     rec = recs["resample/B128-S100-T50-D32-strong-g2-allgather"]
     assert "resample/B128-S100-T50-D32-strong-g1-allgather" in recs  # the baseline, same session
-    assert rec["frontend"] == "pytest-benchmark" and rec["distributed"]["efficiency"] is not None
+    assert rec.frontend == "pytest-benchmark" and rec.distributed.efficiency is not None
     assert bench["extra_info"]["world_size"] == 2 and bench["extra_info"]["backend"] == "gloo"
-    assert bench["stats"]["rounds"] == rec["method"]["samples"]
-    assert abs(bench["stats"]["median"] * 1e6 - rec["metrics"]["time_us"]["p50"]) < 1e-3
+    assert bench["stats"]["rounds"] == rec.method.samples
+    assert abs(bench["stats"]["median"] * 1e6 - rec.metrics.time_us.p50) < 1e-3
     assert not _leftovers(env)

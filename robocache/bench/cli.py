@@ -29,6 +29,7 @@ from typing import Any
 from .. import providers
 from . import specs, store
 from .messages import TimingOptions
+from .schema import Record
 from .terminal import for_stdout, terminal_text  # noqa: F401 - cli.terminal_text, cli.for_stdout: their old home
 from .multigpu import launch
 from .pipelines import command as pipeline_options  # the pipelines suite's knobs and run (run --suite pipelines)
@@ -1207,11 +1208,11 @@ def _precompile_line(pre: dict[str, Any]) -> str:
             + (f"; pre-pass error: {pre['error']}" if pre.get("error") else ""))
 
 
-def _print_failed(failed: list[dict[str, Any]], width: int) -> None:
+def _print_failed(failed: list[Record], width: int) -> None:
     """One line per failed record: its case, status and the first line of its reason (``width`` characters)."""
     for r in failed:
-        print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
-              f"{(r.get('reason') or '').splitlines()[0][:width]}")
+        print(f"  FAILED {r.case.id} {r.case.dtype} {r.case.provider}: {r.status}: "
+              f"{((r.reason or '').splitlines() or [''])[0][:width]}")
 
 
 def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:

@@ -62,14 +62,14 @@ _UTC_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(\+00:00
 class _Rec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Struct with read access by key, so records read like the dicts they are written as.
 
-    Transitional (issue 28): every reader should use attribute access. The readers in views/, dashboard/ and the
-    CLI do (a test that builds a record as a dict types it first: tests/typed.py). Still reading Structs by key,
-    as found by making these methods raise over the fast tests (`rec[...]`, `rec.get(...)`, `in`):
-      - robocache/bench/regressions/: records.py, replay.py, verdicts.py, changepoints.py, noise.py (their
-        plain-dict records, from replay.py and tests/history_rehearsal.py, share the readers);
-      - robocache/bench/messages.py ``Baseline.of``;
-      - tests: test_regress_replay.py, test_distributed.py; test_messages.py sets a field by key to see it refused.
-    Delete these methods once that list is empty.
+    Transitional (issue 28): every reader should use attribute access. The harness does (robocache/, dashboard/,
+    benchmarks/: a run of the fast tier with these methods logging their caller found none, and the slow paths
+    were converted by reading them); a test that builds a record as a dict types it first (tests/typed.py), or
+    builds a simulated one with :func:`robocache.bench.regressions.records.synthetic`. Still reading Structs by
+    key: tests of the slow tier that read loaded records (``grep -nE 'records\[0\]\["|r\["[a-z_]+"\] for r in'``
+    over tests/: test_bisect_git, test_bytes_dispatch, test_frontends, test_precompile, test_store, ...), and
+    test_messages.py, which sets a field by key to see it refused. Delete these methods once that list is empty,
+    with a test that ``rec["case"]`` raises ``TypeError``.
     """
 
     def __getitem__(self, key: str) -> Any:
