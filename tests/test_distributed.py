@@ -23,7 +23,7 @@ import pytest
 
 from robocache.bench import frontend, specs, store, timing
 from robocache.bench.multigpu import launch, scaling
-from robocache.bench.schema import SCHEMA_VERSION, parse_file_bytes, to_dict
+from robocache.bench.schema import SCHEMA_VERSION, Record, parse_file_bytes
 from tests.test_store import make_doc, make_env, make_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,8 +76,8 @@ def _leftovers(env: dict[str, str]) -> list[int]:
     return launch.processes_with_env("ROBOCACHE_TEST_MARK", env["ROBOCACHE_TEST_MARK"])
 
 
-def _by_id(records) -> dict[str, dict]:
-    return {f"{r.case.id}/{r.case.provider}": to_dict(r) for r in records}
+def _by_id(records: list[Record]) -> dict[str, Record]:
+    return {f"{r.case.id}/{r.case.provider}": r for r in records}
 
 
 # ---------------------------------------------------------------- the grid
@@ -226,38 +226,38 @@ def test_cli_multigpu_two_gloo_processes(tmp_path):
     assert len({r.source for r in loaded.records}) == 2
     recs = _by_id(loaded.records)
     for key, r in recs.items():
-        d = r["distributed"]
-        k = r["case"]["params"]["world_size"]
-        assert r["status"] == "ok" and r["suite"] == "multigpu" and r["env"]["device"] == "cpu"
-        assert d["backend"] == "gloo" and d["world_size"] == k and d["nodes"] == 1
-        assert len(d["per_rank_us"]) == len(d["per_rank_step_us"]) == len(d["items_per_rank"]) == k
-        assert d["step_us"] == max(d["per_rank_step_us"]) == r["metrics"]["time_us"]["p50"]
-        assert d["aggregate_items_per_s"] == pytest.approx(r["case"]["items"] / (d["step_us"] * 1e-6))
-        assert r["metrics"]["items_per_s"] == d["aggregate_items_per_s"]
-        assert r["check"]["passed"] and r["method"]["timer"] == "host"
+        d = r.distributed
+        k = r.case.params["world_size"]
+        assert r.status == "ok" and r.suite == "multigpu" and r.env.device == "cpu"
+        assert d.backend == "gloo" and d.world_size == k and d.nodes == 1
+        assert len(d.per_rank_us) == len(d.per_rank_step_us) == len(d.items_per_rank) == k
+        assert d.step_us == max(d.per_rank_step_us) == r.metrics.time_us.p50
+        assert d.aggregate_items_per_s == pytest.approx(r.case.items / (d.step_us * 1e-6))
+        assert r.metrics.items_per_s == d.aggregate_items_per_s
+        assert r.check.passed and r.method.timer == "host"
         # honest bytes: every rank's shard's minimum traffic summed, never above the params-only bound
-        case = specs.find(f"{r['case']['id']}/{r['case']['dtype']}/{r['case']['provider']}")
+        case = specs.find(f"{r.case.id}/{r.case.dtype}/{r.case.provider}")
         moved = sum(specs.moved_bytes(case.shard(i), specs.host_inputs(case.shard(i), 0)) for i in range(k))
-        assert r["case"]["bytes"] == moved <= case.bytes
-        assert r["metrics"]["gb_per_s"] == pytest.approx(moved / (d["step_us"] * 1e-6) / 1e9)
-        if r["case"]["params"]["gather"] == "none":
-            assert d["gather_us"] is None and d["collective_gb_per_s"] is None
+        assert r.case.bytes == moved <= case.bytes
+        assert r.metrics.gb_per_s == pytest.approx(moved / (d.step_us * 1e-6) / 1e9)
+        if r.case.params["gather"] == "none":
+            assert d.gather_us is None and d.collective_gb_per_s is None
         else:
-            assert d["gather_bytes"] == k * r["case"]["params"]["B_rank"] * 50 * 32 * 4
-            assert d["gather_gb_per_s"] == pytest.approx(d["gather_bytes"] / (d["gather_us"] * 1e-6) / 1e9)
-            assert d["collective_busbw_gb_per_s"] == pytest.approx(d["collective_gb_per_s"] * (k - 1) / k)
+            assert d.gather_bytes == k * r.case.params["B_rank"] * 50 * 32 * 4
+            assert d.gather_gb_per_s == pytest.approx(d.gather_bytes / (d.gather_us * 1e-6) / 1e9)
+            assert d.collective_busbw_gb_per_s == pytest.approx(d.collective_gb_per_s * (k - 1) / k)
         if k == 1:
-            assert d["efficiency"] == 1.0
+            assert d.efficiency == 1.0
             continue
         # efficiency against the one-process case of the same run
         base = recs[key.replace("-g2-", "-g1-")]
-        assert base["run_id"] == r["run_id"] and d["baseline_step_us"] == base["distributed"]["step_us"]
-        agg1 = base["distributed"]["aggregate_items_per_s"]
-        assert d["efficiency"] == pytest.approx(d["aggregate_items_per_s"] / (2 * agg1))
-        if r["case"]["params"]["scaling"] == "strong":
-            assert d["efficiency"] == pytest.approx(base["distributed"]["step_us"] / (2 * d["step_us"]))
+        assert base.run_id == r.run_id and d.baseline_step_us == base.distributed.step_us
+        agg1 = base.distributed.aggregate_items_per_s
+        assert d.efficiency == pytest.approx(d.aggregate_items_per_s / (2 * agg1))
+        if r.case.params["scaling"] == "strong":
+            assert d.efficiency == pytest.approx(base.distributed.step_us / (2 * d.step_us))
         else:
-            assert d["items_per_rank"] == base["distributed"]["items_per_rank"] * 2
+            assert d.items_per_rank == base.distributed.items_per_rank * 2
     assert not _leftovers(env)
     # show and report read the run
     rep = subprocess.run([sys.executable, "-m", "robocache.bench.cli", "report", str(tmp_path / "out")],
@@ -318,12 +318,12 @@ def test_a_dead_rank_and_a_group_stuck_at_exit_in_one_run(tmp_path):
     assert loaded.bad == []
     recs = _by_id(loaded.records)
     dead = recs["resample/B64-S100-T50-D32-weak-g2-nogather/fault_providers:DIE_RANK1"]
-    assert dead["status"] == "crash" and "rank 1 died" in dead["reason"] and "during the case" in dead["reason"]
-    assert dead["metrics"] is None and dead["method"] is None and dead.get("distributed") is None
+    assert dead.status == "crash" and "rank 1 died" in dead.reason and "during the case" in dead.reason
+    assert dead.metrics is None and dead.method is None and dead.distributed is None
     nxt = recs["resample/B64-S100-T50-D32-weak-g2-allgather/numpy"]
-    assert nxt["status"] == "ok" and nxt["distributed"]["efficiency"] is not None
-    assert recs["resample/B64-S100-T50-D32-weak-g1-nogather/fault_providers:DIE_RANK1"]["status"] == "ok"
-    assert recs[stuck.replace("/float32", "")]["status"] == "ok"
+    assert nxt.status == "ok" and nxt.distributed.efficiency is not None
+    assert recs["resample/B64-S100-T50-D32-weak-g1-nogather/fault_providers:DIE_RANK1"].status == "ok"
+    assert recs[stuck.replace("/float32", "")].status == "ok"
     assert len({r.run_id for r in loaded.records}) == 1
 
 
