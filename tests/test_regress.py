@@ -975,10 +975,10 @@ def test_confirm_reports_the_number_of_reruns_and_asks_for_more(tmp_path, capsys
     def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress):
         calls.append([c.key for c in cases])
         r = copy.deepcopy(hist[-1])
-        r["run_id"] = f"confirm-{len(calls)}"
-        r["created"] = f"2026-02-01T00:00:{len(calls):02d}+00:00"
-        r["metrics"]["time_us"]["p50"] = float(math.exp(ref) * next(ratios))
-        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r["run_id"]))
+        r.run_id = f"confirm-{len(calls)}"
+        r.created = f"2026-02-01T00:00:{len(calls):02d}+00:00"
+        r.metrics.time_us.p50 = float(math.exp(ref) * next(ratios))
+        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r.run_id))
 
     monkeypatch.setattr(runner, "run_suite", fake_run_suite)
     js = tmp_path / "alerts.json"
