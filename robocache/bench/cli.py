@@ -29,6 +29,7 @@ from typing import Any
 from .. import providers
 from . import specs, store
 from .messages import TimingOptions
+from .columns import as_rows
 from .schema import Record
 from .terminal import for_stdout, terminal_text  # noqa: F401 - cli.terminal_text, cli.for_stdout: their old home
 from .multigpu import launch
@@ -37,7 +38,7 @@ from .views import report as rep
 from .views.kernels import kernels, kernels_sections
 from .views.sampled import point_rows as sampled_points, sampled, sampled_sections, summary as sampled_summary
 from .views.multigpu import multigpu as multigpu_table
-from .views.pipelines import latest_pipeline_runs
+from .views.pipelines import latest_pipeline_rows, latest_pipeline_runs
 from .views.records import pick_run_id, runs
 from .views.tables import sections_json, table
 
@@ -713,7 +714,7 @@ def _across_runs(args: argparse.Namespace, loaded: Any) -> tuple[list, list]:
     if loaded.empty:
         raise ValueError(f"no records in {', '.join(args.paths)}")
     rows = loaded.rows()
-    pipe_runs = {r.run_id for r in latest_pipeline_runs(rows)} if args.kernels else set()
+    pipe_runs = {r.run_id for r in latest_pipeline_rows(rows)} if args.kernels else set()
     return rows, latest_pipeline_runs(loaded.records_of(pipe_runs)) if pipe_runs else []
 
 
@@ -729,7 +730,7 @@ def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict], 
                 "runs": [rep.run_facts(rs) for rs in runs(records).values()],
                 "summary": sampled_summary(sampled_points(records)),
                 "sections": sections_json(sampled_sections(records)), "skipped_files": bad}
-    doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(records),
+    doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(as_rows(records)),
            "cases": rep.case_rows(records), "skipped_files": bad}
     if args.cmd == "report":
         sections = rep.report_sections(records)
