@@ -286,8 +286,8 @@ class _Replayed(_Grid):
     def setup(self, case: str, dtype: str, provider: str) -> None:
         key = self.key(case, dtype, provider)
         self.rec, samples = measured(key, timing_options(asv_requested()))
-        if self.rec["status"] != "ok":
-            raise RuntimeError(f"{key}: {self.rec['status']}: {self.rec.get('reason')}")
+        if self.rec.status != "ok":
+            raise RuntimeError(f"{key}: {self.rec.status}: {self.rec.reason}")
         CLOCK.load(key, samples)
         self.repeat = (len(samples), len(samples), float(self.timeout))
 
@@ -312,7 +312,7 @@ class CallCost(_Replayed):
         CLOCK.tick()
 
     def track_device_us_per_call(self, case: str, dtype: str, provider: str) -> float:
-        dev = (self.rec.get("dispatch") or {}).get("device_us")
+        dev = self.rec.dispatch.device_us if self.rec.dispatch is not None else None
         return float("nan") if dev is None else dev  # asv shows n/a: no device time
 
     track_device_us_per_call.unit = "us"
@@ -352,8 +352,8 @@ class WallTime(_Grid):
                                 store_record=False)
             except F.Unavailable as e:
                 raise NotImplementedError(str(e)) from None
-            if rec["status"] != "ok":
-                raise RuntimeError(f"{key}: {rec['status']}: {rec.get('reason')}")
+            if rec.status != "ok":
+                raise RuntimeError(f"{key}: {rec.status}: {rec.reason}")
             _CALLS[key] = extras["call"]
         self.call = _CALLS[key]
 

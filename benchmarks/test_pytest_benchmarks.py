@@ -63,30 +63,30 @@ def test_case(benchmark, rcb_session, key):
                                      kwargs={"suite": SUITE, "check_only": True})
         except frontend.Unavailable as e:
             pytest.skip(str(e))
-        assert rec["status"] == "ok", rec["reason"]
-        assert rec["check"]["passed"]
+        assert rec.status == "ok", rec.reason
+        assert rec.check.passed
         return
     extras: dict = {}
     try:
         rec = frontend.measure(key, rcb_session, suite=SUITE, extras=extras)
     except frontend.Unavailable as e:
         pytest.skip(str(e))
-    assert rec["status"] == "ok", f"{rec['status']}: {rec['reason']}"
-    m = rec["metrics"]
-    common = {"timer": rec["method"]["timer"], "provider": case.provider, "dtype": case.dtype, "run_id": rec["run_id"],
-              "flags": [k for k in ("throttled", "contended", "noisy") if rec["health"][k]]}
+    assert rec.status == "ok", f"{rec.status}: {rec.reason}"
+    m = rec.metrics
+    common = {"timer": rec.method.timer, "provider": case.provider, "dtype": case.dtype, "run_id": rec.run_id,
+              "flags": [k for k in ("throttled", "contended", "noisy") if getattr(rec.health, k)]}
     if case.dispatch:  # call cost: the samples are host time per call in a tight loop, not device time
-        dsp = rec.get("dispatch") or {}
-        benchmark.extra_info.update({**common, "kind": "dispatch", "host_time_us_p50": m["time_us"]["p50"],
-                                     "device_us_per_call": dsp.get("device_us"),
-                                     "gpu_keeps_up": dsp.get("gpu_keeps_up")})
+        dsp = rec.dispatch
+        benchmark.extra_info.update({**common, "kind": "dispatch", "host_time_us_p50": m.time_us.p50,
+                                     "device_us_per_call": dsp.device_us if dsp is not None else None,
+                                     "gpu_keeps_up": dsp.gpu_keeps_up if dsp is not None else None})
     else:
         benchmark.extra_info.update({
-            **common, "cache": rec["method"]["cache"], "device_time_us_p50": m["time_us"]["p50"],
-            "gb_per_s": m["gb_per_s"], "pct_of_ceiling": m["pct_of_ceiling"], "items_per_s": m["items_per_s"]})
-    d = rec.get("distributed")
-    if d:
-        benchmark.extra_info.update({k: d[k] for k in (
+            **common, "cache": rec.method.cache, "device_time_us_p50": m.time_us.p50,
+            "gb_per_s": m.gb_per_s, "pct_of_ceiling": m.pct_of_ceiling, "items_per_s": m.items_per_s})
+    d = rec.distributed
+    if d is not None:
+        benchmark.extra_info.update({k: getattr(d, k) for k in (
             "world_size", "nodes", "backend", "scaling", "gather", "per_rank_us", "step_us", "aggregate_items_per_s",
             "efficiency", "gather_gb_per_s", "collective_gb_per_s", "collective_busbw_gb_per_s")})
     samples = extras["timing"].samples_us

@@ -445,7 +445,7 @@ def _env_fp(env_json: Any, cache: dict[str, dict[str, str]]) -> dict[str, str]:
         except ValueError:
             env = {}
         env = env if isinstance(env, dict) else {}
-        got = regressions.env_fingerprint({"env": env})
+        got = regressions.env_print(env)
         libs = env.get("libs") if isinstance(env.get("libs"), dict) else {}
         got = {**got, **{f"lib:{k}": str(v) for k, v in libs.items()}}  # read by peer_impl only
         cache[key] = got

@@ -8,8 +8,8 @@ real median times ``exp(e)`` with ``e`` drawn from that pool, with replacement: 
 ones (a robocache dispatch case 14.3 vs 20.0 us, CuPy 20% apart), not a Gaussian's or a Student t's.
 
 The cases (``nightly_series``): every ok case of the H200 nightly asv run (the nightly grid, 216 series, four
-providers), with its real median. Records are plain dicts with the fields ``regress.check`` reads, marked
-synthetic.
+providers), with its real median. Records are typed (``records.synthetic``: the fields ``regress.check`` reads),
+marked synthetic.
 """
 from __future__ import annotations
 
@@ -23,15 +23,17 @@ import committed
 import numpy as np
 
 from robocache.bench import regressions as regress
-from robocache.bench import store
+from robocache.bench import schema, store
 from robocache.bench.regressions import confirmation, noise
 from robocache.bench.regressions.memory import Memory
+from robocache.bench.regressions.records import synthetic, synthetic_env
 from robocache.bench.schema import fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "results" / "h200-nvidia-h200"
 NIGHTLY_RUNS = ("20261121T023145Z-60b414-asv", "20261121T023425Z-6400a3-asv", "20261121T023747Z-ec8ae0-asv")
 MACHINE = "sim-h200"
+ENV = synthetic_env(MACHINE, arch="H200")  # every simulated record's
 
 
 def pools() -> dict[str, dict[str, np.ndarray]]:
@@ -61,7 +63,7 @@ def band(pool: np.ndarray) -> float:
 
 @dataclass
 class Series:
-    case: dict
+    case: schema.Case
     t_us: float
     pool: np.ndarray
     kind: str = "aa"  # "aa" | "step" | "drift" | "twostate"
@@ -74,7 +76,7 @@ class Series:
 
     @property
     def provider(self) -> str:
-        return self.case["provider"]
+        return self.case.provider
 
     @property
     def noise(self) -> float:
@@ -82,13 +84,13 @@ class Series:
 
     @property
     def key(self) -> str:
-        return f"{self.case['id']}/{self.case['dtype']}/{self.case['provider']}"
+        return f"{self.case.id}/{self.case.dtype}/{self.case.provider}"
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint({"machine": MACHINE, "case_id": self.case["id"], "provider": self.provider,
-                                    "dtype": self.case["dtype"], "timer": "cuda_event", "cache": "warm",
-                                    "grid_version": self.case["grid_version"], "frontend": "cli",
+        return fingerprint({"machine": MACHINE, "case_id": self.case.id, "provider": self.provider,
+                                    "dtype": self.case.dtype, "timer": "cuda_event", "cache": "warm",
+                                    "grid_version": self.case.grid_version, "frontend": "cli",
                                     "input_sets": 1})
 
 
@@ -98,12 +100,11 @@ def nightly_series(pl: dict[str, dict[str, np.ndarray]]) -> list[Series]:
         loaded = store.load(H200 / f"{n}{store.RECORDS_SUFFIX}")
         assert not loaded.bad, loaded.bad
         for r in loaded.records:
-            if r["status"] != "ok":
+            if r.status != "ok":
                 continue
-            t = r["metrics"]["time_us"]["p50"]
-            c = {k: r["case"][k] for k in ("id", "op", "provider", "dtype", "grid_version")}
-            out.append(Series(case=c, t_us=t, pool=pool_for(pl, c["provider"], t),
-                              method_noise=r["method"]["noise"] or 0.005))
+            t = r.metrics.time_us.p50
+            out.append(Series(case=r.case, t_us=t, pool=pool_for(pl, r.case.provider, t),
+                              method_noise=r.method.noise or 0.005))
     return out
 
 
@@ -122,17 +123,11 @@ def commit(night: int) -> str:
     return f"{night:04d}" + "c" * 36
 
 
-def record(s: Series, t: float, night: int, rerun: bool = False) -> dict:
+def record(s: Series, t: float, night: int, rerun: bool = False) -> schema.Record:
     run_id = f"2026{1 + night // 28:02d}{1 + night % 28:02d}T0{4 if rerun else 3}0000Z-sim{night:03d}"
     created = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}T0{4 if rerun else 3}:00:00+00:00"
-    return {
-        "run_id": run_id, "created": created, "git_commit": commit(night), "suite": "nightly", "frontend": "cli",
-        "case": s.case, "status": "ok", "synthetic": True,
-        "method": {"timer": "cuda_event", "cache": "warm", "noise": s.method_noise},
-        "metrics": {"time_us": {"p50": t}},
-        "health": {"throttled": False, "contended": False, "noisy": False, "reasons": []},
-        "env": {"machine": MACHINE, "arch": "H200"},
-    }
+    return synthetic(run_id=run_id, created=created, git_commit=commit(night), case=s.case, t_us=t,
+                     noise=s.method_noise, env=ENV)
 
 
 @dataclass
@@ -154,7 +149,7 @@ def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.r
     base = int(rng.integers(2 ** 62))
     streams: dict[tuple[str, int], np.random.Generator] = {}
 
-    def rerun(key: str, n: int) -> dict:
+    def rerun(key: str, n: int) -> schema.Record:
         g = streams.setdefault((key, n), np.random.default_rng([base, n, zlib.crc32(key.encode())]))
         return record(by_key[key], time_at(by_key[key], n - 1, g), n - 1, rerun=True)
 

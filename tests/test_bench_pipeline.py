@@ -23,28 +23,28 @@ def small_cases(providers=("numpy", "torch_eager")):
 def test_pipeline_cpu_end_to_end(tmp_path):
     res = runner.run_suite("quick", device="cpu", cases=small_cases(), out_dir=tmp_path, timing=FAST,
                            progress=False, machine="ci-test")
-    assert [r["status"] for r in res.records] == ["ok"] * 6, [(r["status"], r["reason"]) for r in res.records]
+    assert [r.status for r in res.records] == ["ok"] * 6, [(r.status, r.reason) for r in res.records]
     assert res.path is not None and res.path.is_file() and str(res.path).endswith(store.RECORDS_SUFFIX)
     loaded = store.load(tmp_path)
     assert loaded.bad == [] and len(loaded.records) == 6
     for r in loaded.records:
-        chk = r["check"]
-        assert chk["passed"]
-        if r["case"]["op"] == "voxelize":  # integer counts: exact
-            assert chk["max_abs_err"] == 0 and chk["tolerance"] == 0
+        chk = r.check
+        assert chk.passed
+        if r.case.op == "voxelize":  # integer counts: exact
+            assert chk.max_abs_err == 0 and chk.tolerance == 0
         else:
-            assert chk["max_rel_err"] <= chk["tolerance"]
-        assert r["method"]["timer"] == "host" and r["method"]["cache"] == "warm"
-        q = r["metrics"]["time_us"]
-        assert 0 < q["min"] <= q["p20"] <= q["p50"] <= q["p80"] <= q["max"]
-        assert r["metrics"]["gb_per_s"] > 0 and r["metrics"]["items_per_s"] > 0
-        assert r["metrics"]["pct_of_ceiling"] is None  # no copy ceiling on a CPU run
-        assert r["env"]["device"] == "cpu" and r["env"]["machine"] == "ci-test"
+            assert chk.max_rel_err <= chk.tolerance
+        assert r.method.timer == "host" and r.method.cache == "warm"
+        q = r.metrics.time_us
+        assert 0 < q.min <= q.p20 <= q.p50 <= q.p80 <= q.max
+        assert r.metrics.gb_per_s > 0 and r.metrics.items_per_s > 0
+        assert r.metrics.pct_of_ceiling is None  # no copy ceiling on a CPU run
+        assert r.env.device == "cpu" and r.env.machine == "ci-test"
         # the record's bytes: the minimum traffic of the inputs timed (a CPU run times one input set)
-        case = specs.find(f"{r['case']['id']}/float32/numpy")
-        assert r["case"]["bytes"] == specs.moved_bytes(case, specs.host_inputs(case)) <= case.bytes
-        assert r["case"]["grid_version"] == specs.GRID_VERSION == 2
-        assert r["metrics"]["gb_per_s"] == pytest.approx(r["case"]["bytes"] / q["p50"] / 1e3)
+        case = specs.find(f"{r.case.id}/float32/numpy")
+        assert r.case.bytes == specs.moved_bytes(case, specs.host_inputs(case)) <= case.bytes
+        assert r.case.grid_version == specs.GRID_VERSION == 2
+        assert r.metrics.gb_per_s == pytest.approx(r.case.bytes / q.p50 / 1e3)
     text = report.report(loaded.records)
     for heading in ("Headline", "Batch scaling", "Against the peers", "Roofline", "Health"):
         assert heading in text
@@ -71,17 +71,17 @@ def test_isolation_statuses(tmp_path):
     assert not (tmp_path / "refused").exists()
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, timeout_s=60,
                            progress=False, case_timeouts={base + "fault_providers:HANG": 2})
-    got = {r["case"]["provider"].split(":")[-1]: r for r in res.records}
-    assert got["ABORT"]["status"] == "crash" and "SIGABRT" in got["ABORT"]["reason"]
-    assert got["HANG"]["status"] == "timeout" and "the 2 s timeout" in got["HANG"]["reason"]
-    assert got["OOM"]["status"] == "oom" and "MemoryError" in got["OOM"]["reason"]
-    assert got["WRONG"]["status"] == "incorrect" and got["WRONG"]["metrics"] is None
-    assert got["WRONG"]["check"]["passed"] is False and got["WRONG"]["check"]["max_abs_err"] >= 0.49
-    assert got["RAISE"]["status"] == "error" and "provider bug" in got["RAISE"]["reason"]
-    assert got["MISSING"]["status"] == "skipped" and "module_that_does_not_exist_rcb" in got["MISSING"]["reason"]
-    assert got["numpy"]["status"] == "ok" and got["numpy"]["metrics"]["time_us"]["p50"] > 0
-    assert got["WRONG_DTYPE"]["status"] == "incorrect" and "dtype float64, expected float32" in \
-        got["WRONG_DTYPE"]["reason"]
+    got = {r.case.provider.split(":")[-1]: r for r in res.records}
+    assert got["ABORT"].status == "crash" and "SIGABRT" in got["ABORT"].reason
+    assert got["HANG"].status == "timeout" and "the 2 s timeout" in got["HANG"].reason
+    assert got["OOM"].status == "oom" and "MemoryError" in got["OOM"].reason
+    assert got["WRONG"].status == "incorrect" and got["WRONG"].metrics is None
+    assert got["WRONG"].check.passed is False and got["WRONG"].check.max_abs_err >= 0.49
+    assert got["RAISE"].status == "error" and "provider bug" in got["RAISE"].reason
+    assert got["MISSING"].status == "skipped" and "module_that_does_not_exist_rcb" in got["MISSING"].reason
+    assert got["numpy"].status == "ok" and got["numpy"].metrics.time_us.p50 > 0
+    assert got["WRONG_DTYPE"].status == "incorrect" and "dtype float64, expected float32" in \
+        got["WRONG_DTYPE"].reason
     assert len(res.failed) == 6
     loaded = store.load(tmp_path)
     assert loaded.bad == [] and len(loaded.records) == 8  # every outcome is a valid record

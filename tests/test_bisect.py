@@ -19,6 +19,7 @@ import pytest
 
 from robocache.bench import bisect as B
 from robocache.bench import schema
+from robocache.bench.regressions.records import synthetic, synthetic_env
 
 A, C = "resample/B32-S100-T50-D32/float32/numpy", "resample/B16-S100-T50-D32/float32/numpy"
 
@@ -343,9 +344,14 @@ def test_a_contended_record_is_a_sample_and_a_throttled_one_is_not() -> None:
     left the CPU rehearsal "no usable sample" at all. They count, flagged; throttled ones still do not."""
     commit = B.Commit(sha="a" * 40, index=0, subject="s")
 
-    def rec(**health: bool) -> dict:
-        return {"status": "ok", "metrics": {"time_us": {"p50": 12.0, "min": 10.0}}, "method": {"noise": 0.01},
-                "health": {"throttled": False, "contended": False, **health}, "reason": None}
+    def rec(contended: bool = False, throttled: bool = False) -> schema.Record:
+        case = schema.Case(id="resample/B1-S100-T50-D32", op="resample", provider="numpy", dtype="float32", params={},
+                           grid_version=2, bytes=0, items=0, items_unit="trajectories")
+        r = synthetic(run_id="r", created="2026-01-01T00:00:00+00:00", git_commit="a" * 40, case=case, t_us=12.0,
+                      noise=0.01, env=synthetic_env("m"), contended=contended)
+        r.metrics.time_us.min = 10.0
+        r.health.throttled = throttled
+        return r
 
     busy = B._row(rec(contended=True), commit, 1, "warm", "k", "f.json", "min")
     assert busy["used"] and busy["contended"] and busy["value"] == 10.0

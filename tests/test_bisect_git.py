@@ -151,7 +151,7 @@ def test_bisect_series_finds_the_commit_with_its_own_code(history: dict, tmp_pat
     loaded = store.load(*runs)  # still records, for whoever names them
     assert not loaded.bad and len(loaded.records) == len(doc.measurements)
     # the series from the bad endpoint's records, and the History link with the culprit marked
-    rec = next(r for r in loaded.records if r["git_commit"] == s[8] and r["case"]["id"] == KEY.rsplit("/", 2)[0])
+    rec = next(r for r in loaded.records if r.git_commit == s[8] and r.case.id == KEY.rsplit("/", 2)[0])
     case = next(c for c in doc.cases if c.key == KEY)
     assert case.fingerprint == schema.fingerprint(schema.series_key(rec)) and case.series["machine"] == "fake-m"
     assert f"culprit={s[6]}" in doc.link and f"series={case.fingerprint}" in doc.link

@@ -333,11 +333,11 @@ def test_dispatch_records_through_the_runner_and_store(tmp_path):
              specs.find("resample/dispatch-B1-S4-T2-D1/float32/bare_launch")]
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, progress=False,
                            machine="ci-test")
-    got = {r["case"]["provider"]: r for r in res.records}
-    assert got["numpy"]["status"] == "ok" and got["numpy"]["dispatch"]["device_us"] is None
+    got = {r.case.provider: r for r in res.records}
+    assert got["numpy"].status == "ok" and got["numpy"].dispatch.device_us is None
     # without CuPy (CI) the launch floor is skipped with the reason; on a GPU it is timed like the others
-    assert got["bare_launch"]["status"] in ("skipped", "ok")
+    assert got["bare_launch"].status in ("skipped", "ok")
     loaded = store.load(tmp_path)
     assert loaded.bad == [] and len(loaded.records) == 2
-    ok = next(r for r in loaded.records if r["status"] == "ok")
-    assert ok["method"]["timer"] == "host_loop" and ok["dispatch"]["gpu_keeps_up"] is None
+    ok = next(r for r in loaded.records if r.status == "ok")
+    assert ok.method.timer == "host_loop" and ok.dispatch.gpu_keeps_up is None

@@ -328,9 +328,9 @@ def test_check_time_limit_bounds_the_confirmation_reruns(tmp_path: Path, capsys,
     def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress, **kw):
         timings.append(kw.get("timing"))
         r = copy.deepcopy(hist[-1])
-        r["run_id"], r["created"] = f"confirm-{len(timings)}", f"2026-02-01T00:00:{len(timings):02d}+00:00"
-        r["metrics"]["time_us"]["p50"] = vals[-1]  # still twice as slow: confirmed
-        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r["run_id"]))
+        r.run_id, r.created = f"confirm-{len(timings)}", f"2026-02-01T00:00:{len(timings):02d}+00:00"
+        r.metrics.time_us.p50 = vals[-1]  # still twice as slow: confirmed
+        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r.run_id))
 
     monkeypatch.setattr(runner, "run_suite", fake_run_suite)
     monkeypatch.setattr(runner, "detect_device", lambda: "cpu")

@@ -23,7 +23,7 @@ import pytest
 
 from robocache.bench import frontend, specs, store, timing
 from robocache.bench.multigpu import launch, scaling
-from robocache.bench.schema import SCHEMA_VERSION, parse_file_bytes, to_dict
+from robocache.bench.schema import SCHEMA_VERSION, Record, parse_file_bytes
 from tests.test_store import make_doc, make_env, make_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,8 +76,8 @@ def _leftovers(env: dict[str, str]) -> list[int]:
     return launch.processes_with_env("ROBOCACHE_TEST_MARK", env["ROBOCACHE_TEST_MARK"])
 
 
-def _by_id(records) -> dict[str, dict]:
-    return {f"{r['case']['id']}/{r['case']['provider']}": to_dict(r) for r in records}
+def _by_id(records: list[Record]) -> dict[str, Record]:
+    return {f"{r.case.id}/{r.case.provider}": r for r in records}
 
 
 # ---------------------------------------------------------------- the grid
@@ -251,52 +251,52 @@ def test_cli_multigpu_run_with_a_dead_rank_and_a_group_stuck_at_exit(tmp_path):
     loaded = store.load(tmp_path / "out")
     assert loaded.bad == [] and len(loaded.records) == 16  # 12 numpy, the two faults and their one-process cases
     assert len({r.run_id for r in loaded.records}) == 1  # one run, one file per world size
-    assert len({r["source"] for r in loaded.records}) == 2
+    assert len({r.source for r in loaded.records}) == 2
     every = _by_id(loaded.records)
     # the faults
     dead = every["resample/B64-S100-T50-D32-weak-g2-nogather/fault_providers:DIE_RANK1"]
-    assert dead["status"] == "crash" and "rank 1 died" in dead["reason"] and "during the case" in dead["reason"]
-    assert dead["metrics"] is None and dead["method"] is None and dead.get("distributed") is None
+    assert dead.status == "crash" and "rank 1 died" in dead.reason and "during the case" in dead.reason
+    assert dead.metrics is None and dead.method is None and dead.distributed is None
     nxt = every["resample/B64-S100-T50-D32-weak-g2-allgather/numpy"]
-    assert nxt["status"] == "ok" and nxt["distributed"]["efficiency"] is not None
-    assert every["resample/B64-S100-T50-D32-weak-g1-nogather/fault_providers:DIE_RANK1"]["status"] == "ok"
-    assert every[stuck.replace("/float32", "")]["status"] == "ok"
+    assert nxt.status == "ok" and nxt.distributed.efficiency is not None
+    assert every["resample/B64-S100-T50-D32-weak-g1-nogather/fault_providers:DIE_RANK1"].status == "ok"
+    assert every[stuck.replace("/float32", "")].status == "ok"
     # the plain cases, measured around the faults
     recs = {k: r for k, r in every.items() if k.endswith("/numpy")}
     assert len(recs) == 12
     for key, r in recs.items():
-        d = r["distributed"]
-        k = r["case"]["params"]["world_size"]
-        assert r["status"] == "ok" and r["suite"] == "multigpu" and r["env"]["device"] == "cpu"
-        assert d["backend"] == "gloo" and d["world_size"] == k and d["nodes"] == 1
-        assert len(d["per_rank_us"]) == len(d["per_rank_step_us"]) == len(d["items_per_rank"]) == k
-        assert d["step_us"] == max(d["per_rank_step_us"]) == r["metrics"]["time_us"]["p50"]
-        assert d["aggregate_items_per_s"] == pytest.approx(r["case"]["items"] / (d["step_us"] * 1e-6))
-        assert r["metrics"]["items_per_s"] == d["aggregate_items_per_s"]
-        assert r["check"]["passed"] and r["method"]["timer"] == "host"
+        d = r.distributed
+        k = r.case.params["world_size"]
+        assert r.status == "ok" and r.suite == "multigpu" and r.env.device == "cpu"
+        assert d.backend == "gloo" and d.world_size == k and d.nodes == 1
+        assert len(d.per_rank_us) == len(d.per_rank_step_us) == len(d.items_per_rank) == k
+        assert d.step_us == max(d.per_rank_step_us) == r.metrics.time_us.p50
+        assert d.aggregate_items_per_s == pytest.approx(r.case.items / (d.step_us * 1e-6))
+        assert r.metrics.items_per_s == d.aggregate_items_per_s
+        assert r.check.passed and r.method.timer == "host"
         # honest bytes: every rank's shard's minimum traffic summed, never above the params-only bound
-        case = specs.find(f"{r['case']['id']}/{r['case']['dtype']}/{r['case']['provider']}")
+        case = specs.find(f"{r.case.id}/{r.case.dtype}/{r.case.provider}")
         moved = sum(specs.moved_bytes(case.shard(i), specs.host_inputs(case.shard(i), 0)) for i in range(k))
-        assert r["case"]["bytes"] == moved <= case.bytes
-        assert r["metrics"]["gb_per_s"] == pytest.approx(moved / (d["step_us"] * 1e-6) / 1e9)
-        if r["case"]["params"]["gather"] == "none":
-            assert d["gather_us"] is None and d["collective_gb_per_s"] is None
+        assert r.case.bytes == moved <= case.bytes
+        assert r.metrics.gb_per_s == pytest.approx(moved / (d.step_us * 1e-6) / 1e9)
+        if r.case.params["gather"] == "none":
+            assert d.gather_us is None and d.collective_gb_per_s is None
         else:
-            assert d["gather_bytes"] == k * r["case"]["params"]["B_rank"] * 50 * 32 * 4
-            assert d["gather_gb_per_s"] == pytest.approx(d["gather_bytes"] / (d["gather_us"] * 1e-6) / 1e9)
-            assert d["collective_busbw_gb_per_s"] == pytest.approx(d["collective_gb_per_s"] * (k - 1) / k)
+            assert d.gather_bytes == k * r.case.params["B_rank"] * 50 * 32 * 4
+            assert d.gather_gb_per_s == pytest.approx(d.gather_bytes / (d.gather_us * 1e-6) / 1e9)
+            assert d.collective_busbw_gb_per_s == pytest.approx(d.collective_gb_per_s * (k - 1) / k)
         if k == 1:
-            assert d["efficiency"] == 1.0
+            assert d.efficiency == 1.0
             continue
         # efficiency against the one-process case of the same run
         base = recs[key.replace("-g2-", "-g1-")]
-        assert base["run_id"] == r["run_id"] and d["baseline_step_us"] == base["distributed"]["step_us"]
-        agg1 = base["distributed"]["aggregate_items_per_s"]
-        assert d["efficiency"] == pytest.approx(d["aggregate_items_per_s"] / (2 * agg1))
-        if r["case"]["params"]["scaling"] == "strong":
-            assert d["efficiency"] == pytest.approx(base["distributed"]["step_us"] / (2 * d["step_us"]))
+        assert base.run_id == r.run_id and d.baseline_step_us == base.distributed.step_us
+        agg1 = base.distributed.aggregate_items_per_s
+        assert d.efficiency == pytest.approx(d.aggregate_items_per_s / (2 * agg1))
+        if r.case.params["scaling"] == "strong":
+            assert d.efficiency == pytest.approx(base.distributed.step_us / (2 * d.step_us))
         else:
-            assert d["items_per_rank"] == base["distributed"]["items_per_rank"] * 2
+            assert d.items_per_rank == base.distributed.items_per_rank * 2
     assert not _leftovers(env)
     # show and report read the run
     rep = subprocess.run([sys.executable, "-m", "robocache.bench.cli", "report", str(tmp_path / "out")],
@@ -311,14 +311,14 @@ def test_other_ops_and_torch_provider_in_process(tmp_path):
              specs.find("voxelize/B2-N10000-G32-count-uniform-strong-g2-allgather/float32/torch_eager")]
     res = launch.run_multigpu(cases, device="cpu", gpus=2, out_dir=tmp_path, timing={"time_limit_s": 0.1,
                               "noise_target": 0.05}, machine="ci-multigpu", add_baselines=False)
-    assert res.counts() == {"ok": 2}, [(r["case"]["id"], r["status"], r["reason"]) for r in res.records]
+    assert res.counts() == {"ok": 2}, [(r.case.id, r.status, r.reason) for r in res.records]
     assert [x["world_size"] for x in res.launches] == [2] and res.launches[0]["rc"] == 0
     for r in res.records:
-        d = r["distributed"]
-        assert d["efficiency"] is None and d["baseline_step_us"] is None
-        assert d["gather_gb_per_s"] > 0 and d["collective_busbw_gb_per_s"] > 0 and len(d["per_rank_us"]) == 2
-    vox = next(r for r in res.records if r["case"]["op"] == "voxelize")
-    assert vox["distributed"]["gather_bytes"] == 2 * 32**3 * 4  # one int32 grid per rank
+        d = r.distributed
+        assert d.efficiency is None and d.baseline_step_us is None
+        assert d.gather_gb_per_s > 0 and d.collective_busbw_gb_per_s > 0 and len(d.per_rank_us) == 2
+    vox = next(r for r in res.records if r.case.op == "voxelize")
+    assert vox.distributed.gather_bytes == 2 * 32**3 * 4  # one int32 grid per rank
     assert set(res.samples) == {c.key for c in cases}
     assert store.load(tmp_path).bad == []
 
@@ -418,12 +418,12 @@ def test_two_node_rendezvous_on_loopback(tmp_path):
     assert not [f for f in (tmp_path / "node1").rglob("*") if f.is_file()]
     loaded = store.load(tmp_path / "node0")
     assert loaded.bad == [] and len(loaded.records) == 4
-    assert len({r["run_id"] for r in loaded.records}) == 1
-    two = [r for r in loaded.records if r["distributed"]["world_size"] == 2]
+    assert len({r.run_id for r in loaded.records}) == 1
+    two = [r for r in loaded.records if r.distributed.world_size == 2]
     assert len(two) == 2
     for r in two:
-        d = r["distributed"]
-        assert d["nodes"] == 2 and len(d["per_rank_us"]) == 2 and d["efficiency"] is not None
+        d = r.distributed
+        assert d.nodes == 2 and len(d.per_rank_us) == 2 and d.efficiency is not None
     assert not _leftovers(env)
 
 
@@ -447,7 +447,7 @@ def test_schema_v1_loads_and_multigpu_round_trips(tmp_path):
     v1 = tmp_path / "old.records.json"
     v1.write_text(json.dumps(make_doc(3)))  # a file as robocache-bench wrote it before version 2
     got = store.load(v1)
-    assert got.bad == [] and len(got.records) == 3 and all(r["distributed"] is None for r in got.records)
+    assert got.bad == [] and len(got.records) == 3 and all(r.distributed is None for r in got.records)
     assert "distributed" not in store.to_plain(got.records[0])  # omitted when None: v1 records stay as they were
     # the current version: written with the distributed section, read back identical
     recs = [make_record(1), _multigpu_record()]
@@ -595,7 +595,7 @@ def test_asv_multigpu_benchmark_in_process(monkeypatch, tmp_path):
         bench = ResampleMultiGPU()
         bench.setup(*args)
         n = bench.repeat[0]
-        assert n == bench.rec["method"]["samples"] and bench.rec["distributed"]["world_size"] == 1
+        assert n == bench.rec.method.samples and bench.rec.distributed.world_size == 1
         t0 = common.CLOCK()
         bench.time_step(*args)
         assert common.CLOCK() > t0
@@ -603,7 +603,7 @@ def test_asv_multigpu_benchmark_in_process(monkeypatch, tmp_path):
         again.setup(*args)  # the same asv invocation: the cached record, no second launch
         assert again.rec == bench.rec
         recs = store.load(tmp_path).records
-        assert len(recs) == 1 and recs[0]["frontend"] == "asv" and recs[0]["distributed"]["world_size"] == 1
+        assert len(recs) == 1 and recs[0].frontend == "asv" and recs[0].distributed.world_size == 1
     finally:
         frontend.device_here.cache_clear()
 
@@ -620,11 +620,11 @@ def test_pytest_benchmark_runs_a_multigpu_case(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     (saved,) = storage.rglob("*multigpu.json")
     (bench,) = json.loads(saved.read_text())["benchmarks"]
-    recs = {r["case"]["id"]: r for r in store.load(tmp_path / "records").records}
+    recs = {r.case.id: r for r in store.load(tmp_path / "records").records}
     rec = recs["resample/B128-S100-T50-D32-strong-g2-allgather"]
     assert "resample/B128-S100-T50-D32-strong-g1-allgather" in recs  # the baseline, same session
-    assert rec["frontend"] == "pytest-benchmark" and rec["distributed"]["efficiency"] is not None
+    assert rec.frontend == "pytest-benchmark" and rec.distributed.efficiency is not None
     assert bench["extra_info"]["world_size"] == 2 and bench["extra_info"]["backend"] == "gloo"
-    assert bench["stats"]["rounds"] == rec["method"]["samples"]
-    assert abs(bench["stats"]["median"] * 1e6 - rec["metrics"]["time_us"]["p50"]) < 1e-3
+    assert bench["stats"]["rounds"] == rec.method.samples
+    assert abs(bench["stats"]["median"] * 1e6 - rec.metrics.time_us.p50) < 1e-3
     assert not _leftovers(env)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from robocache.bench import frontend, specs, store
+from robocache.bench import frontend, schema, specs, store
+from tests import typed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,8 +142,8 @@ def test_dispatch_cases_feed_only_host_time_benchmarks(monkeypatch):
             class Resample(common.DeviceTime):
                 op = "resample"
             Resample().setup(d_tag, d_dt, d_prov)
-        rec = {"status": "ok", "method": {"timer": "host_loop"}, "dispatch": {"device_us": 2.5},
-               "metrics": {"time_us": {"p50": 7.0}}}
+        # the real measured() returns a typed record (a dict here was the fake's, never the harness's)
+        rec = typed.measured(disp[0], dispatch=schema.Dispatch(device_us=2.5, gpu_keeps_up=True))
         monkeypatch.setattr(common, "measured", lambda key, timing=None: (rec, [7.0, 7.5]))
 
         class ResampleCallCost(common.CallCost):
@@ -159,10 +160,11 @@ _ASV_SAMPLES = r"""
 import json, sys
 from asv_runner.discovery import get_benchmark_from_name
 from benchmarks import common
+from tests import typed
 asked = []
 def measured(key, timing=None):
     asked.append([key, common.msgspec.to_builtins(timing)])
-    return {"status": "ok"}, [10.0, 11.0, 12.0, 13.0, 50.0]
+    return typed.measured(key), [10.0, 11.0, 12.0, 13.0, 50.0]
 common.measured = measured
 extra = json.loads(sys.argv[2])
 b = get_benchmark_from_name(sys.argv[1], "bench_resample.Resample.time_device", extra_params=extra)
@@ -270,9 +272,9 @@ def test_asv_run_and_compare_end_to_end(tmp_path):
     # the same measurements landed as our records, tagged asv, one file per asv invocation
     loaded = store.load(tmp_path / "records")
     assert loaded.bad == []
-    recs = [r for r in loaded.records if r["frontend"] == "asv"]
-    assert {r["case"]["provider"] for r in recs} == {"numpy"} and len(recs) == 4  # 2 cases x 2 runs
-    assert len({r["run_id"] for r in recs}) == 2
+    recs = [r for r in loaded.records if r.frontend == "asv"]
+    assert {r.case.provider for r in recs} == {"numpy"} and len(recs) == 4  # 2 cases x 2 runs
+    assert len({r.run_id for r in recs}) == 2
 
 
 def test_pytest_benchmark_saves_device_samples(tmp_path):
@@ -287,11 +289,11 @@ def test_pytest_benchmark_saves_device_samples(tmp_path):
     assert [p.name for p in saved] == ["0001_cpu_smoke.json"]  # the GPU (here: none) in the saved run's name
     data = json.loads(saved[0].read_text())
     (bench,) = data["benchmarks"]
-    rec = [r for r in store.load(tmp_path / "records").records if r["frontend"] == "pytest-benchmark"]
+    rec = [r for r in store.load(tmp_path / "records").records if r.frontend == "pytest-benchmark"]
     assert len(rec) == 1
     # pytest-benchmark's stats are the harness's device/host-timer samples, not its own host timing
-    assert bench["stats"]["rounds"] == rec[0]["method"]["samples"]
-    assert abs(bench["stats"]["median"] * 1e6 - rec[0]["metrics"]["time_us"]["p50"]) < 1e-6 * 1e6 + 1e-3
+    assert bench["stats"]["rounds"] == rec[0].method.samples
+    assert abs(bench["stats"]["median"] * 1e6 - rec[0].metrics.time_us.p50) < 1e-6 * 1e6 + 1e-3
     assert bench["extra_info"]["timer"] == "host" and bench["extra_info"]["provider"] == "numpy"
     # machine_info carries the GPU facts (benchmarks/conftest.py's pytest_benchmark_update_machine_info hook):
     # on this CPU run (ROBOCACHE_DEVICE=cpu), "no GPU"

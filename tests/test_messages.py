@@ -55,8 +55,26 @@ def test_worker_record_is_a_struct_that_refuses_misspelt_fields(tmp_path):
     assert isinstance(rec, Record) and rec.status == "error" and rec.synthetic is False
     with pytest.raises(AttributeError):
         rec.statuss = "ok"  # type: ignore[attr-defined]
-    with pytest.raises((KeyError, TypeError)):  # KeyError while schema._Rec reads by key; TypeError without it
+    with pytest.raises(TypeError):
         rec["statuss"] = "ok"
+
+
+def test_records_are_read_by_attribute_never_by_key(tmp_path):
+    """A record is a Struct, not a mapping (issue 28 removed the dict-style access): reading it by key fails loudly
+    instead of working on some records and not on others."""
+    rec = worker.base_record(_run(tmp_path).task(KEY, timing=FAST), specs.find(KEY))
+    assert rec.case.id and rec.status == "error"
+    with pytest.raises(TypeError):
+        rec["case"]  # noqa: B018
+    with pytest.raises(TypeError):
+        rec.case["id"]  # noqa: B018
+    with pytest.raises(TypeError):
+        rec["status"] = "ok"
+    with pytest.raises(TypeError):
+        "case" in rec  # noqa: B015
+    with pytest.raises(TypeError):
+        dict(rec)
+    assert not hasattr(rec, "get") and not hasattr(rec, "keys")
     with pytest.raises(TypeError, match="gb_per_sec"):
         Metrics(time_us=Quantiles(p20=1, p50=1, p80=1, min=1, max=1, mean=1), items_per_s=1.0, gb_per_sec=1.0,
                 ceiling_gb_per_s=None, pct_of_ceiling=None, graph_time_us=None, event_vs_graph=None)

@@ -203,11 +203,10 @@ def test_toy_op_runs_through_cli_store_compare_and_report(tmp_path):
     loaded = store.load(tmp_path)
     assert loaded.bad == [] and len(loaded.records) == 2
     for r in loaded.records:
-        assert r["status"] == "ok", r["reason"]
-        c = r["case"]
-        assert (c["op"], c["id"], c["items"], c["items_unit"], c["bytes"]) == (
-            "toyscale", "toyscale/B4-L64", 256, "elements", 2048)
-        assert r["check"]["passed"] and r["metrics"]["items_per_s"] > 0
+        assert r.status == "ok", r.reason
+        c = r.case
+        assert (c.op, c.id, c.items, c.items_unit, c.bytes) == ("toyscale", "toyscale/B4-L64", 256, "elements", 2048)
+        assert r.check.passed and r.metrics.items_per_s > 0
     cmp_ = subprocess.run(cmd + ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--results", str(tmp_path),
                                  "--format", "json"], capture_output=True, text=True, env=env, timeout=120)
     assert cmp_.returncode == 0, cmp_.stderr

@@ -35,7 +35,7 @@ def test_prepass_failures_never_stop_the_run(tmp_path):
     assert failed["TORCH_COMPILE_ABORT_IN_PREPASS"]["status"] == "crash"
     assert failed["TORCH_COMPILE_RAISE_IN_PREPASS"]["status"] == "error"
     assert "compile failed in the pre-pass" in failed["TORCH_COMPILE_RAISE_IN_PREPASS"]["reason"]
-    assert [r["status"] for r in res.records] == ["ok"] * 3, [(r["status"], r["reason"]) for r in res.records]
+    assert [r.status for r in res.records] == ["ok"] * 3, [(r.status, r.reason) for r in res.records]
     assert not res.failed
 
 
@@ -48,13 +48,13 @@ def test_prepass_error_never_stops_the_run(tmp_path, monkeypatch):
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, progress=False,
                            precompile_jobs=3)
     assert res.precompile == {"jobs": 3, "error": "OSError: no room for temporary files"}
-    assert [r["status"] for r in res.records] == ["ok"]
+    assert [r.status for r in res.records] == ["ok"]
 
 
 def test_prepass_off_by_default(tmp_path):
     cases = [specs.find(BASE + "precompile_providers:TORCH_COMPILE_RAISE_IN_PREPASS")]
     res = runner.run_suite("quick", device="cpu", cases=cases, out_dir=tmp_path, timing=FAST, progress=False)
-    assert res.precompile is None and res.records[0]["status"] == "ok"
+    assert res.precompile is None and res.records[0].status == "ok"
 
 
 def test_prepass_fills_the_cache_the_next_compile_hits(tmp_path):
@@ -73,7 +73,7 @@ def test_prepass_fills_the_cache_the_next_compile_hits(tmp_path):
                            precompile_jobs=1)
     pre = res.precompile
     assert pre["ok"] == 1 and pre["fxgraph_cache_hit"] == 1 and pre["fxgraph_cache_miss"] == 0, pre
-    assert res.records[0]["status"] == "ok", res.records[0]["reason"]
+    assert res.records[0].status == "ok", res.records[0].reason
 
 
 def test_cli_precompile_jobs_option(tmp_path, capsys):

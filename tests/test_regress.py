@@ -12,8 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import committed
+import msgspec
 import numpy as np
 import pytest
+import typed
 from test_store import make_env, make_record
 
 from robocache.bench import cli, store
@@ -32,7 +34,7 @@ def rec(case: str = "resample/B1-S100-T50-D32", t: float = 100.0, run: str = "ru
     r = make_record(0, run_id=run)
     r["case"]["id"] = case
     r["case"]["provider"] = provider
-    r["metrics"]["time_us"].update(p20=t * 0.99, p50=t, p80=t * 1.01)
+    r["metrics"]["time_us"].update(p20=t * 0.99, p50=t, p80=min(t * 1.01, 1e300))
     r["method"]["noise"] = noise
     r["status"] = status
     r["frontend"] = "cli"
@@ -40,7 +42,7 @@ def rec(case: str = "resample/B1-S100-T50-D32", t: float = 100.0, run: str = "ru
     r["git_commit"] = commit or f"{night:04d}" + "a" * 36
     r["health"]["throttled"] = throttled
     r["env"] = make_env(machine)
-    return r
+    return typed.record(r)
 
 
 # ------------------------------------------------------------------ compare
@@ -157,7 +159,7 @@ def test_fit_priors_leaves_out_the_records_git_ignores(tmp_path, capsys):
     local = [rec("resample/B1-S100-T50-D32", t, run=f"l{i}", night=i, provider="cupy", commit="d" * 40,
                  machine="laptop") for i, t in enumerate((28581.0, 196.0))]
     for r in base + local:
-        r["synthetic"] = False  # fit_priors leaves synthetic records out; these stand for measured ones (in tmp_path)
+        r.synthetic = False  # fit_priors leaves synthetic records out; these stand for measured ones (in tmp_path)
     store.write_records(results / "gpu", make_env("gpu"), base, name="committed")
     store.write_records(results / "local" / "laptop", make_env("laptop"), local, name="mine")
     out, alone, every = tmp_path / "p.json", tmp_path / "alone.json", tmp_path / "every.json"
@@ -180,8 +182,8 @@ def test_call_cost_noise_is_fitted_apart_from_device_time(monkeypatch):
 
     def run(t, i, timer, case):
         r = rec(case, t, run=f"r{i}", night=i, provider="robocache", commit="e" * 40)
-        r["method"]["timer"] = timer
-        r["synthetic"] = False
+        r.method.timer = timer
+        r.synthetic = False
         return r
 
     dev = [run(t, i, "cuda_event", f"resample/B{k}-S100-T50-D32") for k in range(1, 5)
@@ -322,7 +324,7 @@ def series(values, case="resample/B1-S100-T50-D32", provider="numpy", throttled_
     for i, t in enumerate(values):
         r = rec(case, t, run=f"n{i:03d}", night=i, provider=provider, throttled=i in throttled_at)
         if status_at and i in status_at:
-            r["status"] = status_at[i]
+            r.status = status_at[i]
         out.append(r)
     return out
 
@@ -440,7 +442,7 @@ def test_old_steps_elsewhere_do_not_loosen_tonights_threshold():
     for i in range(40):
         recs += series([100.0] * 6 + [85.0] * 8, case=f"resample/B{i + 10}-S100-T50-D32")
     for r in recs:
-        r["metrics"]["time_us"]["p50"] *= 1 + 0.002 * ((hash(r["run_id"] + r["case"]["id"]) % 7) - 3)
+        r.metrics.time_us.p50 *= 1 + 0.002 * ((hash(r.run_id + r.case.id) % 7) - 3)
     blip = series([100.0, 100.4, 99.7, 100.2, 99.9, 100.3, 99.8, 100.1, 100.0, 99.6, 100.2, 100.1, 99.9, 100.8])
     res = regress.check(recs + blip)
     assert res.alerts == []
@@ -449,11 +451,11 @@ def test_old_steps_elsewhere_do_not_loosen_tonights_threshold():
 def test_compare_refuses_different_methods():
     a = rec(t=100.0)
     b = rec(t=100.0, run="run-b")
-    b["frontend"] = "asv"
+    b.frontend = "asv"
     v = regress.compare([a], [b])[0]
     assert v.verdict == "incomparable" and "front end" in v.reason
     c = rec(t=100.0, run="run-c")
-    c["method"]["input_sets"] = 8
+    c.method.input_sets = 8
     v = regress.compare([a], [c])[0]
     assert v.verdict == "incomparable" and "input" in v.reason
 
@@ -476,7 +478,7 @@ def test_check_cli_outputs_and_exit_code(tmp_path, capsys):
     env = make_env()
     recs = series(FLAT + [110.0])
     for r in recs:
-        store.write_records(tmp_path / "hist", env, [copy.deepcopy(r)], name=r["run_id"])
+        store.write_records(tmp_path / "hist", env, [copy.deepcopy(r)], name=r.run_id)
     js, md = tmp_path / "alerts.json", tmp_path / "alerts.md"
     rc = cli.main(["check", str(tmp_path / "hist"), "--json", str(js), "--markdown", str(md), "--fail-on-regression"])
     assert rc == 1
@@ -510,7 +512,7 @@ def test_alert_text_cannot_mention_or_inject_markup():
 def _write_hist(path, recs):
     env = make_env()
     for r in recs:
-        store.write_records(path, env, [copy.deepcopy(r)], name=r["run_id"])
+        store.write_records(path, env, [copy.deepcopy(r)], name=r.run_id)
 
 
 @pytest.mark.parametrize("provider", ["os:system", "subprocess:run", "robocache.bench.worker:resolve_provider",
@@ -549,8 +551,8 @@ def test_extreme_values_do_not_crash_check(tmp_path, capsys):
     # schema-valid times at the ends of the float range: a clear report, finite numbers, no OverflowError
     recs = series([1e-300] * 8 + [1e300])
     for r in recs:
-        t = r["metrics"]["time_us"]
-        t.update(p20=t["p50"], p80=t["p50"], min=t["p50"], max=t["p50"], mean=t["p50"])
+        t = r.metrics.time_us
+        t.p20 = t.p80 = t.min = t.max = t.mean = t.p50
     _write_hist(tmp_path / "hist", recs)
     js = tmp_path / "alerts.json"
     rc = cli.main(["check", str(tmp_path / "hist"), "--json", str(js), "--fail-on-regression"])
@@ -620,8 +622,8 @@ def test_a_step_is_not_a_drift():
 def test_runner_change_is_a_break_not_a_regression():
     recs = series(FLAT + [110.0, 110.3, 109.8])
     for i, r in enumerate(recs):
-        r["env"]["host_id"] = "aaaaaaaaaaaa" if i < len(FLAT) else "bbbbbbbbbbbb"
-        r["env"]["driver"] = "550.54" if i < len(FLAT) else "560.10"
+        r.env.host_id = "aaaaaaaaaaaa" if i < len(FLAT) else "bbbbbbbbbbbb"
+        r.env.driver = "550.54" if i < len(FLAT) else "560.10"
     res = regress.check(recs)
     assert res.alerts == [] and len(res.breaks) == 1
     b = res.breaks[0]
@@ -631,8 +633,8 @@ def test_runner_change_is_a_break_not_a_regression():
     assert "not regressions, no issue" in regress.check_markdown(res)
     # a field that older records lack is not a change
     for r in recs:
-        r["env"].pop("host_id")
-        r["env"]["driver"] = "550.54"
+        r.env.host_id = None
+        r.env.driver = "550.54"
     assert len(regress.check(recs).alerts) == 1
 
 
@@ -640,9 +642,9 @@ def test_method_change_starts_a_new_series_reported_as_a_break():
     old = series(FLAT)
     new = series([150.0, 150.2, 149.9])  # input rotation added: the method moves every time by 50%
     for i, r in enumerate(new):
-        r["run_id"] = f"m{i:03d}"
-        r["created"] = f"2026-02-{1 + i:02d}T03:00:00+00:00"
-        r["method"]["version"] = 2
+        r.run_id = f"m{i:03d}"
+        r.created = f"2026-02-{1 + i:02d}T03:00:00+00:00"
+        r.method.version = 2
     res = regress.check(old + new)
     assert res.alerts == [] and len(res.breaks) == 1 and res.breaks[0].kind == "method"
     assert "method version 1 -> 2" in res.breaks[0].detail
@@ -656,7 +658,7 @@ def test_old_records_without_the_new_fields_still_load_and_fingerprints_are_stab
     loaded = committed.load()
     assert not loaded.bad and loaded.records
     r = copy.deepcopy(rec())
-    r["method"].pop("version", None)
+    r.method.version = 1  # an older record has none: the default
     assert fingerprint(changepoints._series_dict(r)) == fingerprint(
         {k: v for k, v in changepoints._series_dict(r).items() if k != "method_version"})
 
@@ -682,21 +684,21 @@ def test_confirm_needs_every_rerun_beyond_the_floor_and_a_robust_level_before():
 
 def test_compare_reports_a_method_version_change_as_such():
     base, new = [rec(t=100.0)], [rec(t=150.0, run="run-b", night=9)]
-    new[0]["method"]["version"] = 2
+    new[0].method.version = 2
     (v,) = regress.compare(base, new)
     assert v.verdict == "incomparable" and "method version 1 vs 2" in v.reason
 
 
 def test_env_records_the_runner_fingerprint():
-    import msgspec
-
     from robocache.bench import env as env_mod
     from robocache.bench import schema
 
     e = env_mod.capture_env("cpu")
     assert e["kernel"] and (e["host_id"] is None or re.fullmatch(r"[0-9a-f]{12}", e["host_id"]))
     msgspec.convert(e, schema.Env)  # the schema takes it
-    fp = regress.env_fingerprint({"env": e})
+    r = rec()
+    r.env = msgspec.convert(e, schema.Env)
+    fp = regress.env_fingerprint(r)
     assert fp.get("kernel") == e["kernel"] and ("cpu" in fp) == bool(e["cpu"])
     old = {k: v for k, v in e.items() if k not in ("kernel", "host_id")}  # an older record: still valid
     msgspec.convert(old, schema.Env)
@@ -717,8 +719,8 @@ def test_compare_check_report_and_history_share_one_series():
     cli_runs = series(FLAT)
     asv_runs = series([v * 1.3 for v in FLAT])
     for r in asv_runs:
-        r["frontend"] = "asv"
-        r["run_id"] += "-asv"
+        r.frontend = "asv"
+        r.run_id += "-asv"
     both = cli_runs + asv_runs
     keys = {schema.series_key(r) for r in both}
     assert len(keys) == 2 and {k.frontend for k in keys} == {"cli", "asv"}
@@ -750,7 +752,7 @@ def _write(recs: list) -> list[str]:
 
     out = Path(tempfile.mkdtemp(prefix="series-"))
     for r in recs:
-        store.write_records(out, make_env(), [copy.deepcopy(r)], name=r["run_id"])
+        store.write_records(out, make_env(), [copy.deepcopy(r)], name=r.run_id)
     return [str(out)]
 
 
@@ -759,8 +761,8 @@ def test_compare_a_crash_without_a_method_beside_a_timed_record():
     "failed", not "missing" and "only in the new run"."""
     base = rec(t=100.0)
     new = rec(t=100.0, run="run-b", status="crash")
-    new["method"] = None
-    new["metrics"] = None
+    new.method = None
+    new.metrics = None
     v = regress.compare([base], [new])
     assert [(x.verdict, x.reason) for x in v] == [("failed", "new: crash")]
     v = regress.compare([new], [rec(t=100.0, run="run-c")])  # the other way round
@@ -778,7 +780,7 @@ def test_check_never_says_no_regression_when_nothing_was_tested():
     assert doc["status"] == "not_enough_history" and doc["series_not_enough_history"] == 1
     full = series(FLAT)
     # a second series measured in the newest runs only (current, too short to test)
-    res = regress.check(full + [dict(r, case={**r["case"], "dtype": "float16"})
+    res = regress.check(full + [msgspec.structs.replace(r, case=msgspec.structs.replace(r.case, dtype="float16"))
                                 for r in full[-(regress.MIN_HISTORY - 1):]])
     assert res.series == 2 and res.series_checked == 1 and res.series_stale == 0
     text = regress.check_markdown(res)
@@ -973,10 +975,10 @@ def test_confirm_reports_the_number_of_reruns_and_asks_for_more(tmp_path, capsys
     def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress):
         calls.append([c.key for c in cases])
         r = copy.deepcopy(hist[-1])
-        r["run_id"] = f"confirm-{len(calls)}"
-        r["created"] = f"2026-02-01T00:00:{len(calls):02d}+00:00"
-        r["metrics"]["time_us"]["p50"] = float(math.exp(ref) * next(ratios))
-        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r["run_id"]))
+        r.run_id = f"confirm-{len(calls)}"
+        r.created = f"2026-02-01T00:00:{len(calls):02d}+00:00"
+        r.metrics.time_us.p50 = float(math.exp(ref) * next(ratios))
+        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r.run_id))
 
     monkeypatch.setattr(runner, "run_suite", fake_run_suite)
     js = tmp_path / "alerts.json"
@@ -1193,10 +1195,10 @@ def test_a_run_of_another_suite_retires_no_series():
             if case.startswith("resample/B2") and i == 7:
                 continue  # B2 left the nightly grid at its last run
             r = rec(case, t, run=f"n{i}", night=i)
-            r["suite"] = "nightly"
+            r.suite = "nightly"
             nightly.append(r)
     later = rec("resample/B9-S100-T50-D32", 50.0, run="q0", night=9)
-    later["suite"] = "quick"
+    later.suite = "quick"
     res = regress.check(nightly + [later])
     assert res.series == 3 and res.series_stale == 1  # B2 alone: not in the newest nightly run
     assert res.series_checked == 1  # B1, tested though a quick run came after its newest night

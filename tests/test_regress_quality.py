@@ -30,6 +30,7 @@ import os
 import zlib
 from dataclasses import replace
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -43,7 +44,7 @@ SIZES = (0.05, 0.10, 0.20)
 
 
 def _copy(s: sim.Series, tag: str, **kw) -> sim.Series:
-    case = {**s.case, "id": f"{s.case['id']}-{tag}"}
+    case = msgspec.structs.replace(s.case, id=f"{s.case.id}-{tag}")
     return replace(s, case=case, **kw)
 
 
@@ -263,7 +264,7 @@ def test_two_state_series_raise_nothing(world):
     series, results = world
     two = [s for s in series if s.kind == "twostate"]
     n = sum(1 for s in two for r in results if s.fingerprint in r.checked)
-    false = [(s.case["id"], r.night) for s in two for r in results if s.fingerprint in r.kept or s.fingerprint in r.drifts]
+    false = [(s.case.id, r.night) for s in two for r in results if s.fingerprint in r.kept or s.fingerprint in r.drifts]
     raw = sum(1 for s in two for r in results if s.fingerprint in r.raw)
     print(f"\ntwo-state series (100/108 us): {n} series-nights, {len(false)} confirmed alerts or drifts, {raw} raw: "
           f"{false}")

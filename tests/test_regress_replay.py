@@ -31,7 +31,9 @@ import math
 import numpy as np
 import pytest
 
+from robocache.bench import schema
 from robocache.bench.regressions import changepoints, confirmation, noise, replay
+from robocache.bench.regressions.records import synthetic, synthetic_env
 
 
 CI_REPLICATES = replay.SIZES["ci"]["replicates"]
@@ -50,7 +52,7 @@ def test_replay_covers_the_full_nightly_grid_out_of_sample():
     w = replay.world()
     tpls = w["templates"]
     machines = {t.machine for t in tpls}
-    providers = {t.case["provider"] for t in tpls}
+    providers = {t.case.provider for t in tpls}
     assert machines == {"nvidia-h100-x1", "nvidia-h200"}
     assert {"robocache", "torch_compile", "torch_eager", "cupy", "robocache@v1"} <= providers
     assert len(tpls) >= 500
@@ -59,13 +61,13 @@ def test_replay_covers_the_full_nightly_grid_out_of_sample():
     every = replay.load(replay.committed_dirs())
     whole = noise.fit_priors(every)
     for f in range(replay.FOLDS):
-        own = noise.fit_priors([r for r in every if replay.fold_of(r["case"]) == f])
+        own = noise.fit_priors([r for r in every if replay.fold_of(r.case) == f])
         for prov, per in whole.items():
             n_other = w["priors"][f].get(prov, {}).get("*", {}).get("n", 0)
             n_own = own.get(prov, {}).get("*", {}).get("n", 0)
             assert n_other + n_own == per["*"]["n"], prov
         ours = {(c[2], c[3], c[4]) for c in w["pools"][f] if c[0] == "case"}
-        assert ours and all(replay.fold_of({"id": i, "dtype": d, "provider": p}) == f for i, d, p in ours)
+        assert ours and all(replay.fold_of(_case(i, d, p)) == f for i, d, p in ours)
     # every template draws from a pool of at least POOL_MIN real deviations, symmetric (pairs of runs both ways)
     for t in tpls[::25]:
         pool, _cell = replay.pool_for(w["pools"][t.fold], t)
@@ -138,13 +140,17 @@ def test_the_oracle_power_is_a_reference_that_a_known_noise_sets():
     assert replay.bounds(pool, 0.01, 1, 5) < 0.5
 
 
-def _rec(case_id: str, timer: str, t_us: float, run: int, commit: str = "a" * 40) -> dict:
-    return {"run_id": f"20260101T0{run}0000Z-aaaaaa", "created": f"2026-01-01T0{run}:00:00+00:00",
-            "git_commit": commit, "suite": "quick", "frontend": "cli", "status": "ok",
-            "case": {"id": case_id, "op": "resample", "provider": "robocache", "dtype": "float32", "grid_version": 2},
-            "method": {"timer": timer, "cache": "warm", "noise": 0.01}, "metrics": {"time_us": {"p50": t_us}},
-            "health": {"throttled": False, "contended": False, "noisy": False, "reasons": []},
-            "env": {"machine": "nvidia-h100-x1"}}
+def _case(case_id: str, dtype: str = "float32", provider: str = "robocache") -> schema.Case:
+    return schema.Case(id=case_id, op="resample", provider=provider, dtype=dtype, params={}, grid_version=2,
+                       bytes=0, items=0, items_unit="trajectories")
+
+
+def _rec(case_id: str, timer: str, t_us: float, run: int, commit: str = "a" * 40) -> schema.Record:
+    r = synthetic(run_id=f"20260101T0{run}0000Z-aaaaaa", created=f"2026-01-01T0{run}:00:00+00:00", git_commit=commit,
+                  case=_case(case_id), t_us=t_us, noise=0.01, timer=timer, env=synthetic_env("nvidia-h100-x1"),
+                  suite="quick")
+    r.synthetic = False  # stands for a measured record: the pools leave synthetic ones out
+    return r
 
 
 def test_call_cost_deviations_never_enter_the_device_pools():
@@ -163,11 +169,10 @@ def test_call_cost_deviations_never_enter_the_device_pools():
         assert np.allclose(np.abs(cells[cell]), d_dev), cell  # the device case's pair alone
     for cell in [("machine", "nvidia-h100-x1", "robocache|host", b), ("provider", "robocache|host"), ("all|host",)]:
         assert np.allclose(np.abs(cells[cell]), d_host), cell
-    host_tpl = replay.Template("nvidia-h100-x1", {"id": host, "op": "resample", "provider": "robocache",
-                                                  "dtype": "float32", "grid_version": 2}, 10.0, 0.01, "host_loop")
-    cs = replay._cells(host_tpl.machine, host_tpl.case, host_tpl.t_us, host_tpl.timer)
+    host_tpl = replay.Template("nvidia-h100-x1", _case(host), 10.0, 0.01, "host_loop")
+    cs = replay._cells(host_tpl.machine, host, "float32", "robocache", host_tpl.t_us, host_tpl.timer)
     assert cs[1] == ("machine", "nvidia-h100-x1", "robocache|host", b) and cs[-1] == ("all",)
-    dev_cells = replay._cells("nvidia-h100-x1", {**host_tpl.case, "id": dev}, 10.0, "cuda_event")
+    dev_cells = replay._cells("nvidia-h100-x1", dev, "float32", "robocache", 10.0, "cuda_event")
     assert not any("|host" in str(x) for c in dev_cells for x in c)
 
 

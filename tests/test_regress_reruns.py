@@ -13,12 +13,13 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgspec
 import numpy as np
 import pytest
 from test_regress import _noisy, _write_hist, series
 from test_store import make_env
 
-from robocache.bench import cli, runner, store
+from robocache.bench import cli, runner, schema, store
 from robocache.bench import regressions as regress
 
 MACHINE = "ci-synthetic"
@@ -34,13 +35,13 @@ def stepped(tmp_path: Path) -> tuple[Path, list[dict], float]:
     return tmp_path / "hist", hist, float(np.median(np.log(vals[:20])))
 
 
-def _rerun(hist: list[dict], t_us: float, k: int, **over) -> dict:
+def _rerun(hist: list[schema.Record], t_us: float, k: int, **over) -> schema.Record:
     r = copy.deepcopy(hist[-1])
-    r["run_id"] = f"confirm-{k}"
-    r["created"] = f"2026-02-01T00:00:{k:02d}+00:00"
-    r["metrics"]["time_us"]["p50"] = t_us
+    r.run_id = f"confirm-{k}"
+    r.created = f"2026-02-01T00:00:{k:02d}+00:00"
+    r.metrics.time_us.p50 = t_us
     for key, v in over.items():
-        r[key] = v
+        setattr(r, key, v)
     return r
 
 
@@ -66,7 +67,7 @@ def test_measure_then_check_elsewhere_gives_the_same_decisions(stepped, tmp_path
     def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress):
         calls.append([c.key for c in cases])
         r = _rerun(hist, math.exp(ref) * next(ratios), len(calls))
-        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r["run_id"]))
+        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r.run_id))
 
     monkeypatch.setattr(runner, "run_suite", fake_run_suite)
     # the device the reruns would measure on, asked in no process (the fast tier starts none: tests/conftest.py)
@@ -113,11 +114,11 @@ def test_reruns_that_cannot_count_are_not_used_and_say_why(stepped, tmp_path, ca
     for k in range(1, regress.CONFIRM_RUNS + 1):
         r = _rerun(hist, math.exp(ref) * 1.10, k)
         if "created" in over:
-            r["created"] = over["created"]
+            r.created = over["created"]
         if "git_commit" in over:
-            r["git_commit"] = over["git_commit"]
+            r.git_commit = over["git_commit"]
         if "status" in over:
-            r["status"], r["metrics"] = "crash", None
+            r.status, r.metrics = "crash", None
         store.write_records(d, make_env(), [r], name=f"confirm-{k}")
     rc, doc, _ = _check(capsys, str(hist_dir), "--reruns", str(d))
     # six nights at +10%: significant at the check's own level, so raised unconfirmed, with the reason
@@ -132,7 +133,7 @@ def test_reruns_of_another_machine_or_series_confirm_nothing(stepped, tmp_path, 
     other_machine = [_rerun(hist, math.exp(ref) * 1.1, k) for k in (1, 2, 3)]
     other_case = [_rerun(hist, math.exp(ref) * 1.1, k) for k in (4, 5, 6)]
     for r in other_case:
-        r["case"] = {**r["case"], "id": "resample/B2-S100-T50-D32"}
+        r.case = msgspec.structs.replace(r.case, id="resample/B2-S100-T50-D32")
     store.write_records(d, make_env("another-machine"), other_machine, name="m")
     store.write_records(d, make_env(), other_case, name="c")
     rc, doc, err = _check(capsys, str(hist_dir), "--reruns", str(d))

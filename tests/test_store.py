@@ -382,7 +382,7 @@ def test_writer_killed_inside_write(tmp_path: Path, hook: str, nth: int) -> None
     assert proc.returncode == -signal.SIGKILL
     res = load(out)
     assert res.bad == [] and res.files == 1 and len(res.records) == 500
-    assert res.records[0]["source"].endswith(RECORDS_SUFFIX) and "/first-" in res.records[0]["source"]
+    assert res.records[0].source.endswith(RECORDS_SUFFIX) and "/first-" in res.records[0].source
     tmps = orphaned_temporaries(out)
     assert len(tmps) == 1 and tmps[0].name.startswith(".tmp-") and tmps[0].stat().st_size > 0
 
@@ -417,7 +417,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     assert res.bad == []
     assert res.files == 800
     assert len(res.records) == 800
-    assert len({r["run_id"] for r in res.records}) == 800
+    assert len({r.run_id for r in res.records}) == 800
     assert not orphaned_temporaries(out)
 
 

@@ -467,7 +467,7 @@ class WorktreeMeasurer(Measurer):
                 why = (err.strip().splitlines() or [f"exit {rc}"])[-1][:200]
                 raise Untestable(f"robocache-bench run exit {rc}: {why}")
             for rec, rel in self._collect(out, commit, round_no, cache_mode):
-                key = f"{rec['case']['id']}/{rec['case']['dtype']}/{rec['case']['provider']}"
+                key = f"{rec.case.id}/{rec.case.dtype}/{rec.case.provider}"
                 row = _row(rec, commit, round_no, cache_mode, key, rel, self.statistic)
                 rows.append(row)
                 if key in samples and row["used"]:
@@ -487,7 +487,7 @@ class WorktreeMeasurer(Measurer):
         loaded = store.load(out) if out.exists() else store.LoadResult()
         by_file: dict[str, list[Any]] = {}
         for rec in loaded.records:
-            by_file.setdefault(str(rec["source"]), []).append(rec)
+            by_file.setdefault(str(rec.source), []).append(rec)
         for src, recs in sorted(by_file.items()):
             self.runs_dir.mkdir(parents=True, exist_ok=True)
             name = Path(src).name[: -len(store.RECORDS_SUFFIX)]
@@ -522,21 +522,20 @@ def _run_group(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float)
         return None, err or ""
 
 
-def _row(rec: Any, commit: Commit, round_no: int, cache: str, key: str, rel: str,
+def _row(rec: schema.Record, commit: Commit, round_no: int, cache: str, key: str, rel: str,
          statistic: str = "p50") -> dict[str, Any]:
-    m = rec.get("metrics")
-    p50 = _finite(float(m["time_us"]["p50"])) if m else None
-    value = _finite(float(m["time_us"][statistic])) if m else None
-    h = rec.get("health") or {}
-    used = rec["status"] == "ok" and value is not None and value > 0 and not h.get("throttled")
-    why = rec.get("reason")
-    if rec["status"] == "ok" and not used:
-        why = "throttled" if h.get("throttled") else "no time"
-    meth = rec.get("method") or {}
+    m = rec.metrics
+    p50 = _finite(float(m.time_us.p50)) if m is not None else None
+    value = _finite(float(getattr(m.time_us, statistic))) if m is not None else None
+    h = rec.health
+    used = rec.status == "ok" and value is not None and value > 0 and not h.throttled
+    why = rec.reason
+    if rec.status == "ok" and not used:
+        why = "throttled" if h.throttled else "no time"
     return {"commit": commit.sha, "index": commit.index, "round": round_no, "case_key": key, "cache": cache,
-            "status": rec["status"], "used": bool(used), "p50_us": p50, "value": value,
-            "noise": _finite(meth.get("noise")), "contended": bool(h.get("contended")),
-            "reason": (str(why)[:300] if why else None), "run_id": rec.get("run_id"), "created": rec.get("created"),
+            "status": rec.status, "used": bool(used), "p50_us": p50, "value": value,
+            "noise": _finite(rec.method.noise if rec.method is not None else None), "contended": bool(h.contended),
+            "reason": (str(why)[:300] if why else None), "run_id": rec.run_id, "created": rec.created,
             "file": rel}
 
 

@@ -29,6 +29,8 @@ from typing import Any
 from .. import providers
 from . import specs, store
 from .messages import TimingOptions
+from .columns import as_rows
+from .schema import Record
 from .terminal import for_stdout, terminal_text  # noqa: F401 - cli.terminal_text, cli.for_stdout: their old home
 from .multigpu import launch
 from .pipelines import command as pipeline_options  # the pipelines suite's knobs and run (run --suite pipelines)
@@ -36,7 +38,7 @@ from .views import report as rep
 from .views.kernels import kernels, kernels_sections
 from .views.sampled import point_rows as sampled_points, sampled, sampled_sections, summary as sampled_summary
 from .views.multigpu import multigpu as multigpu_table
-from .views.pipelines import latest_pipeline_runs
+from .views.pipelines import latest_pipeline_rows, latest_pipeline_runs
 from .views.records import pick_run_id, runs
 from .views.tables import sections_json, table
 
@@ -712,7 +714,7 @@ def _across_runs(args: argparse.Namespace, loaded: Any) -> tuple[list, list]:
     if loaded.empty:
         raise ValueError(f"no records in {', '.join(args.paths)}")
     rows = loaded.rows()
-    pipe_runs = {r.run_id for r in latest_pipeline_runs(rows)} if args.kernels else set()
+    pipe_runs = {r.run_id for r in latest_pipeline_rows(rows)} if args.kernels else set()
     return rows, latest_pipeline_runs(loaded.records_of(pipe_runs)) if pipe_runs else []
 
 
@@ -728,7 +730,7 @@ def _show_report_json(args: argparse.Namespace, records: list, bad: list[dict], 
                 "runs": [rep.run_facts(rs) for rs in runs(records).values()],
                 "summary": sampled_summary(sampled_points(records)),
                 "sections": sections_json(sampled_sections(records)), "skipped_files": bad}
-    doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(records),
+    doc = {"schema": SHOW_SCHEMA if args.cmd == "show" else REPORT_SCHEMA, "run": rep.run_facts(as_rows(records)),
            "cases": rep.case_rows(records), "skipped_files": bad}
     if args.cmd == "report":
         sections = rep.report_sections(records)
@@ -1207,11 +1209,11 @@ def _precompile_line(pre: dict[str, Any]) -> str:
             + (f"; pre-pass error: {pre['error']}" if pre.get("error") else ""))
 
 
-def _print_failed(failed: list[dict[str, Any]], width: int) -> None:
+def _print_failed(failed: list[Record], width: int) -> None:
     """One line per failed record: its case, status and the first line of its reason (``width`` characters)."""
     for r in failed:
-        print(f"  FAILED {r['case']['id']} {r['case']['dtype']} {r['case']['provider']}: {r['status']}: "
-              f"{(r.get('reason') or '').splitlines()[0][:width]}")
+        print(f"  FAILED {r.case.id} {r.case.dtype} {r.case.provider}: {r.status}: "
+              f"{((r.reason or '').splitlines() or [''])[0][:width]}")
 
 
 def _run_multigpu(args: argparse.Namespace, device: str, cases: list) -> int:

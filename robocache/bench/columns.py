@@ -278,6 +278,11 @@ class Row(msgspec.Struct, gc=False):
         return ",".join(k for k, v in (("throttled", self.throttled), ("contended", self.contended),
                                        ("noisy", self.noisy)) if v) or "-"
 
+    @property
+    def timed(self) -> bool:
+        """A single-GPU device-time row: not a multi-GPU, call-cost (dispatch) or pipeline case."""
+        return not (self.is_multigpu or self.is_dispatch or self.pipeline)
+
 
 # the frame's columns a Row is built from
 ROW_COLUMNS = ("run_id", "created_text", "suite", "frontend", "git_commit", "git_dirty", "synthetic", "env", "op",

@@ -119,12 +119,12 @@ class Baseline(Message):
     host_bound: bool = False
 
     @classmethod
-    def of(cls, rec: Any) -> Baseline | None:
+    def of(cls, rec: Record) -> Baseline | None:
         """From a one-rank multi-GPU record (None unless it is ``ok`` and carries ``distributed``)."""
-        if rec["status"] != "ok" or not rec.get("distributed"):
+        if rec.status != "ok" or rec.distributed is None:
             return None
-        return cls(step_us=rec["distributed"]["step_us"], items=rec["case"]["items"],
-                   host_bound=any("host-bound" in x for x in rec["health"]["reasons"]))
+        return cls(step_us=rec.distributed.step_us, items=rec.case.items,
+                   host_bound=any("host-bound" in x for x in rec.health.reasons))
 
 
 class CaseDone(Message):

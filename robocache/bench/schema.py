@@ -26,7 +26,7 @@ reported as such, never misread. Measured on the 2-core CI machine: 100,000
 records of ~1.7 kB decode and validate in about 0.8 s, against 2.6 s for the
 pydantic v2 version of this schema and 2.2 s for a bare ``json.loads`` (which is
 why msgspec: the 2 s load budget for a growing history). Read loaded structs by attribute
-(``rec.case.id``, ``rec.metrics``); the read-by-key of :class:`_Rec` is transitional (issue 28).
+(``rec.case.id``, ``rec.metrics``): they are not mappings (issue 28).
 :func:`to_dict` turns them into plain dicts (for tables and DataFrames).
 """
 from __future__ import annotations
@@ -60,37 +60,11 @@ _UTC_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(\+00:00
 
 
 class _Rec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Struct with read access by key, so records read like the dicts they are written as.
-
-    Transitional (issue 28): every reader should use attribute access. The readers in views/, dashboard/ and the
-    CLI do (a test that builds a record as a dict types it first: tests/typed.py). Still reading Structs by key,
-    as found by making these methods raise over the fast tests (`rec[...]`, `rec.get(...)`, `in`):
-      - robocache/bench/regressions/: records.py, replay.py, verdicts.py, changepoints.py, noise.py (their
-        plain-dict records, from replay.py and tests/history_rehearsal.py, share the readers);
-      - robocache/bench/messages.py ``Baseline.of``;
-      - tests: test_regress_replay.py, test_distributed.py; test_messages.py sets a field by key to see it refused.
-    Delete these methods once that list is empty.
-    """
-
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key not in self.__struct_fields__:
-            raise KeyError(key)
-        setattr(self, key, value)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.__struct_fields__
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default) if key in self.__struct_fields__ else default
-
-    def keys(self):
-        return self.__struct_fields__
+    """The schema's Structs: unknown fields refused, keyword-only. Read by attribute (``rec.case.id``); a Struct is
+    not a mapping, so ``rec["case"]``, ``rec.get(...)`` and ``"case" in rec`` raise ``TypeError`` or
+    ``AttributeError`` (issue 28 removed the transitional read by key; tests/test_messages.py checks it stays gone).
+    A test that builds a record as a dict types it first (tests/typed.py), or builds a simulated one with
+    :func:`robocache.bench.regressions.records.synthetic`."""
 
 
 class Case(_Rec):

@@ -23,20 +23,20 @@ def test_public_dispatch_records_carry_the_interleaved_ratio(torch):
     for case in (c for c in specs.cases("quick", device="gpu") if c.dispatch and c.provider == "robocache"):
         rec = worker.measure(Task(run_id="gpu-test", suite="quick", frontend="test", device="gpu", case_key=case.key,
                                   timing=TimingOptions(time_limit_s=1.0)))
-        assert rec["status"] == "ok", (case.key, rec["status"], rec["reason"])
-        inter = rec["dispatch"]["interleaved"]
-        assert inter is not None, rec["health"]["reasons"]
-        assert inter["rounds"] >= 15 and 1 <= inter["calls_per_loop"] <= 200
+        assert rec.status == "ok", (case.key, rec.status, rec.reason)
+        inter = rec.dispatch.interleaved
+        assert inter is not None, rec.health.reasons
+        assert inter.rounds >= 15 and 1 <= inter.calls_per_loop <= 200
         for key in ("ratio", "cupy_ratio"):
-            q = [inter[f"{key}_p20"], inter[f"{key}_p50"], inter[f"{key}_p80"]]
+            q = [getattr(inter, f"{key}_p20"), getattr(inter, f"{key}_p50"), getattr(inter, f"{key}_p80")]
             assert all(math.isfinite(x) and x > 0 for x in q) and q == sorted(q), (case.op, key, q)
-        assert inter["bare_us"] > 0 and inter["public_us"] > 0 and inter["public_cupy_us"] > 0
-        print(f"\n{case.op}: interleaved over {inter['rounds']} rounds of {inter['calls_per_loop']} calls: bare "
-              f"{inter['bare_us']:.2f} us, public torch {inter['public_us']:.2f} us "
-              f"({inter['ratio_p50']:.2f}x, p20-p80 {inter['ratio_p20']:.2f}-{inter['ratio_p80']:.2f}), public cupy "
-              f"{inter['public_cupy_us']:.2f} us ({inter['cupy_ratio_p50']:.2f}x, "
-              f"{inter['cupy_ratio_p20']:.2f}-{inter['cupy_ratio_p80']:.2f}); target <= 2x; "
-              f"noise target met: {inter['noise_target_met']}")
+        assert inter.bare_us > 0 and inter.public_us > 0 and inter.public_cupy_us > 0
+        print(f"\n{case.op}: interleaved over {inter.rounds} rounds of {inter.calls_per_loop} calls: bare "
+              f"{inter.bare_us:.2f} us, public torch {inter.public_us:.2f} us "
+              f"({inter.ratio_p50:.2f}x, p20-p80 {inter.ratio_p20:.2f}-{inter.ratio_p80:.2f}), public cupy "
+              f"{inter.public_cupy_us:.2f} us ({inter.cupy_ratio_p50:.2f}x, "
+              f"{inter.cupy_ratio_p20:.2f}-{inter.cupy_ratio_p80:.2f}); target <= 2x; "
+              f"noise target met: {inter.noise_target_met}")
 
 
 def test_other_dispatch_records_do_not(torch):
@@ -47,4 +47,4 @@ def test_other_dispatch_records_do_not(torch):
     case = next(c for c in specs.cases("quick", device="gpu") if c.dispatch and c.provider == "bare_launch")
     rec = worker.measure(Task(run_id="gpu-test", suite="quick", frontend="test", device="gpu", case_key=case.key,
                               timing=TimingOptions(time_limit_s=0.3)))
-    assert rec["status"] == "ok" and rec["dispatch"]["interleaved"] is None
+    assert rec.status == "ok" and rec.dispatch.interleaved is None

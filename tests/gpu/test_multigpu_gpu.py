@@ -44,10 +44,10 @@ def test_one_rank_nccl(tmp_path):
     case = specs.find("resample/B4096-S100-T50-D32-weak-g1-allgather/float32/robocache")
     res = launch.run_multigpu([case], device="gpu", gpus=1, out_dir=tmp_path, timing=FAST, machine="gpu-test")
     (rec,) = res.records
-    assert rec["status"] == "ok", rec["reason"]
-    d = rec["distributed"]
-    assert d["backend"] == "nccl" and d["world_size"] == 1 and d["efficiency"] == 1.0
-    assert rec["method"]["timer"] == "cuda_event" and d["gather_gb_per_s"] > 0
+    assert rec.status == "ok", rec.reason
+    d = rec.distributed
+    assert d.backend == "nccl" and d.world_size == 1 and d.efficiency == 1.0
+    assert rec.method.timer == "cuda_event" and d.gather_gb_per_s > 0
     assert store.load(tmp_path).bad == []
 
 
@@ -58,24 +58,24 @@ def test_two_ranks_nccl_weak_and_strong(tmp_path):
              specs.find("fuse/robot-B256-T100-weak-g2-allgather/float32/robocache")]
     before = {g: _processes_on(g) for g in range(2)}
     res = launch.run_multigpu(cases, device="gpu", gpus=2, out_dir=tmp_path, timing=FAST, machine="gpu-test")
-    assert res.counts() == {"ok": 6}, [(r["case"]["id"], r["status"], r["reason"]) for r in res.records]
+    assert res.counts() == {"ok": 6}, [(r.case.id, r.status, r.reason) for r in res.records]
     assert store.load(tmp_path).bad == []
     for r in res.records:
-        d = r["distributed"]
-        print(f"\n{r['case']['id']}: step {d['step_us']:.1f} us, per rank {d['per_rank_us']}, efficiency "
-              f"{d['efficiency']:.3f}, gather {d['gather_gb_per_s']}, all_gather busbw {d['collective_busbw_gb_per_s']}")
-        assert d["backend"] == "nccl" and len(d["per_rank_us"]) == d["world_size"]
+        d = r.distributed
+        print(f"\n{r.case.id}: step {d.step_us:.1f} us, per rank {d.per_rank_us}, efficiency "
+              f"{d.efficiency:.3f}, gather {d.gather_gb_per_s}, all_gather busbw {d.collective_busbw_gb_per_s}")
+        assert d.backend == "nccl" and len(d.per_rank_us) == d.world_size
         # the peer rank is not "another process": only processes that were on the GPU before the launch count
-        for rank in range(d["world_size"]):
-            said = [x for x in r["health"]["reasons"] if x.startswith(f"rank {rank}: contended")]
+        for rank in range(d.world_size):
+            said = [x for x in r.health.reasons if x.startswith(f"rank {rank}: contended")]
             if before[rank] is not None:
                 want = [f"rank {rank}: contended: {before[rank]} other process{'es' if before[rank] != 1 else ''} "
                         "on the GPU"] if before[rank] else []
-                assert said == want, (r["health"]["reasons"], before)
-        if d["world_size"] == 2:
-            assert d["efficiency"] is not None and d["efficiency"] > 0
-            if d["gather"] != "none":
-                assert d["collective_busbw_gb_per_s"] == pytest.approx(d["collective_gb_per_s"] / 2)
+                assert said == want, (r.health.reasons, before)
+        if d.world_size == 2:
+            assert d.efficiency is not None and d.efficiency > 0
+            if d.gather != "none":
+                assert d.collective_busbw_gb_per_s == pytest.approx(d.collective_gb_per_s / 2)
 
 
 def test_nccl_late_rank_is_waited_for_and_a_hung_rank_times_out(tmp_path):

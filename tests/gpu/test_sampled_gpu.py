@@ -34,8 +34,8 @@ def test_extreme_sampled_points_pass_the_gate(torch, key):
 
     rec = worker.measure(Task(run_id="gpu-test", suite="sampled", frontend="test", device="gpu", case_key=key,
                               check_only=True))
-    print(f"\n{key}: {rec['status']}, {rec['case']['bytes'] / 1e6:.0f} MB moved, {rec['duration_s']:.1f} s, "
-          f"max rel err {(rec['check'] or {}).get('max_rel_err')}")
-    assert rec["status"] == "ok", (rec["status"], rec["reason"])
-    assert rec["check"]["passed"]
+    print(f"\n{key}: {rec.status}, {rec.case.bytes / 1e6:.0f} MB moved, {rec.duration_s:.1f} s, "
+          f"max rel err {rec.check.max_rel_err if rec.check is not None else None}")
+    assert rec.status == "ok", (rec.status, rec.reason)
+    assert rec.check.passed
     torch.cuda.empty_cache()

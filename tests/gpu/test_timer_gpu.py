@@ -146,21 +146,21 @@ def test_dispatch_cases_measure_host_cost_per_call(torch):
     for case in (c for c in specs.cases("quick", device="gpu") if c.dispatch):
         rec = worker.measure(Task(run_id="gpu-test", suite="quick", frontend="test", device="gpu", case_key=case.key,
                                   timing=TimingOptions(time_limit_s=1.0)))
-        assert rec["status"] == "ok", (case.key, rec["status"], rec["reason"])
-        assert rec["check"]["passed"] and rec["method"]["timer"] == "host_loop"
-        d = rec["dispatch"]
-        assert d["device_us"] is not None and d["device_us"] > 0 and d["gpu_keeps_up"] is not None
+        assert rec.status == "ok", (case.key, rec.status, rec.reason)
+        assert rec.check.passed and rec.method.timer == "host_loop"
+        d = rec.dispatch
+        assert d.device_us is not None and d.device_us > 0 and d.gpu_keeps_up is not None
         recs[(case.op, case.provider)] = rec
     for op in specs.OPS:
-        host = {p: recs[(op, p)]["metrics"]["time_us"]["p50"] for p in specs.DISPATCH_PROVIDERS}
-        dev = {p: recs[(op, p)]["dispatch"]["device_us"] for p in specs.DISPATCH_PROVIDERS}
+        host = {p: recs[(op, p)].metrics.time_us.p50 for p in specs.DISPATCH_PROVIDERS}
+        dev = {p: recs[(op, p)].dispatch.device_us for p in specs.DISPATCH_PROVIDERS}
         bare = host["bare_launch"]
         print(f"\n{op}: host cost per call: public torch {host['robocache']:.2f} us, public cupy "
               f"{host['robocache@cupy']:.2f} us, bare launch {bare:.2f} us; ratio "
               f"{host['robocache'] / bare:.2f}x / {host['robocache@cupy'] / bare:.2f}x (target <= 2x); "
               f"device per call {', '.join(f'{p} {v:.2f} us' for p, v in dev.items())}")
         assert host["robocache"] > 0.5 * bare and host["robocache@cupy"] > 0.5 * bare  # the floor is a floor
-        assert recs[(op, "robocache")]["dispatch"]["gpu_keeps_up"]  # a tiny call: the host is the bottleneck
+        assert recs[(op, "robocache")].dispatch.gpu_keeps_up  # a tiny call: the host is the bottleneck
 
 
 def test_host_blocking_callable_and_graph_unavailable(torch):

@@ -63,12 +63,12 @@ from .confirmation import (CONFIRM_MORE, CONFIRM_P, CONFIRM_P_HELD, CONFIRM_RUNS
                            RERUN_SPARE, confirm, confirm_alerts, drift_change, rerun_more, rerun_test, to_confirm)
 from .noise import (LEVEL_Q, NOISE_MIN, PRIOR_ABS_US, PRIOR_DOF, PRIOR_MIN_N, PRIOR_REL, PRIOR_WIDEN, PRIORS_FILE,
                     fit_priors, prior_noise, prior_pool, priors, series_sigma, shrink)
-from .records import ENV_FIELDS, FLOOR, case_key, case_label, env_changes, env_fingerprint
+from .records import ENV_FIELDS, FLOOR, case_key, case_label, env_changes, env_fingerprint, env_print
 from .verdicts import VERDICTS, Z, Verdict, compare, compare_markdown, history_noise
 
 __all__ = [
     # records
-    "ENV_FIELDS", "FLOOR", "case_key", "case_label", "env_changes", "env_fingerprint",
+    "ENV_FIELDS", "FLOOR", "case_key", "case_label", "env_changes", "env_fingerprint", "env_print",
     # noise
     "LEVEL_Q", "NOISE_MIN", "PRIOR_ABS_US", "PRIOR_DOF", "PRIOR_MIN_N", "PRIOR_REL", "PRIOR_WIDEN", "PRIORS_FILE",
     "fit_priors", "prior_noise", "prior_pool", "priors", "series_sigma", "shrink",

@@ -15,8 +15,8 @@ import numpy as np
 
 from ..schema import Series, fingerprint, series_key
 from .noise import NOISE_MIN, PRIOR_DOF, prior_noise, series_sigma, shrink, sigma_floors
-from .records import (ENV_FIELDS, FLOOR, case_key, check_floor, env_changes, env_fingerprint, p50, safe_exp, unhealthy,
-                      within_sigma)
+from .records import (FLOOR, case_key, check_floor, env_changes, env_fingerprint, env_print, p50, safe_exp,
+                      unhealthy, within_sigma)
 
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
 RECENT = 5  # an improvement older than the newest RECENT runs is history, not news
@@ -175,7 +175,7 @@ def _series_dict(rec: Any) -> dict[str, Any]:
     """The record's series (:func:`schema.series_key`, method version included) as a dict, with the machine's
     architecture for the alert; its :func:`schema.fingerprint` is the alert's series id (method version 1, every
     record before the version existed, hashes as before)."""
-    return {**series_key(rec)._asdict(), "arch": (rec.get("env") or {}).get("arch")}
+    return {**series_key(rec)._asdict(), "arch": rec.env.arch if rec.env is not None else None}
 
 
 def _siblings_key(k: Series) -> Series:
@@ -530,17 +530,16 @@ class _Rows:
 
 
 class _RecordRows(_Rows):
-    """:class:`_Rows` of loaded records (Structs, or dicts as the replay and the tests build them)."""
+    """:class:`_Rows` of records (:class:`~robocache.bench.schema.Record`: loaded, or built by :func:`.records.synthetic`)."""
 
     def __init__(self, records: Iterable[Any]) -> None:
         self._recs = recs = list(records)
-        envs = [r.get("env") or {} for r in recs]
-        self.machine = [e.get("machine") for e in envs]
-        self.frontend = [r.get("frontend") for r in recs]
-        self.suite = [r["suite"] for r in recs]
-        self.created = [r["created"] for r in recs]
-        self.run_id = [r["run_id"] for r in recs]
-        self.commit = [r.get("git_commit") for r in recs]
+        self.machine = [r.env.machine if r.env is not None else None for r in recs]
+        self.frontend = [r.frontend for r in recs]
+        self.suite = [r.suite for r in recs]
+        self.created = [r.created for r in recs]
+        self.run_id = [r.run_id for r in recs]
+        self.commit = [r.git_commit for r in recs]
         self.group = [series_key(r) for r in recs]
         self.why = [unhealthy(r) for r in recs]
         self.p50 = [p50(r) for r in recs]
@@ -551,7 +550,8 @@ class _RecordRows(_Rows):
         return self.group[i]
 
     def arch(self, i: int) -> Any:
-        return (self._recs[i].get("env") or {}).get("arch")
+        env = self._recs[i].env
+        return env.arch if env is not None else None
 
     def case_key(self, i: int) -> str:
         return case_key(self._recs[i])
@@ -559,7 +559,7 @@ class _RecordRows(_Rows):
     def env_print(self, i: int) -> dict[str, str]:
         """Computed once per env object (the records of one file share theirs), kept alive so that its id is not
         reused while this lives."""
-        env = self._recs[i].get("env")
+        env = self._recs[i].env
         got = self._env_prints.get(id(env))
         if got is None or got[0] is not env:
             got = self._env_prints[id(env)] = (env, env_fingerprint(self._recs[i]))
@@ -635,7 +635,7 @@ class _FrameRows(_Rows):
 
     def env_print(self, i: int) -> dict[str, str]:
         env = self._env(i)
-        return {k: str(env[k]) for k in ENV_FIELDS if env.get(k) not in (None, "")}  # each point its own dict
+        return env_print(env)  # each point its own dict
 
 
 def machines(records: Any) -> list[Any]:

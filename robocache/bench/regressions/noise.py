@@ -52,9 +52,9 @@ def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
     pair of back-to-back runs) cannot narrow the prior the other sessions measured."""
     groups: dict[tuple[Series, str], list[float]] = defaultdict(list)
     for r in records:
-        if unhealthy(r) or not r.get("git_commit") or r.get("synthetic"):
+        if unhealthy(r) or not r.git_commit or r.synthetic:
             continue
-        groups[(series_key(r), r["git_commit"])].append(math.log(p50(r)))
+        groups[(series_key(r), r.git_commit)].append(math.log(p50(r)))
     # provider -> bucket -> session (machine, commit) -> deviations
     dev: dict[str, dict[str, dict[tuple[str, str], list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))

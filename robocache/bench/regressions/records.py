@@ -3,9 +3,9 @@ its runner's fingerprint; the floor every verdict and alert shares."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
-
-from ..schema import FAILED_STATUSES
+from ..schema import Case, Env, Health, Method, Metrics, Quantiles, Record
 
 FLOOR = 0.03  # a change smaller than 3% is never a verdict or an alert, whatever the noise
 ENV_FIELDS = ("gpu_name", "driver", "cuda", "cpu", "kernel", "host_id")  # the runner's fingerprint
@@ -21,51 +21,88 @@ def check_floor(floor: float) -> None:
         raise ValueError(f"floor must be a finite number from 0 to 10 (a relative change), got {floor!r}")
 
 
-def within_sigma(rec: Any) -> float:
+def within_sigma(rec: Record) -> float:
     """One sigma of the median's relative uncertainty within its run (``method.noise`` is a 95% half-width)."""
-    m = rec.get("method") or {}
-    n = m.get("noise")
+    m = rec.method
+    n = m.noise if m is not None else None
     return min(float(n) / 1.96, 1e6) if n is not None else 0.0
 
 
-def p50(rec: Any) -> float | None:
-    m = rec.get("metrics")
-    if not m:
+def p50(rec: Record) -> float | None:
+    m = rec.metrics
+    if m is None:
         return None
-    v = m["time_us"]["p50"]
+    v = m.time_us.p50
     return float(v) if v and v > 0 and math.isfinite(v) else None
 
 
-def unhealthy(rec: Any) -> str | None:
+def unhealthy(rec: Record) -> str | None:
     """Why a record cannot be a point of comparison (None when it can)."""
-    if rec["status"] in FAILED_STATUSES:
-        return f"status {rec['status']}"
-    if rec["status"] != "ok" or p50(rec) is None:
-        return f"status {rec['status']}"
-    h = rec.get("health") or {}
-    if h.get("throttled"):
+    if rec.status != "ok" or p50(rec) is None:  # a failed status, skipped, or nothing timed
+        return f"status {rec.status}"
+    h = rec.health
+    if h.throttled:
         return "throttled"
-    if h.get("contended"):
+    if h.contended:
         return "contended"
     return None
 
 
-def case_label(rec: Any) -> str:
-    c = rec["case"]
-    return f"{c['id']} {c['dtype']} {c['provider']}"
+def case_label(rec: Record) -> str:
+    c = rec.case
+    return f"{c.id} {c.dtype} {c.provider}"
 
 
-def case_key(rec: Any) -> str:
+def case_key(rec: Record) -> str:
     """The harness's case key (``op/tag/dtype/provider``), as ``robocache-bench run --cases`` takes it."""
-    c = rec["case"]
-    return f"{c['id']}/{c['dtype']}/{c['provider']}"
+    c = rec.case
+    return f"{c.id}/{c.dtype}/{c.provider}"
 
 
-def env_fingerprint(rec: Any) -> dict[str, str]:
+def env_fingerprint(rec: Record) -> dict[str, str]:
     """The runner's facts that move a series when they change (GPU, driver, CUDA, CPU model, kernel, host id);
     fields a record does not have are left out (older records lack the kernel and host id)."""
-    env = rec.get("env") or {}
+    env = rec.env
+    if env is None:
+        return {}
+    vals = ((k, getattr(env, k)) for k in ENV_FIELDS)
+    return {k: str(v) for k, v in vals if v not in (None, "")}
+
+
+def env_print(env: Mapping[str, Any]) -> dict[str, str]:
+    """:func:`env_fingerprint` of an env as JSON holds it (a results file's, the frame's ``env`` column)."""
     return {k: str(env[k]) for k in ENV_FIELDS if env.get(k) not in (None, "")}
+
+
+def synthetic(*, run_id: str, created: str, git_commit: str, case: Case, t_us: float, noise: float, env: Env,
+              timer: str = "cuda_event", cache: str = "warm", contended: bool = False, suite: str = "nightly",
+              frontend: str = "cli", method: Method | None = None) -> Record:
+    """A synthetic record (``synthetic``: True) with what the check and compare read: its run, commit, case, median
+    time, within-run noise, contention and machine; the figures nobody reads are zero, the sections None. Built
+    without validation (Struct constructors), for the replay and the tests' simulated nights; ``method`` (from
+    :func:`synthetic_method`) may be shared by the records of one series."""
+    return Record(run_id=run_id, created=created, git_commit=git_commit, git_dirty=None, suite=suite,
+                  frontend=frontend, case=case,
+                  method=method if method is not None else synthetic_method(timer, cache, noise),
+                  metrics=Metrics(time_us=Quantiles(p20=t_us, p50=t_us, p80=t_us, min=t_us, max=t_us, mean=t_us),
+                                  items_per_s=0.0, gb_per_s=0.0, ceiling_gb_per_s=None, pct_of_ceiling=None,
+                                  graph_time_us=None, event_vs_graph=None),
+                  check=None, clocks=None,
+                  health=Health(throttled=False, contended=contended, noisy=False, reasons=[]),
+                  status="ok", reason=None, duration_s=0.0, synthetic=True, env=env)
+
+
+def synthetic_method(timer: str, cache: str, noise: float) -> Method:
+    """The :class:`Method` of a :func:`synthetic` record: its timer, cache and within-run noise."""
+    return Method(timer=timer, cache=cache, warmup_s=0.0, samples=0, reps_per_sample=0, noise_target=0.0,
+                  noise=noise, noise_target_met=True, time_limit_s=0.0)
+
+
+def synthetic_env(machine: str, arch: str | None = None) -> Env:
+    """The :class:`Env` of a :func:`synthetic` record: its machine (and architecture); every other fact unknown."""
+    return Env(hostname=machine, machine=machine, device="gpu", gpu_name=None, arch=arch, compute_capability=None,
+               gpu_count=None, gpu_memory_gb=None, sm_count=None, l2_mb=None, driver=None, cuda=None, cpu=None,
+               python="", libs={}, nvml="unknown: synthetic")
 
 
 def env_changes(a: dict[str, str], b: dict[str, str]) -> list[str]:

@@ -51,15 +51,16 @@ import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..schema import fingerprint, series_key
+from ..schema import Case, Env, Method, Record, fingerprint, series_key
 from . import changepoints, confirmation, memory as mem, noise
 from .alerts import code_span, md_text
-from .records import p50, unhealthy
+from .records import p50, synthetic, synthetic_env, synthetic_method, unhealthy
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATE_DIRS = ("results/h100-nvidia-h100-x1", "results/h200-nvidia-h200")  # the nightly machines' records
@@ -87,26 +88,26 @@ SIZES = {  # replicates, a share of the templates, the Monte Carlo draws of each
 @dataclass(frozen=True)
 class Template:
     machine: str
-    case: dict
+    case: Case  # its runs' case (the series reads its id, op, provider, dtype and grid version)
     t_us: float  # the median of its nightly runs' medians
     within: float  # the runs' median within-run noise (method.noise, a 95% half-width)
     timer: str = "cuda_event"  # its runs' timer: a call-cost series (noise.HOST_TIMERS) draws from host-timed pools
 
     @property
     def key(self) -> str:
-        return f"{self.case['id']}/{self.case['dtype']}/{self.case['provider']}"
+        return f"{self.case.id}/{self.case.dtype}/{self.case.provider}"
 
     @property
     def fold(self) -> int:
         return fold_of(self.case)
 
 
-def fold_of(case: dict) -> int:
+def fold_of(case: Case) -> int:
     """The case's fold: a stable hash of (case id, dtype, provider), the same on both machines."""
-    return zlib.crc32(f"{case['id']}|{case['dtype']}|{case['provider']}".encode()) % FOLDS
+    return zlib.crc32(f"{case.id}|{case.dtype}|{case.provider}".encode()) % FOLDS
 
 
-def load(dirs: Sequence[str | Path]) -> list[dict]:
+def load(dirs: Sequence[str | Path]) -> list[Record]:
     """Records of ``dirs`` (relative to the repository unless absolute); a bad file is an error here."""
     from .. import store
 
@@ -116,35 +117,33 @@ def load(dirs: Sequence[str | Path]) -> list[dict]:
     return loaded.records
 
 
-def templates(records: Sequence[dict]) -> list[Template]:
+def templates(records: Sequence[Record]) -> list[Template]:
     """One template per series of the nightly suite (machine, case, provider, dtype, grid version; any front end:
     the asv front end's H200 grid holds the CuPy and torch eager cases), sorted."""
-    by: dict[tuple, list[dict]] = defaultdict(list)
+    by: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
-        if r["suite"] != "nightly" or unhealthy(r) or r.get("synthetic"):
+        if r.suite != "nightly" or unhealthy(r) or r.synthetic:
             continue
-        c = r["case"]
-        by[((r.get("env") or {}).get("machine"), c["id"], c["dtype"], c["provider"], c["grid_version"])].append(r)
+        c = r.case
+        by[(r.env.machine if r.env is not None else None, c.id, c.dtype, c.provider, c.grid_version)].append(r)
     out = []
     for (machine, *_), rs in sorted(by.items()):
-        c = rs[0]["case"]
-        within = [float((r.get("method") or {}).get("noise") or 0.0) for r in rs]
-        timers = Counter(str((r.get("method") or {}).get("timer") or "cuda_event") for r in rs)
-        out.append(Template(machine=machine, case={k: c[k] for k in ("id", "op", "provider", "dtype", "grid_version")},
+        within = [float((r.method.noise if r.method is not None else None) or 0.0) for r in rs]
+        timers = Counter(str((r.method.timer if r.method is not None else None) or "cuda_event") for r in rs)
+        out.append(Template(machine=machine, case=rs[0].case,
                             t_us=float(np.median([p50(r) for r in rs])), within=float(np.median(within)),
                             timer=timers.most_common(1)[0][0]))
     return out
 
 
-def _cells(machine: str, case: dict, t_us: float, timer: str | None = None) -> list[tuple]:
+def _cells(machine: str, case_id: str, dtype: str, prov: str, t_us: float, timer: str | None = None) -> list[tuple]:
     """The pool cells of a case, most specific first. Past the case's own cell, a call-cost series (host-timed,
     ``noise.HOST_TIMERS``) and a device-timed one never share a cell, as their priors never do: one A/A pair's
     call-cost cases move 20-30% between runs, and pooled with the device times of the same provider and time
     bucket they made the replay draw false alerts for quiet kernels. A host-timed series falls back on the
     device cells only where no host-timed cell has enough values."""
-    prov = case["provider"]
     b = noise._bucket(t_us)
-    own = [("case", machine, case["id"], case["dtype"], prov)]
+    own = [("case", machine, case_id, dtype, prov)]
     device = [("machine", machine, prov, b), ("bucket", prov, b), ("provider", prov), ("provider", prov.split("@")[0]),
               ("all",)]
     if not noise._timer_suffix(timer):
@@ -153,15 +152,15 @@ def _cells(machine: str, case: dict, t_us: float, timer: str | None = None) -> l
                   if c != ("all",) else ("all|host",) for c in device] + device
 
 
-def pools(records: Sequence[dict], fold: int) -> dict[tuple, np.ndarray]:
+def pools(records: Sequence[Record], fold: int) -> dict[tuple, np.ndarray]:
     """Every cell's signed run-to-run deviations from the records of cases in ``fold``: per series and commit, each
     pair of its runs gives +-log(t_i / t_j) / sqrt(2)."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     for r in records:
-        if unhealthy(r) or r.get("synthetic") or not r.get("git_commit") or fold_of(r["case"]) != fold:
+        if unhealthy(r) or r.synthetic or not r.git_commit or fold_of(r.case) != fold:
             continue
-        timer = (r.get("method") or {}).get("timer")
-        groups[(series_key(r), r["git_commit"], timer)].append(math.log(p50(r)))
+        timer = r.method.timer if r.method is not None else None
+        groups[(series_key(r), r.git_commit, timer)].append(math.log(p50(r)))
     cells: dict[tuple, list[float]] = defaultdict(list)
     for (sk, _commit, timer), xs in groups.items():
         if len(xs) < 2:
@@ -169,8 +168,7 @@ def pools(records: Sequence[dict], fold: int) -> dict[tuple, np.ndarray]:
         x = np.array(xs)
         i, j = np.triu_indices(len(x), 1)
         d = (x[i] - x[j]) / math.sqrt(2)
-        case = {"id": sk.case_id, "dtype": sk.dtype, "provider": sk.provider}
-        own, *rest = _cells(sk.machine, case, math.exp(float(x.mean())), timer)
+        own, *rest = _cells(sk.machine, sk.case_id, sk.dtype, sk.provider, math.exp(float(x.mean())), timer)
         # a host-timed case's deviations go to its own and the host-timed cells, never the device cells
         for cell in [own, *(rest[:len(rest) // 2] if noise._timer_suffix(timer) else rest)]:
             cells[cell].extend(d.tolist())
@@ -180,7 +178,8 @@ def pools(records: Sequence[dict], fold: int) -> dict[tuple, np.ndarray]:
 
 def pool_for(pl: dict[tuple, np.ndarray], tpl: Template) -> tuple[np.ndarray, str]:
     """The template's pool (the most specific cell with POOL_MIN values) and the cell's kind."""
-    for cell in _cells(tpl.machine, tpl.case, tpl.t_us, tpl.timer):
+    c = tpl.case
+    for cell in _cells(tpl.machine, c.id, c.dtype, c.provider, tpl.t_us, tpl.timer):
         v = pl.get(cell)
         if v is not None and len(v) >= POOL_MIN:
             return v, cell[0]
@@ -237,14 +236,24 @@ class Plan:
 
     @property
     def provider(self) -> str:
-        return self.tpl.case["provider"]
+        return self.tpl.case.provider
 
     @property
     def fp(self) -> str:
         c = self.tpl.case
-        return fingerprint({"machine": self.tpl.machine, "case_id": c["id"], "provider": c["provider"],
-                            "dtype": c["dtype"], "timer": self.tpl.timer, "cache": "warm",
-                            "grid_version": c["grid_version"], "frontend": "cli", "input_sets": 1})
+        return fingerprint({"machine": self.tpl.machine, "case_id": c.id, "provider": c.provider,
+                            "dtype": c.dtype, "timer": self.tpl.timer, "cache": "warm",
+                            "grid_version": c.grid_version, "frontend": "cli", "input_sets": 1})
+
+    @cached_property
+    def env(self) -> Env:
+        """Its records' env, one object for them all (the check reads the runner's fingerprint once per env)."""
+        return synthetic_env(self.tpl.machine)
+
+    @cached_property
+    def method(self) -> Method:
+        """Its records' method, one object for them all."""
+        return synthetic_method(self.tpl.timer, "warm", self.tpl.within)
 
     def level(self, night: int) -> float:
         """The true log-time of ``night`` without noise, state or contention."""
@@ -281,16 +290,12 @@ def _created(night: int, minute: int = 0) -> str:
     return f"{day}T03:{minute:02d}:00+00:00"
 
 
-def record(p: Plan, t_us: float, night: int, *, rerun: int = 0, contended: bool = False) -> dict:
-    """A synthetic record with the fields the check reads (marked synthetic)."""
+def record(p: Plan, t_us: float, night: int, *, rerun: int = 0, contended: bool = False) -> Record:
+    """A synthetic record with the fields the check reads (marked synthetic; :func:`.records.synthetic`)."""
     stamp = _created(night, rerun)
     run = f"{stamp[:10].replace('-', '')}T03{rerun:02d}00Z-{p.tpl.machine[-4:]}{night:03d}" + (f"r{rerun}" if rerun else "")
-    return {"run_id": run, "created": stamp, "git_commit": f"{night:04d}" + "c" * 36, "suite": "nightly",
-            "frontend": "cli", "case": p.tpl.case, "status": "ok", "synthetic": True,
-            "method": {"timer": p.tpl.timer, "cache": "warm", "noise": p.tpl.within},
-            "metrics": {"time_us": {"p50": t_us}},
-            "health": {"throttled": False, "contended": contended, "noisy": False, "reasons": []},
-            "env": {"machine": p.tpl.machine}}
+    return synthetic(run_id=run, created=stamp, git_commit=f"{night:04d}" + "c" * 36, case=p.tpl.case, t_us=t_us,
+                     noise=p.tpl.within, env=p.env, method=p.method, contended=contended)
 
 
 # ------------------------------------------------------------------ scenarios and one replicate
@@ -363,7 +368,7 @@ def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[flo
     groups: dict[tuple[str, int], list[int]] = defaultdict(list)
     for i, p in enumerate(ps):
         groups[(p.tpl.machine, p.tpl.fold)].append(i)
-    recs: dict[tuple[str, int], list[dict]] = {g: [] for g in groups}
+    recs: dict[tuple[str, int], list[Record]] = {g: [] for g in groups}
     looked = {g: mem.Memory() for g in groups}  # each nightly job's memory
     seen: list[list[Seen]] = [[] for _ in ps]
     night_rng = np.random.default_rng([seed, 1])
@@ -379,7 +384,7 @@ def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[flo
     return [_summary(p, s) for p, s in zip(ps, seen)]
 
 
-def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan], recs: list[dict], n: int,
+def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan], recs: list[Record], n: int,
                  seed: int, mc: int, seen: list[list[Seen]], looked: mem.Memory | None = None) -> None:
     """The nightly job after night n-1 for one machine and fold: check --confirm's own calls, with the memory of
     the change points earlier nights refuted (``looked``, carried from night to night as the nightly job carries
@@ -388,7 +393,7 @@ def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan]
     by_fp = {ps[i].fp: i for i in idx}
     asked: dict[str, int] = defaultdict(int)
 
-    def measure(alerts: list[changepoints.Change], times: int) -> list[dict]:
+    def measure(alerts: list[changepoints.Change], times: int) -> list[Record]:
         out = []
         for c in alerts:
             i = by_fp[c.fingerprint]
@@ -492,7 +497,7 @@ def world(dirs: Sequence[str | Path] = TEMPLATE_DIRS, prior_dir: str | Path = PR
     every = load(committed_dirs(prior_dir))
     tpls = templates(recs)
     pls = {f: pools(recs, f) for f in range(FOLDS)}
-    pri = {f: noise.fit_priors([r for r in every if fold_of(r["case"]) != f]) for f in range(FOLDS)}
+    pri = {f: noise.fit_priors([r for r in every if fold_of(r.case) != f]) for f in range(FOLDS)}
     usable = []
     for t in tpls:
         try:

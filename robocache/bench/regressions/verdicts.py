@@ -49,11 +49,11 @@ def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> d
     pts: dict[str, list[tuple[Any, float]]] = defaultdict(list)
     fps: dict[Series, str] = {}
     for r in records:
-        if r["run_id"] in skip or unhealthy(r):
+        if r.run_id in skip or unhealthy(r):
             continue
         k = series_key(r)
         fp = fps.get(k) or fps.setdefault(k, fingerprint(k))
-        pts[fp].append((r["created"], math.log(p50(r))))
+        pts[fp].append((r.created, math.log(p50(r))))
     return noise_of_points(pts)
 
 
@@ -94,7 +94,7 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
     b_idx = {_match_key(r): r for r in base}
     n_idx = {_match_key(r): r for r in new}
     _match_untimed(b_idx, n_idx)
-    runs = {r["run_id"] for r in (*base, *new)}
+    runs = {r.run_id for r in (*base, *new)}
     hist = noise(runs) if noise is not None else history_noise(history, exclude_runs=runs)
     out: list[Verdict] = []
     for k in sorted(set(b_idx) | set(n_idx), key=lambda k: tuple(str(x) for x in k)):
@@ -114,17 +114,17 @@ def compare(base: Sequence[Any], new: Sequence[Any], *, history: Iterable[Any] =
 def _not_comparable(b: Any, n: Any) -> tuple[str, str] | None:
     """Why a case's two records cannot be compared, as (verdict, reason): another machine, a failed run, another
     front end, method version or input rotation, an unhealthy run; None when they can."""
-    b_env, n_env = b.get("env") or {}, n.get("env") or {}
-    if b_env.get("machine") != n_env.get("machine"):
-        return "incomparable", f"machine {b_env.get('machine')} vs {n_env.get('machine')}"
-    if n["status"] in FAILED_STATUSES or b["status"] in FAILED_STATUSES:
-        return "failed", (f"new: {n['status']}" if n["status"] in FAILED_STATUSES else f"base: {b['status']}")
-    if b["frontend"] != n["frontend"]:
-        return "incomparable", f"front end {b['frontend']} vs {n['frontend']} (measured differently)"
-    vb, vn = (b.get("method") or {}).get("version", 1), (n.get("method") or {}).get("version", 1)
+    mb, mn = (r.env.machine if r.env is not None else None for r in (b, n))
+    if mb != mn:
+        return "incomparable", f"machine {mb} vs {mn}"
+    if n.status in FAILED_STATUSES or b.status in FAILED_STATUSES:
+        return "failed", (f"new: {n.status}" if n.status in FAILED_STATUSES else f"base: {b.status}")
+    if b.frontend != n.frontend:
+        return "incomparable", f"front end {b.frontend} vs {n.frontend} (measured differently)"
+    vb, vn = (r.method.version if r.method is not None else 1 for r in (b, n))
     if vb != vn:
         return "incomparable", f"method version {vb} vs {vn} (measured differently: a method change, not the code's)"
-    ib, inn = (b.get("method") or {}).get("input_sets", 1), (n.get("method") or {}).get("input_sets", 1)
+    ib, inn = (r.method.input_sets if r.method is not None else 1 for r in (b, n))
     if ib != inn:
         return "incomparable", f"input sets {ib} vs {inn} (a method change: L2-resident or rotated inputs)"
     why = unhealthy(b) or unhealthy(n)
@@ -141,7 +141,7 @@ def _judge(v: Verdict, b: Any, n: Any, hist: dict[str, tuple[float, float]], *, 
     # the series' own between-run noise, pooled with the provider's prior (widened, and weighing less the
     # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
     # a series whose history said 0.4% moved 3.5% between two runs of one commit)
-    prior = prior_noise(min(tb, tn), n["case"]["provider"], tails=True, timer=sk.timer)
+    prior = prior_noise(min(tb, tn), n.case.provider, tails=True, timer=sk.timer)
     s_h, dof = hist.get(fingerprint(sk), (0.0, 0.0))
     between = shrink(s_h, dof, prior)
     v.noise_source = f"history ({dof:.1f} dof) + prior" if dof > 0 else "prior"

@@ -15,7 +15,7 @@ from ...providers import OURS, label, version_number, version_of
 from .. import ops, specs
 from .pipelines import latest_pipeline_runs, pipelines
 from ..columns import Row, as_rows
-from .records import compile_best, flagged, index, ok_time, runs_per_op, timed
+from .records import compile_best, flagged, index, ok_time, runs_per_op
 from .tables import Section, code, esc, fmt_us, fmt_x, render, table
 
 
@@ -73,7 +73,7 @@ def journey_rows(records: Iterable[Row]) -> list[dict[str, Any]]:
     is the base (v1 when it ran).
     """
     rows: list[dict[str, Any]] = []
-    single = timed(as_rows(records))
+    single = [r for r in as_rows(records) if r.timed]
     for (machine, arch, gpu), op, rid, rs in runs_per_op(single, lambda r: version_of(r.provider)):
         idx = index(rs)
         vers = _versions(rs, op)
@@ -161,7 +161,7 @@ def vs_compile_cases(records: Iterable[Row], provider: str = OURS) -> list[dict[
     flagged``. Ratio above 1: ``provider`` is faster.
     """
     out = []
-    single = timed(as_rows(records))
+    single = [r for r in as_rows(records) if r.timed]
     want = (lambda r: r.provider == provider)  # noqa: E731
     for (machine, arch, gpu), _op, rid, rs in runs_per_op(single, want):
         idx = index(rs)

@@ -8,9 +8,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import ops
+from ..columns import Row
 from ..schema import Record
 from .multigpu import ddp, is_ddp
-from .records import Item, flagged, flags, is_pipeline, machine, pipeline_kind
+from .records import Item, flags, is_pipeline, machine, pipeline_kind
 from .tables import code, esc, fmt_us, fmt_x, table
 
 _PIPE_LABEL = {"cpu_workers": "CPU workers (NumPy)", "robocache": "robocache.fuse", "episode_cache": "EpisodeCache"}
@@ -118,7 +119,7 @@ def pipeline_dataload_rows(records: Iterable[Record]) -> list[dict[str, Any]]:
                      "ours_p50": _fig(ours, "ms_p50"), "ours_p90": _fig(ours, "ms_p90"),
                      "base_util": _util(base), "ours_util": _util(ours),
                      "resample_on": _resample_on(ours),
-                     "status": "/".join(x.status for x in (base, ours) if x), "flagged": flagged(base, ours)})
+                     "status": "/".join(x.status for x in (base, ours) if x), "flagged": any(flags(x) != "-" for x in (base, ours) if x)})
     return sorted(rows, key=lambda x: (x["machine"], x["B"] or 0, x["workers"] or 0, x["case"]))
 
 
@@ -298,22 +299,24 @@ def pipeline_profile_rows(records: Iterable[Record]) -> list[list[Any]]:
     return out
 
 
-def latest_pipeline_runs(records: Iterable[Item]) -> list[Item]:
-    """The pipeline records (or the frame's rows) of the newest run per machine and kind (a run may hold only some
-    of the kinds)."""
-    def key(r: Item) -> tuple[str, str]:
-        return machine(r)[0], str(pipeline_kind(r))
+def _newest_runs(items: list[Item], key: Any) -> list[Item]:
+    """``items`` of the newest run (creation time, then run id) per ``key(item)``."""
+    newest: dict[Any, tuple[str, str]] = {}
+    for r in items:
+        k, stamp = key(r), (r.created, r.run_id)
+        if k not in newest or stamp > newest[k]:
+            newest[k] = stamp
+    return [r for r in items if newest[key(r)][1] == r.run_id]
 
-    def run(r: Item) -> tuple[str, str]:
-        return r.created, r.run_id
 
-    recs = [r for r in records if is_pipeline(r)]
-    newest: dict[tuple[str, str], tuple[str, str]] = {}
-    for r in recs:
-        stamp = run(r)
-        if key(r) not in newest or stamp > newest[key(r)]:
-            newest[key(r)] = stamp
-    return [r for r in recs if newest[key(r)][1] == run(r)[1]]
+def latest_pipeline_runs(records: Iterable[Record]) -> list[Record]:
+    """The pipeline records of the newest run per machine and kind (a run may hold only some of the kinds)."""
+    return _newest_runs([r for r in records if is_pipeline(r)], lambda r: (machine(r)[0], str(pipeline_kind(r))))
+
+
+def latest_pipeline_rows(rows: Iterable[Row]) -> list[Row]:
+    """:func:`latest_pipeline_runs` over the frame's rows (``report --kernels`` picks the runs to read in full)."""
+    return _newest_runs([r for r in rows if r.pipeline], lambda r: (r.where[0], str(r.pipeline)))
 
 
 def pipeline_sections(records: Iterable[Record], level: str = "##") -> list[tuple[str, str, Any]]:

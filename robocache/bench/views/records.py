@@ -3,8 +3,12 @@
 
 The across-runs views (kernels, sampled) read the frame's rows (:class:`robocache.bench.columns.Row`); the one-run
 views (``show``, ``report``, the multi-GPU and pipeline tables) read loaded records
-(:class:`robocache.bench.schema.Record`, typed: attribute access only). The helpers both use take either
-(:data:`Item`)."""
+(:class:`robocache.bench.schema.Record`, typed: attribute access only). Each helper reads one of the two: the
+comparisons inside one run or measurement (:func:`index`, :func:`ok_time`, :func:`compile_best`, :func:`flagged`)
+read rows (a one-run view reads its records as rows for them, :func:`robocache.bench.columns.as_rows`); the rest
+read records (a row carries the same facts as fields: ``provider``, ``p50``, ``flags``, ``where``, ``is_dispatch``,
+``is_multigpu``, ``pipeline``, ``timed``). Only :func:`runs` and :func:`pick_run`, which read the run id and the
+creation time, take either (:data:`Item`)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -16,7 +20,7 @@ from .. import ops
 from ..columns import Row, as_rows, dispatch_case, pipeline_kind_of, where_of
 from ..schema import Env, Record
 
-Item = Record | Row  # a loaded record or a frame row: what the helpers below take
+Item = Record | Row  # a loaded record or a frame row: what runs() and pick_run() take
 
 # the env of a record without one (a hand-built record): every field unknown
 NO_ENV = Env(**dict.fromkeys(Env.__struct_fields__))
@@ -27,23 +31,21 @@ def env_of(r: Record) -> Env:
     return r.env if r.env is not None else NO_ENV
 
 
-def ours(records: Iterable[Item]) -> str:
+def ours(records: Iterable[Record]) -> str:
     """The provider robocache's figures are read from in these records: its public API on the GPU (``robocache``)
     where the records have it, else the same API on NumPy arrays (``robocache@numpy``, a run without a GPU), else
     ``robocache`` (whose absence the views then show)."""
-    seen = {r.provider if isinstance(r, Row) else r.case.provider for r in records}
+    seen = {r.case.provider for r in records}
     return OURS if OURS in seen or OURS_CPU not in seen else OURS_CPU
 
 
-def is_dispatch(r: Item) -> bool:
+def is_dispatch(r: Record) -> bool:
     """A call-cost ("dispatch") case: host time per call of a tiny call in a tight loop.
 
     Recognised by its case id (``<op>/dispatch...``) or its params (``kind``/``mode`` == ``"dispatch"`` or a
     true ``dispatch`` key), so the rest of the report can leave these host-time figures out of device-time
-    comparisons whatever the final field names are.
+    comparisons whatever the final field names are (a row's ``is_dispatch``).
     """
-    if isinstance(r, Row):
-        return r.is_dispatch
     return dispatch_case(r.case.id, r.case.params)
 
 
@@ -74,38 +76,36 @@ def pick_run_id(run_ids: list[str], run_id: str | None = None) -> str:
     return hits[0]
 
 
-def p50(r: Item) -> float | None:
-    if isinstance(r, Row):
-        return r.p50
+def p50(r: Record) -> float | None:
+    """The record's median time (a row's ``p50``), None without metrics."""
     return r.metrics.time_us.p50 if r.metrics is not None else None
 
 
-def flags(r: Item) -> str:
-    """``throttled,contended,noisy`` as flagged, ``-`` for none."""
-    if isinstance(r, Row):
-        return r.flags
+def flags(r: Record) -> str:
+    """``throttled,contended,noisy`` as flagged, ``-`` for none (a row's ``flags``)."""
     h = r.health
     return ",".join(k for k, v in (("throttled", h.throttled), ("contended", h.contended), ("noisy", h.noisy))
                     if v) or "-"
 
 
-def flagged(*recs: Any) -> bool:
-    return any(flags(r) != "-" for r in recs if r)
+def flagged(*rows: Row | None) -> bool:
+    """Any of ``rows`` (None: absent) flagged throttled, contended or noisy."""
+    return any(r.flags != "-" for r in rows if r)
 
 
-def index(records: Iterable[Item]) -> dict[tuple[str, str, str], Any]:
-    """(case id, dtype, provider) -> the record (the last one of a key)."""
-    return {(r.case_id, r.dtype, r.provider) if isinstance(r, Row) else
-            (r.case.id, r.case.dtype, r.case.provider): r for r in records}
+def index(rows: Iterable[Row]) -> dict[tuple[str, str, str], Row]:
+    """(case id, dtype, provider) -> the row (the last one of a key)."""
+    return {(r.case_id, r.dtype, r.provider): r for r in rows}
 
 
-def ok_time(idx, cid: str, dtype: str, prov: str) -> float | None:
+def ok_time(idx: dict[tuple[str, str, str], Row], cid: str, dtype: str, prov: str) -> float | None:
+    """The median of the ``ok`` row of (``cid``, ``dtype``, ``prov``) in ``idx``, else None."""
     r = idx.get((cid, dtype, prov))
-    return p50(r) if r and r.status == "ok" else None
+    return r.p50 if r and r.status == "ok" else None
 
 
-def compile_best(idx: dict[tuple[str, str, str], Any], cid: str, dtype: str) -> tuple[float, str, Any] | None:
-    """torch.compile at its best on one case: (median, mode, record) of the fastest ``ok`` compile mode.
+def compile_best(idx: dict[tuple[str, str, str], Row], cid: str, dtype: str) -> tuple[float, str, Row] | None:
+    """torch.compile at its best on one case: (median, mode, row) of the fastest ``ok`` compile mode.
 
     Every ``torch_compile`` / ``torch_compile@<mode>`` record of the case competes; None when none is ``ok``.
     """
@@ -119,35 +119,30 @@ def compile_best(idx: dict[tuple[str, str, str], Any], cid: str, dtype: str) -> 
     return best
 
 
-def is_multigpu(r: Item) -> bool:
-    """A record of a multi-GPU case (its params name the world size)."""
-    return r.is_multigpu if isinstance(r, Row) else "world_size" in r.case.params
+def is_multigpu(r: Record) -> bool:
+    """A record of a multi-GPU case (its params name the world size; a row's ``is_multigpu``)."""
+    return "world_size" in r.case.params
 
 
-def machine(r: Item) -> tuple[str, str, str]:
-    """(machine, arch, GPU name) from the record's env; ``?`` where unknown."""
-    if isinstance(r, Row):
-        return r.where
+def machine(r: Record) -> tuple[str, str, str]:
+    """(machine, arch, GPU name) from the record's env; ``?`` where unknown (a row's ``where``)."""
     return where_of(r.env)
 
 
-def timed(records: Iterable[Item]) -> list[Item]:
-    """Single-GPU device-time records: multi-GPU, call-cost (dispatch) and pipeline cases left out."""
-    records = list(records)
-    if records and isinstance(records[0], Row):  # the frame's rows: their kinds are fields
-        return [r for r in records if not (r.is_multigpu or r.is_dispatch or r.pipeline)]
+def timed(records: Iterable[Record]) -> list[Record]:
+    """Single-GPU device-time records: multi-GPU, call-cost (dispatch) and pipeline cases left out (the rows whose
+    ``timed`` holds)."""
     return [r for r in records if not is_multigpu(r) and not is_dispatch(r) and not is_pipeline(r)]
 
 
-def pipeline_kind(r: Item) -> str | None:
+def pipeline_kind(r: Record) -> str | None:
     """``dataload``, ``train``, ``infer`` or ``profile`` for a record of the pipelines or profile suites (its
-    section's kind; a failed or skipped case without the section: from its suite and case), None otherwise."""
-    if isinstance(r, Row):
-        return r.pipeline
+    section's kind; a failed or skipped case without the section: from its suite and case), None otherwise (a
+    row's ``pipeline``)."""
     return pipeline_kind_of(r.pipeline.kind if r.pipeline is not None else None, r.suite, r.case.op)
 
 
-def is_pipeline(r: Item) -> bool:
+def is_pipeline(r: Record) -> bool:
     """A record of the end-to-end suites (data loading, training step, inference, Nsight Compute profile)."""
     return pipeline_kind(r) is not None
 

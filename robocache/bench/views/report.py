@@ -11,13 +11,13 @@ from typing import Any
 from ... import providers
 from ...providers import OURS, compile_mode, label, version_of
 from .. import ops, specs
-from ..columns import Row
+from ..columns import Row, as_rows
 from ..schema import Record
 from .kernels import call_cost, journey, vs_compile, vs_compile_cases
 from .multigpu import multigpu
 from .pipelines import pipeline_sections
-from .records import (Item, compile_best, env_of, flags, index, is_dispatch, is_multigpu, is_pipeline, ok_time, ours,
-                      p50, timed)
+from .records import (compile_best, env_of, flagged, flags, index, is_dispatch, is_multigpu, is_pipeline, ok_time,
+                      ours, p50, timed)
 from .tables import Section, code, esc, fmt_num, fmt_sig, fmt_us, render, table
 
 
@@ -57,20 +57,15 @@ def _ceiling(records: list[Record]) -> float | None:
     return m0.ceiling_gb_per_s if m0 is not None else None
 
 
-def run_facts(records: list[Item]) -> dict[str, Any]:
-    """The facts of :func:`header` as plain values: run, suite, front end, commit, device, copy ceiling (of loaded
-    records, or of the frame's rows)."""
-    r0 = records[0]
-    if isinstance(r0, Row):  # the frame's env: the record's env as a dict
-        env = {k: r0.env.get(k) for k in ENV_FACTS} | {"libs": dict(r0.env.get("libs") or {})}
-        ceiling = next((r.ceiling_gb_per_s for r in records if r.p50 is not None), None)  # the first with metrics
-    else:
-        e = env_of(r0)
-        env = {k: getattr(e, k) for k in ENV_FACTS} | {"libs": dict(e.libs or {})}
-        ceiling = _ceiling(records)
+def run_facts(rows: list[Row]) -> dict[str, Any]:
+    """The facts of :func:`header` as plain values: run, suite, front end, commit, device, copy ceiling, of the
+    frame's rows of one run (a run's loaded records through :func:`robocache.bench.columns.as_rows`)."""
+    r0 = rows[0]
+    env = {k: r0.env.get(k) for k in ENV_FACTS} | {"libs": dict(r0.env.get("libs") or {})}
+    ceiling = next((r.ceiling_gb_per_s for r in rows if r.p50 is not None), None)  # the first with metrics
     return {"run_id": r0.run_id, "suite": r0.suite, "frontend": r0.frontend,
-            "created": min(r.created for r in records), "git_commit": r0.git_commit, "git_dirty": r0.git_dirty,
-            "synthetic": any(r.synthetic for r in records), "ceiling_gb_per_s": ceiling, "env": env}
+            "created": min(r.created for r in rows), "git_commit": r0.git_commit, "git_dirty": r0.git_dirty,
+            "synthetic": any(r.synthetic for r in rows), "ceiling_gb_per_s": ceiling, "env": env}
 
 
 def header(records: list[Record]) -> str:
@@ -156,7 +151,8 @@ def headline(records: list[Record]) -> str:
     throughput and bandwidth (3 significant digits) and robocache's speedup (the public API on the GPU, its NumPy
     path on a CPU run: :func:`records.ours`); a run whose rows are flagged (contended, throttled, noisy, a wide
     spread) says first that its figures are unreliable, and why."""
-    idx = index(records)
+    as_row = dict(zip(map(id, records), as_rows(records)))  # each record's row (the comparisons read rows)
+    idx = index(as_row.values())
     title, cid = headline_case() or ("", "")
     mine = ours(records)
     rows, shown = [], []
@@ -167,7 +163,7 @@ def headline(records: list[Record]) -> str:
         ours_t = ok_time(idx, cid, dtype, mine)
         best = compile_best(idx, cid, dtype) if compile_mode(prov) else None
         both = sum(1 for p in _providers(records) if compile_mode(p)) > 1
-        name = label(prov) + (" (faster mode)" if both and best and best[2] is r else "")
+        name = label(prov) + (" (faster mode)" if both and best and best[2] is as_row[id(r)] else "")
         rows.append([dtype, name, r.status, fmt_us(p50(r)),
                      f"{fmt_us(m.time_us.p20)}-{fmt_us(m.time_us.p80)}" if m else "-",
                      fmt_num(m.items_per_s if m else None, " traj/s"), fmt_sig(m.gb_per_s if m else None),
@@ -228,7 +224,7 @@ def _headline_grid(records: list[Record], provider: str = OURS) -> str:
 
 def dtypes(records: list[Record], provider: str = OURS) -> str:
     """Each case measured in several dtypes: median per dtype and the speedup of 16-bit over float32."""
-    idx = index(records)
+    idx = index(as_rows(records))
     by_case: dict[str, set[str]] = defaultdict(set)
     for r in records:
         if r.case.provider == provider and r.status == "ok":
@@ -245,7 +241,7 @@ def dtypes(records: list[Record], provider: str = OURS) -> str:
 
 
 def _scaling(records: list[Record], op: str, axis: str, fixed: dict[str, int], dtype: str) -> str:
-    idx = index(records)
+    idx = index(as_rows(records))
     provs = _providers(records)
     mine = ours(records)
     pts = {}
@@ -260,8 +256,7 @@ def _scaling(records: list[Record], op: str, axis: str, fixed: dict[str, int], d
     rows = []
     for x in sorted(pts):
         cid = pts[x]
-        ours_r = idx.get((cid, dtype, mine))
-        m = ours_r.metrics if ours_r is not None else None
+        m = idx.get((cid, dtype, mine))
         row = [x] + [fmt_us(ok_time(idx, cid, dtype, p)) for p in provs]
         row += [fmt_sig(m.gb_per_s) if m and m.gb_per_s else "-",
                 f"{m.pct_of_ceiling:.1f}%" if m and m.pct_of_ceiling is not None else "-"]
@@ -275,7 +270,7 @@ def peers(records: list[Record]) -> str:
     torch.compile is one column at its best: the faster of its measured modes on that case, named.
     Kernel versions (``robocache@vN``) are not peers; the optimisation journey compares them.
     """
-    idx = index(records)
+    idx = index(as_rows(records))
     mine = ours(records)
     provs = [p for p in _providers(records) if providers.role(p) == "peer" and not compile_mode(p)]
     has_compile = any(compile_mode(p) for p in _providers(records))
@@ -287,7 +282,7 @@ def peers(records: list[Record]) -> str:
         if s == "-":
             return s
         s += suffix
-        if any(flags(r) != "-" for r in (mine, other) if r):
+        if flagged(mine, other):
             s += " (flagged)"  # throttled, contended or noisy on either side: read with care
         return s
 

@@ -30,7 +30,7 @@ from ... import providers
 from ...providers import OURS
 from .. import ops
 from ..columns import Row, as_rows
-from .records import compile_best, compile_mode, flagged, index, ok_time, runs_per_op, timed
+from .records import compile_best, compile_mode, flagged, index, ok_time, runs_per_op
 from .tables import Section, fmt_num, fmt_us, fmt_x, render, table
 
 LARGE_BYTES = 256 * 10**6  # "moving >= 256 MB" (decimal, as every MB the report prints)
@@ -76,7 +76,7 @@ def point_rows(records: Iterable[Row]) -> list[dict[str, Any]]:
     """Every point (see the module's definitions), one row each: ``machine, arch, gpu, run_id, op, provider, seed,
     case, dtype, stratum, bytes, features, ours_us, compile_us, compile_mode, ratio, pct_of_ceiling, compile_pct,
     vs_torch_eager, vs_cupy, flagged``, per seed and robocache provider in grid order of the index."""
-    sampled = [r for r in timed(as_rows(records)) if is_sampled(r) and seed_of(r) is not None]
+    sampled = [r for r in as_rows(records) if r.timed and is_sampled(r) and seed_of(r) is not None]
     by_seed: dict[int, list[Row]] = defaultdict(list)
     for r in sampled:
         by_seed[seed_of(r)].append(r)
