@@ -327,3 +327,16 @@ def test_each_choice_is_recorded_with_where_it_came_from(fake_gpu, monkeypatch):
     launches = worker.launches_used()
     assert [x.source for x in launches] == [c["source"] for c in _tune.chosen()]
     assert set(typing.get_args(typing.get_type_hints(schema.Launch)["source"])) == set(_tune.SOURCES)
+
+
+def test_every_shipped_table_was_tuned_for_these_kernels():
+    """A table whose kernels hash is not the sources' is ignored at run time (stale kernels), so an edit of
+    kernels/rows_v2.cuh, resample.cu, fuse.cu or common.cuh without a re-tune silently sends every user's first
+    call of every bucket to the tuner or the default. The edit must come with the tables: re-tune on each GPU."""
+    tables = sorted(_tune.shipped_dir().glob("*.json"))
+    assert tables, f"no shipped table in {_tune.shipped_dir()}"
+    stale = [p.name for p in tables if _tune.parse_table(p.read_text(), p.name)["kernels"] != _tune.kernels_hash()]
+    assert not stale, (
+        f"{stale} were tuned for other kernels than these ({_tune.kernels_hash()}): run "
+        "`bash scripts/gpu_check.sh OUT tune` on each GPU and copy OUT/tuned/<gpu>.json to robocache/tuned/ "
+        "(docs/gpu.md), or keep the kernel edit out of the default build's sources")
