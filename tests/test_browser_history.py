@@ -33,7 +33,9 @@ def test_alert_link_opens_history_with_the_marker(tmp_path: Path) -> None:
     errors: list[str] = []
     # the server first, on the port the OS gives it as it binds (a port picked before and bound later could be
     # taken in between by another job on a shared machine); the check's links then name its URL
-    with browser.serve(["--results", str(hist)], log=tmp_path / "streamlit.log") as url, \
+    # only this history (--no-default-results): the committed results/ hold real alerts of their own, which the
+    # Regressions page's counts below would include
+    with browser.serve(["--no-default-results", "--results", str(hist)], log=tmp_path / "streamlit.log") as url, \
             browser.chromium(tmp_path / "profile") as page:
         assert cli.main(["check", str(hist), "--json", str(js), "--dashboard-url", url]) == 0
         alert = json.loads(js.read_text())["alerts"][0]
