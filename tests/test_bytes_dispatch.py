@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import committed
+import msgspec
 import numpy as np
 import pytest
+import typed
 
 from robocache.bench import runner, schema, specs, store, timing, worker
 from robocache.bench.messages import Task, TimingOptions
@@ -185,12 +187,10 @@ def test_moved_bytes_never_exceed_the_bound_on_the_grid():
 def test_grid_version_bump_starts_new_series():
     assert specs.GRID_VERSION == 2
     case = specs.find("resample/B256-S100-T50-D32/float32/robocache")
-    new = {"case": case.to_record_case(), "method": {"timer": "cuda_event", "cache": "warm"},
-           "env": {"machine": "m"}}
-    old = json.loads(json.dumps(new))
-    old["case"]["grid_version"] = 1
+    new = typed.measured(case.key)
+    old = msgspec.structs.replace(new, case=msgspec.structs.replace(new.case, grid_version=1))
     assert schema.series_key(new) != schema.series_key(old)
-    assert new["case"]["bytes"] == case.bytes  # without inputs: the params-only bound
+    assert new.case.bytes == case.bytes  # without inputs: the params-only bound
     assert case.to_record_case(moved=123)["bytes"] == 123
 
 

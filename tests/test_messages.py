@@ -72,6 +72,12 @@ def test_records_are_read_by_attribute_never_by_key(tmp_path):
         rec["status"] = "ok"
     with pytest.raises(TypeError):
         "case" in rec  # noqa: B015
+    # the series of a record is taken from the typed record only: a dict as written is refused, not read by key
+    from robocache.bench import schema
+
+    assert schema.series_key(rec).case_id == rec.case.id
+    with pytest.raises(TypeError, match="typed Record"):
+        schema.series_key(msgspec.to_builtins(rec))
     with pytest.raises(TypeError):
         dict(rec)
     assert not hasattr(rec, "get") and not hasattr(rec, "keys")

@@ -440,23 +440,16 @@ class Series(NamedTuple):
 _IMPLIED = ("op",)
 
 
-def series_key(rec: Any) -> Series:
-    """The series of a record (a loaded struct, or a dict as written): the one definition of "a series", see
-    :class:`Series`."""
-    if not isinstance(rec, Mapping):
-        m, c, env = rec.method, rec.case, rec.env
-        return Series(machine=env.machine if env is not None else None, op=c.op, case_id=c.id,
-                      provider=c.provider, dtype=c.dtype, timer=(m.timer if m else None) or "-",
-                      cache=(m.cache if m else None) or "-", grid_version=c.grid_version, frontend=rec.frontend,
-                      input_sets=m.input_sets if m else 1, method_version=m.version if m else 1)
-    m = rec.get("method") or {}
-    c = rec["case"]
-    env = rec.get("env") or {}
-    return Series(machine=env.get("machine"), op=c["op"], case_id=c["id"], provider=c["provider"],
-                  dtype=c["dtype"], timer=m.get("timer") or "-", cache=m.get("cache") or "-",
-                  grid_version=c["grid_version"],
-                  frontend=rec.get("frontend"), input_sets=m.get("input_sets", 1),
-                  method_version=m.get("version", 1))
+def series_key(rec: Record) -> Series:
+    """The series of a loaded record: the one definition of "a series", see :class:`Series`. A record read as a
+    dict is refused (``TypeError``): records are read typed (``store.load``, ``schema.decode_records``)."""
+    if isinstance(rec, Mapping):
+        raise TypeError("series_key takes a typed Record (store.load / schema.decode_records), not a dict")
+    m, c, env = rec.method, rec.case, rec.env
+    return Series(machine=env.machine if env is not None else None, op=c.op, case_id=c.id,
+                  provider=c.provider, dtype=c.dtype, timer=(m.timer if m else None) or "-",
+                  cache=(m.cache if m else None) or "-", grid_version=c.grid_version, frontend=rec.frontend,
+                  input_sets=m.input_sets if m else 1, method_version=m.version if m else 1)
 
 
 def fingerprint(series: Series | Mapping[str, Any]) -> str:
