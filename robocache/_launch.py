@@ -106,11 +106,10 @@ class FastLaunch:
     only the pointers that change. The lock covers write + launch (the driver copies the arguments
     during ``cuLaunchKernel``), so threads sharing a plan never launch each other's pointers."""
 
-    __slots__ = ("fn_ptr", "slots", "params", "params_ptr", "lock", "keep", "struct_buf", "launch_kernel")
+    __slots__ = ("fn_ptr", "slots", "params", "params_ptr", "lock", "keep", "struct_buf")
 
     def __init__(self, fn: Any, args: list[tuple[str, Any]]):
         self.fn_ptr = int(fn.ptr)
-        self.launch_kernel = None  # CuPy's cuLaunchKernel, bound on the first launch: no attribute chain per call
         self.slots = (ctypes.c_uint64 * max(1, len(args)))()
         self.struct_buf = None
         base = ctypes.addressof(self.slots)
@@ -131,6 +130,7 @@ class FastLaunch:
 
     def __call__(self, grid: int, stream_ptr: int, shared_mem: int, ptrs: dict[int, int],
                  struct_ptrs: dict[int, int] | None = None, block: int = BLOCK) -> None:
+        driver = cupy_module().cuda.driver
         with self.lock:
             slots = self.slots
             for i, p in ptrs.items():
@@ -139,10 +139,7 @@ class FastLaunch:
                 buf = self.struct_buf
                 for i, p in struct_ptrs.items():
                     buf[i] = p
-            launch = self.launch_kernel
-            if launch is None:
-                launch = self.launch_kernel = cupy_module().cuda.driver.launchKernel
-            launch(self.fn_ptr, grid, 1, 1, block, 1, 1, shared_mem, stream_ptr, self.params_ptr, 0)
+            driver.launchKernel(self.fn_ptr, grid, 1, 1, block, 1, 1, shared_mem, stream_ptr, self.params_ptr, 0)
 
 
 def _bits(kind: str, val: Any) -> int:
@@ -170,14 +167,7 @@ def fast_launch(fl: FastLaunch, grid: int, kind: str, device_index: int, ptrs: d
     """``fl`` on the caller's current stream of ``device_index``, switching device only when needed."""
     cupy = cupy_module()
     if cupy.cuda.runtime.getDevice() == device_index:
-        if kind == "torch":  # raw_stream's torch branch inline: this is every public call's path
-            try:
-                stream = sys.modules["torch"]._C._cuda_getCurrentRawStream(device_index)
-            except AttributeError:  # older torch
-                stream = raw_stream(kind, device_index)
-        else:
-            stream = cupy.cuda.get_current_stream().ptr
-        fl(grid, stream, shared_mem, ptrs, struct_ptrs, block)
+        fl(grid, raw_stream(kind, device_index), shared_mem, ptrs, struct_ptrs, block)
     else:
         with cupy.cuda.Device(device_index):
             fl(grid, raw_stream(kind, device_index), shared_mem, ptrs, struct_ptrs, block)

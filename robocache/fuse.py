@@ -6,8 +6,6 @@ each stream lives. Semantics: docs/semantics.md.
 """
 from __future__ import annotations
 
-import operator
-
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -115,8 +113,7 @@ class _Plan:
 
     def __call__(self, streams: Sequence[tuple[Any, Any]], tgt: Any, out: Any = None) -> Any:
         table: dict[int, int] = {}
-        # torch's data_ptr called directly on the launch floor (no helper frame per pointer)
-        ptr = _torch_ptr if self.kind == "torch" else L.ptr
+        ptr = L.ptr
         for k, (v, t) in enumerate(streams):  # stream k sits in table slot slots[k]
             i = FUSE2_FIELDS * self.slots[k]
             table[i] = ptr(v)
@@ -126,9 +123,6 @@ class _Plan:
         L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptr(tgt), 3: ptr(out)}, struct_ptrs=table,
                       block=self.block)
         return out
-
-
-_torch_ptr = operator.methodcaller("data_ptr")  # a C-level call, no Python frame
 
 
 _PLANS = L.PlanCache()

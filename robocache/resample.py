@@ -68,16 +68,11 @@ class _Plan:
         self.fl, self.grid, self.kind, self.dev, self.shape, self.block = fl, grid, kind, dev, shape, block
 
     def __call__(self, values: Any, src: Any, tgt: Any, out: Any = None) -> Any:
-        if self.kind == "torch":  # the launch floor: torch's own calls, no helper frames
-            if out is None:
-                out = values.new_empty(self.shape)
-            ptrs = {0: values.data_ptr(), 1: src.data_ptr(), 2: tgt.data_ptr(), 3: out.data_ptr()}
-        else:
-            if out is None:
-                out = L.empty(self.kind, self.shape, values, self.dev)
-            ptr = L.ptr
-            ptrs = {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)}
-        L.fast_launch(self.fl, self.grid, self.kind, self.dev, ptrs, block=self.block)
+        if out is None:
+            out = L.empty(self.kind, self.shape, values, self.dev)
+        ptr = L.ptr
+        L.fast_launch(self.fl, self.grid, self.kind, self.dev,
+                      {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)}, block=self.block)
         return out
 
 

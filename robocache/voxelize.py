@@ -8,7 +8,6 @@ Semantics and determinism: docs/semantics.md; kernels: kernels/voxelize.cu.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -116,8 +115,10 @@ def _filled_launch(plan: Any, points: Any, out: Any, out_slot: int, block: int =
 
 
 def _zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, dev: int) -> Any:
-    if kind == "torch":  # new_zeros: like's device without building a torch.device per call
-        return like.new_zeros(shape, dtype=getattr(sys.modules["torch"], dtype))
+    if kind == "torch":
+        import torch
+
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device=like.device)
     import cupy
 
     with cupy.cuda.Device(dev):
@@ -176,7 +177,9 @@ def _mean_vw(inplace: bool, c: int, out_ptr: int) -> int:
 def _scratch(kind: str, words: int, like: Any, dev: int) -> Any:
     """An uninitialised int32 buffer (the v3 zero-fill launch clears what is read)."""
     if kind == "torch":
-        return like.new_empty((words,), dtype=sys.modules["torch"].int32)
+        import torch
+
+        return torch.empty((words,), dtype=torch.int32, device=like.device)
     import cupy
 
     with cupy.cuda.Device(dev):

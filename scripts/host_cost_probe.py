@@ -22,6 +22,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--n", type=int, default=20000)
     args = ap.parse_args()
+    if args.n < 1:
+        ap.error(f"--n must be at least 1 (calls per timed loop), got {args.n}")
     import torch
     import robocache
     from robocache import _launch as L
