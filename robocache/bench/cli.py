@@ -852,9 +852,7 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     refuted: list = []
     # the confirmation's memory (--refuted-before): looks per change point, carried on for the series checked tonight
-    from collections import Counter
-
-    from .regressions.memory import NOT_CHECKED, Memory
+    from .regressions.memory import Memory
 
     memory = getattr(args, "looked", None)
     memory = memory if memory is not None else Memory()
@@ -864,8 +862,19 @@ def _check(args: argparse.Namespace) -> int:
         refuted = _check_reruns(args, res, ckw)
     elif args.confirm and res.alerts:
         refuted = _check_confirm(args, res, ckw)
-    # pruned to what can match again (memory.Memory.prune): the series checked tonight, change points in their window
-    dropped = memory.prune(res.windows)
+    _carry_memory(args, memory, remembered, res.windows)
+    _check_outputs(args, res, refuted)
+    return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
+
+
+def _carry_memory(args: argparse.Namespace, memory: Any, remembered: int, windows: Any) -> None:
+    """The confirmation's memory pruned to what can match again (``memory.Memory.prune``: the series checked
+    tonight, change points in their window) into ``args.refuted_looks``; what was dropped said on stderr."""
+    from collections import Counter
+
+    from .regressions.memory import NOT_CHECKED
+
+    dropped = memory.prune(windows)
     args.refuted_looks = memory.to_json()
     gone = [e for e, why in dropped if why == NOT_CHECKED]
     if gone:  # another machine's file, another suite or front end: said, not silently forgotten
@@ -877,8 +886,6 @@ def _check(args: argparse.Namespace) -> int:
         print(f"check --refuted-before {args.refuted_before}: {sum(aged.values())} of {remembered} remembered change "
               "point(s) not carried on: " + "; ".join(f"{n} {why}" for why, n in sorted(aged.items())),
               file=sys.stderr)
-    _check_outputs(args, res, refuted)
-    return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
 
 
 def _bisect(args: argparse.Namespace) -> int:
