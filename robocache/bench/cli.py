@@ -461,12 +461,9 @@ def _writable_dir(flag: str, path: str) -> None:
     if not top.is_dir():
         what = "is a file" if p == top else f"{top} is not a folder"
         raise ValueError(f"{flag} {path}: {what}; name a writable folder")
-    try:
-        fd, probe = tempfile.mkstemp(dir=top, prefix=".tmp-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise ValueError(f"{flag} {path}: cannot write there ({e.strerror or e}); name a writable folder") from None
+    why = _cannot_write_in(top)
+    if why:
+        raise ValueError(f"{flag} {path}: cannot write there ({why}); name a writable folder")
 
 
 def _writable_file(flag: str, path: str) -> None:
@@ -479,12 +476,20 @@ def _writable_file(flag: str, path: str) -> None:
         raise ValueError(f"{flag} {path}: the folder {parent} does not exist; create it or name another file")
     if p.exists() and not os.access(p, os.W_OK):
         raise ValueError(f"{flag} {path}: not writable")
+    why = _cannot_write_in(parent)
+    if why:
+        raise ValueError(f"{flag} {path}: cannot write in {parent} ({why})")
+
+
+def _cannot_write_in(folder: Path) -> str | None:
+    """Why a file cannot be created in ``folder`` (a probe file made and removed at once), None when it can."""
     try:
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".tmp-probe-")
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".tmp-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise ValueError(f"{flag} {path}: cannot write in {parent} ({e.strerror or e})") from None
+        return str(e.strerror or e)
+    return None
 
 
 # Every output option of every command: checked before any measurement, load or analysis (shared plumbing).
