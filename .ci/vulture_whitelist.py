@@ -109,9 +109,7 @@ __getattr__  # unused function (robocache/bench/specs.py:279)
 __getattr__  # unused function (robocache/bench/timing/__init__.py:63)
 __getattr__  # unused function (robocache/bench/timing/launch_floor.py:32)
 
-# Framework hooks and signatures: argparse.Action.__call__'s parameters, io.TextIOBase.writable, torch nn.Module.forward, a property the pipelines' records read
-namespace  # unused variable (robocache/bench/cli.py:173)
-option_string  # unused variable (robocache/bench/cli.py:173)
+# Framework hooks and signatures: io.TextIOBase.writable, torch nn.Module.forward, a property the pipelines' records read
 _.writable  # unused method (robocache/bench/cli.py:452)
 _.forward  # unused method (robocache/bench/pipelines/inference.py:42)
 _.forward  # unused method (robocache/bench/pipelines/inference.py:62)

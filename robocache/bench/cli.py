@@ -151,7 +151,7 @@ class _VersionAction(argparse.Action):
     def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
         super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser, _namespace, _values, _option_string=None):  # argparse passes them positionally
         print(version_text())  # on stdout, as argparse's own version action
         parser.exit(0)
 
