@@ -1,7 +1,6 @@
 """vulture's whitelist: every finding of
 
-    vulture robocache dashboard scripts .ci/vulture_whitelist.py --min-confidence 60 \\
-        --exclude "*/changepoints.py,*/confirmation.py"
+    vulture robocache dashboard scripts .ci/vulture_whitelist.py --min-confidence 60
 
 with the reason it is not dead code, by kind (issue 28 item 7). What is left is dead or being moved; docs/contributing.md
 says which. Regenerate the entries with --make-whitelist; keep the reasons."""
@@ -63,6 +62,15 @@ series_current  # unused variable (robocache/bench/schema.py:740)
 series_not_enough_history  # unused variable (robocache/bench/schema.py:742)
 significant_changes  # unused variable (robocache/bench/schema.py:747)
 confirm_asked  # unused variable (robocache/bench/schema.py:770)
+rerun_us  # unused variable (robocache/bench/schema.py:777): RefutedLook's, read through schema.to_dict by regressions.memory
+
+# Fields read by name (getattr over a tuple of column names: robocache/bench/columns.py's _clock_columns)
+sm_mhz_min  # unused variable (robocache/bench/schema.py:138)
+sm_mhz_median  # unused variable (robocache/bench/schema.py:139)
+sm_mhz_max_supported  # unused variable (robocache/bench/schema.py:140)
+temperature_c_max  # unused variable (robocache/bench/schema.py:142)
+power_w_max  # unused variable (robocache/bench/schema.py:143)
+other_processes  # unused variable (robocache/bench/schema.py:145)
 
 # Used by the tests or the asv/pytest-benchmark front ends only (benchmarks/, tests/): public helpers of their modules
 SOURCES  # unused variable (robocache/_tune.py): the tuned table's sources, tests/test_tune.py, test_sources_compile.py
@@ -79,6 +87,8 @@ dispatch_cases  # unused function (robocache/bench/frontend.py:119)
 orphaned_temporaries  # unused function (robocache/bench/store.py:319)
 ROLES  # unused variable (robocache/providers/__init__.py:37)
 all_providers  # unused function (robocache/providers/__init__.py:218)
+step_delays  # unused function (robocache/bench/regressions/replay.py:598): tests/test_regress_replay.py, docs/regressions.md's replay command
+_series_dict  # unused function (robocache/bench/regressions/changepoints.py:174): tests/test_regress.py holds the alert's series dict to its fingerprint
 
 # Public API of robocache.EpisodeCache / EpisodeBatch (docs/pipelines.md): a user's, not this repository's
 windows  # unused variable (robocache/episodes.py:108)
@@ -99,17 +109,16 @@ __getattr__  # unused function (robocache/bench/specs.py:279)
 __getattr__  # unused function (robocache/bench/timing/__init__.py:63)
 __getattr__  # unused function (robocache/bench/timing/launch_floor.py:32)
 
-# Framework hooks and signatures: argparse.Action.__call__'s parameters, io.TextIOBase.writable, torch nn.Module.forward, a property the pipelines' records read
-namespace  # unused variable (robocache/bench/cli.py:173)
-option_string  # unused variable (robocache/bench/cli.py:173)
+# Framework hooks and signatures: io.TextIOBase.writable, torch nn.Module.forward, a property the pipelines' records read
 _.writable  # unused method (robocache/bench/cli.py:452)
 _.forward  # unused method (robocache/bench/pipelines/inference.py:42)
 _.forward  # unused method (robocache/bench/pipelines/inference.py:62)
 _.resample_on  # unused property (robocache/bench/pipelines/loading.py:185)
 _.forward  # unused method (robocache/bench/pipelines/training.py:52)
 
-# Assignments to third-party objects' attributes (numpy .imag in place, torch/inductor/dynamo config), and a Struct's optional field set after construction
+# Assignments to third-party objects' attributes (numpy .imag in place and .flags.writeable, torch/inductor/dynamo config), and a Struct's optional field set after construction
 _.imag  # unused attribute (robocache/bench/ops/base.py:151)
+_.writeable  # unused attribute (robocache/bench/regressions/changepoints.py:280)
 _.imag  # unused attribute (robocache/bench/ops/base.py:154)
 _.autotune_local_cache  # unused attribute (robocache/bench/runner.py:214)
 _.interleaved  # unused attribute (robocache/bench/worker.py:398)

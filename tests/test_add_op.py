@@ -2,8 +2,11 @@
 over ``x[B, L]``, one kernel version) added to a copy of the package (robocache/ and kernels/ in a temporary folder)
 by editing exactly the files the recipe names, imported in this process in place of the checkout's package; then
 the same copy with each step left out in turn fails the import (or the harness's first use) with an ImportError
-naming that step's file, never an AttributeError at a first call. Its CUDA source is compiled with NVRTC (no GPU)
-where the [dev] extra's NVRTC is installed, as tests/test_kernels_compile.py compiles the real kernels."""
+naming that step's file, never an AttributeError at a first call. Then the recipe "Add a kernel variant": a ``v2``
+of the toy op by editing exactly the three files it names, after which ``robocache@v2`` is a provider in the
+nightly GPU grid; a ``v2`` listed without its launch function (or the reverse) fails the import. The CUDA source
+is compiled with NVRTC (no GPU) where the [dev] extra's NVRTC is installed, as tests/test_kernels_compile.py
+compiles the real kernels."""
 from __future__ import annotations
 
 import contextlib
@@ -105,8 +108,7 @@ class ToyOp(Op):
     items_unit = "elements"
 
     def points(self) -> tuple[Point, ...]:
-        return (Point("toyop", "B4-L64", {"B": 4, "L": 64}, "the toy op of tests/test_add_op.py", Q, ("float32",),
-                      ("cpu",)),)
+        return (Point("toyop", "B4-L64", {"B": 4, "L": 64}, "the toy op of tests/test_add_op.py", Q, ("float32",)),)
 
     def items(self, p: dict[str, Any]) -> int:
         return p["B"] * p["L"]
@@ -170,10 +172,10 @@ STEPS: dict[str, str | Callable[[str], str]] = {
 }
 
 
-def recipe_files() -> list[str]:
-    """The files docs/architecture.md's recipe names, one per numbered step (``<op>`` as ``toyop``)."""
+def recipe_files(title: str = "Add an op with a kernel") -> list[str]:
+    """The files a recipe of docs/architecture.md names, one per numbered step (``<op>`` as ``toyop``)."""
     text = (ROOT / "docs" / "architecture.md").read_text()
-    section = text.split("### Add an op with a kernel", 1)[1].split("\n### ", 1)[0]
+    section = text.split(f"### {title}", 1)[1].split("\n### ", 1)[0]
     return [m.replace("<op>", OP) for m in re.findall(r"^\d+\. `([^`]+)`", section, flags=re.MULTILINE)]
 
 
@@ -283,4 +285,92 @@ def test_the_name_in_providers_ops_alone_says_what_is_missing(tmp_path: Path) ->
     root = make_copy(tmp_path, {k: v for k, v in STEPS.items() if k == "robocache/providers/__init__.py"})
     with imported(root), pytest.raises(ImportError, match=r"toyop in OPS but not a library op yet: "
                                                           r"robocache/_versions\.py lists no kernel versions"):
+        use_everything()
+
+
+# --- "Add a kernel variant (a version `vN` of an op)": v2 of the toy op, on top of the op's steps ---------------
+
+KERNEL_V2 = r'''
+// v2: the same body (a toy variant: the recipe's wiring is what is tested)
+extern "C" __global__ void toyop_v2_float32(const float* x, float* out, long long n) { toyop_body(x, out, n); }
+extern "C" __global__ void toyop_v2_float16(const rc_half* x, rc_half* out, long long n) { toyop_body(x, out, n); }
+extern "C" __global__ void toyop_v2_bfloat16(const rc_bf16* x, rc_bf16* out, long long n) { toyop_body(x, out, n); }
+'''
+
+LAUNCH_V2 = '''def _launch_v2(p: A.Arr) -> Any:
+    with A.GpuContext(p.kind, p.device_index) as ctx:
+        x = A.contiguous(p)
+        out = ctx.empty(p.shape, "like", x)
+        n = p.shape[0] * p.shape[1]
+        ctx.launch("toyop", f"toyop_v2_{p.dtype}", max(1, min(-(-n // BLOCK), 65536)), BLOCK,
+                   (A.ptr_arg(x), A.ptr_arg(out), np.int64(n)))
+    return out
+
+
+'''
+
+
+def _wrapper_v2(text: str) -> str:
+    """The op module with v2's launch function, and its entry in ``_LAUNCH``."""
+    text = _sub("_LAUNCH = {", LAUNCH_V2 + "_LAUNCH = {")(text)
+    return _sub('_LAUNCH = {"v1": _launch_v1}', '_LAUNCH = {"v1": _launch_v1, "v2": _launch_v2}')(text)
+
+
+# One entry per file the variant recipe names, in its order: each an edit of the file as the op's steps left it.
+VARIANT_STEPS: dict[str, Callable[[str], str]] = {
+    "kernels/toyop.cu": _append(KERNEL_V2),
+    "robocache/toyop.py": _wrapper_v2,
+    "robocache/_versions.py": _sub('"toyop": ("v1",),', '"toyop": ("v1", "v2"),'),
+}
+
+
+def make_variant_copy(dest: Path, steps: dict[str, Callable[[str], str]]) -> Path:
+    """The toy op added (every step of the op's recipe), then ``steps`` of the variant's applied to it."""
+    root = make_copy(dest, STEPS)
+    for rel, step in steps.items():
+        f = root / rel
+        f.write_text(step(f.read_text()))
+    return root
+
+
+def test_the_variant_recipe_names_exactly_the_files_v2_touches() -> None:
+    assert recipe_files("Add a kernel variant") == list(VARIANT_STEPS)
+
+
+def test_a_kernel_variant_added_by_the_recipe_is_a_provider_in_the_gpu_grid(tmp_path: Path) -> None:
+    root = make_variant_copy(tmp_path, VARIANT_STEPS)
+    with imported(root):
+        import robocache
+        from robocache import _cuda, _versions, providers
+        from robocache.bench import specs
+
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        np.testing.assert_array_equal(robocache.toyop(x, _version="v2"), 2 * x + 1)
+        assert _versions.BEST[OP] == "v1"  # the public API's version moves only once measured
+        v2 = providers.get("robocache@v2")
+        assert OP in v2.ops and "resample" in v2.ops  # beside resample's v2
+        assert providers.label("robocache@v2") == "robocache v2" and providers.color("robocache@v2")
+        assert providers.version_of("robocache@v2") == "v2"
+        gpu = {c.provider for c in specs.cases("nightly", device="gpu", ops=[OP])}  # the journey: nightly
+        assert {"robocache", "robocache@v1", "robocache@v2"} <= gpu
+        assert not any(c.provider.startswith("robocache@v") for c in specs.cases("nightly", device="cpu", ops=[OP]))
+        src = _cuda.source(OP)
+        assert "toyop_v1_float32" in src and "toyop_v2_bfloat16" in src
+        compiled = _nvrtc(_cuda)
+    if compiled is not None:
+        ok, entries = compiled
+        assert ok and {f"toyop_v{n}_{t}" for n in (1, 2) for t in ("float32", "float16", "bfloat16")} <= entries
+
+
+def test_a_variant_listed_without_its_launch_function_fails_the_import(tmp_path: Path) -> None:
+    """The trap of issue 28: v2 named in VERSIONS and nothing else would time v1's kernel under v2's name."""
+    root = make_variant_copy(tmp_path, {k: v for k, v in VARIANT_STEPS.items() if k != "robocache/toyop.py"})
+    with imported(root), pytest.raises(ImportError, match=r"robocache\.toyop: kernel versions without a launch "
+                                                          r"function \['v2'\]"):
+        use_everything()
+
+
+def test_a_launch_function_of_an_unlisted_version_fails_the_import(tmp_path: Path) -> None:
+    root = make_variant_copy(tmp_path, {k: v for k, v in VARIANT_STEPS.items() if k != "robocache/_versions.py"})
+    with imported(root), pytest.raises(ImportError, match=r"launch functions of unlisted versions \['v2'\]"):
         use_everything()

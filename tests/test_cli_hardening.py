@@ -348,3 +348,10 @@ def test_check_time_limit_bounds_the_confirmation_reruns(tmp_path: Path, capsys,
     assert not timings
     rc, _, err = _main([*confirm, "--time-limit", "0"], capsys)
     _one_line_usage_error(rc, err, "--time-limit")
+
+
+def test_the_write_probe_says_why_or_nothing(tmp_path: Path) -> None:
+    """The one probe both output checks (a folder, a file) use: nothing where a file can be made (and nothing
+    left behind), the OS's reason where it cannot."""
+    assert cli._cannot_write_in(tmp_path) is None and list(tmp_path.iterdir()) == []
+    assert cli._cannot_write_in(tmp_path / "missing") == "No such file or directory"

@@ -1,10 +1,12 @@
-"""The harness's import graph (issue 28): no cycle, and no arrow against the layers.
+"""The import graph of robocache/ and dashboard/ (issue 28): no cycle, and no arrow against the layers.
 
 Every ``import`` counts, those inside functions too (a lazy import breaks nothing at import time, but two modules
 that each need the other are one module in two files: ``pipelines/ddp.py`` and ``pipelines/run.py`` were). The
 layers: the views render records and never import a suite's code (``pipelines/``) or the CLI; the pipelines suite
-is run by the CLI, and no other module of the harness imports it. Read from the source (``ast``): nothing is
-imported, no torch needed.
+is run by the CLI, and no other module of the harness imports it. Across the packages the layers run library
+(``robocache`` outside ``bench``) -> harness (``robocache.bench``) -> dashboard, each importing only those before it,
+and within the dashboard no helper imports a page (``dashboard/views/``, ``app.py``) and no page another. Read from
+the source (``ast``): nothing is imported, no torch needed.
 """
 from __future__ import annotations
 
@@ -27,10 +29,12 @@ def modules(root: Path, package: str = "robocache") -> dict[str, tuple[Path, boo
     return out
 
 
-def import_graph(root: Path, package: str = "robocache") -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports anywhere in its source (``from X import y`` counts as
-    ``X.y`` when that is a module, else ``X``)."""
-    mods = modules(root, package)
+def import_graph(root: Path, package: str | tuple[str, ...] = "robocache") -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` (one, or several) it imports anywhere in its source (``from X import
+    y`` counts as ``X.y`` when that is a module, else ``X``)."""
+    mods: dict[str, tuple[Path, bool]] = {}
+    for pkg in (package,) if isinstance(package, str) else package:
+        mods.update(modules(root, pkg))
     graph: dict[str, set[str]] = {}
     for name, (path, is_pkg) in mods.items():
         found: set[str] = set()
@@ -89,6 +93,22 @@ def _graph() -> dict[str, set[str]]:
     return import_graph(ROOT)
 
 
+@functools.cache
+def _whole() -> dict[str, set[str]]:
+    """The library, the harness and the dashboard together."""
+    return import_graph(ROOT, ("robocache", "dashboard"))
+
+
+def layer(module: str) -> int:
+    """0 the library, 1 the harness, 2 the dashboard's helpers, 3 its pages: a module imports only lower layers
+    (or its own, the pages excepted)."""
+    if _in(module, "dashboard.views") or module == "dashboard.app":
+        return 3
+    if _in(module, "dashboard"):
+        return 2
+    return 1 if _in(module, BENCH) else 0
+
+
 def _in(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
@@ -99,6 +119,20 @@ def test_no_import_cycle() -> None:
     found = cycles(graph)
     assert not found, "modules that import each other (move what both need into a third):\n" + \
         "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_import_cycle_across_library_harness_and_dashboard() -> None:
+    graph = _whole()
+    assert len([m for m in graph if _in(m, "dashboard")]) > 20
+    found = cycles(graph)
+    assert not found, "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_upward_import_between_library_harness_dashboard_and_pages() -> None:
+    graph = _whole()
+    bad = [f"{m} imports {d}" for m, deps in sorted(graph.items()) for d in sorted(deps)
+           if layer(d) > layer(m) or layer(d) == layer(m) == 3]
+    assert not bad, "an arrow against the layers (library -> harness -> dashboard -> pages):\n" + "\n".join(bad)
 
 
 def test_views_import_no_suite_code_and_no_cli() -> None:
@@ -127,3 +161,14 @@ def test_the_rules_see_a_cycle_and_a_lazy_import(tmp_path: Path) -> None:
     assert graph["robocache.a"] == {"robocache.sub.b"}
     assert graph["robocache.sub.b"] == {"robocache.a", "robocache.c"}
     assert cycles(graph) == [["robocache.a", "robocache.sub.b"]]
+    # across packages: an upward arrow is seen (the library importing the dashboard), a page importing a page too
+    (tmp_path / "dashboard" / "views").mkdir(parents=True)
+    for f in ("dashboard/__init__.py", "dashboard/views/__init__.py", "dashboard/views/p2.py"):
+        (tmp_path / f).write_text("")
+    (tmp_path / "dashboard" / "views" / "p1.py").write_text("from dashboard.views import p2\nimport robocache.c\n")
+    (pkg / "c.py").write_text("def f():\n    import dashboard.views.p1\n")
+    graph = import_graph(tmp_path, ("robocache", "dashboard"))
+    assert graph["dashboard.views.p1"] == {"dashboard.views.p2", "robocache.c"}
+    assert graph["robocache.c"] == {"dashboard.views.p1"}
+    assert [layer(m) for m in ("robocache.c", "robocache.bench.x", "dashboard.data", "dashboard.views.p1")] == \
+        [0, 1, 2, 3]

@@ -235,7 +235,7 @@ def test_runs_of_one_commit_and_suite_are_one_measurement():
             if r["case"]["id"] != CASES[0][0]]
     other = nightly_records(2.0, 4300.0, "run-c", "2026-02-01T00:00:00Z", with_dispatch=False)
     recs = tag(first, env, "c1") + tag(rest, env, "c1") + tag(other, env, "c0")
-    got = {op: (rid, rs) for _, op, rid, rs in runs_per_op(recs)}
+    got = {op: (rid, rs) for _, op, rid, rs in runs_per_op(typed.records(recs))}
     op0 = CASES[0][1]
     rid, rs = got[op0]
     assert all(r.git_commit == "c1" for r in rs)  # the frame's rows (columns.Row)

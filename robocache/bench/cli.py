@@ -151,7 +151,7 @@ class _VersionAction(argparse.Action):
     def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
         super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser, _namespace, _values, _option_string=None):  # argparse passes them positionally
         print(version_text())  # on stdout, as argparse's own version action
         parser.exit(0)
 
@@ -461,12 +461,9 @@ def _writable_dir(flag: str, path: str) -> None:
     if not top.is_dir():
         what = "is a file" if p == top else f"{top} is not a folder"
         raise ValueError(f"{flag} {path}: {what}; name a writable folder")
-    try:
-        fd, probe = tempfile.mkstemp(dir=top, prefix=".tmp-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise ValueError(f"{flag} {path}: cannot write there ({e.strerror or e}); name a writable folder") from None
+    why = _cannot_write_in(top)
+    if why:
+        raise ValueError(f"{flag} {path}: cannot write there ({why}); name a writable folder")
 
 
 def _writable_file(flag: str, path: str) -> None:
@@ -479,12 +476,20 @@ def _writable_file(flag: str, path: str) -> None:
         raise ValueError(f"{flag} {path}: the folder {parent} does not exist; create it or name another file")
     if p.exists() and not os.access(p, os.W_OK):
         raise ValueError(f"{flag} {path}: not writable")
+    why = _cannot_write_in(parent)
+    if why:
+        raise ValueError(f"{flag} {path}: cannot write in {parent} ({why})")
+
+
+def _cannot_write_in(folder: Path) -> str | None:
+    """Why a file cannot be created in ``folder`` (a probe file made and removed at once), None when it can."""
     try:
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".tmp-probe-")
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".tmp-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise ValueError(f"{flag} {path}: cannot write in {parent} ({e.strerror or e})") from None
+        return str(e.strerror or e)
+    return None
 
 
 # Every output option of every command: checked before any measurement, load or analysis (shared plumbing).
@@ -852,9 +857,7 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     refuted: list = []
     # the confirmation's memory (--refuted-before): looks per change point, carried on for the series checked tonight
-    from collections import Counter
-
-    from .regressions.memory import NOT_CHECKED, Memory
+    from .regressions.memory import Memory
 
     memory = getattr(args, "looked", None)
     memory = memory if memory is not None else Memory()
@@ -864,8 +867,19 @@ def _check(args: argparse.Namespace) -> int:
         refuted = _check_reruns(args, res, ckw)
     elif args.confirm and res.alerts:
         refuted = _check_confirm(args, res, ckw)
-    # pruned to what can match again (memory.Memory.prune): the series checked tonight, change points in their window
-    dropped = memory.prune(res.windows)
+    _carry_memory(args, memory, remembered, res.windows)
+    _check_outputs(args, res, refuted)
+    return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
+
+
+def _carry_memory(args: argparse.Namespace, memory: Any, remembered: int, windows: Any) -> None:
+    """The confirmation's memory pruned to what can match again (``memory.Memory.prune``: the series checked
+    tonight, change points in their window) into ``args.refuted_looks``; what was dropped said on stderr."""
+    from collections import Counter
+
+    from .regressions.memory import NOT_CHECKED
+
+    dropped = memory.prune(windows)
     args.refuted_looks = memory.to_json()
     gone = [e for e, why in dropped if why == NOT_CHECKED]
     if gone:  # another machine's file, another suite or front end: said, not silently forgotten
@@ -877,8 +891,6 @@ def _check(args: argparse.Namespace) -> int:
         print(f"check --refuted-before {args.refuted_before}: {sum(aged.values())} of {remembered} remembered change "
               "point(s) not carried on: " + "; ".join(f"{n} {why}" for why, n in sorted(aged.items())),
               file=sys.stderr)
-    _check_outputs(args, res, refuted)
-    return 1 if args.fail_on_regression and (res.alerts or res.drifts) else 0
 
 
 def _bisect(args: argparse.Namespace) -> int:

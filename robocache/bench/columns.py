@@ -356,10 +356,14 @@ def rows(cols: Mapping[str, Sequence[Any]]) -> list[Row]:
     return [Row(*vals) for vals in zip(*fields)]
 
 
-def of_records(records: Iterable[Any]) -> list[Row]:
-    """Loaded records (:class:`robocache.bench.schema.Record`; a record as a dict, as written, is typed first) as
-    rows: :func:`rows` of :func:`columns`."""
-    recs = [msgspec.convert(r, schema.Record) if isinstance(r, Mapping) else r for r in records]
+def of_records(records: Iterable[schema.Record]) -> list[Row]:
+    """Loaded records (:class:`robocache.bench.schema.Record`, typed by the store's loader) as rows: :func:`rows`
+    of :func:`columns`. A record as a dict is refused (``TypeError``): the one loader types records, not the
+    readers."""
+    recs = list(records)
+    for r in recs:
+        if not isinstance(r, schema.Record):
+            raise TypeError(f"of_records takes loaded records (schema.Record), got {type(r).__name__}")
     return rows(columns(recs)) if recs else []
 
 

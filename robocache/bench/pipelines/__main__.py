@@ -5,7 +5,7 @@
     python -m robocache.bench.pipelines run --device gpu --train-batches 32,128 --prefetch-depth 2
     python -m robocache.bench.pipelines list --device cpu
 
-``robocache-bench run --suite pipelines`` runs the defaults (:func:`run.default_config`). Exit codes: 0 ok,
+``robocache-bench run --suite pipelines`` runs the defaults (:func:`robocache.bench.specs.pipeline_defaults`). Exit codes: 0 ok,
 1 when a case failed (incorrect, error, oom), 2 on bad arguments.
 """
 from __future__ import annotations

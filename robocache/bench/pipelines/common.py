@@ -171,9 +171,5 @@ def plain(x: Any) -> Any:
     return x
 
 
-def finite(x: float | None) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
-
-
 def now() -> float:
     return time.perf_counter()

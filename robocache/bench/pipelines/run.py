@@ -28,11 +28,9 @@ from ..schema import Record
 from . import common, dataset, inference, loading, training
 from .common import p_resample_on
 
-# The suite's knobs and grid are declared in the one case list (robocache.bench.specs); their old names here:
-PARTS = specs.PIPELINE_PARTS
+# The suite's knobs and grid are declared in the one case list (robocache.bench.specs); the names its callers use:
 Config = specs.PipelineConfig
 points = specs.pipeline_points
-default_config = specs.pipeline_defaults
 
 
 def _case(pt: dict[str, Any], items: int, nbytes: int = 0) -> dict[str, Any]:
