@@ -19,7 +19,10 @@ Two questions, one noise model:
     (``history=``: every healthy run of the same series, :func:`schema.series_key`, except the two compared)
     pooled with the provider's prior (:func:`prior_noise`, fitted per provider and time bucket from the
     committed records, ``noise_priors.json``), widened and weighing less as the history grows
-    (:func:`shrink`).
+    (:func:`shrink`). A call-cost case (timer ``host_loop``) whose two records carry ``dispatch.interleaved`` is
+    compared on that ratio (public call / bare launch, timed ABAB in one process: :func:`records.call_ratio`), its
+    noise the ratio's (its history's, the ``<provider>|host-ratio`` prior): the host's state cancels in it, not in
+    the absolute host time; without it on either side, on the host time as before, said in the verdict's reason.
 
 ``check(records)``
     Over the history (every series, :func:`schema.series_key`: machine, case, provider, dtype, timer, cache,
