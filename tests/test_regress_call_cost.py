@@ -188,3 +188,70 @@ def test_aa_pairs_call_cost_cases_compare_on_the_ratio():
         assert all(v.verdict in ("same", "inconclusive") for v in got.values())
         not_same = sorted(k.split("/")[0] for k, v in got.items() if v.verdict != "same")
         assert not_same == ([] if machine == "h200-nvidia-h200" else ["voxelize"]), (machine, not_same)
+
+
+# ------------------------------------------------------------------ check (the nightly path) on the ratio
+
+HOST = [12.0, 19.0, 13.5, 18.2, 12.4, 16.9, 12.2, 19.5, 14.0, 12.8, 18.8, 13.1, 17.5, 12.6, 19.1, 13.3]  # +-60%
+RATIO = [1.70 * (1 + 0.003 * ((i % 3) - 1)) for i in range(len(HOST))]
+
+
+def history(host, ratio, *, lacking=0):
+    """A call-cost series, one night each: host times ``host``, interleaved ratios ``ratio`` (none on the first
+    ``lacking`` nights, as records older than issue 25)."""
+    return [call(t, None if i < lacking else q, run=f"n{i:03d}", night=i) for i, (t, q) in
+            enumerate(zip(host, ratio))]
+
+
+def test_check_judges_a_call_cost_series_by_its_ratio():
+    # the host 60% slower tonight, the ratio where it was: nothing
+    res = regress.check(history(HOST[:12] + [19.2], RATIO[:13]))
+    assert res.series_checked == 1 and res.alerts == [] and res.changes == []
+    # the host as ever, the ratio +20% tonight: an alert on the ratio, said so
+    res = regress.check(history(HOST[:13], RATIO[:12] + [1.70 * 1.2]))
+    (a,) = res.alerts
+    assert a.series["measure"] == "call_ratio" and a.ratio == pytest.approx(1.2, rel=0.02)
+    assert "interleaved call ratio" in regress.alert_markdown(a) and "call ratio +" in regress.alert_title(a)
+    assert a.fingerprint == fingerprint(series_key(call(12.0, 1.7)))  # the series' identity is unchanged
+    doc = regress.alerts_json(res)
+    from robocache.bench import schema
+    schema.parse_alerts_bytes(json.dumps(doc).encode())  # the alerts document stays valid
+    # confirmed by reruns whose ratio holds (their host times anywhere), refuted by reruns whose ratio is back
+    slow = [call(t, 1.70 * 1.2 * (1 + 0.002 * (i - 1)), run=f"c{i}", night=13) for i, t in
+            enumerate((12.0, 19.0, 15.0, 13.0, 18.0))]
+    kept, refuted, _ = regress.confirm(res, slow)
+    assert len(kept) == 1 and not refuted
+    res = regress.check(history(HOST[:13], RATIO[:12] + [1.70 * 1.2]))
+    back = [call(t * 1.3, 1.70 * (1 + 0.002 * (i - 1)), run=f"c{i}", night=13) for i, t in
+            enumerate((12.0, 19.0, 15.0, 13.0, 18.0))]
+    kept, refuted, _ = regress.confirm(res, back)
+    assert not kept and len(refuted) == 1
+
+
+def test_check_ratio_series_starts_where_its_ratios_do_and_falls_back_without_one():
+    # older nights without the ratio: the series is checked on the nights that carry one
+    res = regress.check(history(HOST, RATIO, lacking=6))
+    assert res.series_checked == 1 and len(next(iter(res.windows.values()))) == len(HOST) - 6
+    # too few nights with it: not checked yet (a new quantity's history starts), never mixed with the times
+    res = regress.check(history(HOST, RATIO, lacking=len(HOST) - 3))
+    assert res.series_checked == 0
+    # tonight's record lacks it: the host time, as before
+    recs = history([12.0] * 12 + [12.1], RATIO[:13])
+    recs[-1] = call(12.1, None, run="n012", night=12)
+    res = regress.check(recs)
+    assert res.series_checked == 1 and len(next(iter(res.windows.values()))) == 13
+
+
+def test_check_reads_the_ratio_alike_from_records_and_the_frame(tmp_path):
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from robocache.bench import frame
+
+    recs = history(HOST[:13], RATIO[:12] + [1.70 * 1.2], lacking=2)
+    for r in recs:
+        store.write_records(tmp_path, make_env(), [copy.deepcopy(r)], name=r.run_id)
+    df = frame.build_frame(store.load(str(tmp_path)).records)
+    a, b = regress.check(store.load(str(tmp_path)).records), regress.check(df)
+    assert [(c.fingerprint, round(c.ratio, 9), c.series.get("measure")) for c in a.alerts] == \
+        [(c.fingerprint, round(c.ratio, 9), c.series.get("measure")) for c in b.alerts] != []
+    assert a.windows == b.windows

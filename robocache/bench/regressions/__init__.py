@@ -39,6 +39,8 @@ Two questions, one noise model:
     interval, the last commit before and the first after, and the command that reproduces it. A change
     across a change of runner (:func:`env_fingerprint`) or of measuring method is a *break*, never an
     alert; a trend over the newest nights is a *drift* (Theil-Sen, Mann-Kendall), never blamed on one commit.
+    A call-cost series whose newest point carries its interleaved ratio is checked on its ratios (the points that
+    carry one; the ratio's prior; the confirmation's reruns judged on their ratios), as ``compare`` judges it.
 
     With a confirmation rerun to follow (``check(screen=SCREEN_P)``, ``check --confirm``), a per-series
     screen replaces Benjamini-Hochberg as the gate to the rerun: the rerun is the check on those cases.

@@ -128,6 +128,7 @@ def _fit_bucket(sessions: dict[tuple[str, str], list[float]]) -> dict[str, Any]:
 
 
 HOST_TIMERS = CALL_COST_TIMERS  # the call-cost timer: its noise is fitted and looked up apart (one definition)
+CALL_RATIO = "call_ratio"  # a series' "measure" when it is judged by its interleaved ratio (records.call_ratio)
 RATIO_SUFFIX = "|host-ratio"  # the priors' key suffix of a call-cost case's interleaved ratio (records.call_ratio)
 
 
@@ -201,20 +202,36 @@ def prior_ratio_noise(provider: str | None, *, tails: bool = False) -> tuple[flo
     (:func:`records.call_ratio`) for ``provider``, and the entry it comes from: the provider's (its base's, then
     every provider's) ``|host-ratio`` fit, never below NOISE_MIN (no absolute floor: a ratio is no time). ``tails``
     as in :func:`prior_noise`. None where no ratio was fitted: the caller falls back to the host time's prior."""
+    got = _ratio_pick(provider)
+    if got is None:
+        return None
+    pick, name = got
+    s = max(float(pick["sigma"]), float(pick["rms"])) if tails else float(pick["sigma"])
+    return max(s, NOISE_MIN), name
+
+
+def _ratio_pick(provider: str | None) -> tuple[dict[str, Any], str] | None:
+    """The ``|host-ratio`` fit a call ratio of ``provider`` takes: the provider's, its base's, every provider's."""
     if not provider:
         return None
     table = priors()
     for name in (provider + RATIO_SUFFIX, provider.split("@")[0] + RATIO_SUFFIX, "all" + RATIO_SUFFIX):
         pick = (table.get(name) or {}).get("*")
         if pick and pick["n"] >= PRIOR_MIN_N:
-            s = max(float(pick["sigma"]), float(pick["rms"])) if tails else float(pick["sigma"])
-            return max(s, NOISE_MIN), name
+            return pick, name
     return None
 
 
-def prior_pool(time_us: float, provider: str | None, timer: str | None = None) -> np.ndarray | None:
+def prior_pool(time_us: float, provider: str | None, timer: str | None = None,
+               measure: str | None = None) -> np.ndarray | None:
     """The provider's measured run-to-run deviations (log-time, sorted) for a case of median ``time_us``: the
-    pool :func:`prior_noise` takes its sigma from (None when the provider has no fitted runs)."""
+    pool :func:`prior_noise` takes its sigma from (None when the provider has no fitted runs). ``measure``
+    ``"call_ratio"``: a call-cost series checked on its interleaved ratio, the ``|host-ratio`` pool
+    (:func:`prior_ratio_noise`'s; ``time_us`` unused)."""
+    if measure == CALL_RATIO:
+        got = _ratio_pick(provider)
+        pool = got[0].get("deviations") if got is not None else None
+        return np.sort(np.asarray(pool, dtype=float)) if pool else None
     t = min(max(float(time_us), 1e-3), 1e300)
     for name in _prior_names(provider, timer):
         per = priors().get(name)

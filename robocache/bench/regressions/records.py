@@ -2,6 +2,7 @@
 its runner's fingerprint; the floor every verdict and alert shares."""
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -67,6 +68,19 @@ def interleaved_ratio(p20: Any, p50_: Any, p80: Any, rounds: Any) -> tuple[float
         return None
     spread = max(math.log(hi) - math.log(lo), 0.0) / _P20_P80_SIGMAS
     return mid, min(_MEDIAN_SE * spread / math.sqrt(n), 1e6)
+
+
+def call_ratio_of_json(timer: Any, text: Any) -> tuple[float, float] | None:
+    """:func:`call_ratio` of a frame row: its ``timer`` and its ``interleaved`` column (the section as JSON text)."""
+    if timer not in CALL_COST_TIMERS or not isinstance(text, str) or not text:
+        return None
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    return interleaved_ratio(d.get("ratio_p20"), d.get("ratio_p50"), d.get("ratio_p80"), d.get("rounds"))
 
 
 def unhealthy(rec: Record) -> str | None:

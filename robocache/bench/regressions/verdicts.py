@@ -12,7 +12,7 @@ import numpy as np
 from ..schema import FAILED_STATUSES, Series, fingerprint, series_key
 from .alerts import md_text, us_text
 from .noise import prior_noise, prior_ratio_noise, series_sigma, shrink
-from .records import (CALL_COST_TIMERS, FLOOR, call_ratio, case_key, case_label, check_floor, interleaved_ratio, p50,
+from .records import (CALL_COST_TIMERS, FLOOR, call_ratio, call_ratio_of_json, case_key, case_label, check_floor, p50,
                       safe_exp, unhealthy, within_sigma)
 
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
@@ -73,23 +73,16 @@ def ratio_points(fps: Iterable[str], created: Iterable[Any], timers: Iterable[An
     """The ratio points of healthy frame rows (their fingerprint, time, timer, ``interleaved`` JSON text), keyed
     by :func:`ratio_key`: :func:`history_noise`'s ratio points, for :meth:`robocache.bench.frame.History.noise`
     (the same rule as :func:`records.call_ratio`, read from the frame's JSON of the section)."""
-    import json
-
     pts: dict[str, list[tuple[Any, float]]] = defaultdict(list)
-    parsed: dict[str, Any] = {}
+    parsed: dict[tuple[Any, str], tuple[float, float] | None] = {}
     for fp, t, timer, text in zip(fps, created, timers, interleaved):
-        if timer not in CALL_COST_TIMERS or not isinstance(text, str) or not text:
+        if not isinstance(text, str):
             continue
-        if text not in parsed:
-            try:
-                d = json.loads(text)
-            except ValueError:
-                d = None
-            parsed[text] = (interleaved_ratio(d.get("ratio_p20"), d.get("ratio_p50"), d.get("ratio_p80"),
-                                              d.get("rounds")) if isinstance(d, dict) else None)
-        cr = parsed[text]
-        if cr is not None:
-            pts[ratio_key(str(fp))].append((t, math.log(cr[0])))
+        got = parsed.get((timer, text), False)
+        if got is False:
+            got = parsed[(timer, text)] = call_ratio_of_json(timer, text)
+        if got is not None:
+            pts[ratio_key(str(fp))].append((t, math.log(got[0])))
     return pts
 
 
