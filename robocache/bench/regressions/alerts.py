@@ -9,6 +9,7 @@ from typing import Any
 
 from ..schema import ALERTS_SCHEMA
 from .changepoints import MIN_HISTORY, Break, Change, CheckResult, Drift, Point
+from .noise import CALL_RATIO
 
 PLACE_SURE = 0.7  # an alert whose location's likelihood share (_place_p) is below this says a neighbour may be it
 
@@ -27,13 +28,13 @@ def alert_title(c: Change) -> str:
     where = f"{s['arch']} ({s['machine']})" if s.get("arch") else str(s["machine"])
     span = (f"since {(c.after.commit or '?')[:12]}" if c.before.commit != c.after.commit
             else f"at {(c.after.commit or '?')[:12]} (same commit before: an environment change?)")
-    what = "call ratio " if s.get("measure") == "call_ratio" else ""
+    what = "call ratio " if s.get("measure") == CALL_RATIO else ""
     return f"{s['case_id']} {s['dtype']} {s['provider']} {what}{(c.ratio - 1) * 100:+.1f}% slower on {where} {span}"
 
 
 def _measured(s: dict[str, Any]) -> str:
     """What a series' points are: its median time, or a call-cost series' interleaved ratio (changepoints.check)."""
-    if s.get("measure") == "call_ratio":
+    if s.get("measure") == CALL_RATIO:
         return "interleaved call ratio (public call / bare launch, timed ABAB in one process)"
     return "median time"
 
@@ -69,7 +70,7 @@ def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
 def drift_title(d: Drift) -> str:
     s = d.series
     where = f"{s['arch']} ({s['machine']})" if s.get("arch") else str(s["machine"])
-    what = "call ratio " if s.get("measure") == "call_ratio" else ""
+    what = "call ratio " if s.get("measure") == CALL_RATIO else ""
     return (f"{s['case_id']} {s['dtype']} {s['provider']} {what}drifting {d.slope * 100:+.2f}%/night on {where} "
             f"({d.total * 100:+.1f}% over {d.window} nights)")
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..schema import FAILED_STATUSES, Series, fingerprint, series_key
 from .alerts import md_text, us_text
-from .noise import prior_noise, prior_ratio_noise, series_sigma, shrink
+from .noise import CALL_RATIO, prior_noise, prior_ratio_noise, series_sigma, shrink
 from .records import (CALL_COST_TIMERS, FLOOR, call_ratio, call_ratio_of_json, case_key, case_label, check_floor, p50,
                       safe_exp, unhealthy, within_sigma)
 
@@ -184,7 +184,7 @@ def _judge(v: Verdict, b: Any, n: Any, hist: dict[str, tuple[float, float]], *, 
         # state (clocks, core, process) cancels: the absolute host time of one commit moved 20-70% between runs
         # (H200 A/A, resample: 12.85 / 21.16 / 18.75 us) while the ratio moved 1.68 / 1.72 / 1.74
         (vb, wb), (vn, wn) = rb, rn
-        v.measure, v.base_call_ratio, v.new_call_ratio = "call_ratio", vb, vn
+        v.measure, v.base_call_ratio, v.new_call_ratio = CALL_RATIO, vb, vn
         key = ratio_key(key)
         fitted = prior_ratio_noise(n.case.provider, tails=True)
         prior = fitted[0] if fitted is not None else prior
@@ -239,7 +239,7 @@ def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str)
     for v in sorted(verdicts, key=lambda v: (order[v.verdict], -(abs(math.log(v.ratio)) if v.ratio else 0))):
         lines.append("| " + " | ".join([
             f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, md_text(v.case),
-            *((f"{v.base_call_ratio:.3f}x bare", f"{v.new_call_ratio:.3f}x bare") if v.measure == "call_ratio"
+            *((f"{v.base_call_ratio:.3f}x bare", f"{v.new_call_ratio:.3f}x bare") if v.measure == CALL_RATIO
               else (us_text(v.base_us), us_text(v.new_us))), f"{v.ratio:.3f}" if v.ratio else "",
             f"±{v.threshold * 100:.1f}%" if v.threshold is not None else "",
             f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", md_text(v.reason)]) + " |")
