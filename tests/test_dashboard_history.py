@@ -424,7 +424,7 @@ def _what_check_reads(rows: Any) -> list[tuple]:
     """Every field of every row that ``regress.check`` reads (changepoints._Rows): its lists, and per row its
     series, architecture, case key and runner's fingerprint."""
     return [(rows.machine[i], rows.frontend[i], rows.suite[i], rows.created[i], rows.run_id[i], rows.commit[i],
-             rows.why[i], rows.p50[i], rows.within[i], rows.series(i), rows.arch(i), rows.case_key(i),
+             rows.why[i], rows.p50[i], rows.within[i], rows.ratio[i], rows.series(i), rows.arch(i), rows.case_key(i),
              rows.env_print(i)) for i in range(len(rows.run_id))]
 
 
@@ -468,6 +468,7 @@ def test_the_frames_rows_carry_every_field_the_check_reads(tmp_path: Path) -> No
     whys = {w[6] for w in want}
     assert {None, "status crash", "throttled", "contended"} <= whys and any(w[5] is None for w in want)
     assert any(w[8] == 0.0 and w[6] is None for w in want)
+    assert any(w[9] is not None for w in want)  # call-cost records with their interleaved ratio
 
 
 def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: Path, tmp_path: Path,

@@ -410,7 +410,7 @@ class History:
     full (the views read every field) from its own files only; the between-run noise of every series from the
     frame's columns. ``bad``: the bad files as :func:`robocache.bench.store.load` lists them."""
 
-    _COLUMNS = ["run_id", "created", "series", "status", "p50", "throttled", "contended"]
+    _COLUMNS = ["run_id", "created", "series", "status", "p50", "throttled", "contended", "timer", "interleaved"]
 
     def __init__(self, dirs: Sequence[str], cache: Path | str | None | bool = True) -> None:
         folder = cache_dir() if cache is True else (Path(cache) if cache else None)
@@ -449,8 +449,9 @@ class History:
 
     def noise(self, exclude_runs: Iterable[str] = ()) -> dict[str, tuple[float, float]]:
         """:func:`robocache.bench.regressions.verdicts.history_noise` over the frame's rows: healthy (ok, timed
-        with p50 > 0 as the store's ``records.p50`` wants, neither throttled nor contended) rows of runs other than ``exclude_runs``, by series."""
-        from .regressions.verdicts import noise_of_points
+        with p50 > 0 as the store's ``records.p50`` wants, neither throttled nor contended) rows of runs other than ``exclude_runs``, by series;
+        a call-cost series' interleaved ratios under ``ratio_key`` of its fingerprint (``verdicts.ratio_points``)."""
+        from .regressions.verdicts import noise_of_points, ratio_points
 
         d = self._df
         ok = (d["status"].astype(object) == "ok") & (d["p50"] > 0) & ~d["throttled"].astype(bool) & \
@@ -460,4 +461,6 @@ class History:
         for fp, t, p in zip(d["series"].astype(object).tolist(), d["created"].to_numpy("int64").tolist(),
                             d["p50"].tolist()):
             pts.setdefault(fp, []).append((t, math.log(p)))
+        pts.update(ratio_points(d["series"].astype(object).tolist(), d["created"].to_numpy("int64").tolist(),
+                                d["timer"].astype(object).tolist(), d["interleaved"].astype(object).tolist()))
         return noise_of_points(pts)

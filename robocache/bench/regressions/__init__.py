@@ -19,7 +19,10 @@ Two questions, one noise model:
     (``history=``: every healthy run of the same series, :func:`schema.series_key`, except the two compared)
     pooled with the provider's prior (:func:`prior_noise`, fitted per provider and time bucket from the
     committed records, ``noise_priors.json``), widened and weighing less as the history grows
-    (:func:`shrink`).
+    (:func:`shrink`). A call-cost case (timer ``host_loop``) whose two records carry ``dispatch.interleaved`` is
+    compared on that ratio (public call / bare launch, timed ABAB in one process: :func:`records.call_ratio`), its
+    noise the ratio's (its history's, the ``<provider>|host-ratio`` prior): the host's state cancels in it, not in
+    the absolute host time; without it on either side, on the host time as before, said in the verdict's reason.
 
 ``check(records)``
     Over the history (every series, :func:`schema.series_key`: machine, case, provider, dtype, timer, cache,
@@ -36,6 +39,8 @@ Two questions, one noise model:
     interval, the last commit before and the first after, and the command that reproduces it. A change
     across a change of runner (:func:`env_fingerprint`) or of measuring method is a *break*, never an
     alert; a trend over the newest nights is a *drift* (Theil-Sen, Mann-Kendall), never blamed on one commit.
+    A call-cost series whose newest point carries its interleaved ratio is checked on its ratios (the points that
+    carry one; the ratio's prior; the confirmation's reruns judged on their ratios), as ``compare`` judges it.
 
     With a confirmation rerun to follow (``check(screen=SCREEN_P)``, ``check --confirm``), a per-series
     screen replaces Benjamini-Hochberg as the gate to the rerun: the rerun is the check on those cases.

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..schema import ALERTS_SCHEMA
 from .changepoints import MIN_HISTORY, Break, Change, CheckResult, Drift, Point
+from .noise import CALL_RATIO
 
 PLACE_SURE = 0.7  # an alert whose location's likelihood share (_place_p) is below this says a neighbour may be it
 
@@ -27,7 +28,15 @@ def alert_title(c: Change) -> str:
     where = f"{s['arch']} ({s['machine']})" if s.get("arch") else str(s["machine"])
     span = (f"since {(c.after.commit or '?')[:12]}" if c.before.commit != c.after.commit
             else f"at {(c.after.commit or '?')[:12]} (same commit before: an environment change?)")
-    return f"{s['case_id']} {s['dtype']} {s['provider']} {(c.ratio - 1) * 100:+.1f}% slower on {where} {span}"
+    what = "call ratio " if s.get("measure") == CALL_RATIO else ""
+    return f"{s['case_id']} {s['dtype']} {s['provider']} {what}{(c.ratio - 1) * 100:+.1f}% slower on {where} {span}"
+
+
+def _measured(s: dict[str, Any]) -> str:
+    """What a series' points are: its median time, or a call-cost series' interleaved ratio (changepoints.check)."""
+    if s.get("measure") == CALL_RATIO:
+        return "interleaved call ratio (public call / bare launch, timed ABAB in one process)"
+    return "median time"
 
 
 def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
@@ -41,7 +50,7 @@ def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
         f"- series: machine `{code_span(s['machine'])}` ({md_text(str(s['arch'] or 'arch unknown'))}), op `{code_span(s['op'])}`, case "
         f"`{code_span(s['case_id'])}`, provider `{code_span(s['provider'])}`, dtype `{code_span(s['dtype'])}`, "
         f"timer {md_text(str(s['timer']))}, cache {md_text(str(s['cache']))}, front end {md_text(str(s['frontend']))}",
-        f"- change: median time x{c.ratio:.3f} (95% interval x{lo:.3f} to x{hi:.3f}); "
+        f"- change: {_measured(s)} x{c.ratio:.3f} (95% interval x{lo:.3f} to x{hi:.3f}); "
         f"{c.n_before} runs before, {c.n_after} after; series noise {c.sigma * 100:.2f}% per run; "
         f"q = {c.q_value:.2g} (Benjamini-Hochberg over all series)",
         f"- location: this commit range's share of the likelihood among the neighbouring ones {c.place_p:.0%}"
@@ -61,7 +70,8 @@ def alert_markdown(c: Change, dashboard_url: str | None = None) -> str:
 def drift_title(d: Drift) -> str:
     s = d.series
     where = f"{s['arch']} ({s['machine']})" if s.get("arch") else str(s["machine"])
-    return (f"{s['case_id']} {s['dtype']} {s['provider']} drifting {d.slope * 100:+.2f}%/night on {where} "
+    what = "call ratio " if s.get("measure") == CALL_RATIO else ""
+    return (f"{s['case_id']} {s['dtype']} {s['provider']} {what}drifting {d.slope * 100:+.2f}%/night on {where} "
             f"({d.total * 100:+.1f}% over {d.window} nights)")
 
 
@@ -73,7 +83,7 @@ def drift_markdown(d: Drift, dashboard_url: str | None = None) -> str:
         f"### {md_text(drift_title(d))}", "",
         f"- series: machine `{code_span(s['machine'])}`, case `{code_span(s['case_id'])}`, provider "
         f"`{code_span(s['provider'])}`, dtype `{code_span(s['dtype'])}`, front end {md_text(str(s['frontend']))}",
-        f"- trend: Theil-Sen slope {d.slope * 100:+.2f}% per night (95% interval {d.slope_ci[0] * 100:+.2f}% to "
+        f"- trend of the {_measured(s)}: Theil-Sen slope {d.slope * 100:+.2f}% per night (95% interval {d.slope_ci[0] * 100:+.2f}% to "
         f"{d.slope_ci[1] * 100:+.2f}%), Mann-Kendall tau {d.tau:.2f}, one-sided p = {d.p_value:.2g}, "
         f"q = {d.q_value:.2g}; a line fits these nights better than any single step",
         f"- window: {d.window} nights, run {md_text(d.first.run_id)} (`{code_span((d.first.commit or '?')[:12])}`) to "

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..schema import Series, fingerprint, series_key
-from .noise import NOISE_MIN, PRIOR_DOF, prior_noise, series_sigma, shrink, sigma_floors
-from .records import (FLOOR, case_key, check_floor, env_changes, env_fingerprint, env_print, p50, safe_exp,
-                      unhealthy, within_sigma)
+from .noise import CALL_RATIO, NOISE_MIN, PRIOR_DOF, prior_noise, prior_ratio_noise, series_sigma, shrink, sigma_floors
+from .records import (FLOOR, call_ratio, call_ratio_of_json, case_key, check_floor, env_changes, env_fingerprint,
+                      env_print, p50, safe_exp, unhealthy, within_sigma)
 
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
 RECENT = 5  # an improvement older than the newest RECENT runs is history, not news
@@ -468,11 +468,20 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         if not healthy or rows.run_id[healthy[-1]] != newest[(rows.machine[idx[-1]], rows.suite[healthy[-1]])][1]:
             res.series_stale += 1
             continue
-        # PELT's cost grows with the history; older levels say nothing of tonight
-        pts = _points(rows, healthy[-MAX_HISTORY:])
         skey = keys[g]
         series = {**skey._asdict(), "arch": rows.arch(idx[-1])}
         fp = fingerprint(series)
+        prior = None
+        if rows.ratio[healthy[-1]] is not None:
+            # a call-cost series whose newest point carries its interleaved ratio is judged by it, over its points
+            # that carry one (the host time moves with the host's state; the ratio does not: docs/regressions.md)
+            series["measure"] = CALL_RATIO
+            fitted = prior_ratio_noise(skey.provider)
+            prior = fitted[0] if fitted is not None else prior_noise(
+                float(np.median([rows.p50[i] for i in healthy])), skey.provider, timer=skey.timer)
+            healthy = [i for i in healthy if rows.ratio[i] is not None]
+        # PELT's cost grows with the history; older levels say nothing of tonight
+        pts = _points(rows, healthy[-MAX_HISTORY:], ratio=prior is not None)
         if len(pts) < min_history:
             brk = _method_break(series, fp, skey, pts, siblings, last, keys)
             if brk is not None:
@@ -481,7 +490,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         res.series_checked += 1
         res.checked.append(fp)
         res.windows[fp] = [p.run_id for p in pts]
-        fit = _fit(series, fp, rows.case_key(idx[-1]), pts, screen)
+        fit = _fit(series, fp, rows.case_key(idx[-1]), pts, screen, prior)
         mine = _candidates(fit, _hypotheses(fit, tail))
         cands += mine
         fits[fp] = fit
@@ -515,6 +524,7 @@ class _Rows:
     why: list[str | None]
     p50: list[float | None]
     within: list[float]
+    ratio: list[tuple[float, float] | None]  # a call-cost record's interleaved ratio and its noise (call_ratio)
 
     def series(self, i: int) -> Series:
         raise NotImplementedError
@@ -544,6 +554,7 @@ class _RecordRows(_Rows):
         self.why = [unhealthy(r) for r in recs]
         self.p50 = [p50(r) for r in recs]
         self.within = [within_sigma(r) for r in recs]
+        self.ratio = [call_ratio(r) for r in recs]
         self._env_prints: dict[int, tuple[Any, dict[str, str]]] = {}
 
     def series(self, i: int) -> Series:
@@ -569,7 +580,7 @@ class _RecordRows(_Rows):
 # the frame's columns the check reads (robocache.bench.frame: one row per record)
 FRAME_COLUMNS = ("machine", "frontend", "suite", "created_text", "run_id", "git_commit", "series", "status", "p50",
                  "throttled", "contended", "noise", "env", "op", "case_id", "provider", "dtype", "timer", "cache",
-                 "grid_version", "input_sets", "method_version")
+                 "grid_version", "input_sets", "method_version", "interleaved")
 
 
 def _values(col: Any) -> list[Any]:
@@ -595,6 +606,9 @@ class _FrameRows(_Rows):
                     for s, p, t, c in zip(self._col("status"), self.p50, self._col("throttled"),
                                           self._col("contended"))]
         self.within = [min(float(n) / 1.96, 1e6) if n is not None else 0.0 for n in self._col("noise")]
+        parsed: dict[tuple[Any, Any], tuple[float, float] | None] = {}
+        self.ratio = [parsed[k] if k in parsed else parsed.setdefault(k, call_ratio_of_json(*k))
+                      for k in zip(self._col("timer"), self._col("interleaved"))]
         self._envs: dict[Any, dict[str, Any]] = {}
 
     def _col(self, c: str) -> list[Any]:
@@ -688,8 +702,11 @@ def _count_excluded(res: CheckResult, rows: _Rows, by: dict[Any, list[int]]) -> 
                 res.excluded_reasons[k] = res.excluded_reasons.get(k, 0) + 1
 
 
-def _points(rows: _Rows, healthy: list[int]) -> list[Point]:
-    """A series' healthy rows (sorted) as points."""
+def _points(rows: _Rows, healthy: list[int], ratio: bool = False) -> list[Point]:
+    """A series' healthy rows (sorted) as points: their median times, or (``ratio``) their interleaved ratios."""
+    if ratio:
+        return [Point(rows.run_id[i], rows.commit[i], rows.created[i], math.log(rows.ratio[i][0]), rows.ratio[i][1],
+                      rows.suite[i], rows.env_print(i)) for i in healthy]
     return [Point(rows.run_id[i], rows.commit[i], rows.created[i], math.log(rows.p50[i]), rows.within[i],
                   rows.suite[i], rows.env_print(i)) for i in healthy]
 
@@ -779,12 +796,15 @@ class _Fit:
         return sig_k, p_k / 2 if d_k > 0 else min(1.0, 1 - p_k / 2)
 
 
-def _fit(series: dict[str, Any], fp: str, key: str, pts: list[Point], screen: float | None) -> _Fit:
-    """A series' noise and levels from its points (:class:`_Fit`)."""
+def _fit(series: dict[str, Any], fp: str, key: str, pts: list[Point], screen: float | None,
+         prior: float | None = None) -> _Fit:
+    """A series' noise and levels from its points (:class:`_Fit`); ``prior``: its noise prior where the caller
+    chose it (a call ratio's), else the provider's for the points' median time."""
     x = np.array([p.log_t for p in pts])
     within = np.array([p.within for p in pts])
     n = len(x)
-    prior = prior_noise(safe_exp(float(np.median(x))), series["provider"], timer=series.get("timer"))
+    if prior is None:
+        prior = prior_noise(safe_exp(float(np.median(x))), series["provider"], timer=series.get("timer"))
     floors = sigma_floors(x, within)  # the same for every candidate's noise
     sigma = shrink(series_sigma(x, within, floors=floors), (2.0 / 3.0) * (n - 1), prior)
     # the screen's noise (a confirmation follows): without the outlying nights, judged on a robust scale (the

@@ -12,8 +12,8 @@ import numpy as np
 from ..schema import fingerprint, series_key
 from .changepoints import FDR_Q, SCREEN_MIN_BEFORE, Change, CheckResult, Drift
 from .memory import Memory
-from .noise import LEVEL_Q, prior_pool
-from .records import FLOOR, check_floor, p50, safe_exp, unhealthy
+from .noise import CALL_RATIO, LEVEL_Q, prior_pool
+from .records import FLOOR, call_ratio, check_floor, p50, safe_exp, unhealthy
 
 CONFIRM_P = 0.001  # the confirmation's one-sided p-value bound
 CONFIRM_RUNS = 3  # fresh measurements of each alerted case; every one of them must be slower beyond the floor
@@ -112,15 +112,20 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
     alone, as before drifts were confirmed too)."""
     check_floor(floor)
     got: dict[str, list[float]] = defaultdict(list)
+    got_ratio: dict[str, list[float]] = defaultdict(list)  # call-cost series judged by their interleaved ratio
     for r in rerun:
         if unhealthy(r):
             continue
-        got[fingerprint(series_key(r))].append(math.log(p50(r)))
+        fp = fingerprint(series_key(r))
+        got[fp].append(math.log(p50(r)))
+        cr = call_ratio(r)
+        if cr is not None:
+            got_ratio[fp].append(math.log(cr[0]))
     can = set(measurable) if measurable is not None else None
     why_not = not_measured or {}
     kept, refuted, unconfirmable = [], [], []
     for c in (first.alerts if items is None else items):
-        xs = got.get(c.fingerprint)
+        xs = (got_ratio if c.series.get("measure") == CALL_RATIO else got).get(c.fingerprint)
         if not xs or (can is not None and c.fingerprint not in can):
             c.confirmed = False
             c.confirm_note = why_not.get(c.fingerprint, "the case could not be measured again here")
@@ -245,7 +250,7 @@ def rerun_test(c: Change, xs: np.ndarray, *, floor: float = FLOOR, p_max: float 
     # as often as there are reruns) put as many runs as slow as the counted rerun (all of them, or all but the
     # spare: the binomial tail), at most p_max (a provider whose runs of one commit moved 20% now and then
     # confirms nothing with two +12% reruns, whatever the series' quieter sigma says)
-    pool = prior_pool(safe_exp(ref), c.series.get("provider"), c.series.get("timer"))
+    pool = prior_pool(safe_exp(ref), c.series.get("provider"), c.series.get("timer"), c.series.get("measure"))
     tail = np.zeros(len(xs))
     if pool is not None:
         tail = (len(pool) - np.searchsorted(pool, low_log, side="left")) / len(pool)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..schema import Series, series_key
-from .records import p50, unhealthy
+from .records import CALL_COST_TIMERS, call_ratio, p50, unhealthy
 
 NOISE_MIN = 0.002  # no series is assumed quieter than 0.2% between runs
 # Between-run noise assumed at least (per run, relative): sigma(t) = sqrt(REL^2 + (ABS_US / t)^2). Fitted to
@@ -49,12 +49,21 @@ def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
 
     Each bucket's fit is robust to one session (a machine's runs of one commit, :func:`_fit_bucket`): the widest
     of the pooled deviations and the pools with one session left out, so that one session's quiet cases (an A/A
-    pair of back-to-back runs) cannot narrow the prior the other sessions measured."""
+    pair of back-to-back runs) cannot narrow the prior the other sessions measured.
+
+    A call-cost record that carries its interleaved ratio (:func:`records.call_ratio`, what ``compare`` judges such
+    a case by) gives its ratio's deviations too, under ``<provider>|host-ratio`` and ``all|host-ratio``, one pool
+    ``"*"`` (a ratio has no time bucket): the host's state cancels in the ratio, so its noise is not the host
+    time's (H200 A/A of 2026-11-27: resample's host time 12.85 / 21.16 / 18.75 us, its ratio 1.68 / 1.72 / 1.74)."""
     groups: dict[tuple[Series, str], list[float]] = defaultdict(list)
+    ratios: dict[tuple[Series, str], list[float]] = defaultdict(list)
     for r in records:
         if unhealthy(r) or not r.git_commit or r.synthetic:
             continue
         groups[(series_key(r), r.git_commit)].append(math.log(p50(r)))
+        cr = call_ratio(r)
+        if cr is not None:
+            ratios[(series_key(r), r.git_commit)].append(math.log(cr[0]))
     # provider -> bucket -> session (machine, commit) -> deviations
     dev: dict[str, dict[str, dict[tuple[str, str], list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
@@ -69,6 +78,14 @@ def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
         for e in (x - x.mean()) * scale:
             for prov in (sk.provider + sfx, "all" + sfx):
                 dev[prov][b][session].append(float(e))
+                dev[prov]["*"][session].append(float(e))
+    for (sk, commit), xs in ratios.items():
+        if len(xs) < 2:
+            continue
+        x = np.array(xs)
+        session = (sk.machine or "", commit)
+        for e in (x - x.mean()) * math.sqrt(len(x) / (len(x) - 1)):
+            for prov in (sk.provider + RATIO_SUFFIX, "all" + RATIO_SUFFIX):
                 dev[prov]["*"][session].append(float(e))
     out: dict[str, Any] = {}
     for prov, per in sorted(dev.items()):
@@ -110,7 +127,9 @@ def _fit_bucket(sessions: dict[tuple[str, str], list[float]]) -> dict[str, Any]:
     return fit
 
 
-HOST_TIMERS = ("host_loop",)  # the call-cost timer: its noise is fitted and looked up apart
+HOST_TIMERS = CALL_COST_TIMERS  # the call-cost timer: its noise is fitted and looked up apart (one definition)
+CALL_RATIO = "call_ratio"  # a series' "measure" when it is judged by its interleaved ratio (records.call_ratio)
+RATIO_SUFFIX = "|host-ratio"  # the priors' key suffix of a call-cost case's interleaved ratio (records.call_ratio)
 
 
 def _timer_suffix(timer: str | None) -> str:
@@ -178,9 +197,41 @@ def prior_noise(time_us: float, provider: str | None = None, *, tails: bool = Fa
     return max(fitted, PRIOR_ABS_US / t, NOISE_MIN)
 
 
-def prior_pool(time_us: float, provider: str | None, timer: str | None = None) -> np.ndarray | None:
+def prior_ratio_noise(provider: str | None, *, tails: bool = False) -> tuple[float, str] | None:
+    """Relative between-run noise (one sigma, one run) of a call-cost case's interleaved ratio
+    (:func:`records.call_ratio`) for ``provider``, and the entry it comes from: the provider's (its base's, then
+    every provider's) ``|host-ratio`` fit, never below NOISE_MIN (no absolute floor: a ratio is no time). ``tails``
+    as in :func:`prior_noise`. None where no ratio was fitted: the caller falls back to the host time's prior."""
+    got = _ratio_pick(provider)
+    if got is None:
+        return None
+    pick, name = got
+    s = max(float(pick["sigma"]), float(pick["rms"])) if tails else float(pick["sigma"])
+    return max(s, NOISE_MIN), name
+
+
+def _ratio_pick(provider: str | None) -> tuple[dict[str, Any], str] | None:
+    """The ``|host-ratio`` fit a call ratio of ``provider`` takes: the provider's, its base's, every provider's."""
+    if not provider:
+        return None
+    table = priors()
+    for name in (provider + RATIO_SUFFIX, provider.split("@")[0] + RATIO_SUFFIX, "all" + RATIO_SUFFIX):
+        pick = (table.get(name) or {}).get("*")
+        if pick and pick["n"] >= PRIOR_MIN_N:
+            return pick, name
+    return None
+
+
+def prior_pool(time_us: float, provider: str | None, timer: str | None = None,
+               measure: str | None = None) -> np.ndarray | None:
     """The provider's measured run-to-run deviations (log-time, sorted) for a case of median ``time_us``: the
-    pool :func:`prior_noise` takes its sigma from (None when the provider has no fitted runs)."""
+    pool :func:`prior_noise` takes its sigma from (None when the provider has no fitted runs). ``measure``
+    ``"call_ratio"``: a call-cost series checked on its interleaved ratio, the ``|host-ratio`` pool
+    (:func:`prior_ratio_noise`'s; ``time_us`` unused)."""
+    if measure == CALL_RATIO:
+        got = _ratio_pick(provider)
+        pool = got[0].get("deviations") if got is not None else None
+        return np.sort(np.asarray(pool, dtype=float)) if pool else None
     t = min(max(float(time_us), 1e-3), 1e300)
     for name in _prior_names(provider, timer):
         per = priors().get(name)

@@ -11,8 +11,9 @@ import numpy as np
 
 from ..schema import FAILED_STATUSES, Series, fingerprint, series_key
 from .alerts import md_text, us_text
-from .noise import prior_noise, series_sigma, shrink
-from .records import FLOOR, case_key, case_label, check_floor, p50, safe_exp, unhealthy, within_sigma
+from .noise import CALL_RATIO, prior_noise, prior_ratio_noise, series_sigma, shrink
+from .records import (CALL_COST_TIMERS, FLOOR, call_ratio, call_ratio_of_json, case_key, case_label, check_floor, p50,
+                      safe_exp, unhealthy, within_sigma)
 
 Z = 4.0  # verdicts need a change beyond Z sigma: ~1 false verdict in 16,000 cases under Gaussian noise
 # "inconclusive": the medians moved beyond the floor but not beyond what the case's noise can resolve (the data
@@ -44,7 +45,9 @@ def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> d
     its degrees of freedom (about 2/3 of the consecutive differences, which overlap): ``{fingerprint: (sigma,
     dof)}``, keyed by the series' fingerprint (:func:`robocache.bench.schema.fingerprint`, as the frame's
     ``series`` column). Any history of two runs or more counts; how much it counts is for :func:`shrink` to say.
-    :meth:`robocache.bench.frame.History.noise` is the same over the frame's columns."""
+    A call-cost series' interleaved ratios (:func:`records.call_ratio`) give its ratio's noise too, under
+    :func:`ratio_key` of its fingerprint. :meth:`robocache.bench.frame.History.noise` is the same over the frame's
+    columns."""
     skip = set(exclude_runs)
     pts: dict[str, list[tuple[Any, float]]] = defaultdict(list)
     fps: dict[Series, str] = {}
@@ -54,7 +57,33 @@ def history_noise(records: Iterable[Any], exclude_runs: Iterable[str] = ()) -> d
         k = series_key(r)
         fp = fps.get(k) or fps.setdefault(k, fingerprint(k))
         pts[fp].append((r.created, math.log(p50(r))))
+        cr = call_ratio(r)
+        if cr is not None:
+            pts[ratio_key(fp)].append((r.created, math.log(cr[0])))
     return noise_of_points(pts)
+
+
+def ratio_key(fp: str) -> str:
+    """The history noise's key of a call-cost series' interleaved ratio (its time's key is ``fp`` itself)."""
+    return fp + "|ratio"
+
+
+def ratio_points(fps: Iterable[str], created: Iterable[Any], timers: Iterable[Any],
+                 interleaved: Iterable[Any]) -> dict[str, list[tuple[Any, float]]]:
+    """The ratio points of healthy frame rows (their fingerprint, time, timer, ``interleaved`` JSON text), keyed
+    by :func:`ratio_key`: :func:`history_noise`'s ratio points, for :meth:`robocache.bench.frame.History.noise`
+    (the same rule as :func:`records.call_ratio`, read from the frame's JSON of the section)."""
+    pts: dict[str, list[tuple[Any, float]]] = defaultdict(list)
+    parsed: dict[tuple[Any, str], tuple[float, float] | None] = {}
+    for fp, t, timer, text in zip(fps, created, timers, interleaved):
+        if not isinstance(text, str):
+            continue
+        got = parsed.get((timer, text), False)
+        if got is False:
+            got = parsed[(timer, text)] = call_ratio_of_json(timer, text)
+        if got is not None:
+            pts[ratio_key(str(fp))].append((t, math.log(got[0])))
+    return pts
 
 
 def noise_of_points(pts: dict[str, list[tuple[Any, float]]]) -> dict[str, tuple[float, float]]:
@@ -76,9 +105,14 @@ class Verdict:
     threshold: float | None = None  # the relative change needed for a verdict (the smallest detectable)
     noise: float | None = None  # one sigma of log(ratio)
     noise_source: str = ""  # "history" | "prior"
-    base_us: float | None = None
+    base_us: float | None = None  # the records' median (host) time, whichever quantity was compared
     new_us: float | None = None
     reason: str = ""
+    # what ``ratio`` compares: "time" (the median times), or "call_ratio" (a call-cost case whose records both
+    # carry dispatch.interleaved: the public call / bare launch ratio, p50, measured ABAB in one process)
+    measure: str = "time"
+    base_call_ratio: float | None = None  # the two runs' interleaved ratios, where measure is "call_ratio"
+    new_call_ratio: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -142,13 +176,39 @@ def _judge(v: Verdict, b: Any, n: Any, hist: dict[str, tuple[float, float]], *, 
     # more history the series has): a few runs of history can look quieter than the machine is (H200 A/A:
     # a series whose history said 0.4% moved 3.5% between two runs of one commit)
     prior = prior_noise(min(tb, tn), n.case.provider, tails=True, timer=sk.timer)
-    s_h, dof = hist.get(fingerprint(sk), (0.0, 0.0))
+    key, wb, wn, note = fingerprint(sk), within_sigma(b), within_sigma(n), ""
+    vb, vn = tb, tn  # the quantity compared: the median times, or a call-cost case's interleaved ratios
+    rb, rn = call_ratio(b), call_ratio(n)
+    if rb is not None and rn is not None:
+        # a call cost is judged by its ratio to the bare launch timed ABAB in one process, where the host's
+        # state (clocks, core, process) cancels: the absolute host time of one commit moved 20-70% between runs
+        # (H200 A/A, resample: 12.85 / 21.16 / 18.75 us) while the ratio moved 1.68 / 1.72 / 1.74
+        (vb, wb), (vn, wn) = rb, rn
+        v.measure, v.base_call_ratio, v.new_call_ratio = CALL_RATIO, vb, vn
+        key = ratio_key(key)
+        fitted = prior_ratio_noise(n.case.provider, tails=True)
+        prior = fitted[0] if fitted is not None else prior
+        note = (f"interleaved call ratio (public / bare launch, p50) {vb:.3f} -> {vn:.3f}; host time "
+                f"{(tn / tb - 1) * 100:+.1f}%" + ("" if fitted else " (no ratio prior fitted: the host time's)"))
+    elif sk.timer in CALL_COST_TIMERS:
+        lacks = "both records lack" if rb is None and rn is None else "the base record lacks" if rb is None else \
+            "the new record lacks"
+        note = (f"host time per call: {lacks} an interleaved call ratio (dispatch.interleaved, measured on the "
+                "public call's rows only)")
+    s_h, dof = hist.get(key, (0.0, 0.0))
     between = shrink(s_h, dof, prior)
     v.noise_source = f"history ({dof:.1f} dof) + prior" if dof > 0 else "prior"
-    sigma = math.sqrt(within_sigma(b) ** 2 + within_sigma(n) ** 2 + 2 * between ** 2)
+    sigma = math.sqrt(wb ** 2 + wn ** 2 + 2 * between ** 2)
     thr = max(floor, safe_exp(z * sigma) - 1.0)
-    ratio = tn / tb if math.isfinite(tn / tb) and tn / tb > 0 else safe_exp(math.log(tn) - math.log(tb))
+    ratio = vn / vb if math.isfinite(vn / vb) and vn / vb > 0 else safe_exp(math.log(vn) - math.log(vb))
     v.ratio, v.threshold, v.noise, v.base_us, v.new_us = ratio, thr, sigma, tb, tn
+    _verdict(v, ratio, thr, floor)
+    if note:
+        v.reason = f"{note}; {v.reason}" if v.reason else note
+
+
+def _verdict(v: Verdict, ratio: float, thr: float, floor: float) -> None:
+    """``v``'s verdict and reason for a ratio ``ratio`` (new / base) against the threshold ``thr``."""
     if ratio > 1 + thr:
         v.verdict = "slower"
     elif ratio < 1 / (1 + thr):
@@ -179,11 +239,14 @@ def compare_markdown(verdicts: Sequence[Verdict], base_name: str, new_name: str)
     for v in sorted(verdicts, key=lambda v: (order[v.verdict], -(abs(math.log(v.ratio)) if v.ratio else 0))):
         lines.append("| " + " | ".join([
             f"**{v.verdict}**" if v.verdict in ("slower", "failed") else v.verdict, md_text(v.case),
-            us_text(v.base_us), us_text(v.new_us), f"{v.ratio:.3f}" if v.ratio else "",
+            *((f"{v.base_call_ratio:.3f}x bare", f"{v.new_call_ratio:.3f}x bare") if v.measure == CALL_RATIO
+              else (us_text(v.base_us), us_text(v.new_us))), f"{v.ratio:.3f}" if v.ratio else "",
             f"±{v.threshold * 100:.1f}%" if v.threshold is not None else "",
             f"{v.noise * 100:.2f}% ({v.noise_source})" if v.noise is not None else "", md_text(v.reason)]) + " |")
     lines += ["", f"slower or faster: a change beyond the floor ({FLOOR:.0%}) and {Z:g} sigma of the case's noise "
               "(\"needs\": the smallest change this case can call; noise: one sigma of log(new/base)); inconclusive: "
-              "beyond the floor but within the noise (the data cannot tell); same: within the floor."]
+              "beyond the floor but within the noise (the data cannot tell); same: within the floor. A call-cost "
+              "case whose two records carry an interleaved call ratio is compared on it (base, new: the public "
+              "call's time over the bare launch's, timed ABAB in one process, where the host's state cancels)."]
     return "\n".join(lines) + "\n"
 
