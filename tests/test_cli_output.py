@@ -238,3 +238,14 @@ def test_nightly_issue_text_escapes_record_text(tmp_path, capsys) -> None:
         assert _markup_from_records(text) == [], text
     assert "an unknown date" in ati.comment_body(alert)
     assert ati._date(SCRIPT) == "" and ati._date("2026-11-24T03:00:00+00:00") == "2026-11-24"
+
+
+def test_python_m_robocache_bench_is_the_cli(capsys, monkeypatch):
+    """``python -m robocache.bench`` runs ``robocache-bench`` (a device machine has the tree, not the entry point)."""
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", ["robocache.bench", "--help"])
+    with pytest.raises(SystemExit) as e:
+        runpy.run_module("robocache.bench", run_name="__main__")
+    assert e.value.code == 0
+    assert "robocache-bench" in capsys.readouterr().out
