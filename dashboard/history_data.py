@@ -60,33 +60,27 @@ def alerts_file(argv: Sequence[str] | None = None, environ: Mapping[str, str] | 
     return got or (environ.get(ALERTS_ENV, "").strip() or None)
 
 
-def validate_doc(doc: Any, where: str) -> dict[str, Any]:
-    """A ``robocache-alerts/1`` document (a dict), validated by its type (:class:`robocache.bench.schema.AlertsDoc`:
-    unknown fields, NaN and a newer version refused); ValueError naming the first problem. The pages read the dict
-    as it was written (a field an older writer left out stays out)."""
+def validate_doc(doc: Any, where: str) -> schema.AlertsDoc:
+    """A ``robocache-alerts/1`` document in memory (a dict) as its type (:class:`robocache.bench.schema.AlertsDoc`:
+    unknown fields, NaN and a newer version refused); ValueError naming the first problem."""
     try:
-        schema.alerts_doc(doc)
+        return schema.alerts_doc(doc)
     except schema.SchemaError as e:
         raise ValueError(f"{where}: {e}") from None
-    doc.setdefault("alerts", [])
+
+
+def no_alerts() -> schema.AlertsDoc:
+    """A document with nothing in it (a chart without findings)."""
+    return schema.AlertsDoc(schema=SCHEMA, alerts=[])
+
+
+def read_alerts(path: str) -> schema.AlertsDoc | str:
+    """A written alerts.json as its type (:func:`robocache.bench.schema.load_alerts`), or the one-line reason it is
+    not one (``where: what``), for the page to say while the rest of it renders."""
+    doc = schema.load_alerts(path)
+    if isinstance(doc, schema.AlertsError):
+        return f"{store.display_path(path)}: {doc}"
     return doc
-
-
-def read_alerts(path: str) -> dict[str, Any]:
-    """A written alerts.json, validated (ValueError with a one-line reason)."""
-    where = store.display_path(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise ValueError(f"{where}: cannot read: {e.strerror or e}") from None
-    try:
-        schema.parse_alerts_bytes(raw)  # the file as typed: a NaN token is refused here, not read as a float
-        doc = json.loads(raw)
-    except schema.SchemaError as e:
-        raise ValueError(f"{where}: {e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{where}: not JSON: {e}") from None
-    return validate_doc(doc, where)
 
 
 CHECK_CACHE_KEEP = 64  # check documents kept on disk (one per results folders, machine and front end)
@@ -117,7 +111,7 @@ def check_cache_file(dirs: Sequence[str], frontend: str | None, machine: str | N
     return folder / "checks" / f"check-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
 
-def _read_check(path: Path) -> dict[str, Any] | None:
+def _read_check(path: Path) -> schema.AlertsDoc | None:
     """A kept check document, validated; None when there is none. A bad one is reported and computed again."""
     try:
         raw = path.read_bytes()
@@ -128,9 +122,10 @@ def _read_check(path: Path) -> dict[str, Any] | None:
                       stacklevel=2)
         return None
     try:
-        return validate_doc(json.loads(raw), store.display_path(path))
-    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
-        warnings.warn(f"robocache dashboard: check cache not used, computed again: {e}", stacklevel=2)
+        return schema.parse_alerts_bytes(raw)
+    except schema.AlertsError as e:
+        warnings.warn(f"robocache dashboard: check cache not used, computed again: {store.display_path(path)}: {e}",
+                      stacklevel=2)
         return None
 
 
@@ -149,7 +144,7 @@ def _write_check(path: Path, doc: dict[str, Any]) -> None:
 
 @st.cache_data(show_spinner="Running the regression check over the history ...", max_entries=64)
 def check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None,
-                 machine: str | None, disk: bool = True) -> dict[str, Any]:
+                 machine: str | None, disk: bool = True) -> schema.AlertsDoc:
     """``check --machine M --frontend F`` over the dashboard's frame (the one loader and its columnar cache; the
     frame is cached in the process by the same key), its rows narrowed to the machine and front end first.
     Kept on disk beside the frame cache (``disk``), keyed by the files as they are and the code that computes it,
@@ -170,29 +165,39 @@ def check_cached(dirs: tuple[bytes, ...], fingerprint: str, frontend: str | None
     doc = regressions.alerts_json(res, dashboard_url="")
     if path is not None:
         _write_check(path, doc)
-    return doc
+    return schema.alerts_doc(doc)  # what the pages read: the type, as a written file is
 
 
-def merge_docs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+SUMMED = tuple(f for f in schema.AlertsSummary.__struct_fields__ if f not in ("status", "excluded_reasons",
+                                                                             "floor", "fdr_q"))
+
+
+def merge_docs(docs: Sequence[schema.AlertsDoc]) -> schema.AlertsDoc:
     """One document from the per-machine ones (each machine's nightly writes its own): the lists joined, the
-    summary's counts added."""
-    out: dict[str, Any] = {"schema": SCHEMA, "alerts": [], "improvements": [], "drifts": [], "breaks": [],
-                           "checked": [], "summary": {}}
+    summary's counts added (a count no document gives stays absent), its settings the last one's."""
+    out = schema.AlertsDoc(schema=SCHEMA, alerts=[], checked=[], summary=schema.AlertsSummary())
+    summ = out.summary
+    assert summ is not None and out.checked is not None
     for d in docs:
-        for k in ("alerts", "improvements", "drifts", "breaks", "checked"):
-            out[k] += list(d.get(k) or [])
-        for k, v in (d.get("summary") or {}).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("floor", "fdr_q"):
-                out["summary"][k] = out["summary"].get(k, 0) + v
-            elif k in ("floor", "fdr_q"):
-                out["summary"][k] = v
-        out["generated"] = max(str(d.get("generated", "")), out.get("generated", ""))
-    out["alerts"].sort(key=lambda a: -float(a.get("ratio") or 0))
+        out.alerts += d.alerts
+        out.improvements += d.improvements
+        out.drifts += d.drifts
+        out.breaks += d.breaks
+        out.checked += d.checked or []
+        s = d.summary or schema.AlertsSummary()
+        for k in SUMMED:
+            if getattr(s, k) is not None:
+                setattr(summ, k, (getattr(summ, k) or 0) + getattr(s, k))
+        for k in ("floor", "fdr_q"):
+            if getattr(s, k) is not None:
+                setattr(summ, k, getattr(s, k))
+        out.generated = max(d.generated or "", out.generated or "")
+    out.alerts.sort(key=lambda a: -float(a.ratio or 0))
     return out
 
 
 def check_docs(frontend: str | None, machines: Sequence[str], dirs: Sequence[str] | None = None
-               ) -> dict[str, dict[str, Any]]:
+               ) -> dict[str, schema.AlertsDoc]:
     """Each machine's own check document (``check DIRS --machine M --frontend F``, what its nightly writes), by
     machine: the per-machine verdicts of the Overview and Regressions pages."""
     dirs = tuple(str(d) for d in (data.results_dirs() if dirs is None else dirs))
@@ -201,7 +206,7 @@ def check_docs(frontend: str | None, machines: Sequence[str], dirs: Sequence[str
 
 
 def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str] | None = None
-              ) -> tuple[dict[str, Any], str]:
+              ) -> tuple[schema.AlertsDoc, str]:
     """``(alerts document, where it came from)``: a given alerts.json (validated), else ``regressions.check`` over the
     loaded folders per machine in ``machines``, with ``frontend`` (None: every front end): what each machine's
     nightly ``robocache-bench check DIRS --machine M --frontend F --json alerts.json`` writes (scripts/nightly.sh
@@ -215,19 +220,19 @@ def check_doc(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]
     return doc, computed_source(frontend, machines, dirs)
 
 
-def given_alerts() -> tuple[dict[str, Any], str] | None:
+def given_alerts() -> tuple[schema.AlertsDoc, str] | None:
     """``(document, where it came from)`` of a written alerts.json (``--alerts`` / ``$ROBOCACHE_ALERTS_JSON``),
-    validated; None when none is given, or when it is bad (then an ``st.error`` says why)."""
+    as its type; None when none is given, or when it is bad (then an ``st.error`` says why in one line and the
+    page goes on with the check computed over the records)."""
     path = alerts_file()
     if not path:
         return None
-    try:
-        doc = read_alerts(path)
-    except ValueError as e:
-        st.error(f"Alerts file not used: {data.md_escape(e)}. Computing the check over the records instead.")
+    doc = read_alerts(path)
+    if isinstance(doc, str):
+        st.error(f"Alerts file not used: {data.md_escape(doc)}. Computing the check over the records instead.")
         return None
     return doc, (f"read from {data.md_escape(store.display_path(path))} (written "
-                 f"{data.md_escape(doc.get('generated', 'at an unknown time'))})")
+                 f"{data.md_escape(doc.generated if doc.generated is not None else 'at an unknown time')})")
 
 
 def computed_source(frontend: str | None, machines: Sequence[str], dirs: Sequence[str]) -> str:
@@ -244,7 +249,7 @@ def computed_source(frontend: str | None, machines: Sequence[str], dirs: Sequenc
 VERDICTS = ("alert", "pass", "partial", "untested", "unknown")
 
 
-def verdict(summary: Mapping[str, Any] | None, alerts: int) -> tuple[str, str]:
+def verdict(summary: schema.AlertsSummary | None, alerts: int) -> tuple[str, str]:
     """``(state, sentence)`` of a check document's summary and its number of open alerts. ``state``:
 
     - ``alert``: open alerts;
@@ -256,14 +261,14 @@ def verdict(summary: Mapping[str, Any] | None, alerts: int) -> tuple[str, str]:
 
     Series not measured in the newest run of their suite on their machine (``series_stale``) are not tonight's question; a document
     without that count (written before it existed) counts every series as current."""
-    s = summary or {}
-    checked, total = s.get("series_checked"), s.get("series")
-    if not isinstance(checked, int) or not isinstance(total, int):
+    s = summary or schema.AlertsSummary()
+    checked, total = s.series_checked, s.series
+    if checked is None or total is None:
         if alerts:
             return "alert", f"{alerts} open alert(s); this document does not say how many series were tested."
         return "unknown", ("This alerts document does not say how many series were tested: no alert in it, but no "
                            "pass either.")
-    stale = s.get("series_stale") if isinstance(s.get("series_stale"), int) else 0
+    stale = s.series_stale or 0
     current = max(total - stale, checked)
     older = (f" {stale} older series, not measured in the newest run of their suite on their machine, are not part of it."
              if stale else "")
@@ -285,20 +290,18 @@ SHORT_VERDICT = {"pass": "no open regression", "partial": "no alert among those 
                  "untested": "not enough history", "unknown": "cannot tell"}
 
 
-def machine_status(docs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def machine_status(docs: Mapping[str, schema.AlertsDoc]) -> pd.DataFrame:
     """One row per machine's check document: ``machine``, ``tested`` ("N of M", M the series measured in its
     newest run), ``alerts``, ``drifts``, ``state``, ``verdict`` (a few words) and ``detail`` (the sentence of
     :func:`verdict`)."""
     rows = []
     for m, doc in docs.items():
-        s = doc.get("summary") or {}
-        n_alerts = len(doc.get("alerts") or [])
+        s = doc.summary or schema.AlertsSummary()
+        n_alerts = len(doc.alerts)
         state, text = verdict(s, n_alerts)
-        checked, total = s.get("series_checked"), s.get("series")
-        stale = s.get("series_stale") if isinstance(s.get("series_stale"), int) else 0
-        tested = (f"{checked} of {max(total - stale, checked)}" if isinstance(checked, int) and isinstance(total, int)
-                  else "?")
-        rows.append({"machine": m, "tested": tested, "alerts": n_alerts, "drifts": len(doc.get("drifts") or []),
+        checked, total, stale = s.series_checked, s.series, s.series_stale or 0
+        tested = f"{checked} of {max(total - stale, checked)}" if checked is not None and total is not None else "?"
+        rows.append({"machine": m, "tested": tested, "alerts": n_alerts, "drifts": len(doc.drifts),
                      "state": state, "verdict": SHORT_VERDICT.get(state, f"{n_alerts} open alert(s)"),
                      "detail": text})
     return pd.DataFrame(rows, columns=["machine", "tested", "alerts", "drifts", "state", "verdict", "detail"])
@@ -316,78 +319,81 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-def rests_on(a: Mapping[str, Any]) -> str:
+def rests_on(a: schema.StepAlert | schema.DriftAlert) -> str:
     """What an alert, improvement or drift of an alerts document rests on, in words: the runs on each side of the
     change (a drift: its window of nights), the series' noise the test used, the p-value, how sure the commit is,
     the reruns that confirmed it. Numbers only from the document (formatted, never its text)."""
-    def count(k: str) -> int | None:
-        v = a.get(k)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
+    step = a if isinstance(a, schema.StepAlert) else None
     parts = []
-    nb, na, win = count("n_before"), count("n_after"), count("window")
+    nb, na = (step.n_before, step.n_after) if step else (None, None)
+    win = None if step else a.window  # type: ignore[union-attr]
     if nb is not None and na is not None:
         parts.append(f"{nb} runs before, {na} after")
     if win is not None:
         parts.append(f"a window of {win} nights")
-    noise, p, loc = _num(a.get("noise")), _num(a.get("p_value")), _num(a.get("location_p"))
+    noise, p, loc = _num(step.noise if step else None), _num(a.p_value), _num(step.location_p if step else None)
     if noise is not None:
         parts.append(f"noise {noise * 100:.2g}% a run")
     if p is not None:
         parts.append(f"p {p:.2g}")
     if loc is not None:
         parts.append(f"this commit range {loc * 100:.0f}% likely")
-    reruns = count("reruns")
-    if reruns:
-        parts.append(f"{reruns} reruns" + {True: " confirmed it", False: ": could not rerun"}.get(a.get("confirmed"), ""))
+    if a.reruns:
+        parts.append(f"{a.reruns} reruns" + {True: " confirmed it", False: ": could not rerun"}.get(a.confirmed, ""))
     return "; ".join(parts)
 
 
-def events(doc: Mapping[str, Any]) -> pd.DataFrame:
+def _pair(xs: list[float]) -> tuple[float | None, float | None]:
+    """An interval's two ends (None, None unless it has exactly two)."""
+    return (xs[0], xs[1]) if len(xs) == 2 else (None, None)
+
+
+def events(doc: schema.AlertsDoc) -> pd.DataFrame:
     """One row per alert, improvement, drift and break of an alerts document (kind: ``alert``, ``improvement``,
     ``drift``, ``method`` or ``environment``), with its series, size, commit range and History link (built from
     the series by :func:`robocache.bench.links.history_url`, relative to this dashboard)."""
     rows = []
+    nowhere = schema.AlertPoint()
 
-    def series_cols(a: Mapping[str, Any]) -> dict[str, Any]:
-        s = a["series"]
-        return {"fingerprint": a["fingerprint"], **{k: s.get(k) for k in ("machine", "arch", "op", "case_id",
-                                                                            "provider", "dtype", "timer", "cache",
-                                                                            "frontend")},
+    def series_cols(a: schema.StepAlert | schema.DriftAlert | schema.BreakNote) -> dict[str, Any]:
+        s = a.series
+        return {"fingerprint": a.fingerprint, **{k: s.get(k) for k in ("machine", "arch", "op", "case_id",
+                                                                         "provider", "dtype", "timer", "cache",
+                                                                         "frontend")},
                 "method_version": s.get("method_version", 1),
                 # rebuilt from the series, never the file's own "link" (a URL read from a file is never made a
                 # link: it could say javascript:), relative to this dashboard
                 "link": links.history_url(s, "")}
 
-    for kind, part in (("alert", "alerts"), ("improvement", "improvements")):
-        for a in doc.get(part, []):
-            ci = a.get("ratio_ci") if isinstance(a.get("ratio_ci"), list) and len(a["ratio_ci"]) == 2 else (None, None)
-            b, f = a.get("before") or {}, a.get("after") or {}
-            rows.append({"kind": kind, **series_cols(a), "ratio": _num(a.get("ratio")), "ratio_lo": _num(ci[0]),
-                         "ratio_hi": _num(ci[1]), "q_value": _num(a.get("q_value")),
-                         "before_commit": b.get("commit"), "after_commit": f.get("commit"),
-                         "before_run": b.get("run_id"), "after_run": f.get("run_id"), "created": f.get("created"),
-                         "confirmed": a.get("confirmed"), "title": a.get("title"), "detail": a.get("confirm_note"),
+    for kind, part in (("alert", doc.alerts), ("improvement", doc.improvements)):
+        for a in part:
+            lo, hi = _pair(a.ratio_ci)
+            b, f = a.before or nowhere, a.after or nowhere
+            rows.append({"kind": kind, **series_cols(a), "ratio": _num(a.ratio), "ratio_lo": _num(lo),
+                         "ratio_hi": _num(hi), "q_value": _num(a.q_value),
+                         "before_commit": b.commit, "after_commit": f.commit,
+                         "before_run": b.run_id, "after_run": f.run_id, "created": f.created,
+                         "confirmed": a.confirmed, "title": a.title, "detail": a.confirm_note,
                          "rests_on": rests_on(a)})
-    for d in doc.get("drifts", []):
-        b, f = d.get("first") or {}, d.get("last") or {}
-        tot = _num(d.get("total"))
-        ci = d.get("slope_ci") if isinstance(d.get("slope_ci"), list) and len(d["slope_ci"]) == 2 else (None, None)
-        slope = _num(d.get("slope_per_night"))
+    for d in doc.drifts:
+        b, f = d.first or nowhere, d.last or nowhere
+        tot = _num(d.total)
+        lo, hi = _pair(d.slope_ci)
+        slope = _num(d.slope_per_night)
         rows.append({"kind": "drift", **series_cols(d), "ratio": None if tot is None else 1 + tot,
-                     "ratio_lo": None, "ratio_hi": None, "q_value": _num(d.get("q_value")),
-                     "before_commit": b.get("commit"), "after_commit": f.get("commit"), "before_run": b.get("run_id"),
-                     "after_run": f.get("run_id"), "created": f.get("created"), "confirmed": None,
-                     "title": d.get("title"),
+                     "ratio_lo": None, "ratio_hi": None, "q_value": _num(d.q_value),
+                     "before_commit": b.commit, "after_commit": f.commit, "before_run": b.run_id,
+                     "after_run": f.run_id, "created": f.created, "confirmed": None,
+                     "title": d.title,
                      "detail": (f"{slope * 100:+.2f}% per night" if slope is not None else "")
-                     + (f" (95% interval {_num(ci[0]) * 100:+.2f}% to {_num(ci[1]) * 100:+.2f}%)"
-                        if _num(ci[0]) is not None and _num(ci[1]) is not None else ""),
+                     + (f" (95% interval {lo * 100:+.2f}% to {hi * 100:+.2f}%)"
+                        if lo is not None and hi is not None else ""),
                      "rests_on": rests_on(d)})
-    for b in doc.get("breaks", []):
-        rows.append({"kind": str(b.get("kind") or "method"), **series_cols(b), "ratio": _num(b.get("ratio")),
+    for br in doc.breaks:
+        rows.append({"kind": br.kind, **series_cols(br), "ratio": _num(br.ratio),
                      "ratio_lo": None, "ratio_hi": None, "q_value": None, "before_commit": None,
-                     "after_commit": None, "before_run": None, "after_run": b.get("run_id"),
-                     "created": b.get("created"), "confirmed": None, "title": None, "detail": b.get("detail"),
+                     "after_commit": None, "before_run": None, "after_run": br.run_id,
+                     "created": br.created, "confirmed": None, "title": None, "detail": br.detail,
                      "rests_on": ""})
     return pd.DataFrame(rows, columns=EVENT_COLUMNS)
 

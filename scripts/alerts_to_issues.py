@@ -47,8 +47,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-# The alerts format is robocache.bench.schema.AlertsDoc; this job's python3 has nothing installed, so the script
-# checks what it reads from it with the standard library, on the same fields (tests/test_alerts_schema.py).
+# The alerts format is robocache.bench.schema.AlertsDoc; this job's python3 has nothing installed (a sparse checkout
+# of this one file, beside the issues: write token), so the script checks what it reads from it with the standard
+# library, on the same fields (tests/test_alerts_schema.py, tests/test_alerts_readers.py: every field read here).
 SCHEMA = "robocache-alerts/1"
 BISECT_SCHEMA = "robocache-bisect/1"
 BISECT_MARKER = "<!-- robocache-bisect: {} -->"

@@ -311,15 +311,16 @@ def test_alerts_group_by_machine_and_commit_range_as_the_issues_do() -> None:
     alerts = [alert(A, "m1", "a" * 40, "b" * 40, 1.2), alert(C, "m1", "a" * 40, "b" * 40, 1.6),
               alert(A, "m2", "a" * 40, "b" * 40), alert(C, "m1", "c" * 40, "d" * 40),
               {**alert(A, "m1", "a" * 40, "b" * 40), "direction": "faster"}]
+    alerts = schema.alerts_doc({"schema": schema.ALERTS_SCHEMA, "alerts": alerts}).alerts  # as read_alerts gives them
     gs = B.groups(alerts)
     assert [len(g.alerts) for g in gs][0] == 2 and len(gs) == 3
     g = gs[0]
     assert g.machine == "m1" and g.ratio == 1.6 and [c.key for c in g.cases] == [A, C]
     assert g.key == B.issue_key("m1", "a" * 40, "b" * 40)
-    assert B.pick_group(alerts, g.alerts[1]["change_id"][:8]).key == g.key
-    assert B.pick_group(alerts, g.alerts[0]["fingerprint"]).key == g.key
+    assert B.pick_group(alerts, g.alerts[1].change_id[:8]).key == g.key
+    assert B.pick_group(alerts, g.alerts[0].fingerprint).key == g.key
     with pytest.raises(B.SetupError, match="matches 2 alert groups"):  # C on m1 moved in two ranges
-        B.pick_group(alerts, g.alerts[1]["fingerprint"])
+        B.pick_group(alerts, g.alerts[1].fingerprint)
     assert B.pick_group(alerts, g.key).key == g.key
     with pytest.raises(B.SetupError, match="no slower alert"):
         B.pick_group(alerts, "ffffffffffff")

@@ -1179,7 +1179,7 @@ def test_history_cuts_a_peer_line_where_its_library_changed(tmp_path: Path) -> N
     assert seg == {"robocache": [0, 0, 0, 0], "torch_eager": [0, 0, 1, 1]}
     changed = rows[(rows["provider"] == "torch_eager") & (rows["segment"] == 1)]["env_change"].iloc[0]
     assert changed == "torch: 2.11.0 -> 2.12.0"
-    fig = history_charts.history_commits(rows, history_data.commit_order(df), history_data.events({}),
+    fig = history_charts.history_commits(rows, history_data.commit_order(df), history_data.events(history_data.no_alerts()),
                                          history_data.method_breaks(rows))
     eager = [t for t in fig.data if t.name.startswith("torch eager")]
     assert len(eager) == 2 and [list(t.x) for t in eager] == [[0.0, 1.0], [2.0, 3.0]]

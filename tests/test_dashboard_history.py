@@ -22,7 +22,7 @@ pytest.importorskip("plotly")
 from streamlit.testing.v1 import AppTest
 
 from dashboard import data, history_charts, history_data
-from robocache.bench import cli, frame, links, store
+from robocache.bench import cli, frame, links, schema, store
 from robocache.bench import regressions as regress
 from robocache.bench.regressions import changepoints
 from robocache.bench.schema import fingerprint
@@ -201,7 +201,9 @@ def test_pages_over_the_committed_results(monkeypatch: pytest.MonkeyPatch) -> No
 def test_verdict_is_three_valued() -> None:
     """Green only for a question answered: every series of the newest run tested and no alert. A few series tested
     is "tested N of M" in a neutral box, none tested "not enough history", a document without counts unknown."""
-    v = history_data.verdict
+    def v(summary: dict | None, alerts: int) -> tuple[str, str]:
+        return history_data.verdict(None if summary is None else schema.AlertsSummary(**summary), alerts)
+
     assert v({"series": 666, "series_checked": 10}, 0)[0] == "partial"  # the issue's 10 of 666: no pass
     state, text = v({"series": 666, "series_checked": 10, "series_stale": 600}, 0)
     assert state == "partial" and text.startswith("Tested 10 of 66 series") and "600 older series" in text
@@ -212,9 +214,11 @@ def test_verdict_is_three_valued() -> None:
     assert v({"series": 0, "series_checked": 0}, 0)[0] == "untested"  # no series at all: nothing answered
     assert v({"series": 66, "series_checked": 66}, 2)[0] == "alert"
     assert v({}, 0)[0] == "unknown" and v(None, 1)[0] == "alert"
-    status = history_data.machine_status({"a": {"summary": {"series": 50, "series_checked": 5, "series_stale": 40},
-                                                "alerts": []},
-                                          "b": {"summary": {"series": 3, "series_checked": 3}, "alerts": [{}]}})
+    one = {"fingerprint": "a" * 12, "series": {}}
+    status = history_data.machine_status({
+        m: history_data.validate_doc({"schema": schema.ALERTS_SCHEMA, **d}, m) for m, d in (
+            ("a", {"summary": {"series": 50, "series_checked": 5, "series_stale": 40}, "alerts": []}),
+            ("b", {"summary": {"series": 3, "series_checked": 3}, "alerts": [one]}))})
     assert status["tested"].tolist() == ["5 of 10", "3 of 3"] and status["state"].tolist() == ["partial", "alert"]
     assert status["alerts"].tolist() == [0, 1] and status["verdict"].tolist()[1] == "1 open alert(s)"
 
@@ -327,7 +331,7 @@ def test_runner_change_cuts_the_line(tmp_path: Path) -> None:
     assert rows["series"].nunique() == 1
     assert list(rows["segment"]) == [0] * 5 + [1] * 3
     assert "host_id: aaaaaaaaaaaa -> bbbbbbbbbbbb" in rows["env_change"].iloc[5]
-    fig = history_charts.history_commits(rows, order, history_data.events({"alerts": []}),
+    fig = history_charts.history_commits(rows, order, history_data.events(history_data.no_alerts()),
                                          history_data.method_breaks(rows))
     traces = [t for t in fig.data if t.mode == "lines+markers"]
     assert [list(t.x) for t in traces] == [[0, 1, 2, 3, 4], [5, 6, 7]]
@@ -348,7 +352,7 @@ def test_events_from_a_document() -> None:
                                                                   "ratio": "big"}]}, "ratio")):
         with pytest.raises(ValueError, match=msg):
             history_data.validate_doc(bad, "doc")
-    assert isinstance(history_data.events({"alerts": []}), pd.DataFrame)
+    assert isinstance(history_data.events(history_data.no_alerts()), pd.DataFrame)
 
 
 def test_chart_draws_each_kind_of_finding(rehearsal: Path) -> None:
@@ -484,7 +488,7 @@ def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: 
     key = ((os.fsencode(str(res)),), "t", "cli", hr.MACHINE)
     history_data.check_cached.clear()
     first = history_data.check_cached(*key)
-    assert first["alerts"], "the rehearsal's +10% step: the kept document holds an alert"
+    assert first.alerts, "the rehearsal's +10% step: the kept document holds an alert"
     kept = history_data.check_cache_file([str(res)], "cli", hr.MACHINE)
     assert kept is not None and kept.exists()
 
@@ -492,13 +496,13 @@ def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: 
     real = regress.check
     monkeypatch.setattr(regress, "check", lambda *a, **k: calls.append(1) or real(*a, **k))
     history_data.check_cached.clear()  # a new process: only the disk cache is left
-    assert history_data.check_cached(*key) == json.loads(json.dumps(first)) and not calls
+    assert history_data.check_cached(*key) == first and not calls
 
     kept.write_text('{"schema": "robocache-alerts/1", "alerts": [{"fingerprint": "nothex"}]}')
     history_data.check_cached.clear()
     with pytest.warns(UserWarning, match="check cache not used"):
         again = history_data.check_cached(*key)
-    assert calls == [1] and again["alerts"] == json.loads(json.dumps(first))["alerts"]
+    assert calls == [1] and again.alerts == first.alerts
 
     newest = max(res.glob("*.json"))
     doc = json.loads(newest.read_text())
@@ -535,5 +539,7 @@ def test_each_event_says_what_it_rests_on() -> None:
     assert ev.loc["drift", "rests_on"] == "a window of 8 nights; p 0.002"
     assert ev.loc["method", "rests_on"] == ""
     # nothing given, nothing claimed; a bad value is left out, never shown
-    assert history_data.rests_on({"n_before": 3, "noise": float("nan"), "reruns": True}) == ""
-    assert history_data.rests_on({"reruns": 2, "confirmed": False}) == "2 reruns: could not rerun"
+    assert history_data.rests_on(schema.StepAlert(fingerprint="a" * 12, series={}, n_before=3,
+                                                  noise=float("nan"))) == ""
+    assert history_data.rests_on(schema.StepAlert(fingerprint="a" * 12, series={}, reruns=2,
+                                                  confirmed=False)) == "2 reruns: could not rerun"

@@ -71,8 +71,8 @@ def body(df: pd.DataFrame) -> None:
     if not ev.empty:
         st.subheader(f"The check's findings on this view ({len(ev)})")
         data.show_table(_events_table(ev), hide_index=True, width="stretch")
-    elif doc.get("checked") is not None and not rows.empty:
-        tested = set(doc.get("checked") or []) & set(rows["series"])
+    elif doc.checked is not None and not rows.empty:
+        tested = set(doc.checked) & set(rows["series"])
         st.caption(f"The check tested {len(tested)} of these {rows['series'].nunique()} series (a series needs "
                    f"{changepoints.MIN_HISTORY} healthy runs, the newest in the newest run of its suite on its machine) and found no "
                    "change, drift or break.")

@@ -53,8 +53,8 @@ def body(df: pd.DataFrame) -> None:
         source = history_data.computed_source(frontend, machines, data.results_dirs())
     else:
         (doc, source), docs = given, {}
-    summ = doc.get("summary") or {}
-    floor = summ.get("floor", regressions.FLOOR)
+    summ = doc.summary
+    floor = regressions.FLOOR if summ is None or summ.floor is None else summ.floor
     computed = "" if given is not None else (
         " Computed here, machine by machine, as `check` without `--confirm`: the nightly job also reruns each "
         "alerted case and raises only what the rerun confirms, so for what it raised open its alerts.json "

@@ -990,63 +990,63 @@ class Group:
     machine: str
     before: str
     after: str
-    alerts: list[dict[str, Any]]
+    alerts: list[schema.StepAlert]
 
     @property
     def cases(self) -> list[CaseSpec]:
         out: dict[tuple[str, str], CaseSpec] = {}
         for a in self.alerts:
-            cache = str(a["series"].get("cache") or "warm")
+            cache = str(a.series.get("cache") or "warm")
             cache = cache if cache in ("warm", "cold") else "warm"
-            out.setdefault((a["case_key"], cache), CaseSpec(a["case_key"], cache, a["fingerprint"], dict(a["series"])))
+            out.setdefault((str(a.case_key), cache), CaseSpec(str(a.case_key), cache, a.fingerprint, dict(a.series)))
         return list(out.values())
 
     @property
     def ratio(self) -> float:
-        return max(float(a.get("ratio") or 1.0) for a in self.alerts)
+        return max(float(a.ratio or 1.0) for a in self.alerts)
 
 
-def read_alerts(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A ``check --json`` file (:class:`schema.AlertsDoc`, ``robocache-alerts/1``) validated by its type, each alert
-    with what bisect reads (its case key and commit range: optional in the format); the dict as written."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise SetupError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        typed = schema.parse_alerts_bytes(raw)
-    except schema.AlertsError as e:
-        alert = e.path.split(".")[0] if e.path.startswith("alerts[") else ""
+def read_alerts(path: str | os.PathLike[str]) -> schema.AlertsDoc:
+    """A ``check --json`` file as its type (:class:`schema.AlertsDoc`, ``robocache-alerts/1``,
+    :func:`schema.load_alerts`), each alert with what bisect reads (its case key and commit range: optional in the
+    format); SetupError with a one-line reason otherwise."""
+    doc = schema.load_alerts(path)
+    if isinstance(doc, schema.AlertsUnreadable):
+        raise SetupError(f"{path}: {doc}")
+    if isinstance(doc, schema.AlertsError):
+        alert = doc.path.split(".")[0] if doc.path.startswith("alerts[") else ""
         if alert:
             raise SetupError(f"{path}: {alert} lacks series, case_key, fingerprint, before or after as "
-                             f"`robocache-bench check --json` writes them ({e})") from None
+                             f"`robocache-bench check --json` writes them ({doc})")
         raise SetupError(f"{path}: not a robocache-alerts/1 document (the output of `robocache-bench check "
-                         f"--json`): {e}") from None
-    for i, a in enumerate(typed.alerts):
+                         f"--json`): {doc}")
+    for i, a in enumerate(doc.alerts):
         if a.case_key is None or a.before is None or a.after is None:
             raise SetupError(f"{path}: alerts[{i}] lacks series, case_key, fingerprint, before or after")
-    return json.loads(raw)
+    return doc
 
 
-def groups(alerts: Sequence[Mapping[str, Any]]) -> list[Group]:
-    """Slower alerts grouped by machine and commit range, worst first."""
+def groups(alerts: Sequence[schema.StepAlert]) -> list[Group]:
+    """Slower alerts grouped by machine and commit range, worst first (an alert without a direction is slower: the
+    first files wrote none)."""
     out: dict[str, Group] = {}
     for a in alerts:
-        if a.get("direction", "slower") != "slower" or a.get("kind", "step") != "step":
+        if (a.direction or "slower") != "slower":
             continue
-        m, b, f = a["series"].get("machine"), (a["before"] or {}).get("commit"), (a["after"] or {}).get("commit")
+        m = a.series.get("machine")
+        b, f = a.before.commit if a.before else None, a.after.commit if a.after else None
         key = issue_key(m, b, f)
-        out.setdefault(key, Group(key, str(m), str(b or ""), str(f or ""), [])).alerts.append(dict(a))
+        out.setdefault(key, Group(key, str(m), str(b or ""), str(f or ""), [])).alerts.append(a)
     return sorted(out.values(), key=lambda g: -g.ratio)
 
 
-def pick_group(alerts: Sequence[Mapping[str, Any]], ident: str) -> Group:
+def pick_group(alerts: Sequence[schema.StepAlert], ident: str) -> Group:
     """The group of the alert whose change id, fingerprint or issue key is ``ident`` (a unique prefix of 6+)."""
     ident = ident.strip().lower()
     if len(ident) < 6:
         raise SetupError(f"alert id {ident!r}: give at least 6 hex digits of a change id, fingerprint or issue key")
     hits = [g for g in groups(alerts) if g.key.startswith(ident) or any(
-        str(a.get("change_id", "")).startswith(ident) or str(a["fingerprint"]).startswith(ident) for a in g.alerts)]
+        (a.change_id or "").startswith(ident) or a.fingerprint.startswith(ident) for a in g.alerts)]
     if not hits:
         raise SetupError(f"no slower alert with change id, fingerprint or issue key {ident!r} in the alerts file")
     if len(hits) > 1:
@@ -1074,17 +1074,15 @@ def start(repo: Path, good: str, bad: str, cases: Sequence[CaseSpec], *, machine
     exp = {c.key: float(expect if expect is not None else 1.0 + 0.03) for c in cases}
     if alert is not None:
         for a in alert.alerts:  # the smallest change the alert is sure of: its 95% interval's lower end
-            ci = a.get("ratio_ci") if isinstance(a.get("ratio_ci"), list) and len(a["ratio_ci"]) == 2 else None
-            low = float(ci[0]) if ci and isinstance(ci[0], (int, float)) else float(a.get("ratio") or 1.03)
-            exp[a["case_key"]] = float(expect) if expect is not None else max(low, 1.01)
+            low = float(a.ratio_ci[0]) if len(a.ratio_ci) == 2 else float(a.ratio or 1.03)
+            exp[str(a.case_key)] = float(expect) if expect is not None else max(low, 1.01)
     st = State(id=bisection_id(machine, commits[0].sha, commits[-1].sha, cases), machine=machine, commits=commits,
                cases=[CaseSpec(c.key, c.cache, c.fingerprint, dict(c.series)) for c in cases], settings=settings,
                expect=exp, created=_now(), note=note, link_base=link_base)
     st.hi = len(commits) - 1
     if alert is not None:
-        st.alert = {"key": alert.key, "change_ids": sorted({str(a.get("change_id")) for a in alert.alerts
-                                                            if a.get("change_id")}),
-                    "fingerprints": sorted({str(a["fingerprint"]) for a in alert.alerts}), "ratio": alert.ratio}
+        st.alert = {"key": alert.key, "change_ids": sorted({a.change_id for a in alert.alerts if a.change_id}),
+                    "fingerprints": sorted({a.fingerprint for a in alert.alerts}), "ratio": alert.ratio}
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = scratch or Path(tempfile.mkdtemp(prefix="robocache-bisect-"))
     runs = out_dir / f"{store.safe_component(machine, 60)}-{st.id}-runs"
@@ -1129,16 +1127,16 @@ def _series_cases(text: str, cache: str) -> list[CaseSpec]:
     return [CaseSpec(k, cache) for k in dict.fromkeys(keys)]
 
 
-def _chosen_groups(args: Any, doc: Mapping[str, Any], say: Callable[[str], None]) -> list[Group]:
+def _chosen_groups(args: Any, doc: schema.AlertsDoc, say: Callable[[str], None]) -> list[Group]:
     """The alert groups ``--alerts`` asks for: the one ALERT names, or (``--all``) every confirmed one of this
     machine not bisected yet (``--known``)."""
     if args.alert:
-        return [pick_group(doc["alerts"], args.alert)]
+        return [pick_group(doc.alerts, args.alert)]
     if not args.all:
         raise SetupError("--alerts needs an ALERT id (change id, fingerprint or issue key) or --all")
     known = known_keys(args.known or [])
     chosen = []
-    for g in groups([a for a in doc["alerts"] if a.get("confirmed") is True]):
+    for g in groups([a for a in doc.alerts if a.confirmed is True]):
         if g.key in known:
             say(f"alert group {g.key} ({g.machine}, {g.before[:12]}..{g.after[:12]}): already bisected, skipped")
         elif g.machine != (args.machine or g.machine):

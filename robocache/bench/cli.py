@@ -821,12 +821,11 @@ def _refuted_before(path: str) -> Any:
         raise ValueError(f"--refuted-before {path}: no such file")
     if p.is_dir():
         raise ValueError(f"--refuted-before {path}: a folder, not a check --json file")
-    try:
-        doc = schema.parse_alerts_bytes(p.read_bytes())
-    except OSError as e:
-        why = e.strerror or str(e)
-    except schema.AlertsError as e:
-        why = f"not a robocache-alerts/1 document ({e})"
+    doc = schema.load_alerts(p)
+    if isinstance(doc, schema.AlertsUnreadable):
+        why = doc.reason
+    elif isinstance(doc, schema.AlertsError):
+        why = f"not a robocache-alerts/1 document ({doc})"
     else:
         memory, notes = Memory.from_json(schema.to_dict(r) for r in doc.refuted_looks)
         for note in notes:  # an entry no writer of ours makes: said, and the rest of the memory read

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
@@ -659,7 +661,10 @@ ALERTS_SCHEMA = "robocache-alerts/1"
 _FMAX = 1.7976931348623157e308  # sys.float_info.max: a check's ratio may be any finite number (1e-300 -> 1e300)
 AlertFloat = Annotated[float, Meta(ge=-_FMAX, le=_FMAX)]  # finite: NaN and +-Inf fail the bounds
 AlertNonNeg = Annotated[float, Meta(ge=0.0, le=_FMAX)]
-SeriesFields = dict[str, str | int | None]  # schema.Series as a dict (fingerprint()), plus the machine's arch
+# schema.Series as a dict (fingerprint()), plus the machine's arch and, on a call-cost series judged by its interleaved
+# ratio, ``measure``: ``"call_ratio"`` (regressions.noise.CALL_RATIO; outside the fingerprint, absent otherwise and
+# in every file written before it, so those still load)
+SeriesFields = dict[str, str | int | None]
 
 
 class AlertPoint(_Rec):
@@ -838,6 +843,29 @@ def parse_alerts_bytes(data: bytes) -> AlertsDoc:
         raise AlertsError("", f"not JSON: {e}") from None
     except RecursionError:
         raise AlertsError("", "nested too deeply to be an alerts document") from None
+
+
+class AlertsUnreadable(AlertsError):
+    """An alerts file that could not be read at all (missing, a folder, not allowed): ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("", f"cannot read: {reason}")
+        self.reason = reason
+
+
+def load_alerts(path: str | os.PathLike[str]) -> AlertsDoc | AlertsError:
+    """The one reader of an alerts file (``check --json``): the typed :class:`AlertsDoc`, or the reason it is not
+    one as an :class:`AlertsError` (its ``str`` one line; :class:`AlertsUnreadable` when the file could not be read)
+    returned, never raised: each reader says it its own way and goes on (the dashboard computes the check, bisect
+    stops with a usage error, ``check --refuted-before`` runs without the memory)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        return AlertsUnreadable(e.strerror or str(e))
+    try:
+        return parse_alerts_bytes(raw)
+    except AlertsError as e:
+        return e
 
 
 def alerts_doc(doc: Any) -> AlertsDoc:
