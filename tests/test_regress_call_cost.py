@@ -255,3 +255,30 @@ def test_check_reads_the_ratio_alike_from_records_and_the_frame(tmp_path):
     assert [(c.fingerprint, round(c.ratio, 9), c.series.get("measure")) for c in a.alerts] == \
         [(c.fingerprint, round(c.ratio, 9), c.series.get("measure")) for c in b.alerts] != []
     assert a.windows == b.windows
+
+
+# ------------------------------------------------------------------ what the dashboard says of a ratio alert
+
+def test_dashboard_says_a_ratio_alert_moved_the_call_ratio_not_the_median_time(tmp_path):
+    """A call-ratio alert on the History chart (drawn on the host-time line) and in the alerts tables: its size is
+    the interleaved call ratio's change, never called a "median time" change (the host time did not move)."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("plotly")
+    from dashboard import data, history_charts, history_data
+
+    recs = history(HOST[:13], RATIO[:12] + [1.70 * 1.2])
+    for r in recs:
+        store.write_records(tmp_path, make_env(), [copy.deepcopy(r)], name=r.run_id)
+    res = regress.check(store.load(str(tmp_path)).records)
+    assert len(res.alerts) == 1 and res.alerts[0].series["measure"] == "call_ratio"
+    doc = history_data.validate_doc(json.loads(json.dumps(regress.alerts_json(res))), "doc")
+    ev = history_data.events(doc)
+    df, _ = data.load_frame([str(tmp_path)], cache=None)
+    order = history_data.commit_order(df)
+    rows = history_data.history_rows(df, order)
+    fig = history_charts.history_commits(rows, order, ev, history_data.method_breaks(rows))
+    (marker,) = [t for t in fig.data if str(t.meta).startswith("alert:")]
+    hover = " ".join(marker.hovertext)
+    assert "call ratio" in hover and "median time" not in hover, hover
+    (row,) = history_data.readable_events(ev).to_dict("records")
+    assert "call ratio" in row["change"], row["change"]
