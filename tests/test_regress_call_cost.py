@@ -282,3 +282,39 @@ def test_dashboard_says_a_ratio_alert_moved_the_call_ratio_not_the_median_time(t
     assert "call ratio" in hover and "median time" not in hover, hover
     (row,) = history_data.readable_events(ev).to_dict("records")
     assert "call ratio" in row["change"], row["change"]
+
+
+# ------------------------------------------------------------------ the confirmation's memory across measures
+
+def test_reruns_of_one_measure_are_never_pooled_into_the_others_test():
+    """A ratio alert refuted one night (its reruns' log call ratios, ~0.53, remembered) and the same change point
+    proposed the next night on the host time (tonight's record lacks the ratio: log-times ~2.5), or the other way:
+    pooling the one's reruns into the other's mean test compares ratios with microseconds. The looks are still
+    counted (the same change point); the reruns pool only within one measure, and the memory file says which."""
+    from robocache.bench.regressions import memory
+    from robocache.bench import schema
+    from robocache.bench.schema import parse_alerts_bytes
+
+    def change(measure: str | None) -> regress.Change:
+        pt = lambda n: regress.Point(f"n{n:03d}", "c" * 40, n, 0.0, 0.0, "nightly", {})  # noqa: E731
+        s = {"provider": "robocache"} | ({"measure": measure} if measure else {})
+        return regress.Change(series=s, fingerprint="f" * 12, index=12, n_before=12, n_after=2, ratio=1.2,
+                              ratio_ci=(1.1, 1.3), p_value=1e-4, before=pt(11), after=pt(12), latest=True,
+                              sigma=0.01, key="k", tonight=pt(13))
+
+    for first, then in (("call_ratio", None), (None, "call_ratio")):
+        m = memory.Memory()
+        c = change(first)
+        c.looks = m.looks(c)
+        c.rerun_logs = [math.log(1.7)] * 3 if first else [math.log(12.0)] * 3
+        m.refuted(c)
+        again, same = change(then), change(first)
+        assert m.looks(again) == 2 and again.pooled == []  # counted, not pooled
+        assert m.looks(same) == 2 and same.pooled == pytest.approx(c.rerun_logs)
+        # and read back from the alerts document as written
+        doc = {"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": m.to_json()}
+        back, notes = memory.Memory.from_json(
+            schema.to_dict(r) for r in parse_alerts_bytes(json.dumps(doc).encode()).refuted_looks)
+        again, same = change(then), change(first)
+        assert not notes and back.looks(again) == 2 and again.pooled == []
+        assert back.looks(same) == 2 and same.pooled == pytest.approx(c.rerun_logs)
