@@ -318,3 +318,21 @@ def test_reruns_of_one_measure_are_never_pooled_into_the_others_test():
         again, same = change(then), change(first)
         assert not notes and back.looks(again) == 2 and again.pooled == []
         assert back.looks(same) == 2 and same.pooled == pytest.approx(c.rerun_logs)
+
+
+# ------------------------------------------------------------------ an interleaved section whose quantiles cannot be
+
+@pytest.mark.parametrize("p20,p50,p80", [(2.0, 1.7, 1.5), (1.615, 1e-300, 1.785), (1.615, 9.0, 1.785)])
+def test_a_ratio_outside_its_own_p20_p80_is_no_ratio(p20, p50, p80):
+    """Schema-valid (each figure >= 0) but impossible: p20 above p80 read as a spread of 0 (an exact ratio), and a
+    median outside its own p20..p80 was judged (1e-300: "faster" by 300 decades). Such a section is no ratio on
+    either reader (records and the frame's JSON): the case is compared on its host time, as without one."""
+    from robocache.bench import schema
+
+    r = call(12.0, 1.7)
+    il = r.dispatch.interleaved
+    il.ratio_p20, il.ratio_p50, il.ratio_p80 = p20, p50, p80
+    assert records.call_ratio(r) is None
+    assert records.call_ratio_of_json("host_loop", json.dumps(schema.to_dict(il))) is None
+    (v,) = regress.compare([call(12.0, 1.7)], [r])
+    assert v.measure == "time" and v.verdict == "same"
