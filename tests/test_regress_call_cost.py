@@ -336,3 +336,22 @@ def test_a_ratio_outside_its_own_p20_p80_is_no_ratio(p20, p50, p80):
     assert records.call_ratio_of_json("host_loop", json.dumps(schema.to_dict(il))) is None
     (v,) = regress.compare([call(12.0, 1.7)], [r])
     assert v.measure == "time" and v.verdict == "same"
+
+
+def test_a_method_break_is_where_the_method_changed_not_where_the_ratios_start():
+    """Method version 1 for 8 nights, 2 since (12 nights, host time only), the ratio on the newest 3: the ratio's
+    history is too short to check, but the series' method changed at night 8, not at the ratio's first night (a
+    break "measured another way since run n017" was reported, and none before the ratio came, the series being
+    long enough then). The break is judged on the series' own runs, as without the ratio."""
+    def nights(with_ratio_from: int, method_from: int = 8, n: int = 20):
+        out = []
+        for i in range(n):
+            r = call(12.0 * (1 + 0.01 * (i % 3)), 1.70 if i >= with_ratio_from else None, run=f"n{i:03d}", night=i)
+            r.method.version = 1 if i < method_from else 2
+            out.append(r)
+        return out
+
+    res = regress.check(nights(17))
+    assert res.breaks == [] and res.series_checked == 0  # too few ratio nights yet: not checked, no false break
+    res = regress.check(nights(19, method_from=18))  # the method did change two nights ago: said where
+    assert [(b.kind, b.run_id) for b in res.breaks] == [("method", "n018")]

@@ -471,7 +471,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         skey = keys[g]
         series = {**skey._asdict(), "arch": rows.arch(idx[-1])}
         fp = fingerprint(series)
-        prior = None
+        prior, every = None, healthy
         if rows.ratio[healthy[-1]] is not None:
             # a call-cost series whose newest point carries its interleaved ratio is judged by it, over its points
             # that carry one (the host time moves with the host's state; the ratio does not: docs/regressions.md)
@@ -483,7 +483,9 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         # PELT's cost grows with the history; older levels say nothing of tonight
         pts = _points(rows, healthy[-MAX_HISTORY:], ratio=prior is not None)
         if len(pts) < min_history:
-            brk = _method_break(series, fp, skey, pts, siblings, last, keys)
+            # a method break is the series' own (its runs, where its method changed), not where its ratios start
+            own = pts if prior is None else _points(rows, every[-MAX_HISTORY:])
+            brk = _method_break(series, fp, skey, own, siblings, last, keys) if len(own) < min_history else None
             if brk is not None:
                 res.breaks.append(brk)
             continue
