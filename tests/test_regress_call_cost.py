@@ -355,3 +355,43 @@ def test_a_method_break_is_where_the_method_changed_not_where_the_ratios_start()
     assert res.breaks == [] and res.series_checked == 0  # too few ratio nights yet: not checked, no false break
     res = regress.check(nights(19, method_from=18))  # the method did change two nights ago: said where
     assert [(b.kind, b.run_id) for b in res.breaks] == [("method", "n018")]
+
+
+def test_reruns_elsewhere_lacking_the_ratio_are_not_valid_reruns_of_a_ratio_alert(tmp_path):
+    """``check --reruns DIR`` counts CONFIRM_RUNS valid reruns per alert and hands exactly that many to the test (a
+    look on fewer reruns than its rule counts would be another test). A call-ratio alert is tested on the reruns'
+    ratios: a healthy rerun without one was counted valid, then dropped by the test, which confirmed the alert on
+    "2 run(s)". It is no valid rerun of that alert, and the note says why."""
+    from robocache.bench import cli
+
+    hist_dir = tmp_path / "hist"
+    for r in history(HOST[:16], RATIO[:15] + [1.70 * 1.2]):
+        store.write_records(hist_dir, make_env(), [r], name=r.run_id)
+
+    def check(lacking: int) -> dict:
+        reruns = tmp_path / f"reruns-{lacking}"
+        for k, t in enumerate((12.0, 19.0, 15.0)):
+            r = call(t, None if k < lacking else 1.70 * 1.2 * (1 + 0.002 * k), run=f"c{k}", night=16,
+                     commit="0015" + "a" * 36)
+            r.created = f"2026-01-17T04:00:0{k}+00:00"
+            store.write_records(reruns, make_env(), [r], name=f"c{k}")
+        js = tmp_path / "alerts.json"
+        cli.main(["check", str(hist_dir), "--reruns", str(reruns), "--machine", "ci-synthetic", "--json", str(js)])
+        return json.loads(js.read_text())
+
+    (a,) = check(0)["alerts"]  # three reruns with their ratio: confirmed on the three
+    assert a["confirmed"] is True and "3 run(s)" in a["confirm_note"] and a["series"]["measure"] == "call_ratio"
+    doc = check(1)
+    assert not any(a["confirmed"] for a in doc["alerts"]), doc["alerts"]
+    for a in doc["alerts"]:  # raised unconfirmed (significant at the check's own level), saying why
+        assert "2 valid rerun(s)" in a["confirm_note"] and "interleaved call ratio" in a["confirm_note"], a
+
+
+def test_a_ratio_alert_whose_reruns_carry_no_ratio_says_so():
+    """``check --confirm`` measured the case again but its records carry no interleaved ratio (the interleaved
+    timing failed): the alert is unconfirmable, and its note says why, not "could not be measured again here"."""
+    res = regress.check(history(HOST[:13], RATIO[:12] + [1.70 * 1.2]))
+    bare = [call(t, None, run=f"c{i}", night=13) for i, t in enumerate((12.0, 19.0, 15.0))]
+    kept, refuted, unconfirmable = regress.confirm(res, bare)
+    (c,) = unconfirmable + refuted
+    assert not kept and c.confirmed is False and "interleaved call ratio" in c.confirm_note, c.confirm_note
