@@ -395,3 +395,18 @@ def test_a_ratio_alert_whose_reruns_carry_no_ratio_says_so():
     kept, refuted, unconfirmable = regress.confirm(res, bare)
     (c,) = unconfirmable + refuted
     assert not kept and c.confirmed is False and "interleaved call ratio" in c.confirm_note, c.confirm_note
+
+
+def test_a_series_whose_ratio_stops_says_it_is_checked_on_the_host_time_again():
+    """The ratio gone tonight (the interleaved timing failed: a kernel whose bare launch no longer checks out, say)
+    silently moved the series back to its host time, which cannot resolve what the ratio did, and an issue opened
+    on the ratio could close as recovered on it. The check still judges the host time then, and says so: a method
+    break at the first night without the ratio, while ratio nights remain in the series' window."""
+    recs = history(HOST[:13], RATIO[:13])
+    recs[-1] = call(HOST[12], None, run="n012", night=12)
+    res = regress.check(recs)
+    assert res.series_checked == 1 and len(next(iter(res.windows.values()))) == 13  # on the host time, every night
+    (b,) = res.breaks
+    assert b.kind == "method" and b.run_id == "n012" and "interleaved call ratio" in b.detail
+    assert regress.alerts_json(res)["breaks"][0]["run_id"] == "n012"
+    assert regress.check(history(HOST[:13], RATIO[:13])).breaks == []  # the ratio there: nothing to say
