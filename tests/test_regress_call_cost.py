@@ -409,4 +409,6 @@ def test_a_series_whose_ratio_stops_says_it_is_checked_on_the_host_time_again():
     (b,) = res.breaks
     assert b.kind == "method" and b.run_id == "n012" and "interleaved call ratio" in b.detail
     assert regress.alerts_json(res)["breaks"][0]["run_id"] == "n012"
+    # tested on the host time, but not on what an issue opened on its ratio was about: no issue closes on it
+    assert res.checked == [] and regress.alerts_json(res)["checked"] == []
     assert regress.check(history(HOST[:13], RATIO[:13])).breaks == []  # the ratio there: nothing to say

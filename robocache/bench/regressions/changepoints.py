@@ -471,7 +471,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         skey = keys[g]
         series = {**skey._asdict(), "arch": rows.arch(idx[-1])}
         fp = fingerprint(series)
-        prior, every = None, healthy
+        prior, every, stopped = None, healthy, False
         if rows.ratio[healthy[-1]] is not None:
             # a call-cost series whose newest point carries its interleaved ratio is judged by it, over its points
             # that carry one (the host time moves with the host's state; the ratio does not: docs/regressions.md)
@@ -482,6 +482,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
             healthy = [i for i in healthy if rows.ratio[i] is not None]
         elif skey.timer in CALL_COST_TIMERS:
             had = [k for k, i in enumerate(healthy[-MAX_HISTORY:]) if rows.ratio[i] is not None]
+            stopped = bool(had)
             if had:  # its ratio stopped: checked on the host time again, which cannot resolve what the ratio did
                 i = healthy[-MAX_HISTORY:][had[-1] + 1]
                 res.breaks.append(Break(
@@ -499,7 +500,8 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
                 res.breaks.append(brk)
             continue
         res.series_checked += 1
-        res.checked.append(fp)
+        if not stopped:  # ``checked`` closes issues: not on a night its ratio, what they were about, was not measured
+            res.checked.append(fp)
         res.windows[fp] = [p.run_id for p in pts]
         fit = _fit(series, fp, rows.case_key(idx[-1]), pts, screen, prior)
         mine = _candidates(fit, _hypotheses(fit, tail))
