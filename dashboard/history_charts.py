@@ -24,7 +24,7 @@ from .charts import (
     plain_col,
     provider_color,
 )
-from .history_data import given
+from .history_data import MEASURE_WORDS, given
 
 MAX_TICKS = 12  # commit labels on the axis (short hashes; every point's commit and date are in its hover)
 ALERT_COLOR = "crimson"  # marker colours (a provider's colour comes from the provider table)
@@ -130,7 +130,7 @@ def _change_marker(fig: go.Figure, a: pd.Series, g: pd.DataFrame, xmap: dict[Any
     size = f"{(a['ratio'] - 1) * 100:+.1f}%" if given(a["ratio"]) else "?"
     q = a["q_value"]
     text = "<br>".join(plain(t) for t in (
-        f"{a['kind']}: median time {_ratio(a['ratio'])} (95% interval {_ratio(a['ratio_lo'])} to "
+        f"{a['kind']}: {MEASURE_WORDS.get(a.get('measure'), 'median time')} {_ratio(a['ratio'])} (95% interval {_ratio(a['ratio_lo'])} to "
         f"{_ratio(a['ratio_hi'])})" + (f", q = {q:.2g}" if given(q) else ""),
         f"last commit before {_short(a['before_commit'])} (run {a['before_run']})",
         f"first commit after {_short(a['after_commit'])} (run {a['after_run']})"))

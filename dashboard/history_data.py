@@ -312,7 +312,10 @@ def machine_status(docs: Mapping[str, schema.AlertsDoc]) -> pd.DataFrame:
 EVENT_COLUMNS = ["kind", "fingerprint", "machine", "arch", "op", "case_id", "provider", "dtype", "timer", "cache",
                  "frontend", "method_version", "ratio", "ratio_lo", "ratio_hi", "q_value", "before_commit",
                  "after_commit", "before_run", "after_run", "created", "confirmed", "title", "detail", "link",
-                 "rests_on"]
+                 "rests_on", "measure"]
+# what a finding's ratio is of (its series' "measure", regressions.changepoints.check): the median time, or a call-cost
+# series' interleaved call ratio (public call / bare launch), whose change is not the host time's drawn on History
+MEASURE_WORDS = {"call_ratio": "interleaved call ratio"}
 
 
 def _num(v: Any) -> float | None:
@@ -360,7 +363,7 @@ def events(doc: schema.AlertsDoc) -> pd.DataFrame:
         return {"fingerprint": a.fingerprint, **{k: s.get(k) for k in ("machine", "arch", "op", "case_id",
                                                                          "provider", "dtype", "timer", "cache",
                                                                          "frontend")},
-                "method_version": s.get("method_version", 1),
+                "method_version": s.get("method_version", 1), "measure": str(s.get("measure") or "time"),
                 # rebuilt from the series, never the file's own "link" (a URL read from a file is never made a
                 # link: it could say javascript:), relative to this dashboard
                 "link": links.history_url(s, "")}
@@ -408,10 +411,11 @@ def commit_range(before: Any, after: Any) -> str:
 
 
 def readable_events(ev: pd.DataFrame) -> pd.DataFrame:
-    """:func:`events` with text columns for a table: ``change`` (+10.1%), ``interval`` (x1.085 to x1.117),
+    """:func:`events` with text columns for a table: ``change`` (+10.1%; a call-ratio finding's says so), ``interval`` (x1.085 to x1.117),
     ``since`` (the commit range), ``where`` (machine and architecture) and ``confirmed`` in words."""
     return ev.assign(
-        change=[f"{(r - 1) * 100:+.1f}%" if given(r) else "" for r in ev["ratio"]],
+        change=[(f"{(r - 1) * 100:+.1f}%" if given(r) else "") + (f" ({MEASURE_WORDS[m]})" if m in MEASURE_WORDS else "")
+                for r, m in zip(ev["ratio"], ev["measure"])],
         interval=[f"x{lo:.3f} to x{hi:.3f}" if given(lo) and given(hi) else ""
                   for lo, hi in zip(ev["ratio_lo"], ev["ratio_hi"])],
         since=[commit_range(b, a) for b, a in zip(ev["before_commit"], ev["after_commit"])],

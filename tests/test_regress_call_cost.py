@@ -255,3 +255,160 @@ def test_check_reads_the_ratio_alike_from_records_and_the_frame(tmp_path):
     assert [(c.fingerprint, round(c.ratio, 9), c.series.get("measure")) for c in a.alerts] == \
         [(c.fingerprint, round(c.ratio, 9), c.series.get("measure")) for c in b.alerts] != []
     assert a.windows == b.windows
+
+
+# ------------------------------------------------------------------ what the dashboard says of a ratio alert
+
+def test_dashboard_says_a_ratio_alert_moved_the_call_ratio_not_the_median_time(tmp_path):
+    """A call-ratio alert on the History chart (drawn on the host-time line) and in the alerts tables: its size is
+    the interleaved call ratio's change, never called a "median time" change (the host time did not move)."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("plotly")
+    from dashboard import data, history_charts, history_data
+
+    recs = history(HOST[:13], RATIO[:12] + [1.70 * 1.2])
+    for r in recs:
+        store.write_records(tmp_path, make_env(), [copy.deepcopy(r)], name=r.run_id)
+    res = regress.check(store.load(str(tmp_path)).records)
+    assert len(res.alerts) == 1 and res.alerts[0].series["measure"] == "call_ratio"
+    doc = history_data.validate_doc(json.loads(json.dumps(regress.alerts_json(res))), "doc")
+    ev = history_data.events(doc)
+    df, _ = data.load_frame([str(tmp_path)], cache=None)
+    order = history_data.commit_order(df)
+    rows = history_data.history_rows(df, order)
+    fig = history_charts.history_commits(rows, order, ev, history_data.method_breaks(rows))
+    (marker,) = [t for t in fig.data if str(t.meta).startswith("alert:")]
+    hover = " ".join(marker.hovertext)
+    assert "call ratio" in hover and "median time" not in hover, hover
+    (row,) = history_data.readable_events(ev).to_dict("records")
+    assert "call ratio" in row["change"], row["change"]
+
+
+# ------------------------------------------------------------------ the confirmation's memory across measures
+
+def test_reruns_of_one_measure_are_never_pooled_into_the_others_test():
+    """A ratio alert refuted one night (its reruns' log call ratios, ~0.53, remembered) and the same change point
+    proposed the next night on the host time (tonight's record lacks the ratio: log-times ~2.5), or the other way:
+    pooling the one's reruns into the other's mean test compares ratios with microseconds. The looks are still
+    counted (the same change point); the reruns pool only within one measure, and the memory file says which."""
+    from robocache.bench.regressions import memory
+    from robocache.bench import schema
+    from robocache.bench.schema import parse_alerts_bytes
+
+    def change(measure: str | None) -> regress.Change:
+        pt = lambda n: regress.Point(f"n{n:03d}", "c" * 40, n, 0.0, 0.0, "nightly", {})  # noqa: E731
+        s = {"provider": "robocache"} | ({"measure": measure} if measure else {})
+        return regress.Change(series=s, fingerprint="f" * 12, index=12, n_before=12, n_after=2, ratio=1.2,
+                              ratio_ci=(1.1, 1.3), p_value=1e-4, before=pt(11), after=pt(12), latest=True,
+                              sigma=0.01, key="k", tonight=pt(13))
+
+    for first, then in (("call_ratio", None), (None, "call_ratio")):
+        m = memory.Memory()
+        c = change(first)
+        c.looks = m.looks(c)
+        c.rerun_logs = [math.log(1.7)] * 3 if first else [math.log(12.0)] * 3
+        m.refuted(c)
+        again, same = change(then), change(first)
+        assert m.looks(again) == 2 and again.pooled == []  # counted, not pooled
+        assert m.looks(same) == 2 and same.pooled == pytest.approx(c.rerun_logs)
+        # and read back from the alerts document as written
+        doc = {"schema": "robocache-alerts/1", "alerts": [], "refuted_looks": m.to_json()}
+        back, notes = memory.Memory.from_json(
+            schema.to_dict(r) for r in parse_alerts_bytes(json.dumps(doc).encode()).refuted_looks)
+        again, same = change(then), change(first)
+        assert not notes and back.looks(again) == 2 and again.pooled == []
+        assert back.looks(same) == 2 and same.pooled == pytest.approx(c.rerun_logs)
+
+
+# ------------------------------------------------------------------ an interleaved section whose quantiles cannot be
+
+@pytest.mark.parametrize("p20,p50,p80", [(2.0, 1.7, 1.5), (1.615, 1e-300, 1.785), (1.615, 9.0, 1.785)])
+def test_a_ratio_outside_its_own_p20_p80_is_no_ratio(p20, p50, p80):
+    """Schema-valid (each figure >= 0) but impossible: p20 above p80 read as a spread of 0 (an exact ratio), and a
+    median outside its own p20..p80 was judged (1e-300: "faster" by 300 decades). Such a section is no ratio on
+    either reader (records and the frame's JSON): the case is compared on its host time, as without one."""
+    from robocache.bench import schema
+
+    r = call(12.0, 1.7)
+    il = r.dispatch.interleaved
+    il.ratio_p20, il.ratio_p50, il.ratio_p80 = p20, p50, p80
+    assert records.call_ratio(r) is None
+    assert records.call_ratio_of_json("host_loop", json.dumps(schema.to_dict(il))) is None
+    (v,) = regress.compare([call(12.0, 1.7)], [r])
+    assert v.measure == "time" and v.verdict == "same"
+
+
+def test_a_method_break_is_where_the_method_changed_not_where_the_ratios_start():
+    """Method version 1 for 8 nights, 2 since (12 nights, host time only), the ratio on the newest 3: the ratio's
+    history is too short to check, but the series' method changed at night 8, not at the ratio's first night (a
+    break "measured another way since run n017" was reported, and none before the ratio came, the series being
+    long enough then). The break is judged on the series' own runs, as without the ratio."""
+    def nights(with_ratio_from: int, method_from: int = 8, n: int = 20):
+        out = []
+        for i in range(n):
+            r = call(12.0 * (1 + 0.01 * (i % 3)), 1.70 if i >= with_ratio_from else None, run=f"n{i:03d}", night=i)
+            r.method.version = 1 if i < method_from else 2
+            out.append(r)
+        return out
+
+    res = regress.check(nights(17))
+    assert res.breaks == [] and res.series_checked == 0  # too few ratio nights yet: not checked, no false break
+    res = regress.check(nights(19, method_from=18))  # the method did change two nights ago: said where
+    assert [(b.kind, b.run_id) for b in res.breaks] == [("method", "n018")]
+
+
+def test_reruns_elsewhere_lacking_the_ratio_are_not_valid_reruns_of_a_ratio_alert(tmp_path):
+    """``check --reruns DIR`` counts CONFIRM_RUNS valid reruns per alert and hands exactly that many to the test (a
+    look on fewer reruns than its rule counts would be another test). A call-ratio alert is tested on the reruns'
+    ratios: a healthy rerun without one was counted valid, then dropped by the test, which confirmed the alert on
+    "2 run(s)". It is no valid rerun of that alert, and the note says why."""
+    from robocache.bench import cli
+
+    hist_dir = tmp_path / "hist"
+    for r in history(HOST[:16], RATIO[:15] + [1.70 * 1.2]):
+        store.write_records(hist_dir, make_env(), [r], name=r.run_id)
+
+    def check(lacking: int) -> dict:
+        reruns = tmp_path / f"reruns-{lacking}"
+        for k, t in enumerate((12.0, 19.0, 15.0)):
+            r = call(t, None if k < lacking else 1.70 * 1.2 * (1 + 0.002 * k), run=f"c{k}", night=16,
+                     commit="0015" + "a" * 36)
+            r.created = f"2026-01-17T04:00:0{k}+00:00"
+            store.write_records(reruns, make_env(), [r], name=f"c{k}")
+        js = tmp_path / "alerts.json"
+        cli.main(["check", str(hist_dir), "--reruns", str(reruns), "--machine", "ci-synthetic", "--json", str(js)])
+        return json.loads(js.read_text())
+
+    (a,) = check(0)["alerts"]  # three reruns with their ratio: confirmed on the three
+    assert a["confirmed"] is True and "3 run(s)" in a["confirm_note"] and a["series"]["measure"] == "call_ratio"
+    doc = check(1)
+    assert not any(a["confirmed"] for a in doc["alerts"]), doc["alerts"]
+    for a in doc["alerts"]:  # raised unconfirmed (significant at the check's own level), saying why
+        assert "2 valid rerun(s)" in a["confirm_note"] and "interleaved call ratio" in a["confirm_note"], a
+
+
+def test_a_ratio_alert_whose_reruns_carry_no_ratio_says_so():
+    """``check --confirm`` measured the case again but its records carry no interleaved ratio (the interleaved
+    timing failed): the alert is unconfirmable, and its note says why, not "could not be measured again here"."""
+    res = regress.check(history(HOST[:13], RATIO[:12] + [1.70 * 1.2]))
+    bare = [call(t, None, run=f"c{i}", night=13) for i, t in enumerate((12.0, 19.0, 15.0))]
+    kept, refuted, unconfirmable = regress.confirm(res, bare)
+    (c,) = unconfirmable + refuted
+    assert not kept and c.confirmed is False and "interleaved call ratio" in c.confirm_note, c.confirm_note
+
+
+def test_a_series_whose_ratio_stops_says_it_is_checked_on_the_host_time_again():
+    """The ratio gone tonight (the interleaved timing failed: a kernel whose bare launch no longer checks out, say)
+    silently moved the series back to its host time, which cannot resolve what the ratio did, and an issue opened
+    on the ratio could close as recovered on it. The check still judges the host time then, and says so: a method
+    break at the first night without the ratio, while ratio nights remain in the series' window."""
+    recs = history(HOST[:13], RATIO[:13])
+    recs[-1] = call(HOST[12], None, run="n012", night=12)
+    res = regress.check(recs)
+    assert res.series_checked == 1 and len(next(iter(res.windows.values()))) == 13  # on the host time, every night
+    (b,) = res.breaks
+    assert b.kind == "method" and b.run_id == "n012" and "interleaved call ratio" in b.detail
+    assert regress.alerts_json(res)["breaks"][0]["run_id"] == "n012"
+    # tested on the host time, but not on what an issue opened on its ratio was about: no issue closes on it
+    assert res.checked == [] and regress.alerts_json(res)["checked"] == []
+    assert regress.check(history(HOST[:13], RATIO[:13])).breaks == []  # the ratio there: nothing to say

@@ -1029,7 +1029,8 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
     from collections import defaultdict
 
     from .regressions import confirmation
-    from .regressions.records import unhealthy
+    from .regressions.noise import CALL_RATIO
+    from .regressions.records import call_ratio, unhealthy
     from .schema import fingerprint, series_key
 
     loaded = store.load(args.reruns)
@@ -1056,6 +1057,9 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
                 why = f"not newer than the night alerted ({night.created})"
             elif why is None and night is not None and night.commit and r.git_commit != night.commit:
                 why = f"of commit {str(r.git_commit)[:12]}, not the night's {night.commit[:12]}"
+            elif why is None and c.series.get("measure") == CALL_RATIO and call_ratio(r) is None:
+                # its alert is tested on the reruns' ratios: a rerun without one would leave the look short
+                why = "without the interleaved call ratio its alert is judged by"
             if why:
                 left[fp][why] = left[fp].get(why, 0) + 1
             else:

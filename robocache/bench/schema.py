@@ -780,6 +780,9 @@ class RefutedLook(_Rec):
     before: str | None = None
     after: str | None = None
     rerun_us: list[float] = []  # a step's reruns (median us) on the nights that refuted it: pooled at its next look
+    # what rerun_us holds: absent, median times (us); "call_ratio", a call-cost series' interleaved call ratios
+    # (regressions.memory: pooled only into a look of the same measure)
+    measure: Literal["time", "call_ratio"] | None = None
 
 
 class AlertsDoc(_Rec, kw_only=True):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..schema import Series, fingerprint, series_key
 from .noise import CALL_RATIO, NOISE_MIN, PRIOR_DOF, prior_noise, prior_ratio_noise, series_sigma, shrink, sigma_floors
-from .records import (FLOOR, call_ratio, call_ratio_of_json, case_key, check_floor, env_changes, env_fingerprint,
+from .records import (CALL_COST_TIMERS, FLOOR, call_ratio, call_ratio_of_json, case_key, check_floor, env_changes, env_fingerprint,
                       env_print, p50, safe_exp, unhealthy, within_sigma)
 
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
@@ -471,7 +471,7 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
         skey = keys[g]
         series = {**skey._asdict(), "arch": rows.arch(idx[-1])}
         fp = fingerprint(series)
-        prior = None
+        prior, every, stopped = None, healthy, False
         if rows.ratio[healthy[-1]] is not None:
             # a call-cost series whose newest point carries its interleaved ratio is judged by it, over its points
             # that carry one (the host time moves with the host's state; the ratio does not: docs/regressions.md)
@@ -480,15 +480,28 @@ def _check(records: Iterable[Any], *, machine: str | None, frontend: str | None,
             prior = fitted[0] if fitted is not None else prior_noise(
                 float(np.median([rows.p50[i] for i in healthy])), skey.provider, timer=skey.timer)
             healthy = [i for i in healthy if rows.ratio[i] is not None]
+        elif skey.timer in CALL_COST_TIMERS:
+            had = [k for k, i in enumerate(healthy[-MAX_HISTORY:]) if rows.ratio[i] is not None]
+            stopped = bool(had)
+            if had:  # its ratio stopped: checked on the host time again, which cannot resolve what the ratio did
+                i = healthy[-MAX_HISTORY:][had[-1] + 1]
+                res.breaks.append(Break(
+                    series=series, fingerprint=fp, kind="method", run_id=rows.run_id[i], created=rows.created[i],
+                    detail=f"no interleaved call ratio since run {rows.run_id[i]} (the interleaved timing failed or "
+                           "was not run; the record's health says why): checked on its host time per call again, "
+                           "which moves with the host's state"))
         # PELT's cost grows with the history; older levels say nothing of tonight
         pts = _points(rows, healthy[-MAX_HISTORY:], ratio=prior is not None)
         if len(pts) < min_history:
-            brk = _method_break(series, fp, skey, pts, siblings, last, keys)
+            # a method break is the series' own (its runs, where its method changed), not where its ratios start
+            own = pts if prior is None else _points(rows, every[-MAX_HISTORY:])
+            brk = _method_break(series, fp, skey, own, siblings, last, keys) if len(own) < min_history else None
             if brk is not None:
                 res.breaks.append(brk)
             continue
         res.series_checked += 1
-        res.checked.append(fp)
+        if not stopped:  # ``checked`` closes issues: not on a night its ratio, what they were about, was not measured
+            res.checked.append(fp)
         res.windows[fp] = [p.run_id for p in pts]
         fit = _fit(series, fp, rows.case_key(idx[-1]), pts, screen, prior)
         mine = _candidates(fit, _hypotheses(fit, tail))

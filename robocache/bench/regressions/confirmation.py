@@ -129,6 +129,9 @@ def confirm(first: CheckResult, rerun: Iterable[Any], *, floor: float = FLOOR, p
         if not xs or (can is not None and c.fingerprint not in can):
             c.confirmed = False
             c.confirm_note = why_not.get(c.fingerprint, "the case could not be measured again here")
+            if not xs and got.get(c.fingerprint) and c.fingerprint not in why_not:  # measured, but no ratio
+                c.confirm_note = (f"its {len(got[c.fingerprint])} rerun(s) carry no interleaved call ratio, the "
+                                  "quantity this alert is judged by")
             if c.strict:
                 unconfirmable.append(c)
             else:  # only the screen called it: without a rerun it is no alert (the nights alone are not enough)

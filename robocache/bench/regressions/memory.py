@@ -15,8 +15,10 @@ start is tested again only where tomorrow's window starts at the same night (it 
 one night more and ``DRIFT_WINDOWS``' lengths, which is why such entries are pruned, :func:`Memory.prune`).
 
 JSON (``check --json``'s ``refuted_looks``, :class:`..schema.RefutedLook`): ``change_id``, ``fingerprint``,
-``looks``, and ``kind``, ``before``, ``after`` (run ids). An entry of an older writer (no ``after``) is matched by
-its change id alone, as before.
+``looks``, and ``kind``, ``before``, ``after`` (run ids), ``rerun_us`` (a step's reruns) and, where those are a
+call-cost series' interleaved call ratios rather than times, ``measure: "call_ratio"``: a step's reruns pool only
+into a later look of the same measure (its looks are counted whatever the measure). An entry of an older writer
+(no ``after``) is matched by its change id alone, as before.
 """
 from __future__ import annotations
 
@@ -50,6 +52,9 @@ class Look:
     # a step's reruns on the nights that refuted it (log-times, newest last, at most MAX_POOLED): pooled into its next
     # look's test (confirmation.confirm)
     reruns: list[float] = field(default_factory=list)
+    # what the reruns are of: "time" (log median times), or "call_ratio" (a call-cost series checked on its
+    # interleaved ratio: log call ratios); reruns pool only into a look of the same measure (measure_of)
+    measure: str = "time"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"change_id": self.change_id, "fingerprint": self.fingerprint, "looks": self.looks}
@@ -57,7 +62,14 @@ class Look:
             out.update(kind=self.kind, before=self.before, after=self.after)
         if self.reruns:
             out["rerun_us"] = [round(math.exp(x), 6) for x in self.reruns]
+            if self.measure != "time":
+                out["measure"] = self.measure
         return out
+
+
+def measure_of(c: Change) -> str:
+    """What a change's reruns are of: its series' ``measure`` (changepoints.check), "time" where unset."""
+    return str(c.series.get("measure") or "time")
 
 
 def kind_of(c: Change) -> str:
@@ -107,7 +119,9 @@ class Memory:
         """Tonight's look at ``c``: 1 + the looks that refuted it before. Sets ``c.pooled`` to the reruns of the
         nights that refuted it (a step's; a drift's level moves night to night, its reruns are never pooled)."""
         e = self.find(c)
-        c.pooled = list(e.reruns) if e is not None and kind_of(c) == "step" else []
+        # the reruns of the same measure only: a call-cost series checked on its ratio one night and on its host
+        # time the next (tonight's record lacks the ratio) is the same change point, but log ratios are no log-times
+        c.pooled = list(e.reruns) if e is not None and kind_of(c) == "step" and e.measure == measure_of(c) else []
         return 1 + (e.looks if e is not None else 0)
 
     def refuted(self, c: Change) -> None:
@@ -118,7 +132,7 @@ class Memory:
         b, a = runs_of(c)
         pooled = (list(c.pooled) + list(c.rerun_logs))[-MAX_POOLED:] if kind_of(c) == "step" else []
         self.entries.append(Look(c.fingerprint, min(max(c.looks, 1), MAX_LOOKS), c.change_id, kind_of(c), b, a,
-                                 pooled))
+                                 pooled, measure_of(c)))
 
     def prune(self, history: Mapping[str, Iterable[str]]) -> list[tuple[Look, str]]:
         """Drops the entries that can never match again and returns them with why: ``history`` is each series
@@ -167,5 +181,5 @@ class Memory:
                 notes.append(f"refuted_looks[{k}]: {len(us) - len(good)} rerun time(s) not finite and positive, "
                              f"{max(len(good) - MAX_POOLED, 0)} beyond the newest {MAX_POOLED}: dropped")
             out.append(Look(str(d["fingerprint"]), looks, str(d.get("change_id") or ""), str(d.get("kind") or "step"),
-                            d.get("before"), d.get("after"), good[-MAX_POOLED:]))
+                            d.get("before"), d.get("after"), good[-MAX_POOLED:], str(d.get("measure") or "time")))
         return cls(out), notes

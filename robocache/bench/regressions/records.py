@@ -59,14 +59,15 @@ def call_ratio(rec: Record) -> tuple[float, float] | None:
 
 def interleaved_ratio(p20: Any, p50_: Any, p80: Any, rounds: Any) -> tuple[float, float] | None:
     """:func:`call_ratio` of an interleaved section's figures (a typed record's, or the frame's JSON of it); None
-    when they are not positive and finite."""
+    when they are not positive and finite, or not ordered p20 <= p50 <= p80 (the schema bounds each figure alone:
+    an inverted spread would read as an exact ratio, a median outside its own quantiles as any ratio at all)."""
     try:
         lo, mid, hi, n = float(p20), float(p50_), float(p80), int(rounds)
     except (TypeError, ValueError):
         return None
-    if not all(0 < v < math.inf for v in (lo, mid, hi)) or n < 1:
+    if not all(0 < v < math.inf for v in (lo, mid, hi)) or n < 1 or not lo <= mid <= hi:
         return None
-    spread = max(math.log(hi) - math.log(lo), 0.0) / _P20_P80_SIGMAS
+    spread = (math.log(hi) - math.log(lo)) / _P20_P80_SIGMAS
     return mid, min(_MEDIAN_SE * spread / math.sqrt(n), 1e6)
 
 
