@@ -7,11 +7,12 @@ repository of one commit (the project's .gitignore applies, the records carry th
 `make run SERVE=0` runs twice with this environment's Python, and then the regression tests run in that copy.
 
 The runs sample each case for 0.2 s instead of the default 2 s (``RUN_ARGS``: what is checked is where the records
-go and who reads them, not their figures). Without a GPU they also leave out the quick suite's torch.compile cases
-(``--providers``: the other three CPU providers, 15 of its 20 CPU cases): the test took 297 s with them and 181 s
-without (rest tier, 2026-11-27, loads 1-7 and 2-12), and their records go and are read as the others' (torch.compile
-on the CPU is tested by tests/test_providers.py and benchmarks/test_pytest_benchmarks.py; on a GPU the whole quick
-suite runs). tests/test_regress_quality.py is not run again in the copy: its only read of ``results/`` is
+go and who reads them, not their figures). Without a GPU they also leave out the quick suite's PyTorch cases
+(``--providers``: NumPy and robocache's NumPy path, 10 of its 20 CPU cases, the headline's robocache row among them):
+with torch.compile the test took 297 s, without it 181 s (rest tier, 2026-11-27, loads 1-7 and 2-12); leaving out
+torch eager too spares each run's forkserver the import of torch, 14.5 -> 9.0 s a `make run` (2026-11-28, load 3).
+Their records go and are read as the others' (torch.compile and torch eager on the CPU are tested by
+tests/test_providers.py and benchmarks/test_pytest_benchmarks.py; on a GPU the whole quick suite runs). tests/test_regress_quality.py is not run again in the copy: its only read of ``results/`` is
 ``regress.fit_priors(committed.load().records)`` (tests/regress_sim.py's noise pools), and
 tests/test_regress.py::test_prior_per_provider_is_fitted_from_committed_records, run there, asserts that this very
 fit equals the committed priors file: the user's runs cannot reach the simulation unless that test fails.
@@ -70,7 +71,7 @@ def test_make_run_twice_then_the_regression_tests(tmp_path: Path) -> None:
 
     run_args = "--time-limit 0.2"
     if launch.gpu_count() == 0:  # the CPU providers: make run's device here (the GPU's quick suite otherwise)
-        cpu = sorted({c.provider for c in specs.cases("quick", device="cpu")} - {"torch_compile"})
+        cpu = sorted({c.provider for c in specs.cases("quick", device="cpu")} - {"torch_compile", "torch_eager"})
         run_args += f" --providers {','.join(cpu)}"
     make = ["make", "-C", str(clone), "run", "SERVE=0", f"VENV={venv}", "-o", str(venv / "bin" / ".installed"),
             f"RUN_ARGS={run_args}"]
