@@ -103,7 +103,7 @@ import scipy.stats  # regressions.check's own import, apart: it is no part of lo
 t3 = time.perf_counter()
 doc = history_data.check_cached((os.fsencode(sys.argv[1]),), "bench", "cli", sys.argv[3])
 t4 = time.perf_counter()
-print(f"{t1 - t0:.3f} {t4 - t3:.3f} {doc['summary']['series']}")
+print(f"{t1 - t0:.3f} {t4 - t3:.3f} {doc.summary.series}")
 """
 
 
