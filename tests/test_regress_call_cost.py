@@ -412,3 +412,13 @@ def test_a_series_whose_ratio_stops_says_it_is_checked_on_the_host_time_again():
     # tested on the host time, but not on what an issue opened on its ratio was about: no issue closes on it
     assert res.checked == [] and regress.alerts_json(res)["checked"] == []
     assert regress.check(history(HOST[:13], RATIO[:13])).breaks == []  # the ratio there: nothing to say
+
+
+@pytest.mark.parametrize("rounds", [float("inf"), float("nan"), None, "x", 0])
+def test_an_unreadable_round_count_is_no_ratio(rounds):
+    """A frame's interleaved JSON with a round count that is no count (json reads Infinity and NaN) gives no ratio,
+    never an exception out of the check."""
+    good = {"ratio_p20": 1.6, "ratio_p50": 1.7, "ratio_p80": 1.8, "rounds": 20}
+    assert records.call_ratio_of_json("host_loop", json.dumps(good))[0] == 1.7
+    assert records.call_ratio_of_json("host_loop", json.dumps({**good, "rounds": rounds})) is None
+    assert records.call_ratio_of_json("cuda_event", json.dumps(good)) is None

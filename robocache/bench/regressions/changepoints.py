@@ -619,9 +619,7 @@ class _FrameRows(_Rows):
                     for s, p, t, c in zip(self._col("status"), self.p50, self._col("throttled"),
                                           self._col("contended"))]
         self.within = [min(float(n) / 1.96, 1e6) if n is not None else 0.0 for n in self._col("noise")]
-        parsed: dict[tuple[Any, Any], tuple[float, float] | None] = {}
-        self.ratio = [parsed[k] if k in parsed else parsed.setdefault(k, call_ratio_of_json(*k))
-                      for k in zip(self._col("timer"), self._col("interleaved"))]
+        self.ratio = [call_ratio_of_json(t, il) for t, il in zip(self._col("timer"), self._col("interleaved"))]
         self._envs: dict[Any, dict[str, Any]] = {}
 
     def _col(self, c: str) -> list[Any]:

@@ -2,6 +2,7 @@
 its runner's fingerprint; the floor every verdict and alert shares."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -63,7 +64,7 @@ def interleaved_ratio(p20: Any, p50_: Any, p80: Any, rounds: Any) -> tuple[float
     an inverted spread would read as an exact ratio, a median outside its own quantiles as any ratio at all)."""
     try:
         lo, mid, hi, n = float(p20), float(p50_), float(p80), int(rounds)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # int(inf) overflows
         return None
     if not all(0 < v < math.inf for v in (lo, mid, hi)) or n < 1 or not lo <= mid <= hi:
         return None
@@ -72,9 +73,15 @@ def interleaved_ratio(p20: Any, p50_: Any, p80: Any, rounds: Any) -> tuple[float
 
 
 def call_ratio_of_json(timer: Any, text: Any) -> tuple[float, float] | None:
-    """:func:`call_ratio` of a frame row: its ``timer`` and its ``interleaved`` column (the section as JSON text)."""
+    """:func:`call_ratio` of a frame row: its ``timer`` and its ``interleaved`` column (the section as JSON text);
+    each distinct text parsed once per process (the dashboard and `check` read the same frame again)."""
     if timer not in CALL_COST_TIMERS or not isinstance(text, str) or not text:
         return None
+    return _ratio_of_text(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ratio_of_text(text: str) -> tuple[float, float] | None:
     try:
         d = json.loads(text)
     except ValueError:

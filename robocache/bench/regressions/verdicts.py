@@ -74,13 +74,8 @@ def ratio_points(fps: Iterable[str], created: Iterable[Any], timers: Iterable[An
     by :func:`ratio_key`: :func:`history_noise`'s ratio points, for :meth:`robocache.bench.frame.History.noise`
     (the same rule as :func:`records.call_ratio`, read from the frame's JSON of the section)."""
     pts: dict[str, list[tuple[Any, float]]] = defaultdict(list)
-    parsed: dict[tuple[Any, str], tuple[float, float] | None] = {}
     for fp, t, timer, text in zip(fps, created, timers, interleaved):
-        if not isinstance(text, str):
-            continue
-        got = parsed.get((timer, text), False)
-        if got is False:
-            got = parsed[(timer, text)] = call_ratio_of_json(timer, text)
+        got = call_ratio_of_json(timer, text)
         if got is not None:
             pts[ratio_key(str(fp))].append((t, math.log(got[0])))
     return pts
