@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Mapping
 from typing import Any
-from ..schema import Case, Env, Health, Method, Metrics, Quantiles, Record
+from ..schema import Case, Dispatch, Env, Health, Method, Metrics, Quantiles, Record
 
 FLOOR = 0.03  # a change smaller than 3% is never a verdict or an alert, whatever the noise
 ENV_FIELDS = ("gpu_name", "driver", "cuda", "cpu", "kernel", "host_id")  # the runner's fingerprint
@@ -131,11 +131,12 @@ def env_print(env: Mapping[str, Any]) -> dict[str, str]:
 
 def synthetic(*, run_id: str, created: str, git_commit: str, case: Case, t_us: float, noise: float, env: Env,
               timer: str = "cuda_event", cache: str = "warm", contended: bool = False, suite: str = "nightly",
-              frontend: str = "cli", method: Method | None = None) -> Record:
+              frontend: str = "cli", method: Method | None = None, dispatch: Dispatch | None = None) -> Record:
     """A synthetic record (``synthetic``: True) with what the check and compare read: its run, commit, case, median
     time, within-run noise, contention and machine; the figures nobody reads are zero, the sections None. Built
     without validation (Struct constructors), for the replay and the tests' simulated nights; ``method`` (from
-    :func:`synthetic_method`) may be shared by the records of one series."""
+    :func:`synthetic_method`) may be shared by the records of one series; ``dispatch``: a call-cost case's section
+    (its interleaved ratio, :func:`call_ratio`)."""
     return Record(run_id=run_id, created=created, git_commit=git_commit, git_dirty=None, suite=suite,
                   frontend=frontend, case=case,
                   method=method if method is not None else synthetic_method(timer, cache, noise),
@@ -144,7 +145,7 @@ def synthetic(*, run_id: str, created: str, git_commit: str, case: Case, t_us: f
                                   graph_time_us=None, event_vs_graph=None),
                   check=None, clocks=None,
                   health=Health(throttled=False, contended=contended, noisy=False, reasons=[]),
-                  status="ok", reason=None, duration_s=0.0, synthetic=True, env=env)
+                  status="ok", reason=None, duration_s=0.0, synthetic=True, env=env, dispatch=dispatch)
 
 
 def synthetic_method(timer: str, cache: str, noise: float) -> Method:

@@ -57,10 +57,10 @@ from typing import Any
 
 import numpy as np
 
-from ..schema import Case, Env, Method, Record, fingerprint, series_key
+from ..schema import Case, Dispatch, Env, Interleaved, Method, Record, fingerprint, series_key
 from . import changepoints, confirmation, memory as mem, noise
 from .alerts import code_span, md_text
-from .records import p50, synthetic, synthetic_env, synthetic_method, unhealthy
+from .records import call_ratio, p50, synthetic, synthetic_env, synthetic_method, unhealthy
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATE_DIRS = ("results/h100-nvidia-h100-x1", "results/h200-nvidia-h200")  # the nightly machines' records
@@ -92,6 +92,14 @@ class Template:
     t_us: float  # the median of its nightly runs' medians
     within: float  # the runs' median within-run noise (method.noise, a 95% half-width)
     timer: str = "cuda_event"  # its runs' timer: a call-cost series (noise.HOST_TIMERS) draws from host-timed pools
+    # a call-cost case whose committed records carry the interleaved ratio (records.call_ratio): its section's
+    # figures, medians over those records (None: no ratio; its nights are host times)
+    interleaved: Interleaved | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        """Its interleaved ratio's median (public call / bare launch), None where its records carry none."""
+        return float(self.interleaved.ratio_p50) if self.interleaved is not None else None
 
     @property
     def key(self) -> str:
@@ -121,19 +129,42 @@ def templates(records: Sequence[Record]) -> list[Template]:
     """One template per series of the nightly suite (machine, case, provider, dtype, grid version; any front end:
     the asv front end's H200 grid holds the CuPy and torch eager cases), sorted."""
     by: dict[tuple, list[Record]] = defaultdict(list)
+    ratios: dict[tuple, list[Record]] = defaultdict(list)  # the series' records of any suite that carry its ratio
     for r in records:
-        if r.suite != "nightly" or unhealthy(r) or r.synthetic:
+        if unhealthy(r) or r.synthetic:
             continue
         c = r.case
-        by[(r.env.machine if r.env is not None else None, c.id, c.dtype, c.provider, c.grid_version)].append(r)
+        k = (r.env.machine if r.env is not None else None, c.id, c.dtype, c.provider, c.grid_version)
+        if call_ratio(r) is not None:
+            ratios[k].append(r)
+        if r.suite == "nightly":
+            by[k].append(r)
     out = []
-    for (machine, *_), rs in sorted(by.items()):
+    for k, rs in sorted(by.items()):
         within = [float((r.method.noise if r.method is not None else None) or 0.0) for r in rs]
         timers = Counter(str((r.method.timer if r.method is not None else None) or "cuda_event") for r in rs)
-        out.append(Template(machine=machine, case=rs[0].case,
+        timer = timers.most_common(1)[0][0]
+        out.append(Template(machine=k[0], case=rs[0].case,
                             t_us=float(np.median([p50(r) for r in rs])), within=float(np.median(within)),
-                            timer=timers.most_common(1)[0][0]))
+                            timer=timer, interleaved=_median_section(ratios.get(k, []))
+                            if timer in noise.HOST_TIMERS else None))
     return out
+
+
+def _median_section(rs: Sequence[Record]) -> Interleaved | None:
+    """The interleaved section of a call-cost template: each figure's median over its records that carry one
+    (a ratio's p20 <= p50 <= p80 and its rounds, as :func:`.records.call_ratio` reads them); None without any."""
+    secs = [r.dispatch.interleaved for r in rs if r.dispatch is not None and r.dispatch.interleaved is not None]
+    if not secs:
+        return None
+    med = {f: float(np.median([getattr(x, f) for x in secs])) for f in Interleaved.__struct_fields__
+           if f != "noise_target_met"}
+    mid = med["ratio_p50"]
+    return Interleaved(rounds=max(1, round(med["rounds"])), calls_per_loop=max(1, round(med["calls_per_loop"])),
+                       bare_us=med["bare_us"], public_us=med["public_us"], public_cupy_us=med["public_cupy_us"],
+                       ratio_p20=min(med["ratio_p20"], mid), ratio_p50=mid, ratio_p80=max(med["ratio_p80"], mid),
+                       cupy_ratio_p20=med["cupy_ratio_p20"], cupy_ratio_p50=med["cupy_ratio_p50"],
+                       cupy_ratio_p80=med["cupy_ratio_p80"], noise_target_met=True)
 
 
 def _cells(machine: str, case_id: str, dtype: str, prov: str, t_us: float, timer: str | None = None) -> list[tuple]:
@@ -152,33 +183,69 @@ def _cells(machine: str, case_id: str, dtype: str, prov: str, t_us: float, timer
                   if c != ("all",) else ("all|host",) for c in device] + device
 
 
+def _ratio_cells(machine: str, case_id: str, dtype: str, prov: str) -> list[tuple]:
+    """The pool cells of a call-cost case's interleaved ratio (:func:`.records.call_ratio`), most specific first:
+    the case, its machine and provider, the provider, its base provider, all; every provider name suffixed
+    ``|host-ratio`` (``noise.RATIO_SUFFIX``, as the priors key the ratio's fit), so that no ratio deviation shares a
+    cell with a time's. No time bucket: a ratio has none (nor has its prior)."""
+    r = noise.RATIO_SUFFIX
+    cells = [("case", machine, case_id, dtype, prov + r), ("machine", machine, prov + r), ("provider", prov + r),
+             ("provider", prov.split("@")[0] + r), ("all" + r,)]
+    return list(dict.fromkeys(cells))  # a provider without a version is its own base: one cell
+
+
+def _pairs(xs: Sequence[float]) -> np.ndarray:
+    """The signed one-run deviations of runs ``xs`` (logs) of one series and commit: each pair's
+    +-(x_i - x_j) / sqrt(2)."""
+    x = np.array(xs)
+    i, j = np.triu_indices(len(x), 1)
+    d = (x[i] - x[j]) / math.sqrt(2)
+    return np.concatenate([d, -d])
+
+
 def pools(records: Sequence[Record], fold: int) -> dict[tuple, np.ndarray]:
     """Every cell's signed run-to-run deviations from the records of cases in ``fold``: per series and commit, each
-    pair of its runs gives +-log(t_i / t_j) / sqrt(2)."""
+    pair of its runs gives +-log(t_i / t_j) / sqrt(2). A call-cost record that carries its interleaved ratio
+    (:func:`.records.call_ratio`) gives its ratio's too, the same way (pairs of runs of one series and commit), to
+    the ratio's cells (:func:`_ratio_cells`): a call-cost template with a ratio draws its nights from them."""
     groups: dict[tuple, list[float]] = defaultdict(list)
+    ratios: dict[tuple, list[float]] = defaultdict(list)
     for r in records:
         if unhealthy(r) or r.synthetic or not r.git_commit or fold_of(r.case) != fold:
             continue
         timer = r.method.timer if r.method is not None else None
         groups[(series_key(r), r.git_commit, timer)].append(math.log(p50(r)))
+        cr = call_ratio(r)
+        if cr is not None:
+            ratios[(series_key(r), r.git_commit)].append(math.log(cr[0]))
     cells: dict[tuple, list[float]] = defaultdict(list)
     for (sk, _commit, timer), xs in groups.items():
         if len(xs) < 2:
             continue
-        x = np.array(xs)
-        i, j = np.triu_indices(len(x), 1)
-        d = (x[i] - x[j]) / math.sqrt(2)
-        own, *rest = _cells(sk.machine, sk.case_id, sk.dtype, sk.provider, math.exp(float(x.mean())), timer)
+        d = _pairs(xs)
+        own, *rest = _cells(sk.machine, sk.case_id, sk.dtype, sk.provider, math.exp(float(np.mean(xs))), timer)
         # a host-timed case's deviations go to its own and the host-timed cells, never the device cells
         for cell in [own, *(rest[:len(rest) // 2] if noise._timer_suffix(timer) else rest)]:
             cells[cell].extend(d.tolist())
-            cells[cell].extend((-d).tolist())
+    for (sk, _commit), xs in ratios.items():
+        if len(xs) < 2:
+            continue
+        d = _pairs(xs)
+        for cell in _ratio_cells(sk.machine, sk.case_id, sk.dtype, sk.provider):
+            cells[cell].extend(d.tolist())
     return {k: np.sort(np.array(v)) for k, v in cells.items()}
 
 
 def pool_for(pl: dict[tuple, np.ndarray], tpl: Template) -> tuple[np.ndarray, str]:
-    """The template's pool (the most specific cell with POOL_MIN values) and the cell's kind."""
+    """The template's pool (the most specific cell with POOL_MIN values) and the cell's kind: for a call-cost
+    template with a ratio (:attr:`Template.ratio`) its ratio's cells first (the cell's kind then ``ratio <kind>``),
+    else, and for every other template, its time's."""
     c = tpl.case
+    if tpl.ratio is not None:
+        for cell in _ratio_cells(tpl.machine, c.id, c.dtype, c.provider):
+            v = pl.get(cell)
+            if v is not None and len(v) >= POOL_MIN:
+                return v, "ratio " + cell[0]
     for cell in _cells(tpl.machine, c.id, c.dtype, c.provider, tpl.t_us, tpl.timer):
         v = pl.get(cell)
         if v is not None and len(v) >= POOL_MIN:
@@ -224,6 +291,7 @@ class Plan:
     # each re-proposal of a remembered refuted step: [its shift in nights from the nearest one remembered, the old
     # key (change id) matched, the memory's key matched] (:func:`memory_keys`)
     reproposed: list[list] = field(default_factory=list)
+    measures: set[str] = field(default_factory=set)  # what the check judged its changes by (series "measure")
 
     @property
     def noise(self) -> float:
@@ -237,6 +305,18 @@ class Plan:
     @property
     def provider(self) -> str:
         return self.tpl.case.provider
+
+    @property
+    def on_ratio(self) -> bool:
+        """Its nights are interleaved ratios (a call-cost template with a ratio pool): its value, level, step and
+        reruns are the ratio's, and its records carry ``dispatch.interleaved``, so the check judges the ratio."""
+        return self.cell.startswith("ratio")
+
+    @property
+    def path(self) -> str:
+        """What the check judges it by: ``ratio`` (a call-cost series' interleaved ratio), ``host`` (a call-cost
+        series' host time per call, its records carry no ratio) or ``device`` (every other series)."""
+        return "ratio" if self.on_ratio else "host" if self.tpl.timer in noise.HOST_TIMERS else "device"
 
     @property
     def fp(self) -> str:
@@ -256,8 +336,8 @@ class Plan:
         return synthetic_method(self.tpl.timer, "warm", self.tpl.within)
 
     def level(self, night: int) -> float:
-        """The true log-time of ``night`` without noise, state or contention."""
-        x = math.log(self.tpl.t_us)
+        """The true log-value of ``night`` (its time, or on a ratio its ratio) without noise, state or contention."""
+        x = math.log(self.tpl.ratio if self.on_ratio else self.tpl.t_us)
         if night >= self.start:
             x += math.log1p(self.step) + math.log1p(self.slope) * (night - self.start + 1)
         return x
@@ -268,12 +348,14 @@ class Plan:
         return night % 2 == 1 if self.state[1] == 0.5 else bool(rng.random() < self.state[1])
 
     def night(self, night: int, rng: np.random.Generator) -> tuple[float, bool]:
-        """(the night's time, flagged contended)."""
+        """(the night's value: its time, or on a ratio its ratio; flagged contended). A contended night's slowdown
+        is the host's: on a ratio it cancels (the public call and the bare launch are timed interleaved); what the
+        host's state does to a ratio is in its pool, the real runs' ratios. The flag is kept: the check drops it."""
         x = self.level(night) + float(rng.choice(self.pool))
         if self.slow(night, rng):
             x += math.log1p(self.state[0])
         slow, flagged = self.contended.get(night, (0.0, False))
-        return math.exp(x + math.log1p(slow)), flagged
+        return math.exp(x + (0.0 if self.on_ratio else math.log1p(slow))), flagged
 
     def reruns(self, night: int, k: int, rng: np.random.Generator, sets: int = 1) -> np.ndarray:
         """``sets`` x ``k`` rerun log-times at the true level of ``night`` (its state drawn anew; no contention)."""
@@ -290,25 +372,51 @@ def _created(night: int, minute: int = 0) -> str:
     return f"{day}T03:{minute:02d}:00+00:00"
 
 
-def record(p: Plan, t_us: float, night: int, *, rerun: int = 0, contended: bool = False) -> Record:
-    """A synthetic record with the fields the check reads (marked synthetic; :func:`.records.synthetic`)."""
+def record(p: Plan, value: float, night: int, *, rerun: int = 0, contended: bool = False) -> Record:
+    """A synthetic record with the fields the check reads (marked synthetic; :func:`.records.synthetic`). ``value``
+    is the night's time, or for a plan on the ratio (:attr:`Plan.on_ratio`) its interleaved ratio: the record then
+    carries ``dispatch.interleaved`` (:func:`interleaved_night`) and its host time moves with the ratio."""
     stamp = _created(night, rerun)
     run = f"{stamp[:10].replace('-', '')}T03{rerun:02d}00Z-{p.tpl.machine[-4:]}{night:03d}" + (f"r{rerun}" if rerun else "")
+    t_us, dispatch = value, None
+    if p.on_ratio:
+        dispatch = Dispatch(device_us=None, gpu_keeps_up=None, interleaved=interleaved_night(p.tpl.interleaved, value))
+        t_us = p.tpl.t_us * value / p.tpl.interleaved.ratio_p50
     return synthetic(run_id=run, created=stamp, git_commit=f"{night:04d}" + "c" * 36, case=p.tpl.case, t_us=t_us,
-                     noise=p.tpl.within, env=p.env, method=p.method, contended=contended)
+                     noise=p.tpl.within, env=p.env, method=p.method, contended=contended, dispatch=dispatch)
+
+
+def interleaved_night(tpl: Interleaved, ratio: float) -> Interleaved:
+    """The interleaved section of a synthetic night whose ratio (public call / bare launch, median over the rounds)
+    is ``ratio``: the template's section (its rounds and loop) with every ratio figure scaled by ``ratio`` over the
+    template's median (the rounds' p20..p80 spread, hence the within-run sigma :func:`.records.call_ratio` reads,
+    kept) and the public call's time with it, the bare launch's held."""
+    k = ratio / tpl.ratio_p50
+    return Interleaved(rounds=tpl.rounds, calls_per_loop=tpl.calls_per_loop, bare_us=tpl.bare_us,
+                       public_us=tpl.public_us * k, public_cupy_us=tpl.public_cupy_us,
+                       ratio_p20=tpl.ratio_p20 * k, ratio_p50=ratio, ratio_p80=tpl.ratio_p80 * k,
+                       cupy_ratio_p20=tpl.cupy_ratio_p20, cupy_ratio_p50=tpl.cupy_ratio_p50,
+                       cupy_ratio_p80=tpl.cupy_ratio_p80, noise_target_met=tpl.noise_target_met)
 
 
 # ------------------------------------------------------------------ scenarios and one replicate
 
 def plans(tpls: Sequence[Template], pls: dict[int, dict[tuple, np.ndarray]], rng: np.random.Generator,
-          steps: Sequence[float] = STEP_SIZES, slopes: Sequence[float] = DRIFT_SLOPES) -> list[Plan]:
+          steps: Sequence[float] = STEP_SIZES, slopes: Sequence[float] = DRIFT_SLOPES,
+          kind: str | None = None) -> list[Plan]:
     """Each template's scenario for one replicate: a third A/A, half a step (of ``steps``), a sixth a drift (of
-    ``slopes``), each landing after HISTORY nights; a tenth two-state, a tenth with contended nights."""
+    ``slopes``), each landing after HISTORY nights; a tenth two-state, a tenth with contended nights. ``kind``
+    (``"aa"``, ``"step"`` or ``"drift"``): every plan of that kind (the tests' A/A and planted steps), drawn
+    otherwise as before."""
+    if kind not in (None, "aa", "step", "drift"):
+        raise ValueError(f"kind must be aa, step or drift, got {kind!r}")
     out = []
     for tpl in tpls:
         pool, cell = pool_for(pls[tpl.fold], tpl)
         p = Plan(tpl=tpl, pool=pool, cell=cell)
         u = rng.random()
+        if kind is not None:  # then drawn as any plan of that kind
+            u = {"aa": 0.0, "step": 0.5, "drift": 0.9}[kind]
         if u < 1 / 3:
             p.kind = "aa"
         elif u < 5 / 6:
@@ -357,13 +465,13 @@ def p_confirm(p: Plan, c: changepoints.Change, night: int, rng: np.random.Genera
 
 
 def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[float] = STEP_SIZES,
-              slopes: Sequence[float] = DRIFT_SLOPES, memory: bool = True) -> list[dict]:
+              slopes: Sequence[float] = DRIFT_SLOPES, memory: bool = True, kind: str | None = None) -> list[dict]:
     """One replicate: every plan's nights, the nightly check after each night, per series what each check did.
     ``memory``: the nightly jobs carry the memory of refuted looks from night to night (False: every change point
     at its first look, as before issue 27; the same nights and reruns, for :func:`step_delays`)."""
     rng = np.random.default_rng(seed)
     tpls = [t for t in world["templates"] if share >= 1 or rng.random() < share]
-    ps = plans(tpls, world["pools"], rng, steps, slopes)
+    ps = plans(tpls, world["pools"], rng, steps, slopes, kind)
     nights = HISTORY[1] + AFTER
     groups: dict[tuple[str, int], list[int]] = defaultdict(list)
     for i, p in enumerate(ps):
@@ -404,7 +512,7 @@ def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan]
                 out.append(record(ps[i], math.exp(float(x)), n - 1, rerun=asked[c.fingerprint]))
         return out
 
-    with priors_of(world["priors"][fold]):
+    with priors_of({**world["priors"][fold], **world.get("ratio_priors", {}).get(fold, {})}):
         res = changepoints.check(recs, machine=machine, frontend="cli", screen=changepoints.SCREEN_P)
         # what the confirmation will measure: the alerts and the drifts (as changes from the level before them), each
         # at its look (the change points earlier nights' reruns refuted: check --refuted-before's memory)
@@ -423,6 +531,8 @@ def _night_check(world: dict, g: tuple[str, int], idx: list[int], ps: list[Plan]
             p = ps[i]
             changed = n - 1 >= p.start
             c = raw.get(fp)
+            if c is not None:
+                p.measures.add(c.series.get("measure", "time"))
             pc = 0.0
             if c is not None and not changed:
                 pc = p_confirm(p, c, n - 1, np.random.default_rng([seed, 3, n, i]), mc)
@@ -477,6 +587,7 @@ def _summary(p: Plan, seen: list[Seen]) -> dict:
     """What a replicate keeps of one series (JSON-able)."""
     bound = target_bounds(p.pool) if p.kind == "step" and p.step in (0.05, 0.10) and p.noise <= 0.02 else {}
     return {"machine": p.tpl.machine, "provider": p.provider, "key": p.tpl.key, "fold": p.tpl.fold, "cell": p.cell,
+            "path": p.path, "measures": sorted(p.measures),
             "bound": bound,
             "noise": p.noise, "kind": p.kind, "step": p.step, "slope": p.slope, "start": p.start,
             "two_state": p.state is not None, "contended": bool(p.contended),
@@ -491,8 +602,17 @@ def committed_dirs(root: str | Path = PRIOR_DIR) -> list[Path]:
     return sorted(d for d in base.iterdir() if d.is_dir() and d.name != "local")
 
 
-def world(dirs: Sequence[str | Path] = TEMPLATE_DIRS, prior_dir: str | Path = PRIOR_DIR) -> dict:
-    """Templates, each fold's noise pools, and each fold's priors (fitted on the other fold's records)."""
+def world(dirs: Sequence[str | Path] = TEMPLATE_DIRS, prior_dir: str | Path = PRIOR_DIR,
+          ratio_in_sample: bool = True) -> dict:
+    """Templates, each fold's noise pools, and each fold's priors (fitted on the other fold's records).
+
+    The interleaved ratio's prior (``<provider>|host-ratio``, :func:`.noise.prior_ratio_noise`) follows the same
+    rule, but only three call-cost cases carry the ratio in the committed records, and the split puts all three in
+    one fold: that fold's priors, fitted on the other fold, hold no ratio fit, and its check would judge the ratio
+    against the host time's prior (20-70% between runs), which the nightly job, whose priors hold the ratio's fit,
+    does not. ``ratio_in_sample``: such a fold's check takes the ratio's fit from every committed record instead
+    (``ratio_priors``; in sample: the nights of its ratio series are drawn from some of the very deviations it was
+    fitted on); False: the strict split (the host time's prior). ``ratio_prior`` says which, per fold."""
     recs = load(dirs)
     every = load(committed_dirs(prior_dir))
     tpls = templates(recs)
@@ -505,7 +625,29 @@ def world(dirs: Sequence[str | Path] = TEMPLATE_DIRS, prior_dir: str | Path = PR
             usable.append(t)
         except ValueError as e:
             print(f"replay: template left out: {e}", file=sys.stderr)
-    return {"templates": usable, "pools": pls, "priors": pri}
+    whole = None
+    ratio_pri: dict[int, dict[str, Any]] = {}
+    ratio_how: dict[int, str] = {}
+    for f in range(FOLDS):
+        if not any(t.fold == f and pool_for(pls[f], t)[1].startswith("ratio") for t in usable):
+            continue
+        if _ratio_fits(pri[f]):
+            ratio_how[f] = "out of sample (the other fold's ratio runs)"
+        elif ratio_in_sample:
+            whole = noise.fit_priors(every) if whole is None else whole
+            ratio_pri[f] = _ratio_fits(whole)
+            ratio_how[f] = ("in sample (the other fold holds no ratio runs): every committed ratio run's fit, "
+                            + ", ".join(f"{k} {100 * v['*']['sigma']:.2f}% of {v['*']['n']}" for k, v in
+                                        sorted(ratio_pri[f].items())))
+        else:
+            ratio_how[f] = "none: the other fold holds no ratio runs; the host time's prior (strict split)"
+    return {"templates": usable, "pools": pls, "priors": pri, "ratio_priors": ratio_pri, "ratio_prior": ratio_how}
+
+
+def _ratio_fits(priors: dict[str, Any]) -> dict[str, Any]:
+    """The interleaved ratio's fits of a priors document (``<provider>|host-ratio`` with enough deviations)."""
+    return {k: v for k, v in priors.items() if k.endswith(noise.RATIO_SUFFIX)
+            and (v.get("*") or {}).get("n", 0) >= noise.PRIOR_MIN_N}
 
 
 # ------------------------------------------------------------------ measures
@@ -758,9 +900,27 @@ def run(size: str = "full", replicates: int | None = None, seed: int = 20261125,
     return {"schema": "robocache-replay/1", "size": size, "seed": seed, "replicates": cfg["replicates"],
             "share": cfg["share"], "templates": len(w["templates"]), "series": len(series),
             "cells": dict(sorted(_count(s["cell"] for s in series).items())), "measures": m, "targets": targets(m),
+            "paths": paths(w, series),
             "per_replicate": [{"seed": s, **targets(measures(got))} for s, got in zip(seeds, each)],
             "aa_spread": aa_spread(each), "memory_keys": memory_keys(series),
             "wall_s": round(time.perf_counter() - t0, 1), "every_series": series}
+
+
+def paths(w: dict, series: Sequence[dict]) -> dict:
+    """What the check judged the series by (:attr:`Plan.path`): per path (``ratio``: a call-cost series on its
+    interleaved ratio; ``host``: a call-cost series on its host time, its records carrying no ratio; ``device``)
+    the templates and the series that took it, the measures of the call-cost paths, and the ratio's prior per fold
+    (:func:`world`)."""
+    tpl_paths = _count("ratio" if pool_for(w["pools"][t.fold], t)[1].startswith("ratio")
+                       else "host" if t.timer in noise.HOST_TIMERS else "device" for t in w["templates"])
+    out: dict[str, Any] = {"templates": dict(sorted(tpl_paths.items())),
+                           "series": dict(sorted(_count(s.get("path", "device") for s in series).items())),
+                           "ratio_prior": {str(f): how for f, how in sorted(w.get("ratio_prior", {}).items())}}
+    for path in ("ratio", "host"):
+        sub = [s for s in series if s.get("path") == path]
+        if sub:
+            out[path] = measures(sub)
+    return out
 
 
 _W: dict | None = None
@@ -814,6 +974,9 @@ def markdown(doc: dict) -> str:
                   + "; ".join(f"{md_text(h['machine'])} `{code_span(h['key'])}` ({h['cell']} pool, noise "
                               f"{100 * h['noise']:.1f}%{', two-state' if h['two_state'] else ''}): "
                               f"{h['expected']:.2f} over {h['sent']} night(s) sent" for h in sp["heaviest"][:3]), ""]
+    pa = doc.get("paths")
+    if pa:
+        lines += _path_lines(pa, pct)
     m = doc["measures"]
     lines += ["| provider | noise | A/A series-nights | sent | confirmed | expected per 1,000 | false drifts |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -846,6 +1009,36 @@ def markdown(doc: dict) -> str:
         p, b, z = k.split("|")
         lines.append(f"| {p} | {b} | +{float(z):.1%}/night | {n} | {pct(early / n)} | {pct(as_drift / n)} |")
     return "\n".join(lines) + "\n"
+
+
+def _path_lines(pa: dict, pct) -> list[str]:
+    """The call-cost series' lines of :func:`markdown`: how many took each path, the ratio's prior, and per path
+    their A/A, steps and drifts."""
+    t, n = pa["templates"], pa["series"]
+    lines = [f"Call-cost series (timer host_loop): {n.get('ratio', 0)} judged on their interleaved ratio "
+             f"({t.get('ratio', 0)} template(s) whose records carry it), {n.get('host', 0)} on their host time "
+             f"({t.get('host', 0)} template(s) without it); {n.get('device', 0)} device-timed series. "
+             + "".join(f"The ratio's prior in fold {f}: {md_text(how)}. " for f, how in pa["ratio_prior"].items()), ""]
+    rows = []
+    for path in ("ratio", "host"):
+        m = pa.get(path)
+        if not m:
+            continue
+        for k, (nn, raw, kept, exp, dr) in m["aa"].items():
+            p, b = k.split("|")
+            rows.append(f"| {path} | {p} | {b} | A/A | {nn} series-nights: {raw} sent, {kept} confirmed, expected "
+                        f"{1000 * exp / max(nn, 1):.3f} per 1,000, {dr} false drifts |")
+        for k, (nn, one, two, ten, _placed, _ran) in m["steps"].items():
+            p, b, z = k.split("|")
+            rows.append(f"| {path} | {p} | {b} | +{float(z):.0%} step | {nn}: the night it lands {pct(one / nn)}, "
+                        f"within 2 {pct(two / nn)}, within 10 {pct(ten / nn)} |")
+        for k, (nn, early, as_drift) in m["drifts"].items():
+            p, b, z = k.split("|")
+            rows.append(f"| {path} | {p} | {b} | +{float(z):.1%}/night drift | {nn}: before +5% {pct(early / nn)}, "
+                        f"as a drift {pct(as_drift / nn)} |")
+    if rows:
+        lines += ["| path | provider | noise | scenario | measured |", "| --- | --- | --- | --- | --- |", *rows, ""]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
