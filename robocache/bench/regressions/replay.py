@@ -1,6 +1,7 @@
 """The nightly job's alerts, replayed out of sample over the real run-to-run noise of the committed records.
 
-``python -m robocache.bench.regressions replay [--size full|ci] [--replicates N] [--seed S] [--jobs J]``
+``python -m robocache.bench.regressions replay [--size full|ci] [--replicates N] [--seed S] [--jobs J]
+[--templates all|call-cost]``
 (docs/regressions.md, "Quality: the out-of-sample replay"). What it runs is the nightly job's own path, the
 functions ``robocache-bench check --confirm`` calls: :func:`.changepoints.check` with the CLI's screen
 (``screen=SCREEN_P``, ``machine=``, ``frontend="cli"``), then :func:`.confirmation.confirm_alerts` with a
@@ -17,6 +18,15 @@ The world:
   ``log(t_i / t_j) / sqrt(2)`` (one run's deviation; both signs), pooled over the most specific cell with at least
   ``POOL_MIN`` values: the case itself, else its machine, provider and time bucket (the priors' buckets), else the
   provider and bucket on any machine, else the provider, else its base provider (``name@version``), else all;
+- **call-cost series on their ratio**: a call-cost template (``noise.HOST_TIMERS``) whose committed records carry
+  the interleaved ratio (``dispatch.interleaved``, :func:`.records.call_ratio`) draws ratio nights: its pool is the
+  run-to-run deviations of the ratio's p50, built the same way (pairs of runs of one commit, its own fold; cells
+  the case, its machine and provider, the provider, all, each ``|host-ratio``), its level, step, drift and states
+  are the ratio's, and each night's record carries an interleaved section (:func:`interleaved_night`), so that
+  ``check`` judges it on the ratio (series ``measure`` ``call_ratio``) as at night. A call-cost template without
+  the ratio keeps its host time. The ratio's prior follows the fold split where the other fold holds ratio runs;
+  where it holds none (now: the three robocache call-cost cases fall in one fold) it is fitted on every committed
+  record, in sample (:func:`world`'s ``ratio_in_sample``); the report says which and how many series took each path;
 - **out of sample, split by case**: the cases are cut in two folds by a hash of (case id, dtype, provider); a
   template of one fold draws its nights from its own fold's records only, while the check runs with noise priors
   (``noise_priors.json``'s content) fitted by :func:`.noise.fit_priors` on the other fold's records alone. Why by
@@ -871,13 +881,23 @@ def target_bounds(pool: np.ndarray) -> dict[str, float]:
 
 # ------------------------------------------------------------------ the command
 
+TEMPLATE_SETS = ("all", "call-cost")  # --templates: every template, or the call-cost ones alone
+
+
 def run(size: str = "full", replicates: int | None = None, seed: int = 20261125, jobs: int = 1,
-        log=None) -> dict:
-    """The replay at ``size`` (SIZES): every replicate's series and the measures over them."""
+        log=None, only: str = "all") -> dict:
+    """The replay at ``size`` (SIZES): every replicate's series and the measures over them. ``only``
+    ``"call-cost"``: the call-cost templates alone (noise.HOST_TIMERS; a few per machine), for their rates over
+    many replicates: each check call then sees only them, and as the screen and the confirmation are per series
+    (the false discovery rate over all series is the no-rerun path's), each series fares as in the full grid."""
+    if only not in TEMPLATE_SETS:
+        raise ValueError(f"templates must be one of {', '.join(TEMPLATE_SETS)}, got {only!r}")
     cfg = dict(SIZES[size])
     if replicates is not None:
         cfg["replicates"] = replicates
     w = world()
+    if only == "call-cost":
+        w = {**w, "templates": [t for t in w["templates"] if t.timer in noise.HOST_TIMERS]}
     seeds = [seed + k for k in range(cfg["replicates"])]
     t0 = time.perf_counter()
     each: list[list[dict]] = []  # every replicate's series, in seed order
@@ -897,7 +917,7 @@ def run(size: str = "full", replicates: int | None = None, seed: int = 20261125,
                 log(f"replicate {k + 1}/{len(seeds)} done after {time.perf_counter() - t0:.0f} s")
     series = [s for got in each for s in got]
     m = measures(series)
-    return {"schema": "robocache-replay/1", "size": size, "seed": seed, "replicates": cfg["replicates"],
+    return {"schema": "robocache-replay/1", "size": size, "seed": seed, "replicates": cfg["replicates"], "only": only,
             "share": cfg["share"], "templates": len(w["templates"]), "series": len(series),
             "cells": dict(sorted(_count(s["cell"] for s in series).items())), "measures": m, "targets": targets(m),
             "paths": paths(w, series),
@@ -946,7 +966,8 @@ def markdown(doc: dict) -> str:
     """The replay's tables: targets, then A/A, steps and drifts per provider and noise band."""
     t = doc["targets"]
     pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"  # noqa: E731
-    lines = [f"Replay: {doc['replicates']} replicate(s) of {doc['templates']} templates x {doc['share']:.0%} "
+    lines = [f"Replay: {doc['replicates']} replicate(s) of {doc['templates']} "
+             f"{'call-cost ' if doc.get('only') == 'call-cost' else ''}templates x {doc['share']:.0%} "
              f"(seed {doc['seed']}, {doc['series']} series)", "",
              "| target | measured |", "| --- | --- |",
              f"| A/A <= 0.05 confirmed per 1,000 series-nights | {t['aa_confirmed']} in {t['aa_series_nights']:,} = "
@@ -1050,6 +1071,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicates", type=int, default=None)
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--templates", choices=TEMPLATE_SETS, default="all",
+                    help="every template of the nightly grid, or the call-cost ones alone (their rates over many "
+                         "replicates)")
     ap.add_argument("--json", help="write the measures (and every series) as JSON to this file")
     ap.add_argument("--markdown", help="write the tables to this file (also printed)")
     args = ap.parse_args(argv)
@@ -1059,7 +1083,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--jobs must be at least 1")
     from .. import store
 
-    doc = run(args.size, args.replicates, args.seed, args.jobs, log=lambda s: print(s, file=sys.stderr))
+    doc = run(args.size, args.replicates, args.seed, args.jobs, log=lambda s: print(s, file=sys.stderr),
+              only=args.templates)
     text = markdown(doc)
     print(text)
     if args.markdown:
