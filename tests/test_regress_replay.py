@@ -23,6 +23,12 @@ get about three times worse in false alerts to fail it. Measured, not only compu
 figures): the confirmation's p bound 200 times looser fails the A/A test (trimmed mean 0.082, largest 0.56), 50
 times looser passes (0.047: still under the target); a screen thirty times stricter (SCREEN_P 0.001) fails the
 detection test (+10% the night it lands: 68% of 94).
+
+The call-cost series whose committed records carry the interleaved ratio are replayed on ratio nights (their
+records carry ``dispatch.interleaved``, so the check judges the ratio, as at night): their own tests run them
+alone, over more replicates than the CI size holds of them (one or two a replicate): the check's documents say
+``measure: call_ratio``, a planted +10% ratio step is found, and A/A on ratio nights stays within the Poisson
+99.9% bound at the target over its series-nights.
 """
 from __future__ import annotations
 
@@ -43,13 +49,20 @@ AA_MAX_REPLICATE_TARGETS = 10
 
 
 @pytest.fixture(scope="module")
+def committed_world() -> dict:
+    """The replay's world from the committed records (templates, each fold's pools and priors): built once for
+    the module's tests that read it (each build loads and fits every committed record)."""
+    return replay.world()
+
+
+@pytest.fixture(scope="module")
 def ci_run() -> dict:
     # two processes (the replicates are independent; one process would take twice the wall time)
     return replay.run("ci", jobs=2)
 
 
-def test_replay_covers_the_full_nightly_grid_out_of_sample():
-    w = replay.world()
+def test_replay_covers_the_full_nightly_grid_out_of_sample(committed_world):
+    w = committed_world
     tpls = w["templates"]
     machines = {t.machine for t in tpls}
     providers = {t.case.provider for t in tpls}
@@ -66,7 +79,8 @@ def test_replay_covers_the_full_nightly_grid_out_of_sample():
             n_other = w["priors"][f].get(prov, {}).get("*", {}).get("n", 0)
             n_own = own.get(prov, {}).get("*", {}).get("n", 0)
             assert n_other + n_own == per["*"]["n"], prov
-        ours = {(c[2], c[3], c[4]) for c in w["pools"][f] if c[0] == "case"}
+        # (a call-cost case's ratio cell names its provider "<provider>|host-ratio": the case is the provider's)
+        ours = {(c[2], c[3], c[4].removesuffix(noise.RATIO_SUFFIX)) for c in w["pools"][f] if c[0] == "case"}
         assert ours and all(replay.fold_of(_case(i, d, p)) == f for i, d, p in ours)
     # every template draws from a pool of at least POOL_MIN real deviations, symmetric (pairs of runs both ways)
     for t in tpls[::25]:
@@ -74,7 +88,7 @@ def test_replay_covers_the_full_nightly_grid_out_of_sample():
         assert len(pool) >= replay.POOL_MIN and math.isclose(float(pool.sum()), 0.0, abs_tol=1e-9)
 
 
-def test_replay_runs_the_nightly_jobs_own_calls(monkeypatch):
+def test_replay_runs_the_nightly_jobs_own_calls(monkeypatch, committed_world):
     """The replay measures what `check --confirm` runs: changepoints.check with the CLI's screen, then the
     one confirmation loop the CLI calls (confirmation.confirm_alerts)."""
     calls = {"check": [], "confirm": 0}
@@ -90,8 +104,7 @@ def test_replay_runs_the_nightly_jobs_own_calls(monkeypatch):
 
     monkeypatch.setattr(changepoints, "check", spy_check)
     monkeypatch.setattr(confirmation, "confirm_alerts", spy_confirm)
-    w = replay.world()
-    w = {**w, "templates": w["templates"][::40]}
+    w = {**committed_world, "templates": committed_world["templates"][::40]}
     out = replay.replicate(w, 1, 1.0, 50)
     assert out and calls["check"] and calls["confirm"] == len(calls["check"])
     assert all(k["screen"] == changepoints.SCREEN_P and k["frontend"] == "cli" and k["machine"] for k in calls["check"])
@@ -217,11 +230,11 @@ def test_step_delays_pairs_one_replicate_step_by_step():
 # ------------------------------------------------------------------ call-cost series on their interleaved ratio
 
 @pytest.fixture(scope="module")
-def ratio_world() -> dict:
+def ratio_world(committed_world) -> dict:
     """The replay's world restricted to the call-cost templates whose committed records carry the interleaved
     ratio (each check call then sees only them: the screen and the confirmation are per series, so their outcome
     is the full world's)."""
-    w = replay.world()
+    w = committed_world
     tpls = [t for t in w["templates"] if t.ratio is not None]
     assert tpls and all(t.timer in noise.HOST_TIMERS for t in tpls)
     return {**w, "templates": tpls}
