@@ -390,3 +390,33 @@ def test_a_contended_record_is_a_sample_and_a_throttled_one_is_not() -> None:
     hot = B._row(rec(throttled=True), commit, 1, "warm", "k", "f.json")
     assert not hot["used"] and hot["reason"] == "throttled"
     assert schema.BisectMeasurement(**busy).contended  # the document's schema carries the flag
+
+
+def test_a_call_ratio_alert_is_bisected_on_the_interleaved_ratio() -> None:
+    """A call-cost series whose alert was on its interleaved ratio (check's measure call_ratio) is bisected on that
+    ratio, not on its host time (which moved 20-70% between runs of one commit); a commit whose record has no ratio
+    gives no sample (its host time is another quantity)."""
+    from robocache.bench.regressions.noise import CALL_RATIO
+
+    commit = B.Commit(sha="a" * 40, index=0, subject="s")
+    case = schema.Case(id="resample/B1-S100-T50-D32", op="resample", provider="robocache", dtype="float32",
+                       params={}, grid_version=2, bytes=0, items=0, items_unit="trajectories")
+
+    def rec(ratio: float | None) -> schema.Record:
+        r = synthetic(run_id="r", created="2026-01-01T00:00:00+00:00", git_commit="a" * 40, case=case, t_us=21.0,
+                      noise=0.01, env=synthetic_env("m"), timer="host_loop")
+        r.metrics.time_us.min = 12.0
+        r.dispatch = schema.Dispatch(device_us=8.0, gpu_keeps_up=True, interleaved=None if ratio is None else
+                                     schema.Interleaved(rounds=31, calls_per_loop=200, bare_us=9.0, public_us=15.5,
+                                                        public_cupy_us=14.0, ratio_p20=ratio * 0.99,
+                                                        ratio_p50=ratio, ratio_p80=ratio * 1.01,
+                                                        cupy_ratio_p20=1.5, cupy_ratio_p50=1.55, cupy_ratio_p80=1.6,
+                                                        noise_target_met=True))
+        return r
+
+    row = B._row(rec(1.72), commit, 1, "warm", "k", "f.json", "min", CALL_RATIO)
+    assert row["used"] and row["value"] == pytest.approx(1.72) and row["p50_us"] == 21.0
+    assert B._row(rec(1.72), commit, 1, "warm", "k", "f.json", "min")["value"] == 12.0  # a time alert: the time
+    old = B._row(rec(None), commit, 1, "warm", "k", "f.json", "p50", CALL_RATIO)
+    assert not old["used"] and old["value"] is None and old["reason"] == "no interleaved call ratio"
+    schema.BisectMeasurement(**row)

@@ -11,7 +11,8 @@ narrows it to one commit, as Chromeperf's Pinpoint does:
 3. a commit is measured by ITS OWN ``robocache-bench run --cases ...`` (the harness and the worker of that commit,
    the correctness gate first, each case in its own process), the alerted cases only, each ``n`` times in one
    invocation (``--cases k1,k2,k1,k2,...``: every sample a fresh process, the cases interleaved); one sample is a
-   record's median time (``--statistic``: or its p20 or fastest call, for a host whose load swamps the median);
+   record's median time (``--statistic``: or its p20 or fastest call, for a host whose load swamps the median),
+   or, for a series alerted on its interleaved call ratio, the record's ratio (:func:`_row`);
    failed and throttled records are not counted; contended ones are, flagged (contention only adds time, and the
    method is built for it: rounds measured beside each other, positions settled by the lower quartile; a host
    whose load is always above its cores marks every record contended, and dropping them left nothing to test);
@@ -417,6 +418,8 @@ class WorktreeMeasurer(Measurer):
                  log: Callable[[str], None] | None = None, statistic: str = "p50"):
         self.repo, self.scratch, self.runs_dir = Path(repo), Path(scratch), Path(runs_dir)
         self.cases = list(cases)
+        # what each case's samples are: its time, or (a call-cost series alerted on its interleaved ratio) the ratio
+        self.measures = {c.key: str(c.series.get("measure") or "") for c in self.cases}
         self.machine, self.device, self.suite = machine, device, suite
         self.time_limit_s, self.case_timeout_s = time_limit_s, case_timeout_s
         self.python = python or sys.executable
@@ -480,7 +483,7 @@ class WorktreeMeasurer(Measurer):
                 raise Untestable(f"robocache-bench run exit {rc}: {why}")
             for rec, rel in self._collect(out, commit, round_no, cache_mode):
                 key = f"{rec.case.id}/{rec.case.dtype}/{rec.case.provider}"
-                row = _row(rec, commit, round_no, cache_mode, key, rel, self.statistic)
+                row = _row(rec, commit, round_no, cache_mode, key, rel, self.statistic, self.measures.get(key))
                 rows.append(row)
                 if key in samples and row["used"]:
                     samples[key].append(row["value"])
@@ -535,15 +538,26 @@ def _run_group(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float)
 
 
 def _row(rec: schema.Record, commit: Commit, round_no: int, cache: str, key: str, rel: str,
-         statistic: str = "p50") -> dict[str, Any]:
+         statistic: str = "p50", measure: str | None = None) -> dict[str, Any]:
+    """One record as a measurement row; its ``value`` is the sample: the time named by ``statistic``, or, for a
+    series whose alert is on its interleaved call ratio (``measure`` CALL_RATIO, as ``check`` judged it), the
+    record's ratio p50 (public call / bare launch; the ratio is already a median over its interleaved rounds,
+    so ``statistic`` does not apply). A record without the ratio (a commit from before it was measured) is no
+    sample: judging it by its host time would compare another quantity."""
+    from .regressions.noise import CALL_RATIO
+    from .regressions.records import call_ratio
+
     m = rec.metrics
     p50 = _finite(float(m.time_us.p50)) if m is not None else None
-    value = _finite(float(getattr(m.time_us, statistic))) if m is not None else None
+    ratio = measure == CALL_RATIO
+    cr = call_ratio(rec) if ratio else None
+    value = (_finite(cr[0]) if cr else None) if ratio else (
+        _finite(float(getattr(m.time_us, statistic))) if m is not None else None)
     h = rec.health
     used = rec.status == "ok" and value is not None and value > 0 and not h.throttled
     why = rec.reason
     if rec.status == "ok" and not used:
-        why = "throttled" if h.throttled else "no time"
+        why = "throttled" if h.throttled else "no interleaved call ratio" if ratio and value is None else "no time"
     return {"commit": commit.sha, "index": commit.index, "round": round_no, "case_key": key, "cache": cache,
             "status": rec.status, "used": bool(used), "p50_us": p50, "value": value,
             "noise": _finite(rec.method.noise if rec.method is not None else None), "contended": bool(h.contended),
