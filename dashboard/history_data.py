@@ -482,6 +482,9 @@ def peer_impl(provider: str, fp: Mapping[str, str]) -> dict[str, str]:
 
 RATIO_METRIC = CALL_RATIO  # History's metric of a call-cost series' interleaved ratio: named as its measure
 RATIO_COLUMNS = ("call_ratio", "call_ratio_p20", "call_ratio_p80")
+# providers of a call-cost case whose records never carry the ratio (records.call_ratio: the bare launch itself,
+# and robocache through CuPy views, whose call is not the one timed interleaved); named in words only
+UNTIMED_INTERLEAVED = ("bare_launch", "robocache@cupy")
 
 
 def metric_measure(metric: str) -> str:
@@ -515,18 +518,27 @@ def ratio_left_out(rows: pd.DataFrame) -> str | None:
         return None
     texts = miss["interleaved"].astype(object) if "interleaved" in miss.columns else pd.Series(None, index=miss.index)
     has_section = texts.map(lambda t: isinstance(t, str) and t != "")
-    parts = []
+    parts, why = [], []
     for what, sel in (("carry no interleaved timing", ~has_section), ("carry one without a usable ratio", has_section)):
         g = miss[sel.to_numpy()]
         if g.empty:
             continue
         by = g.groupby(g["provider"].astype(str), sort=True).size()
         parts.append(f"{len(g)} {what} ({', '.join(f'{data.md_escape(p)} {n}' for p, n in by.items())})")
+        if sel is has_section:
+            why.append("an interleaved section whose p50 lies outside its own p20..p80, or whose figures are not "
+                       "positive, is no ratio (the check reads it the same way)")
+            continue
+        never = sorted(set(by.index) & set(UNTIMED_INTERLEAVED))
+        if never:
+            why.append(" and ".join(f"`{p}`" for p in never) + " rows are never timed interleaved (their call is "
+                       "not the one the ratio is of)")
+        if set(by.index) - set(UNTIMED_INTERLEAVED):
+            why.append("records older than the interleaved timing (issue 25), or whose interleaved timing failed, "
+                       "carry none")
     return (f"{len(miss)} of {len(rows)} records are not drawn under the interleaved call ratio: "
-            + "; ".join(parts) + ". `bare_launch` and `robocache@cupy` rows are never timed interleaved, and records "
-            "older than the interleaved timing lack it; a section whose p50 lies outside its own p20..p80, or "
-            "whose figures are not positive, is no ratio (the check reads it the same way). Their host time per "
-            "call is drawn under the median time.")
+            + "; ".join(parts) + ". " + "; ".join(why)[:1].upper() + "; ".join(why)[1:]
+            + ". Their host time per call is drawn under the median time.")
 
 
 def default_metric(ev: pd.DataFrame, highlight: str | None) -> str:

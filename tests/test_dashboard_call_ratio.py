@@ -134,6 +134,9 @@ def test_rows_without_the_ratio_are_counted_and_said_why(folder: Path) -> None:
     n_bare = NIGHTS
     assert text.startswith(f"{n_bare + LACKING} of {len(rows)} records are not drawn under the interleaved call ratio")
     assert f"bare\\_launch {n_bare}" in text and f"robocache {LACKING}" in text
+    assert "`bare_launch` rows are never timed interleaved" in text and "older than the interleaved timing" in text
+    ours = history_data.ratio_left_out(rows[rows["provider"] == "robocache"])
+    assert "bare_launch" not in ours and "older than the interleaved timing" in ours  # only what applies
     # a section the check reads as no ratio (p50 above its own p80) is counted apart, not drawn
     bad = rows.copy()
     i = bad.index[bad["call_ratio"].notna()][0]
@@ -235,6 +238,7 @@ def test_history_opened_from_a_ratio_alert_shows_the_ratio(folder: Path, monkeyp
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert not [t for t in spec["data"] if str(t.get("meta", "")).startswith("alert:")]
     assert any("about the interleaved call ratio, not this metric" in c.value for c in at.caption)
+    assert any("the metric *interleaved call ratio, public / bare launch* draws it" in c.value for c in at.caption)
     # the same link without metric= (written before it): the linked series' ratio finding picks the ratio
     at = page(folder, monkeypatch, {k: v for k, v in params.items() if k != "metric"})
     assert not at.exception and at.radio[0].value == "call_ratio"

@@ -70,6 +70,10 @@ def body(df: pd.DataFrame) -> None:
                "alerts (red, slower) and improvements (green) at the first commit after the change, the shaded "
                "band its commit range; dotted orange: a drift over its window. Click a point to open its run. "
                f"Check result {source}.")
+    if ratio in metrics and metric != ratio:
+        st.caption("The check judges a call-cost series whose records carry it by its interleaved call ratio "
+                   "(public call / bare launch), not by this host time, which moves by tens of percent between "
+                   "runs of one commit: the metric *interleaved call ratio, public / bare launch* draws it.")
     if metric == ratio:
         st.caption("y: the interleaved call ratio, public call / bare launch timed alternately in one process "
                    "(`dispatch.interleaved`), its rounds' p20 to p80 as bars: what the check judges a call-cost "
