@@ -482,9 +482,9 @@ def peer_impl(provider: str, fp: Mapping[str, str]) -> dict[str, str]:
 
 RATIO_METRIC = CALL_RATIO  # History's metric of a call-cost series' interleaved ratio: named as its measure
 RATIO_COLUMNS = ("call_ratio", "call_ratio_p20", "call_ratio_p80")
-# providers of a call-cost case whose records never carry the ratio (records.call_ratio: the bare launch itself,
-# and robocache through CuPy views, whose call is not the one timed interleaved); named in words only
-UNTIMED_INTERLEAVED = ("bare_launch", "robocache@cupy")
+# the provider roles of a call-cost case whose records never carry the ratio (records.call_ratio; the provider
+# table's roles: the bare launch, the floor, and robocache on CuPy views, a call other than the one timed interleaved)
+UNTIMED_ROLES = ("floor", "call")
 
 
 def metric_measure(metric: str) -> str:
@@ -529,15 +529,17 @@ def ratio_left_out(rows: pd.DataFrame) -> str | None:
             why.append("an interleaved section whose p50 lies outside its own p20..p80, or whose figures are not "
                        "positive, is no ratio (the check reads it the same way)")
             continue
-        never = sorted(set(by.index) & set(UNTIMED_INTERLEAVED))
+        from robocache import providers
+
+        never = [p for p in by.index if providers.role(p) in UNTIMED_ROLES]
         if never:
-            why.append(" and ".join(f"`{p}`" for p in never) + " rows are never timed interleaved (their call is "
-                       "not the one the ratio is of)")
-        if set(by.index) - set(UNTIMED_INTERLEAVED):
+            why.append(" and ".join(data.md_escape(p) for p in never) + " rows are never timed interleaved (their "
+                       "call is not the one the ratio is of)")
+        if len(never) < len(by):
             why.append("records older than the interleaved timing (issue 25), or whose interleaved timing failed, "
                        "carry none")
     return (f"{len(miss)} of {len(rows)} records are not drawn under the interleaved call ratio: "
-            + "; ".join(parts) + ". " + "; ".join(why)[:1].upper() + "; ".join(why)[1:]
+            + "; ".join(parts) + ". Why: " + "; ".join(why)
             + ". Their host time per call is drawn under the median time.")
 
 

@@ -134,7 +134,7 @@ def test_rows_without_the_ratio_are_counted_and_said_why(folder: Path) -> None:
     n_bare = NIGHTS
     assert text.startswith(f"{n_bare + LACKING} of {len(rows)} records are not drawn under the interleaved call ratio")
     assert f"bare\\_launch {n_bare}" in text and f"robocache {LACKING}" in text
-    assert "`bare_launch` rows are never timed interleaved" in text and "older than the interleaved timing" in text
+    assert "bare\\_launch rows are never timed interleaved" in text and "older than the interleaved timing" in text
     ours = history_data.ratio_left_out(rows[rows["provider"] == "robocache"])
     assert "bare_launch" not in ours and "older than the interleaved timing" in ours  # only what applies
     # a section the check reads as no ratio (p50 above its own p80) is counted apart, not drawn
