@@ -20,6 +20,9 @@ METRICS = {
     "items_per_s": ("items per second", True),
     "gb_per_s": ("bandwidth (GB/s)", True),
     "pct_of_ceiling": ("% of the copy ceiling", False),
+    # a call-cost case's interleaved ratio (records.call_ratio: public call / bare launch, timed ABAB in one
+    # process): what the check judges such a series by; History only (history_data.RATIO_METRIC)
+    "call_ratio": ("interleaved call ratio, public / bare launch", False),
 }
 
 

@@ -24,7 +24,7 @@ from .charts import (
     plain_col,
     provider_color,
 )
-from .history_data import MEASURE_WORDS, given
+from .history_data import MEASURE_WORDS, RATIO_METRIC, given, metric_measure
 
 MAX_TICKS = 12  # commit labels on the axis (short hashes; every point's commit and date are in its hover)
 ALERT_COLOR = "crimson"  # marker colours (a provider's colour comes from the provider table)
@@ -56,8 +56,12 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
     :func:`dashboard.history_data.history_rows`); a series measured
     another way is another trace, its start marked as a break. The check's alerts and improvements are markers at
     the first commit after the change with a band over the commit range, drifts a dotted line over their window,
-    breaks dashed verticals. Every point's hover: run, commit, date, health flags; its customdata[1] is the run
-    id (the page links it to the Runs page). ``highlight``: a series fingerprint drawn thicker."""
+    breaks dashed verticals. A finding is drawn on the line only under a metric of its own measure
+    (:func:`dashboard.history_data.metric_measure`): under ``call_ratio`` (a call-cost series' interleaved ratio,
+    the rounds' p20..p80 as error bars; records without one are not drawn) a call-ratio alert sits on the ratio;
+    under another metric it is its commit range alone, named. Every point's hover: run, commit, date, health flags;
+    its customdata[1] is the run id (the page links it to the Runs page). ``highlight``: a series fingerprint
+    drawn thicker."""
     label, log_y = METRICS[metric]
     fig = go.Figure()
     d = rows.dropna(subset=[metric])
@@ -74,7 +78,11 @@ def history_commits(rows: pd.DataFrame, order: pd.DataFrame, ev: pd.DataFrame, b
     for _, a in e.iterrows():
         k = a["fingerprint"]
         g = d[d["series"] == k]
-        if a["kind"] in ("alert", "improvement"):
+        if a["kind"] in ("alert", "improvement", "drift") and _measure(a) != metric_measure(metric):
+            # a finding on another quantity (a call-ratio alert under the host time, a time alert under the
+            # ratio): its commit range only, named; a marker on this line would give its size to a line it is not of
+            _elsewhere_band(fig, a, xmap)
+        elif a["kind"] in ("alert", "improvement"):
             _change_marker(fig, a, g, xmap, names[k], metric)
         elif a["kind"] == "drift":
             _drift_line(fig, a, g, xmap, names[k], metric)
@@ -104,6 +112,16 @@ def _series_lines(fig: go.Figure, g: pd.DataFrame, k: str, name: str, first: pd.
                            "h": plain_col(s["health"]), "s": k,
                            "e": plain_col(s["env_change"].where(s["env_change"] != "", "-")),
                            "m": plain_col(s["machine"])})
+        extra: dict[str, Any] = {}
+        value = "<br>%{y:.4g}"
+        if metric == RATIO_METRIC:  # the rounds' spread as bars; the host time per call beside it, for reference
+            mid = s[metric].astype(float)
+            extra["error_y"] = dict(type="data", symmetric=False, array=(s["call_ratio_p80"] - mid).tolist(),
+                                    arrayminus=(mid - s["call_ratio_p20"]).tolist(), thickness=1, width=3)
+            cd["q"] = [f"{lo:.3f} to {hi:.3f}" for lo, hi in zip(s["call_ratio_p20"], s["call_ratio_p80"])]
+            cd["t"] = [f"{t:.4g} us" if given(t) else "?" for t in s["p50"]]
+            value = ("<br>public / bare launch x%{y:.3f} (rounds' p20 to p80: %{customdata[7]})"
+                     "<br>host time per call %{customdata[8]}")
         fig.add_scatter(
             x=s["x"].tolist(), y=s[metric].tolist(), mode="lines+markers", name=plain(name), legendgroup=k,
             showlegend=i == 0, line_color=provider_color(prov),
@@ -113,7 +131,29 @@ def _series_lines(fig: go.Figure, g: pd.DataFrame, k: str, name: str, first: pd.
                           "run %{customdata[1]}<br>"
                           "health: %{customdata[3]}<br>series %{customdata[4]}"
                           + ("<br>changed here: %{customdata[5]}" if seg else "")
-                          + "<br>%{y:.4g}<extra>%{fullData.name}</extra>")
+                          + value + "<extra>%{fullData.name}</extra>", **extra)
+
+
+def _measure(a: pd.Series) -> str:
+    """A finding's measure (its series' ``measure``: ``call_ratio``, else the median ``time``)."""
+    m = a.get("measure")
+    return str(m) if given(m) and m else "time"
+
+
+def _elsewhere_band(fig: go.Figure, a: pd.Series, xmap: dict[Any, Any]) -> None:
+    """A finding of another measure than the metric drawn: its commit range (a drift's window) shaded and named
+    by what moved and by how much, with no marker on a line that is not of its quantity."""
+    x0, x1 = xmap.get(a["before_commit"]), xmap.get(a["after_commit"])
+    if x0 is None and x1 is None:
+        return
+    x0, x1 = (x1 if x0 is None else x0), (x0 if x1 is None else x1)
+    color = {"alert": ALERT_COLOR, "improvement": IMPROVEMENT_COLOR}.get(a["kind"], DRIFT_COLOR)
+    size = f" {(a['ratio'] - 1) * 100:+.1f}%" if given(a["ratio"]) else ""
+    what = MEASURE_WORDS.get(_measure(a), "median time")
+    fig.add_vrect(x0=x0 - (0.5 if x0 == x1 else 0), x1=x1 + (0.5 if x0 == x1 else 0), fillcolor=color,
+                  opacity=0.08, line_width=0, layer="below",
+                  annotation_text=plain(f"{a['kind']} of the {what}{size}: see that metric"),
+                  annotation_position="top left", annotation_font_color=color)
 
 
 def _change_marker(fig: go.Figure, a: pd.Series, g: pd.DataFrame, xmap: dict[Any, Any], name: str,

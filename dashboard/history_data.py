@@ -32,6 +32,8 @@ import pandas as pd
 import streamlit as st
 
 from robocache.bench import frame, links, regressions, schema, store
+from robocache.bench.regressions.noise import CALL_RATIO
+from robocache.bench.regressions.records import call_ratio_band_of_json
 
 from . import data, tables
 
@@ -478,15 +480,90 @@ def peer_impl(provider: str, fp: Mapping[str, str]) -> dict[str, str]:
     return {m: fp[f"lib:{m}"] for m in mods if f"lib:{m}" in fp}
 
 
+RATIO_METRIC = CALL_RATIO  # History's metric of a call-cost series' interleaved ratio: named as its measure
+RATIO_COLUMNS = ("call_ratio", "call_ratio_p20", "call_ratio_p80")
+# the provider roles of a call-cost case whose records never carry the ratio (records.call_ratio; the provider
+# table's roles: the bare launch, the floor, and robocache on CuPy views, a call other than the one timed interleaved)
+UNTIMED_ROLES = ("floor", "call")
+
+
+def metric_measure(metric: str) -> str:
+    """The check's measure a History metric shows: ``call_ratio`` for the interleaved ratio, else ``time`` (the
+    median time and what follows from it: items/s, GB/s, % of the ceiling). A finding is drawn on the line only
+    under a metric of its own measure."""
+    return RATIO_METRIC if metric == RATIO_METRIC else "time"
+
+
+def ratio_columns(d: pd.DataFrame) -> dict[str, list[float]]:
+    """Each row's interleaved call ratio, p50 with the rounds' p20 and p80 (NaN where it has none), from the
+    frame's ``timer`` and ``interleaved`` columns through :func:`robocache.bench.regressions.records.
+    call_ratio_band_of_json`: the rule and the cached parse the check judges a call-cost series by."""
+    n = len(d)
+    timers = d["timer"].astype(object).tolist() if "timer" in d.columns else [None] * n
+    texts = d["interleaved"].astype(object).tolist() if "interleaved" in d.columns else [None] * n
+    bands = [call_ratio_band_of_json(t, x) for t, x in zip(timers, texts)]
+    nan = math.nan
+    return {"call_ratio": [b[1] if b else nan for b in bands], "call_ratio_p20": [b[0] if b else nan for b in bands],
+            "call_ratio_p80": [b[2] if b else nan for b in bands]}
+
+
+def ratio_left_out(rows: pd.DataFrame) -> str | None:
+    """What the interleaved call ratio leaves out of History's figure, as a markdown sentence (record text
+    escaped): how many of ``rows`` (:func:`history_rows`) carry no ratio, by provider, and why; None when every
+    row carries one."""
+    if rows.empty:
+        return None
+    miss = rows[rows["call_ratio"].isna()]
+    if miss.empty:
+        return None
+    texts = miss["interleaved"].astype(object) if "interleaved" in miss.columns else pd.Series(None, index=miss.index)
+    has_section = texts.map(lambda t: isinstance(t, str) and t != "")
+    parts, why = [], []
+    for what, sel in (("carry no interleaved timing", ~has_section), ("carry one without a usable ratio", has_section)):
+        g = miss[sel.to_numpy()]
+        if g.empty:
+            continue
+        by = g.groupby(g["provider"].astype(str), sort=True).size()
+        parts.append(f"{len(g)} {what} ({', '.join(f'{data.md_escape(p)} {n}' for p, n in by.items())})")
+        if sel is has_section:
+            why.append("an interleaved section whose p50 lies outside its own p20..p80, or whose figures are not "
+                       "positive, is no ratio (the check reads it the same way)")
+            continue
+        from robocache import providers
+
+        never = [p for p in by.index if providers.role(p) in UNTIMED_ROLES]
+        if never:
+            why.append(" and ".join(data.md_escape(p) for p in never) + " rows are never timed interleaved (their "
+                       "call is not the one the ratio is of)")
+        if len(never) < len(by):
+            why.append("records older than the interleaved timing (issue 25), or whose interleaved timing failed, "
+                       "carry none")
+    return (f"{len(miss)} of {len(rows)} records are not drawn under the interleaved call ratio: "
+            + "; ".join(parts) + ". Why: " + "; ".join(why)
+            + ". Their host time per call is drawn under the median time.")
+
+
+def default_metric(ev: pd.DataFrame, highlight: str | None) -> str:
+    """History's metric when the URL names none: the interleaved call ratio when the linked series (``highlight``)
+    has a finding on it, or, with no series linked, when a finding in view is one; else the median time."""
+    if ev.empty:
+        return "p50"
+    e = ev[ev["fingerprint"] == highlight] if highlight is not None else ev
+    e = e[e["kind"].isin(("alert", "improvement", "drift"))]
+    return RATIO_METRIC if (e["measure"] == RATIO_METRIC).any() else "p50"
+
+
 def history_rows(d: pd.DataFrame, order: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``d`` (one machine, case, timer, cache, front end) with ``series`` (the fingerprint),
     ``x`` (commit position), ``commit``, ``segment`` (0, 1, ... within a series: a new one where the runner
     changed, or a peer's implementation: the version of the library it runs on, :func:`peer_impl`),
-    ``env_change`` (what changed there) and ``health`` (the flags as text), in run order."""
+    ``env_change`` (what changed there), ``health`` (the flags as text) and a call-cost record's interleaved
+    ratio (:data:`RATIO_COLUMNS`, :func:`ratio_columns`; NaN elsewhere), in run order."""
     if d.empty:
-        return d.assign(series=[], x=[], commit=[], segment=[], health=[], env_change=[])
+        return d.assign(series=[], x=[], commit=[], segment=[], health=[], env_change=[],
+                        **{c: pd.Series([], dtype="float64") for c in RATIO_COLUMNS})
     d = d.sort_values(["created", "run_id"], kind="stable")
-    d = d.assign(series=tables.series_ids(d), commit=commit_keys(d))
+    d = d.assign(series=tables.series_ids(d), commit=commit_keys(d), **ratio_columns(d))
     d = d.assign(x=d["commit"].map(dict(zip(order["commit"], order["x"]))).astype(float))
     flags = []
     for t, c, n in zip(d["throttled"], d["contended"], d["noisy"]):

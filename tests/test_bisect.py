@@ -113,6 +113,19 @@ def test_endpoints_verdict_reproduced_same_faster_unknown() -> None:
     assert B.endpoints_verdict({A: g[A][:6]}, noisy, {A: 1.1})[0].verdict == "unknown"
 
 
+def test_a_significant_change_far_smaller_than_the_alerts_is_not_reproduced() -> None:
+    # a loaded machine makes a few percent "significant" between the endpoints: not the alert's 2x
+    rng = np.random.default_rng(12)
+    g = {A: list(100 * np.exp(rng.normal(0, 0.01, 24)))}
+    b = {A: list(105 * np.exp(rng.normal(0, 0.01, 24)))}
+    v = B.endpoints_verdict(g, b, {A: 2.0})[0]
+    assert v.verdict == "smaller" and v.p < 1e-4 and v.ratio == pytest.approx(1.05, rel=0.02)
+    assert "less than half the alert's change" in B._excluded_reason(v)
+    assert B.endpoints_verdict(g, b, {A: 1.08})[0].verdict == "reproduced"  # half of +8% is +3.9%: it is that
+    assert B.endpoints_verdict(g, {A: [x * 1.37 for x in g[A]]}, {A: 2.0})[0].verdict == "smaller"
+    assert B.endpoints_verdict(g, {A: [x * 1.45 for x in g[A]]}, {A: 2.0})[0].verdict == "reproduced"
+
+
 def test_candidate_verdict_pools_the_cases_on_the_good_to_bad_scale() -> None:
     rng = np.random.default_rng(2)
 
@@ -193,8 +206,13 @@ def test_a_load_that_moves_over_minutes_reaches_both_sides_of_each_comparison(se
 
 
 def test_the_culprit_from_a_group_whose_cases_moved_by_different_amounts() -> None:
-    st, _ = run(step_levels(12, 5, {A: 3.0, C: 1.25}), state(12), sigma=0.05, seed=3)
+    st = state(12)
+    st.expect[C] = 1.2  # each case's own alert: the smallest change it is sure of (its interval's lower end)
+    st, _ = run(step_levels(12, 5, {A: 3.0, C: 1.25}), st, sigma=0.05, seed=3)
     assert st.status == "found" and st.culprit == 5 and st.reproduced == [A, C]
+    st, _ = run(step_levels(12, 5, {A: 3.0, C: 1.25}), state(12), sigma=0.05, seed=3)  # --expect 2 for both
+    assert st.status == "found" and st.culprit == 5 and st.reproduced == [A]
+    assert "less than half the alert's change" in dict(st.excluded)[C]
 
 
 def test_a_case_the_commit_did_not_move_is_left_out_and_the_rest_decide() -> None:
@@ -223,6 +241,19 @@ def test_not_reproducible_takes_two_runs_of_each_endpoint() -> None:
     assert st.status == "not_reproducible" and st.culprit is None
     assert [i for i, _ in sim.calls] == [0, 20, 20, 0]  # never one noisy run deciding (and alternated)
     assert not st.reproduced and {k for k, _ in st.excluded} == {A, C}
+
+
+def test_a_load_spell_over_the_bad_endpoints_first_runs_is_found_out_beside_the_first_candidate() -> None:
+    # nothing changed, but the bad endpoint's first two runs (samples 7-18 of the clock) met a 1.8x load spell:
+    # the endpoints "reproduce"; the first candidate cannot be placed and the endpoints, judged again over all
+    # their samples, no longer differ: not reproducible, not "undecided" after the most samples (CI, 2026-11-28)
+    st, sim = run(step_levels(8, 99, {A: 2.0, C: 2.0}), state(8), sigma=0.05, seed=13,
+                  load=lambda now: 1.8 if 6 < now <= 18 else 1.0)
+    assert st.status == "not_reproducible" and st.culprit is None, st.reason
+    assert "did not hold up" in st.reason and not st.reproduced and {k for k, _ in st.excluded} == {A, C}
+    assert st.evidence[4]["verdict"] == "unknown" and st.evidence[8]["verdict"] == "not_reproduced"
+    assert st.count(4) < 48  # ended before the most samples
+    schema.validate_bisect(B.document(st))
 
 
 def test_an_untestable_endpoint_is_not_reproducible() -> None:
@@ -359,3 +390,33 @@ def test_a_contended_record_is_a_sample_and_a_throttled_one_is_not() -> None:
     hot = B._row(rec(throttled=True), commit, 1, "warm", "k", "f.json")
     assert not hot["used"] and hot["reason"] == "throttled"
     assert schema.BisectMeasurement(**busy).contended  # the document's schema carries the flag
+
+
+def test_a_call_ratio_alert_is_bisected_on_the_interleaved_ratio() -> None:
+    """A call-cost series whose alert was on its interleaved ratio (check's measure call_ratio) is bisected on that
+    ratio, not on its host time (which moved 20-70% between runs of one commit); a commit whose record has no ratio
+    gives no sample (its host time is another quantity)."""
+    from robocache.bench.regressions.noise import CALL_RATIO
+
+    commit = B.Commit(sha="a" * 40, index=0, subject="s")
+    case = schema.Case(id="resample/B1-S100-T50-D32", op="resample", provider="robocache", dtype="float32",
+                       params={}, grid_version=2, bytes=0, items=0, items_unit="trajectories")
+
+    def rec(ratio: float | None) -> schema.Record:
+        r = synthetic(run_id="r", created="2026-01-01T00:00:00+00:00", git_commit="a" * 40, case=case, t_us=21.0,
+                      noise=0.01, env=synthetic_env("m"), timer="host_loop")
+        r.metrics.time_us.min = 12.0
+        r.dispatch = schema.Dispatch(device_us=8.0, gpu_keeps_up=True, interleaved=None if ratio is None else
+                                     schema.Interleaved(rounds=31, calls_per_loop=200, bare_us=9.0, public_us=15.5,
+                                                        public_cupy_us=14.0, ratio_p20=ratio * 0.99,
+                                                        ratio_p50=ratio, ratio_p80=ratio * 1.01,
+                                                        cupy_ratio_p20=1.5, cupy_ratio_p50=1.55, cupy_ratio_p80=1.6,
+                                                        noise_target_met=True))
+        return r
+
+    row = B._row(rec(1.72), commit, 1, "warm", "k", "f.json", "min", CALL_RATIO)
+    assert row["used"] and row["value"] == pytest.approx(1.72) and row["p50_us"] == 21.0
+    assert B._row(rec(1.72), commit, 1, "warm", "k", "f.json", "min")["value"] == 12.0  # a time alert: the time
+    old = B._row(rec(None), commit, 1, "warm", "k", "f.json", "p50", CALL_RATIO)
+    assert not old["used"] and old["value"] is None and old["reason"] == "no interleaved call ratio"
+    schema.BisectMeasurement(**row)

@@ -260,8 +260,9 @@ def test_check_reads_the_ratio_alike_from_records_and_the_frame(tmp_path):
 # ------------------------------------------------------------------ what the dashboard says of a ratio alert
 
 def test_dashboard_says_a_ratio_alert_moved_the_call_ratio_not_the_median_time(tmp_path):
-    """A call-ratio alert on the History chart (drawn on the host-time line) and in the alerts tables: its size is
-    the interleaved call ratio's change, never called a "median time" change (the host time did not move)."""
+    """A call-ratio alert on the History chart (drawn on the ratio's line: tests/test_dashboard_call_ratio.py) and in
+    the alerts tables: its size is the interleaved call ratio's change, never called a "median time" change (the
+    host time did not move)."""
     pytest.importorskip("pandas")
     pytest.importorskip("plotly")
     from dashboard import data, history_charts, history_data
@@ -276,7 +277,7 @@ def test_dashboard_says_a_ratio_alert_moved_the_call_ratio_not_the_median_time(t
     df, _ = data.load_frame([str(tmp_path)], cache=None)
     order = history_data.commit_order(df)
     rows = history_data.history_rows(df, order)
-    fig = history_charts.history_commits(rows, order, ev, history_data.method_breaks(rows))
+    fig = history_charts.history_commits(rows, order, ev, history_data.method_breaks(rows), "call_ratio")
     (marker,) = [t for t in fig.data if str(t.meta).startswith("alert:")]
     hover = " ".join(marker.hovertext)
     assert "call ratio" in hover and "median time" not in hover, hover

@@ -35,8 +35,6 @@ def body(df: pd.DataFrame) -> None:
     d = d[d["provider"].isin(chosen)]
     dts = data.options(d, "dtype")
     d = d[d["dtype"].isin(data.bound_multi(st.multiselect, "dtypes", dts, "dtype"))]
-    metric = data.bound(st.radio, "metric", ["p50", "items_per_s", "gb_per_s", "pct_of_ceiling"], "metric",
-                        horizontal=True, format_func=lambda m: charts.METRICS[m][0])
 
     doc, source = history_data.check_doc(None if frontend is None else str(frontend), [str(machine)])
     rows = history_data.history_rows(d, order)
@@ -45,6 +43,15 @@ def body(df: pd.DataFrame) -> None:
     breaks = history_data.method_breaks(rows)
     want = data.qp_get("series")
     highlight = want if want in set(rows["series"]) else None
+    # a call-cost case's records carrying the interleaved ratio offer it as a metric: the quantity the check
+    # judges such a series by, opened by default from a ratio finding's link (links.history_params: metric=)
+    metrics = ["p50", "items_per_s", "gb_per_s", "pct_of_ceiling"]
+    ratio = history_data.RATIO_METRIC
+    if rows["call_ratio"].notna().any():
+        metrics.append(ratio)
+    metric = data.bound(st.radio, "metric", metrics, "metric", horizontal=True,
+                        default=history_data.default_metric(ev, highlight),
+                        format_func=lambda m: charts.METRICS[m][0])
     if want is not None and highlight is None:  # another view was chosen since (or the series is gone): let go
         st.query_params.pop("series", None)
         st.info(f"The linked series {data.md_escape(want)} is not among the lines of this view.")
@@ -63,6 +70,27 @@ def body(df: pd.DataFrame) -> None:
                "alerts (red, slower) and improvements (green) at the first commit after the change, the shaded "
                "band its commit range; dotted orange: a drift over its window. Click a point to open its run. "
                f"Check result {source}.")
+    if ratio in metrics and metric != ratio:
+        st.caption("The check judges a call-cost series whose records carry it by its interleaved call ratio "
+                   "(public call / bare launch), not by this host time, which moves by tens of percent between "
+                   "runs of one commit: the metric *interleaved call ratio, public / bare launch* draws it.")
+    if metric == ratio:
+        st.caption("y: the interleaved call ratio, public call / bare launch timed alternately in one process "
+                   "(`dispatch.interleaved`), its rounds' p20 to p80 as bars: what the check judges a call-cost "
+                   "series by, since the host's state moves the time per call itself by tens of percent between "
+                   "runs and cancels in the ratio. The host time per call is in each point's hover.")
+        left = history_data.ratio_left_out(rows)
+        if left:
+            st.caption(left)
+    other = ev[ev["kind"].isin(("alert", "improvement", "drift")).to_numpy()
+               & (ev["measure"] != history_data.metric_measure(metric)).to_numpy()] if not ev.empty else ev
+    if not other.empty:  # findings about another quantity than the one drawn: where their marker is
+        theirs = ratio if history_data.metric_measure(metric) != ratio else "p50"
+        shaded = other["fingerprint"].isin(set(rows.dropna(subset=[metric])["series"])).sum()
+        st.caption(f"{len(other)} finding(s) of this view are about the "
+                   f"{history_data.MEASURE_WORDS.get(theirs, 'median time')}, not this metric: their marker sits on "
+                   f"their line under *{charts.METRICS[theirs][0]}*"
+                   + (f"; here {shaded} of them shade their commit range, named, without a marker." if shaded else "."))
     picked = [p for p in ((event or {}).get("selection", {}) or {}).get("points", []) if p.get("customdata")]
     for p in picked[:5]:
         run = str(p["customdata"][1])
@@ -77,9 +105,11 @@ def body(df: pd.DataFrame) -> None:
                    f"{changepoints.MIN_HISTORY} healthy runs, the newest in the newest run of its suite on its machine) and found no "
                    "change, drift or break.")
     table = rows.assign(run=[links.run_url(r, "") for r in rows["run_id"].astype(str)])
-    styled, config = tables.readable(table[["created", "git_commit", "run_id", "provider", "dtype", "frontend",
-                                            "method_version", "input_sets", "p50", "gb_per_s", "health", "run",
-                                            "series"]].sort_values("created"), extra={"run": "Runs page", "method_version": "method version"})
+    cols = ["created", "git_commit", "run_id", "provider", "dtype", "frontend", "method_version", "input_sets", "p50",
+            *(["call_ratio"] if ratio in metrics else []), "gb_per_s", "health", "run", "series"]
+    styled, config = tables.readable(table[cols].sort_values("created"),
+                                     extra={"run": "Runs page", "method_version": "method version",
+                                            "call_ratio": "interleaved call ratio"})
     config["Runs page"] = st.column_config.LinkColumn("Runs page", display_text="open run")
     st.dataframe(styled, column_config=config, hide_index=True, width="stretch", placeholder=tables.MISSING)
 
@@ -106,7 +136,7 @@ def _events_table(ev):
     t = history_data.readable_events(ev)
     styled, config = tables.readable(t[["kind", "provider", "dtype", "change", "interval", "since", "link",
                                         "q_value", "detail"]],
-                                     extra={"link": "History", "since": "commit range", "change": "median time",
+                                     extra={"link": "History", "since": "commit range", "change": "change",
                                             "interval": "95% interval", "q_value": "q (Benjamini-Hochberg)"})
     config["History"] = st.column_config.LinkColumn("History", display_text="this view")
     return styled, config

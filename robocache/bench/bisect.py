@@ -11,7 +11,8 @@ narrows it to one commit, as Chromeperf's Pinpoint does:
 3. a commit is measured by ITS OWN ``robocache-bench run --cases ...`` (the harness and the worker of that commit,
    the correctness gate first, each case in its own process), the alerted cases only, each ``n`` times in one
    invocation (``--cases k1,k2,k1,k2,...``: every sample a fresh process, the cases interleaved); one sample is a
-   record's median time (``--statistic``: or its p20 or fastest call, for a host whose load swamps the median);
+   record's median time (``--statistic``: or its p20 or fastest call, for a host whose load swamps the median),
+   or, for a series alerted on its interleaved call ratio, the record's ratio (:func:`_row`);
    failed and throttled records are not counted; contended ones are, flagged (contention only adds time, and the
    method is built for it: rounds measured beside each other, positions settled by the lower quartile; a host
    whose load is always above its cores marks every record contended, and dropping them left nothing to test);
@@ -71,6 +72,7 @@ from .schema import BISECT_SCHEMA
 ALPHA = 0.01  # "different": p at most this (Pinpoint's low threshold)
 SAME_MISS = 0.01  # "same": a true difference of the endpoints' size gives a p above the high threshold 1% of the time
 SAME_FLOOR = 0.05  # and never "same" at a p a plain test would call different (the high threshold can be 1e-4)
+REPRO_SHARE = 0.5  # "reproduced": the bad endpoint slower by at least half the expected change (log scale)
 SETTLE_MARGIN = 0.25  # at the most samples, a candidate this near an endpoint on the good -> bad scale is on its side
 LOW_Q = 0.25  # settle() places a candidate by its lower quartile (contention only adds time)
 SAMPLES = 10  # samples per case and commit to start with (Pinpoint: 10, doubling to 160)
@@ -164,7 +166,8 @@ def _finite(x: float | None) -> float | None:
 
 @dataclass
 class CaseVerdict:
-    """One case's endpoints: reproduced (bad slower), faster, same (no change of the expected size) or unknown."""
+    """One case's endpoints: reproduced (bad slower by at least half the expected change), smaller (bad slower by
+    less), faster, same (no change of the expected size) or unknown."""
 
     key: str
     verdict: str
@@ -177,7 +180,8 @@ class CaseVerdict:
 def endpoints_verdict(good: Mapping[str, Sequence[float]], bad: Mapping[str, Sequence[float]],
                       expect: Mapping[str, float], alpha: float = ALPHA) -> list[CaseVerdict]:
     """Per case: does ``bad`` differ from ``good``? p <= alpha / cases (Bonferroni over the group) with ``bad``
-    slower is "reproduced", faster is "faster"; p above the high threshold for the expected change (``expect``:
+    slower by at least half the expected change (log scale, ``REPRO_SHARE``) is "reproduced", slower by less
+    "smaller", faster is "faster"; p above the high threshold for the expected change (``expect``:
     the alert's ratio, or the floor) is "same"; else "unknown" (measure more)."""
     keys = [k for k in expect if k in good and k in bad]
     level = alpha / max(len(keys), 1)
@@ -194,7 +198,11 @@ def endpoints_verdict(good: Mapping[str, Sequence[float]], bad: Mapping[str, Seq
         m = abs(math.log(max(expect[k], 1e-9))) / spread if spread > 0 else math.inf
         h = high_threshold(m, len(g), len(b))
         if p <= level:
-            verdict = "reproduced" if ratio > 1 else "faster"
+            # a change far smaller than the one the alert is sure of is not the alert's: a loaded machine whose
+            # contention drifts between the endpoints' rounds makes a 2-5% difference "significant" (the CPU
+            # rehearsal without a plant, CI 2026-11-28: endpoints "reproduced", then no candidate could be placed)
+            small = ratio > 1 and math.log(ratio) < REPRO_SHARE * abs(math.log(max(expect[k], 1e-9)))
+            verdict = "faster" if ratio <= 1 else "smaller" if small else "reproduced"
         elif p > h:
             verdict = "same"
         else:
@@ -359,6 +367,11 @@ class OutOfBudget(Exception):
     """The time budget is spent."""
 
 
+class NotReproduced(Exception):
+    """The endpoints' difference did not hold up: a candidate could not be placed between them, and over all their
+    samples (measured again beside it) the endpoints no longer differ by the alert's size."""
+
+
 @dataclass
 class CaseSpec:
     key: str  # op/tag/dtype/provider
@@ -405,6 +418,8 @@ class WorktreeMeasurer(Measurer):
                  log: Callable[[str], None] | None = None, statistic: str = "p50"):
         self.repo, self.scratch, self.runs_dir = Path(repo), Path(scratch), Path(runs_dir)
         self.cases = list(cases)
+        # what each case's samples are: its time, or (a call-cost series alerted on its interleaved ratio) the ratio
+        self.measures = {c.key: str(c.series.get("measure") or "") for c in self.cases}
         self.machine, self.device, self.suite = machine, device, suite
         self.time_limit_s, self.case_timeout_s = time_limit_s, case_timeout_s
         self.python = python or sys.executable
@@ -468,7 +483,7 @@ class WorktreeMeasurer(Measurer):
                 raise Untestable(f"robocache-bench run exit {rc}: {why}")
             for rec, rel in self._collect(out, commit, round_no, cache_mode):
                 key = f"{rec.case.id}/{rec.case.dtype}/{rec.case.provider}"
-                row = _row(rec, commit, round_no, cache_mode, key, rel, self.statistic)
+                row = _row(rec, commit, round_no, cache_mode, key, rel, self.statistic, self.measures.get(key))
                 rows.append(row)
                 if key in samples and row["used"]:
                     samples[key].append(row["value"])
@@ -523,15 +538,26 @@ def _run_group(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float)
 
 
 def _row(rec: schema.Record, commit: Commit, round_no: int, cache: str, key: str, rel: str,
-         statistic: str = "p50") -> dict[str, Any]:
+         statistic: str = "p50", measure: str | None = None) -> dict[str, Any]:
+    """One record as a measurement row; its ``value`` is the sample: the time named by ``statistic``, or, for a
+    series whose alert is on its interleaved call ratio (``measure`` CALL_RATIO, as ``check`` judged it), the
+    record's ratio p50 (public call / bare launch; the ratio is already a median over its interleaved rounds,
+    so ``statistic`` does not apply). A record without the ratio (a commit from before it was measured) is no
+    sample: judging it by its host time would compare another quantity."""
+    from .regressions.noise import CALL_RATIO
+    from .regressions.records import call_ratio
+
     m = rec.metrics
     p50 = _finite(float(m.time_us.p50)) if m is not None else None
-    value = _finite(float(getattr(m.time_us, statistic))) if m is not None else None
+    ratio = measure == CALL_RATIO
+    cr = call_ratio(rec) if ratio else None
+    value = (_finite(cr[0]) if cr else None) if ratio else (
+        _finite(float(getattr(m.time_us, statistic))) if m is not None else None)
     h = rec.health
     used = rec.status == "ok" and value is not None and value > 0 and not h.throttled
     why = rec.reason
     if rec.status == "ok" and not used:
-        why = "throttled" if h.throttled else "no time"
+        why = "throttled" if h.throttled else "no interleaved call ratio" if ratio and value is None else "no time"
     return {"commit": commit.sha, "index": commit.index, "round": round_no, "case_key": key, "cache": cache,
             "status": rec.status, "used": bool(used), "p50_us": p50, "value": value,
             "noise": _finite(rec.method.noise if rec.method is not None else None), "contended": bool(h.contended),
@@ -669,6 +695,8 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
         say(f"  reproduced: {', '.join(st.reproduced)}" + (f"; left out: {', '.join(x for x, _ in st.excluded)}"
                                                           if st.excluded else ""))
         return finish(*_narrow(st, measure, update, say))  # 2. narrow the range
+    except NotReproduced as e:
+        return finish("not_reproducible", str(e))
     except OutOfBudget as e:
         st.suspects = list(range(st.lo + 1, st.hi + 1))
         return finish("budget", f"{e}: the change is in one of {len(st.suspects)} commits after "
@@ -704,7 +732,7 @@ def _endpoints(st: State, measure: Callable[..., Any], update: Callable[[State],
     st.excluded = [(v.key, _excluded_reason(v)) for v in verdicts if v.verdict != "reproduced"]
     st.order.append(k)
     if not st.reproduced:
-        return "not_reproducible", "the endpoints do not differ: " + "; ".join(
+        return "not_reproducible", "the endpoints do not differ by the change looked for: " + "; ".join(
             f"{v.key} x{v.ratio:.3f} ({v.verdict}, p = {v.p:.2g})" for v in verdicts)
     return None
 
@@ -753,8 +781,32 @@ def _narrow(st: State, measure: Callable[..., Any], update: Callable[[State], No
                      + (f" ({len(skipped)} untestable between)" if skipped else ""))
 
 
+def _recheck_endpoints(st: State, mid: int, rounds: int) -> None:
+    """Candidate ``mid`` could not be placed after ``rounds`` rounds (the endpoints measured again beside it each
+    time): judge the endpoints again over all their samples. Raises :class:`NotReproduced` when no case reproduces
+    there any more: the first decision was a false one, as a load spell over one endpoint's first runs can make
+    it, and every candidate would then stay unknown (CI, 2026-11-28: "undecided" after 160 samples of a commit
+    whose endpoints were the same); returns when one still does (``mid`` is measured on)."""
+    k = len(st.commits) - 1
+    again = endpoints_verdict(st.pools[0], st.pools[k], st.expect, st.settings.alpha)
+    if any(v.verdict == "reproduced" for v in again):
+        return
+    st.evidence[k] = _endpoint_evidence(st, again)
+    st.excluded = [(v.key, _excluded_reason(v)) for v in again]
+    st.reproduced = []
+    st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate", "verdict": "unknown",
+                        "samples": 0, "rounds": rounds, "seconds": st.decide_s.get(mid, 0.0),
+                        "reason": "the endpoints, judged again over all their samples, no longer differ"}
+    st.order.append(mid)
+    raise NotReproduced(
+        f"the endpoints' difference did not hold up: {st.commits[mid].sha[:12]} could not be placed between them, "
+        f"and over all their samples (measured again beside it) they no longer differ: " + "; ".join(
+            f"{v.key} x{v.ratio:.3f} ({v.verdict}, p = {v.p:.2g})" for v in again))
+
+
 def _excluded_reason(v: CaseVerdict) -> str:
     what = {"faster": "faster at the bad endpoint", "same": "no change of the alert's size between the endpoints",
+            "smaller": "slower at the bad endpoint by less than half the alert's change",
             "unknown": "not shown different between the endpoints"}.get(v.verdict, v.verdict)
     return f"{what} (x{v.ratio:.3f}, p = {v.p:.2g}, {v.samples} samples)"
 
@@ -830,6 +882,8 @@ def _decide(st: State, mid: int, measure: Callable[..., dict[str, list[float]]])
         r += 1
         v = candidate_verdict(x, g, b, st.reproduced, cfg.alpha)
         have = min((len(x.get(key, [])) for key in st.reproduced), default=0)
+        if v.verdict not in ("good", "bad"):  # can it not be placed because the endpoints are not apart after all?
+            _recheck_endpoints(st, mid, r)
         if have >= cfg.max_samples:
             v = settle(v, cfg.alpha)
         st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate", "verdict": v.verdict,

@@ -22,6 +22,9 @@ ENV_VAR = "ROBOCACHE_DASHBOARD_URL"
 DEFAULT = "http://127.0.0.1:8501"
 HISTORY_PAGE = "history"  # the pages' url paths (dashboard/app.py: the file name unless url_path says otherwise)
 RUNS_PAGE = "runs"
+# History's metric of a call-cost series judged by its interleaved ratio: the series' measure (regressions.noise.
+# CALL_RATIO; this module stays standard-library only, tests/test_dashboard_history.py holds the two equal)
+RATIO_METRIC = "call_ratio"
 # http(s), a host, then no whitespace, quotes, angle brackets, parentheses or backslashes: a link that can sit in
 # markdown ``[text](url)`` and an issue body without being cut or becoming markup
 _URL_RE = re.compile(r"^https?://[^\s\"'<>()\\`]+$")
@@ -63,12 +66,15 @@ def history_params(series: Mapping[str, Any], culprit: str | None = None) -> dic
     """The History view of one series (a :class:`robocache.bench.schema.Series` as a dict, as alerts carry it):
     its machine, op, case, timer, cache and front end select the chart; provider and dtype narrow it to the
     series and its siblings measured another way (a method change shows as the break it is); ``series`` (its
-    fingerprint) marks the line; ``culprit`` (a commit ``robocache-bench bisect`` named) is marked on it."""
+    fingerprint) marks the line; ``culprit`` (a commit ``robocache-bench bisect`` named) is marked on it. A series
+    judged by its interleaved call ratio (``measure``: ``call_ratio``, outside the fingerprint) opens on that
+    metric (``metric=call_ratio``), so the finding's marker sits on the quantity it is about."""
     s = dict(series)
     return {"machine": s.get("machine"), "op": s.get("op") or str(s.get("case_id", "")).split("/")[0],
             "case": s.get("case_id"), "timer": s.get("timer"), "cache": s.get("cache"),
             "frontend": s.get("frontend"), "provider": s.get("provider"), "dtype": s.get("dtype"),
-            "series": fingerprint(s), "culprit": culprit}
+            "series": fingerprint(s), "culprit": culprit,
+            "metric": RATIO_METRIC if s.get("measure") == RATIO_METRIC else None}
 
 
 def history_url(series: Mapping[str, Any], base: str | None = None, culprit: str | None = None) -> str:

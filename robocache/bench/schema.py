@@ -503,7 +503,8 @@ class BisectMeasurement(_Rec):
     status: Status
     used: bool  # counted: status ok, a time, not throttled (a contended record counts: ``contended`` says so)
     p50_us: NonNeg | None = None
-    value: NonNeg | None = None  # the sample: the record's figure named by settings.statistic (us)
+    value: NonNeg | None = None  # the sample: the record's figure named by settings.statistic (us), or, for a case
+    # whose series' measure is call_ratio (its alert was on the interleaved ratio), the record's ratio p50
     noise: NonNeg | None = None
     reason: str | None = None
     run_id: str | None = None

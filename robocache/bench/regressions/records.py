@@ -77,18 +77,33 @@ def call_ratio_of_json(timer: Any, text: Any) -> tuple[float, float] | None:
     each distinct text parsed once per process (the dashboard and `check` read the same frame again)."""
     if timer not in CALL_COST_TIMERS or not isinstance(text, str) or not text:
         return None
-    return _ratio_of_text(text)
+    got = _section_of_text(text)
+    return got[0] if got is not None else None
+
+
+def call_ratio_band_of_json(timer: Any, text: Any) -> tuple[float, float, float] | None:
+    """The rounds' p20, p50 and p80 of a frame row's interleaved ratio (History draws the p50 with p20..p80 as its
+    bars), where :func:`call_ratio_of_json` gives a ratio and None where it gives None: the same parse (cached) and
+    the same rule, so a point drawn is a point the check judges."""
+    if timer not in CALL_COST_TIMERS or not isinstance(text, str) or not text:
+        return None
+    got = _section_of_text(text)
+    return got[1] if got is not None else None
 
 
 @functools.lru_cache(maxsize=4096)
-def _ratio_of_text(text: str) -> tuple[float, float] | None:
+def _section_of_text(text: str) -> tuple[tuple[float, float], tuple[float, float, float]] | None:
+    """An interleaved section's JSON text as (:func:`interleaved_ratio`, its p20/p50/p80); None: no ratio."""
     try:
         d = json.loads(text)
     except ValueError:
         return None
     if not isinstance(d, dict):
         return None
-    return interleaved_ratio(d.get("ratio_p20"), d.get("ratio_p50"), d.get("ratio_p80"), d.get("rounds"))
+    got = interleaved_ratio(d.get("ratio_p20"), d.get("ratio_p50"), d.get("ratio_p80"), d.get("rounds"))
+    if got is None:
+        return None
+    return got, (float(d["ratio_p20"]), got[0], float(d["ratio_p80"]))
 
 
 def unhealthy(rec: Record) -> str | None:
