@@ -306,15 +306,19 @@ def test_a_planted_ratio_step_is_found_and_judged_on_the_ratio(ratio_world, monk
 
 
 def test_aa_on_ratio_nights_stays_within_the_target(ratio_world, monkeypatch):
-    """A/A on ratio nights (every call-cost series with a ratio pool unchanged, 40 seeded replicates: about 4,200
-    A/A series-nights): the confirmed false alerts observed, and expected (each alert sent to the rerun times its
-    probability of being confirmed), at most the Poisson 99.9% quantile at the issue's target over these
-    series-nights (2 here; measured: 4,188 series-nights, 4 sent to the rerun, 0 confirmed, 0.005 expected). A
-    statistical test that fails on a method several times past the target (Poisson, computed): at 0.5 per 1,000
-    (ten targets) the quantile is exceeded with probability ~0.35, at 2 per 1,000 with ~0.99."""
+    """A/A on ratio nights (every call-cost series with a ratio pool unchanged, 40 seeded replicates: 4,188 A/A
+    series-nights). Held: the expected confirmed false alerts (each alert sent to the rerun times its probability
+    of being confirmed, the replay's A/A measure) per 1,000 series-nights at most the issue's target, 0.05, and the
+    observed confirmed count (and false drifts) at most the Poisson 99.9% quantile at the target over these
+    series-nights (3 here). Measured: 4 sent to the rerun, 0 confirmed, 0.005 expected (0.001 per 1,000). The
+    expected rate is the test's teeth (a method whose expected rate over these nights is past the target fails
+    it); the count alone passes a method
+    at 0.5 per 1,000 with probability 0.84, at 2 per 1,000 with 0.03 (Poisson). A ratio prior ten times too narrow
+    (0.32% for 3.21%: an experiment, not kept) measured 128 sent, 1 confirmed, 0.036 expected per 1,000: still
+    under the target, as the confirmation's reruns and the series' own noise guard it, so it passes."""
     from scipy import stats
 
-    docs, alerts_json = _spy_checks(monkeypatch)
+    docs, _ = _spy_checks(monkeypatch)
     series = []
     for seed in range(100, 140):
         series += replay.replicate(ratio_world, seed, 1.0, 200, kind="aa")
@@ -323,7 +327,8 @@ def test_aa_on_ratio_nights_stays_within_the_target(ratio_world, monkeypatch):
     nights = t["aa_series_nights"]
     assert nights >= 4000
     bound = stats.poisson.ppf(0.999, replay.AA_TARGET * nights)
-    assert t["aa_confirmed"] + t["aa_false_drifts"] <= bound and t["aa_expected"] <= bound, t
+    assert t["aa_expected_per_1000"] <= AA_TARGET_PER_1000, t
+    assert t["aa_confirmed"] + t["aa_false_drifts"] <= bound, t
     # the check judged these series on their ratio every night they were checked (none of them fell to time)
     checked = {fp for res in docs for fp in res.checked}
     assert checked and all(not any(b.kind == "method" for b in res.breaks) for res in docs)
