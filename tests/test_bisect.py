@@ -478,3 +478,19 @@ def test_a_call_ratio_alert_is_bisected_on_the_interleaved_ratio() -> None:
     old = B._row(rec(None), commit, 1, "warm", "k", "f.json", "p50", CALL_RATIO)
     assert not old["used"] and old["value"] is None and old["reason"] == "no interleaved call ratio"
     schema.BisectMeasurement(**row)
+
+
+def test_the_document_says_what_each_case_was_sampled_by() -> None:
+    """A call-ratio case's samples are ratios, not times: the markdown (issues, stdout) says which quantity each case
+    was bisected on, and its evidence column is not headed "time"."""
+    from robocache.bench.regressions.noise import CALL_RATIO
+
+    st = state(4, statistic="min")
+    st.cases[0].series = {"case_id": "resample/B32-S100-T50-D32", "provider": "numpy", "measure": CALL_RATIO}
+    st.evidence[4] = {"commit": st.commits[4].sha, "index": 4, "role": "endpoints", "verdict": "reproduced",
+                      "samples": 6, "rounds": 1, "seconds": 1.0,
+                      "cases": [{"case_key": A, "samples": 6, "ratio_vs_good": 1.2, "verdict": "reproduced"}]}
+    md = B.document(st)["markdown"]
+    assert f"`{A}` (warm; the interleaved call ratio p50, public call / bare launch)" in md
+    assert f"`{C}` (warm; the fastest call, us)" in md
+    assert "time vs good" not in md and "sample vs good" in md

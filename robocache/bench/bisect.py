@@ -995,7 +995,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"### Bisection: {head}", "",
              f"- status: **{md_text(STATUS_TEXT.get(doc['status'], doc['status']))}**: {md_text(doc['reason'])}",
              f"- range: {n} commit(s) after {sha(doc['good'])} up to {sha(doc['bad'])} on `{code_span(doc['machine'])}` "
-             "(first-parent); cases: " + ", ".join(f"`{code_span(c['key'])}` ({md_text(c['cache'])})"
+             "(first-parent); cases: " + ", ".join(f"`{code_span(c['key'])}` ({md_text(c['cache'])}; "
+                                                   f"{md_text(_sampled(c, doc['settings']['statistic']))})"
                                                    for c in doc["cases"])]
     if doc.get("excluded"):
         lines.append("- left out (not moved between the endpoints): " + "; ".join(
@@ -1011,7 +1012,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
     ev = doc.get("evidence") or []
     if ev:
         lines += ["", "| commit | role | verdict | samples per case | p vs good | p vs bad | position (0 good, 1 bad) "
-                      "| time vs good |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+                      "| sample vs good |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
         for e in ev:
             ratios = ", ".join(f"x{c['ratio_vs_good']:.3f}" for c in e.get("cases") or []
                                if c.get("ratio_vs_good") is not None)
@@ -1021,6 +1022,19 @@ def markdown(doc: Mapping[str, Any]) -> str:
     if doc.get("link"):
         lines += ["", f"- dashboard: [History with the culprit marked]({doc['link']})"]
     return "\n".join(lines) + "\n"
+
+
+STATISTIC_TEXT = {"p50": "the median time, us", "p20": "the 20th percentile time, us", "min": "the fastest call, us"}
+
+
+def _sampled(case: Mapping[str, Any], statistic: str) -> str:
+    """What one case's samples are, for the markdown: a call-ratio case's ratio (:func:`_row`), else the time
+    ``statistic`` names."""
+    from .regressions.noise import CALL_RATIO
+
+    if (case.get("series") or {}).get("measure") == CALL_RATIO:
+        return "the interleaved call ratio p50, public call / bare launch"
+    return STATISTIC_TEXT.get(statistic, statistic)
 
 
 def _p(x: float | None) -> str:
