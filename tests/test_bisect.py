@@ -494,3 +494,34 @@ def test_the_document_says_what_each_case_was_sampled_by() -> None:
     assert f"`{A}` (warm; the interleaved call ratio p50, public call / bare launch)" in md
     assert f"`{C}` (warm; the fastest call, us)" in md
     assert "time vs good" not in md and "sample vs good" in md
+
+
+def test_series_by_hand_can_be_bisected_on_the_interleaved_call_ratio(tmp_path: Path) -> None:
+    """``--series`` names cases, not their measure: by default their time, as before; ``--measure call_ratio``
+    bisects a call-cost case on its interleaved ratio as check judges it (its host time moves 20-70% between runs
+    of one commit), and the series learnt from the bad endpoint's record keeps that measure (History's link opens
+    on the ratio)."""
+    from robocache.bench.regressions.noise import CALL_RATIO
+
+    (plain,) = B._series_cases(A, "warm")
+    (ratio,) = B._series_cases(A, "warm", CALL_RATIO)
+    assert plain.series == {} and ratio.series == {"measure": CALL_RATIO}
+    assert B.WorktreeMeasurer(tmp_path, tmp_path, tmp_path / "runs", [ratio], machine="m").measures == {A: CALL_RATIO}
+    assert B.WorktreeMeasurer(tmp_path, tmp_path, tmp_path / "runs", [plain], machine="m").measures == {A: ""}
+
+    learnt = {"machine": "sim", "op": "resample", "case_id": "resample/B32-S100-T50-D32", "provider": "numpy",
+              "dtype": "float32", "timer": "host_loop", "cache": "warm", "grid_version": 2, "frontend": "cli",
+              "input_sets": 1, "method_version": 1}
+
+    class WithSeries(Sim):
+        def measure(self, commit, n, round_no, timeout_s):
+            r = super().measure(commit, n, round_no, timeout_s)
+            r.series = {A: dict(learnt)}
+            return r
+
+    st = state(4, cases=(A,))
+    st.cases[0].series = {"measure": CALL_RATIO}
+    B.bisect(st, WithSeries(step_levels(4, 2, {A: 2.0}), sigma=0.05, seed=1), clock=lambda: 0.0)
+    assert st.cases[0].series == {**learnt, "measure": CALL_RATIO}
+    assert st.cases[0].fingerprint == schema.fingerprint(learnt)
+    assert "metric=call_ratio" in B.document(st)["link"]

@@ -223,6 +223,8 @@ def test_bisect_all_alerts_once_then_skips_what_is_known(history: dict, tmp_path
     (["--series", KEY, "--good", "nope", "--bad", "HEAD"], "'nope' is not a commit"),
     (["--series", "resample/nope/float32/numpy", "--good", "HEAD~1", "--bad", "HEAD"], "resample/nope"),
     (["--alerts", "missing.json", "--all"], "cannot read"),
+    (["--alerts", "missing.json", "--all", "--measure", "call_ratio"], "--measure is for --series"),
+    (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--measure", "ratio"], "--measure"),
     (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--dashboard-url", "javascript:x"], "--dashboard-url"),
     (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--samples", "1"], "--samples"),
     (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--out", "{repo}/level.txt"], "--out"),

@@ -676,8 +676,10 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
         for key, vals in r.samples.items():
             pool.setdefault(key, []).extend(vals)
         for c in st.cases:
-            if not c.series and c.key in r.series and i == k:  # the series as the bad endpoint measures it
-                c.series = r.series[c.key]
+            # a case given by hand (--series) learns its series as the bad endpoint measures it; its measure (--measure)
+            # stays: the History link opens on the quantity bisected
+            if "case_id" not in c.series and c.key in r.series and i == k:
+                c.series = {**r.series[c.key], **c.series}
                 c.fingerprint = c.fingerprint or schema.fingerprint(c.series)
         update(st)
         return r.samples
@@ -1201,8 +1203,11 @@ def _repo_root(path: str) -> Path:
     return Path(out.stdout.strip())
 
 
-def _series_cases(text: str, cache: str) -> list[CaseSpec]:
+def _series_cases(text: str, cache: str, measure: str | None = None) -> list[CaseSpec]:
+    """``--series``' cases; ``measure`` (``--measure call_ratio``) bisects them on their interleaved call ratio, as
+    ``check`` judges a call-cost series (:func:`_row`); None or "time": the time ``--statistic`` names."""
     from . import specs
+    from .regressions.noise import CALL_RATIO
 
     keys = [k.strip() for k in text.split(",") if k.strip()]
     if not keys:
@@ -1211,7 +1216,8 @@ def _series_cases(text: str, cache: str) -> list[CaseSpec]:
         specs.find(k)  # a KeyError/ValueError with the reason: a usage error
         if specs.find(k).distributed:
             raise SetupError(f"{k}: a multi-GPU case; bisect measures single-GPU cases")
-    return [CaseSpec(k, cache) for k in dict.fromkeys(keys)]
+    series = {"measure": CALL_RATIO} if measure == CALL_RATIO else {}
+    return [CaseSpec(k, cache, series=dict(series)) for k in dict.fromkeys(keys)]
 
 
 def _chosen_groups(args: Any, doc: schema.AlertsDoc, say: Callable[[str], None]) -> list[Group]:
@@ -1238,6 +1244,8 @@ def _alert_jobs(args: Any, repo: Path, say: Callable[[str], None]
     """``(good, bad, cases, machine, group)`` of each chosen alert group with a commit range to bisect."""
     if args.series or args.good or args.bad:
         raise SetupError("give an alert (ALERT or --all with --alerts) or --series with --good and --bad, not both")
+    if getattr(args, "measure", None):
+        raise SetupError("--measure is for --series: an alert is bisected on the quantity check judged it by")
     jobs: list[tuple[str, str, list[CaseSpec], str, Group | None]] = []
     for g in _chosen_groups(args, read_alerts(args.alerts), say):
         if not g.before or not g.after or g.before == g.after:
@@ -1280,7 +1288,8 @@ def run_cli(args: Any) -> int:
         if not (args.series and args.good and args.bad):
             raise SetupError("give --series KEYS with --good COMMIT and --bad COMMIT, or an alert with --alerts FILE")
         machine = args.machine or os.environ.get("ROBOCACHE_MACHINE") or __import__("socket").gethostname()
-        jobs.append((args.good, args.bad, _series_cases(args.series, args.cache), machine, None))
+        jobs.append((args.good, args.bad, _series_cases(args.series, args.cache, getattr(args, "measure", None)),
+                     machine, None))
     for good, bad, cases, machine, grp in jobs:
         left = args.budget - (time.monotonic() - t0)
         if left <= 0:
