@@ -288,3 +288,11 @@ def test_a_bisected_culprit_sits_on_the_line_drawn_under_each_metric(folder: Pat
     # bare_launch carries no ratio: under the ratio its line is not drawn, so its culprit is no (invisible) star
     assert bisect_view.culprit_markers([bare_doc], rows, order, history_data.RATIO_METRIC) == []
     assert len(bisect_view.culprit_markers([bare_doc], rows, order, "p50")) == 1
+
+
+def test_an_unknown_or_hostile_metric_in_the_url_falls_back(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = page(folder, monkeypatch, {"metric": "<img src=x onerror=alert(1)>", "provider": ["robocache"]})
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    assert at.radio[0].value == "call_ratio"  # the view's ratio finding picks the default, as with no metric=
+    assert at.query_params["metric"] == "call_ratio"
