@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--expect", type=float, default=1.2, help="the change the alert is sure of")
     p.add_argument("--samples", type=int, default=10)
     p.add_argument("--max-samples", type=int, default=160)
+    p.add_argument("--why", action="store_true", help="print the reason of each wrong \"not reproducible\"")
     p.add_argument("--module", default=None, help="a copy of bisect.py to run instead of this checkout's")
     a = p.parse_args(argv)
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's robocache, whatever the venv installed
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                     tail=a.tail, load=load)
         B.bisect(st, sim, clock=sim.clock)
         right = st.status == "found" and st.culprit == at and a.step != 1.0
+        if st.status == "not_reproducible" and a.step != 1.0 and a.why:
+            print(f"  seed {s}: {st.reason[-160:]}")
         out["found, right" if right else "found, wrong" if st.status == "found" else st.status] += 1
     print(f"{a.seeds} seeds, step x{a.step:g}, expect x{a.expect:g}, sigma {a.sigma:g}, spells x{a.spell:g}: "
           + ", ".join(f"{k} {v}" for k, v in sorted(out.items())))
