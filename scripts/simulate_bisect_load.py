@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--seeds", type=int, default=40)
     p.add_argument("--commits", type=int, default=8)
     p.add_argument("--sigma", type=float, default=0.15, help="log-normal noise of one sample")
