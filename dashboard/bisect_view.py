@@ -71,11 +71,15 @@ def culprit_markers(docs: Sequence[dict[str, Any]], rows: pd.DataFrame, order: p
                     metric: str) -> list[dict[str, Any]]:
     """Where each found culprit goes on History's figure: on the series the bisection measured that are drawn
     (``rows``), at the culprit's commit when the nightly measured it, else half a step before the first commit
-    measured after it (the bisection's bad endpoint: the culprit lies between the two nightly points)."""
+    measured after it (the bisection's bad endpoint: the culprit lies between the two nightly points). The star sits
+    on the line of ``metric`` (a call-cost series under ``call_ratio``: its ratio); a series with no value of it
+    gets none."""
     if rows.empty or not docs:
         return []
     xmap = dict(zip(order["commit"].astype(str), order["x"]))
-    shown = set(rows["series"])
+    # the series drawn under ``metric``: a series without it (bare_launch under the interleaved call ratio) has no
+    # line to put a star on (its y would be NaN: an invisible star, and a dotted line and a caption for nothing)
+    shown = set(rows.dropna(subset=[metric])["series"])
     out = []
     for doc in docs:
         cul = doc.get("culprit")

@@ -223,6 +223,8 @@ def test_bisect_all_alerts_once_then_skips_what_is_known(history: dict, tmp_path
     (["--series", KEY, "--good", "nope", "--bad", "HEAD"], "'nope' is not a commit"),
     (["--series", "resample/nope/float32/numpy", "--good", "HEAD~1", "--bad", "HEAD"], "resample/nope"),
     (["--alerts", "missing.json", "--all"], "cannot read"),
+    (["--alerts", "missing.json", "--all", "--measure", "call_ratio"], "--measure is for --series"),
+    (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--measure", "ratio"], "--measure"),
     (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--dashboard-url", "javascript:x"], "--dashboard-url"),
     (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--samples", "1"], "--samples"),
     (["--series", KEY, "--good", "HEAD~1", "--bad", "HEAD", "--out", "{repo}/level.txt"], "--out"),
@@ -265,3 +267,19 @@ def test_a_worktree_that_cannot_be_added_fails_the_bisection_in_its_document(his
     assert "No space left on device" in capsys.readouterr().err
     doc = the_doc(out)
     assert doc.status == "failed" and "No space left on device" in doc.reason
+
+
+def test_a_call_ratio_alert_from_a_file_reaches_the_measurer(tmp_path: Path) -> None:
+    """The measure an alert's series carries (check's call_ratio) survives the alerts file, the grouping and the
+    bisection's own copy of the cases, to the measurer that picks each sample."""
+    from robocache.bench.regressions.noise import CALL_RATIO
+
+    path = alerts_file(tmp_path / "alerts.json", ["a" * 40] * 9)
+    raw = json.loads(path.read_text())
+    raw["alerts"][0]["series"]["measure"] = CALL_RATIO
+    path.write_text(json.dumps(raw))
+    (g,) = B.groups(B.read_alerts(path).alerts)
+    (case,) = g.cases
+    assert case.series["measure"] == CALL_RATIO and case.fingerprint == raw["alerts"][0]["fingerprint"]
+    meas = B.WorktreeMeasurer(tmp_path, tmp_path, tmp_path / "runs", [case], machine="m")
+    assert meas.measures == {KEY: CALL_RATIO}

@@ -253,3 +253,46 @@ def test_a_case_without_any_ratio_offers_no_ratio_metric(tmp_path: Path, monkeyp
     assert len(at.radio[0].options) == 4 and charts.METRICS["call_ratio"][0] not in at.radio[0].options
     assert at.radio[0].value == "p50"
     assert at.query_params["metric"] == "p50"
+
+
+# ---------------------------------------------------------------- a bisected culprit under the ratio
+
+def found_doc(rows: pd.DataFrame, provider: str, ident: str) -> dict:
+    """A finished bisection (robocache.bench.bisect's document) of ``provider``'s series over its last two nights,
+    its culprit a commit between them that the nightly never measured."""
+    from robocache.bench import bisect as B
+
+    ours = rows[rows["provider"] == provider].sort_values("x")
+    good, bad = (str(c) for c in ours["git_commit"].iloc[-2:])
+    fp = str(ours["series"].iloc[-1])
+    commits = [B.Commit(good, 0, "before"), B.Commit("c0ffee" + "1" * 34, 1, "the culprit"), B.Commit(bad, 2, "after")]
+    key = f"{ours['case_id'].iloc[-1]}/{ours['dtype'].iloc[-1]}/{provider}"
+    st = B.State(id=ident, machine="m", commits=commits, cases=[B.CaseSpec(key, "warm", fp, {})],
+                 settings=B.Settings(), expect={key: 1.1}, created="2026-11-28T00:00:00+00:00", status="found",
+                 reason="SYNTHETIC")
+    st.culprit, st.lo, st.hi = 1, 0, 1
+    return schema.to_dict(schema.validate_bisect(B.document(st)))
+
+
+def test_a_bisected_culprit_sits_on_the_line_drawn_under_each_metric(folder: Path) -> None:
+    from dashboard import bisect_view
+
+    rows, order, _, _ = view(folder)
+    ratio_doc, bare_doc = found_doc(rows, "robocache", "aaaaaaaaaaaa"), found_doc(rows, "bare_launch", "bbbbbbbbbbbb")
+    bad = ratio_doc["bad"]["commit"]
+    at_bad = rows[(rows["provider"] == "robocache") & (rows["git_commit"].astype(str) == bad)].iloc[0]
+    (m,) = bisect_view.culprit_markers([ratio_doc], rows, order, history_data.RATIO_METRIC)
+    assert m["y"] == pytest.approx(at_bad["call_ratio"]) and m["x"] == at_bad["x"] - 0.5  # on the ratio line
+    (m,) = bisect_view.culprit_markers([ratio_doc], rows, order, "p50")
+    assert m["y"] == pytest.approx(at_bad["p50"])
+    # bare_launch carries no ratio: under the ratio its line is not drawn, so its culprit is no (invisible) star
+    assert bisect_view.culprit_markers([bare_doc], rows, order, history_data.RATIO_METRIC) == []
+    assert len(bisect_view.culprit_markers([bare_doc], rows, order, "p50")) == 1
+
+
+def test_an_unknown_or_hostile_metric_in_the_url_falls_back(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = page(folder, monkeypatch, {"metric": "<img src=x onerror=alert(1)>", "provider": ["robocache"]})
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert_no_markup(at)
+    assert at.radio[0].value == "call_ratio"  # the view's ratio finding picks the default, as with no metric=
+    assert at.query_params["metric"] == "call_ratio"

@@ -676,8 +676,10 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
         for key, vals in r.samples.items():
             pool.setdefault(key, []).extend(vals)
         for c in st.cases:
-            if not c.series and c.key in r.series and i == k:  # the series as the bad endpoint measures it
-                c.series = r.series[c.key]
+            # a case given by hand (--series) learns its series as the bad endpoint measures it; its measure (--measure)
+            # stays: the History link opens on the quantity bisected
+            if "case_id" not in c.series and c.key in r.series and i == k:
+                c.series = {**r.series[c.key], **c.series}
                 c.fingerprint = c.fingerprint or schema.fingerprint(c.series)
         update(st)
         return r.samples
@@ -786,17 +788,35 @@ def _recheck_endpoints(st: State, mid: int, rounds: int) -> None:
     time): judge the endpoints again over all their samples. Raises :class:`NotReproduced` when no case reproduces
     there any more: the first decision was a false one, as a load spell over one endpoint's first runs can make
     it, and every candidate would then stay unknown (CI, 2026-11-28: "undecided" after 160 samples of a commit
-    whose endpoints were the same); returns when one still does (``mid`` is measured on)."""
+    whose endpoints were the same); returns when one still does (``mid`` is measured on).
+
+    It ends only on evidence that the change is gone, for every case the decisions rest on: the endpoints now the
+    same, bad faster, or bad slower by less than half the change looked for, by the medians AND by the lower
+    quartiles (contention only adds time: a load spell over the good endpoint's samples pulls its median toward bad,
+    not its lower quartile). "Unknown" (p between the two thresholds) is no such evidence: measure on. A real x1.3
+    change (expect 1.2, 15% noise, x1.8 load spells; docs/regressions.md) ended "not reproducible" in 15 of 40
+    simulated bisections when any verdict but "reproduced" ended it, 6 of 40 with these rules."""
     k = len(st.commits) - 1
     again = endpoints_verdict(st.pools[0], st.pools[k], st.expect, st.settings.alpha)
     if any(v.verdict == "reproduced" for v in again):
         return
+    for v in again:
+        if v.key not in st.reproduced:
+            continue
+        if v.verdict not in ("same", "faster", "smaller"):
+            return
+        lq = float(np.quantile(np.log(np.asarray(st.pools[k][v.key], float)), LOW_Q)
+                   - np.quantile(np.log(np.asarray(st.pools[0][v.key], float)), LOW_Q))
+        if lq >= REPRO_SHARE * abs(math.log(max(st.expect[v.key], 1e-9))):
+            return
     st.evidence[k] = _endpoint_evidence(st, again)
     st.excluded = [(v.key, _excluded_reason(v)) for v in again]
     st.reproduced = []
-    st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate", "verdict": "unknown",
-                        "samples": 0, "rounds": rounds, "seconds": st.decide_s.get(mid, 0.0),
-                        "reason": "the endpoints, judged again over all their samples, no longer differ"}
+    why = "the endpoints, judged again over all their samples, no longer differ"
+    st.evidence[mid] = {**st.evidence.get(mid, {"commit": st.commits[mid].sha, "index": mid, "role": "candidate",
+                                                "samples": 0, "rounds": rounds,
+                                                "seconds": st.decide_s.get(mid, 0.0)}),
+                        "verdict": "unknown", "reason": why}  # what it measured is kept: the rows show it
     st.order.append(mid)
     raise NotReproduced(
         f"the endpoints' difference did not hold up: {st.commits[mid].sha[:12]} could not be placed between them, "
@@ -882,14 +902,15 @@ def _decide(st: State, mid: int, measure: Callable[..., dict[str, list[float]]])
         r += 1
         v = candidate_verdict(x, g, b, st.reproduced, cfg.alpha)
         have = min((len(x.get(key, [])) for key in st.reproduced), default=0)
-        if v.verdict not in ("good", "bad"):  # can it not be placed because the endpoints are not apart after all?
-            _recheck_endpoints(st, mid, r)
+        placed = v.verdict in ("good", "bad")
         if have >= cfg.max_samples:
             v = settle(v, cfg.alpha)
         st.evidence[mid] = {"commit": st.commits[mid].sha, "index": mid, "role": "candidate", "verdict": v.verdict,
                             "samples": v.samples, "rounds": r, "seconds": st.decide_s.get(mid, 0.0),
                             "p_vs_good": v.p_good, "p_vs_bad": v.p_bad, "high_threshold": v.high,
                             "position": _finite(v.position), "position_low": _finite(v.low), "cases": v.cases}
+        if not placed:  # can it not be placed because the endpoints are not apart after all?
+            _recheck_endpoints(st, mid, r)
         # "between" is never decided before the most samples: a commit measured through busier spells than the
         # endpoints beside it differs from both for a while, until more rounds spread the contention alike
         if v.verdict in ("good", "bad") or have >= cfg.max_samples:
@@ -976,7 +997,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"### Bisection: {head}", "",
              f"- status: **{md_text(STATUS_TEXT.get(doc['status'], doc['status']))}**: {md_text(doc['reason'])}",
              f"- range: {n} commit(s) after {sha(doc['good'])} up to {sha(doc['bad'])} on `{code_span(doc['machine'])}` "
-             "(first-parent); cases: " + ", ".join(f"`{code_span(c['key'])}` ({md_text(c['cache'])})"
+             "(first-parent); cases: " + ", ".join(f"`{code_span(c['key'])}` ({md_text(c['cache'])}; "
+                                                   f"{md_text(_sampled(c, doc['settings']['statistic']))})"
                                                    for c in doc["cases"])]
     if doc.get("excluded"):
         lines.append("- left out (not moved between the endpoints): " + "; ".join(
@@ -992,7 +1014,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
     ev = doc.get("evidence") or []
     if ev:
         lines += ["", "| commit | role | verdict | samples per case | p vs good | p vs bad | position (0 good, 1 bad) "
-                      "| time vs good |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+                      "| sample vs good |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
         for e in ev:
             ratios = ", ".join(f"x{c['ratio_vs_good']:.3f}" for c in e.get("cases") or []
                                if c.get("ratio_vs_good") is not None)
@@ -1002,6 +1024,19 @@ def markdown(doc: Mapping[str, Any]) -> str:
     if doc.get("link"):
         lines += ["", f"- dashboard: [History with the culprit marked]({doc['link']})"]
     return "\n".join(lines) + "\n"
+
+
+STATISTIC_TEXT = {"p50": "the median time, us", "p20": "the 20th percentile time, us", "min": "the fastest call, us"}
+
+
+def _sampled(case: Mapping[str, Any], statistic: str) -> str:
+    """What one case's samples are, for the markdown: a call-ratio case's ratio (:func:`_row`), else the time
+    ``statistic`` names."""
+    from .regressions.noise import CALL_RATIO
+
+    if (case.get("series") or {}).get("measure") == CALL_RATIO:
+        return "the interleaved call ratio p50, public call / bare launch"
+    return STATISTIC_TEXT.get(statistic, statistic)
 
 
 def _p(x: float | None) -> str:
@@ -1168,8 +1203,11 @@ def _repo_root(path: str) -> Path:
     return Path(out.stdout.strip())
 
 
-def _series_cases(text: str, cache: str) -> list[CaseSpec]:
+def _series_cases(text: str, cache: str, measure: str | None = None) -> list[CaseSpec]:
+    """``--series``' cases; ``measure`` (``--measure call_ratio``) bisects them on their interleaved call ratio, as
+    ``check`` judges a call-cost series (:func:`_row`); None or "time": the time ``--statistic`` names."""
     from . import specs
+    from .regressions.noise import CALL_RATIO
 
     keys = [k.strip() for k in text.split(",") if k.strip()]
     if not keys:
@@ -1178,7 +1216,8 @@ def _series_cases(text: str, cache: str) -> list[CaseSpec]:
         specs.find(k)  # a KeyError/ValueError with the reason: a usage error
         if specs.find(k).distributed:
             raise SetupError(f"{k}: a multi-GPU case; bisect measures single-GPU cases")
-    return [CaseSpec(k, cache) for k in dict.fromkeys(keys)]
+    series = {"measure": CALL_RATIO} if measure == CALL_RATIO else {}
+    return [CaseSpec(k, cache, series=dict(series)) for k in dict.fromkeys(keys)]
 
 
 def _chosen_groups(args: Any, doc: schema.AlertsDoc, say: Callable[[str], None]) -> list[Group]:
@@ -1205,6 +1244,8 @@ def _alert_jobs(args: Any, repo: Path, say: Callable[[str], None]
     """``(good, bad, cases, machine, group)`` of each chosen alert group with a commit range to bisect."""
     if args.series or args.good or args.bad:
         raise SetupError("give an alert (ALERT or --all with --alerts) or --series with --good and --bad, not both")
+    if getattr(args, "measure", None):
+        raise SetupError("--measure is for --series: an alert is bisected on the quantity check judged it by")
     jobs: list[tuple[str, str, list[CaseSpec], str, Group | None]] = []
     for g in _chosen_groups(args, read_alerts(args.alerts), say):
         if not g.before or not g.after or g.before == g.after:
@@ -1247,7 +1288,8 @@ def run_cli(args: Any) -> int:
         if not (args.series and args.good and args.bad):
             raise SetupError("give --series KEYS with --good COMMIT and --bad COMMIT, or an alert with --alerts FILE")
         machine = args.machine or os.environ.get("ROBOCACHE_MACHINE") or __import__("socket").gethostname()
-        jobs.append((args.good, args.bad, _series_cases(args.series, args.cache), machine, None))
+        jobs.append((args.good, args.bad, _series_cases(args.series, args.cache, getattr(args, "measure", None)),
+                     machine, None))
     for good, bad, cases, machine, grp in jobs:
         left = args.budget - (time.monotonic() - t0)
         if left <= 0:

@@ -371,6 +371,10 @@ def _bisect_parser(sub: Any) -> None:
     b.add_argument("--good", metavar="COMMIT", help="a commit measured before the change")
     b.add_argument("--bad", metavar="COMMIT", help="a later commit measured after it")
     b.add_argument("--cache", choices=("warm", "cold"), default="warm", help="--series' cache mode (warm)")
+    b.add_argument("--measure", choices=("time", "call_ratio"), default=None,
+                   help="--series' quantity: time (default; the figure --statistic names) or call_ratio (a call-cost "
+                        "case's interleaved ratio, public call / bare launch, as check judges it); an alert is "
+                        "bisected on its own")
     b.add_argument("--expect", type=number(float, lo=1, lo_open=True, hi=1000), default=None, metavar="RATIO",
                    help="the slowdown looked for (an alert's own ratio by default, else 1.03): the endpoints are "
                         "'the same' when a change this large is ruled out")
