@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--seeds", type=int, default=40)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds --first-seed .. --first-seed + --seeds - 1")
     p.add_argument("--commits", type=int, default=8)
     p.add_argument("--sigma", type=float, default=0.15, help="log-normal noise of one sample")
     p.add_argument("--tail", type=float, default=0.2, help="share of samples 30%% slower (a noisy neighbour)")
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from robocache.bench import bisect as B
     out: collections.Counter[str] = collections.Counter()
-    for s in range(a.seeds):
+    for s in range(a.first_seed, a.first_seed + a.seeds):
         rng, spells = np.random.default_rng(10_000 + s), {}
 
         def load(now: float, rng=rng, spells=spells) -> float:
