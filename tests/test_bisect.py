@@ -258,6 +258,7 @@ def test_a_load_spell_over_the_bad_endpoints_first_runs_is_found_out_beside_the_
     assert ev["rounds"] == 3 and [c["samples"] for c in ev["cases"]] == [st.count(4)] * 2 and st.count(4) > 0
     assert {c["verdict"] for c in ev["cases"]} == {"endpoints no longer apart"} and ev["p_vs_good"] is not None
     assert "no longer differ" in ev["reason"]
+    assert st.lo == 0 and st.hi == 8 and not st.suspects  # no range narrowed on the false decision is kept
     schema.validate_bisect(B.document(st))
 
 

@@ -697,7 +697,8 @@ def bisect(state: State, measurer: Measurer, on_update: Callable[[State], None] 
         say(f"  reproduced: {', '.join(st.reproduced)}" + (f"; left out: {', '.join(x for x, _ in st.excluded)}"
                                                           if st.excluded else ""))
         return finish(*_narrow(st, measure, update, say))  # 2. narrow the range
-    except NotReproduced as e:
+    except NotReproduced as e:  # the range narrowed so far rested on the false first decision: not kept
+        st.lo, st.hi, st.suspects = 0, len(st.commits) - 1, []
         return finish("not_reproducible", str(e))
     except OutOfBudget as e:
         st.suspects = list(range(st.lo + 1, st.hi + 1))
