@@ -483,8 +483,9 @@ def peer_impl(provider: str, fp: Mapping[str, str]) -> dict[str, str]:
 RATIO_METRIC = CALL_RATIO  # History's metric of a call-cost series' interleaved ratio: named as its measure
 RATIO_COLUMNS = ("call_ratio", "call_ratio_p20", "call_ratio_p80")
 # the provider roles of a call-cost case whose records never carry the ratio (records.call_ratio; the provider
-# table's roles: the bare launch, the floor, and robocache on CuPy views, a call other than the one timed interleaved)
-UNTIMED_ROLES = ("floor", "call")
+# table's roles: the bare launch, the floor the ratio divides by; robocache on CuPy views carries its own since
+# issue 27, its older records are "older than the interleaved timing")
+UNTIMED_ROLES = ("floor",)
 
 
 def metric_measure(metric: str) -> str:

@@ -25,7 +25,9 @@
 // 2026-11-27: no prefetch. The guessed search (rc_upper_bound_guess) touches two or three lines of a row, and
 // an A/B on the H100 (scripts/tune_probe.py --variants, docs/kernels.md "Prefetch") measured the prefetch
 // slower or equal on 12 of 16 shapes, by up to 1.4x on upsampling with narrow rows, where every lane of a
-// one-lane group prefetched the whole row (up to 32 instructions per target). A build option for the probe.
+// one-lane group prefetched the whole row (up to 32 instructions per target). A build option: the autotuner's
+// Config.prefetch (robocache/_tune.py) times it with a cap of 4096 on buckets whose rows fit (short rows, where
+// an H100 nightly check saw the default without it +4.6% slower: B4096 S100 T50 D32 float32).
 #define RC_V2_PREFETCH_BYTES 0
 #endif
 
@@ -97,9 +99,10 @@ struct rc_weight2_fn {  // v2's weight (rc_weight2)
 
 // rc_bracket of common.cuh with the guessed search and the weight of rc_weight2 (v2 only: v1 stays as
 // it was measured); the same weights (rc_mix), so v1 and v2 give the same outcomes.
+// rc_bracket2's outcome from j, the last index with row[j] <= x (or -1), however it was found.
 template <typename TT>
-__device__ __forceinline__ void rc_bracket2(const TT* __restrict__ row, int n, TT x, int& j0, int& j1, float& w) {
-    int j = rc_upper_bound_guess(row, n, x);
+__device__ __forceinline__ void rc_bracket_tail(const TT* __restrict__ row, int n, TT x, int j, int& j0, int& j1,
+                                                float& w) {
     if (x != x) {
         j0 = 0; j1 = 0; w = __int_as_float(0x7fc00000);
     } else if (j < 0) {
@@ -111,6 +114,43 @@ __device__ __forceinline__ void rc_bracket2(const TT* __restrict__ row, int n, T
         j0 = j; j1 = j + 1;
         w = rc_wt_interior(x, x0, x1, j0, j1, rc_weight2_fn());
     }
+}
+
+template <typename TT>
+__device__ __forceinline__ void rc_bracket2(const TT* __restrict__ row, int n, TT x, int& j0, int& j1, float& w) {
+    rc_bracket_tail(row, n, x, rc_upper_bound_guess(row, n, x), j0, j1, w);
+}
+
+#ifndef RC_V2_SEQ
+// 1: a build option, the autotuner's Config.seq (robocache/_tune.py), never the default: each group takes a
+// contiguous run of its block's targets (tpg of them, one after another) instead of every groups-th one, and
+// brackets a target by walking on from the previous target's bracket when both lie in one row and the new
+// target time is not smaller (up to RC_V2_SEQ_WALK steps; a longer walk, a new row, an unsorted or NaN target
+// take the guessed search). Meant for upsampling (T > S), where neighbouring targets share a bracket and the
+// search dominates narrow rows (D = 1: one lane per row); the tuner offers it there only (one-lane rows, T > S).
+// It has one target in flight (RC_V2_UNROLL unused) and no prefetch. The walk's answer is the guessed search's for a
+// non-decreasing row: row[j] <= x_prev <= x, and it stops at the first row[j + 1] > x.
+#define RC_V2_SEQ 0
+#endif
+#ifndef RC_V2_SEQ_WALK
+#define RC_V2_SEQ_WALK 4
+#endif
+
+// The last j with row[j] <= x, from the previous target's jp (row[jp] <= xp <= x, or jp == -1) of the same row.
+// The guessed search out of line for the walk's misses (a new row, an unsorted target): inlined beside the walk
+// it costs the float64-times builds their register budget.
+template <typename TT>
+__device__ __noinline__ int rc_search_cold(const TT* __restrict__ row, int n, TT x) {
+    return rc_upper_bound_guess(row, n, x);
+}
+
+template <typename TT>
+__device__ __forceinline__ int rc_walk(const TT* __restrict__ row, int n, TT x, int jp) {
+    int j = jp;
+#pragma unroll 1
+    for (int s = 0; s < RC_V2_SEQ_WALK && j + 1 < n && __ldg(row + j + 1) <= x; ++s) ++j;
+    if (j + 1 < n && __ldg(row + j + 1) <= x) j = rc_search_cold(row, n, x);  // farther than the walk
+    return j;
 }
 
 #define RC_STR(x) #x
@@ -199,6 +239,39 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
     const int nvec = st.D / N;
     const T* __restrict__ values = static_cast<const T*>(st.values);
     const TT* __restrict__ times = static_cast<const TT*>(st.times);
+#if RC_V2_SEQ
+    {
+        (void)groups;
+        long long bp = -1;
+        int jp = -1;
+        TT xp = (TT)0;
+#pragma unroll 1
+        for (int it = 0; it < st.tpg; ++it) {
+            const long long q = first + (long long)grp * st.tpg + it;
+            if (q >= n_targets) return;
+            long long b, t;
+            rc_fast_divmod((unsigned long long)q, (unsigned long long)Tn, div_mult, div_shift, b, t);
+            const TT* __restrict__ row = times + b * st.S;
+            const TT x = __ldg(tgt + q);
+            const int j = (b == bp && x >= xp) ? rc_walk(row, st.S, x, jp) : rc_search_cold(row, st.S, x);
+            bp = b; jp = j; xp = x;
+            int j0, j1;
+            float w;
+            rc_bracket_tail(row, st.S, x, j, j0, j1, w);
+            const T* r0 = values + (b * st.S + j0) * (long long)st.D;
+            const T* r1 = values + (b * st.S + j1) * (long long)st.D;
+            T* o = out + q * (long long)out_stride + st.col;
+            for (int v = lane_in_group; v < nvec; v += g) {
+                float a[N], c[N];
+                rc_vec<T, VB>::load(r0 + v * N, a);
+                rc_vec<T, VB>::load(r1 + v * N, c);
+#pragma unroll
+                for (int i = 0; i < N; ++i) a[i] = rc_mix(a[i], c[i], w);
+                rc_vec<T, VB>::store(o + v * N, a);
+            }
+        }
+    }
+#else
     for (int it = 0; it < st.tpg; it += U) {
         const T* r0[U];
         const T* r1[U];
@@ -247,6 +320,7 @@ __device__ __forceinline__ void rc_rows_v2(const rc_stream2& st, const TT* __res
             }
         }
     }
+#endif
 }
 
 #ifndef RC_V2_UNROLL

@@ -41,9 +41,14 @@ FORMAT = "robocache-tune/1"
 UNROLLS = (1, 2, 4)
 MINB = {1: 0, 2: 4, 4: 2}  # register cap of a build holding U targets' vectors: 64 and 128 registers at 256 threads
 VUNROLLS = (0, 2, 4)
-TPGS = (0, 1, 2, 4, 8)
+TPGS = (0, 1, 2, 4, 8, 16)  # 16: only the walk's candidates (longer runs of one row's targets per search)
 BLOCKS = (0, 64, 128, 256)
 LG_SHIFTS = (0, 1, 2, 3, 4, 5)
+SEQS = (0, 1)
+# The warp-shared L1 prefetch of a row's source times (kernels/rows_v2.cuh RC_V2_PREFETCH_BYTES): the byte cap of
+# the rows it applies to, 0 for none. 4096: one 128-byte line per lane of the warp.
+PREFETCHES = (0, 4096)
+PREFETCH_CAP = 4096
 
 
 @dataclass(frozen=True)
@@ -55,13 +60,20 @@ class Config:
     lg_shift: int = 0  # lanes per output row halved this many times from the rule's (at least one lane)
     tpg: int = 0  # output rows per group per block (0: the wave rule)
     block: int = 0  # threads per block (0: the rule)
+    # A build option: each group walks a contiguous run of tpg targets, bracketing each from the previous one's
+    # bracket in the same row (-DRC_V2_SEQ=1, kernels/rows_v2.cuh). Its loop has one target in flight and no
+    # prefetch, so it goes with unroll 1, vunroll 0 and prefetch 0 only.
+    seq: int = 0
+    prefetch: int = 0  # a build option: rows of source times up to this many bytes are prefetched into L1 (0: none)
 
     def __post_init__(self) -> None:
         for name, allowed in (("unroll", UNROLLS), ("vunroll", VUNROLLS), ("lg_shift", LG_SHIFTS), ("tpg", TPGS),
-                              ("block", BLOCKS)):
+                              ("block", BLOCKS), ("seq", SEQS), ("prefetch", PREFETCHES)):
             val = getattr(self, name)
             if type(val) is not int or val not in allowed:
                 raise ValueError(f"Config.{name} must be one of {allowed}, got {val!r}")
+        if self.seq and (self.unroll != 1 or self.vunroll or self.prefetch):
+            raise ValueError("Config.seq = 1 takes unroll 1, vunroll 0 and prefetch 0 (the walk's loop has none)")
 
     def options(self) -> tuple[str, ...]:
         """The NVRTC options of this configuration's build (empty for the default build)."""
@@ -70,14 +82,25 @@ class Config:
             opts += [f"-DRC_V2_UNROLL={self.unroll}", f"-DRC_V2_MINB={MINB[self.unroll]}"]
         if self.vunroll:
             opts.append(f"-DRC_V2_VUNROLL={self.vunroll}")
+        if self.seq:
+            opts.append("-DRC_V2_SEQ=1")
+        if self.prefetch:
+            opts.append(f"-DRC_V2_PREFETCH_BYTES={self.prefetch}")
         return tuple(opts)
 
     def to_json(self) -> dict[str, int]:
-        return asdict(self)
+        """The JSON object of this configuration; the build options added later (seq, prefetch) only when set,
+        so a table without them reads as it was written."""
+        d = asdict(self)
+        for name in ("seq", "prefetch"):
+            if not d[name]:
+                del d[name]
+        return d
 
     @classmethod
     def from_json(cls, d: Any) -> Config:
-        """A Config from its JSON object; ``ValueError`` on anything else."""
+        """A Config from its JSON object (a field left out: its default, so tables and caches written before
+        seq and prefetch existed load as seq 0, prefetch 0); ``ValueError`` on anything else."""
         if not isinstance(d, dict) or set(d) - set(cls.__dataclass_fields__):
             raise ValueError(f"not a launch configuration: {d!r}")
         return cls(**d)
@@ -92,39 +115,85 @@ DEFAULT = Config()
 # 1% of its fastest of the 72 (the default rule alone: up to 2.7x slower).
 CANDIDATES = ((1, 0, 0, 0), (1, 4, 2, 1), (1, 0, 1, 1), (2, 4, 0, 0), (1, 0, 0, 1), (1, 4, 0, 4), (2, 4, 0, 4),
               (1, 0, 1, 0), (4, 0, 0, 4), (1, 4, 0, 1), (1, 0, 2, 1), (1, 0, 1, 4))
+# The walk's candidates (seq = 1), rows per group: where one lane owns an output row and targets are denser than
+# sources (D = 1 upsampling). 0: the wave rule (up to 8 on large launches: the measured best of the 276 MB point,
+# docs/kernels.md "RC_V2_SEQ"), 4 (the small point's best), 16 (longer runs, one search per 16 targets). tpg 1
+# would be the default mapping (no run to walk), 2 a walk of one step per search.
+SEQ_TPGS = (0, 4, 16)
+# The prefetch's candidates, (lg_shift, tpg) of the default build with the prefetch: the default launch (the rule
+# the +4.6% alert of B4096 S100 T50 D32 measured against) and the shipped tables' most chosen other launch.
+PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 
-def candidates(lg_nat: int, loop_iters: int, n_targets: int) -> list[Config]:  # noqa: ARG001
+def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,  # noqa: ARG001
+               time_bytes: int = 0) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
     (vectors per row over lanes); ``n_targets``: output rows in the launch. A lane shift past one lane, or a
     feature-loop unroll where the loop runs fewer than two times, changes nothing and is dropped.
+    ``n_tgt``, ``n_src``: targets and source samples per row (the longest source row of a fuse), ``time_bytes``:
+    bytes per time. With them, two build options join where they can pay: the walk (``seq``, :data:`SEQ_TPGS`)
+    for one-lane rows with more targets than sources, the prefetch (:data:`PREFETCH_LAUNCHES`) for rows whose
+    times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES` only.
     """
     out: list[Config] = []
-    seen: set[tuple[int, int, int, int]] = set()
+    seen: set[Config] = set()
+
+    def add(c: Config) -> None:
+        if c not in seen:
+            seen.add(c)
+            out.append(c)
+
     for unroll, vunroll, shift, tpg in CANDIDATES:
         shift = min(shift, lg_nat)
-        iters = loop_iters << shift
-        vunroll = vunroll if iters >= 2 else 0
-        eff = (unroll, vunroll, shift, tpg)
-        if eff in seen:
-            continue
-        seen.add(eff)
-        out.append(Config(unroll=unroll, vunroll=vunroll, lg_shift=shift, tpg=tpg))
+        vunroll = vunroll if (loop_iters << shift) >= 2 else 0
+        add(Config(unroll=unroll, vunroll=vunroll, lg_shift=shift, tpg=tpg))
+    if walk_pays(lg_nat, n_tgt, n_src):
+        for tpg in SEQ_TPGS:
+            add(Config(seq=1, tpg=tpg))
+    if prefetch_fits(n_src, time_bytes):
+        for shift, tpg in PREFETCH_LAUNCHES:
+            add(Config(lg_shift=min(shift, lg_nat), tpg=tpg, prefetch=PREFETCH_CAP))
     return out
 
 
-def exhaustive(lg_nat: int, loop_iters: int) -> list[Config]:
-    """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls)."""
+def walk_pays(lg_nat: int, n_tgt: int, n_src: int) -> bool:
+    """Whether the walk (``seq``) is a candidate: one lane per output row, more targets than sources per row."""
+    return lg_nat == 0 and n_src > 0 and n_tgt > n_src
+
+
+def prefetch_fits(n_src: int, time_bytes: int) -> bool:
+    """Whether the prefetch is a candidate: every row's source times fit its byte cap."""
+    return n_src > 0 and time_bytes > 0 and n_src * time_bytes <= PREFETCH_CAP
+
+
+def builds() -> list[tuple[str, ...]]:
+    """The NVRTC options of every build :func:`candidates` may ask for (the default build first): what a
+    pre-pass warming the tuner's modules should build."""
+    every = [c.options() for lg_nat in range(6) for iters in (1, 8)
+             for c in candidates(lg_nat, iters, 1, n_tgt=2, n_src=1, time_bytes=4)]
+    return list(dict.fromkeys(every))
+
+
+def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
+               time_bytes: int = 0) -> list[Config]:
+    """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
+    with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
+    would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
     out = [DEFAULT]
+    shifts = sorted({s for s in (0, 1, 2, lg_nat) if s <= lg_nat})
     for unroll in UNROLLS:
-        for shift in sorted({s for s in (0, 1, 2, lg_nat) if s <= lg_nat}):
+        for shift in shifts:
             for vunroll in ((0, 4) if (loop_iters << shift) >= 4 else (0,)):
                 for tpg in (0, 1, 4):
                     c = Config(unroll=unroll, vunroll=vunroll, lg_shift=shift, tpg=tpg)
                     if c not in out:
                         out.append(c)
+    if walk_pays(lg_nat, n_tgt, n_src):
+        out += [Config(seq=1, tpg=tpg) for tpg in TPGS if tpg != 1]
+    if prefetch_fits(n_src, time_bytes):
+        out += [Config(lg_shift=shift, tpg=tpg, prefetch=PREFETCH_CAP) for shift in shifts for tpg in (0, 1, 4)]
     return out
 
 

@@ -120,8 +120,9 @@ def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt
 
     may_tune = not _tune.capturing(v.kind, v.device_index)
     with L.on_device("cupy", v.device_index):
-        return _tune.choose(v.device_index, key, _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets),
-                            trial, L.stream_for(v.kind, v.device_index), may_tune)
+        cands = _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets, n_tgt=n_tgt, n_src=n_src,
+                                 time_bytes=8 if s.dtype == "float64" else 4)
+        return _tune.choose(v.device_index, key, cands, trial, L.stream_for(v.kind, v.device_index), may_tune)
 
 
 def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool = False,

@@ -11,6 +11,11 @@ default's against PyTorch eager, before anything is timed.
 An A/B of kernel builds (every candidate of each build timed, outputs checked equal): e.g.
     --tuner-cands --variants "none=;warp=-DRC_V2_PREFETCH_BYTES=4096"
 Torch.compile's column ("tc") is timed over back-to-back calls, so under ~60 us it is the host's time.
+
+The tuner's build choices (Config.seq, the walk; Config.prefetch, the short-row prefetch) are candidates where
+robocache/_tune.py offers them, so one build A/Bs them: each row prints the best of the launches without them
+("base") beside the best of all ("choice"), e.g. the sampled worst points with
+    --tuner-cands --ops resample --n 0 --shapes "63558,31,107,1,float32,float32;4096,100,50,32,float32,float32"
 """
 from __future__ import annotations
 
@@ -116,6 +121,20 @@ def main() -> int:
         extra[:] = []
         return per_variant
 
+    def choice_cols(timed):
+        """The A/B of the build choices in one build's timings: the best launch without seq and prefetch ("base")
+        against the best of all, and which kind won ("base", "seq", "prefetch"; "none offered")."""
+        base = {c: us for c, us in timed.items() if not (c.seq or c.prefetch)}
+        best = min(timed, key=timed.get)
+        kind = "seq" if best.seq else "prefetch" if best.prefetch else "base"
+        return {"base_us": min(base.values()), "choice_us": timed[best],
+                "choice_kind": kind if len(base) < len(timed) else "none offered"}
+
+    def print_choice(row):
+        if row["choice_kind"] != "none offered":
+            print(f"   build choices: base {row['base_us']:9.1f}us, with seq/prefetch {row['choice_us']:9.1f}us "
+                  f"({row['base_us'] / row['choice_us']:.2f}x, {row['choice_kind']})", flush=True)
+
     ops = args.ops.split(",")
     dts = ["float32", "float16", "bfloat16"]
     if "resample" in ops:
@@ -156,8 +175,9 @@ def main() -> int:
             nvec = max(1, d * es_ // vb)
             lg_nat = min(5, (nvec - 1).bit_length())
             loop_iters = -(-nvec // (1 << lg_nat))
-            cands = (_tune.candidates(lg_nat, loop_iters, b * t) if args.tuner_cands
-                     else _tune.exhaustive(lg_nat, loop_iters))
+            kw = {"n_tgt": t, "n_src": s, "time_bytes": src.element_size()}  # the walk's and the prefetch's test
+            cands = (_tune.candidates(lg_nat, loop_iters, b * t, **kw) if args.tuner_cands
+                     else _tune.exhaustive(lg_nat, loop_iters, **kw))
             scratch = torch.empty_like(outd)
             bad = []
 
@@ -176,7 +196,7 @@ def main() -> int:
             pub3 = evt(lambda: robocache.resample(vals, src, tgt))
             row = {"op": "resample", "shape": [b, s, t, d, dt, tdt], "bytes": nbytes, "ceiling": ceiling, "err": err,
                    "err_ok": err <= tol, "bad": bad, "compile_us": tc, "compile_s": comp_s, "v2_us": pub,
-                   "public_us": pub3,
+                   "public_us": pub3, **choice_cols(timed),
                    "cands": {json.dumps(c.to_json()): us for c, us in timed.items()}, "best": best.to_json(),
                    "variants": {vn: {json.dumps(c.to_json()): us for c, us in tv.items()} for vn, tv in per_variant.items()}}
             out_rows.append(row)
@@ -187,6 +207,7 @@ def main() -> int:
             print(f"rs B{b:6d} S{s:6d} T{t:6d} D{d:4d} {dt:8s} {tdt:7s} {nbytes/1e6:8.1f}MB v2 {pub:9.1f}us "
                   f"best {timed[best]:9.1f}us tc {tc:9.1f}us | v2/tc {tc/pub:5.2f} best/tc {tc/timed[best]:5.2f} "
                   f"bw {nbytes/timed[best]/1e3/ceiling*100:5.1f}% {best.to_json()} {'ERR' if not row['err_ok'] else ''}{' BAD' if bad else ''}", flush=True)
+            print_choice(row)
             del vals, src, tgt, ref, outd, scratch
             torch._dynamo.reset()
     if "fuse" in ops:
@@ -218,7 +239,9 @@ def main() -> int:
             nvecs = [max(1, d * es_ // vb) for d, vb in zip(dims, vbs)]
             lg_nat = max(min(5, (n - 1).bit_length()) for n in nvecs)
             iters = max(-(-n // (1 << min(5, (n - 1).bit_length()))) for n in nvecs)
-            cands = _tune.candidates(lg_nat, iters, b * t) if args.tuner_cands else _tune.exhaustive(lg_nat, iters)
+            kw = {"n_tgt": t, "n_src": max(ss), "time_bytes": 4}  # float32 times: the walk's and the prefetch's test
+            cands = (_tune.candidates(lg_nat, iters, b * t, **kw) if args.tuner_cands
+                     else _tune.exhaustive(lg_nat, iters, **kw))
             scratch = torch.empty_like(outd)
             bad = []
 
@@ -235,6 +258,7 @@ def main() -> int:
             best = min(timed, key=timed.get)
             out_rows.append({"op": "fuse", "shape": [b, t, ss, dims, dt], "bytes": nbytes, "ceiling": ceiling, "err": err,
                              "err_ok": err <= tol, "bad": bad, "compile_us": tc, "v2_us": pub, "public_us": pub3,
+                             **choice_cols(timed),
                              "cands": {json.dumps(c.to_json()): us for c, us in timed.items()}, "best": best.to_json(),
                              "variants": {vn: {json.dumps(c.to_json()): us for c, us in tv.items()}
                                           for vn, tv in per_variant.items()}})
@@ -245,6 +269,7 @@ def main() -> int:
             print(f"fu B{b:5d} T{t:5d} S{ss} D{dims} {dt:8s} {nbytes/1e6:8.1f}MB v2 {pub:9.1f}us best {timed[best]:9.1f}us "
                   f"tc {tc:9.1f}us | v2/tc {tc/pub:5.2f} best/tc {tc/timed[best]:5.2f} bw {nbytes/timed[best]/1e3/ceiling*100:5.1f}% "
                   f"{best.to_json()} {'ERR' if err > tol else ''}{' BAD' if bad else ''}", flush=True)
+            print_choice(out_rows[-1])
             del streams, tgt, ref, outd, scratch
             torch._dynamo.reset()
     if "voxelize" in ops:
@@ -298,6 +323,11 @@ def main() -> int:
         bst = sorted(r["compile_us"] / min(r["cands"].values()) for r in rows)
         print(f"SUMMARY {op}: n={len(rows)} v2/tc median {np.median(v2):.2f} worst {v2[0]:.2f} >=1 {sum(x >= 1 for x in v2)}; "
               f"best/tc median {np.median(bst):.2f} worst {bst[0]:.2f} >=1 {sum(x >= 1 for x in bst)}")
+        offered = [r for r in rows if r["choice_kind"] != "none offered"]
+        wins = [r for r in offered if r["choice_us"] < (1 - _tune.MARGIN) * r["base_us"]]
+        print(f"SUMMARY {op} build choices: offered on {len(offered)} shapes, beat the base launches by the tuner's "
+              f"margin on {len(wins)}: " + ", ".join(f"{r['choice_kind']} {r['base_us'] / r['choice_us']:.2f}x"
+                                                     for r in wins))
     print(f"probe wall {time.perf_counter() - t_start:.0f} s")
     return 0
 

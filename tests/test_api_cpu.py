@@ -141,6 +141,11 @@ def test_fuse_bad_inputs(rng):
     s2 = s.copy()
     s2[0] = s2[0, ::-1]
     bad(ValueError, r"streams\[0\].times must be non-decreasing", robocache.fuse, [(v, s2)], t)
+    # an explicit kernel version runs as asked or says why (v2/v3's stream table holds 16); the best version
+    # (no _version) and v1 take any number
+    many = [(v, s)] * 17
+    bad(ValueError, r"kernel version v2 takes at most 16 streams, got 17", robocache.fuse, many, t, _version="v2")
+    assert robocache.fuse(many, t).shape == robocache.fuse(many, t, _version="v1").shape == (3, t.shape[1], 17 * v.shape[2])
 
 
 def test_voxelize_bad_inputs(rng):

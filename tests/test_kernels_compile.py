@@ -39,13 +39,21 @@ EXPECTED_ENTRIES = {
 }
 
 
-def compile_nvrtc(op: str, arch: str) -> tuple[bool, str]:
+# The autotuner's builds of the row kernels compiled here beyond the default (robocache/_tune.py Config.options):
+# the walk and the prefetch, each with one target in flight, on the GPUs the tuner runs on (sm_90).
+TUNER_BUILDS = {"resample": (("-DRC_V2_SEQ=1",), ("-DRC_V2_PREFETCH_BYTES=4096",)),
+                "fuse": (("-DRC_V2_SEQ=1",), ("-DRC_V2_PREFETCH_BYTES=4096",))}
+TUNER_ARCH = "sm_90"
+
+
+def compile_nvrtc(op: str, arch: str, extra: tuple[str, ...] = ()) -> tuple[bool, str]:
     from cuda.bindings import nvrtc
 
     src = _cuda.source(op).encode()
     err, prog = nvrtc.nvrtcCreateProgram(src, f"{op}.cu".encode(), 0, [], [])
     assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
-    opts = [f"-arch={arch}".encode(), b"--ptxas-options=-v", *(o.encode() for o in _cuda.COMPILE_OPTIONS)]
+    opts = [f"-arch={arch}".encode(), b"--ptxas-options=-v",
+            *(o.encode() for o in (*_cuda.COMPILE_OPTIONS, *extra))]
     (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
     _, n = nvrtc.nvrtcGetProgramLogSize(prog)
     log = b" " * n
@@ -91,6 +99,32 @@ def test_kernel_compiles(op, arch, capsys):
     spilled = {n: r for n, r in table.items() if r["spill_st"] or r["spill_ld"]}
     assert not spilled, f"register spills (local-memory traffic) in {sorted(spilled)}"
     assert all(r["regs"] <= 255 for r in table.values())
+    if arch == TUNER_ARCH:
+        for extra in TUNER_BUILDS.get(op, ()):
+            check_build(op, arch, extra, capsys)
+
+
+def check_build(op: str, arch: str, extra: tuple[str, ...], capsys) -> None:
+    """One autotuner build of a row kernel: compiles without warnings or spills, every entry point there."""
+    ok, log = compile_nvrtc(op, arch, extra)
+    assert ok, f"kernels/{op}.cu {' '.join(extra)} failed to compile for {arch}:\n{log}"
+    assert "warning" not in log.lower(), f"kernels/{op}.cu {' '.join(extra)} warns for {arch}:\n{log}"
+    table = resource_table(log)
+    assert set(table) == EXPECTED_ENTRIES[op]
+    v2 = {n: r for n, r in table.items() if "_v2_" in n}
+    with capsys.disabled():
+        print(f"  kernels/{op}.cu {' '.join(extra)} for {arch}: " + ", ".join(
+            f"{n.split('_v2_')[1]} {r['regs']} regs" for n, r in sorted(v2.items())))
+    spilled = {n: r for n, r in table.items() if r["spill_st"] or r["spill_ld"] or r["stack"]}
+    assert not spilled, f"spills or a stack frame in {' '.join(extra)}: {spilled}"
+
+
+def test_tuner_builds_are_the_ones_compiled_here():
+    """Every build the tuner may ask for beyond the default and the U / feature-loop builds is compiled above."""
+    from robocache import _tune
+
+    new = {b for b in _tune.builds() if any("RC_V2_SEQ" in o or "RC_V2_PREFETCH" in o for o in b)}
+    assert new == set(TUNER_BUILDS["resample"]) == set(TUNER_BUILDS["fuse"])
 
 
 def test_source_inlines_common_header():

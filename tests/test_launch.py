@@ -161,3 +161,40 @@ def test_guessed_search_is_exact_and_stays_in_the_row(n):
             want = -1 if np.isnan(x) else int(np.searchsorted(row, x, side="right")) - 1
             assert got == want, (n, x)
             assert top <= n - 1
+
+
+def _seq_brackets(row: np.ndarray, xs: np.ndarray, walk: int = 4) -> list[int]:
+    """A line-by-line emulation of the RC_V2_SEQ build's bracketing (kernels/rows_v2.cuh, rc_rows_v2 and
+    rc_walk): one group's run of targets in one row, each bracketed by walking on from the previous target's
+    answer when its time is not smaller, else by the guessed search."""
+    n = len(row)
+    out: list[int] = []
+    jp, xp, first = -1, 0.0, True
+    for x in xs:
+        if not first and x >= xp:  # NaN (x or xp) compares false: the search
+            j, s = jp, 0
+            while s < walk and j + 1 < n and row[j + 1] <= x:
+                j, s = j + 1, s + 1
+            if j + 1 < n and row[j + 1] <= x:
+                j = _guess_search(row, float(x))[0]
+        else:
+            j = _guess_search(row, float(x))[0]
+        out.append(j)
+        jp, xp, first = j, x, False
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 100, 3000])
+def test_seq_walk_brackets_like_the_search(n):
+    """RC_V2_SEQ's walk gives numpy.interp's bracket for upsampled, downsampled, unsorted and NaN target runs on
+    rows near-uniform, with repeats and all equal."""
+    rng = np.random.default_rng(n + 7)
+    rows = [np.sort(rng.uniform(0, 1, n)), np.sort(np.round(rng.uniform(0, 1, n) * 4) / 4), np.full(n, 0.5)]
+    for row in rows:
+        runs = [np.sort(rng.uniform(row[0] - 0.1, row[-1] + 0.1, 4 * n + 3)),  # upsampling: walks of 0-1 steps
+                np.sort(rng.uniform(row[0], row[-1], max(2, n // 16))),       # downsampling: walks past the cap
+                rng.uniform(row[0] - 0.1, row[-1] + 0.1, 50),                 # unsorted
+                np.array([row[0], np.nan, row[-1], row[-1], np.inf, -np.inf, row[0]])]
+        for xs in runs:
+            want = [-1 if np.isnan(x) else int(np.searchsorted(row, x, side="right")) - 1 for x in xs]
+            assert _seq_brackets(row, xs) == want, (n, xs[:5])

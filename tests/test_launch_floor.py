@@ -108,7 +108,7 @@ INTERLEAVED = {"rounds": 40, "calls_per_loop": 120, "bare_us": 5.0, "public_us":
                "cupy_ratio_p80": 1.9, "noise_target_met": True}
 
 
-def _dispatch_run(tmp_path, interleaved: dict | None):
+def _dispatch_run(tmp_path, interleaved: dict | None, cupy_own: dict | None = None):
     from tests.synthetic_kernels import DISPATCH, gpu_env, record
 
     cid, times = DISPATCH
@@ -120,6 +120,8 @@ def _dispatch_run(tmp_path, interleaved: dict | None):
         r["dispatch"] = {"device_us": 2.0, "gpu_keeps_up": True}
         if prov == "robocache" and interleaved is not None:
             r["dispatch"]["interleaved"] = dict(interleaved)
+        if prov == "robocache@cupy" and cupy_own is not None:  # the harness since issue 27: its own ratio
+            r["dispatch"]["interleaved"] = dict(cupy_own)
         recs.append(r)
     store.write_records(tmp_path, gpu_env("H100", "nvidia-h100-x1"), recs, name="dispatch")
     return store.load(tmp_path)
@@ -152,3 +154,20 @@ def test_call_cost_table_shows_the_interleaved_ratio(tmp_path):
     # records without it (older runs) keep their table, the column empty
     rows = kernels.call_cost_rows(_dispatch_run(tmp_path / "old", None).records)
     assert all(r["interleaved_p50"] is None for r in rows)
+
+
+def test_the_cupy_row_shows_its_own_interleaved_ratio_when_its_record_has_one(tmp_path):
+    """Since issue 27 the robocache@cupy record measures its own interleaved ratio (its public call on CuPy
+    arrays): its row shows that, not the figure the robocache record measured beside it; check reads the same."""
+    from robocache.bench.regressions.records import call_ratio
+
+    own = dict(INTERLEAVED, ratio_p20=1.55, ratio_p50=1.6, ratio_p80=1.65, rounds=33)
+    loaded = _dispatch_run(tmp_path, INTERLEAVED, cupy_own=own)
+    rows = {r["provider"]: r for r in kernels.call_cost_rows(loaded.records)}
+    assert (rows["robocache@cupy"]["interleaved_p50"], rows["robocache@cupy"]["interleaved_rounds"]) == (1.6, 33)
+    assert rows["robocache"]["interleaved_p50"] == 2.2 and rows["bare_launch"]["interleaved_p50"] is None
+    cupy = next(r for r in loaded.records if r.case.provider == "robocache@cupy")
+    assert call_ratio(cupy)[0] == pytest.approx(1.6)  # compare and check judge the row on its own ratio
+    # its own record without one (a run before issue 27): the robocache record's CuPy figure, as before
+    rows = {r["provider"]: r for r in kernels.call_cost_rows(_dispatch_run(tmp_path / "old", INTERLEAVED).records)}
+    assert rows["robocache@cupy"]["interleaved_p50"] == 1.8

@@ -27,7 +27,7 @@ DEV = _tune.Device("Fake GPU 80GB", "9.0", 132)
 def test_config_validation_and_options():
     assert _tune.DEFAULT.options() == ()
     assert _tune.Config(unroll=2, vunroll=4).options() == ("-DRC_V2_UNROLL=2", "-DRC_V2_MINB=4", "-DRC_V2_VUNROLL=4")
-    for bad in ({"unroll": 3}, {"tpg": 16}, {"block": 1024}, {"lg_shift": -1}, {"unroll": True}, {"vunroll": 1.0}):
+    for bad in ({"unroll": 3}, {"tpg": 32}, {"block": 1024}, {"lg_shift": -1}, {"unroll": True}, {"vunroll": 1.0}):
         with pytest.raises(ValueError):
             _tune.Config(**bad)
     with pytest.raises(ValueError):
@@ -46,6 +46,76 @@ def test_candidates_start_with_the_default_and_have_no_duplicate_in_effect():
             assert all(c.lg_shift <= lg_nat for c in cands)
             assert all(c.vunroll == 0 or (iters << c.lg_shift) >= 2 for c in cands)
     assert len(_tune.candidates(5, 8, 1)) == len(_tune.CANDIDATES)
+
+
+def test_the_walk_and_the_prefetch_are_build_options_that_old_files_lack():
+    """Config.seq (-DRC_V2_SEQ=1) and Config.prefetch (-DRC_V2_PREFETCH_BYTES=cap): validated, in the options, in
+    JSON only when set, so a table or cache written before them loads as seq 0, prefetch 0 and a default-build
+    choice writes what it wrote before."""
+    walk, pre = _tune.Config(seq=1, tpg=16), _tune.Config(lg_shift=2, tpg=1, prefetch=4096)
+    assert walk.options() == ("-DRC_V2_SEQ=1",) and pre.options() == ("-DRC_V2_PREFETCH_BYTES=4096",)
+    for bad in ({"seq": 2}, {"seq": True}, {"prefetch": 100}, {"prefetch": 4096.0}, {"seq": 1, "unroll": 2},
+                {"seq": 1, "vunroll": 4}, {"seq": 1, "prefetch": 4096}, {"tpg": 32}):
+        with pytest.raises(ValueError):
+            _tune.Config(**bad)
+    for c in (walk, pre, _tune.Config(unroll=2, vunroll=4, tpg=4, prefetch=4096)):
+        assert _tune.Config.from_json(json.loads(json.dumps(c.to_json()))) == c
+    old = {"unroll": 1, "vunroll": 4, "lg_shift": 2, "tpg": 1, "block": 0}  # an entry of a table before them
+    assert _tune.Config.from_json(old) == _tune.Config(vunroll=4, lg_shift=2, tpg=1)
+    assert _tune.Config.from_json(old).to_json() == old and "seq" not in _tune.DEFAULT.to_json()
+    assert walk.to_json()["seq"] == 1 and pre.to_json()["prefetch"] == 4096
+    doc = {"format": _tune.FORMAT, "device": {"name": DEV.name}, "kernels": "x",
+           "entries": {KEY: {"config": walk.to_json()}, KEY.replace("n20", "n21"): {"config": old}}}
+    assert _tune.parse_table(json.dumps(doc), "t")
+    doc["entries"][KEY]["config"] = {"seq": 1, "unroll": 4}
+    with pytest.raises(_tune.TableError, match="seq"):
+        _tune.parse_table(json.dumps(doc), "t")
+
+
+def _kinds(cands):
+    return {"seq": [c for c in cands if c.seq], "prefetch": [c for c in cands if c.prefetch]}
+
+
+def test_the_walk_is_a_candidate_only_for_one_lane_upsampling():
+    """D = 1 upsampling (one lane a row, T > S: the sampled worst point 63558, 31 -> 107, float32) times the
+    walk with tpg 0, 4, 16 beside the 6 launches it timed before; a D = 32 or a downsampling bucket never."""
+    base = _tune.candidates(0, 1, 63558 * 107)
+    up = _tune.candidates(0, 1, 63558 * 107, n_tgt=107, n_src=31, time_bytes=4)
+    assert up[:len(base)] == base and up[0] == _tune.DEFAULT and len(set(up)) == len(up)
+    assert [c.tpg for c in _kinds(up)["seq"]] == list(_tune.SEQ_TPGS) and all(c.tpg != 1 for c in _kinds(up)["seq"])
+    long_rows = _tune.candidates(0, 1, 13942 * 1630, n_tgt=1630, n_src=1500, time_bytes=8)
+    assert len(_kinds(long_rows)["seq"]) == 3 and not _kinds(long_rows)["prefetch"]
+    assert (len(base), len(long_rows), len(up)) == (6, 9, 11)  # the first-call cost of a D = 1 upsampling bucket
+    for lg_nat, n_tgt, n_src in ((3, 50, 100), (0, 50, 100), (0, 100, 100), (1, 200, 100), (5, 2000, 100)):
+        assert not _kinds(_tune.candidates(lg_nat, 1, 10**6, n_tgt=n_tgt, n_src=n_src, time_bytes=4))["seq"]
+    assert all(c.tpg in _tune.TPGS and c.unroll == 1 for c in _kinds(up)["seq"])
+    ex = _tune.exhaustive(0, 1, n_tgt=107, n_src=31, time_bytes=4)
+    assert set(up) <= set(ex) and len(_kinds(ex)["seq"]) == len(_tune.TPGS) - 1
+    assert not _kinds(_tune.exhaustive(3, 1, n_tgt=50, n_src=100, time_bytes=4))["seq"]
+
+
+def test_the_prefetch_is_a_candidate_only_where_the_rows_times_fit_its_cap():
+    """Short rows (B4096 S100 T50 D32 float32: 400 bytes of times, the +4.6% alert) time the default launch and
+    the shipped tables' most chosen other launch with the prefetch; rows past 4096 bytes never."""
+    base = _tune.candidates(3, 1, 4096 * 50)
+    short = _tune.candidates(3, 1, 4096 * 50, n_tgt=50, n_src=100, time_bytes=4)
+    assert short[:len(base)] == base and len(short) == len(base) + 2
+    assert _kinds(short)["prefetch"] == [_tune.Config(prefetch=4096), _tune.Config(lg_shift=2, tpg=1, prefetch=4096)]
+    assert not _kinds(short)["seq"]
+    for n_src, tb, fits in ((1024, 4, True), (1025, 4, False), (512, 8, True), (513, 8, False), (2, 8, True)):
+        assert bool(_kinds(_tune.candidates(5, 8, 1, n_tgt=1, n_src=n_src, time_bytes=tb))["prefetch"]) == fits
+    assert _kinds(_tune.candidates(0, 1, 1, n_tgt=1, n_src=100, time_bytes=4))["prefetch"][1].lg_shift == 0
+    ex = _tune.exhaustive(3, 1, n_tgt=50, n_src=100, time_bytes=4)
+    assert set(short) <= set(ex) and not _kinds(_tune.exhaustive(3, 1))["prefetch"]
+    assert len(set(ex)) == len(ex)
+
+
+def test_builds_lists_every_module_a_candidate_may_need():
+    every = {c.options() for lg_nat in range(6) for iters in (1, 2, 4, 8)
+             for n_tgt, n_src in ((2, 1), (1, 2), (10**4, 100), (1, 10**4)) for tb in (4, 8)
+             for c in _tune.candidates(lg_nat, iters, 1000, n_tgt=n_tgt, n_src=n_src, time_bytes=tb)}
+    assert every == set(_tune.builds()) and _tune.builds()[0] == ()
+    assert {("-DRC_V2_SEQ=1",), ("-DRC_V2_PREFETCH_BYTES=4096",)} <= every
 
 
 def test_buckets_group_shapes_and_parse_back():
@@ -219,9 +289,17 @@ def test_the_pre_pass_builds_every_module_the_tuner_may_load():
 
     cases = specs.cases("quick", device="gpu", providers=["robocache", "torch_compile"])
     builds = runner._module_builds(cases)
-    want = {c.options() for c in _tune.candidates(5, 8, 1)}
+    want = set(_tune.builds())
     assert {b for op, b in builds if op == "resample"} == want == {b for op, b in builds if op == "fuse"}
     assert ("voxelize", ()) in builds and len(want) >= 3
+    # every first call's candidates are among them, whatever the geometry (the walk's and the prefetch's too)
+    for lg_nat in range(6):
+        for iters in (1, 2, 8):
+            for n_tgt, n_src in ((2, 1), (50, 100), (107, 31), (1, 1)):
+                for tb in (4, 8):
+                    got = {c.options() for c in _tune.candidates(lg_nat, iters, 1, n_tgt=n_tgt, n_src=n_src,
+                                                                 time_bytes=tb)}
+                    assert got <= want, (lg_nat, iters, n_tgt, n_src, tb, got - want)
     assert runner._module_builds([c for c in cases if c.provider == "torch_compile"]) == []
     for op in _cuda.OPS:  # the entry a warm-up loads exists
         assert f'{_cuda.first_entry(op)}' in _cuda.source(op)

@@ -282,7 +282,7 @@ def _module_builds(cases: list[specs.Case]) -> list[tuple[str, tuple[str, ...]]]
     from robocache import _cuda, _tune
 
     ops_ = sorted({c.op for c in cases if c.provider.startswith("robocache") and c.op in _cuda.OPS})
-    builds = sorted({cfg.options() for cfg in _tune.candidates(5, 8, 1)})
+    builds = _tune.builds()  # every build a first call's candidates may ask for (the walk's, the prefetch's too)
     return [(op, b) for op in ops_ for b in (builds if specs.ops.get(op).tuned_launch else [()])]
 
 

@@ -15,6 +15,7 @@ import pytest
 import robocache
 from robocache import reference
 from robocache._versions import VERSIONS
+from robocache.fuse import FUSE2_MAX
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -138,7 +139,13 @@ def test_fuse_mixed_widths_and_many_streams(version, dtype):
             np_streams.append((v.double().cpu().numpy(), ts.astype(np.float32).astype(np.float64)))
         tgt = rng.uniform(-0.1, 1.1, (b, t))
         out = torch.full((b, t, sum(widths[:k])), float("nan"), device="cuda", dtype=dtype)
-        robocache.fuse(streams, torch.from_numpy(tgt).cuda().float(), out=out, _version=version)
+        if version != "v1" and k > FUSE2_MAX:
+            # an explicit v2/v3 never falls back to v1 silently: it says why, and the best version takes them
+            with pytest.raises(ValueError, match="at most 16 streams"):
+                robocache.fuse(streams, torch.from_numpy(tgt).cuda().float(), out=out, _version=version)
+            robocache.fuse(streams, torch.from_numpy(tgt).cuda().float(), out=out)
+        else:
+            robocache.fuse(streams, torch.from_numpy(tgt).cuda().float(), out=out, _version=version)
         want = reference.fuse(np_streams, tgt.astype(np.float32).astype(np.float64))
         _check(out, want, dtype, f"{version} {k} streams")
 

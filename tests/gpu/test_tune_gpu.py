@@ -72,7 +72,7 @@ def test_every_candidate_equals_the_default_and_the_reference(dtype, b, s, t, d)
     nvec = max(1, d * es // vb)
     lg_nat = min(5, (nvec - 1).bit_length())
     default = None
-    for cfg in _tune.exhaustive(lg_nat, -(-nvec // (1 << lg_nat))):
+    for cfg in _tune.exhaustive(lg_nat, -(-nvec // (1 << lg_nat)), n_tgt=t, n_src=s, time_bytes=4):
         out = torch.full((b, t, d), float("nan"), device="cuda", dtype=dtype)
         rs._plan_v2(v, sa, vals, out.data_ptr(), t, cfg)(vals, st, tt, out)
         torch.cuda.synchronize()
@@ -97,7 +97,7 @@ def test_fuse_candidates_equal_the_default():
     pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
     ta = A.describe("tgt", tgt)
     default = None
-    for cfg in _tune.exhaustive(5, 4):
+    for cfg in _tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4) + WALKS + PREFETCHES:
         out = torch.full((b, t, sum(dims)), float("nan"), device="cuda", dtype=torch.bfloat16)
         fu._plan_v2(pairs, ta, streams, out.data_ptr(), cfg)(streams, tgt, out)
         torch.cuda.synchronize()
@@ -107,6 +107,65 @@ def test_fuse_candidates_equal_the_default():
         else:
             assert torch.equal(out, default), f"fuse {cfg} differs from the default"
     assert torch.equal(robocache.fuse(streams, tgt), default)
+
+
+# The tuner's build choices (Config.seq: the walk, -DRC_V2_SEQ=1; Config.prefetch: -DRC_V2_PREFETCH_BYTES) on every
+# rows-per-group value, whatever the shape (the tuner offers them on some shapes only; they must be right on all).
+WALKS = [_tune.Config(seq=1, tpg=tpg) for tpg in _tune.TPGS] + [_tune.Config(seq=1, tpg=4, lg_shift=1),
+                                                               _tune.Config(seq=1, tpg=16, block=64)]
+PREFETCHES = [_tune.Config(prefetch=_tune.PREFETCH_CAP, lg_shift=sh, tpg=tpg, unroll=u)
+              for sh, tpg, u in ((0, 0, 1), (2, 1, 1), (0, 4, 2), (1, 16, 4))]
+# (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
+# crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
+# 600 float64), a single source sample
+CHOICE_SHAPES = [(6, 31, 107, 1), (5, 3, 7, 1), (3, 25, 400, 4), (4, 300, 40, 1), (2, 1500, 3100, 1),
+                 (3, 600, 900, 2), (2, 1, 9, 1), (7, 100, 50, 32)]
+
+
+@pytest.mark.parametrize("time_dtype", (torch.float32, torch.float64), ids=str)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("b,s,t,d", CHOICE_SHAPES)
+def test_the_walk_and_the_prefetch_equal_the_default_and_the_reference(time_dtype, dtype, b, s, t, d):
+    rng = np.random.default_rng(b * 7919 + s * 31 + t)
+    src = _times(rng, b, s)
+    src[:, s // 3: s // 3 + min(3, s)] = src[:, s // 3: s // 3 + 1]  # repeated source times: the last one wins
+    src = np.sort(src, axis=1)
+    sorted_t = np.sort(rng.uniform(-0.1, 1.1, (b, t)), axis=1)  # the walk's case: non-decreasing runs
+    unsorted = rng.uniform(-0.1, 1.1, (b, t))  # every target from the search
+    vals = torch.from_numpy(rng.standard_normal((b, s, d))).cuda().to(dtype)
+    st = torch.from_numpy(src).cuda().to(time_dtype)
+    v, sa = A.describe("v", vals), A.describe("s", st)
+    for name, tgt in (("sorted", sorted_t), ("unsorted", unsorted)):
+        tt = torch.from_numpy(tgt).cuda().to(time_dtype)
+        want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(), tt.double().cpu().numpy())
+        default = None
+        for cfg in [_tune.DEFAULT, *WALKS, *PREFETCHES]:
+            out = torch.full((b, t, d), float("nan"), device="cuda", dtype=dtype)
+            rs._plan_v2(v, sa, vals, out.data_ptr(), t, cfg)(vals, st, tt, out)
+            torch.cuda.synchronize()
+            what = f"{cfg} B{b} S{s} T{t} D{d} {dtype} {time_dtype} {name} targets"
+            _check(out, want, dtype, what)
+            if default is None:
+                default = out.clone()
+            else:
+                assert torch.equal(out, default), f"{what} differs from the default"
+
+
+def test_a_one_lane_upsampling_bucket_times_the_walk_and_persists_its_choice(tmp_path):
+    """The public call of a D = 1 upsampling shape (the sampled worst point's class) times the walk's candidates
+    on its first call and writes whatever won into the cache; the answer equals v2's."""
+    rng = np.random.default_rng(3)
+    b, s, t = 512, 31, 107
+    vals = torch.from_numpy(rng.standard_normal((b, s, 1))).cuda().float()
+    st = torch.from_numpy(_times(rng, b, s)).cuda().float()
+    tt = torch.from_numpy(np.sort(rng.uniform(0, 1, (b, t)), axis=1)).cuda().float()
+    ref = robocache.resample(vals, st, tt, _version="v2")
+    assert torch.equal(robocache.resample(vals, st, tt), ref)
+    path = tmp_path / "cache" / f"tune-{_tune.device(0).slug}.json"
+    (key, entry), = _tune.parse_table(path.read_text(), str(path))["entries"].items()
+    want = _tune.candidates(0, 1, b * t, n_tgt=t, n_src=s, time_bytes=4)
+    assert entry["of"] == entry["candidates"] == len(want) and any(c.seq for c in want)
+    assert any(c.prefetch for c in want)
 
 
 def _inputs(b=64, s=200, t=100, d=14):

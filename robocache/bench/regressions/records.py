@@ -49,8 +49,8 @@ def call_ratio(rec: Record) -> tuple[float, float] | None:
     """A call-cost case's interleaved ratio, the quantity its call cost is judged by (issue 25: public call /
     bare launch, measured ABAB in one process, where the host's state cancels): ``(ratio_p50, within-run sigma of
     its log)``, the sigma the median's standard error from the rounds' p20..p80 spread. None for a record that is
-    not a call-cost case or carries no ``dispatch.interleaved`` (an older record; bare_launch and robocache@cupy
-    rows, whose call is not the one measured interleaved): its value is its host time, :func:`p50`."""
+    not a call-cost case or carries no ``dispatch.interleaved`` (an older record, robocache@cupy's before issue 27;
+    bare_launch rows, the floor the ratio divides by): its value is its host time, :func:`p50`."""
     m, d = rec.method, rec.dispatch
     if m is None or m.timer not in CALL_COST_TIMERS or d is None or d.interleaved is None:
         return None

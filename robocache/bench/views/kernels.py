@@ -248,7 +248,7 @@ def _call_cost_case(group: list[Row], where: dict[str, Any]) -> list[dict[str, A
     per provider in the provider table's order, each against the case's bare launch."""
     bare = [r for r in group if r.status == "ok" and r.p50 and _is_bare(r.provider)]
     floor = min((r.p50 for r in bare), default=None)
-    inter = next((r.interleaved for r in group if r.provider == OURS and r.status == "ok"), None)
+    ours = next((r.interleaved for r in group if r.provider == OURS and r.status == "ok"), None)
     out = []
     for r in sorted(group, key=lambda r: providers.order(r.provider)):
         t = r.p50 if r.status == "ok" else None
@@ -256,19 +256,26 @@ def _call_cost_case(group: list[Row], where: dict[str, Any]) -> list[dict[str, A
         out.append({**where, "provider": r.provider, "status": r.status, "timer": r.timer,
                     "us_per_call": t, "vs_bare": t / floor if t and floor else None,
                     "device_us": r.dispatch_device_us, "gpu_keeps_up": r.dispatch_gpu_keeps_up,
-                    **_interleaved_cells(inter, r.provider), "flagged": flagged(r)})
+                    **_interleaved_cells(ours, r.provider, r.interleaved if r.status == "ok" else None),
+                    "flagged": flagged(r)})
     return out
 
 
-# the interleaved ratio (schema Interleaved, on the public API's record) each call-cost provider's row shows:
-# the public call on torch tensors on robocache's row, on CuPy arrays on robocache@cupy's
+# the interleaved ratio (schema Interleaved) each call-cost provider's row shows when its own record has none
+# (records before issue 27 measured it on the public API's record only): the public call on torch tensors on
+# robocache's row, on CuPy arrays on robocache@cupy's
 _INTERLEAVED_OF = {OURS: "ratio", f"{OURS}@cupy": "cupy_ratio"}
 
 
-def _interleaved_cells(inter: Any, provider: str) -> dict[str, Any]:
+def _interleaved_cells(inter: Any, provider: str, own: Any = None) -> dict[str, Any]:
     """``interleaved_p20/p50/p80`` (the public call / the bare launch, timed interleaved in one process: issue
-    25) and ``interleaved_rounds`` for ``provider``'s row of a call-cost case; None where not measured."""
-    key = _INTERLEAVED_OF.get(provider)
+    25) and ``interleaved_rounds`` for ``provider``'s row of a call-cost case: the row's own record's ratio
+    (``own``; its public call is the row's), else the public API's record's (``inter``) figure for this provider;
+    None where not measured."""
+    if own is not None:
+        inter, key = own, "ratio"
+    else:
+        key = _INTERLEAVED_OF.get(provider)
     if inter is None or key is None:
         return {"interleaved_p20": None, "interleaved_p50": None, "interleaved_p80": None, "interleaved_rounds": None}
     return {"interleaved_p20": inter[f"{key}_p20"], "interleaved_p50": inter[f"{key}_p50"],
