@@ -89,3 +89,22 @@ def test_a_bad_launch_margin_is_refused_before_any_part_runs(tmp_path: Path, mon
     assert not out.exists()
     args = cli._parser().parse_args(["run", "--suite", "pipelines", "--device", "cpu", "--parts", "dataload"])
     assert command.checked_config(args, "cpu").ddp_ranks == ()  # no launch: the variable is not read
+
+
+@pytest.mark.parametrize(("exc", "code", "says"), [("stopped", 143, "stopped by SIGTERM; the launch's processes"),
+                                                   ("interrupt", 130, "interrupted")])
+def test_a_stopped_run_says_so_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture, exc: str, code: int, says: str) -> None:
+    """A timeout's SIGTERM during a DDP launch (gpu_check.sh's DDP_TIMEOUT) ends the alias with one line and the
+    one CLI's exit code, never a traceback (seen on the 4-GPU H200 of 2026-11-28)."""
+    from robocache.bench.multigpu import launch
+
+    def stop(*_a, **_k):
+        raise launch.Stopped("stopped by SIGTERM") if exc == "stopped" else KeyboardInterrupt
+
+    monkeypatch.setattr(alias, "run_and_print", stop)
+    assert alias.main(["run", "--device", "cpu", "--out", str(tmp_path), *KNOBS]) == code
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    if exc == "stopped":
+        assert code == cli.EXIT_STOPPED

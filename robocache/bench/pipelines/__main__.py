@@ -58,7 +58,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.cmd == "list":
         return list_cases(cfg)
-    return run_and_print(cfg, args.out, args.machine)
+    from ..multigpu import launch
+
+    try:
+        return run_and_print(cfg, args.out, args.machine)
+    except launch.Stopped as e:  # SIGTERM/SIGHUP during a DDP launch (a timeout's): a line, not a traceback
+        print(f"pipelines {args.cmd}: {e}; the launch's processes were stopped, the records written so far are kept",
+              file=sys.stderr)
+        return 143  # as robocache-bench's EXIT_STOPPED
+    except KeyboardInterrupt:
+        print(f"pipelines {args.cmd}: interrupted; the records written so far are kept", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
