@@ -876,6 +876,37 @@ def test_outlying_nights_do_not_set_the_noise():
     assert regress.series_sigma(x, np.zeros(0)) < 0.045
 
 
+def test_within_run_noise_the_nights_refute_does_not_floor_the_noise():
+    # issue 27: a record's within-run noise is the median's distribution-free 95% interval, at 8 samples their
+    # whole range: one batch blocked behind a stream gave a CuPy case +-38% (19.5% a run) while its nights moved
+    # 1-2%. As a hard floor it made a +20% step one sigma, never sent to the rerun. Nights that spread this little
+    # refute it; nights that spread as much as it says, or too few nights to say, keep it
+    import numpy as np
+
+    quiet = np.log(_noisy(3, n=20, sigma=0.01))
+    wide = np.full(20, 0.195)
+    assert regress.series_sigma(quiet, wide) < 0.05
+    assert regress.series_sigma(quiet, wide) >= regress.series_sigma(quiet, np.zeros(0))
+    noisy = np.log(_noisy(3, n=20, sigma=0.15))
+    assert regress.series_sigma(noisy, wide) >= 0.195
+    assert regress.series_sigma(quiet[:3], wide[:3]) >= 0.195  # two differences bound nothing
+    # nights that do spread as the within-run figure says refute it about as often as the bound's p (0.001)
+    from robocache.bench.regressions.noise import WITHIN_REFUTE_P, within_floor
+
+    rng = np.random.default_rng(27)
+    for n in (6, 20, 60):
+        refuted = sum(within_floor(rng.normal(0.0, 0.1, n), np.full(n, 0.1)) < 0.1 for _ in range(2000))
+        assert refuted <= 2000 * 5 * WITHIN_REFUTE_P, n
+
+
+def test_a_step_on_a_series_whose_within_run_noise_its_nights_refute_is_screened():
+    vals = _noisy(5, n=20, sigma=0.01) + [120.0, 119.5]
+    for noise in (0.382, 0.002):  # the CuPy fuse case's within-run half-width, and a quiet one's
+        recs = [rec(t=v, run=f"n{i:03d}", night=i, noise=noise) for i, v in enumerate(vals)]
+        got = regress.check(recs, screen=regress.SCREEN_P).alerts
+        assert len(got) == 1 and got[0].after.run_id == "n020", noise
+
+
 def test_rerun_in_a_state_the_series_has_shown_before_confirms_nothing():
     # 100/108 us, the slow state in 3 of the 20 nights before, then two slow nights and two slow reruns: the
     # parametric test alone would confirm (the quiet state's noise is small); the nights before held that level

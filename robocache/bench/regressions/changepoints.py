@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..schema import Series, fingerprint, series_key
-from .noise import CALL_RATIO, NOISE_MIN, PRIOR_DOF, prior_noise, prior_ratio_noise, series_sigma, shrink, sigma_floors
+from .noise import (CALL_RATIO, NOISE_MIN, PRIOR_DOF, prior_noise, prior_ratio_noise, series_sigma, shrink, sigma_floors,
+                    within_floor)
 from .records import (CALL_COST_TIMERS, FLOOR, call_ratio, call_ratio_of_json, case_key, check_floor, env_changes, env_fingerprint,
                       env_print, p50, safe_exp, unhealthy, within_sigma)
 
@@ -221,7 +222,7 @@ def _robust_sigma(x: np.ndarray, within: np.ndarray) -> float:
     d = np.abs(np.diff(x))
     if not len(d):
         return NOISE_MIN
-    return max(1.4826 * float(np.median(d)) / math.sqrt(2), float(np.median(within)) if len(within) else 0.0,
+    return max(1.4826 * float(np.median(d)) / math.sqrt(2), within_floor(x[:-2] if len(x) >= 7 else x, within),
                NOISE_MIN)
 
 

@@ -25,6 +25,9 @@ PRIOR_ABS_US = 0.1
 PRIOR_WIDEN = 1.5  # the prior is widened by this much for a series without history of its own (conservative)
 PRIOR_DOF = 4.0  # the prior counts as this many degrees of freedom next to a series' own history
 LEVEL_Q = 0.9  # the level spread is winsorized at this quantile: a second state must recur in about 10% of nights
+# the runs' within-run noise floors a series' noise unless its own nights refute it: their consecutive differences'
+# spread is below the within-run sigma's lower one-sided WITHIN_REFUTE_P bound (chi-square on their degrees of freedom)
+WITHIN_REFUTE_P = 0.001
 PRIORS_FILE = Path(__file__).with_name("noise_priors.json")
 BUCKETS = ((20.0, "lt20us"), (200.0, "lt200us"), (math.inf, "ge200us"))  # prior time buckets (median time)
 
@@ -272,13 +275,44 @@ def _level_spread(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(r * r)))
 
 
+def within_floor(x: np.ndarray, within: np.ndarray) -> float:
+    """The runs' median within-run noise (:func:`records.within_sigma`) as a floor on the series' between-run
+    noise, capped where the series' own nights refute it: a run's median cannot vary less between runs than
+    within one, so nights whose consecutive differences (winsorized as :func:`series_sigma`'s, over sqrt(2)) spread less than
+    that sigma could give with probability WITHIN_REFUTE_P (chi-square, (2/3)(n-1) degrees of freedom, as the
+    check counts them) say the within-run figure is not the median's uncertainty. The cap is then that
+    one-sided bound: the largest sigma the nights allow. (Issue 27: ``method.noise`` is a distribution-free 95%
+    interval, at 8 samples their whole range; one batch of 8 blocked behind a stream gave a CuPy case +-38%, a
+    19.5% floor on a series whose nights moved 1-2%, and hid +20% steps on it for good.) Few nights bound
+    nothing: the floor stands where the history is short."""
+    med = float(np.median(within)) if len(within) else 0.0
+    d = np.diff(x)
+    dof = (2.0 / 3.0) * len(d)
+    if med <= 0 or len(d) < 2:
+        return med
+    from scipy import special  # the chi-square quantile's ufunc
+
+    # winsorized at 3 MADs around 0 as series_sigma's (a Gaussian's mean square loses 0.5% to it, so the bound
+    # holds where the within-run figure is right), so that one tail night or a step in the history does not
+    # carry the cap back up to the figure the other nights refute
+    mad = 1.4826 * float(np.median(np.abs(d)))
+    if mad > 0:
+        d = np.clip(d, -3 * mad, 3 * mad)
+    s = float(np.sqrt(np.mean(d * d) / 2))  # about 0, where differences of a level sit (series_sigma)
+    lo_q = float(special.chdtri(dof, 1.0 - WITHIN_REFUTE_P))  # the chi-square's WITHIN_REFUTE_P quantile
+    if not (math.isfinite(s) and lo_q > 0):
+        return med
+    return min(med, s * math.sqrt(dof / lo_q))
+
+
 def sigma_floors(x: np.ndarray, within: np.ndarray) -> tuple[float, float]:
     """The parts of :func:`series_sigma` that do not depend on ``skip``: (the level spread of the points before
-    the newest ones, the runs' median within-run noise). ``check`` tests several candidates per series, each
-    leaving out other differences: it computes these once per series and passes them back (``floors=``)."""
+    the newest ones, the runs' median within-run noise where the nights do not refute it, :func:`within_floor`).
+    ``check`` tests several candidates per series, each leaving out other differences: it computes these once
+    per series and passes them back (``floors=``)."""
     # the level spread of the points before the newest ones (a change tonight is not noise)
-    lv = _level_spread(x[:-2] if len(x) >= 7 else x)
-    return lv, float(np.median(within)) if len(within) else 0.0
+    head = x[:-2] if len(x) >= 7 else x
+    return _level_spread(head), within_floor(head, within)
 
 
 def series_sigma(x: np.ndarray, within: np.ndarray, skip: Iterable[int] = (), *,
