@@ -967,9 +967,14 @@ def _one_per_series(changes: list[Change], screened: list[Change], fits: dict[st
     current: dict[str, Change] = {}
     for fp, cs in per.items():
         # a significant step tonight measured inside PELT's last segment is newer news than that segment's
-        # own start (an old step must not hide tonight's)
+        # own start (an old step must not hide tonight's); but a faster night tonight does not hide a slowdown
+        # that is significant with tonight counted in its level after (a low night inside a held step is no
+        # return; it was reported as an improvement and the step's issue closed as recovered for a night:
+        # docs/regressions.md, "A low night inside a held step")
         last_cp = max((c.index for c in cs if c.kind == "pelt"), default=None)
-        newer = [c for c in cs if last_cp is not None and c.kind == "tail" and c.index - c.n_before >= last_cp]
+        slower = any(c.ratio > 1 for c in cs)
+        newer = [c for c in cs if last_cp is not None and c.kind == "tail" and c.index - c.n_before >= last_cp
+                 and (c.ratio > 1 or not slower)]
         current[fp] = _placed(min(newer or cs, key=_explained), fits[fp], floor)
     return current
 
