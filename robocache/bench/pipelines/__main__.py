@@ -6,7 +6,8 @@
     python -m robocache.bench.pipelines list --device cpu
 
 ``robocache-bench run --suite pipelines`` runs the defaults (:func:`robocache.bench.specs.pipeline_defaults`). Exit codes: 0 ok,
-1 when a case failed (incorrect, error, oom), 2 on bad arguments.
+1 when a case failed (incorrect, error, oom), 2 on bad arguments, 143 when SIGTERM/SIGHUP stopped a launch (a
+timeout's; the records written so far are kept), 130 on Ctrl-C.
 """
 from __future__ import annotations
 
