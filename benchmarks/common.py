@@ -188,7 +188,7 @@ def timing_options(requested: dict[str, Any]) -> TimingOptions:
 
 def asv_session() -> F.Session:
     """One ``asv run`` invocation: its benchmarks are forked from one asv process (their parent)."""
-    return F.Session("asv", f"{os.environ.get('ASV_COMMIT', 'nocommit')[:12]}-{os.getppid()}")
+    return F.Session("asv", f"{os.environ.get('ASV_COMMIT', 'nocommit')[:12]}-{F.process_key(os.getppid())}")
 
 
 def measured(key: str, timing: TimingOptions | None = None) -> tuple[Record, list[float]]:

@@ -70,7 +70,7 @@ def save_name(given: str | None, slug: str) -> str:
 def rcb_session():
     from robocache.bench import frontend
 
-    return frontend.Session("pytest-benchmark", str(os.getpid()))
+    return frontend.Session("pytest-benchmark", frontend.process_key(os.getpid()))
 
 
 def gpu_machine_info() -> dict:

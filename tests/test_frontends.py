@@ -228,6 +228,26 @@ def test_replay_clock_never_repeats_a_sample():
         clock.load("other", [])
 
 
+def test_a_reused_pid_is_another_session(tmp_path):
+    """A front end's session is keyed by its process's pid and start time: a later process that gets an earlier
+    one's pid does not take that session's run id and measured records (CI, 2026-11-28: two asv invocations
+    shared one session, the second rewrote the first's records file)."""
+    def fake(start: int) -> Path:
+        root = tmp_path / str(start)
+        (root / "4242").mkdir(parents=True)
+        # the name may hold spaces and parentheses: the fields are counted after its last ")"
+        rest = " ".join(["S"] + [str(i) for i in range(4, 22)] + [str(start)] + ["0"] * 20)
+        (root / "4242" / "stat").write_text(f"4242 (python (x) y) {rest}\n")
+        return root
+
+    a, b = frontend.process_key(4242, fake(1000)), frontend.process_key(4242, fake(2000))
+    assert a == "4242-1000" and b == "4242-2000"
+    assert frontend.process_key(4242, tmp_path / "none") == "4242"  # no /proc: the pid alone
+    me = frontend.process_key(os.getpid())
+    if Path("/proc/self/stat").exists():
+        assert me.startswith(f"{os.getpid()}-") and me == frontend.process_key(os.getpid())  # stable in a process
+
+
 def test_asv_run_and_compare_end_to_end(tmp_path):
     """asv run --python=same on two commit hashes (CPU numpy cases, quick suite), then asv compare prints each
     case with its spread (``±``) from the harness's samples, and the machine's GPU facts are in machine.json."""

@@ -147,6 +147,19 @@ def private_dir(base: str | os.PathLike[str] | None = None) -> Path:
     return d
 
 
+def process_key(pid: int, proc: Path = Path("/proc")) -> str:
+    """A key for one process's lifetime: its pid and, where ``/proc`` tells it, its start time (clock ticks since
+    boot). A pid alone is reused: a later process with the pid of an earlier one found that one's session folder
+    and took its run id and its measured records for its own (an asv invocation of 2026-11-28 in CI rewrote the
+    first invocation's records file, two records where four were measured; across days, a reused pid would
+    return another commit's measurements). Where /proc is not there (macOS), the pid alone, as before."""
+    try:
+        fields = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        return f"{pid}-{int(fields[19])}"  # field 22 of proc(5), starttime; fields after the name start at 3
+    except (OSError, IndexError, ValueError):
+        return str(pid)
+
+
 class Session:
     """State shared by the benchmarks of one front-end invocation, kept in a temp folder: its run id, the
     environment, the copy ceiling and the records measured (asv runs each benchmark in a process of its own)."""
