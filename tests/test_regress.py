@@ -898,7 +898,6 @@ def test_within_run_noise_the_nights_refute_does_not_floor_the_noise():
     quiet = np.log(_noisy(3, n=20, sigma=0.01))
     wide = np.full(20, 0.195)
     assert regress.series_sigma(quiet, wide) < 0.05
-    assert regress.series_sigma(quiet, wide) >= regress.series_sigma(quiet, np.zeros(0))
     noisy = np.log(_noisy(3, n=20, sigma=0.15))
     assert regress.series_sigma(noisy, wide) >= 0.195
     assert regress.series_sigma(quiet[:3], wide[:3]) >= 0.195  # two differences bound nothing
