@@ -291,6 +291,46 @@ def empty(kind: str, shape: tuple[int, ...], like: Any, device_index: int) -> An
         return cupy.empty(shape, dtype=like.dtype)
 
 
+def zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, device_index: int) -> Any:
+    """A zeroed array of ``dtype`` (a name: "int32", "bool", "float32") on ``like``'s device, allocated by the
+    caller's library. A torch output is allocated uninitialised and cleared by one ``cudaMemsetAsync`` on the
+    caller's current stream (:func:`memset_zero`), as CuPy's own ``zeros`` clears its arrays: ``torch.zeros``
+    goes through the dispatcher twice and launches a fill kernel, host time a tiny call pays (issue 25)."""
+    if kind != "torch":
+        cupy = cupy_module()
+        if cupy.cuda.runtime.getDevice() == device_index:
+            return cupy.zeros(shape, dtype=dtype)
+        with cupy.cuda.Device(device_index):
+            return cupy.zeros(shape, dtype=dtype)
+    x = like.new_empty(shape, dtype=_torch_dtype(dtype))
+    memset_zero(kind, device_index, x.data_ptr(), x.numel() * x.element_size())
+    return x
+
+
+def memset_zero(kind: str, device_index: int, ptr: int, nbytes: int) -> None:
+    """``nbytes`` zero bytes from ``ptr`` on the caller's current stream of ``device_index`` (stream-ordered with
+    the allocation before it and the launches after it; a memset node inside a CUDA-graph capture)."""
+    if nbytes <= 0:
+        return
+    cupy = cupy_module()
+    rt = cupy.cuda.runtime
+    if rt.getDevice() == device_index:
+        rt.memsetAsync(ptr, 0, nbytes, raw_stream(kind, device_index))
+    else:
+        with cupy.cuda.Device(device_index):
+            rt.memsetAsync(ptr, 0, nbytes, raw_stream(kind, device_index))
+
+
+_TORCH_DTYPES: dict[str, Any] = {}
+
+
+def _torch_dtype(name: str) -> Any:
+    t = _TORCH_DTYPES.get(name)
+    if t is None:
+        t = _TORCH_DTYPES[name] = getattr(sys.modules["torch"], name)
+    return t
+
+
 def on_device(kind: str, device_index: int) -> Any:
     """The context in which to copy or fill a caller's arrays: CuPy allocates and launches on the *current*
     device and its stream, so enter the arrays' device (torch ops run on the tensor's own device)."""

@@ -115,14 +115,7 @@ def _filled_launch(plan: Any, points: Any, out: Any, out_slot: int, block: int =
 
 
 def _zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, dev: int) -> Any:
-    if kind == "torch":
-        import torch
-
-        return torch.zeros(shape, dtype=getattr(torch, dtype), device=like.device)
-    import cupy
-
-    with cupy.cuda.Device(dev):
-        return cupy.zeros(shape, dtype=dtype)
+    return L.zeros(kind, shape, dtype, like, dev)
 
 
 V3_PPT = 2  # points per thread in flight in the v3 hash kernel (RC_V3_PPT)
@@ -264,24 +257,27 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
 _PLANS = L.PlanCache()
 
 
+_INT = frozenset((int,))
+_NUMBER = frozenset((int, float))
+
+
 def _key(points: Any, features: Any | None, grid: Any, bounds: Any, mode: str) -> tuple | None:
+    """The plan key of a call, or None when it must take the full path: exact types only (``type(x) is int``:
+    True == 1 would otherwise reuse a plan the checks never saw), checked by C loops (``map``), no generator."""
     sp = L.signature(points)
-    if sp is None or type(grid) is not tuple or not all(type(x) is int for x in grid):
-        return None  # only plain int grids: True == 1 would otherwise reuse a plan the checks never saw
-    if type(bounds) is not tuple or len(bounds) != 2 or not all(
-            type(c) is tuple and all(type(x) in (int, float) for x in c) for c in bounds):
+    if sp is None or type(grid) is not tuple or not _INT.issuperset(map(type, grid)):
+        return None  # only plain int grids
+    if (type(bounds) is not tuple or len(bounds) != 2 or type(bounds[0]) is not tuple or type(bounds[1]) is not tuple
+            or not _NUMBER.issuperset(map(type, bounds[0])) or not _NUMBER.issuperset(map(type, bounds[1]))):
         return None  # only plain number tuples: arrays or tensors could change in place under a cached plan
+    if type(mode) is not str:
+        return None  # the full path raises its error
     sf = None
     if features is not None:
         sf = L.signature(features)
         if sf is None:  # host features with GPU points: the full path raises the mixed-kinds error
             return None
-    key = (sp, sf, grid, bounds, mode)
-    try:
-        hash(key)  # lists or arrays as grid/bounds: not hashable, so no plan (the full path every call)
-    except TypeError:
-        return None
-    return key
+    return (sp, sf, grid, bounds, mode)  # every part hashable: signatures, int and number tuples, a str
 
 
 def _checked_inputs(points: Any, features: Any | None, mode: str) -> tuple[A.Arr, A.Arr | None]:

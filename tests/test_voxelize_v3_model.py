@@ -204,6 +204,14 @@ def test_v3_plan_wiring(monkeypatch):
     monkeypatch.setattr(L, "FastLaunch", Rec)
     monkeypatch.setattr(L, "fast_launch", lambda fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256:
                         launches.append((fl.name, grid, block, smem, dict(ptrs), fl.args)))
+    memsets: list[tuple[int, int]] = []
+
+    def memset(kind, dev, ptr, nbytes):  # the output's clear, on the host's memory here
+        import ctypes
+
+        memsets.append((ptr, nbytes))
+        ctypes.memset(ptr, 0, nbytes)
+    monkeypatch.setattr(L, "memset_zero", memset)
     lo, hi = np.full(3, -1.0, F32), np.full(3, 1.0, F32)
     inv = np.full(3, 4.0, F32)
     g = (8, 8, 8)
@@ -244,7 +252,9 @@ def test_v3_plan_wiring(monkeypatch):
         launches.clear()
         pts = torch.zeros(2, 5000, 3)
         p = types.SimpleNamespace(kind="torch", dtype="float32", device_index=0)
+        memsets.clear()
         out = vx._plan_v3(p, 2, 5000, 0, g, lo, hi, inv, mode, (2, *g), {"count": "int32"}.get(mode, "bool"))(pts, None)
         assert out.dtype == dt and not out.any()
+        assert memsets == [(out.data_ptr(), out.numel() * out.element_size())]  # one clear of the whole output
         [(name, _, _, _, ptrs, _)] = launches
         assert name == "voxel_count_v2_float32" and ptrs == {0: pts.data_ptr(), slot: out.data_ptr()}
