@@ -77,6 +77,23 @@ def main() -> int:
     pieces["robocache.fuse (2 streams)"] = lambda: robocache.fuse([(f1, t1), (f2, t2)], tg)
     pieces["robocache.voxelize (count)"] = lambda: robocache.voxelize(pts, None, (4, 4, 4), ((0.0, 0.0, 0.0),
                                                                                           (1.0, 1.0, 1.0)), "count")
+    # the pieces of those two calls (robocache/fuse.py's and robocache/voxelize.py's plan-cache paths)
+    fs, vx = sys.modules["robocache.fuse"], sys.modules["robocache.voxelize"]
+    streams = [(f1, t1), (f2, t2)]
+    robocache.fuse(streams, tg)
+    fkey = fs._signature(streams, tg)
+    fplan = fs._PLANS.get(fkey)
+    assert fplan is not None, "the fuse plan cache did not take the call"
+    fo = L.empty(fplan.kind, fplan.shape, f1, fplan.dev)
+    ftable = {i: p for (i, j), (a, b_) in zip(fplan.fields, streams) for i, p in ((i, a.data_ptr()), (j, b_.data_ptr()))}
+    fptrs = {2: tg.data_ptr(), 3: fo.data_ptr()}
+    bounds = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+    pieces["fuse signature (5 arrays)"] = lambda: fs._signature(streams, tg)
+    pieces["fuse plan(...)"] = lambda: fplan(streams, tg)
+    pieces["fuse FastLaunch (by-value table)"] = lambda: fplan.fl(fplan.grid, stream, 0, fptrs, ftable, fplan.block)
+    pieces["voxelize _key"] = lambda: vx._key(pts, None, (4, 4, 4), bounds, "count")
+    pieces["torch.zeros(1,4,4,4 int32)"] = lambda: torch.zeros((1, 4, 4, 4), dtype=torch.int32, device=pts.device)
+    pieces["L.zeros (new_empty + memset)"] = lambda: L.zeros("torch", (1, 4, 4, 4), "int32", pts, 0)
     for name, fn in pieces.items():
         best = float("inf")
         for _ in range(5):

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""A/B of the public call's host cost: this tree's robocache against another tree's, both timed interleaved with
+the bare launch in one process (a dev aid; the record of the call cost is the quick suite's ``dispatch.interleaved``).
+
+    python3 scripts/call_cost_ab.py --base DIR [--ops resample,fuse,voxelize] [--repeats 3] [--json FILE]
+
+DIR is another checkout's root (its ``robocache/`` and ``kernels/``; e.g. ``git worktree add DIR HEAD~1``), imported
+as the package ``robocache_base``. Each op's quick-suite call-cost case (its torch CUDA tensors) is timed by
+``robocache.bench.timing.time_interleaved`` with three variants: the bare launch of the op's argument list, this
+tree's public call and the base tree's, every round one loop of each in a rotated order; per round each public
+call's time over the bare launch's is one ratio sample. Why (issue 25): separate runs of two trees differ by the
+host's drift between processes (the quick suite's ratios move 5-10% between runs); rounds in one process see the
+same drift, so the two ratios (and their quotient, new / base) can be compared. Prints p20/p50/p80 of both ratios
+and of new/base per op and repeat; asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def load_base(root: Path):
+    """The robocache package of another tree, imported as ``robocache_base`` (its relative imports stay inside it)."""
+    pkg = root / "robocache"
+    if not (pkg / "__init__.py").is_file() or not (root / "kernels").is_dir():
+        raise ValueError(f"{root} has no robocache/__init__.py and kernels/: pass another checkout's root")
+    spec = importlib.util.spec_from_file_location("robocache_base", pkg / "__init__.py",
+                                                  submodule_search_locations=[str(pkg)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["robocache_base"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    ap.add_argument("--base", required=True, type=Path, help="another checkout's root (robocache/ and kernels/)")
+    ap.add_argument("--ops", default="resample,fuse,voxelize", help="comma-separated ops (default: all three)")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved measurements per op (default 3)")
+    ap.add_argument("--time-limit", type=float, default=2.0, help="seconds of rounds per measurement (default 2)")
+    ap.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = ap.parse_args()
+    if args.repeats < 1 or args.time_limit <= 0:
+        ap.error("--repeats must be at least 1 and --time-limit above 0")
+    try:
+        base = load_base(args.base.resolve())
+    except ValueError as e:
+        ap.error(str(e))
+    import torch
+
+    import robocache
+    from robocache.bench import ops as opsmod
+    from robocache.bench import specs, timing, worker
+
+    if not torch.cuda.is_available():
+        print("error: PyTorch sees no CUDA device; this script times GPU calls", file=sys.stderr)
+        return 2
+    wanted = [o for o in args.ops.split(",") if o]
+    out = []
+    for case in specs.cases("quick", device="gpu", ops=wanted):
+        if not (case.dispatch and case.provider == "robocache"):
+            continue
+        prep, why = worker.prepare(case, "gpu")
+        if prep is None:
+            print(f"{case.key}: skipped ({why})")
+            continue
+        views = timing.launch_floor._as_cupy(prep.args)
+        bare = timing.BareLaunch(case.op, *opsmod.get(case.op).bare_args(case, views))
+        if not bare.check()["passed"]:
+            raise SystemExit(f"{case.key}: the bare launch wrote a wrong value")
+        new_fn, base_fn = getattr(robocache, case.op), getattr(base, case.op)
+        a, kw = prep.args, prep.kwargs
+        got_new, got_base = new_fn(*a, **kw), base_fn(*a, **kw)
+        torch.cuda.synchronize()
+        if not torch.allclose(got_new.double(), got_base.double(), rtol=1e-5, atol=1e-6):  # the trees must agree
+            raise SystemExit(f"{case.key}: this tree's output differs from the base tree's")
+        for rep in range(args.repeats):
+            got = timing.time_interleaved({"bare": bare.launch, "new": functools.partial(new_fn, *a, **kw),
+                                           "base": functools.partial(base_fn, *a, **kw)}, "bare",
+                                          sync=torch.cuda.synchronize,
+                                          time_limit_s=args.time_limit, max_rounds=2000, noise_target=0.005)
+            r = got["ratio"]
+            q = {k: round(got["us"][k], 3) for k in got["us"]}
+            line = {"case": case.key, "repeat": rep, "rounds": got["rounds"], "calls_per_loop": got["calls_per_loop"],
+                    "us": q, "new_x_bare": r["new"], "base_x_bare": r["base"],
+                    "new_over_base_p50": r["new"]["p50"] / r["base"]["p50"]}
+            out.append(line)
+            print(f"{case.key} #{rep}: {got['rounds']} rounds x {got['calls_per_loop']} calls; bare {q['bare']:.2f} us; "
+                  f"new {q['new']:.2f} us = {r['new']['p50']:.2f}x bare ({r['new']['p20']:.2f}-{r['new']['p80']:.2f}); "
+                  f"base {q['base']:.2f} us = {r['base']['p50']:.2f}x ({r['base']['p20']:.2f}-{r['base']['p80']:.2f}); "
+                  f"new/base {line['new_over_base_p50']:.3f}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
