@@ -104,21 +104,20 @@ class _Plan:
     """A validated v2 launch of one signature: the kernel with its argument block (the stream table by
     value, its pointers filled per call), grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block", "fields")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block")
 
     def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int],
                  slots: list[int], block: int = L.BLOCK):
         self.fl, self.grid, self.kind, self.dev, self.shape, self.slots = fl, grid, kind, dev, shape, slots
         self.block = block
-        # stream k sits in table slot slots[k]: its values' and times' pointers in these two fields
-        self.fields = tuple((FUSE2_FIELDS * s, FUSE2_FIELDS * s + 1) for s in slots)
 
     def __call__(self, streams: Sequence[tuple[Any, Any]], tgt: Any, out: Any = None) -> Any:
         table: dict[int, int] = {}
         ptr = L.ptr
-        for (i, j), (v, t) in zip(self.fields, streams):
+        for k, (v, t) in enumerate(streams):  # stream k sits in table slot slots[k]
+            i = FUSE2_FIELDS * self.slots[k]
             table[i] = ptr(v)
-            table[j] = ptr(t)
+            table[i + 1] = ptr(t)
         if out is None:
             out = L.empty(self.kind, self.shape, streams[0][0], self.dev)
         L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptr(tgt), 3: ptr(out)}, struct_ptrs=table,
@@ -211,16 +210,15 @@ def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple
 
 def _signature(streams: Any, tgt_times: Any) -> tuple | None:
     """The plan key of a call, or None when it must take the full path (anything but GPU arrays)."""
-    sig = L.signature
-    st = sig(tgt_times)
+    st = L.signature(tgt_times)
     if st is None or not isinstance(streams, (list, tuple)):
         return None
     key = [st]
     for pair in streams:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             return None
-        v, t = pair
-        key += (sig(v), sig(t))
+        key.append(L.signature(pair[0]))
+        key.append(L.signature(pair[1]))
     return tuple(key)
 
 
