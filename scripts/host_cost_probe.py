@@ -85,7 +85,10 @@ def main() -> int:
     fplan = fs._PLANS.get(fkey)
     assert fplan is not None, "the fuse plan cache did not take the call"
     fo = L.empty(fplan.kind, fplan.shape, f1, fplan.dev)
-    ftable = {i: p for (i, j), (a, b_) in zip(fplan.fields, streams) for i, p in ((i, a.data_ptr()), (j, b_.data_ptr()))}
+    ftable = {}
+    for k, (a, b_) in enumerate(streams):  # as fuse's _Plan fills it: stream k in table slot slots[k]
+        ftable[fs.FUSE2_FIELDS * fplan.slots[k]] = a.data_ptr()
+        ftable[fs.FUSE2_FIELDS * fplan.slots[k] + 1] = b_.data_ptr()
     fptrs = {2: tg.data_ptr(), 3: fo.data_ptr()}
     bounds = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
     pieces["fuse signature (5 arrays)"] = lambda: fs._signature(streams, tg)
