@@ -87,6 +87,7 @@ def fast_launch(fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256):
 
 
 L.fast_launch = fast_launch
+L.memset_zero = lambda kind, dev, ptr, nbytes: ctypes.memset(ptr, 0, nbytes)  # cudaMemsetAsync on host memory
 BOUNDS = ((-1.0, -1.0, -1.0), (1.0, 1.0, 1.0))
 
 
