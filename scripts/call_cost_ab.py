@@ -10,8 +10,9 @@ as the package ``robocache_base``. Each op's quick-suite call-cost case (its tor
 tree's public call and the base tree's, every round one loop of each in a rotated order; per round each public
 call's time over the bare launch's is one ratio sample. Why (issue 25): separate runs of two trees differ by the
 host's drift between processes (the quick suite's ratios move 5-10% between runs); rounds in one process see the
-same drift, so the two ratios (and their quotient, new / base) can be compared. Prints p20/p50/p80 of both ratios
-and of new/base per op and repeat; asserts nothing.
+same drift, so the two ratios can be compared. Prints p20/p50/p80 of both ratios and the quotient of their medians
+(new / base) per op and repeat; asserts nothing. Both trees tune into one fresh temporary cache folder
+(``ROBOCACHE_CACHE_DIR``), never the user's, and each tree's launch choices are printed.
 """
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ import argparse
 import functools
 import importlib.util
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +53,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.repeats < 1 or args.time_limit <= 0:
         ap.error("--repeats must be at least 1 and --time-limit above 0")
+    cache = tempfile.mkdtemp(prefix="rc_call_cost_ab_")
+    os.environ["ROBOCACHE_CACHE_DIR"] = cache  # before either tree reads it: neither tunes into the user's cache
     try:
         base = load_base(args.base.resolve())
     except ValueError as e:
@@ -77,10 +83,17 @@ def main() -> int:
             raise SystemExit(f"{case.key}: the bare launch wrote a wrong value")
         new_fn, base_fn = getattr(robocache, case.op), getattr(base, case.op)
         a, kw = prep.args, prep.kwargs
+        for m in (robocache, base):
+            m._tune.forget_used()  # each case's own launches below
         got_new, got_base = new_fn(*a, **kw), base_fn(*a, **kw)
         torch.cuda.synchronize()
-        if not torch.allclose(got_new.double(), got_base.double(), rtol=1e-5, atol=1e-6):  # the trees must agree
+        same = got_new.shape == got_base.shape and got_new.dtype == got_base.dtype and (
+            torch.equal(got_new, got_base) if not got_new.is_floating_point()
+            else torch.allclose(got_new.double(), got_base.double(), rtol=1e-5, atol=1e-6))
+        if not same:  # same inputs, same semantics: the two trees must agree
             raise SystemExit(f"{case.key}: this tree's output differs from the base tree's")
+        chosen = {name: [c["config"] for c in m._tune.chosen()] for name, m in (("new", robocache), ("base", base))}
+        print(f"{case.key}: launches new {chosen['new']}, base {chosen['base']}")
         for rep in range(args.repeats):
             got = timing.time_interleaved({"bare": bare.launch, "new": functools.partial(new_fn, *a, **kw),
                                            "base": functools.partial(base_fn, *a, **kw)}, "bare",
@@ -96,8 +109,11 @@ def main() -> int:
                   f"new {q['new']:.2f} us = {r['new']['p50']:.2f}x bare ({r['new']['p20']:.2f}-{r['new']['p80']:.2f}); "
                   f"base {q['base']:.2f} us = {r['base']['p50']:.2f}x ({r['base']['p20']:.2f}-{r['base']['p80']:.2f}); "
                   f"new/base {line['new_over_base_p50']:.3f}", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    if args.json:  # written whole or not at all
+        tmp = args.json.with_name(args.json.name + ".tmp")
+        tmp.write_text(json.dumps(out, indent=1) + "\n")
+        os.replace(tmp, args.json)
+    shutil.rmtree(cache, ignore_errors=True)
     return 0
 
 
