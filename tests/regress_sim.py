@@ -139,10 +139,15 @@ class NightResult:
     checked: set[str]
 
 
-def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.random.Generator) -> list[NightResult]:
+def run_nights(series: list[Series], nights: int, check_at: list[int], rng: np.random.Generator,
+               times: dict[str, list[float]] | None = None) -> list[NightResult]:
     """Simulate ``nights`` nights and run the nightly check (with its confirmation rerun) after each night in
-    ``check_at`` over the nights before it, as the nightly job does."""
+    ``check_at`` over the nights before it, as the nightly job does. ``times``, where given, receives each series'
+    nightly times by fingerprint (what the nights drew: the placement's oracle reads them)."""
     by_night = [[record(s, time_at(s, n, rng), n) for s in series] for n in range(nights)]
+    if times is not None:
+        for i, s in enumerate(series):
+            times[s.fingerprint] = [night[i].metrics.time_us.p50 for night in by_night]
     by_key = {s.key: s for s in series}
     # each series' reruns after night n come from their own stream: whether one alert is measured again, and
     # how often, does not redraw every other alert's reruns (variants of the confirmation compare on the same draws)
