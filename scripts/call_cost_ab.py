@@ -28,13 +28,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+OPS = ("resample", "fuse", "voxelize")  # the ops with a call-cost case (robocache/bench/ops)
+
+
+def tree_problem(root: Path) -> str | None:
+    """Why ``root`` is not a tree this script can import, or None."""
+    if not (root / "robocache" / "__init__.py").is_file() or not (root / "kernels").is_dir():
+        return f"{root} has no robocache/__init__.py and kernels/: pass another checkout's root"
+    return None
 
 
 def load_base(root: Path):
     """The robocache package of another tree, imported as ``robocache_base`` (its relative imports stay inside it)."""
+    why = tree_problem(root)
+    if why:
+        raise ValueError(why)
     pkg = root / "robocache"
-    if not (pkg / "__init__.py").is_file() or not (root / "kernels").is_dir():
-        raise ValueError(f"{root} has no robocache/__init__.py and kernels/: pass another checkout's root")
     spec = importlib.util.spec_from_file_location("robocache_base", pkg / "__init__.py",
                                                   submodule_search_locations=[str(pkg)])
     mod = importlib.util.module_from_spec(spec)
@@ -53,12 +62,18 @@ def main() -> int:
     args = ap.parse_args()
     if args.repeats < 1 or args.time_limit <= 0:
         ap.error("--repeats must be at least 1 and --time-limit above 0")
-    cache = tempfile.mkdtemp(prefix="rc_call_cost_ab_")
+    wanted = [o for o in args.ops.split(",") if o]
+    bad = [o for o in wanted if o not in OPS]
+    if bad or not wanted:
+        ap.error(f"--ops: unknown {', '.join(bad) or '(none given)'}; expected some of {', '.join(OPS)}")
+    if args.json is not None and not args.json.parent.is_dir():
+        ap.error(f"--json: no folder {args.json.parent} to write {args.json.name} into")
+    root = args.base.resolve()
+    if tree_problem(root):
+        ap.error(tree_problem(root))
+    cache = tempfile.mkdtemp(prefix="rc_call_cost_ab_")  # after every usage check: an error leaves nothing
     os.environ["ROBOCACHE_CACHE_DIR"] = cache  # before either tree reads it: neither tunes into the user's cache
-    try:
-        base = load_base(args.base.resolve())
-    except ValueError as e:
-        ap.error(str(e))
+    base = load_base(root)
     import torch
 
     import robocache
@@ -68,7 +83,6 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("error: PyTorch sees no CUDA device; this script times GPU calls", file=sys.stderr)
         return 2
-    wanted = [o for o in args.ops.split(",") if o]
     out = []
     for case in specs.cases("quick", device="gpu", ops=wanted):
         if not (case.dispatch and case.provider == "robocache"):

@@ -46,3 +46,15 @@ def test_the_base_tree_is_its_own_package(tmp_path, monkeypatch):
     finally:
         for name in [m for m in sys.modules if m == "robocache_base" or m.startswith("robocache_base.")]:
             del sys.modules[name]
+
+
+def test_bad_ops_and_json_folders_are_usage_errors_that_leave_nothing(tmp_path):
+    import tempfile
+
+    before = set(Path(tempfile.gettempdir()).glob("rc_call_cost_ab_*"))
+    for extra, want in ((["--ops", "resample,bogus"], "--ops: unknown bogus"),
+                        (["--json", str(tmp_path / "no" / "x.json")], "--json: no folder")):
+        r = subprocess.run([sys.executable, str(SCRIPT), "--base", str(ROOT), *extra], capture_output=True, text=True,
+                           check=False)
+        assert r.returncode == 2 and want in r.stderr, r.stderr
+    assert set(Path(tempfile.gettempdir()).glob("rc_call_cost_ab_*")) == before
