@@ -104,12 +104,13 @@ class _Plan:
     """A validated v2 launch of one signature: the kernel with its argument block (the stream table by
     value, its pointers filled per call), grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block", "alloc")
 
     def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int],
                  slots: list[int], block: int = L.BLOCK):
         self.fl, self.grid, self.kind, self.dev, self.shape, self.slots = fl, grid, kind, dev, shape, slots
         self.block = block
+        self.alloc = L.Output(kind, shape, dev)
 
     def __call__(self, streams: Sequence[tuple[Any, Any]], tgt: Any, out: Any = None) -> Any:
         table: dict[int, int] = {}
@@ -119,7 +120,7 @@ class _Plan:
             table[i] = ptr(v)
             table[i + 1] = ptr(t)
         if out is None:
-            out = L.empty(self.kind, self.shape, streams[0][0], self.dev)
+            out = self.alloc(streams[0][0])
         L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptr(tgt), 3: ptr(out)}, struct_ptrs=table,
                       block=self.block)
         return out

@@ -68,8 +68,8 @@ class _Plan:
         ptr = L.ptr
         if self.mode != "mean":  # main: count/occupancy (0 points, 3 counts, 4 occ) or hashed (0, 7 counts)
             return _filled_launch(self, points, out, self.main_out_slot())
-        counts = _zeros(self.kind, (self.b * self.vox,), "int32", points, self.dev)
-        sums = _zeros(self.kind, (self.b * self.vox * self.c,), "float32", points, self.dev)
+        counts = L.zeros(self.kind, (self.b * self.vox,), "int32", points, self.dev)
+        sums = L.zeros(self.kind, (self.b * self.vox * self.c,), "float32", points, self.dev)
         if out is None:
             out = L.empty(self.kind, self.out_shape, features, self.dev)
         if self.grid:  # hashed (points 0, feats 1, counts 7, sums 8) or accumulate (0, 1, counts 5, sums 6)
@@ -104,7 +104,7 @@ def _filled_launch(plan: Any, points: Any, out: Any, out_slot: int, block: int =
     """count/occupancy (and v2's hashed count) of a v2 or v3 plan: the output zeroed (allocated, or ``out``
     filled on its device and stream), then the plan's one kernel writing it through argument ``out_slot``."""
     if out is None:
-        out = _zeros(plan.kind, plan.out_shape, plan.out_dtype, points, plan.dev)
+        out = L.zeros(plan.kind, plan.out_shape, plan.out_dtype, points, plan.dev)
     else:
         with L.on_device(plan.kind, plan.dev):  # the fill on the output's device and stream
             out[...] = 0
@@ -112,10 +112,6 @@ def _filled_launch(plan: Any, points: Any, out: Any, out_slot: int, block: int =
         L.fast_launch(plan.main, plan.grid, plan.kind, plan.dev, {0: L.ptr(points), out_slot: L.ptr(out)}, plan.smem,
                       block=block)
     return out
-
-
-def _zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, dev: int) -> Any:
-    return L.zeros(kind, shape, dtype, like, dev)
 
 
 V3_PPT = 2  # points per thread in flight in the v3 hash kernel (RC_V3_PPT)

@@ -198,3 +198,54 @@ def test_seq_walk_brackets_like_the_search(n):
         for xs in runs:
             want = [-1 if np.isnan(x) else int(np.searchsorted(row, x, side="right")) - 1 for x in xs]
             assert _seq_brackets(row, xs) == want, (n, xs[:5])
+
+
+def test_output_allocates_fresh_contiguous_arrays_from_a_one_element_template():
+    """A plan's output (torch): the shape and dtype asked for, C-contiguous, a new storage every call, the template
+    one element; ``dtype`` overrides the like array's; shapes of one and many dimensions."""
+    torch = pytest.importorskip("torch")
+    like = torch.zeros(2, 3, dtype=torch.bfloat16)
+    for shape, dtype, want in (((4, 5, 6), None, torch.bfloat16), ((7,), "int32", torch.int32),
+                               ((2, 3, 4, 5), "bool", torch.bool), ((1, 1, 1), "float32", torch.float32)):
+        alloc = L.Output("torch", shape, 0, dtype)
+        a, b = alloc(like), alloc(like)
+        assert tuple(a.shape) == shape and a.dtype == want and a.is_contiguous() and b.is_contiguous()
+        assert a.data_ptr() != b.data_ptr() and a.untyped_storage().nbytes() == a.numel() * a.element_size()
+        assert alloc.fn.args[0].untyped_storage().nbytes() == want.itemsize  # the template: one element
+
+
+def test_zeros_clears_the_whole_output_once(monkeypatch):
+    """``zeros`` for torch: an ``Output`` from the bounded cache, then one memset of exactly its bytes."""
+    torch = pytest.importorskip("torch")
+    seen = []
+
+    def memset(kind, dev, ptr, nbytes):
+        seen.append((kind, dev, ptr, nbytes))
+        ctypes.memset(ptr, 0, nbytes)
+    monkeypatch.setattr(L, "memset_zero", memset)
+    like = torch.ones(3)
+    for shape, dtype in (((2, 4, 4, 4), "int32"), ((5, 3), "bool"), ((2, 4, 4, 4), "int32")):
+        seen.clear()
+        x = L.zeros("torch", shape, dtype, like, 0)
+        assert tuple(x.shape) == shape and str(x.dtype) == f"torch.{dtype}" and not x.any()
+        assert seen == [("torch", 0, x.data_ptr(), x.numel() * x.element_size())]
+    # keyed by the like's device (-1: the CPU) and type: this host template never serves a CUDA caller of device 0
+    assert L._ZERO_OUTPUTS.get(((2, 4, 4, 4), "int32", -1, torch.Tensor)) is not None
+    assert L._ZERO_OUTPUTS.get(((2, 4, 4, 4), "int32", 0, torch.Tensor)) is None
+
+    class Sub(torch.Tensor):
+        pass
+    y = L.zeros("torch", (2, 4, 4, 4), "int32", like.as_subclass(Sub), 0)
+    assert type(y) is Sub and not y.any()  # as new_empty of the caller's tensor: not the first caller's type
+    assert type(L.zeros("torch", (2, 4, 4, 4), "int32", like, 0)) is torch.Tensor
+
+
+def test_cupy_output_keeps_the_dtype_not_the_array():
+    """A CuPy plan's Output reads its first array's dtype and holds no reference to it: a plan in the cache of 1024
+    would otherwise keep a caller's input alive."""
+    class Arr:  # what Output reads of a CuPy array
+        dtype = np.dtype("float16")
+    like = Arr()
+    fn = L.Output("cupy", (2, 3), 0)._build(like)
+    assert all(a is not like for a in fn.args) and fn.args[2].dtype == np.float16
+    assert L.Output("cupy", (2, 3), 0, "int32")._build(like).args[2].dtype == np.int32
