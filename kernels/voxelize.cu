@@ -106,6 +106,9 @@ __device__ __forceinline__ void mean_body(const int* __restrict__ counts,
 #ifndef RC_VOX_PPT
 #define RC_VOX_PPT 4  // points per thread: independent loads in flight before the first atomic
 #endif
+#ifndef RC_VOX_OCC_CHECK
+#define RC_VOX_OCC_CHECK 0  // occupancy: load the byte and store only where it is still 0
+#endif
 
 // The batch row and the first point of this block: blocks_per_row blocks per row, so a block never
 // straddles two rows (one division per block, none per point).
@@ -128,6 +131,12 @@ __device__ __forceinline__ void count_v2_body(const T* __restrict__ points, int 
         const long long i = first + (long long)k * blockDim.x + threadIdx.x;
         vox[k] = i < N ? rc_voxel_of(prow + 3 * i, lo, hi, inv, g) : -1;
     }
+#if RC_VOX_OCC_CHECK
+    unsigned char occ_seen[RC_VOX_PPT];
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k)  // every check's load in flight before the first store
+        occ_seen[k] = (occ && vox[k] >= 0) ? *(volatile unsigned char*)(occ + b * V + vox[k]) : 1;
+#endif
 #pragma unroll
     for (int k = 0; k < RC_VOX_PPT; ++k) {
         // one atomic per point: warp aggregation (__match_any_sync) was measured no faster on an H100
@@ -135,7 +144,13 @@ __device__ __forceinline__ void count_v2_body(const T* __restrict__ points, int 
         if (vox[k] >= 0) {
             const long long flat = b * V + vox[k];
             if (counts) atomicAdd(counts + flat, 1);
+#if RC_VOX_OCC_CHECK
+            // a voxel already marked is not stored again: hot voxels of a clustered cloud cost loads (served
+            // by the caches) instead of same-address stores; a stale read only costs the idempotent store
+            if (occ && occ_seen[k] == 0) occ[flat] = 1;
+#else
             if (occ) occ[flat] = 1;
+#endif
         }
     }
 }
@@ -328,6 +343,18 @@ __device__ __forceinline__ float rc_div_by_rcp(float s, float d, float y) {
 // element j (j / C) follows by adding blockDim's quotient and remainder, no division per element. Each element's
 // arithmetic is the row loop's (the same reciprocal and rc_div_by_rcp), so the output is the same bit for bit;
 // empty voxels get +0 and their sums are not read (the load is predicated per lane).
+// Zero n 16-bit values at p (2-byte aligned) with the block's threads: a scalar head to the first 16-byte
+// boundary, 16-byte stores, a scalar tail.
+__device__ __forceinline__ void rc_zero_halves(unsigned short* p, unsigned int n) {
+    const unsigned int head = min((unsigned int)(((16u - (unsigned int)(reinterpret_cast<unsigned long long>(p) & 15u)) & 15u) >> 1), n);
+    for (unsigned int i = threadIdx.x; i < head; i += blockDim.x) p[i] = 0;
+    uint4* q = reinterpret_cast<uint4*>(p + head);
+    const unsigned int nq = (n - head) >> 3;
+    for (unsigned int i = threadIdx.x; i < nq; i += blockDim.x) q[i] = make_uint4(0u, 0u, 0u, 0u);
+    const unsigned int done = head + 8 * nq;
+    for (unsigned int i = threadIdx.x; i < n - done; i += blockDim.x) p[done + i] = 0;  // < 8 values
+}
+
 template <typename T>
 __device__ __forceinline__ void mean_v3_flat(const int* __restrict__ counts, const float* __restrict__ sums,
                                              T* __restrict__ out, long long BV, int C) {
@@ -338,6 +365,12 @@ __device__ __forceinline__ void mean_v3_flat(const int* __restrict__ counts, con
         // at most blockDim voxels: the callers take this path only where blockDim * C fits 32 bits
         const unsigned int nel = (unsigned int)min((long long)blockDim.x, BV - v0) * uc;
         const long long e0 = v0 * C;
+        // a tile of empty voxels (most of a sparse grid) is zeroed with 16-byte stores, its counts read once
+        const int mine = v0 + threadIdx.x < BV ? __ldg(counts + v0 + threadIdx.x) : 0;
+        if (!__syncthreads_or(mine > 0)) {
+            rc_zero_halves(reinterpret_cast<unsigned short*>(out + e0), nel);
+            continue;
+        }
         unsigned int q = q0, r = r0;  // (q, r) = divmod(j, C)
         for (unsigned int j = threadIdx.x; j < nel; j += blockDim.x) {
             const int n = __ldg(counts + v0 + q);
@@ -366,6 +399,9 @@ __device__ __forceinline__ void mean_inplace_v3_flat(const int* __restrict__ cou
     for (long long v0 = (long long)blockIdx.x * blockDim.x; v0 < BV; v0 += (long long)gridDim.x * blockDim.x) {
         const unsigned int nel = (unsigned int)min((long long)blockDim.x, BV - v0) * uc;
         float* base = out + v0 * C;
+        // a tile of empty voxels was zeroed by voxel_zero_v3: nothing to scale, its counts read once
+        const int mine = v0 + threadIdx.x < BV ? __ldg(counts + v0 + threadIdx.x) : 0;
+        if (!__syncthreads_or(mine > 0)) continue;
         unsigned int q = q0, r = r0;
         for (unsigned int j = threadIdx.x; j < nel; j += blockDim.x) {
             const int n = __ldg(counts + v0 + q);

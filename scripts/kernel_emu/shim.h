@@ -24,6 +24,18 @@ extern dim3 blockIdx, blockDim, gridDim;
 extern std::barrier<>* g_bar;
 extern unsigned char g_smem[];
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
+extern std::atomic<int> g_sync_or;
+// the block's OR of pred, every thread the same answer: barriers around the flag so no thread resets it early
+inline int __syncthreads_or(int pred) {
+    g_bar->arrive_and_wait();
+    if (pred) g_sync_or.store(1);
+    g_bar->arrive_and_wait();
+    const int r = g_sync_or.load();
+    g_bar->arrive_and_wait();
+    if (threadIdx.x == 0) g_sync_or.store(0);
+    g_bar->arrive_and_wait();
+    return r;
+}
 struct uint4 { unsigned int x, y, z, w; };
 struct uint2 { unsigned int x, y; };
 struct float4 { float x, y, z, w; };

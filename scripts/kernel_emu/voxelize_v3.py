@@ -2,7 +2,9 @@
 one std::thread per CUDA thread, a std::barrier for __syncthreads, GCC atomics), driven through the real v3 plan
 (robocache/voxelize.py: FastLaunch argument slots, grids, block sizes) and checked against the NumPy reference.
 
-    python3 scripts/kernel_emu/voxelize_v3.py        # needs g++ >= 12 (C++20, _Float16); ~30 s
+    python3 scripts/kernel_emu/voxelize_v3.py [-DNAME=VALUE ...]   # needs g++ >= 12 (C++20, _Float16); ~40 s
+
+Arguments of the form -DNAME=VALUE are passed to g++ (the kernels' build options, e.g. -DRC_VOX_OCC_CHECK=1).
 
 A development check of logic (index math, phases, zero fills, vector widths, the crowded-table fallback,
 the exact reciprocal), not of the GPU: no warps (the warp intrinsics of v2's accumulate kernel abort), no
@@ -47,7 +49,11 @@ src = src.replace("extern __shared__ int rc_sh[];", "int* rc_sh = reinterpret_ca
 src = src.replace("extern __shared__ uint4 rc_sh4[];", "uint4* rc_sh4 = reinterpret_cast<uint4*>(g_smem);")
 assert "__shared__" not in src, [m.start() for m in re.finditer("__shared__", src)]
 (BUILD / "voxelize_host.cpp").write_text('#include "shim.h"\n' + src + '\n#include "entries.inc"\n')
-r = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w",
+DEFINES = [a for a in sys.argv[1:] if a.startswith("-D")]
+if len(DEFINES) != len(sys.argv[1:]):
+    print("usage: voxelize_v3.py [-DNAME=VALUE ...]", file=sys.stderr)
+    sys.exit(2)
+r = subprocess.run(["g++", "-std=c++20", *DEFINES, "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w",
                     f"-I{HERE}", "-o", str(BUILD / "libvox.so"), str(BUILD / "voxelize_host.cpp"),
                     str(HERE / "runtime.cpp")], capture_output=True, text=True, check=False)
 if r.returncode:
@@ -166,6 +172,12 @@ for dtype in ("float32", "bfloat16"):
         run(dtype, c, True, "mean", grid=(9, 9, 9), b=3, seed=c)
     run("float32", 13, False, "mean", grid=(9, 9, 9), ints=True)
 MEAN_GRID[0] = 0
+# a sparse grid: whole tiles of 256 empty voxels (zeroed with 16-byte stores, or skipped in place), misaligned too
+for dtype in ("float32", "bfloat16", "float16"):
+    for c in (3, 13):
+        run(dtype, c, True, "mean", grid=(40, 40, 20), n=300, seed=c)
+    run(dtype, 3, True, "mean", grid=(40, 40, 20), n=300, offset=1)
+run("float32", 2, True, "occupancy", grid=(40, 40, 20), n=3000)
 print("ALL OK")
 
 # a crowded table: 16 slots for 1024-point blocks, so most points overflow their 16 probes to global atomics
