@@ -235,21 +235,7 @@ def _sig_cupy(x: Any) -> tuple:
     return (x.shape, x.dtype, x.device.id, x.flags.c_contiguous, x.data.ptr & 15, 1)
 
 
-def _sig_ptr_torch(x: Any) -> tuple | None:
-    dev = x.get_device()
-    if dev < 0:
-        return None
-    p = x.data_ptr()
-    return (x.shape, x.dtype, dev, x.is_contiguous(), p & 15), p
-
-
-def _sig_ptr_cupy(x: Any) -> tuple:
-    p = x.data.ptr
-    return (x.shape, x.dtype, x.device.id, x.flags.c_contiguous, p & 15, 1), p
-
-
 _SIG_OF: dict[type, Any] = {}
-_SIG_PTR_OF: dict[type, Any] = {}
 
 
 def signature(x: Any) -> tuple | None:
@@ -264,23 +250,12 @@ def signature(x: Any) -> tuple | None:
     return f(x)
 
 
-def sig_ptr(x: Any) -> tuple | None:
-    """(:func:`signature`, the device address) of one array in one pass (its pointer read once), or None where
-    :func:`signature` is None: for a plan-cache path that needs both (fuse's table of pointers)."""
-    f = _SIG_PTR_OF.get(type(x))
-    if f is None:
-        if _learn(type(x)) is None:
-            return None
-        f = _SIG_PTR_OF[type(x)]
-    return f(x)
-
-
 def _learn(t: type) -> Any:
     torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
     if torch is not None and issubclass(t, torch.Tensor):
-        _SIG_OF[t], _SIG_PTR_OF[t] = _sig_torch, _sig_ptr_torch
+        _SIG_OF[t] = _sig_torch
     elif cupy is not None and issubclass(t, cupy.ndarray):
-        _SIG_OF[t], _SIG_PTR_OF[t] = _sig_cupy, _sig_ptr_cupy
+        _SIG_OF[t] = _sig_cupy
     else:
         return None
     return _SIG_OF[t]

@@ -104,23 +104,13 @@ class _Plan:
     """A validated v2 launch of one signature: the kernel with its argument block (the stream table by
     value, its pointers filled per call), grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block", "alloc", "fields")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block", "alloc")
 
     def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int],
                  slots: list[int], block: int = L.BLOCK):
         self.fl, self.grid, self.kind, self.dev, self.shape, self.slots = fl, grid, kind, dev, shape, slots
         self.block = block
         self.alloc = L.Output(kind, shape, dev)
-        # the table fields of the pointers in call order: stream k's values and times in slot slots[k]
-        self.fields = tuple(i for s in slots for i in (FUSE2_FIELDS * s, FUSE2_FIELDS * s + 1))
-
-    def run(self, ptrs: list[int], tgt_ptr: int, like: Any) -> Any:
-        """The launch floor's call: the streams' pointers in call order (values, times, ...) and the targets'
-        pointer, read once with the plan's key (``_key_ptrs``); ``like``: the first stream's values."""
-        out = self.alloc(like)
-        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: tgt_ptr, 3: L.ptr(out)},
-                      struct_ptrs=dict(zip(self.fields, ptrs)), block=self.block)
-        return out
 
     def __call__(self, streams: Sequence[tuple[Any, Any]], tgt: Any, out: Any = None) -> Any:
         table: dict[int, int] = {}
@@ -219,30 +209,18 @@ def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple
         return _tune.choose(t.device_index, key, cands, trial, L.stream_for(t.kind, t.device_index), may_tune)
 
 
-def _key_ptrs(streams: Any, tgt_times: Any) -> tuple[tuple, list[int], int] | None:
-    """(the plan key of a call, its streams' pointers in call order, the targets' pointer), each array read once,
-    or None when the call must take the full path (anything but GPU arrays)."""
-    sp = L.sig_ptr
-    t = sp(tgt_times)
-    if t is None or not isinstance(streams, (list, tuple)):
+def _signature(streams: Any, tgt_times: Any) -> tuple | None:
+    """The plan key of a call, or None when it must take the full path (anything but GPU arrays)."""
+    st = L.signature(tgt_times)
+    if st is None or not isinstance(streams, (list, tuple)):
         return None
-    key = [t[0]]
-    ptrs: list[int] = []
+    key = [st]
     for pair in streams:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             return None
-        a, b = sp(pair[0]), sp(pair[1])
-        if a is None or b is None:
-            return None
-        key += (a[0], b[0])
-        ptrs += (a[1], b[1])
-    return tuple(key), ptrs, t[1]
-
-
-def _signature(streams: Any, tgt_times: Any) -> tuple | None:
-    """The plan key of a call, or None when it must take the full path (anything but GPU arrays)."""
-    got = _key_ptrs(streams, tgt_times)
-    return got[0] if got is not None else None
+        key.append(L.signature(pair[0]))
+        key.append(L.signature(pair[1]))
+    return tuple(key)
 
 
 def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: bool = False,
@@ -256,11 +234,11 @@ def fuse(streams: Sequence[tuple[Any, Any]], tgt_times: Any, *, check_times: boo
     ``_version`` (benchmarks only): a kernel version of ``robocache._versions`` instead of the best.
     """
     if out is None and not check_times and _version is None:  # the launch floor: one dict lookup
-        got = _key_ptrs(streams, tgt_times)
-        if got is not None:
-            plan = _PLANS.get(got[0])
+        key = _signature(streams, tgt_times)
+        if key is not None:
+            plan = _PLANS.get(key)
             if plan is not None:
-                return plan.run(got[1], got[2], streams[0][0])
+                return plan(streams, tgt_times)
     version = _versions.check("fuse", _version)
     pairs, t = _validate(streams, tgt_times)
     if _version is not None and version != "v1" and len(pairs) > FUSE2_MAX:

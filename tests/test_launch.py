@@ -249,39 +249,3 @@ def test_cupy_output_keeps_the_dtype_not_the_array():
     fn = L.Output("cupy", (2, 3), 0)._build(like)
     assert all(a is not like for a in fn.args) and fn.args[2].dtype == np.float16
     assert L.Output("cupy", (2, 3), 0, "int32")._build(like).args[2].dtype == np.int32
-
-
-def test_fuse_launch_floor_reads_each_pointer_once_and_keys_as_before(monkeypatch):
-    """fuse's launch floor (``_key_ptrs`` + ``_Plan.run``): the plan key is the tuple of the arrays' signatures the
-    full path caches under, the pointers come in call order, and the run fills the same stream table and target
-    pointer as the plan's ordinary call (on CPU tensors posing as device 0)."""
-    torch = pytest.importorskip("torch")
-    import importlib
-
-    fz = importlib.import_module("robocache.fuse")  # the module (robocache.fuse is also the function's name)
-
-    class OnDevice(torch.Tensor):  # get_device 0: the signature of a CUDA tensor, host memory underneath
-        def get_device(self):
-            return 0
-
-    def dev(*shape, dtype=torch.float32):
-        return torch.zeros(*shape, dtype=dtype).as_subclass(OnDevice)
-
-    streams = [(dev(2, 4, 3), dev(2, 4)), (dev(2, 6, 5, dtype=torch.float32), dev(2, 6)), (dev(2, 3, 1), dev(2, 3))]
-    tgt = dev(2, 7)
-    key, ptrs, tptr = fz._key_ptrs(streams, tgt)
-    assert key == tuple([L.signature(tgt)] + [L.signature(a) for p in streams for a in p]) == fz._signature(streams, tgt)
-    assert ptrs == [a.data_ptr() for p in streams for a in p] and tptr == tgt.data_ptr()
-    assert fz._key_ptrs(streams[:1] + [(torch.zeros(2, 4, 3), dev(2, 4))], tgt) is None  # a host array: full path
-    assert fz._key_ptrs([streams[0][0]], tgt) is None and fz._key_ptrs(streams, torch.zeros(2, 7)) is None
-    seen = []
-    monkeypatch.setattr(L, "fast_launch", lambda fl, grid, kind, d, ptrs, smem=0, struct_ptrs=None, block=256:
-                        seen.append((dict(ptrs), dict(struct_ptrs))))
-    plan = fz._Plan(None, 5, "torch", 0, (2, 7, 9), [2, 0, 1])
-    a = plan(streams, tgt)
-    b = plan.run(ptrs, tptr, streams[0][0])
-    (pa, ta), (pb, tb) = seen
-    assert ta == tb == {fz.FUSE2_FIELDS * s + i: x.data_ptr() for s, pair in zip([2, 0, 1], streams)
-                        for i, x in enumerate(pair)}
-    assert pa == {2: tgt.data_ptr(), 3: a.data_ptr()} and pb == {2: tgt.data_ptr(), 3: b.data_ptr()}
-    assert tuple(b.shape) == (2, 7, 9) and b.dtype == torch.float32 and a.data_ptr() != b.data_ptr()
