@@ -106,9 +106,6 @@ __device__ __forceinline__ void mean_body(const int* __restrict__ counts,
 #ifndef RC_VOX_PPT
 #define RC_VOX_PPT 4  // points per thread: independent loads in flight before the first atomic
 #endif
-#ifndef RC_VOX_OCC_CHECK
-#define RC_VOX_OCC_CHECK 0  // occupancy: load the byte and store only where it is still 0
-#endif
 
 // The batch row and the first point of this block: blocks_per_row blocks per row, so a block never
 // straddles two rows (one division per block, none per point).
@@ -131,12 +128,6 @@ __device__ __forceinline__ void count_v2_body(const T* __restrict__ points, int 
         const long long i = first + (long long)k * blockDim.x + threadIdx.x;
         vox[k] = i < N ? rc_voxel_of(prow + 3 * i, lo, hi, inv, g) : -1;
     }
-#if RC_VOX_OCC_CHECK
-    unsigned char occ_seen[RC_VOX_PPT];
-#pragma unroll
-    for (int k = 0; k < RC_VOX_PPT; ++k)  // every check's load in flight before the first store
-        occ_seen[k] = (occ && vox[k] >= 0) ? *(volatile unsigned char*)(occ + b * V + vox[k]) : 1;
-#endif
 #pragma unroll
     for (int k = 0; k < RC_VOX_PPT; ++k) {
         // one atomic per point: warp aggregation (__match_any_sync) was measured no faster on an H100
@@ -144,13 +135,7 @@ __device__ __forceinline__ void count_v2_body(const T* __restrict__ points, int 
         if (vox[k] >= 0) {
             const long long flat = b * V + vox[k];
             if (counts) atomicAdd(counts + flat, 1);
-#if RC_VOX_OCC_CHECK
-            // a voxel already marked is not stored again: hot voxels of a clustered cloud cost loads (served
-            // by the caches) instead of same-address stores; a stale read only costs the idempotent store
-            if (occ && occ_seen[k] == 0) occ[flat] = 1;
-#else
             if (occ) occ[flat] = 1;
-#endif
         }
     }
 }
@@ -521,11 +506,13 @@ __device__ __forceinline__ void mean_v3_body(const int* __restrict__ counts, con
 
 // The hash kernel of v2 (see above) at higher occupancy and with its loads in flight together. Shared
 // memory: keys[HS], cnt[HS], acc[HS * C] (HS a power of two >= 512, so every region is a whole number
-// of 16-byte words). C == 0 counts only (counts may then be the int32 output itself).
+// of 16-byte words). C == 0 counts only (counts may then be the int32 output itself); occ non-null: occupancy, one byte
+// store per distinct voxel of a block (counts and sums unused).
 template <typename T>
 __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, const T* __restrict__ feats, int N,
                                                int C, int blocks_per_row, int ppb, int hs_log2,
-                                               int* __restrict__ counts, float* __restrict__ sums, RC_VOX_ARGS) {
+                                               int* __restrict__ counts, float* __restrict__ sums,
+                                               unsigned char* __restrict__ occ, RC_VOX_ARGS) {
     RC_VOX_LOCALS
     extern __shared__ uint4 rc_sh4[];
     const int HS = 1 << hs_log2;
@@ -576,7 +563,9 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
                 for (int c = 0; c < RC_V3_CPRE; ++c)
                     if (c < cpre) atomicAdd(a + c, fv[k][c]);
                 for (int c = RC_V3_CPRE; c < C; ++c) atomicAdd(a + c, rc_to_float(frow[i * C + c]));
-            } else {  // table crowded here: straight to the grid
+            } else if (occ) {  // table crowded here: straight to the grid
+                occ[(long long)b * V + v] = 1;
+            } else {
                 const long long flat = (long long)b * V + v;
                 atomicAdd(counts + flat, 1);
                 float* s = sums + flat * C;
@@ -592,6 +581,10 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
         const int k = keys[s];
         if (k < 0) continue;
         const long long flat = b * V + k;
+        if (occ) {  // occupancy: one store per distinct voxel of the block
+            occ[flat] = 1;
+            continue;
+        }
         atomicAdd(counts + flat, cnt[s]);
         if (C) rc_add_sums(sums + flat * C, acc + s * C, C);
     }
@@ -646,9 +639,9 @@ RC_VOX_ENTRIES(bfloat16, rc_bf16)
     extern "C" __global__ void __launch_bounds__(512, 3) voxel_hashed_v3_##SUFFIX(       \
         const T* __restrict__ points, const T* __restrict__ feats, int N, int C,         \
         int blocks_per_row, int ppb, int hs_log2, int* __restrict__ counts,              \
-        float* __restrict__ sums, RC_VOX_ARGS) {                                         \
+        float* __restrict__ sums, unsigned char* __restrict__ occ, RC_VOX_ARGS) {        \
         hashed_v3_body<T>(points, feats, N, C, blocks_per_row, ppb, hs_log2, counts, sums, \
-                          RC_VOX_PASS);                                                  \
+                          occ, RC_VOX_PASS);                                             \
     }
 #define RC_VOX_MEAN_V3(SUFFIX, T)                                                        \
     extern "C" __global__ void __launch_bounds__(256) voxel_mean_v3_##SUFFIX(            \

@@ -115,13 +115,19 @@ def _filled_launch(plan: Any, points: Any, out: Any, out_slot: int, block: int =
 
 
 V3_PPT = 2  # points per thread in flight in the v3 hash kernel (RC_V3_PPT)
+# count and occupancy take the hash kernel where a row has at least this many points per voxel (N >= 0.5 V): on
+# the H200 (scripts/vox_probe.py, sampled seeds 2 and 23, 2026-11-28) the hash ran 0.31-0.75x the plain
+# kernel's time for sparse and clustered clouds from N/V = 0.28 up, and 1.1-1.5x for uniform clouds (which stay
+# several times faster than torch.compile); below 0.5 plain atomics win or tie on every cloud (docs/kernels.md)
+HASH_DENSITY = 0.5
 V3_MAX_THREADS = 512  # its __launch_bounds__
 
 
 class _PlanV3:
     """A validated v3 voxelize of one signature. ``mean``: one zero-fill launch (the int32 counts and the
     float32 output, or one scratch buffer of counts and float32 sums for 16-bit features), the hash (or
-    accumulate) kernel, the mean pass. ``count``/``occupancy``: v2's path (a zero fill, one kernel)."""
+    accumulate) kernel, the mean pass. ``count``/``occupancy``: the output zeroed, then one kernel: the hash
+    where rows are dense (:data:`HASH_DENSITY`), else v2's count kernel."""
 
     __slots__ = ("block", "bv", "bvc", "dev", "grid", "inplace", "kind", "main", "main_slots", "mean", "mgrid",
                  "mode", "out_dtype", "out_shape", "scratch_words", "smem", "sums_off", "vw", "zero", "zgrid")
@@ -199,9 +205,10 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     dev = p.device_index
     geo = [("f32", x) for x in (*lo, *hi, *inv)] + [("i32", x) for x in g]  # RC_VOX_ARGS
     use_hash = L.TUNING["vox_hash"]
-    # mean: the hash (as v2). count: v2's plain atomics unless TUNING asks for the hash (C = 0, into the
-    # int32 output). occupancy: v2's kernel (bytes, never summed).
-    wanted = acc if use_hash is None else (use_hash and mode != "occupancy")
+    # mean: the hash (as v2). count and occupancy: the hash where a row has at least HASH_DENSITY points per
+    # voxel (count: C = 0 into the int32 output; occupancy: one byte store per distinct voxel of a block), else
+    # v2's plain atomics or stores; TUNING's True or False asks for one path everywhere.
+    wanted = (acc or n >= HASH_DENSITY * vox) if use_hash is None else use_hash
     shape = _v3_hash_shape(c, b, n, L.sm_count(dev)) if wanted else None
     if shape is not None:
         hs_log2, ppb, smem, threads = shape
@@ -211,11 +218,11 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     grid_blocks = b * bpr if n else 0
     A.check_grid(grid_blocks, "points")
     # argument lists: kernels/voxelize.cu; main_slots: where the per-call pointers of counts (and sums) go
-    if shape is not None:  # hashed (points 0, feats 1, counts 7, sums 8); a count's counts are the output
+    if shape is not None:  # hashed (points 0, feats 1, counts 7, sums 8, occupancy 9); count: counts the output
         main = L.FastLaunch(L.kernel("voxelize", f"voxel_hashed_v3_{p.dtype}", dev),
                             [("ptr", None), ("ptr", 0), ("i32", n), ("i32", c), ("i32", bpr), ("i32", ppb),
-                             ("i32", hs_log2), ("ptr", None), ("ptr", 0), *geo])
-        slots = (7, 8) if acc else (7,)
+                             ("i32", hs_log2), ("ptr", None), ("ptr", 0), ("ptr", 0), *geo])
+        slots = (7, 8) if acc else (7,) if mode == "count" else (9,)
     elif acc:  # v2's warp-aggregated atomics (more channels than the table holds): counts 5, sums 6
         main = L.FastLaunch(L.kernel("voxelize", f"voxel_accumulate_v2_{p.dtype}", dev),
                             [("ptr", None), ("ptr", None), ("i32", n), ("i32", c), ("i32", bpr),

@@ -246,15 +246,25 @@ def test_v3_plan_wiring(monkeypatch):
             assert (grid, block, smem) == (2 * -(-5000 // ppb), threads, want_smem)
         else:  # accumulate_v2(points, feats, N, C, bpr, counts, sums, geometry)
             assert mp == {0: pts.data_ptr(), 1: feats.data_ptr(), 5: counts, 6: sums}
-        assert len(ma) == (21 if c <= 22 else 19)  # 12 geometry arguments (RC_VOX_ARGS) last
-    # count and occupancy: v2's kernel into a zeroed output (counts slot 3, occupancy slot 4)
-    for mode, slot, dt in (("count", 3, torch.int32), ("occupancy", 4, torch.bool)):
+        assert len(ma) == (22 if c <= 22 else 19)  # 12 geometry arguments (RC_VOX_ARGS) last
+    # count and occupancy into a zeroed output: v2's kernel where rows are sparse (n < HASH_DENSITY * V: counts
+    # slot 3, occupancy slot 4), the hash kernel where they are dense (counts slot 7, occupancy slot 9)
+    assert vx.HASH_DENSITY * 512 == 256
+    for n, mode, slot, dt, kern in ((255, "count", 3, torch.int32, "voxel_count_v2_float32"),
+                                    (255, "occupancy", 4, torch.bool, "voxel_count_v2_float32"),
+                                    (256, "count", 7, torch.int32, "voxel_hashed_v3_float32"),
+                                    (5000, "occupancy", 9, torch.bool, "voxel_hashed_v3_float32")):
         launches.clear()
-        pts = torch.zeros(2, 5000, 3)
+        pts = torch.zeros(2, n, 3)
         p = types.SimpleNamespace(kind="torch", dtype="float32", device_index=0)
         memsets.clear()
-        out = vx._plan_v3(p, 2, 5000, 0, g, lo, hi, inv, mode, (2, *g), {"count": "int32"}.get(mode, "bool"))(pts, None)
+        out = vx._plan_v3(p, 2, n, 0, g, lo, hi, inv, mode, (2, *g), {"count": "int32"}.get(mode, "bool"))(pts, None)
         assert out.dtype == dt and not out.any()
         assert memsets == [(out.data_ptr(), out.numel() * out.element_size())]  # one clear of the whole output
-        [(name, _, _, _, ptrs, _)] = launches
-        assert name == "voxel_count_v2_float32" and ptrs == {0: pts.data_ptr(), slot: out.data_ptr()}
+        [(name, _, block, smem, ptrs, args)] = launches
+        assert name == kern and ptrs == {0: pts.data_ptr(), slot: out.data_ptr()}, (n, mode)
+        if kern.startswith("voxel_hashed"):  # C = 0: the count-only table; the other outputs' pointers null
+            hs_log2, ppb, want_smem, threads = vx._v3_hash_shape(0, 2, n, 132)
+            assert (block, smem) == (threads, want_smem)
+            assert [a[1] for a in args[2:7]] == [n, 0, -(-n // ppb), ppb, hs_log2]
+            assert all(args[i][1] in (None, 0) for i in (1, 7, 8, 9) if i != slot)

@@ -188,4 +188,6 @@ for dtype in ("float32", "bfloat16"):
     run(dtype, 4, True, "mean", n=5000, ints=True)
 L.TUNING["vox_hash"] = True
 run("float32", 0, False, "count", n=5000, grid=(9, 9, 9))
+run("float32", 0, False, "occupancy", n=5000, grid=(9, 9, 9))
+run("bfloat16", 0, True, "occupancy", n=5000)
 print("CROWDED OK")
