@@ -2,7 +2,7 @@
 """voxelize's launch variants on the sampled suite's points: which build or path wins where (a dev aid, GPU only).
 
     python3 scripts/vox_probe.py [--seeds 2] [--modes mean,count,occupancy] [--clouds clustered,...]
-        [--variants "lib=;nohash=vox_hash=False;occ=-DRC_VOX_OCC_CHECK=1"] [--peers RECORDS.json ...]
+        [--variants "lib=;nohash=vox_hash=False;ppt=-DRC_V3_PPT=4"] [--peers RECORDS.json ...]
         [--time-limit 0.3] [--json OUT]
 
 Each variant is ``name=TOKENS``: ``-DNAME=VALUE`` tokens are NVRTC options added to every voxelize kernel's build,

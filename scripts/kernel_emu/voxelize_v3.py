@@ -4,7 +4,7 @@ one std::thread per CUDA thread, a std::barrier for __syncthreads, GCC atomics),
 
     python3 scripts/kernel_emu/voxelize_v3.py [-DNAME=VALUE ...]   # needs g++ >= 12 (C++20, _Float16); ~40 s
 
-Arguments of the form -DNAME=VALUE are passed to g++ (the kernels' build options, e.g. -DRC_VOX_OCC_CHECK=1).
+Arguments of the form -DNAME=VALUE are passed to g++ (the kernels' build options, e.g. -DRC_V3_PPT=4).
 
 A development check of logic (index math, phases, zero fills, vector widths, the crowded-table fallback,
 the exact reciprocal), not of the GPU: no warps (the warp intrinsics of v2's accumulate kernel abort), no
@@ -178,6 +178,8 @@ for dtype in ("float32", "bfloat16", "float16"):
         run(dtype, c, True, "mean", grid=(40, 40, 20), n=300, seed=c)
     run(dtype, 3, True, "mean", grid=(40, 40, 20), n=300, offset=1)
 run("float32", 2, True, "occupancy", grid=(40, 40, 20), n=3000)
+for dtype in ("float32", "bfloat16"):  # 32,800 voxels a row: a partial last tile, mostly empty
+    run(dtype, 3, True, "mean", grid=(41, 40, 20), n=300, offset=1 if dtype == "bfloat16" else None)
 print("ALL OK")
 
 # a crowded table: 16 slots for 1024-point blocks, so most points overflow their 16 probes to global atomics
