@@ -45,7 +45,9 @@ Measured, per provider and noise band (the series' own noise: the Gaussian equiv
 percentile, ``|e|_90 / 1.645``, and of its two states): A/A confirmed false alerts per 1,000 series-nights (the
 count and its expectation: every alert the screen sent to the rerun times its probability of being confirmed,
 Monte Carlo over the reruns its noise allows), steps found the night they land, within two and within ten
-nights, drifts flagged before they total +5%; and, where a rate falls short, the bound the noise itself sets
+nights, the confirmed steps placed on their own commit, of them those the noise lets be placed (:func:`placeable`
+on the last night before the step and the first night on it, :attr:`Plan.around`) and those of them placed right,
+drifts flagged before they total +5%; and, where a rate falls short, the bound the noise itself sets
 (:func:`bounds`: the power of a test that knows the level and the noise exactly, on the nights and reruns the
 nightly job has). The in-sample quality test (tests/test_regress_quality.py) asks its step targets where the noise
 allows them with these same oracles: :func:`attainable` over :func:`target_bounds`, and :func:`placeable` for the
@@ -304,6 +306,9 @@ class Plan:
     # key (change id) matched, the memory's key matched] (:func:`memory_keys`)
     reproposed: list[list] = field(default_factory=list)
     measures: set[str] = field(default_factory=set)  # what the check judged its changes by (series "measure")
+    # a step's nights either side of it as the check reads them (:meth:`saw`): [the last night before the step, the
+    # first night on it], each as a log-ratio to the level before (None: no such night the check reads)
+    around: list[float | None] = field(default_factory=lambda: [None, None])
 
     @property
     def noise(self) -> float:
@@ -368,6 +373,17 @@ class Plan:
             x += math.log1p(self.state[0])
         slow, flagged = self.contended.get(night, (0.0, False))
         return math.exp(x + (0.0 if self.on_ratio else math.log1p(slow))), flagged
+
+    def saw(self, night: int, value: float, flagged: bool) -> None:
+        """Keep a step's nights either side of it (:attr:`around`), as :func:`placeable` reads them: ``value`` is
+        night ``night``'s (its time, or on a ratio its ratio), taken as a log-ratio to the level before the step
+        (:meth:`level`: without state or contention; a two-state series' fast state). A night flagged contended is
+        no point of the check's: the last night before the step is the last one not flagged, and where the step's
+        own first night is flagged the check reads no record of its commit (None: no placement can name it).
+        Reads no random numbers: the series' nights are what they were."""
+        if self.kind != "step" or night > self.start or (flagged and night < self.start):
+            return
+        self.around[1 if night == self.start else 0] = None if flagged else math.log(value) - self.level(self.start - 1)
 
     def reruns(self, night: int, k: int, rng: np.random.Generator, sets: int = 1) -> np.ndarray:
         """``sets`` x ``k`` rerun log-times at the true level of ``night`` (its state drawn anew; no contention)."""
@@ -500,6 +516,7 @@ def replicate(world: dict, seed: int, share: float, mc: int, steps: Sequence[flo
             for g, idx in groups.items():
                 for i in idx:
                     t, flagged = ps[i].night(n, night_rng)
+                    ps[i].saw(n, t, flagged)
                     recs[g].append(record(ps[i], t, n, contended=flagged))
     return [_summary(p, s) for p, s in zip(ps, seen)]
 
@@ -604,6 +621,7 @@ def _summary(p: Plan, seen: list[Seen]) -> dict:
             "noise": p.noise, "kind": p.kind, "step": p.step, "slope": p.slope, "start": p.start,
             "two_state": p.state is not None, "contended": bool(p.contended),
             "state": list(p.state) if p.state else None, "notes": p.notes, "reproposed": p.reproposed,
+            "around": list(p.around) if p.kind == "step" else None,
             "seen": [[s.night, s.raw, s.kept, s.drift, s.placed, s.p_confirm] for s in seen]}
 
 
@@ -693,9 +711,10 @@ class _Tally:
     # A/A series-nights per (provider, band) and per kind of series: [nights, sent, confirmed, expected, drifts]
     aa: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0.0, 0]))
     kinds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0.0, 0]))
-    # steps per (provider, band, size): [series, found the night after, within 2, within AFTER, placed, checked]
+    # steps per (provider, band, size): [series, found the night after, within 2, within AFTER, placed, checked,
+    # confirmed at all, of those placeable (placeable_around), of those placed]
     steps: dict[tuple[str, str, float], list[int]] = field(
-        default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0, 0, 0]))
+        default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0, 0, 0, 0, 0, 0]))
     # drifts per (provider, band, slope): [series, flagged before +5%, flagged as a drift]
     drifts: dict[tuple[str, str, float], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
     hist: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # target|history band
@@ -714,8 +733,10 @@ class _Tally:
                     row[4] += drift
 
     def add_step(self, s: dict, b: str) -> None:
-        """A step: how soon it was found and placed, whether the check ran the night it landed; for the targets'
-        sizes, by the history it landed after, with the bound the noise sets."""
+        """A step: how soon it was found and placed, whether the check ran the night it landed, and, of the steps
+        confirmed at all, those the noise lets be placed (:func:`placeable_around` on its nights either side of the
+        step) and those of them placed right; for the targets' sizes, by the history it landed after, with the
+        bound the noise sets."""
         k = _first(s["seen"], lambda x, s=s: x[0] - 1 >= s["start"] and x[2])
         placed = next((x[4] for x in s["seen"] if x[0] - 1 >= s["start"] and x[2]), False)
         row = self.steps[(s["provider"], b, s["step"])]
@@ -726,6 +747,10 @@ class _Tally:
             row[2] += d <= 2
             row[3] += d <= AFTER
             row[4] += bool(placed)
+            can = placeable_around(s.get("around"), s["step"])
+            row[6] += 1
+            row[7] += can
+            row[8] += can and bool(placed)
         # whether the check ran the night the change landed (a series that came back unhealthy is not "checked")
         row[5] += any(x[0] == s["start"] + 1 for x in s["seen"])
         target = ("ten", 1) if s["step"] == 0.10 and s["noise"] <= 0.02 else \
@@ -920,6 +945,15 @@ def placeable(before: float, after: float, step: float) -> bool:
     return before < mid < after
 
 
+def placeable_around(around: Sequence[float | None] | None, step: float) -> bool:
+    """:func:`placeable` on a replayed step series' nights either side of its step (:attr:`Plan.around`, its
+    series' ``around``): False where either is missing (no night before the step the check reads, or the step's own
+    first night flagged contended, so that the check reads no record of its commit)."""
+    if not around or around[0] is None or around[1] is None:
+        return False
+    return placeable(around[0], around[1], step)
+
+
 # ------------------------------------------------------------------ the command
 
 TEMPLATE_SETS = ("all", "call-cost")  # --templates: every template, or the call-cost ones alone
@@ -1004,7 +1038,9 @@ def _count(xs) -> dict:
 
 
 def markdown(doc: dict) -> str:
-    """The replay's tables: targets, then A/A, steps and drifts per provider and noise band."""
+    """The replay's tables: targets, then A/A, steps and drifts per provider and noise band. A step row's last two
+    columns: of its steps confirmed at all, those whose nights either side of the step let them be placed
+    (:func:`placeable_around`), and of those the ones placed on the step's own commit."""
     t = doc["targets"]
     pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"  # noqa: E731
     lines = [f"Replay: {doc['replicates']} replicate(s) of {doc['templates']} "
@@ -1049,12 +1085,9 @@ def markdown(doc: dict) -> str:
               "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for k, (n, raw, kept, exp, dr) in m["aa_by_kind"].items():
         lines.append(f"| {k} | {n} | {raw} | {kept} | {1000 * exp / max(n, 1):.3f} | {dr} |")
-    lines += ["", "| provider | noise | step | n | the night it lands | within 2 | within 10 | placed |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for k, (n, one, two, ten, placed, _ran) in m["steps"].items():
-        p, b, z = k.split("|")
-        lines.append(f"| {p} | {b} | +{float(z):.0%} | {n} | {pct(one / n)} | {pct(two / n)} | {pct(ten / n)} | "
-                     f"{placed}/{ten} |")
+    lines += ["", "| provider | noise | step | n | the night it lands | within 2 | within 10 | placed | placeable, of "
+              "those confirmed | placed right among placeable |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [_step_row(k, row, pct) for k, row in m["steps"].items()]
     lines += ["", "| target | history before the step | n | met |", "| --- | --- | ---: | ---: |"]
     for k, (n, got) in m["targets_by_history"].items():
         t_, hb = k.split("|")
@@ -1071,6 +1104,18 @@ def markdown(doc: dict) -> str:
         p, b, z = k.split("|")
         lines.append(f"| {p} | {b} | +{float(z):.1%}/night | {n} | {pct(early / n)} | {pct(as_drift / n)} |")
     return "\n".join(lines) + "\n"
+
+
+def _step_row(k: str, row: Sequence[int], pct) -> str:
+    """One row of :func:`markdown`'s steps table: the cell ``k`` (provider|band|size) and its counts
+    (:class:`_Tally`'s ``steps``)."""
+    p, b, z = k.split("|")
+    n, one, two, ten, placed, _ran, *more = row
+    share = lambda x, of: f"{x}/{of} ({pct(x / of if of else None)})"  # noqa: E731
+    # (a document from before the placeable steps were counted: "-")
+    new = f"{share(more[1], more[0])} | {share(more[2], more[1])}" if len(more) == 3 else "- | -"
+    return (f"| {p} | {b} | +{float(z):.0%} | {n} | {pct(one / n)} | {pct(two / n)} | {pct(ten / n)} | "
+            f"{placed}/{ten} | {new} |")
 
 
 def _path_lines(pa: dict, pct) -> list[str]:
@@ -1090,7 +1135,7 @@ def _path_lines(pa: dict, pct) -> list[str]:
             p, b = k.split("|")
             rows.append(f"| {path} | {p} | {b} | A/A | {nn} series-nights: {raw} sent, {kept} confirmed, expected "
                         f"{1000 * exp / max(nn, 1):.3f} per 1,000, {dr} false drifts |")
-        for k, (nn, one, two, ten, _placed, _ran) in m["steps"].items():
+        for k, (nn, one, two, ten, *_rest) in m["steps"].items():
             p, b, z = k.split("|")
             rows.append(f"| {path} | {p} | {b} | +{float(z):.0%} step | {nn}: the night it lands {pct(one / nn)}, "
                         f"within 2 {pct(two / nn)}, within 10 {pct(ten / nn)} |")
