@@ -290,18 +290,22 @@ def test_placement_is_reported_where_the_noise_allows_it():
               step([0.01, on - 0.04], True, False),  # placeable, placed on a neighbour
               step([0.0, None], True, False),  # the step's first night dropped (contended): not placeable
               step([0.0, on], False, False)]  # not confirmed: not counted
+    late = step([0.0, on - 0.01], False, False)  # confirmed (and placed) only AFTER + 2 nights after it landed
+    late["seen"].append([10 + replay.AFTER + 2, True, True, False, True, 0.0])
+    series.append(late)
     m = replay.measures(series)
     row = m["steps"]["robocache|0.5-1%|0.1"]
-    assert row[0] == 6 and row[4] == 2  # the existing counts: series, placed
-    assert row[6:] == [5, 2, 1]  # confirmed, of them placeable, of those placed right
+    assert row[0] == 7 and row[3] == 5 and row[4] == 3  # the existing counts: series, within AFTER, placed
+    assert row[6:] == [6, 3, 2]  # confirmed, of them placeable, of those placed right
     doc = {"replicates": 1, "templates": 6, "share": 1.0, "seed": 0, "series": 6, "measures": m,
            "targets": replay.targets(m)}
     text = replay.markdown(doc)
     assert "| placed | placeable, of those confirmed | placed right among placeable |" in text
-    assert "| +10% | 6 | 83% | 83% | 83% | 2/5 | 2/5 (40%) | 1/2 (50%) |" in text, text
-    # a document written before these were counted (six counts a row) shows none, not zeros
+    # "placed" over the steps confirmed at all (the late one too), as the new columns
+    assert "| +10% | 7 | 71% | 71% | 71% | 3/6 | 3/6 (50%) | 2/3 (67%) |" in text, text
+    # a document written before these were counted (six counts a row) shows none, not zeros, and its old base
     old = {**m, "steps": {k: v[:6] for k, v in m["steps"].items()}}
-    assert "| +10% | 6 | 83% | 83% | 83% | 2/5 | - | - |" in replay.markdown({**doc, "measures": old})
+    assert "| +10% | 7 | 71% | 71% | 71% | 3/5 | - | - |" in replay.markdown({**doc, "measures": old})
 
 
 # ------------------------------------------------------------------ call-cost series on their interleaved ratio

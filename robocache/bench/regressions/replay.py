@@ -1112,10 +1112,12 @@ def _step_row(k: str, row: Sequence[int], pct) -> str:
     p, b, z = k.split("|")
     n, one, two, ten, placed, _ran, *more = row
     share = lambda x, of: f"{x}/{of} ({pct(x / of if of else None)})"  # noqa: E731
-    # (a document from before the placeable steps were counted: "-")
+    # (a document from before the placeable steps were counted: "-", and "placed" over the steps found within
+    # AFTER nights, which undercounted its base: a step confirmed later and placed counted above it)
     new = f"{share(more[1], more[0])} | {share(more[2], more[1])}" if len(more) == 3 else "- | -"
+    confirmed = more[0] if len(more) == 3 else ten
     return (f"| {p} | {b} | +{float(z):.0%} | {n} | {pct(one / n)} | {pct(two / n)} | {pct(ten / n)} | "
-            f"{placed}/{ten} | {new} |")
+            f"{placed}/{confirmed} | {new} |")
 
 
 def _path_lines(pa: dict, pct) -> list[str]:
