@@ -218,6 +218,13 @@ def _parser() -> argparse.ArgumentParser:
                         "they replace the suite's cases")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N", help=_SAMPLE_SEED_HELP)
+    r.add_argument("--resume", metavar="FILE",
+                   help="continue a run cut short (a time limit, a killed runner): FILE is its records file "
+                        "(results/<arch>-<machine>/<run>.records.json); give the run's own suite and filters "
+                        "(--ops, --providers, --dtypes, --cases, --sample-seed). The points it measured whole are "
+                        "kept, a point measured in part is measured again whole (its providers side by side), and "
+                        "FILE is rewritten with the new records under the run's id. Refused (exit 2, nothing run) "
+                        "for another suite, commit, machine, GPU, driver, library or host; single-GPU suites only")
     r.add_argument("--precompile-jobs", type=_NONNEG_INT, default=0, metavar="N",
                    help="before timing, compile the torch.compile cases in N parallel processes so each timing "
                         "process loads its compiled code from Inductor's on-disk cache; what is timed is "
@@ -1163,8 +1170,16 @@ def _run(args: argparse.Namespace) -> int:
     if why:
         return _usage(why)
     if cases[0].distributed:
+        if args.resume:
+            return _usage("--resume continues single-GPU suites; a multi-GPU run starts over")
         return _run_multigpu(args, device, cases)
-    return _run_single(args, device, cases)
+    resume = None
+    if args.resume:
+        try:
+            resume = runner.resume_plan(args.resume, cases, suite=args.suite, device=device, machine=args.machine)
+        except ValueError as e:
+            return _usage(f"robocache-bench run: {e}")
+    return _run_single(args, device, cases, resume)
 
 
 def _run_pipelines(args: argparse.Namespace) -> int:
@@ -1198,16 +1213,21 @@ def _run_cases_unusable(args: argparse.Namespace, cases: list) -> str | None:
     return None
 
 
-def _run_single(args: argparse.Namespace, device: str, cases: list) -> int:
-    """Single-GPU cases, one process each; the summary and every failure printed; exit 1 when one failed."""
+def _run_single(args: argparse.Namespace, device: str, cases: list, resume: Any = None) -> int:
+    """Single-GPU cases, one process each; the summary and every failure printed; exit 1 when one failed.
+    ``resume``: the cut run to continue (:func:`runner.resume_plan`)."""
     from . import runner
 
     timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     where = "GPU (device timers)" if device == "gpu" else "CPU only (host timer; no GPU found)"
     print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
+    if resume is not None:
+        print(f"robocache-bench: resuming run {resume.run_id} ({resume.path}): {len(resume.kept)} records kept, "
+              f"{len(resume.todo)} cases to run", file=sys.stderr)
     res = runner.run_suite(args.suite, device=device, cases=cases, out_dir=args.out, cache=args.cache,
                            timeout_s=args.timeout, timing=timing, machine=args.machine,
-                           progress=not args.no_progress and _stderr_is_tty(), precompile_jobs=args.precompile_jobs)
+                           progress=not args.no_progress and _stderr_is_tty(), precompile_jobs=args.precompile_jobs,
+                           resume=resume)
     if res.precompile is not None:
         print(_precompile_line(res.precompile))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))

@@ -36,10 +36,10 @@ from typing import Any
 
 import msgspec
 
-from . import messages, specs, worker
+from . import messages, specs, store, worker
 from .. import providers as provider_table
 from ..providers import COMPILE, torch_compile
-from .context import RunContext
+from .context import RunContext, git_state
 from .messages import Ceiling, Precompiled, Task
 from .schema import FAILED_STATUSES, Record
 
@@ -386,12 +386,98 @@ def _precompile_cases(todo: list[specs.Case], run: RunContext, jobs: int, timeou
                     out["failed"].append({"case": case.key, "status": result.status, "reason": result.reason})
 
 
+# What a resumed run must share with the run it continues (schema ``Env``): the same machine, GPU, driver and
+# libraries; the host too (``host_id``, else ``hostname``), so every record in the file is where its env says.
+RESUME_SAME = ("machine", "device", "gpu_name", "arch", "compute_capability", "gpu_count", "driver", "cuda",
+               "python", "libs")
+
+
+@dataclass
+class Resume:
+    """:func:`resume_plan`'s answer: the run to continue and what is left of it."""
+    path: Path  # the run file, rewritten with the kept and the new records
+    run_id: str
+    kept: list[Record]  # the records of the points measured whole, in file order
+    todo: list[specs.Case]  # the cases of every point not measured whole, in the run's order
+    env: dict[str, Any]  # this process's environment (checked against the file's)
+
+
+def point_of(key: str) -> str:
+    """A case key's point: op/tag/dtype (its providers are measured side by side, one after another)."""
+    return key.rsplit("/", 1)[0]
+
+
+def resume_plan(path: str | os.PathLike[str], cases: list[specs.Case], *, suite: str, device: str,
+                machine: str | None = None, git: tuple[str | None, bool | None] | None = None,
+                env: dict[str, Any] | None = None) -> Resume:
+    """How to continue the run whose records file is ``path`` (cut short by a time limit or a killed runner) with
+    ``cases``, the cases of the same command. A point (op/tag/dtype) whose every provider has a record is kept; a
+    point measured in part is measured again whole (its ratios stay side by side), its old records dropped.
+    ``ValueError`` with one line, before anything runs, when the file does not load or is not this run: another
+    suite, cases this command would not run, another commit (or uncommitted changes now), another machine, GPU,
+    driver, library or host (:data:`RESUME_SAME`). ``git`` and ``env`` default to this process's."""
+    from . import env as envmod
+
+    p = Path(path)
+    records, why = store.read_file(str(p))
+    if why is not None:
+        raise ValueError(f"--resume {p}: {why}")
+    if not records:
+        raise ValueError(f"--resume {p}: the file holds no records: start a new run")
+    ids = {r.run_id for r in records}
+    if len(ids) != 1:
+        raise ValueError(f"--resume {p}: records of {len(ids)} runs ({', '.join(sorted(ids))}): not one run's file")
+    first = records[0]
+    if {r.suite for r in records} != {suite}:
+        raise ValueError(f"--resume {p}: a run of suite {first.suite!r}, not {suite!r}")
+    keys = {c.key for c in cases}
+    stray = sorted(k for k in (f"{r.case.id}/{r.case.dtype}/{r.case.provider}" for r in records) if k not in keys)
+    if stray:
+        raise ValueError(f"--resume {p}: it has cases this command would not run ({stray[0]}"
+                         f"{f' and {len(stray) - 1} more' if len(stray) > 1 else ''}): resume with the run's "
+                         "own --ops, --providers, --dtypes, --cases and --sample-seed")
+    commit, dirty = git if git is not None else git_state()
+    if dirty:
+        raise ValueError(f"--resume {p}: this checkout has uncommitted changes; a resumed run measures one commit")
+    if any(r.git_commit != commit for r in records):
+        raise ValueError(f"--resume {p}: measured at commit {first.git_commit}, this checkout is at {commit}: "
+                         "start a new run")
+    now = env if env is not None else envmod.capture_env(device, machine=machine)
+    old = msgspec.to_builtins(first.env)
+    for k in (*RESUME_SAME, "host_id" if old.get("host_id") or now.get("host_id") else "hostname"):
+        if old.get(k) != now.get(k):
+            raise ValueError(f"--resume {p}: its {k} is {old.get(k)!r}, here it is {now.get(k)!r}: a resumed run "
+                             "continues on the same machine; start a new run")
+    have = {f"{r.case.id}/{r.case.dtype}/{r.case.provider}" for r in records}
+    whole = {pt for pt in {point_of(c.key) for c in cases}
+             if all(c.key in have for c in cases if point_of(c.key) == pt)}
+    kept = [r for r in records if f"{r.case.id}/{r.case.dtype}" in whole]
+    todo = [c for c in cases if point_of(c.key) not in whole]
+    return Resume(path=p, run_id=first.run_id, kept=kept, todo=todo, env=now)
+
+
+def _run_context(*, suite: str, device: str, frontend: str, out_dir: str | Path, machine: str | None,
+                 synthetic: bool, resume: Resume | None) -> RunContext:
+    """The run's context: a new run's, or the resumed run's (its id, its file's folder and name, this process's
+    env, checked against the file's by :func:`resume_plan`)."""
+    if resume is None:
+        return RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=out_dir, machine=machine,
+                                synthetic=synthetic)
+    run = RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=resume.path.parent.parent,
+                           machine=machine, run_id=resume.run_id, env=resume.env, synthetic=synthetic,
+                           name=resume.path.name.removesuffix(store.RECORDS_SUFFIX))
+    if run.path() != resume.path:
+        raise ValueError(f"--resume {resume.path}: not where this run's records go ({run.path()}): pass the file in "
+                         "its machine's folder")
+    return run
+
+
 def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers=None, dtypes=None,
               out_dir: str | Path = "results/local", cache: str = "warm", timeout_s: float = 600.0,
               timing: dict[str, Any] | None = None, frontend: str = "cli", machine: str | None = None,
               progress: bool = True, cases: list[specs.Case] | None = None, seed: int = 0,
               measure_ceiling: bool = True, synthetic: bool = False, precompile_jobs: int = 0,
-              case_timeouts: Mapping[str, float] | None = None) -> RunResult:
+              case_timeouts: Mapping[str, float] | None = None, resume: Resume | None = None) -> RunResult:
     """Run the cases of ``suite`` (or the given ``cases``) and write them to one run file under ``out_dir``.
 
     ``timeout_s``: each case process's timeout; ``case_timeouts``: another timeout for some cases, by case key (a
@@ -400,6 +486,9 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
 
     ``precompile_jobs``: when > 0, first compile the torch.compile cases in that many parallel processes
     (:func:`precompile`), so the serial timing pass loads their compiled code from Inductor's cache.
+
+    ``resume``: continue a cut run (:func:`resume_plan`): only its ``todo`` cases run, under the run's id, and its
+    file is rewritten with the kept records first (``cases`` and ``out_dir`` are then the plan's).
     """
     t0 = time.perf_counter()
     if device == "auto":
@@ -409,9 +498,10 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
     stray = sorted(set(case_timeouts or {}) - {c.key for c in todo})
     if stray:  # a misspelt key would run its case under the other timeout, unnoticed
         raise ValueError(f"case_timeouts names cases this run does not have: {', '.join(stray)}")
-    run = RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=out_dir, machine=machine,
-                           synthetic=synthetic)
+    run = _run_context(suite=suite, device=device, frontend=frontend, out_dir=out_dir, machine=machine,
+                       synthetic=synthetic, resume=resume)
     res = RunResult(run_id=run.run_id, path=None, env=msgspec.to_builtins(run.env))
+    todo, kept = (resume.todo, resume.kept) if resume is not None else (todo, [])
     options: dict[str, Any] = {"cache": cache, "timing": timing, "seed": seed}
     run.task(**options)  # the options are checked before anything runs: a misspelt timing option fails here
 
@@ -445,12 +535,12 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
             bar.set_description(_status_line(res.counts()), refresh=False)
         # checkpoint: the run file is rewritten atomically, so a killed runner loses at most this interval
         if time.monotonic() - last_write > 30 or i == len(todo) - 1:
-            res.path = run.write(res.records)
+            res.path = run.write([*kept, *res.records])
             last_write = time.monotonic()
     if bar is not None:
         bar.close()
     if not todo:
-        res.path = None
+        res.path = None if resume is None else resume.path  # a resumed run with nothing left: its file as it was
     res.wall_s = time.perf_counter() - t0
     return res
 
