@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from robocache.bench import cli, runner, specs, store
+from robocache.bench.messages import TimingOptions
 from tests.test_store import make_env, make_record
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -34,7 +35,8 @@ def run_file(tmp_path: Path, keys: list[str], env: dict | None = None, **over) -
 
 
 def plan(path: Path, cases=CASES, **kw) -> runner.Resume:
-    args = {"suite": "quick", "device": "cpu", "git": (COMMIT, False), "env": make_env()} | kw
+    fixture_timing = TimingOptions(noise_target=0.02, time_limit_s=5.0)  # make_record's method
+    args = {"suite": "quick", "device": "cpu", "git": (COMMIT, False), "env": make_env(), "timing": fixture_timing} | kw
     return runner.resume_plan(path, cases, **args)
 
 
@@ -56,7 +58,12 @@ def test_whole_points_are_kept_and_a_partial_point_runs_again_whole(tmp_path):
     ("libs", lambda kw: kw["env"]["libs"].update(numpy="9.9"), "its libs is"),
     ("machine", lambda kw: kw["env"].update(machine="other"), "its machine is 'ci-synthetic'"),
     ("host", lambda kw: kw["env"].update(hostname="elsewhere"), "its hostname is 'ci-host'"),
+    ("kernel", lambda kw: kw["env"].update(kernel="6.9"), "its kernel is None"),
     ("cases", lambda kw: kw.update(cases=CASES[2:]), f"cases this command would not run ({P1}numpy and 1 more)"),
+    ("unknown commit", lambda kw: kw.update(git=(None, None)), "commit is unknown"),
+    ("cache", lambda kw: kw.update(cache="cold"), "timed with --cache warm, this command cold"),
+    ("time limit", lambda kw: kw.update(timing=TimingOptions(noise_target=0.02, time_limit_s=0.5)),
+     "time_limit_s 5.0, this command 0.5"),
 ])
 def test_another_run_is_refused(tmp_path, what, change, why):
     path = run_file(tmp_path, [P1 + "numpy", P1 + "torch_eager"])
@@ -67,12 +74,36 @@ def test_another_run_is_refused(tmp_path, what, change, why):
     assert why in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
-def test_a_host_id_decides_the_host_where_there_is_one(tmp_path):
+def test_host_id_and_a_dirty_run_are_refused(tmp_path):
     env = make_env() | {"host_id": "a" * 12}
     path = run_file(tmp_path, [P1 + "numpy"], env=env)
-    assert plan(path, env=env | {"hostname": "renamed"}).todo == CASES  # same physical host, another name
+    assert plan(path, env=env).todo == CASES  # the one partial point, the first: measured again whole
     with pytest.raises(ValueError, match="its host_id is 'aaaaaaaaaaaa'"):
         plan(path, env=env | {"host_id": "b" * 12})
+    dirty = run_file(tmp_path / "d", [P1 + "numpy"], git_dirty=True)
+    with pytest.raises(ValueError, match="uncommitted changes"):
+        plan(dirty)
+
+
+def test_the_timers_defaults_stand_for_unset_options(tmp_path):
+    """The fixture's records were timed by the host timer with noise target 0.02 and a 5 s limit: only a command
+    giving those values matches them; unset options mean the timer's defaults (0.01, 2 s)."""
+    path = run_file(tmp_path, [P1 + "numpy", P1 + "torch_eager"])
+    with pytest.raises(ValueError, match="timed with noise_target 0.02, this command 0.01"):
+        plan(path, timing=TimingOptions())
+    assert plan(path, timing=TimingOptions(noise_target=0.02, time_limit_s=5.0)).todo == CASES[2:]
+
+
+@pytest.mark.parametrize("keys, cases", [
+    ([P1 + "numpy", P2 + "numpy", P2 + "torch_eager"], CASES),  # a partial point before a whole one
+    ([P2 + "numpy", P2 + "torch_eager"], CASES),  # not the command's first points (a wider --ops, say)
+    ([P1 + "numpy", P2 + "numpy"], CASES),  # two partial points: other --providers than the run's
+])
+def test_other_filters_than_the_runs_are_refused(tmp_path, keys, cases):
+    """A wider command than the run's (more providers, ops or dtypes) would find the file's points partial or out
+    of order, and resuming would drop records that were whole: refused."""
+    with pytest.raises(ValueError, match="not this command's first ones"):
+        plan(run_file(tmp_path, keys), cases=cases)
 
 
 def test_files_that_are_not_one_run_are_refused(tmp_path):
@@ -117,7 +148,10 @@ def test_a_cut_run_resumed_holds_every_case_once(tmp_path, monkeypatch, capsys):
         return real(task, timeout_s)
 
     monkeypatch.setattr(runner, "run_in_process", counting)
-    p = runner.resume_plan(first.path, CASES, suite="quick", device="cpu")
+    opts = TimingOptions(noise_target=fast["noise_target"], time_limit_s=fast["time_limit_s"])
+    with pytest.raises(ValueError, match="timed with noise_target 0.1, this command 0.01"):  # the defaults: no
+        runner.resume_plan(first.path, CASES, suite="quick", device="cpu")
+    p = runner.resume_plan(first.path, CASES, suite="quick", device="cpu", timing=opts)
     res = runner.run_suite("quick", device="cpu", cases=CASES, timing=fast, progress=False, resume=p)
     assert ran == [P2 + "numpy", P2 + "torch_eager"]
     assert res.run_id == first.run_id and res.path == first.path
@@ -125,4 +159,4 @@ def test_a_cut_run_resumed_holds_every_case_once(tmp_path, monkeypatch, capsys):
     keys = [f"{r['case']['id']}/{r['case']['dtype']}/{r['case']['provider']}" for r in after]
     assert keys == [c.key for c in CASES] and {r["run_id"] for r in after} == {first.run_id}
     assert after[:2] == kept_before  # the kept records as they were (times, created)
-    assert runner.resume_plan(first.path, CASES, suite="quick", device="cpu").todo == []
+    assert runner.resume_plan(first.path, CASES, suite="quick", device="cpu", timing=opts).todo == []

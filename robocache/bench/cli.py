@@ -220,8 +220,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--sample-seed", type=_NONNEG_INT, default=None, metavar="N", help=_SAMPLE_SEED_HELP)
     r.add_argument("--resume", metavar="FILE",
                    help="continue a run cut short (a time limit, a killed runner): FILE is its records file "
-                        "(results/<arch>-<machine>/<run>.records.json); give the run's own suite and filters "
-                        "(--ops, --providers, --dtypes, --cases, --sample-seed). The points it measured whole are "
+                        "(results/<arch>-<machine>/<run>.records.json); give the run's own suite, filters "
+                        "(--ops, --providers, --dtypes, --cases, --sample-seed) and timing options (--cache, "
+                        "--noise-target, --time-limit). The points it measured whole are "
                         "kept, a point measured in part is measured again whole (its providers side by side), and "
                         "FILE is rewritten with the new records under the run's id. Refused (exit 2, nothing run) "
                         "for another suite, commit, machine, GPU, driver, library or host; single-GPU suites only")
@@ -1176,7 +1177,9 @@ def _run(args: argparse.Namespace) -> int:
     resume = None
     if args.resume:
         try:
-            resume = runner.resume_plan(args.resume, cases, suite=args.suite, device=device, machine=args.machine)
+            resume = runner.resume_plan(args.resume, cases, suite=args.suite, device=device, machine=args.machine,
+                                        cache=args.cache, timing=TimingOptions(noise_target=args.noise_target,
+                                                                               time_limit_s=args.time_limit))
         except ValueError as e:
             return _usage(f"robocache-bench run: {e}")
     return _run_single(args, device, cases, resume)
@@ -1188,6 +1191,7 @@ def _run_pipelines(args: argparse.Namespace) -> int:
     given = [flag for flag, v in (("--ops", args.ops), ("--providers", args.providers), ("--dtypes", args.dtypes),
                                   ("--cases", args.cases), ("--gpus", args.gpus)) if v]
     given += ["--sample-seed"] if args.sample_seed is not None else []
+    given += ["--resume"] if args.resume else []
     if given or args.cache != "warm" or args.precompile_jobs:
         return _usage(f"--suite pipelines takes --device, --out, --machine and the pipelines options only (got "
                       f"{', '.join(given) or 'other options'}); see robocache-bench run --help")

@@ -388,8 +388,8 @@ def _precompile_cases(todo: list[specs.Case], run: RunContext, jobs: int, timeou
 
 # What a resumed run must share with the run it continues (schema ``Env``): the same machine, GPU, driver and
 # libraries; the host too (``host_id``, else ``hostname``), so every record in the file is where its env says.
-RESUME_SAME = ("machine", "device", "gpu_name", "arch", "compute_capability", "gpu_count", "driver", "cuda",
-               "python", "libs")
+RESUME_SAME = ("machine", "device", "gpu_name", "arch", "compute_capability", "gpu_count", "gpu_memory_gb",
+               "sm_count", "l2_mb", "driver", "cuda", "cpu", "python", "libs", "kernel", "hostname", "host_id")
 
 
 @dataclass
@@ -409,13 +409,17 @@ def point_of(key: str) -> str:
 
 def resume_plan(path: str | os.PathLike[str], cases: list[specs.Case], *, suite: str, device: str,
                 machine: str | None = None, git: tuple[str | None, bool | None] | None = None,
-                env: dict[str, Any] | None = None) -> Resume:
+                env: dict[str, Any] | None = None, cache: str = "warm", timing: Any = None) -> Resume:
     """How to continue the run whose records file is ``path`` (cut short by a time limit or a killed runner) with
-    ``cases``, the cases of the same command. A point (op/tag/dtype) whose every provider has a record is kept; a
-    point measured in part is measured again whole (its ratios stay side by side), its old records dropped.
-    ``ValueError`` with one line, before anything runs, when the file does not load or is not this run: another
-    suite, cases this command would not run, another commit (or uncommitted changes now), another machine, GPU,
-    driver, library or host (:data:`RESUME_SAME`). ``git`` and ``env`` default to this process's."""
+    ``cases``, the cases of the same command. A point (op/tag/dtype) whose every provider has a record (of any
+    status) is kept; the one point the cut left measured in part is measured again whole (its ratios stay side by
+    side), its old records dropped. ``ValueError`` with one line, before anything runs, when the file does not
+    load or is not this run: another suite; cases this command would not run, or a command whose first points are
+    not the file's (other filters: its points must be this command's first ones, all whole but the last); an
+    unknown or another commit, uncommitted changes then or now; another cache or timer options
+    (``timing``: :class:`messages.TimingOptions`; unset, the timer's default); another machine, GPU, driver,
+    library set or host (:data:`RESUME_SAME`); a file outside its machine's folder. ``git`` and ``env`` default
+    to this process's."""
     from . import env as envmod
 
     p = Path(path)
@@ -436,24 +440,64 @@ def resume_plan(path: str | os.PathLike[str], cases: list[specs.Case], *, suite:
         raise ValueError(f"--resume {p}: it has cases this command would not run ({stray[0]}"
                          f"{f' and {len(stray) - 1} more' if len(stray) > 1 else ''}): resume with the run's "
                          "own --ops, --providers, --dtypes, --cases and --sample-seed")
-    commit, dirty = git if git is not None else git_state()
-    if dirty:
-        raise ValueError(f"--resume {p}: this checkout has uncommitted changes; a resumed run measures one commit")
-    if any(r.git_commit != commit for r in records):
-        raise ValueError(f"--resume {p}: measured at commit {first.git_commit}, this checkout is at {commit}: "
-                         "start a new run")
+    have = {f"{r.case.id}/{r.case.dtype}/{r.case.provider}" for r in records}
+    order = list(dict.fromkeys(point_of(c.key) for c in cases))  # the command's points, in run order
+    mine = {point_of(k) for k in have}
+    whole = {pt for pt in mine if all(c.key in have for c in cases if point_of(c.key) == pt)}
+    if set(order[:len(mine)]) != mine or len(mine - whole) > 1 or (mine - whole and order[len(mine) - 1] in whole):
+        raise ValueError(f"--resume {p}: its points are not this command's first ones, whole but the last (other "
+                         "--ops, --providers, --dtypes or --cases than the run's): resume with the run's own filters")
+    why = _git_mismatch(records, git if git is not None else git_state())
+    why = why or _method_mismatch(records, cache, timing)
     now = env if env is not None else envmod.capture_env(device, machine=machine)
     old = msgspec.to_builtins(first.env)
-    for k in (*RESUME_SAME, "host_id" if old.get("host_id") or now.get("host_id") else "hostname"):
-        if old.get(k) != now.get(k):
-            raise ValueError(f"--resume {p}: its {k} is {old.get(k)!r}, here it is {now.get(k)!r}: a resumed run "
-                             "continues on the same machine; start a new run")
-    have = {f"{r.case.id}/{r.case.dtype}/{r.case.provider}" for r in records}
-    whole = {pt for pt in {point_of(c.key) for c in cases}
-             if all(c.key in have for c in cases if point_of(c.key) == pt)}
+    why = why or next((f"its {k} is {old.get(k)!r}, here it is {now.get(k)!r}: a resumed run continues on the "
+                       "same machine" for k in RESUME_SAME if old.get(k) != now.get(k)), None)
+    if why:
+        raise ValueError(f"--resume {p}: {why}; start a new run")
+    run = RunContext.start(suite=suite, device=device, out_dir=p.parent.parent, env=now, run_id=first.run_id,
+                           git=(None, None), name=p.name.removesuffix(store.RECORDS_SUFFIX))
+    if run.path() != p:
+        raise ValueError(f"--resume {p}: not in its machine's folder ({run.path()}): resume the file where the run "
+                         "wrote it")
     kept = [r for r in records if f"{r.case.id}/{r.case.dtype}" in whole]
     todo = [c for c in cases if point_of(c.key) not in whole]
     return Resume(path=p, run_id=first.run_id, kept=kept, todo=todo, env=now)
+
+
+def _git_mismatch(records: list[Record], git: tuple[str | None, bool | None]) -> str | None:
+    """Why records and this checkout are not one commit (unknown, another, or uncommitted changes), or None."""
+    commit, dirty = git
+    if commit is None:
+        return "this checkout's commit is unknown (no git, no ROBOCACHE_GIT_COMMIT)"
+    if dirty or any(r.git_dirty for r in records):
+        return "uncommitted changes (then or now); a resumed run measures one commit"
+    bad = next((r.git_commit for r in records if r.git_commit != commit), commit)
+    return None if bad == commit else f"measured at commit {bad}, this checkout is at {commit}"
+
+
+def _method_mismatch(records: list[Record], cache: str, timing: Any) -> str | None:
+    """Why the records were timed otherwise than this command would (cache; noise target and time limit, given
+    or the record's timer's default), or None."""
+    import inspect
+
+    from .timing import device as tdev, host as thost
+
+    timers = {"cuda_event": tdev.time_gpu, "cuda_graph": tdev.time_gpu, "host": thost.time_host,
+              "host_loop": thost.time_host_loop}
+    for r in records:
+        m = r.method
+        if m is None:
+            continue
+        if m.cache != cache:
+            return f"timed with --cache {m.cache}, this command {cache}"
+        fn = timers.get(m.timer)
+        for opt in ("noise_target", "time_limit_s") if fn is not None else ():
+            given = getattr(timing, opt, None) if timing is not None else None
+            want = given if given is not None else inspect.signature(fn).parameters[opt].default
+            if getattr(m, opt) != want:
+                return f"timed with {opt} {getattr(m, opt)}, this command {want}"
+    return None
 
 
 def _run_context(*, suite: str, device: str, frontend: str, out_dir: str | Path, machine: str | None,
@@ -463,13 +507,9 @@ def _run_context(*, suite: str, device: str, frontend: str, out_dir: str | Path,
     if resume is None:
         return RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=out_dir, machine=machine,
                                 synthetic=synthetic)
-    run = RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=resume.path.parent.parent,
-                           machine=machine, run_id=resume.run_id, env=resume.env, synthetic=synthetic,
-                           name=resume.path.name.removesuffix(store.RECORDS_SUFFIX))
-    if run.path() != resume.path:
-        raise ValueError(f"--resume {resume.path}: not where this run's records go ({run.path()}): pass the file in "
-                         "its machine's folder")
-    return run
+    return RunContext.start(suite=suite, device=device, frontend=frontend, out_dir=resume.path.parent.parent,
+                            machine=machine, run_id=resume.run_id, env=resume.env, synthetic=synthetic,
+                            name=resume.path.name.removesuffix(store.RECORDS_SUFFIX))
 
 
 def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers=None, dtypes=None,
