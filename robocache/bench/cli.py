@@ -225,7 +225,8 @@ def _parser() -> argparse.ArgumentParser:
                         "--noise-target, --time-limit). The points it measured whole are "
                         "kept, a point measured in part is measured again whole (its providers side by side), and "
                         "FILE is rewritten with the new records under the run's id. Refused (exit 2, nothing run) "
-                        "for another suite, commit, machine, GPU, driver, library or host; single-GPU suites only")
+                        "for another suite, filters, timing options, commit, machine, GPU, driver, library or host; "
+                        "single-GPU suites only")
     r.add_argument("--precompile-jobs", type=_NONNEG_INT, default=0, metavar="N",
                    help="before timing, compile the torch.compile cases in N parallel processes so each timing "
                         "process loads its compiled code from Inductor's on-disk cache; what is timed is "

@@ -386,8 +386,9 @@ def _precompile_cases(todo: list[specs.Case], run: RunContext, jobs: int, timeou
                     out["failed"].append({"case": case.key, "status": result.status, "reason": result.reason})
 
 
-# What a resumed run must share with the run it continues (schema ``Env``): the same machine, GPU, driver and
-# libraries; the host too (``host_id``, else ``hostname``), so every record in the file is where its env says.
+# What a resumed run must share with the run it continues (schema ``Env``): the same machine, GPU, driver, CPU,
+# kernel and libraries, and the same host (hostname and host_id), so every record in the file is where its env says
+# (the rewritten file carries this process's env for the kept records too).
 RESUME_SAME = ("machine", "device", "gpu_name", "arch", "compute_capability", "gpu_count", "gpu_memory_gb",
                "sm_count", "l2_mb", "driver", "cuda", "cpu", "python", "libs", "kernel", "hostname", "host_id")
 
