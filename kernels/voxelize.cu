@@ -590,6 +590,52 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
     }
 }
 
+// Mean sums one element a thread (the flat accumulate): thread j of a row's N * C feature elements adds feature
+// j % C of point j / C into its voxel's row (the lane of channel 0 also counts the point), so a warp's atomics
+// hit a few contiguous rows, one or two points' C channels, where a thread per point (accumulate_v2) sends every
+// atomic instruction to 32 rows and the hash (hashed_v3) aggregates nothing when a block's points meet as many
+// voxels as it has points (clustered clouds on fine grids). Each thread recomputes its point's voxel (the C
+// threads of a point read the same 12 bytes, served by L1). RC_VOX_PPT elements per thread, loads first; the
+// element's point and channel by stepping (q, r) = divmod(j, C) by blockDim's quotient and remainder. The
+// host takes this path only where N * C < 2^31 and blocks_per_row * blockDim * RC_VOX_PPT fits 32 bits.
+template <typename T>
+__device__ __forceinline__ void accumulate_flat_v3_body(const T* __restrict__ points, const T* __restrict__ feats,
+                                                        int N, int C, int blocks_per_row, int* __restrict__ counts,
+                                                        float* __restrict__ sums, RC_VOX_ARGS) {
+    RC_VOX_LOCALS
+    const int b = blockIdx.x / blocks_per_row;
+    const unsigned int uc = (unsigned int)C;
+    const unsigned int nc = (unsigned int)N * uc;
+    const unsigned int first = (unsigned int)(blockIdx.x - b * blocks_per_row) * blockDim.x * RC_VOX_PPT + threadIdx.x;
+    const T* prow = points + (long long)b * N * 3;
+    const T* frow = feats + (long long)b * nc;
+    const unsigned int step_q = blockDim.x / uc, step_r = blockDim.x % uc;
+    unsigned int q = first / uc, r = first % uc;
+    int vox[RC_VOX_PPT];
+    unsigned int ch[RC_VOX_PPT];
+    float fv[RC_VOX_PPT];
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {  // every load of the thread's elements before the first atomic
+        const unsigned int j = first + k * blockDim.x;
+        vox[k] = j < nc ? rc_voxel_of(prow + 3ll * q, lo, hi, inv, g) : -1;
+        fv[k] = j < nc ? rc_to_float(frow[j]) : 0.0f;
+        ch[k] = r;
+        q += step_q;
+        r += step_r;
+        if (r >= uc) {
+            r -= uc;
+            ++q;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {
+        if (vox[k] < 0) continue;
+        const long long flat = (long long)b * V + vox[k];
+        if (ch[k] == 0) atomicAdd(counts + flat, 1);
+        atomicAdd(sums + flat * C + ch[k], fv[k]);
+    }
+}
+
 #define RC_VOX_PASS lo0, lo1, lo2, hi0, hi1, hi2, inv0, inv1, inv2, g0, g1, g2
 #define RC_VOX_ENTRIES(SUFFIX, T)                                                        \
     extern "C" __global__ void __launch_bounds__(256) voxel_count_v1_##SUFFIX(           \
@@ -643,6 +689,14 @@ RC_VOX_ENTRIES(bfloat16, rc_bf16)
         hashed_v3_body<T>(points, feats, N, C, blocks_per_row, ppb, hs_log2, counts, sums, \
                           occ, RC_VOX_PASS);                                             \
     }
+#define RC_VOX_FLAT_V3(SUFFIX, T)                                                        \
+    extern "C" __global__ void __launch_bounds__(256) voxel_accumulate_flat_v3_##SUFFIX( \
+        const T* __restrict__ points, const T* __restrict__ feats, int N, int C,         \
+        int blocks_per_row, int* __restrict__ counts, float* __restrict__ sums,          \
+        RC_VOX_ARGS) {                                                                   \
+        accumulate_flat_v3_body<T>(points, feats, N, C, blocks_per_row, counts, sums,    \
+                                   RC_VOX_PASS);                                         \
+    }
 #define RC_VOX_MEAN_V3(SUFFIX, T)                                                        \
     extern "C" __global__ void __launch_bounds__(256) voxel_mean_v3_##SUFFIX(            \
         const int* __restrict__ counts, const float* __restrict__ sums,                  \
@@ -653,6 +707,9 @@ RC_VOX_ENTRIES(bfloat16, rc_bf16)
 RC_VOX_ENTRIES_V3(float32, float)
 RC_VOX_ENTRIES_V3(float16, rc_half)
 RC_VOX_ENTRIES_V3(bfloat16, rc_bf16)
+RC_VOX_FLAT_V3(float32, float)
+RC_VOX_FLAT_V3(float16, rc_half)
+RC_VOX_FLAT_V3(bfloat16, rc_bf16)
 RC_VOX_MEAN_V3(float16, rc_half)
 RC_VOX_MEAN_V3(bfloat16, rc_bf16)
 

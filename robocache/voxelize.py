@@ -209,12 +209,14 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     # voxel (count: C = 0 into the int32 output; occupancy: one byte store per distinct voxel of a block), else
     # v2's plain atomics or stores; TUNING's True or False asks for one path everywhere.
     wanted = (acc or n >= HASH_DENSITY * vox) if use_hash is None else use_hash
-    shape = _v3_hash_shape(c, b, n, L.sm_count(dev)) if wanted else None
+    # mean, one feature element a thread (voxel_accumulate_flat_v3) where TUNING asks for it and N * C fits
+    flat = acc and L.TUNING["vox_flat"] is True and n * c < 2**31 - BLOCK * PPT
+    shape = _v3_hash_shape(c, b, n, L.sm_count(dev)) if wanted and not flat else None
     if shape is not None:
         hs_log2, ppb, smem, threads = shape
     else:
         hs_log2, ppb, smem, threads = 0, BLOCK * PPT, 0, BLOCK
-    bpr = max(1, -(-n // ppb))  # blocks per batch row
+    bpr = max(1, -(-(n * c if flat else n) // ppb))  # blocks per batch row
     grid_blocks = b * bpr if n else 0
     A.check_grid(grid_blocks, "points")
     # argument lists: kernels/voxelize.cu; main_slots: where the per-call pointers of counts (and sums) go
@@ -223,6 +225,11 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
                             [("ptr", None), ("ptr", 0), ("i32", n), ("i32", c), ("i32", bpr), ("i32", ppb),
                              ("i32", hs_log2), ("ptr", None), ("ptr", 0), ("ptr", 0), *geo])
         slots = (7, 8) if acc else (7,) if mode == "count" else (9,)
+    elif flat:  # one feature element a thread: counts 5, sums 6
+        main = L.FastLaunch(L.kernel("voxelize", f"voxel_accumulate_flat_v3_{p.dtype}", dev),
+                            [("ptr", None), ("ptr", None), ("i32", n), ("i32", c), ("i32", bpr),
+                             ("ptr", None), ("ptr", None), *geo])
+        slots = (5, 6)
     elif acc:  # v2's warp-aggregated atomics (more channels than the table holds): counts 5, sums 6
         main = L.FastLaunch(L.kernel("voxelize", f"voxel_accumulate_v2_{p.dtype}", dev),
                             [("ptr", None), ("ptr", None), ("i32", n), ("i32", c), ("i32", bpr),

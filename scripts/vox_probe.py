@@ -7,7 +7,8 @@
 
 Each variant is ``name=TOKENS``: ``-DNAME=VALUE`` tokens are NVRTC options added to every voxelize kernel's build,
 ``vox_hash=True|False|None`` sets ``robocache._launch.TUNING["vox_hash"]`` (None: the library's rule; True: the
-shared-memory hash for count and mean; False: never). For every sampled voxelize point of each seed (the cases
+shared-memory hash for count, occupancy and mean; False: never), ``vox_flat=True|None`` sets ``TUNING["vox_flat"]``
+(True: mean accumulates one feature element a thread, ``voxel_accumulate_flat_v3``). For every sampled voxelize point of each seed (the cases
 ``robocache-bench run --suite sampled --sample-seed S --ops voxelize`` would time, provider ``robocache``), each
 variant's public call is first checked against the NumPy reference (the harness's gate; a failing variant is
 reported and not timed), then timed by the harness's timer (``time_gpu``, warm, the harness's input-set rotation).
@@ -31,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 HASH = {"True": True, "False": False, "None": None}
 
 
-def parse_variants(text: str) -> list[tuple[str, tuple[str, ...], object]]:
-    """[(name, NVRTC options, vox_hash)] from ``name=TOKENS;...``; ValueError names a bad part."""
+def parse_variants(text: str) -> list[tuple[str, tuple[str, ...], dict]]:
+    """[(name, NVRTC options, TUNING settings)] from ``name=TOKENS;...``; ValueError names a bad part."""
     out = []
     for part in (p.strip() for p in text.split(";")):
         if not part:
@@ -40,15 +41,17 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...], object]]:
         name, sep, rest = part.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"variant {part!r}: expected name=TOKENS")
-        opts, vh = [], None
+        opts, tuning = [], {"vox_hash": None, "vox_flat": None}
         for tok in rest.split():
+            key, _, val = tok.partition("=")
             if tok.startswith("-D"):
                 opts.append(tok)
-            elif tok.startswith("vox_hash=") and tok.split("=", 1)[1] in HASH:
-                vh = HASH[tok.split("=", 1)[1]]
+            elif key in tuning and val in HASH:
+                tuning[key] = HASH[val]
             else:
-                raise ValueError(f"variant {name!r}: token {tok!r} is neither -DNAME=VALUE nor vox_hash=True|False|None")
-        out.append((name.strip(), tuple(opts), vh))
+                raise ValueError(f"variant {name!r}: token {tok!r} is neither -DNAME=VALUE nor "
+                                 "vox_hash=/vox_flat=True|False|None")
+        out.append((name.strip(), tuple(opts), tuning))
     if not out:
         raise ValueError("no variants")
     if len({n for n, _, _ in out}) != len(out):
@@ -100,11 +103,11 @@ def main() -> int:
     vx = importlib.import_module("robocache.voxelize")
     orig_kernel = L.kernel
 
-    def use(opts: tuple[str, ...], vh: object) -> None:
+    def use(opts: tuple[str, ...], tuning: dict) -> None:
         def kernel(op, name, dev, options=()):
             return orig_kernel(op, name, dev, tuple(options) + (opts if op == "voxelize" else ()))
         L.kernel = kernel
-        L.TUNING["vox_hash"] = vh
+        L.TUNING.update(tuning)
         vx._PLANS.clear()
 
     rows = []
@@ -120,15 +123,15 @@ def main() -> int:
             ref = specs.reference_output(case, worker._rounded(case, prep.args))
             call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
             row = {"seed": seed, "id": case.id, "dtype": case.dtype, "params": case.params, "us": {}, "bad": {}}
-            for name, opts, vh in variants:
-                use(opts, vh)
+            for name, opts, tuning in variants:
+                use(opts, tuning)
                 out = prep.call()
                 chk = gate_mod.check(worker.to_host(out), ref, case.dtype)
                 if not chk["passed"]:
                     row["bad"][name] = f"max rel err {chk['max_rel_err']}, bad fraction {chk['bad_fraction']}"
                     continue
                 row["us"][name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
-            use((), None)
+            use((), {"vox_hash": None, "vox_flat": None})
             tc = peers.get((case.id, case.dtype))
             row["torch_compile_us"] = tc
             cells = []

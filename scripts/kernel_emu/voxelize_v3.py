@@ -172,6 +172,16 @@ for dtype in ("float32", "bfloat16"):
         run(dtype, c, True, "mean", grid=(9, 9, 9), b=3, seed=c)
     run("float32", 13, False, "mean", grid=(9, 9, 9), ints=True)
 MEAN_GRID[0] = 0
+# mean accumulated one feature element a thread (TUNING["vox_flat"]): C = 1 (every lane counts), 3, 6, 13 (a point's
+# channels straddle warps and blocks), clustered (same-address atomics), a one-point cloud, integer features exact
+L.TUNING["vox_flat"] = True
+for dtype in ("float32", "float16", "bfloat16"):
+    for c in (1, 3, 6, 13):
+        run(dtype, c, c % 2 == 1, "mean", seed=c)
+    run(dtype, 5, True, "mean", n=1, grid=(9, 9, 9))
+run("float32", 7, True, "mean", ints=True)
+run("float32", 4, False, "mean", n=0)
+L.TUNING["vox_flat"] = None
 # a sparse grid: whole tiles of 256 empty voxels (zeroed with 16-byte stores, or skipped in place), misaligned too
 for dtype in ("float32", "bfloat16", "float16"):
     for c in (3, 13):

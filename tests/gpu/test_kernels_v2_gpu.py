@@ -287,6 +287,26 @@ def test_voxelize_tuning_paths(version, mode, use_hash, monkeypatch):
             assert np.array_equal(got.cpu().numpy(), want), f"{version} {mode} hash={use_hash} B{b} N{n}"
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("c", [1, 3, 13, 32])
+def test_voxelize_flat_accumulate(dtype, c, monkeypatch):
+    """v3's mean summed one feature element a thread (TUNING["vox_flat"]), against the reference: a small and a
+    large clustered cloud (hot voxels: same-address atomics), channels that do and do not divide a warp."""
+    from robocache import _launch
+
+    monkeypatch.setitem(_launch.TUNING, "vox_flat", True)
+    tdt = getattr(torch, dtype)
+    for b, n in ((1, 700), (3, 120_000)):
+        rng = np.random.default_rng(b * n + c)
+        pts, feats = _vox_cloud(rng, b, n, c, clustered=True)
+        p = torch.from_numpy(pts).cuda().to(tdt)
+        f = torch.from_numpy(feats).cuda().to(tdt)
+        got = robocache.voxelize(p, f, (20, 20, 20), VOX_BOUNDS, "mean", _version="v3")
+        want = reference.voxelize(p.double().cpu().numpy(), f.double().cpu().numpy(), (20, 20, 20), VOX_BOUNDS,
+                                  "mean")
+        _check(got, want, tdt, f"flat {dtype} C{c} B{b} N{n}")
+
+
 @pytest.mark.parametrize("version", [v for v in VERSIONS["voxelize"] if v != "v1"])  # v1 caches no plans
 def test_voxelize_as_public_default(version, monkeypatch):
     """Each version as the public API's BEST (the plan cache's path, CuPy and torch, a torch side stream):
