@@ -291,6 +291,9 @@ __device__ __forceinline__ void hashed_body(const T* __restrict__ points, const 
 #ifndef RC_V3_PPT
 #define RC_V3_PPT 2  // points per thread in flight in the hash kernel
 #endif
+#ifndef RC_V3_FLAT_FLUSH
+#define RC_V3_FLAT_FLUSH 0  // 1: the hash kernel flushes its sums one table element a thread (hashed_v3_body)
+#endif
 #ifndef RC_V3_CPRE
 #define RC_V3_CPRE 4  // features per point loaded with the coordinates (the rest after the probe)
 #endif
@@ -586,8 +589,28 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
             continue;
         }
         atomicAdd(counts + flat, cnt[s]);
+#if !RC_V3_FLAT_FLUSH
         if (C) rc_add_sums(sums + flat * C, acc + s * C, C);
+#endif
     }
+#if RC_V3_FLAT_FLUSH
+    // The sums flushed one table element a thread: lane e adds channel e % C of slot e / C, so a warp's atomics
+    // land on the rows of one or two slots (contiguous addresses) where a thread per slot sends each atomic
+    // instruction to 32 rows: the table's flush costs what the flat accumulate's atomics cost when the block's
+    // points meet as many voxels as they are, and aggregates as before where they meet few.
+    if (C && !occ) {
+        const unsigned int uc = (unsigned int)C, ne = (unsigned int)HS * uc;
+        const unsigned int step_q = blockDim.x / uc, step_r = blockDim.x % uc;
+        unsigned int q = threadIdx.x / uc, r = threadIdx.x % uc;
+        for (unsigned int e = threadIdx.x; e < ne; e += blockDim.x) {
+            const int k = keys[q];
+            if (k >= 0) atomicAdd(sums + ((long long)b * V + k) * C + r, acc[e]);
+            q += step_q;
+            r += step_r;
+            if (r >= uc) { r -= uc; ++q; }
+        }
+    }
+#endif
 }
 
 // Mean sums one element a thread (the flat accumulate): thread j of a row's N * C feature elements adds feature
