@@ -511,7 +511,7 @@ __device__ __forceinline__ void mean_v3_body(const int* __restrict__ counts, con
 // memory: keys[HS], cnt[HS], acc[HS * C] (HS a power of two >= 512, so every region is a whole number
 // of 16-byte words). C == 0 counts only (counts may then be the int32 output itself); occ non-null: occupancy, one byte
 // store per distinct voxel of a block (counts and sums unused).
-template <typename T>
+template <typename T, bool FLAT_INSERT>
 __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, const T* __restrict__ feats, int N,
                                                int C, int blocks_per_row, int ppb, int hs_log2,
                                                int* __restrict__ counts, float* __restrict__ sums,
@@ -535,8 +535,71 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
     const unsigned int last = min(first + (unsigned int)ppb, (unsigned int)N);
     const T* prow = points + (long long)b * N * 3;
     const T* frow = feats + (long long)b * N * C;
+    if (FLAT_INSERT) {
+        // Mean, inserted flat (voxel_hashed_flat_v3): a round of blockDim points, one a thread, finds each
+        // point's slot (its count added there) and leaves it in rc_slot; then the round's blockDim * C features
+        // are added one element a thread (contiguous loads; a warp's shared atomics on consecutive channels of
+        // one or two slots: no bank conflicts where the thread-per-point insert puts 32 lanes' channel c of
+        // slots C words apart on the same banks). A point the crowded table could not take is added to the
+        // grid (rc_slot = -2 - voxel); a dropped one is skipped (-1).
+        int* rc_slot = keys + HS * (2 + C);
+        const unsigned int uc = (unsigned int)C;
+        const unsigned int step_q = blockDim.x / uc, step_r = blockDim.x % uc;
+        for (unsigned int base = first; base < last; base += blockDim.x) {
+            const unsigned int i = base + threadIdx.x;
+            int slot = -1;
+            if (i < last) {
+                const int v = rc_voxel_of(prow + 3ll * i, lo, hi, inv, g);
+                if (v >= 0) {
+                    unsigned int h = ((unsigned int)v * 2654435761u) >> (32 - hs_log2);
+                    for (int probe = 0; probe < 16; ++probe) {
+                        const int key = atomicCAS(keys + h, -1, v);
+                        if (key == -1 || key == v) { slot = (int)h; break; }
+                        h = (h + 1) & (HS - 1);
+                    }
+                    if (slot >= 0) {
+                        atomicAdd(cnt + slot, 1);
+                    } else {
+                        atomicAdd(counts + (long long)b * V + v, 1);
+                        slot = -2 - v;
+                    }
+                }
+            }
+            rc_slot[threadIdx.x] = slot;
+            __syncthreads();
+            const unsigned int ne = min((unsigned int)blockDim.x, last - base) * uc;
+            const T* fr = frow + (long long)base * C;
+            unsigned int q = threadIdx.x / uc, r = threadIdx.x % uc;
+            for (unsigned int e0 = threadIdx.x; e0 < ne; e0 += blockDim.x * RC_VOX_PPT) {
+                float fv[RC_VOX_PPT];
+                int sl[RC_VOX_PPT];
+                unsigned int ch[RC_VOX_PPT];
+#pragma unroll
+                for (int k = 0; k < RC_VOX_PPT; ++k) {  // the loads of this thread's elements before any atomic
+                    const unsigned int e = e0 + k * blockDim.x;
+                    fv[k] = e < ne ? rc_to_float(fr[e]) : 0.0f;
+                    sl[k] = e < ne ? rc_slot[q] : -1;
+                    ch[k] = r;
+                    q += step_q;
+                    r += step_r;
+                    if (r >= uc) {
+                        r -= uc;
+                        ++q;
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < RC_VOX_PPT; ++k) {
+                    if (sl[k] >= 0)
+                        atomicAdd(acc + sl[k] * C + ch[k], fv[k]);
+                    else if (sl[k] <= -2)
+                        atomicAdd(sums + ((long long)b * V + (-2 - sl[k])) * C + ch[k], fv[k]);
+                }
+            }
+            __syncthreads();  // rc_slot is the next round's
+        }
+    }
     const int cpre = min(C, RC_V3_CPRE);
-    for (unsigned int base = first + threadIdx.x; base < last; base += blockDim.x * RC_V3_PPT) {
+    for (unsigned int base = first + threadIdx.x; !FLAT_INSERT && base < last; base += blockDim.x * RC_V3_PPT) {
         int vox[RC_V3_PPT];
         float fv[RC_V3_PPT][RC_V3_CPRE];
 #pragma unroll
@@ -589,16 +652,14 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
             continue;
         }
         atomicAdd(counts + flat, cnt[s]);
-#if !RC_V3_FLAT_FLUSH
-        if (C) rc_add_sums(sums + flat * C, acc + s * C, C);
-#endif
+        if (!FLAT_INSERT && !RC_V3_FLAT_FLUSH && C) rc_add_sums(sums + flat * C, acc + s * C, C);
     }
-#if RC_V3_FLAT_FLUSH
-    // The sums flushed one table element a thread: lane e adds channel e % C of slot e / C, so a warp's atomics
-    // land on the rows of one or two slots (contiguous addresses) where a thread per slot sends each atomic
-    // instruction to 32 rows: the table's flush costs what the flat accumulate's atomics cost when the block's
-    // points meet as many voxels as they are, and aggregates as before where they meet few.
-    if (C && !occ) {
+    // The sums flushed one table element a thread (always after the flat insert; the thread-per-point insert
+    // with RC_V3_FLAT_FLUSH): lane e adds channel e % C of slot e / C, so a warp's atomics land on the rows of
+    // one or two slots (contiguous addresses) where a thread per slot sends each atomic instruction to 32 rows:
+    // the flush costs what the flat accumulate's atomics cost when a block's points meet as many voxels as
+    // they are, and aggregates as before where they meet few.
+    if ((FLAT_INSERT || RC_V3_FLAT_FLUSH) && C && !occ) {
         const unsigned int uc = (unsigned int)C, ne = (unsigned int)HS * uc;
         const unsigned int step_q = blockDim.x / uc, step_r = blockDim.x % uc;
         unsigned int q = threadIdx.x / uc, r = threadIdx.x % uc;
@@ -610,7 +671,6 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
             if (r >= uc) { r -= uc; ++q; }
         }
     }
-#endif
 }
 
 // Mean sums one element a thread (the flat accumulate): thread j of a row's N * C feature elements adds feature
@@ -709,8 +769,15 @@ RC_VOX_ENTRIES(bfloat16, rc_bf16)
         const T* __restrict__ points, const T* __restrict__ feats, int N, int C,         \
         int blocks_per_row, int ppb, int hs_log2, int* __restrict__ counts,              \
         float* __restrict__ sums, unsigned char* __restrict__ occ, RC_VOX_ARGS) {        \
-        hashed_v3_body<T>(points, feats, N, C, blocks_per_row, ppb, hs_log2, counts, sums, \
-                          occ, RC_VOX_PASS);                                             \
+        hashed_v3_body<T, false>(points, feats, N, C, blocks_per_row, ppb, hs_log2, counts, \
+                                 sums, occ, RC_VOX_PASS);                                \
+    }                                                                                    \
+    extern "C" __global__ void __launch_bounds__(512, 3) voxel_hashed_flat_v3_##SUFFIX(  \
+        const T* __restrict__ points, const T* __restrict__ feats, int N, int C,         \
+        int blocks_per_row, int ppb, int hs_log2, int* __restrict__ counts,              \
+        float* __restrict__ sums, unsigned char* __restrict__ occ, RC_VOX_ARGS) {        \
+        hashed_v3_body<T, true>(points, feats, N, C, blocks_per_row, ppb, hs_log2, counts, \
+                                sums, nullptr, RC_VOX_PASS);                             \
     }
 #define RC_VOX_FLAT_V3(SUFFIX, T)                                                        \
     extern "C" __global__ void __launch_bounds__(256) voxel_accumulate_flat_v3_##SUFFIX( \

@@ -88,12 +88,13 @@ class _Plan:
 HASH_SMEM = 48 * 1024  # shared memory per block for the hash table (no opt-in needed up to 48 KB)
 
 
-def _hash_shape(c: int) -> tuple[int, int, int] | None:
+def _hash_shape(c: int, reserve: int = 0) -> tuple[int, int, int] | None:
     """(hs_log2, points per block, shared bytes) of the block-aggregated kernel, or None when the table
-    would hold fewer than 512 slots (too many features per point to aggregate in shared memory)."""
+    would hold fewer than 512 slots (too many features per point to aggregate in shared memory); ``reserve``:
+    bytes of the block's shared memory kept for something else (the flat insert's slot per thread)."""
     words = 2 + c  # key, count, c sums
     hs = 4096
-    while hs * words * 4 > HASH_SMEM:
+    while hs * words * 4 > HASH_SMEM - reserve:
         hs //= 2
     if hs < 512:
         return None
@@ -181,12 +182,13 @@ def _scratch(kind: str, words: int, like: Any, dev: int) -> Any:
         return cupy.empty((words,), dtype="int32")
 
 
-def _v3_hash_shape(c: int, b: int, n: int, sms: int) -> tuple[int, int, int, int] | None:
+def _v3_hash_shape(c: int, b: int, n: int, sms: int, flat: bool = False) -> tuple[int, int, int, int] | None:
     """(hs_log2, points per block, shared bytes, threads) of the v3 hash kernel, or None (too many features
     to aggregate in shared memory). The table is the largest that fits 48 KB (as v2), halved (down to 512
     slots) while the launch would give fewer than two blocks per SM, so small clouds still cover the chip;
-    threads: V3_PPT points each, 128 to 512."""
-    shape = _hash_shape(c)
+    threads: V3_PPT points each, 128 to 512. ``flat``: the flat insert's kernel, whose shared memory also
+    holds one slot index per thread."""
+    shape = _hash_shape(c, 4 * V3_MAX_THREADS if flat else 0)
     if shape is None:
         return None
     hs = 1 << shape[0]
@@ -194,7 +196,7 @@ def _v3_hash_shape(c: int, b: int, n: int, sms: int) -> tuple[int, int, int, int
         hs //= 2
     ppb = hs // 2
     threads = max(128, min(V3_MAX_THREADS, ppb // V3_PPT))
-    return hs.bit_length() - 1, ppb, hs * (2 + c) * 4, threads
+    return hs.bit_length() - 1, ppb, hs * (2 + c) * 4 + (4 * threads if flat else 0), threads
 
 
 def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: np.ndarray, hi: np.ndarray,
@@ -211,7 +213,9 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     wanted = (acc or n >= HASH_DENSITY * vox) if use_hash is None else use_hash
     # mean, one feature element a thread (voxel_accumulate_flat_v3) where TUNING asks for it and N * C fits
     flat = acc and L.TUNING["vox_flat"] is True and n * c < 2**31 - BLOCK * PPT
-    shape = _v3_hash_shape(c, b, n, L.sm_count(dev)) if wanted and not flat else None
+    # mean through the hash inserted one feature element a thread (voxel_hashed_flat_v3) where TUNING asks for it
+    hflat = acc and L.TUNING["vox_flat"] == "hash"
+    shape = _v3_hash_shape(c, b, n, L.sm_count(dev), hflat) if wanted and not flat else None
     if shape is not None:
         hs_log2, ppb, smem, threads = shape
     else:
@@ -221,7 +225,8 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     A.check_grid(grid_blocks, "points")
     # argument lists: kernels/voxelize.cu; main_slots: where the per-call pointers of counts (and sums) go
     if shape is not None:  # hashed (points 0, feats 1, counts 7, sums 8, occupancy 9); count: counts the output
-        main = L.FastLaunch(L.kernel("voxelize", f"voxel_hashed_v3_{p.dtype}", dev),
+        name = "voxel_hashed_flat_v3" if hflat else "voxel_hashed_v3"
+        main = L.FastLaunch(L.kernel("voxelize", f"{name}_{p.dtype}", dev),
                             [("ptr", None), ("ptr", 0), ("i32", n), ("i32", c), ("i32", bpr), ("i32", ppb),
                              ("i32", hs_log2), ("ptr", None), ("ptr", 0), ("ptr", 0), *geo])
         slots = (7, 8) if acc else (7,) if mode == "count" else (9,)

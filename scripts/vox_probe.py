@@ -7,8 +7,9 @@
 
 Each variant is ``name=TOKENS``: ``-DNAME=VALUE`` tokens are NVRTC options added to every voxelize kernel's build,
 ``vox_hash=True|False|None`` sets ``robocache._launch.TUNING["vox_hash"]`` (None: the library's rule; True: the
-shared-memory hash for count, occupancy and mean; False: never), ``vox_flat=True|None`` sets ``TUNING["vox_flat"]``
-(True: mean accumulates one feature element a thread, ``voxel_accumulate_flat_v3``). For every sampled voxelize point of each seed (the cases
+shared-memory hash for count, occupancy and mean; False: never), ``vox_flat=True|None|hash`` sets ``TUNING["vox_flat"]``
+(True: mean accumulates one feature element a thread, ``voxel_accumulate_flat_v3``; hash: mean through the hash
+table, inserted and flushed one feature element a thread, ``voxel_hashed_flat_v3``). For every sampled voxelize point of each seed (the cases
 ``robocache-bench run --suite sampled --sample-seed S --ops voxelize`` would time, provider ``robocache``), each
 variant's public call is first checked against the NumPy reference (the harness's gate; a failing variant is
 reported and not timed), then timed by the harness's timer (``time_gpu``, warm, the harness's input-set rotation).
@@ -48,9 +49,11 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...], dict]]:
                 opts.append(tok)
             elif key in tuning and val in HASH:
                 tuning[key] = HASH[val]
+            elif key == "vox_flat" and val == "hash":
+                tuning[key] = "hash"
             else:
                 raise ValueError(f"variant {name!r}: token {tok!r} is neither -DNAME=VALUE nor "
-                                 "vox_hash=/vox_flat=True|False|None")
+                                 "vox_hash=True|False|None nor vox_flat=True|False|None|hash")
         out.append((name.strip(), tuple(opts), tuning))
     if not out:
         raise ValueError("no variants")

@@ -22,7 +22,7 @@ SMEM = re.compile(r"(\d+) bytes smem")
 # voxelize kernels per version, each in three dtypes; v3 adds a float32-only and a dtype-free entry (count
 # and occupancy of v3 call v2's kernels, float32 means are scaled in place)
 VOXELIZE_KERNELS = {"v1": ("count", "accumulate", "mean"), "v2": ("count", "accumulate", "mean", "hashed"),
-                    "v3": ("hashed", "accumulate_flat")}
+                    "v3": ("hashed", "hashed_flat", "accumulate_flat")}
 VOXELIZE_EXTRA = {"v1": (), "v2": (), "v3": ("voxel_mean_v3_float16", "voxel_mean_v3_bfloat16",
                                              "voxel_mean_inplace_v3_float32", "voxel_zero_v3")}
 # every kernel version of robocache._versions keeps its entry points (providers robocache@vN call them)

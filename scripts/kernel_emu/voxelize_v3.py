@@ -174,13 +174,16 @@ for dtype in ("float32", "bfloat16"):
 MEAN_GRID[0] = 0
 # mean accumulated one feature element a thread (TUNING["vox_flat"]): C = 1 (every lane counts), 3, 6, 13 (a point's
 # channels straddle warps and blocks), clustered (same-address atomics), a one-point cloud, integer features exact
-L.TUNING["vox_flat"] = True
-for dtype in ("float32", "float16", "bfloat16"):
-    for c in (1, 3, 6, 13):
-        run(dtype, c, c % 2 == 1, "mean", seed=c)
-    run(dtype, 5, True, "mean", n=1, grid=(9, 9, 9))
-run("float32", 7, True, "mean", ints=True)
-run("float32", 4, False, "mean", n=0)
+# and through the hash inserted that way (TUNING["vox_flat"] = "hash", voxel_hashed_flat_v3): the same cases
+for flat in (True, "hash"):
+    L.TUNING["vox_flat"] = flat
+    for dtype in ("float32", "float16", "bfloat16"):
+        for c in (1, 3, 6, 13):
+            run(dtype, c, c % 2 == 1, "mean", seed=c)
+        run(dtype, 5, True, "mean", n=1, grid=(9, 9, 9))
+    run("float32", 7, True, "mean", ints=True)
+    run("float32", 4, False, "mean", n=0)
+    run("bfloat16", 16, True, "mean", offset=1)
 L.TUNING["vox_flat"] = None
 # a sparse grid: whole tiles of 256 empty voxels (zeroed with 16-byte stores, or skipped in place), misaligned too
 for dtype in ("float32", "bfloat16", "float16"):
@@ -194,10 +197,13 @@ print("ALL OK")
 
 # a crowded table: 16 slots for 1024-point blocks, so most points overflow their 16 probes to global atomics
 orig = vx._v3_hash_shape
-vx._v3_hash_shape = lambda c, b, n, sms: (4, 1024, 16 * (2 + c) * 4, 512)
-for dtype in ("float32", "bfloat16"):
-    run(dtype, 5, False, "mean", n=5000, grid=(9, 9, 9))
-    run(dtype, 4, True, "mean", n=5000, ints=True)
+vx._v3_hash_shape = lambda c, b, n, sms, flat=False: (4, 1024, 16 * (2 + c) * 4 + (4 * 512 if flat else 0), 512)
+for flat in (None, "hash"):  # the flat insert: crowded points' features straight to the grid, one element a thread
+    L.TUNING["vox_flat"] = flat
+    for dtype in ("float32", "bfloat16"):
+        run(dtype, 5, False, "mean", n=5000, grid=(9, 9, 9))
+        run(dtype, 4, True, "mean", n=5000, ints=True)
+L.TUNING["vox_flat"] = None
 L.TUNING["vox_hash"] = True
 run("float32", 0, False, "count", n=5000, grid=(9, 9, 9))
 run("float32", 0, False, "occupancy", n=5000, grid=(9, 9, 9))

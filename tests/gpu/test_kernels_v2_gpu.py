@@ -287,14 +287,16 @@ def test_voxelize_tuning_paths(version, mode, use_hash, monkeypatch):
             assert np.array_equal(got.cpu().numpy(), want), f"{version} {mode} hash={use_hash} B{b} N{n}"
 
 
+@pytest.mark.parametrize("flat", [True, "hash"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("c", [1, 3, 13, 32])
-def test_voxelize_flat_accumulate(dtype, c, monkeypatch):
-    """v3's mean summed one feature element a thread (TUNING["vox_flat"]), against the reference: a small and a
-    large clustered cloud (hot voxels: same-address atomics), channels that do and do not divide a warp."""
+def test_voxelize_flat_accumulate(flat, dtype, c, monkeypatch):
+    """v3's mean summed one feature element a thread (TUNING["vox_flat"] True: straight to the grid; "hash":
+    through the shared-memory table, C = 32 beyond it), against the reference: a small and a large clustered
+    cloud (hot voxels: same-address atomics), channels that do and do not divide a warp."""
     from robocache import _launch
 
-    monkeypatch.setitem(_launch.TUNING, "vox_flat", True)
+    monkeypatch.setitem(_launch.TUNING, "vox_flat", flat)  # _version="v3": no plan cache
     tdt = getattr(torch, dtype)
     for b, n in ((1, 700), (3, 120_000)):
         rng = np.random.default_rng(b * n + c)
