@@ -522,8 +522,13 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
     int* keys = reinterpret_cast<int*>(rc_sh4);
     int* cnt = keys + HS;
     float* acc = reinterpret_cast<float*>(keys + 2 * HS);  // acc[slot * C + c]
+    // the flat insert's: a bit per slot whose acc holds sums, the count of new slots, a slot index per thread
+    const int used_words = ((HS + 127) >> 7) << 2;  // >= HS / 32, a whole number of uint4
+    unsigned int* rc_used = reinterpret_cast<unsigned int*>(keys + HS * (2 + C));
+    int* rc_fresh = reinterpret_cast<int*>(rc_used + used_words);
+    int* rc_slot = rc_fresh + 4;
     {
-        const int kq = HS >> 2, nq = (HS * (2 + C)) >> 2;
+        const int kq = HS >> 2, nq = (HS * (2 + C) + (FLAT_INSERT ? used_words + 4 : 0)) >> 2;
         for (int q = threadIdx.x; q < nq; q += blockDim.x)
             rc_sh4[q] = q < kq ? make_uint4(~0u, ~0u, ~0u, ~0u) : make_uint4(0u, 0u, 0u, 0u);
     }
@@ -541,10 +546,12 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
         // are added one element a thread (contiguous loads; a warp's shared atomics on consecutive channels of
         // one or two slots: no bank conflicts where the thread-per-point insert puts 32 lanes' channel c of
         // slots C words apart on the same banks). A point the crowded table could not take is added to the
-        // grid (rc_slot = -2 - voxel); a dropped one is skipped (-1).
-        int* rc_slot = keys + HS * (2 + C);
+        // grid (rc_slot = -2 - voxel); a dropped one is skipped (-1). A round whose points took new slots for
+        // more than half of them aggregates little: its features go straight to the grid (one element a
+        // thread, as voxel_accumulate_flat_v3), and only slots that received sums (rc_used) are flushed.
         const unsigned int uc = (unsigned int)C;
         const unsigned int step_q = blockDim.x / uc, step_r = blockDim.x % uc;
+        int fresh0 = 0;  // new slots before this round (*rc_fresh read where no thread adds to it)
         for (unsigned int base = first; base < last; base += blockDim.x) {
             const unsigned int i = base + threadIdx.x;
             int slot = -1;
@@ -554,7 +561,11 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
                     unsigned int h = ((unsigned int)v * 2654435761u) >> (32 - hs_log2);
                     for (int probe = 0; probe < 16; ++probe) {
                         const int key = atomicCAS(keys + h, -1, v);
-                        if (key == -1 || key == v) { slot = (int)h; break; }
+                        if (key == -1 || key == v) {
+                            slot = (int)h;
+                            if (key == -1) atomicAdd(rc_fresh, 1);
+                            break;
+                        }
                         h = (h + 1) & (HS - 1);
                     }
                     if (slot >= 0) {
@@ -567,7 +578,10 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
             }
             rc_slot[threadIdx.x] = slot;
             __syncthreads();
-            const unsigned int ne = min((unsigned int)blockDim.x, last - base) * uc;
+            const unsigned int np = min((unsigned int)blockDim.x, last - base), ne = np * uc;
+            const int fresh1 = *rc_fresh;
+            const bool direct = 2u * (unsigned int)(fresh1 - fresh0) > np;
+            fresh0 = fresh1;
             const T* fr = frow + (long long)base * C;
             unsigned int q = threadIdx.x / uc, r = threadIdx.x % uc;
             for (unsigned int e0 = threadIdx.x; e0 < ne; e0 += blockDim.x * RC_VOX_PPT) {
@@ -589,9 +603,12 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
                 }
 #pragma unroll
                 for (int k = 0; k < RC_VOX_PPT; ++k) {
-                    if (sl[k] >= 0)
+                    if (sl[k] >= 0 && direct) {
+                        atomicAdd(sums + ((long long)b * V + keys[sl[k]]) * C + ch[k], fv[k]);
+                    } else if (sl[k] >= 0) {
                         atomicAdd(acc + sl[k] * C + ch[k], fv[k]);
-                    else if (sl[k] <= -2)
+                        if (ch[k] == 0) atomicOr(rc_used + (sl[k] >> 5), 1u << (sl[k] & 31));
+                    } else if (sl[k] <= -2)
                         atomicAdd(sums + ((long long)b * V + (-2 - sl[k])) * C + ch[k], fv[k]);
                 }
             }
@@ -665,7 +682,8 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
         unsigned int q = threadIdx.x / uc, r = threadIdx.x % uc;
         for (unsigned int e = threadIdx.x; e < ne; e += blockDim.x) {
             const int k = keys[q];
-            if (k >= 0) atomicAdd(sums + ((long long)b * V + k) * C + r, acc[e]);
+            if (k >= 0 && (!FLAT_INSERT || ((rc_used[q >> 5] >> (q & 31)) & 1u)))
+                atomicAdd(sums + ((long long)b * V + k) * C + r, acc[e]);
             q += step_q;
             r += step_r;
             if (r >= uc) { r -= uc; ++q; }

@@ -187,8 +187,8 @@ def _v3_hash_shape(c: int, b: int, n: int, sms: int, flat: bool = False) -> tupl
     to aggregate in shared memory). The table is the largest that fits 48 KB (as v2), halved (down to 512
     slots) while the launch would give fewer than two blocks per SM, so small clouds still cover the chip;
     threads: V3_PPT points each, 128 to 512. ``flat``: the flat insert's kernel, whose shared memory also
-    holds one slot index per thread."""
-    shape = _hash_shape(c, 4 * V3_MAX_THREADS if flat else 0)
+    holds a bit per slot, a counter and one slot index per thread."""
+    shape = _hash_shape(c, 4 * V3_MAX_THREADS + 4096 // 8 + 16 if flat else 0)
     if shape is None:
         return None
     hs = 1 << shape[0]
@@ -196,7 +196,7 @@ def _v3_hash_shape(c: int, b: int, n: int, sms: int, flat: bool = False) -> tupl
         hs //= 2
     ppb = hs // 2
     threads = max(128, min(V3_MAX_THREADS, ppb // V3_PPT))
-    return hs.bit_length() - 1, ppb, hs * (2 + c) * 4 + (4 * threads if flat else 0), threads
+    return hs.bit_length() - 1, ppb, hs * (2 + c) * 4 + (-(-hs // 128) * 16 + 16 + 4 * threads if flat else 0), threads
 
 
 def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: np.ndarray, hi: np.ndarray,
@@ -211,10 +211,15 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     # voxel (count: C = 0 into the int32 output; occupancy: one byte store per distinct voxel of a block), else
     # v2's plain atomics or stores; TUNING's True or False asks for one path everywhere.
     wanted = (acc or n >= HASH_DENSITY * vox) if use_hash is None else use_hash
-    # mean, one feature element a thread (voxel_accumulate_flat_v3) where TUNING asks for it and N * C fits
-    flat = acc and L.TUNING["vox_flat"] is True and n * c < 2**31 - BLOCK * PPT
-    # mean through the hash inserted one feature element a thread (voxel_hashed_flat_v3) where TUNING asks for it
-    hflat = acc and L.TUNING["vox_flat"] == "hash"
+    # mean: one feature element a thread straight to the grid (voxel_accumulate_flat_v3) where N * C fits: on the
+    # H200 (scripts/vox_probe.py, mean points of sampled seeds 2, 23 and 97, 2026-11-28) 0.81x the hash's time
+    # (geomean of 44 points), faster on 40 of them, and >= 1.03x torch.compile on the 12 with its times where the
+    # hash was 0.42-0.97x on 3; it lost where a few voxels take most of the points (LiDAR-like sparse clouds:
+    # s23-09 669 us against the hash's 234). TUNING: vox_flat True asks for it, False (or vox_hash True) for the
+    # thread-per-point hash, "hash" for the hash inserted one element a thread (voxel_hashed_flat_v3).
+    vflat = L.TUNING["vox_flat"]
+    flat = acc and (vflat is True or (vflat is None and use_hash is None)) and n * c < 2**31 - BLOCK * PPT
+    hflat = acc and vflat == "hash"
     shape = _v3_hash_shape(c, b, n, L.sm_count(dev), hflat) if wanted and not flat else None
     if shape is not None:
         hs_log2, ppb, smem, threads = shape

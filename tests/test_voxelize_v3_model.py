@@ -215,38 +215,47 @@ def test_v3_plan_wiring(monkeypatch):
     lo, hi = np.full(3, -1.0, F32), np.full(3, 1.0, F32)
     inv = np.full(3, 4.0, F32)
     g = (8, 8, 8)
-    for dtype, c in (("float32", 4), ("float16", 3), ("float32", 30), ("bfloat16", 8)):
-        launches.clear()
-        tdt = getattr(torch, dtype)
-        pts, feats = torch.zeros(2, 5000, 3, dtype=tdt), torch.zeros(2, 5000, c, dtype=tdt)
-        p = types.SimpleNamespace(kind="torch", dtype=dtype, device_index=0)
-        plan = vx._plan_v3(p, 2, 5000, c, g, lo, hi, inv, "mean", (2, *g, c), dtype)
-        out = plan(pts, feats)
-        assert tuple(out.shape) == (2, *g, c) and out.dtype == tdt
-        names = [x[0] for x in launches]
-        main = f"voxel_hashed_v3_{dtype}" if c <= 22 else f"voxel_accumulate_v2_{dtype}"
-        mean = "voxel_mean_inplace_v3_float32" if dtype == "float32" else f"voxel_mean_v3_{dtype}"
-        assert names == ["voxel_zero_v3", main, mean]
-        (_, _, _, _, zp, za), (_, grid, block, smem, mp, ma), (_, _, _, _, np_, na) = launches
-        bv, bvc, o = 2 * 512, 2 * 512 * c, out.data_ptr()
-        counts = zp[0]
-        if dtype == "float32":  # counts in the scratch, sums in the output: both zeroed, nothing else
-            assert (za[1][1], zp[2], za[3][1]) == (bv, o, bvc)
-            sums = o
-            assert np_ == {0: counts, 1: o, 4: {4: 4, 30: 2}[c]} and na[2][1] == bv and na[3][1] == c
-        else:  # one scratch buffer of counts (padded to 16 bytes) and sums, zeroed whole
-            cw = -(-bv // 4) * 4
-            assert (za[1][1], zp[2], za[3][1]) == (cw + bvc, 0, 0)
-            sums = counts + 4 * cw
-            assert np_ == {0: counts, 1: sums, 2: o, 5: vx._mean_vw(False, c, o)}
-        if c <= 22:  # hashed(points, feats, N, C, bpr, ppb, hs_log2, counts, sums, geometry)
-            assert mp == {0: pts.data_ptr(), 1: feats.data_ptr(), 7: counts, 8: sums}
-            hs_log2, ppb, want_smem, threads = vx._v3_hash_shape(c, 2, 5000, 132)
-            assert [a[1] for a in ma[2:7]] == [5000, c, -(-5000 // ppb), ppb, hs_log2]
-            assert (grid, block, smem) == (2 * -(-5000 // ppb), threads, want_smem)
-        else:  # accumulate_v2(points, feats, N, C, bpr, counts, sums, geometry)
-            assert mp == {0: pts.data_ptr(), 1: feats.data_ptr(), 5: counts, 6: sums}
-        assert len(ma) == (22 if c <= 22 else 19)  # 12 geometry arguments (RC_VOX_ARGS) last
+    # mean: TUNING vox_flat None (the default: one feature element a thread straight to the grid), False (a thread
+    # per point through the hash; v2's accumulate beyond the table's channels), "hash" (the hash inserted flat)
+    for vflat in (None, False, "hash"):
+        monkeypatch.setitem(L.TUNING, "vox_flat", vflat)
+        for dtype, c in (("float32", 4), ("float16", 3), ("float32", 30), ("bfloat16", 8)):
+            launches.clear()
+            tdt = getattr(torch, dtype)
+            pts, feats = torch.zeros(2, 5000, 3, dtype=tdt), torch.zeros(2, 5000, c, dtype=tdt)
+            p = types.SimpleNamespace(kind="torch", dtype=dtype, device_index=0)
+            plan = vx._plan_v3(p, 2, 5000, c, g, lo, hi, inv, "mean", (2, *g, c), dtype)
+            out = plan(pts, feats)
+            assert tuple(out.shape) == (2, *g, c) and out.dtype == tdt
+            names = [x[0] for x in launches]
+            hashed = vflat is not None and vx._v3_hash_shape(c, 2, 5000, 132, vflat == "hash") is not None
+            main = (f"voxel_accumulate_flat_v3_{dtype}" if vflat is None else
+                    f"voxel_hashed{'_flat' * (vflat == 'hash')}_v3_{dtype}" if hashed else f"voxel_accumulate_v2_{dtype}")
+            mean = "voxel_mean_inplace_v3_float32" if dtype == "float32" else f"voxel_mean_v3_{dtype}"
+            assert names == ["voxel_zero_v3", main, mean]
+            (_, _, _, _, zp, za), (_, grid, block, smem, mp, ma), (_, _, _, _, np_, na) = launches
+            bv, bvc, o = 2 * 512, 2 * 512 * c, out.data_ptr()
+            counts = zp[0]
+            if dtype == "float32":  # counts in the scratch, sums in the output: both zeroed, nothing else
+                assert (za[1][1], zp[2], za[3][1]) == (bv, o, bvc)
+                sums = o
+                assert np_ == {0: counts, 1: o, 4: {4: 4, 30: 2}[c]} and na[2][1] == bv and na[3][1] == c
+            else:  # one scratch buffer of counts (padded to 16 bytes) and sums, zeroed whole
+                cw = -(-bv // 4) * 4
+                assert (za[1][1], zp[2], za[3][1]) == (cw + bvc, 0, 0)
+                sums = counts + 4 * cw
+                assert np_ == {0: counts, 1: sums, 2: o, 5: vx._mean_vw(False, c, o)}
+            if hashed:  # hashed(points, feats, N, C, bpr, ppb, hs_log2, counts, sums, occupancy, geometry)
+                assert mp == {0: pts.data_ptr(), 1: feats.data_ptr(), 7: counts, 8: sums}
+                hs_log2, ppb, want_smem, threads = vx._v3_hash_shape(c, 2, 5000, 132, vflat == "hash")
+                assert [a[1] for a in ma[2:7]] == [5000, c, -(-5000 // ppb), ppb, hs_log2]
+                assert (grid, block, smem) == (2 * -(-5000 // ppb), threads, want_smem)
+            else:  # accumulate_v2 / accumulate_flat_v3(points, feats, N, C, bpr, counts, sums, geometry)
+                assert mp == {0: pts.data_ptr(), 1: feats.data_ptr(), 5: counts, 6: sums}
+                if vflat is None:  # blocks over the row's N * C feature elements
+                    bpr = -(-5000 * c // (vx.BLOCK * vx.PPT))
+                    assert [a[1] for a in ma[2:5]] == [5000, c, bpr] and (grid, block, smem) == (2 * bpr, vx.BLOCK, 0)
+            assert len(ma) == (22 if hashed else 19)  # 12 geometry arguments (RC_VOX_ARGS) last
     # count and occupancy into a zeroed output: v2's kernel where rows are sparse (n < HASH_DENSITY * V: counts
     # slot 3, occupancy slot 4), the hash kernel where they are dense (counts slot 7, occupancy slot 9)
     assert vx.HASH_DENSITY * 512 == 256

@@ -184,6 +184,12 @@ for flat in (True, "hash"):
     run("float32", 7, True, "mean", ints=True)
     run("float32", 4, False, "mean", n=0)
     run("bfloat16", 16, True, "mean", offset=1)
+    # 32,000 voxels a row: uniform rounds take a new slot for most points (the hash's rounds go straight to the
+    # grid), clustered ones mix both kinds of round
+    for dtype in ("float32", "float16"):
+        for clustered in (False, True):
+            run(dtype, 3, clustered, "mean", grid=(40, 40, 20), n=3000, seed=7)
+    run("float32", 5, False, "mean", grid=(40, 40, 20), n=3000, ints=True)
 L.TUNING["vox_flat"] = None
 # a sparse grid: whole tiles of 256 empty voxels (zeroed with 16-byte stores, or skipped in place), misaligned too
 for dtype in ("float32", "bfloat16", "float16"):
@@ -197,7 +203,7 @@ print("ALL OK")
 
 # a crowded table: 16 slots for 1024-point blocks, so most points overflow their 16 probes to global atomics
 orig = vx._v3_hash_shape
-vx._v3_hash_shape = lambda c, b, n, sms, flat=False: (4, 1024, 16 * (2 + c) * 4 + (4 * 512 if flat else 0), 512)
+vx._v3_hash_shape = lambda c, b, n, sms, flat=False: (4, 1024, 16 * (2 + c) * 4 + (16 + 16 + 4 * 512 if flat else 0), 512)
 for flat in (None, "hash"):  # the flat insert: crowded points' features straight to the grid, one element a thread
     L.TUNING["vox_flat"] = flat
     for dtype in ("float32", "bfloat16"):
