@@ -9,6 +9,10 @@
 #        suite under OUTDIR/results/, one report per suite (OUTDIR/report-<suite>.md) and the kernel tables over
 #        all of them (OUTDIR/kernels.md: journey, vs torch.compile, call cost). The torch.compile cases are
 #        compiled first in PRECOMPILE_JOBS parallel processes (default 4; 0: off), see `run --precompile-jobs`.
+#        SAMPLE_SEED=N: the sampled points of seed N (`run --sample-seed`); BENCH_TIMEOUT=S stops each suite's run
+#        after S seconds with SIGINT (the runner's checkpoint keeps every finished case: docs/gpu.md); RESUME=FILE
+#        continues that cut run file (copied into OUTDIR/results/<its folder>/ first, `run --resume`; one suite
+#        only, the same command otherwise, on the same still-warm machine).
 # aa:    the A/A pair: the quick suite twice on this commit, then `compare` of the two runs with the results'
 #        history (every robocache case should be "same"; the peers' verdicts show their run-to-run noise):
 #        records under OUTDIR/results, OUTDIR/aa-compare.md.
@@ -64,6 +68,11 @@ OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv REGEX|p
 WHAT=${2:-all}
 # WHAT may name several parts, comma-separated (e.g. tests,bench,ncu): one device call, several parts
 part() { [ "$WHAT" = all ] && { [ "$1" = tests ] || [ "$1" = bench ]; } && return 0; [[ ",$WHAT," == *",$1,"* ]]; }
+if [ -n "${RESUME:-}" ]; then  # checked before any part runs (bench's RESUME: the cut run file it continues)
+  [ -f "$RESUME" ] || { echo "gpu_check: RESUME=$RESUME is not a file" >&2; exit 2; }
+  [ "$(wc -w <<< "${SUITE:-quick}")" = 1 ] || { echo "gpu_check: RESUME continues one suite's run, SUITE names more" >&2; exit 2; }
+  RESUME=$(cd "$(dirname "$RESUME")" && pwd)/$(basename "$RESUME")  # absolute: the script moves to the checkout
+fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cd "$(dirname "$0")/.."
@@ -198,15 +207,23 @@ fi
 if part bench; then
   MACHINE=$(machine_name)
   : > "$OUT/bench.log"
+  resume=()
+  if [ -n "${RESUME:-}" ]; then  # the cut run's file where --out finds it (its folder is <arch>-<machine>)
+    rdir="$OUT/results/$(basename "$(dirname "$RESUME")")"
+    mkdir -p "$rdir" && cp "$RESUME" "$rdir/" && resume=(--resume "$rdir/$(basename "$RESUME")")
+  fi
+  limit=()
+  [ -n "${BENCH_TIMEOUT:-}" ] && limit=(timeout --signal=INT --kill-after=30 "$BENCH_TIMEOUT")
   for S in ${SUITE:-quick}; do
     start=$(date +%s)
     # PROVIDERS_<suite> (e.g. PROVIDERS_nightly=robocache,robocache@v1,torch_compile) narrows a suite's
     # providers when the device time cannot cover all of them; OPS (e.g. fuse,voxelize) narrows the ops;
     # TIME_LIMIT caps each case's sampling (s).
     pvar="PROVIDERS_$S"
-    $PY -m robocache.bench.cli run --suite "$S" --device gpu --out "$OUT/results" --machine "$MACHINE" \
+    "${limit[@]}" $PY -m robocache.bench.cli run --suite "$S" --device gpu --out "$OUT/results" --machine "$MACHINE" \
         --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${!pvar:+--providers "${!pvar}"} \
-        ${OPS:+--ops "$OPS"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress 2>&1 | tee -a "$OUT/bench.log"
+        ${OPS:+--ops "$OPS"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} ${SAMPLE_SEED:+--sample-seed "$SAMPLE_SEED"} \
+        "${resume[@]}" --no-progress 2>&1 | tee -a "$OUT/bench.log"
     brc=${PIPESTATUS[0]}
     # the latest run in OUT/results is the one just measured
     $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-$S.md" 2>&1 | tail -1

@@ -63,6 +63,31 @@ def test_explicit_machine_wins_and_suites_loop(tmp_path: Path) -> None:
     assert "--kernels" in reports[-1]
 
 
+def test_a_sampled_run_cut_and_resumed(tmp_path: Path) -> None:
+    """SAMPLE_SEED reaches `run --sample-seed`; BENCH_TIMEOUT wraps the run in `timeout --signal=INT` (the runner
+    keeps what it measured); RESUME copies the cut file where the call's --out finds it and passes it on; a RESUME
+    that is no file, or with two suites, stops the call with exit 2 before anything runs."""
+    env = {"ROBOCACHE_MACHINE": "nvidia-h200", "SUITE": "sampled", "OPS": "voxelize", "SAMPLE_SEED": "97"}
+    (run,) = [c for c in _bench(tmp_path, "NVIDIA H200", **env) if c[2:3] == ["run"]]
+    assert _arg(run, "--sample-seed") == "97" and _arg(run, "--ops") == "voxelize" and "--resume" not in run
+    cut = tmp_path / "prev" / "h200-nvidia-h200" / "20261128T000000Z-abcdef-sampled.records.json"
+    cut.parent.mkdir(parents=True)
+    cut.write_text("{}")
+    log = tmp_path / "timeout.log"
+    _stub(tmp_path / "bin" / "timeout", f'echo "$*" >> {log}\nshift 3\nexec "$@"\n')
+    (run,) = [c for c in _bench(tmp_path, "NVIDIA H200", RESUME=str(cut), BENCH_TIMEOUT="415", **env)
+              if c[2:3] == ["run"]]
+    copy = tmp_path / "out" / "results" / "h200-nvidia-h200" / cut.name
+    assert _arg(run, "--resume") == str(copy) and copy.read_text() == "{}" and _arg(run, "--out").endswith("results")
+    assert log.read_text().split()[:3] == ["--signal=INT", "--kill-after=30", "415"]
+    for bad in ({"RESUME": str(tmp_path / "missing.json")}, {"RESUME": str(cut), "SUITE": "sampled quick"}):
+        full = {"PATH": str(tmp_path / "bin") + os.pathsep + "/usr/bin:/bin", "PYTHON": str(tmp_path / "bin" / "fakepy"),
+                "HOME": str(tmp_path), **env, **bad}
+        r = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out2"), "bench"], cwd=ROOT, env=full,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "RESUME" in r.stderr, r.stdout + r.stderr
+
+
 def test_unknown_gpu_is_not_named_after_a_lent_machine(tmp_path: Path) -> None:
     calls = _bench(tmp_path, "NVIDIA A100-SXM4-80GB")
     run = next(c for c in calls if c[2:3] == ["run"])

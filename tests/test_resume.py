@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import types
 from pathlib import Path
 
 import pytest
@@ -127,11 +128,23 @@ def test_a_cut_run_resumed_holds_every_case_once(tmp_path, monkeypatch, capsys):
     refuses another suite's resume with exit 2, the file as it was and no --out made."""
     fast = {"time_limit_s": 0.2, "noise_target": 0.1, "warmup_s": 0.01}
     monkeypatch.setenv("ROBOCACHE_GIT_COMMIT", COMMIT)  # one commit, whatever this checkout's state
-    first = runner.run_suite("quick", device="cpu", cases=CASES, out_dir=tmp_path, timing=fast, progress=False)
-    assert [r.status for r in first.records] == ["ok"] * 4, [(r.status, r.reason) for r in first.records]
-    doc = json.loads(first.path.read_text())
-    doc["records"] = doc["records"][:3]  # cut: the second point's torch_eager never ran
-    first.path.write_text(json.dumps(doc))
+    real = runner.run_in_process
+    started: list[str] = []
+
+    def cut_at_the_fourth(task, timeout_s):  # Ctrl-C (or `timeout --signal=INT`) while the fourth case runs
+        if task.case_key:
+            started.append(task.case_key)
+            if len(started) == 4:
+                raise KeyboardInterrupt
+        return real(task, timeout_s)
+
+    monkeypatch.setattr(runner, "run_in_process", cut_at_the_fourth)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_suite("quick", device="cpu", cases=CASES, out_dir=tmp_path, timing=fast, progress=False)
+    [path] = list(tmp_path.rglob("*" + store.RECORDS_SUFFIX))  # written on the interrupt, not at a checkpoint
+    doc = json.loads(path.read_text())
+    assert [r["status"] for r in doc["records"]] == ["ok"] * 3  # the second point's torch_eager never ran
+    first = types.SimpleNamespace(path=path, run_id=doc["records"][0]["run_id"])
     kept_before = doc["records"][:2]
     before = first.path.read_bytes()
     rc = cli.main(["run", "--device", "cpu", "--suite", "nightly", "--ops", "resample", "--resume", str(first.path),
@@ -140,7 +153,6 @@ def test_a_cut_run_resumed_holds_every_case_once(tmp_path, monkeypatch, capsys):
     assert rc == 2 and "--resume" in err and "a run of suite 'quick', not 'nightly'" in err, err
     assert first.path.read_bytes() == before and not (tmp_path / "unused").exists()
     ran: list[str] = []
-    real = runner.run_in_process
 
     def counting(task, timeout_s):
         if task.case_key:

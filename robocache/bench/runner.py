@@ -563,21 +563,27 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
     _context(preload_for(todo, device))  # the forkserver with what these cases import (a CPU run: no more)
     bar = _progress(len(todo), progress, suite)
     last_write = time.monotonic()
-    for i, case in enumerate(todo):
-        if bar is not None:
-            bar.set_postfix_str(case.key[-60:], refresh=False)
-        task = run.task(case.key, **options)
-        outcome, rec, detail = run_in_process(task, (case_timeouts or {}).get(case.key, timeout_s))
-        if outcome != "ok":
-            rec = worker.base_record(task, case, "error" if outcome == "invalid" else outcome, detail)
-        res.records.append(rec)
-        if bar is not None:
-            bar.update(1)
-            bar.set_description(_status_line(res.counts()), refresh=False)
-        # checkpoint: the run file is rewritten atomically, so a killed runner loses at most this interval
-        if time.monotonic() - last_write > 30 or i == len(todo) - 1:
+    written = 0
+    try:
+        for i, case in enumerate(todo):
+            if bar is not None:
+                bar.set_postfix_str(case.key[-60:], refresh=False)
+            task = run.task(case.key, **options)
+            outcome, rec, detail = run_in_process(task, (case_timeouts or {}).get(case.key, timeout_s))
+            if outcome != "ok":
+                rec = worker.base_record(task, case, "error" if outcome == "invalid" else outcome, detail)
+            res.records.append(rec)
+            if bar is not None:
+                bar.update(1)
+                bar.set_description(_status_line(res.counts()), refresh=False)
+            # checkpoint: the run file is rewritten atomically, so a killed runner loses at most this interval
+            if time.monotonic() - last_write > 30 or i == len(todo) - 1:
+                res.path = run.write([*kept, *res.records])
+                written, last_write = len(res.records), time.monotonic()
+    except KeyboardInterrupt:  # Ctrl-C, or a call's `timeout --signal=INT`: the cases measured so far are kept
+        if len(res.records) > written:  # (the interrupted case is not among them: `run --resume` measures it)
             res.path = run.write([*kept, *res.records])
-            last_write = time.monotonic()
+        raise
     if bar is not None:
         bar.close()
     if not todo:
