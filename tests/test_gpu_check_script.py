@@ -52,6 +52,10 @@ def test_machine_name_from_the_gpu(tmp_path: Path, gpu: str, count: int, machine
 
 
 def test_explicit_machine_wins_and_suites_loop(tmp_path: Path) -> None:
+    """ROBOCACHE_MACHINE names the runs and SUITE loops over suites, each with its report. Then a sampled run cut and resumed: SAMPLE_SEED reaches `run --sample-seed`; BENCH_TIMEOUT wraps the run in
+    `timeout --signal=INT` (the runner keeps what it measured); RESUME copies the cut file where the call's --out
+    finds it and passes it on; a RESUME that is no file, or with two suites, stops the call with exit 2 before
+    anything runs."""
     calls = _bench(tmp_path, "NVIDIA H100 80GB HBM3", ROBOCACHE_MACHINE="lab-box", SUITE="quick nightly",
                    PRECOMPILE_JOBS="2")
     runs = [c for c in calls if c[2:3] == ["run"]]
@@ -62,11 +66,6 @@ def test_explicit_machine_wins_and_suites_loop(tmp_path: Path) -> None:
                                                                      "kernels.md"]
     assert "--kernels" in reports[-1]
 
-
-def test_a_sampled_run_cut_and_resumed(tmp_path: Path) -> None:
-    """SAMPLE_SEED reaches `run --sample-seed`; BENCH_TIMEOUT wraps the run in `timeout --signal=INT` (the runner
-    keeps what it measured); RESUME copies the cut file where the call's --out finds it and passes it on; a RESUME
-    that is no file, or with two suites, stops the call with exit 2 before anything runs."""
     env = {"ROBOCACHE_MACHINE": "nvidia-h200", "SUITE": "sampled", "OPS": "voxelize", "SAMPLE_SEED": "97"}
     (run,) = [c for c in _bench(tmp_path, "NVIDIA H200", **env) if c[2:3] == ["run"]]
     assert _arg(run, "--sample-seed") == "97" and _arg(run, "--ops") == "voxelize" and "--resume" not in run
