@@ -171,6 +171,68 @@ def test_v3_hash_shape_spreads_small_clouds():
         assert shape is not None and shape[2] <= vx.HASH_SMEM and 128 <= shape[3] <= vx.V3_MAX_THREADS
 
 
+def test_v3_hash_shape_flat_insert_layout():
+    """voxel_hashed_flat_v3's shared memory as hashed_v3_body<T, true> indexes it: keys, counts and C sums per slot
+    (HS * (2 + C) ints), the used-slot bitmap (((HS + 127) >> 7) << 2 words, a whole number of uint4), the new-slot
+    counter (4 words), one slot index per thread; every region before rc_slot 16-byte aligned (the uint4 clear)."""
+    for c in range(1, 40):
+        for b, n in ((1, 1000), (1, 20_000), (4, 100_000), (16, 1_000_000)):
+            shape = vx._v3_hash_shape(c, b, n, 132, True)
+            if shape is None:  # the table (with the reserve) would hold fewer than 512 slots
+                assert 512 * (2 + c) * 4 > vx.HASH_SMEM - (4 * vx.V3_MAX_THREADS + 4096 // 8 + 16)
+                continue
+            hs_log2, ppb, smem, threads = shape
+            hs = 1 << hs_log2
+            used_words = ((hs + 127) >> 7) << 2
+            assert smem == 4 * (hs * (2 + c) + used_words + 4 + threads) <= vx.HASH_SMEM, (c, b, n)
+            assert (hs * (2 + c)) % 4 == 0 and used_words * 32 >= hs and ppb % threads == 0
+            assert 128 <= threads <= vx.V3_MAX_THREADS
+
+
+def test_v3_mean_routing_at_the_flat_guard(monkeypatch):
+    """mean takes voxel_accumulate_flat_v3 only while N * C < 2^31 - BLOCK * PPT (its 32-bit element index), else the
+    thread-per-point hash (C <= 22) or v2's accumulate; TUNING's vox_flat / vox_hash as _plan_v3's comment says."""
+    import types
+
+    L = vx.L
+    monkeypatch.setattr(L, "kernel", lambda op, name, dev: types.SimpleNamespace(ptr=0, name=name))
+    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
+    names = []
+    real_fl = L.FastLaunch
+
+    class Rec(real_fl):
+        __slots__ = ()
+
+        def __init__(self, fn, args):
+            super().__init__(fn, args)
+            names.append(fn.name)
+
+    monkeypatch.setattr(L, "FastLaunch", Rec)
+    lo, hi, inv = np.full(3, -1.0, F32), np.full(3, 1.0, F32), np.full(3, 4.0, F32)
+    g = (8, 8, 8)
+    lim = 2**31 - vx.BLOCK * vx.PPT
+    p = types.SimpleNamespace(kind="torch", dtype="float16", device_index=0)
+
+    def main(n, c, vflat=None, vhash=None):
+        monkeypatch.setitem(L.TUNING, "vox_flat", vflat)
+        monkeypatch.setitem(L.TUNING, "vox_hash", vhash)
+        names.clear()
+        plan = vx._plan_v3(p, 1, n, c, g, lo, hi, inv, "mean", (1, *g, c), "float16")
+        return names[0].removesuffix("_float16"), plan
+
+    name, plan = main(lim // 4 - 1, 4)
+    assert name == "voxel_accumulate_flat_v3" and plan.grid == -(-(lim - 4) // 1024) and plan.block == vx.BLOCK
+    assert main(lim // 4, 4)[0] == "voxel_hashed_v3"  # N * C = 2^31 - 1024: the hash
+    assert main(lim // 4, 4, vflat=True)[0] == "voxel_hashed_v3"  # forced flat still respects the guard
+    assert main(lim // 30 + 1, 30)[0] == "voxel_accumulate_v2"  # beyond the guard and the table's channels
+    assert main(1000, 4, vflat=False)[0] == "voxel_hashed_v3"
+    assert main(1000, 4, vhash=True)[0] == "voxel_hashed_v3"
+    assert main(1000, 4, vhash=False)[0] == "voxel_accumulate_v2"
+    assert main(1000, 4, vflat=True, vhash=False)[0] == "voxel_accumulate_flat_v3"
+    assert main(1000, 4, vflat="hash")[0] == "voxel_hashed_flat_v3"
+    assert main(1000, 4, vflat="hash", vhash=False)[0] == "voxel_accumulate_v2"
+
+
 @pytest.mark.parametrize("inplace,c,ptr,want", [
     (True, 4, 0, 4), (True, 8, 256, 4), (True, 4, 4, 1), (True, 4, 8, 2), (True, 2, 0, 2), (True, 3, 0, 1),
     (False, 8, 0, 8), (False, 16, 0, 8), (False, 8, 8, 4), (False, 4, 0, 4), (False, 2, 0, 2), (False, 3, 0, 1),

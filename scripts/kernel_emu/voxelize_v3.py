@@ -174,8 +174,9 @@ for dtype in ("float32", "bfloat16"):
 MEAN_GRID[0] = 0
 # mean accumulated one feature element a thread (TUNING["vox_flat"]): C = 1 (every lane counts), 3, 6, 13 (a point's
 # channels straddle warps and blocks), clustered (same-address atomics), a one-point cloud, integer features exact
-# and through the hash inserted that way (TUNING["vox_flat"] = "hash", voxel_hashed_flat_v3): the same cases
-for flat in (True, "hash"):
+# and through the hash inserted that way (TUNING["vox_flat"] = "hash", voxel_hashed_flat_v3): the same cases; False:
+# the thread-per-point hash (voxel_hashed_v3, still mean's path where N * C >= 2^31 - 1024, and with -DRC_V3_FLAT_FLUSH=1)
+for flat in (True, "hash", False):
     L.TUNING["vox_flat"] = flat
     for dtype in ("float32", "float16", "bfloat16"):
         for c in (1, 3, 6, 13):
@@ -190,6 +191,17 @@ for flat in (True, "hash"):
         for clustered in (False, True):
             run(dtype, 3, clustered, "mean", grid=(40, 40, 20), n=3000, seed=7)
     run("float32", 5, False, "mean", grid=(40, 40, 20), n=3000, ints=True)
+    # three rows, partial last blocks and rounds (N = 5001), C = 16 (the table's 512 slots, 128-thread blocks)
+    for clustered in (False, True):
+        run("float32", 16, clustered, "mean", grid=(40, 40, 20), b=3, n=5001, seed=11)
+    run("float16", 7, True, "mean", grid=(17, 9, 5), b=3, n=4099, seed=12)
+    run("float32", 9, False, "mean", grid=(40, 40, 20), b=3, n=2001, ints=True)
+# more channels than the table holds (the hash settings would take v2's accumulate, whose warp intrinsics the
+# emulator lacks): the flat accumulate; C = 300 > blockDim (the element stepping's quotient 0, remainder 256)
+for flat in (None, True):
+    L.TUNING["vox_flat"] = flat
+    for c in (40, 300):
+        run("float32", c, True, "mean", grid=(9, 9, 9), b=2, n=301 if c == 300 else 2001, seed=c)
 L.TUNING["vox_flat"] = None
 # a sparse grid: whole tiles of 256 empty voxels (zeroed with 16-byte stores, or skipped in place), misaligned too
 for dtype in ("float32", "bfloat16", "float16"):
@@ -204,7 +216,9 @@ print("ALL OK")
 # a crowded table: 16 slots for 1024-point blocks, so most points overflow their 16 probes to global atomics
 orig = vx._v3_hash_shape
 vx._v3_hash_shape = lambda c, b, n, sms, flat=False: (4, 1024, 16 * (2 + c) * 4 + (16 + 16 + 4 * 512 if flat else 0), 512)
-for flat in (None, "hash"):  # the flat insert: crowded points' features straight to the grid, one element a thread
+# False: the thread-per-point hash (None, the default, accumulates flat and never builds the table); "hash": the flat
+# insert, crowded points' features straight to the grid, one element a thread
+for flat in (False, "hash"):
     L.TUNING["vox_flat"] = flat
     for dtype in ("float32", "bfloat16"):
         run(dtype, 5, False, "mean", n=5000, grid=(9, 9, 9))
