@@ -298,15 +298,17 @@ def test_voxelize_flat_accumulate(flat, dtype, c, monkeypatch):
 
     monkeypatch.setitem(_launch.TUNING, "vox_flat", flat)  # _version="v3": no plan cache
     tdt = getattr(torch, dtype)
-    for b, n in ((1, 700), (3, 120_000)):
+    # the last: a uniform cloud on a fine grid, so most of the flat-insert hash's rounds take new slots for most of
+    # their points (its rounds straight to the grid, the used-slot bits mostly clear)
+    for b, n, grid, clustered in ((1, 700, (20, 20, 20), True), (3, 120_000, (20, 20, 20), True),
+                                  (2, 60_000, (64, 64, 64), False)):
         rng = np.random.default_rng(b * n + c)
-        pts, feats = _vox_cloud(rng, b, n, c, clustered=True)
+        pts, feats = _vox_cloud(rng, b, n, c, clustered=clustered)
         p = torch.from_numpy(pts).cuda().to(tdt)
         f = torch.from_numpy(feats).cuda().to(tdt)
-        got = robocache.voxelize(p, f, (20, 20, 20), VOX_BOUNDS, "mean", _version="v3")
-        want = reference.voxelize(p.double().cpu().numpy(), f.double().cpu().numpy(), (20, 20, 20), VOX_BOUNDS,
-                                  "mean")
-        _check(got, want, tdt, f"flat {dtype} C{c} B{b} N{n}")
+        got = robocache.voxelize(p, f, grid, VOX_BOUNDS, "mean", _version="v3")
+        want = reference.voxelize(p.double().cpu().numpy(), f.double().cpu().numpy(), grid, VOX_BOUNDS, "mean")
+        _check(got, want, tdt, f"flat {dtype} C{c} B{b} N{n} G{grid}")
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS["voxelize"] if v != "v1"])  # v1 caches no plans
