@@ -2,7 +2,7 @@
 one std::thread per CUDA thread, a std::barrier for __syncthreads, GCC atomics), driven through the real v3 plan
 (robocache/voxelize.py: FastLaunch argument slots, grids, block sizes) and checked against the NumPy reference.
 
-    python3 scripts/kernel_emu/voxelize_v3.py [-DNAME=VALUE ...]   # needs g++ >= 12 (C++20, _Float16); ~40 s
+    python3 scripts/kernel_emu/voxelize_v3.py [-DNAME=VALUE ...]   # needs g++ >= 12 (C++20, _Float16); 2-3 min
 
 Arguments of the form -DNAME=VALUE are passed to g++ (the kernels' build options, e.g. -DRC_V3_PPT=4).
 
