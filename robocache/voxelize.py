@@ -1,8 +1,9 @@
 """voxelize: point clouds into dense per-batch voxel grids (count, occupancy, mean features).
 
 validate -> (CPU: reference) | (GPU: zero the grid -> count/accumulate kernel -> mean kernel).
-v3 (mean): one zero-fill launch -> hash kernel into the float32 output (or scratch sums) -> mean pass over
-the occupied voxels; count and occupancy as v2.
+v3 (mean): one zero-fill launch -> the flat accumulate (one feature element a thread; the hash kernel where N * C
+does not fit 32 bits) into the float32 output (or scratch sums) -> mean pass over the occupied voxels; count and
+occupancy through the hash kernel where rows are dense (HASH_DENSITY), else v2's kernel.
 Semantics and determinism: docs/semantics.md; kernels: kernels/voxelize.cu.
 """
 from __future__ import annotations
@@ -207,9 +208,10 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     dev = p.device_index
     geo = [("f32", x) for x in (*lo, *hi, *inv)] + [("i32", x) for x in g]  # RC_VOX_ARGS
     use_hash = L.TUNING["vox_hash"]
-    # mean: the hash (as v2). count and occupancy: the hash where a row has at least HASH_DENSITY points per
-    # voxel (count: C = 0 into the int32 output; occupancy: one byte store per distinct voxel of a block), else
-    # v2's plain atomics or stores; TUNING's True or False asks for one path everywhere.
+    # mean: the hash where the flat accumulate (below) is not taken. count and occupancy: the hash where a row has
+    # at least HASH_DENSITY points per voxel (count: C = 0 into the int32 output; occupancy: one byte store per
+    # distinct voxel of a block), else v2's plain atomics or stores; TUNING's True or False asks for one path
+    # everywhere.
     wanted = (acc or n >= HASH_DENSITY * vox) if use_hash is None else use_hash
     # mean: one feature element a thread straight to the grid (voxel_accumulate_flat_v3) where N * C fits: on the
     # H200 (scripts/vox_probe.py, mean points of sampled seeds 2, 23 and 97, 2026-11-28) 0.81x the hash's time
