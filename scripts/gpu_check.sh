@@ -10,7 +10,8 @@
 #        all of them (OUTDIR/kernels.md: journey, vs torch.compile, call cost). The torch.compile cases are
 #        compiled first in PRECOMPILE_JOBS parallel processes (default 4; 0: off), see `run --precompile-jobs`.
 #        SAMPLE_SEED=N: the sampled points of seed N (`run --sample-seed`); BENCH_TIMEOUT=S stops each suite's run
-#        after S seconds with SIGINT (the runner's checkpoint keeps every finished case: docs/gpu.md); RESUME=FILE
+#        after S seconds with SIGINT (the runner writes every finished case; its BENCH SUMMARY line then says exit
+#        124: docs/gpu.md); RESUME=FILE
 #        continues that cut run file (copied into OUTDIR/results/<its folder>/ first, `run --resume`; one suite
 #        only, the same command otherwise, on the same still-warm machine).
 # aa:    the A/A pair: the quick suite twice on this commit, then `compare` of the two runs with the results'
@@ -210,7 +211,11 @@ if part bench; then
   resume=()
   if [ -n "${RESUME:-}" ]; then  # the cut run's file where --out finds it (its folder is <arch>-<machine>)
     rdir="$OUT/results/$(basename "$(dirname "$RESUME")")"
-    mkdir -p "$rdir" && cp "$RESUME" "$rdir/" && resume=(--resume "$rdir/$(basename "$RESUME")")
+    mkdir -p "$rdir" || exit 2
+    if [ "$RESUME" != "$rdir/$(basename "$RESUME")" ]; then
+      cp "$RESUME" "$rdir/" || { echo "gpu_check: RESUME=$RESUME could not be copied into $rdir" >&2; exit 2; }
+    fi
+    resume=(--resume "$rdir/$(basename "$RESUME")")
   fi
   limit=()
   [ -n "${BENCH_TIMEOUT:-}" ] && limit=(timeout --signal=INT --kill-after=30 "$BENCH_TIMEOUT")
