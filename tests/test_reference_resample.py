@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -128,10 +128,28 @@ def test_property_matches_numpy_interp(case):
 @settings(max_examples=100, deadline=None)
 @given(resample_cases())
 def test_property_bounded_by_neighbours(case):
-    """Interpolated values never leave the range of the row's samples."""
+    """Interpolated values never leave the range of the row's samples, where numpy.interp's slope
+    ``(c - a) / (x1 - x0)`` is finite: a bracket narrower than ``|c - a| / DBL_MAX`` (a subnormal time gap with
+    these values) overflows it to an infinity, as numpy.interp does (``test_slope_overflow_is_numpys``)."""
     values, src, tgt = case
+    gaps = np.diff(src, axis=1)
+    assume(np.all((gaps == 0) | (gaps > 1e-290)))  # |c - a| <= 2e6 here: slopes below 2e296
     got = reference.resample(values, src, tgt)
     lo = values.min(axis=1, keepdims=True)
     hi = values.max(axis=1, keepdims=True)
     tol = 1e-9 * np.abs(values).max(initial=1.0)
     assert np.all(got >= lo - tol) and np.all(got <= hi + tol)
+
+
+def test_slope_overflow_is_numpys():
+    """A bracket of a subnormal time gap (2^-1023) between samples 2 apart: numpy.interp's slope overflows to an
+    infinity and so does the reference, bit for bit (the case hypothesis found in CI, 2026-11-28)."""
+    src = np.zeros((1, 18))
+    src[0, 16], src[0, 17] = 2.0**-1023, 1.0
+    t = np.array([[np.finfo(np.float64).tiny / 10]])
+    for k in (15, 16):  # the gap's left sample 2 (slope -inf), its right one (+inf)
+        v = np.zeros((1, 18, 1))
+        v[0, k, 0] = 2.0
+        got = reference.resample(v, src, t)[0, 0, 0]
+        want = np.interp(t[0, 0], src[0], v[0, :, 0])
+        assert np.isinf(want) and got == want, (k, got, want)
