@@ -177,9 +177,12 @@ def machine_ratio(df: pd.DataFrame, base: str, other: str) -> pd.DataFrame:
 
 def machine_pair(df: pd.DataFrame, order: tuple[str, ...] = ("A100", "H100", "H200", "B200")
                  ) -> tuple[str, str] | None:
-    """Two machines to compare by default: the single-GPU machine with the most ``ok`` records of each of the first
-    two architectures present (in ``order``, then by name; H100 before H200), else the two machines with the most
-    records; None with fewer than two machines."""
+    """Two machines to compare by default: one single-GPU-record machine of each of the first two architectures
+    present (in ``order``, then by name; H100 before H200), the pair whose ``ok`` robocache records share the most
+    cases (case and dtype), then the one with the most ``ok`` records, then by name; with one architecture, the two
+    machines with the most records; None with fewer than two machines. (A two-GPU machine that ran only sampled
+    seeds of its own shares no case with the other architecture, so it does not displace the one-GPU machine that
+    does.)"""
     ok = df[df["status"] == "ok"]
     if "world_size" in ok.columns:
         ok = ok[ok["world_size"].isna()]
@@ -192,12 +195,18 @@ def machine_pair(df: pd.DataFrame, order: tuple[str, ...] = ("A100", "H100", "H2
     if counts["machine"].nunique() < 2:
         return None
     arches = sorted(counts["arch"].unique(), key=lambda a: (order.index(a) if a in order else len(order), a))
-    if len(arches) >= 2:
-        pick = [counts[counts["arch"] == a].sort_values(["n", "machine"], ascending=[False, True])["machine"].iloc[0]
-                for a in arches[:2]]
-        return pick[0], pick[1]
-    top = counts.sort_values(["n", "machine"], ascending=[False, True])["machine"].tolist()
-    return top[0], top[1]
+    if len(arches) < 2:
+        top = counts.sort_values(["n", "machine"], ascending=[False, True])["machine"].tolist()
+        return top[0], top[1]
+    ours = ok[ok["provider"].astype(str) == OURS] if "provider" in ok.columns else ok.iloc[0:0]
+    cases = {m: set(zip(g["case_id"].astype(str), g["dtype"].astype(str)))
+             for m, g in ours.groupby(ours["machine"].astype(str), observed=True)}
+    n = dict(zip(counts["machine"], counts["n"]))
+    firsts = counts[counts["arch"] == arches[0]]["machine"].tolist()
+    seconds = counts[counts["arch"] == arches[1]]["machine"].tolist()
+    pairs = [(a, b) for a in firsts for b in seconds]
+    return min(pairs, key=lambda p: (-len(cases.get(p[0], set()) & cases.get(p[1], set())), -(n[p[0]] + n[p[1]]),
+                                     p))
 
 
 # --- readable tables: units in the headers, short commits, no "None" ------------------------------------

@@ -804,6 +804,14 @@ def test_kernel_tables_from_the_frame(kernels_dir: Path) -> None:
     assert peers == {"torch_compile", "torch_compile@max-autotune", "torch_eager"}
     assert tables.machine_pair(df) == ("nvidia-h100-x1", "nvidia-h200")
     assert tables.machine_pair(df[df["machine"] == "nvidia-h200"]) is None
+    # a two-GPU H200 with more records of cases of its own (sampled seeds, one op per GPU) does not displace the
+    # one-GPU H200 that shares cases with the H100; sharing cases, it would win on its records
+    h200 = df[df["machine"] == "nvidia-h200"]
+    own = pd.concat([h200, h200]).assign(machine="nvidia-h200-x2")
+    own = own.assign(case_id=own["case_id"].astype(str) + "-own")
+    assert tables.machine_pair(pd.concat([df, own], ignore_index=True)) == ("nvidia-h100-x1", "nvidia-h200")
+    shared = pd.concat([h200, h200]).assign(machine="nvidia-h200-x2")
+    assert tables.machine_pair(pd.concat([df, shared], ignore_index=True)) == ("nvidia-h100-x1", "nvidia-h200-x2")
 
 
 def test_kernel_figures_escape_record_text(kernels_dir: Path) -> None:
