@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for a GPU check on a CUDA machine (e.g. the H200 device machine):
-#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv|pytest|multigpu|ddp|ncu|pipelines]   (default: all = tests,bench)
+#   bash scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|sampled|tune|asv|pytest|multigpu|ddp|ncu|pipelines]   (default: all = tests,bench)
 #   several parts in one call: comma-separated, e.g. tests,bench,ncu
 # tests: the test paths in TESTS (default: "tests/gpu tests/test_kernels_compile.py", the GPU tests and the kernels'
 #        compile and register checks; the CPU suite is CI's: TESTS=tests runs it here too) with the machine's own
@@ -17,6 +17,15 @@
 # aa:    the A/A pair: the quick suite twice on this commit, then `compare` of the two runs with the results'
 #        history (every robocache case should be "same"; the peers' verdicts show their run-to-run noise):
 #        records under OUTDIR/results, OUTDIR/aa-compare.md.
+# sampled: the sampled suite's ops spread over the machine's GPUs, one op per GPU at once (CUDA_VISIBLE_DEVICES; OPS,
+#        default resample,fuse,voxelize; GPUS=N: the first N): a two-GPU machine measures two ops side by side, a
+#        four-GPU one all three; with more ops than GPUs a GPU takes its ops in turn. Each op is its own run
+#        (`run --suite sampled --ops OP`) with SAMPLE_SEED, PROVIDERS_sampled (default robocache,torch_compile),
+#        TIME_LIMIT, BENCH_TIMEOUT (each run cut with SIGINT, keeping its finished cases; continue one with the bench
+#        part's RESUME) and PRECOMPILE_JOBS (default: half the cores over the runs at once); each GPU has its own
+#        ROBOCACHE_CACHE_DIR (OUTDIR/.cache-g<i>: no run reads another's autotuning). The machine is named after
+#        all its GPUs as the kind is (nvidia-h200-x2), records under OUTDIR/results/<arch>-<machine>/, logs
+#        OUTDIR/sampled-<op>.log, OUTDIR/report-sampled.md (`report --sampled` over them).
 # tune:  `robocache-bench tune`: the tuned launch configurations of this GPU (robocache/_tune.py) over the sampled
 #        distribution's tuning seed, written to OUTDIR/tuned/<gpu>.json (copy it to robocache/tuned/ and commit).
 # Machine name (bench, asv, pytest, multigpu): ROBOCACHE_MACHINE when set, else from nvidia-smi's GPU name and
@@ -63,9 +72,11 @@
 #        it, keeping the records of every case finished (the run file is rewritten after each); PIPELINES_ARGS adds
 #        options of `python -m robocache.bench.pipelines run`. Then, where ncu is on PATH (PROFILE=0: not), the profile
 #        suite: Nsight Compute metrics of each op's representative kernel (OUT/profile.log; PROFILE_TIMEOUT, 180 s).
+# Every folder OUTDIR holds at the end (results/, records/, asv/, ...) is also packed into OUTDIR/folders.tgz: the device
+# tool returns files at most two folders below its $OUT, and run files sit deeper (tar xzf folders.tgz here).
 # Exit code: non-zero when a test failed, no GPU test ran, or a benchmark case failed.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|tune|asv REGEX|pytest|multigpu|ddp|ncu|pipelines]}
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [tests|bench|all|aa|sampled|tune|asv REGEX|pytest|multigpu|ddp|ncu|pipelines]}
 WHAT=${2:-all}
 # WHAT may name several parts, comma-separated (e.g. tests,bench,ncu): one device call, several parts
 part() { [ "$WHAT" = all ] && { [ "$1" = tests ] || [ "$1" = bench ]; } && return 0; [[ ",$WHAT," == *",$1,"* ]]; }
@@ -91,6 +102,20 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export ASV_PYTHONPATH="$PYTHONPATH"  # asv drops PYTHONPATH for benchmark processes unless told
 status=0
+
+# The device tool returns files at most two folders below its $OUT: a run file in OUTDIR/results/<arch>-<machine>/
+# would stay behind. So when the script ends, however it ends, every folder of OUTDIR is packed into
+# OUTDIR/folders.tgz (written whole, then renamed; docs/gpu.md).
+pack_folders() {
+  local d dirs=()
+  for d in "$OUT"/*/; do
+    [ -d "$d" ] && dirs+=("$(basename "$d")")
+  done
+  if [ ${#dirs[@]} -gt 0 ]; then
+    tar czf "$OUT/.folders.tgz.part" -C "$OUT" "${dirs[@]}" && mv "$OUT/.folders.tgz.part" "$OUT/folders.tgz"
+  fi
+}
+trap pack_folders EXIT
 
 # the pipelines' dataset is HDF5: h5py from a wheel in .whl/ when the machine lacks it (docs/pipelines.md)
 need_h5py() {
@@ -261,6 +286,46 @@ if part aa; then
   fi
   echo "AA SUMMARY: machine $MACHINE runs ${RUNS[*]:-none} wall $(( $(date +%s) - start )) s; compare exit $crc"
   [ "$crc" = 0 ] || status=1
+fi
+
+if part sampled; then
+  NGPU=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+  [ "${NGPU:-0}" -ge 1 ] 2>/dev/null || NGPU=1
+  MACHINE=$(machine_name)
+  IFS=, read -r -a SOPS <<< "${OPS:-resample,fuse,voxelize}"
+  IFS=, read -r -a VISIBLE <<< "${CUDA_VISIBLE_DEVICES:-}"  # GPU i of the run: the i-th visible one, if narrowed
+  AT_ONCE=$(( ${#SOPS[@]} < NGPU ? ${#SOPS[@]} : NGPU ))
+  CORES=$(nproc 2>/dev/null || echo 2)
+  JOBS=${PRECOMPILE_JOBS:-$(( CORES / 2 / AT_ONCE > 1 ? CORES / 2 / AT_ONCE : 1 ))}
+  limit=()
+  [ -n "${BENCH_TIMEOUT:-}" ] && limit=(timeout --signal=INT --kill-after=30 "$BENCH_TIMEOUT")
+  start=$(date +%s)
+  pids=()
+  for ((g = 0; g < AT_ONCE; g++)); do
+    dev=${VISIBLE[$g]:-$g}
+    (
+      grc=0
+      for ((i = g; i < ${#SOPS[@]}; i += AT_ONCE)); do
+        op=${SOPS[$i]}
+        CUDA_VISIBLE_DEVICES=$dev ROBOCACHE_CACHE_DIR="$OUT/.cache-g$g" "${limit[@]}" $PY -m robocache.bench.cli run \
+            --suite sampled --device gpu --ops "$op" --out "$OUT/results" --machine "$MACHINE" \
+            --providers "${PROVIDERS_sampled:-robocache,torch_compile}" --precompile-jobs "$JOBS" \
+            ${SAMPLE_SEED:+--sample-seed "$SAMPLE_SEED"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress \
+            > "$OUT/sampled-$op.log" 2>&1
+        orc=$?
+        line=$(grep -h '^run ' "$OUT/sampled-$op.log" | tail -1)
+        echo "SAMPLED: op $op on GPU $dev, exit $orc$( [ "$orc" = 124 ] && echo " (cut by BENCH_TIMEOUT=$BENCH_TIMEOUT s)")${line:+; $line}"
+        [ "$orc" = 0 ] || grc=1
+      done
+      exit $grc
+    ) &
+    pids+=($!)
+  done
+  src=0
+  for p in "${pids[@]}"; do wait "$p" || src=1; done
+  $PY -m robocache.bench.cli report "$OUT/results" --sampled --out "$OUT/report-sampled.md" 2>&1 | tail -1
+  echo "SAMPLED SUMMARY: ops ${SOPS[*]} on $AT_ONCE GPUs at once, machine $MACHINE, wall $(( $(date +%s) - start )) s; exit $src"
+  [ "$src" = 0 ] || status=1
 fi
 
 if part tune; then

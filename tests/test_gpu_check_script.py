@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,11 @@ def _bench(tmp_path: Path, gpu_name: str | None, count: int = 1, parts: str = "b
         lines = "\\n".join(f"GPU {i}: {gpu_name} (UUID: x)" for i in range(count))
         _stub(bin_ / "nvidia-smi", f'case "$*" in *noheader*) echo "{gpu_name}";; *-L*) printf "{lines}\\n";; '
                                    '*) echo stub;; esac\n')
-    _stub(bin_ / "fakepy", f'[ "${{1:-}}" = -m ] && echo "$*" >> {log}\n[ "${{1:-}}" = - ] && cat > /dev/null\nexit 0\n')
+    envlog = tmp_path / "env.log"  # each -m call's GPU and autotuning cache, as the sampled part sets them
+    envlog.write_text("")
+    _stub(bin_ / "fakepy", f'[ "${{1:-}}" = -m ] && echo "$*" >> {log} && '
+                           f'echo "${{CUDA_VISIBLE_DEVICES:--}} ${{ROBOCACHE_CACHE_DIR:--}} $2 $3" >> {envlog}\n'
+                           '[ "${1:-}" = - ] && cat > /dev/null\nexit 0\n')
     path = str(bin_) + os.pathsep + "/usr/bin:/bin"
     full = {"PATH": path, "PYTHON": str(bin_ / "fakepy"), "HOME": str(tmp_path), **env}
     run = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out"), parts], cwd=ROOT, env=full,
@@ -55,7 +60,7 @@ def test_explicit_machine_wins_and_suites_loop(tmp_path: Path) -> None:
     """ROBOCACHE_MACHINE names the runs and SUITE loops over suites, each with its report. Then a sampled run cut and resumed: SAMPLE_SEED reaches `run --sample-seed`; BENCH_TIMEOUT wraps the run in
     `timeout --signal=INT` (the runner keeps what it measured); RESUME copies the cut file where the call's --out
     finds it and passes it on; a RESUME that is no file, or with two suites, stops the call with exit 2 before
-    anything runs."""
+    anything runs. Every folder of OUTDIR ends packed in OUTDIR/folders.tgz."""
     calls = _bench(tmp_path, "NVIDIA H100 80GB HBM3", ROBOCACHE_MACHINE="lab-box", SUITE="quick nightly",
                    PRECOMPILE_JOBS="2")
     runs = [c for c in calls if c[2:3] == ["run"]]
@@ -79,6 +84,10 @@ def test_explicit_machine_wins_and_suites_loop(tmp_path: Path) -> None:
     copy = tmp_path / "out" / "results" / "h200-nvidia-h200" / cut.name
     assert _arg(run, "--resume") == str(copy) and copy.read_text() == "{}" and _arg(run, "--out").endswith("results")
     assert log.read_text().split()[:3] == ["--signal=INT", "--kill-after=30", "415"]
+    # the device tool returns files two folders down at most: the run file comes back packed
+    with tarfile.open(tmp_path / "out" / "folders.tgz") as tar:
+        assert f"results/h200-nvidia-h200/{cut.name}" in tar.getnames()
+    assert not list((tmp_path / "out").glob(".folders*"))
     for bad in ({"RESUME": str(tmp_path / "missing.json")}, {"RESUME": str(cut), "SUITE": "sampled quick"}):
         full = {"PATH": str(tmp_path / "bin") + os.pathsep + "/usr/bin:/bin", "PYTHON": str(tmp_path / "bin" / "fakepy"),
                 "HOME": str(tmp_path), **env, **bad}
@@ -108,6 +117,24 @@ def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
         assert _arg(mg[0], "--out") == _arg(ddp[0], "--out") == str(tmp_path / "out" / "records")
         assert [_arg(c, "--out").rsplit("/", 1)[1] for c in calls if c[2:3] == ["report"]] == [
             "multigpu-report.md", "report-ddp.md"]
+    # the sampled part: its ops spread over the GPUs, one run per op, a GPU's ops in turn, each GPU its own cache
+    for count, at_once in ((1, 1), (2, 2), (4, 3)):
+        calls = _bench(tmp_path, "NVIDIA H200", count, parts="sampled", SAMPLE_SEED="77", BENCH_TIMEOUT="400")
+        runs = [c for c in calls if c[2:3] == ["run"]]
+        assert sorted(_arg(c, "--ops") for c in runs) == ["fuse", "resample", "voxelize"]
+        assert {(_arg(c, "--suite"), _arg(c, "--sample-seed"), _arg(c, "--providers")) for c in runs} == {
+            ("sampled", "77", "robocache,torch_compile")}
+        assert {_arg(c, "--machine") for c in runs} == {"nvidia-h200" if count == 1 else f"nvidia-h200-x{count}"}
+        placed = [line.split() for line in (tmp_path / "env.log").read_text().splitlines() if line.split()[3] == "run"]
+        assert sorted({p[0] for p in placed}) == [str(g) for g in range(at_once)]
+        assert all(p[1] == str(tmp_path / "out" / f".cache-g{p[0]}") for p in placed)
+        assert [_arg(c, "--out").rsplit("/", 1)[1] for c in calls if c[2:3] == ["report"]] == ["report-sampled.md"]
+        assert "--sampled" in next(c for c in calls if c[2:3] == ["report"])
+    # a narrowed CUDA_VISIBLE_DEVICES: GPU i of the part is the i-th visible one; OPS narrows the ops
+    _bench(tmp_path, "NVIDIA H200", 4, parts="sampled", CUDA_VISIBLE_DEVICES="2,3", GPUS="2", OPS="fuse,voxelize")
+    placed = sorted(line.split()[0] for line in (tmp_path / "env.log").read_text().splitlines()
+                    if line.split()[3] == "run")
+    assert placed == ["2", "3"]
     # the rehearsal's knobs: fewer GPUs, chosen rank counts, extra options (last, so they win), Gloo
     calls = _bench(tmp_path, "NVIDIA H200", 4, parts="ddp", GPUS="2", DDP_RANKS="2", DDP_ARGS="--train-steps 3",
                    MULTIGPU_DEVICE="cpu", ROBOCACHE_MACHINE="lab-box")
