@@ -18,14 +18,15 @@
 #        history (every robocache case should be "same"; the peers' verdicts show their run-to-run noise):
 #        records under OUTDIR/results, OUTDIR/aa-compare.md.
 # sampled: the sampled suite's ops spread over the machine's GPUs, one op per GPU at once (CUDA_VISIBLE_DEVICES; OPS,
-#        default resample,fuse,voxelize; GPUS=N: the first N): a two-GPU machine measures two ops side by side, a
+#        default resample,fuse,voxelize, an entry OP:SEED with a seed of its own, e.g. resample:6427,resample:9173;
+#        GPUS=N: the first N): a two-GPU machine measures two ops side by side, a
 #        four-GPU one all three; with more ops than GPUs a GPU takes its ops in turn. Each op is its own run
 #        (`run --suite sampled --ops OP`) with SAMPLE_SEED, PROVIDERS_sampled (default robocache,torch_compile),
 #        TIME_LIMIT, BENCH_TIMEOUT (each run cut with SIGINT, keeping its finished cases; continue one with the bench
 #        part's RESUME) and PRECOMPILE_JOBS (default: half the cores over the runs at once); each GPU has its own
 #        ROBOCACHE_CACHE_DIR (OUTDIR/.cache-g<i>: no run reads another's autotuning). The machine is named after
 #        all its GPUs as the kind is (nvidia-h200-x2), records under OUTDIR/results/<arch>-<machine>/, logs
-#        OUTDIR/sampled-<op>.log, OUTDIR/report-sampled.md (`report --sampled` over them).
+#        OUTDIR/sampled-<op>[-s<seed>].log, OUTDIR/report-sampled.md (`report --sampled` over them).
 # tune:  `robocache-bench tune`: the tuned launch configurations of this GPU (robocache/_tune.py) over the sampled
 #        distribution's tuning seed, written to OUTDIR/tuned/<gpu>.json (copy it to robocache/tuned/ and commit).
 # Machine name (bench, asv, pytest, multigpu): ROBOCACHE_MACHINE when set, else from nvidia-smi's GPU name and
@@ -306,15 +307,16 @@ if part sampled; then
     (
       grc=0
       for ((i = g; i < ${#SOPS[@]}; i += AT_ONCE)); do
-        op=${SOPS[$i]}
+        op=${SOPS[$i]%%:*} seed=${SAMPLE_SEED:-}  # an entry OP:SEED draws its own seed
+        [[ "${SOPS[$i]}" == *:* ]] && seed=${SOPS[$i]#*:}
+        log="$OUT/sampled-$op${seed:+-s$seed}.log"
         CUDA_VISIBLE_DEVICES=$dev ROBOCACHE_CACHE_DIR="$OUT/.cache-g$g" "${limit[@]}" $PY -m robocache.bench.cli run \
             --suite sampled --device gpu --ops "$op" --out "$OUT/results" --machine "$MACHINE" \
             --providers "${PROVIDERS_sampled:-robocache,torch_compile}" --precompile-jobs "$JOBS" \
-            ${SAMPLE_SEED:+--sample-seed "$SAMPLE_SEED"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress \
-            > "$OUT/sampled-$op.log" 2>&1
+            ${seed:+--sample-seed "$seed"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress > "$log" 2>&1
         orc=$?
-        line=$(grep -h '^run ' "$OUT/sampled-$op.log" | tail -1)
-        echo "SAMPLED: op $op on GPU $dev, exit $orc$( [ "$orc" = 124 ] && echo " (cut by BENCH_TIMEOUT=$BENCH_TIMEOUT s)")${line:+; $line}"
+        line=$(grep -h '^run ' "$log" | tail -1)
+        echo "SAMPLED: op $op${seed:+ seed $seed} on GPU $dev, exit $orc$( [ "$orc" = 124 ] && echo " (cut by BENCH_TIMEOUT=$BENCH_TIMEOUT s)")${line:+; $line}"
         [ "$orc" = 0 ] || grc=1
       done
       exit $grc

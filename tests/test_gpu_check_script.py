@@ -130,11 +130,15 @@ def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
         assert all(p[1] == str(tmp_path / "out" / f".cache-g{p[0]}") for p in placed)
         assert [_arg(c, "--out").rsplit("/", 1)[1] for c in calls if c[2:3] == ["report"]] == ["report-sampled.md"]
         assert "--sampled" in next(c for c in calls if c[2:3] == ["report"])
-    # a narrowed CUDA_VISIBLE_DEVICES: GPU i of the part is the i-th visible one; OPS narrows the ops
-    _bench(tmp_path, "NVIDIA H200", 4, parts="sampled", CUDA_VISIBLE_DEVICES="2,3", GPUS="2", OPS="fuse,voxelize")
-    placed = sorted(line.split()[0] for line in (tmp_path / "env.log").read_text().splitlines()
-                    if line.split()[3] == "run")
-    assert placed == ["2", "3"]
+    # a narrowed CUDA_VISIBLE_DEVICES: GPU i of the part is the i-th visible one; OPS narrows the ops, an entry
+    # OP:SEED draws its own seed (the same op twice, two seeds), the others SAMPLE_SEED's
+    calls = _bench(tmp_path, "NVIDIA H200", 4, parts="sampled", CUDA_VISIBLE_DEVICES="2,3", GPUS="2",
+                   OPS="resample:6427,resample:9173,voxelize", SAMPLE_SEED="5")
+    placed = [line.split() for line in (tmp_path / "env.log").read_text().splitlines() if line.split()[3] == "run"]
+    assert sorted({p[0] for p in placed}) == ["2", "3"]
+    runs = [c for c in calls if c[2:3] == ["run"]]
+    assert sorted((_arg(c, "--ops"), _arg(c, "--sample-seed")) for c in runs) == [
+        ("resample", "6427"), ("resample", "9173"), ("voxelize", "5")]
     # the rehearsal's knobs: fewer GPUs, chosen rank counts, extra options (last, so they win), Gloo
     calls = _bench(tmp_path, "NVIDIA H200", 4, parts="ddp", GPUS="2", DDP_RANKS="2", DDP_ARGS="--train-steps 3",
                    MULTIGPU_DEVICE="cpu", ROBOCACHE_MACHINE="lab-box")
