@@ -17,16 +17,19 @@
 # aa:    the A/A pair: the quick suite twice on this commit, then `compare` of the two runs with the results'
 #        history (every robocache case should be "same"; the peers' verdicts show their run-to-run noise):
 #        records under OUTDIR/results, OUTDIR/aa-compare.md.
-# sampled: the sampled suite's ops spread over the machine's GPUs, one op per GPU at once (CUDA_VISIBLE_DEVICES; OPS,
-#        default resample,fuse,voxelize, an entry OP:SEED with a seed of its own, e.g. resample:6427,resample:9173;
-#        GPUS=N: the first N): a two-GPU machine measures two ops side by side, a
-#        four-GPU one all three; with more ops than GPUs a GPU takes its ops in turn. Each op is its own run
+# sampled: the sampled suite's ops spread over the machine's GPUs, one op per GPU at once (OPS, default
+#        resample,fuse,voxelize, an entry OP:SEED with a seed of its own, e.g. resample:6427,resample:9173; the GPUs:
+#        CUDA_VISIBLE_DEVICES's when set, else all, GPUS=N: the first N of them): a two-GPU machine measures two ops
+#        side by side, a four-GPU one all three; with more ops than GPUs a GPU takes its ops in turn (BENCH_TIMEOUT
+#        is per run: plan the call's time for the longest GPU's turn). Each op is its own run
 #        (`run --suite sampled --ops OP`) with SAMPLE_SEED, PROVIDERS_sampled (default robocache,torch_compile),
 #        TIME_LIMIT, BENCH_TIMEOUT (each run cut with SIGINT, keeping its finished cases; continue one with the bench
 #        part's RESUME) and PRECOMPILE_JOBS (default: half the cores over the runs at once); each GPU has its own
-#        ROBOCACHE_CACHE_DIR (OUTDIR/.cache-g<i>: no run reads another's autotuning). The machine is named after
-#        all its GPUs as the kind is (nvidia-h200-x2), records under OUTDIR/results/<arch>-<machine>/, logs
-#        OUTDIR/sampled-<op>[-s<seed>].log, OUTDIR/report-sampled.md (`report --sampled` over them).
+#        ROBOCACHE_CACHE_DIR, SAMPLED_CACHES/g<i> (default ~/.cache/robocache-bench/sampled-cache/g<i>, beside the
+#        wheels' site: outside OUTDIR, whose files the device tool returns 8 at most; no run reads another's
+#        autotuning). The machine is named after all its GPUs as the kind is (nvidia-h200-x2), records under
+#        OUTDIR/results/<arch>-<machine>/, logs OUTDIR/sampled-<op>[-s<seed>].log, OUTDIR/report-sampled.md
+#        (`report --sampled` over them).
 # tune:  `robocache-bench tune`: the tuned launch configurations of this GPU (robocache/_tune.py) over the sampled
 #        distribution's tuning seed, written to OUTDIR/tuned/<gpu>.json (copy it to robocache/tuned/ and commit).
 # Machine name (bench, asv, pytest, multigpu): ROBOCACHE_MACHINE when set, else from nvidia-smi's GPU name and
@@ -105,18 +108,31 @@ export ASV_PYTHONPATH="$PYTHONPATH"  # asv drops PYTHONPATH for benchmark proces
 status=0
 
 # The device tool returns files at most two folders below its $OUT: a run file in OUTDIR/results/<arch>-<machine>/
-# would stay behind. So when the script ends, however it ends, every folder of OUTDIR is packed into
-# OUTDIR/folders.tgz (written whole, then renamed; docs/gpu.md).
+# would stay behind. So when the script ends (its own exit, an error's, SIGINT, SIGHUP or SIGTERM: bash runs no EXIT
+# trap when an untrapped SIGTERM kills it; SIGKILL always loses it), every folder of OUTDIR is packed into
+# OUTDIR/folders.tgz (written whole, then renamed; docs/gpu.md). tar's exit 1 (a file changed while it was read: a
+# run still writing after a signal) still packs every file; anything worse leaves no folders.tgz, never a stale one.
+AT_EXIT=()  # other parts' steps to run before the folders are packed (asv copies its results in)
 pack_folders() {
-  local d dirs=()
+  local d f trc dirs=()
+  for f in "${AT_EXIT[@]}"; do "$f"; done
   for d in "$OUT"/*/; do
     [ -d "$d" ] && dirs+=("$(basename "$d")")
   done
+  rm -f "$OUT/folders.tgz" "$OUT/.folders.tgz.part"
   if [ ${#dirs[@]} -gt 0 ]; then
-    tar czf "$OUT/.folders.tgz.part" -C "$OUT" "${dirs[@]}" && mv "$OUT/.folders.tgz.part" "$OUT/folders.tgz"
+    tar czf "$OUT/.folders.tgz.part" -C "$OUT" "${dirs[@]}"
+    trc=$?
+    if [ "$trc" -le 1 ]; then
+      mv "$OUT/.folders.tgz.part" "$OUT/folders.tgz"
+    else
+      rm -f "$OUT/.folders.tgz.part"
+      echo "gpu_check: packing OUTDIR's folders failed (tar exit $trc): no folders.tgz" >&2
+    fi
   fi
 }
 trap pack_folders EXIT
+trap 'exit 143' TERM  # SIGINT and SIGHUP run the EXIT trap as they are
 
 # the pipelines' dataset is HDF5: h5py from a wheel in .whl/ when the machine lacks it (docs/pipelines.md)
 need_h5py() {
@@ -290,11 +306,24 @@ if part aa; then
 fi
 
 if part sampled; then
-  NGPU=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
-  [ "${NGPU:-0}" -ge 1 ] 2>/dev/null || NGPU=1
+  # the GPUs to use: the visible ones when CUDA_VISIBLE_DEVICES narrows them (nvidia-smi lists every GPU), else
+  # 0..N-1; GPUS=N takes the first N of them, never more than there are (two runs never share a GPU)
+  IFS=, read -r -a DEVS <<< "${CUDA_VISIBLE_DEVICES:-}"
+  if [ ${#DEVS[@]} = 0 ]; then
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    for ((g = 0; g < (n > 0 ? n : 1); g++)); do DEVS+=("$g"); done
+  fi
+  NGPU=${GPUS:-${#DEVS[@]}}
+  [ "$NGPU" -ge 1 ] 2>/dev/null || NGPU=1
+  if [ "$NGPU" -gt ${#DEVS[@]} ]; then
+    echo "gpu_check.sh sampled: GPUS=$NGPU, but ${#DEVS[@]} GPU(s) to use (${DEVS[*]}): using ${#DEVS[@]}" >&2
+    NGPU=${#DEVS[@]}
+  fi
   MACHINE=$(machine_name)
   IFS=, read -r -a SOPS <<< "${OPS:-resample,fuse,voxelize}"
-  IFS=, read -r -a VISIBLE <<< "${CUDA_VISIBLE_DEVICES:-}"  # GPU i of the run: the i-th visible one, if narrowed
+  # each GPU's autotuning cache outside OUTDIR: the device tool returns at most 8 files, and a cache's tune-<gpu>.json
+  # and .lock in OUTDIR/.cache-g<i>/ would come back in place of the logs, the report or folders.tgz
+  CACHES=${SAMPLED_CACHES:-$(dirname "$SITE")/sampled-cache}
   AT_ONCE=$(( ${#SOPS[@]} < NGPU ? ${#SOPS[@]} : NGPU ))
   CORES=$(nproc 2>/dev/null || echo 2)
   JOBS=${PRECOMPILE_JOBS:-$(( CORES / 2 / AT_ONCE > 1 ? CORES / 2 / AT_ONCE : 1 ))}
@@ -303,14 +332,14 @@ if part sampled; then
   start=$(date +%s)
   pids=()
   for ((g = 0; g < AT_ONCE; g++)); do
-    dev=${VISIBLE[$g]:-$g}
+    dev=${DEVS[$g]}
     (
       grc=0
       for ((i = g; i < ${#SOPS[@]}; i += AT_ONCE)); do
         op=${SOPS[$i]%%:*} seed=${SAMPLE_SEED:-}  # an entry OP:SEED draws its own seed
         [[ "${SOPS[$i]}" == *:* ]] && seed=${SOPS[$i]#*:}
         log="$OUT/sampled-$op${seed:+-s$seed}.log"
-        CUDA_VISIBLE_DEVICES=$dev ROBOCACHE_CACHE_DIR="$OUT/.cache-g$g" "${limit[@]}" $PY -m robocache.bench.cli run \
+        CUDA_VISIBLE_DEVICES=$dev ROBOCACHE_CACHE_DIR="$CACHES/g$g" "${limit[@]}" $PY -m robocache.bench.cli run \
             --suite sampled --device gpu --ops "$op" --out "$OUT/results" --machine "$MACHINE" \
             --providers "${PROVIDERS_sampled:-robocache,torch_compile}" --precompile-jobs "$JOBS" \
             ${seed:+--sample-seed "$seed"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress > "$log" 2>&1
@@ -351,8 +380,11 @@ if part asv; then
   mkdir -p "$OUT/asv"
   # asv's results come back even if cut short; only the files this run wrote (the device tool returns few)
   touch "$OUT/.asv-start"
-  trap '(find results/asv -type f -newer "$OUT/.asv-start" -printf "%P\n" | while read -r f; do
-           mkdir -p "$OUT/asv/$(dirname "$f")"; cp "results/asv/$f" "$OUT/asv/$f"; done; rm -f "$OUT/.asv-start")' EXIT
+  asv_copy() {  # run at exit, before the folders are packed (pack_folders)
+    (find results/asv -type f -newer "$OUT/.asv-start" -printf "%P\n" | while read -r f; do
+       mkdir -p "$OUT/asv/$(dirname "$f")"; cp "results/asv/$f" "$OUT/asv/$f"; done; rm -f "$OUT/.asv-start")
+  }
+  AT_EXIT+=(asv_copy)
   $PY -m benchmarks.machine --machine "$MACHINE" > /dev/null  # asv machine --yes plus the GPU, driver and CUDA
   timeout "${ASV_TIMEOUT:-0}" $PY -m asv run --python=same --machine "$MACHINE" --set-commit-hash "$COMMIT" --bench "${3:-.}" \
       --show-stderr 2>&1 | tee "$OUT/asv.log" | grep -E "^\[|failed|Error" | tail -40

@@ -5,9 +5,12 @@ Gloo processes (``MULTIGPU_DEVICE=cpu GPUS=2``), as the next GPU session runs th
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import stat
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -127,7 +130,9 @@ def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
         assert {_arg(c, "--machine") for c in runs} == {"nvidia-h200" if count == 1 else f"nvidia-h200-x{count}"}
         placed = [line.split() for line in (tmp_path / "env.log").read_text().splitlines() if line.split()[3] == "run"]
         assert sorted({p[0] for p in placed}) == [str(g) for g in range(at_once)]
-        assert all(p[1] == str(tmp_path / "out" / f".cache-g{p[0]}") for p in placed)
+        caches = dict((p[0], p[1]) for p in placed)  # one autotuning cache per GPU, none in OUTDIR (8 files back)
+        assert len(set(caches.values())) == at_once and {(p[0], p[1]) for p in placed} == set(caches.items())
+        assert not any(c.startswith(str(tmp_path / "out")) for c in caches.values())
         assert [_arg(c, "--out").rsplit("/", 1)[1] for c in calls if c[2:3] == ["report"]] == ["report-sampled.md"]
         assert "--sampled" in next(c for c in calls if c[2:3] == ["report"])
     # a narrowed CUDA_VISIBLE_DEVICES: GPU i of the part is the i-th visible one; OPS narrows the ops, an entry
@@ -139,6 +144,13 @@ def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
     runs = [c for c in calls if c[2:3] == ["run"]]
     assert sorted((_arg(c, "--ops"), _arg(c, "--sample-seed")) for c in runs) == [
         ("resample", "6427"), ("resample", "9173"), ("voxelize", "5")]
+    # nvidia-smi lists every GPU, CUDA_VISIBLE_DEVICES the ones to use: two, so two runs at once, never two on one
+    # GPU (also when GPUS asks for more)
+    for more in ({}, {"GPUS": "4"}):
+        _bench(tmp_path, "NVIDIA H200", 4, parts="sampled", CUDA_VISIBLE_DEVICES="2,3", **more)
+        placed = [line.split() for line in (tmp_path / "env.log").read_text().splitlines() if line.split()[3] == "run"]
+        assert len(placed) == 3 and {p[0] for p in placed} == {"2", "3"}
+        assert len({p[1] for p in placed}) == 2, placed  # GPU i's runs in turn, on GPU i's cache
     # the rehearsal's knobs: fewer GPUs, chosen rank counts, extra options (last, so they win), Gloo
     calls = _bench(tmp_path, "NVIDIA H200", 4, parts="ddp", GPUS="2", DDP_RANKS="2", DDP_ARGS="--train-steps 3",
                    MULTIGPU_DEVICE="cpu", ROBOCACHE_MACHINE="lab-box")
@@ -163,6 +175,58 @@ def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
                               "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1 and "no GPU here" in run.stderr and "DDP SUMMARY: ranks none" in run.stdout
     assert "pipelines" not in log.read_text()
+
+
+def test_sampled_part_side_by_side_failing_and_cut(tmp_path: Path) -> None:
+    """The sampled part's runs overlap in time (one per GPU at once), each under BENCH_TIMEOUT; a failed op fails
+    the call (exit 1) and the others still run; a SIGTERM (the device tool's limit) still leaves folders.tgz with
+    the run files written so far; the asv part adds its step to the exit instead of replacing the packing."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    calls, tlog = tmp_path / "calls.log", tmp_path / "timeout.log"
+    _stub(bin_ / "nvidia-smi", 'case "$*" in *noheader*) echo "NVIDIA H200";; '
+                               '*-L*) printf "GPU 0: NVIDIA H200 (UUID: x)\\nGPU 1: NVIDIA H200 (UUID: y)\\n";; esac\n')
+    _stub(bin_ / "timeout", f'echo "$*" >> {tlog}\nshift 3\nexec "$@"\n')
+    # a run: its file at once, then "start", a nap, "end"; the op named in FAIL fails
+    _stub(bin_ / "fakepy", '[ "${1:-}" = - ] && { cat > /dev/null; exit 0; }\n[ "${1:-}" = -m ] || exit 0\n'
+                           '[ "$3" = run ] || exit 0\n'
+                           'for a in "$@"; do [ "${p:-}" = --ops ] && op=$a; [ "${p:-}" = --out ] && out=$a; p=$a; done\n'
+                           f'mkdir -p "$out/h200-x"; echo {{}} > "$out/h200-x/$op.records.json"\n'
+                           f'echo "start $op" >> {calls}; sleep "${{NAP:-1}}"; echo "end $op" >> {calls}\n'
+                           '[ "$op" = "${FAIL:-}" ] && exit 3\nexit 0\n')
+    env = {"PATH": str(bin_) + os.pathsep + "/usr/bin:/bin", "PYTHON": str(bin_ / "fakepy"), "HOME": str(tmp_path),
+           "BENCH_TIMEOUT": "400", "OPS": "resample,fuse"}
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", "scripts/gpu_check.sh", str(out), "sampled"], cwd=ROOT, env={**env, "FAIL": "fuse"},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "SAMPLED SUMMARY" in r.stdout and r.stdout.rstrip().endswith("exit 1"), r.stdout
+    events = calls.read_text().split("\n")
+    assert [e.split()[0] for e in events if e][:2] == ["start", "start"]  # side by side, not in turn
+    assert [line.split()[:3] for line in tlog.read_text().splitlines()] == [["--signal=INT", "--kill-after=30", "400"]] * 2
+    with tarfile.open(out / "folders.tgz") as tar:
+        assert {"results/h200-x/resample.records.json", "results/h200-x/fuse.records.json"} <= set(tar.getnames())
+    # cut by SIGTERM while the runs nap: the files so far come back packed
+    shutil.rmtree(out)
+    p = subprocess.Popen(["bash", "scripts/gpu_check.sh", str(out), "sampled"], cwd=ROOT, env={**env, "NAP": "5"},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if len(list(out.glob("results/h200-x/*.json"))) == 2:
+            break
+        time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 143
+    with tarfile.open(out / "folders.tgz") as tar:
+        assert {"results/h200-x/resample.records.json", "results/h200-x/fuse.records.json"} <= set(tar.getnames())
+    time.sleep(5)  # the orphaned naps end
+    # asv's exit step (its results copied into OUTDIR/asv) runs, and the folders are still packed after it
+    shutil.rmtree(out)
+    (out / "records" / "h200-x").mkdir(parents=True)
+    (out / "records" / "h200-x" / "r.records.json").write_text("{}")
+    subprocess.run(["bash", "scripts/gpu_check.sh", str(out), "asv"], cwd=ROOT, env=env, capture_output=True,
+                   text=True, timeout=60)
+    assert not (out / ".asv-start").exists()
+    with tarfile.open(out / "folders.tgz") as tar:
+        assert "records/h200-x/r.records.json" in tar.getnames() and "asv" in tar.getnames()
 
 
 def test_multigpu_and_ddp_rehearsed_with_gloo(tmp_path: Path) -> None:
