@@ -180,9 +180,10 @@ def machine_pair(df: pd.DataFrame, order: tuple[str, ...] = ("A100", "H100", "H2
     """Two machines to compare by default: one single-GPU-record machine of each of the first two architectures
     present (in ``order``, then by name; H100 before H200), the pair whose ``ok`` robocache records share the most
     cases (case and dtype), then the one with the most ``ok`` records, then by name; with one architecture, the two
-    machines with the most records; None with fewer than two machines. (A two-GPU machine that ran only sampled
-    seeds of its own shares no case with the other architecture, so it does not displace the one-GPU machine that
-    does.)"""
+    machines with the most records; None with fewer than two machines (or no two distinct ones across the two
+    architectures). (A two-GPU machine that ran only sampled seeds of its own shares no case with the other
+    architecture, so it does not displace the one-GPU machine that does: pass every record, not the newest runs
+    alone, whose fresh seeds may share nothing.)"""
     ok = df[df["status"] == "ok"]
     if "world_size" in ok.columns:
         ok = ok[ok["world_size"].isna()]
@@ -204,7 +205,9 @@ def machine_pair(df: pd.DataFrame, order: tuple[str, ...] = ("A100", "H100", "H2
     n = dict(zip(counts["machine"], counts["n"]))
     firsts = counts[counts["arch"] == arches[0]]["machine"].tolist()
     seconds = counts[counts["arch"] == arches[1]]["machine"].tolist()
-    pairs = [(a, b) for a in firsts for b in seconds]
+    pairs = [(a, b) for a in firsts for b in seconds if a != b]  # a machine under both: never against itself
+    if not pairs:
+        return None
     return min(pairs, key=lambda p: (-len(cases.get(p[0], set()) & cases.get(p[1], set())), -(n[p[0]] + n[p[1]]),
                                      p))
 

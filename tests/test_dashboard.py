@@ -812,6 +812,12 @@ def test_kernel_tables_from_the_frame(kernels_dir: Path) -> None:
     assert tables.machine_pair(pd.concat([df, own], ignore_index=True)) == ("nvidia-h100-x1", "nvidia-h200")
     shared = pd.concat([h200, h200]).assign(machine="nvidia-h200-x2")
     assert tables.machine_pair(pd.concat([df, shared], ignore_index=True)) == ("nvidia-h100-x1", "nvidia-h200-x2")
+    # a machine whose records name both architectures (a reused name) shares every case with itself: never a pair
+    h100 = df[df["machine"] == "nvidia-h100-x1"]
+    both = pd.concat([df, h100.assign(machine="nvidia-h200"), pd.concat([h200] * 3).assign(machine="nvidia-h200")],
+                     ignore_index=True)
+    assert tables.machine_pair(both) == ("nvidia-h100-x1", "nvidia-h200")
+    assert tables.machine_pair(pd.concat([h200, h100.assign(machine="nvidia-h200")], ignore_index=True)) is None
 
 
 def test_kernel_figures_escape_record_text(kernels_dir: Path) -> None:
@@ -1393,6 +1399,38 @@ def test_ddp_markdown_table_against_the_cpu_workers_at_each_rank_count() -> None
     assert "## " not in ddp(recs) and "| vs CPU workers |" in ddp(recs)
     assert pipeline_training(recs) == "_No training case in these records._"
     assert ddp([]) == "_No DDP training case in these records._"
+
+
+def test_two_gpus_pair_is_chosen_over_every_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SYNTHETIC: the H100 and the one-GPU H200 share a quick case in older runs; each machine's newest run is a
+    sampled draw of its own, and a two-GPU H200 has more sampled points of its own. In the newest runs no pair shares
+    a case, so a choice over them falls to the most records: the two-GPU H200, which shares nothing with the H100.
+    Over every record the one-GPU H200 shares the quick case, and the overview's glance compares it."""
+    for arch, machine in (("H100", "synthetic-h100"), ("H200", "synthetic-h200")):
+        quick = [fixture_record(0, "resample/B64-S100-T50-D32", p, 64, arch_scale=1.0 if arch == "H100" else 0.7,
+                                commit="a" * 40, created="2026-01-01T00:00:00Z") for p in ("robocache", "cupy")]
+        write_records(tmp_path, gpu_env(arch, machine), quick, name=f"{machine}-quick")
+    for arch, machine, seed, points in (("H100", "synthetic-h100", 7, 1), ("H200", "synthetic-h200", 8, 1),
+                                        ("H200", "synthetic-h200-x2", 9, 3)):
+        sampled = []
+        for i in range(points):
+            for p in ("robocache", "cupy"):
+                r = fixture_record(1, f"resample/s{seed}-{i:02d}-B3-S5-T9-D2", p, 3, arch_scale=1.0, commit="b" * 40,
+                                   created="2026-01-02T00:00:00Z")
+                r["suite"], r["run_id"] = "sampled", f"synthetic-sampled-{machine}"
+                sampled.append(r)
+        write_records(tmp_path, gpu_env(arch, machine), sampled, name=f"{machine}-sampled")
+    df, bad = data.load_frame([str(tmp_path)])
+    assert not bad
+    rows = tables.newest_runs(df, data.TIMER_ORDER)
+    assert set(rows["suite"].astype(str)) == {"sampled"}
+    assert tables.machine_pair(rows) == ("synthetic-h100", "synthetic-h200-x2")  # the newest runs share nothing
+    assert tables.machine_pair(df) == ("synthetic-h100", "synthetic-h200")
+    at = app("overview", tmp_path, monkeypatch)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not any("shares a robocache case" in i.value for i in at.info), [i.value for i in at.info]
+    pair = next(d.value for d in at.dataframe if "cases on both" in d.value.columns)
+    assert list(pair["op"]) == ["resample"] and list(pair["suite"]) == ["quick"] and list(pair["cases on both"]) == [1]
 
 
 def test_two_gpus_compare_the_newest_suite_both_measured(tmp_path: Path) -> None:

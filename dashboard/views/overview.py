@@ -89,11 +89,10 @@ def regression_status(df: pd.DataFrame) -> None:
                  hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
-def two_gpus(rows: pd.DataFrame, both: pd.DataFrame) -> None:
+def two_gpus(rows: pd.DataFrame, both: pd.DataFrame, pair: tuple[str, str] | None) -> None:
     """Two GPUs at a glance (H100 against H200 when both are present): robocache's median ratio per op over the
     cases both machines' newest runs of one suite measured (:func:`dashboard.tables.pair_runs`), beside their copy
-    ceilings."""
-    pair = tables.machine_pair(rows)
+    ceilings. ``pair``: :func:`dashboard.tables.machine_pair` over every record, not only the newest runs."""
     if pair is None:
         return
     base, other = pair
@@ -178,26 +177,29 @@ def details(df: pd.DataFrame) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def morning(dirs: tuple[bytes, ...], fingerprint: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def morning(dirs: tuple[bytes, ...], fingerprint: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame,
+                                                                 tuple[str, str] | None]:
     """The newest run per machine and op (:func:`dashboard.tables.newest_runs`), robocache against its strongest
     peer in them (:func:`dashboard.tables.wins`) and the two GPUs' rows to compare (:func:`dashboard.tables.pair_runs`),
     cached by the results files as they are (a rerun of the page costs ~1 s at 100,000 records otherwise); the frame
-    itself through the one loader."""
+    itself through the one loader. The pair is chosen over every record: the machines' newest runs may be sampled
+    draws of their own that share no case, while older runs of both still do (what :func:`dashboard.tables.pair_runs`
+    falls back to)."""
     del fingerprint  # part of the cache key only
     df, _ = data.load_frame([os.fsdecode(d) for d in dirs])
     rows = tables.newest_runs(df, data.TIMER_ORDER)  # single-GPU rows only
-    pair = tables.machine_pair(rows)
+    pair = tables.machine_pair(df)
     both = tables.pair_runs(df, *pair, data.TIMER_ORDER) if pair else rows.iloc[0:0]
-    return rows, tables.wins(tables.side_by_side(rows)), both
+    return rows, tables.wins(tables.side_by_side(rows)), both, pair
 
 
 def body(df: pd.DataFrame) -> None:
     single = df[df["world_size"].isna()]  # single-GPU records; multi-GPU ones never mix into these views
     dirs = data.results_dirs()
-    rows, w, both = morning(tuple(os.fsencode(d) for d in dirs), frame.files_fingerprint(dirs))
+    rows, w, both, pair = morning(tuple(os.fsencode(d) for d in dirs), frame.files_fingerprint(dirs))
     headline(rows, w)
     regression_status(df)
-    two_gpus(rows, both)
+    two_gpus(rows, both, pair)
     losses(w)
     details(single)
 
