@@ -175,10 +175,14 @@ def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
                               "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1 and "no GPU here" in run.stderr and "DDP SUMMARY: ranks none" in run.stdout
     assert "pipelines" not in log.read_text()
+    side = tmp_path / "side"
+    side.mkdir()
+    _sampled_part_side_by_side_failing_and_cut(side)
 
 
-def test_sampled_part_side_by_side_failing_and_cut(tmp_path: Path) -> None:
-    """The sampled part's runs overlap in time (one per GPU at once), each under BENCH_TIMEOUT; a failed op fails
+def _sampled_part_side_by_side_failing_and_cut(tmp_path: Path) -> None:
+    """(Part of the multigpu/ddp test: the CPU tests outside the fast tier are counted, tests/test_durations.py.)
+    The sampled part's runs overlap in time (one per GPU at once), each under BENCH_TIMEOUT; a failed op fails
     the call (exit 1) and the others still run; a SIGTERM (the device tool's limit) still leaves folders.tgz with
     the run files written so far; the asv part adds its step to the exit instead of replacing the packing."""
     bin_ = tmp_path / "bin"
