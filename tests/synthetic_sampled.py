@@ -65,7 +65,17 @@ def sampled_record(seed: int, i: int, name: str, provider: str, t: Any, *, run: 
     r["metrics"].update(gb_per_s=gbs, pct_of_ceiling=100 * gbs / CEILING)
     if name == "p1" and provider == "robocache":
         r["health"].update(noisy=True, reasons=["noisy: synthetic"])
+    if provider == "robocache" and name in LAUNCHES:  # robocache's tuned launch (record.launches)
+        config, source = LAUNCHES[name]
+        r["launches"] = [{"device": 0, "bucket": f"resample|float32|float32|{name}", "config": config,
+                          "source": source}]
     return r
+
+
+# the tuned launch of some robocache points: the column split tuned now, a shipped table's choice, the rule's own
+LAUNCHES = {"p0": ({"unroll": 1, "lg_shift": 0, "cs": 2}, "tuned"),
+            "p2": ({"unroll": 1, "vunroll": 0, "lg_shift": 1, "tpg": 4, "block": 0}, "shipped"),
+            "p3": ({"unroll": 1, "vunroll": 0, "lg_shift": 0, "tpg": 0, "block": 0}, "cache")}
 
 
 def h200_records(run: str = "synthetic-h200-sampled", created: str = "2026-03-01T00:00:00Z") -> list[dict[str, Any]]:

@@ -311,6 +311,11 @@ def test_points(records):
     assert by["p3"]["vs_torch_eager"] is None and by["p1"]["flagged"] and not by["p0"]["flagged"]
     assert [by[p]["features"] for p in ("p0", "p1", "p2", "p3")] == [7, 64, 512, 1023]
     assert by["p2"]["bytes"] == 400 * 10**6 and by["p2"]["stratum"] == "large"
+    # robocache's tuned launch per point, in words (record.launches): what a loser was measured with
+    assert [by[p]["launch"] for p in ("p0", "p1", "p2", "p3")] == [
+        "cs 2 (tuned)", None, "lg_shift 1, tpg 4 (shipped)", "default (cache)"]
+    text = views.points_table(records)
+    assert "robocache's launch (source)" in text and "| cs 2 (tuned) |" in text
     assert views.features("fuse", {"streams": [[10, 3], [20, 5]]}) == 8
     assert views.features("voxelize", {"C": 0}) == 1 and views.features("voxelize", {"C": 4}) == 4
 

@@ -49,6 +49,8 @@ COLUMNS = ["run_id", "created", "created_text", "git_commit", "suite", "frontend
            # the case's moved bytes (case.bytes), a pipeline case's kind (record.pipeline.kind), a call-cost case's
            # interleaved timing (record.dispatch.interleaved, as JSON)
            "bytes", "pipeline_kind", "interleaved",
+           # robocache's tuned launch the timed call used (record.launches, :func:`launch_text`: "cs 2 (tuned)")
+           "launch",
            # the series' identity (schema.series_key's fingerprint: the one definition check, compare, the report
            # and History's lines use), 12 hex digits
            "series"]
@@ -131,7 +133,26 @@ def _record_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
             "reason": [r.reason or "" for r in records], "synthetic": [r.synthetic for r in records],
             "git_dirty": [r.git_dirty for r in records], "source": [shown(r.source) for r in records],
             "series": [fp(r) for r in records],
-            "pipeline_kind": [r.pipeline.kind if r.pipeline is not None else None for r in records]}
+            "pipeline_kind": [r.pipeline.kind if r.pipeline is not None else None for r in records],
+            "launch": [launch_text(getattr(r, "launches", None)) for r in records]}
+
+
+# Config fields at the launch rule's value (robocache/_tune.py Config's defaults): left out of a launch's text
+_RULE = {"unroll": 1, "vunroll": 0, "lg_shift": 0, "tpg": 0, "block": 0, "seq": 0, "prefetch": 0, "cs": 0}
+
+
+def launch_text(launches: Sequence[Any]) -> str | None:
+    """robocache's tuned launches of one record (``record.launches``) in words: each configuration's fields that
+    differ from the launch rule, or "default", and where it came from: ``"cs 2 (tuned)"``, ``"lg_shift 1, tpg 4
+    (shipped)"``, ``"default (cache)"``; several joined by "; ". None for a record without any."""
+    if not launches:
+        return None
+    parts = []
+    for ln in launches:
+        cfg = getattr(ln, "config", None) or {}
+        diff = [f"{k} {v}" for k, v in sorted(cfg.items()) if _RULE.get(k) != v]
+        parts.append(f"{', '.join(diff) or 'default'} ({getattr(ln, 'source', '?')})")
+    return "; ".join(parts)
 
 
 def _case_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
@@ -268,6 +289,7 @@ class Row(msgspec.Struct, gc=False):
     dispatch_device_us: float | None
     dispatch_gpu_keeps_up: bool | None
     interleaved: dict[str, Any] | None
+    launch: str | None
     series: str
     is_dispatch: bool
     is_multigpu: bool
@@ -288,7 +310,7 @@ class Row(msgspec.Struct, gc=False):
 ROW_COLUMNS = ("run_id", "created_text", "suite", "frontend", "git_commit", "git_dirty", "synthetic", "env", "op",
                "case_id", "provider", "dtype", "params", "bytes", "status", "p50", "gb_per_s", "pct_of_ceiling",
                "ceiling_gb_per_s", "timer", "input_sets", "throttled", "contended", "noisy", "pipeline_kind",
-               "dispatch_device_us", "dispatch_gpu_keeps_up", "interleaved", "series")
+               "dispatch_device_us", "dispatch_gpu_keeps_up", "interleaved", "launch", "series")
 
 
 def _parsed(texts: Sequence[Any]) -> list[Any]:
@@ -351,7 +373,7 @@ def rows(cols: Mapping[str, Sequence[Any]]) -> list[Row]:
         [t if s is not None else None for t, s in zip(cols["timer"], cols["input_sets"])],
         [bool(v) for v in cols["throttled"]], [bool(v) for v in cols["contended"]],
         [bool(v) for v in cols["noisy"]], pipeline, cols["dispatch_device_us"], cols["dispatch_gpu_keeps_up"],
-        _parsed(cols["interleaved"]), cols["series"], is_dispatch, is_multigpu)
+        _parsed(cols["interleaved"]), cols["launch"], cols["series"], is_dispatch, is_multigpu)
     assert all(len(f) == n for f in fields)
     return [Row(*vals) for vals in zip(*fields)]
 

@@ -75,7 +75,8 @@ def _pct(r: Row | None) -> float | None:
 def point_rows(records: Iterable[Row]) -> list[dict[str, Any]]:
     """Every point (see the module's definitions), one row each: ``machine, arch, gpu, run_id, op, provider, seed,
     case, dtype, stratum, bytes, features, ours_us, compile_us, compile_mode, ratio, pct_of_ceiling, compile_pct,
-    vs_torch_eager, vs_cupy, flagged``, per seed and robocache provider in grid order of the index."""
+    flagged, launch, vs_torch_eager, vs_cupy`` (``launch``: robocache's tuned launch, :func:`columns.launch_text`),
+    per seed and robocache provider in grid order of the index."""
     sampled = [r for r in as_rows(records) if r.timed and is_sampled(r) and seed_of(r) is not None]
     by_seed: dict[int, list[Row]] = defaultdict(list)
     for r in sampled:
@@ -110,7 +111,8 @@ def _points_of(records: list[Row], seed: int, mine_p: str, want: Any) -> list[di
                    "seed": seed, "case": cid, "dtype": dt, "stratum": p.get("stratum", "base"),
                    "bytes": mine.bytes, "features": features(op, p), "ours_us": ours,
                    "compile_us": best[0], "compile_mode": best[1], "ratio": best[0] / ours,
-                   "pct_of_ceiling": _pct(mine), "compile_pct": _pct(best[2]), "flagged": flagged(mine, best[2])}
+                   "pct_of_ceiling": _pct(mine), "compile_pct": _pct(best[2]), "flagged": flagged(mine, best[2]),
+                   "launch": mine.launch}
             for peer in OTHER_PEERS:
                 t = ok_time(idx, cid, dt, peer)
                 row[f"vs_{peer}"] = t / ours if t else None
@@ -232,11 +234,11 @@ def points_table(records: Iterable[Row]) -> str:
              fmt_num(r["bytes"], "B"), r["features"] if r["features"] is not None else "-", fmt_us(r["ours_us"]),
              fmt_us(r["compile_us"]), f"{r['ratio']:.2f}x ({r['compile_mode']})",
              "-" if r["pct_of_ceiling"] is None else f"{r['pct_of_ceiling']:.0f}%",
-             fmt_x(r["vs_torch_eager"]), fmt_x(r["vs_cupy"]), "flagged" if r["flagged"] else "-"]
+             fmt_x(r["vs_torch_eager"]), fmt_x(r["vs_cupy"]), r["launch"] or "-", "flagged" if r["flagged"] else "-"]
             for r in rows]
     return table(["op", "GPU (machine)", "seed", "case", "dtype", "bytes moved", "features", "robocache p50 us",
                   "torch.compile p50 us", "vs torch.compile (mode)", "% of ceiling", "vs torch eager", "vs CuPy",
-                  "flags"], body)
+                  "robocache's launch (source)", "flags"], body)
 
 
 def sampled_sections(records: Iterable[Any]) -> list[Section]:
