@@ -9,6 +9,7 @@ loaded records into them.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from .. import _tune
 from . import schema
 from .store import display_path
 
@@ -137,8 +139,8 @@ def _record_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
             "launch": [launch_text(getattr(r, "launches", None)) for r in records]}
 
 
-# Config fields at the launch rule's value (robocache/_tune.py Config's defaults): left out of a launch's text
-_RULE = {"unroll": 1, "vunroll": 0, "lg_shift": 0, "tpg": 0, "block": 0, "seq": 0, "prefetch": 0, "cs": 0}
+# Config fields at the launch rule's value (robocache/_tune.py's DEFAULT): left out of a launch's text
+_RULE = dataclasses.asdict(_tune.DEFAULT)
 
 
 def launch_text(launches: Sequence[Any]) -> str | None:
