@@ -89,6 +89,14 @@ if [ -n "${RESUME:-}" ]; then  # checked before any part runs (bench's RESUME: t
   [ "$(wc -w <<< "${SUITE:-quick}")" = 1 ] || { echo "gpu_check: RESUME continues one suite's run, SUITE names more" >&2; exit 2; }
   RESUME=$(cd "$(dirname "$RESUME")" && pwd)/$(basename "$RESUME")  # absolute: the script moves to the checkout
 fi
+if part sampled; then  # its OPS entries checked before any part runs: OP or OP:SEED
+  IFS=, read -r -a _ops <<< "${OPS:-resample,fuse,voxelize}"
+  [ ${#_ops[@]} -gt 0 ] || { echo "gpu_check: OPS is empty; name ops, e.g. OPS=resample,fuse:6427" >&2; exit 2; }
+  for _e in "${_ops[@]}"; do
+    [[ "$_e" =~ ^[a-z_]+(:[0-9]+)?$ ]] || {
+      echo "gpu_check: OPS entry '$_e' is not OP or OP:SEED (e.g. resample or resample:6427)" >&2; exit 2; }
+  done
+fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cd "$(dirname "$0")/.."

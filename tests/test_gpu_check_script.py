@@ -144,6 +144,11 @@ def test_multigpu_and_ddp_parts_on_any_gpu_count(tmp_path: Path) -> None:
     runs = [c for c in calls if c[2:3] == ["run"]]
     assert sorted((_arg(c, "--ops"), _arg(c, "--sample-seed")) for c in runs) == [
         ("resample", "6427"), ("resample", "9173"), ("voxelize", "5")]
+    # a bad entry stops the call before any part runs (exit 2, nothing measured)
+    for bad in ("resample:abc", "resample,,fuse", ","):
+        with pytest.raises(AssertionError, match="OPS"):
+            _bench(tmp_path, "NVIDIA H200", 2, parts="tests,sampled", OPS=bad)
+        assert (tmp_path / "calls.log").read_text() == ""
     # nvidia-smi lists every GPU, CUDA_VISIBLE_DEVICES the ones to use: two, so two runs at once, never two on one
     # GPU (also when GPUS asks for more)
     for more in ({}, {"GPUS": "4"}):
