@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-OPS = ("resample", "fuse", "voxelize", "episodes")  # episodes: robocache.EpisodeCache (not a grid op)
+# episodes: robocache.EpisodeCache; rows_wide: the column-split launches of resample and fuse (not grid ops)
+OPS = ("resample", "fuse", "voxelize", "episodes", "rows_wide")
 COMPILE_OPTIONS = ("--std=c++17",)
 # Extra NVRTC options (e.g. ("-DRC_V2_UNROLL=2",)) for kernel experiments (scripts/kernel_dev.py); part of
 # the module cache key, so changing it compiles a fresh module. Empty in normal use.

@@ -96,6 +96,17 @@ def block_threads(d: int, itemsize: int, vb: int, n_targets: int, sms: int, lg_s
     return max(threads, 32)
 
 
+def wide_geometry(warps: int, sms: int, threads: int = 0) -> tuple[int, int]:
+    """(threads per block, blocks) of a column-split launch (kernels/rows_wide.cu) of ``warps`` virtual warps (a
+    row's 2**cs warps each): ``threads`` when given, else 256 halved (down to one warp) while the launch would
+    leave SMs idle, as :func:`block_threads` does for the row kernel."""
+    if threads <= 0:
+        threads = BLOCK
+        while threads > 32 and -(-warps // (threads // 32)) < 2 * sms:
+            threads //= 2
+    return threads, -(-warps // (threads // 32))
+
+
 # --- launching without per-call argument marshalling ----------------------------------------------
 
 class FastLaunch:

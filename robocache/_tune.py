@@ -50,6 +50,12 @@ SEQS = (0, 1)
 # the rows it applies to, 0 for none. 4096: one 128-byte line per lane of the warp.
 PREFETCHES = (0, 4096)
 PREFETCH_CAP = 4096
+# The column split (kernels/rows_wide.cu): log2 of the warps that share one output row, 0 for the row kernel.
+CSS = (0, 1, 2, 3)
+# It is a candidate where the row kernel gives each row a warp (32 lanes), each lane would loop over at least two
+# vectors of its row, and the launch has few rows: at most this many warps of the row kernel (a few per SM), where
+# nothing else hides the feature loop's latency.
+WIDE_MAX_ROWS = 16384
 
 
 @dataclass(frozen=True)
@@ -66,15 +72,21 @@ class Config:
     # prefetch, so it goes with unroll 1, vunroll 0 and prefetch 0 only.
     seq: int = 0
     prefetch: int = 0  # a build option: rows of source times up to this many bytes are prefetched into L1 (0: none)
+    # Another kernel (kernels/rows_wide.cu, a launch option, no build): 2**cs warps share an output row, each lane
+    # loading its first vectors before it stores any. The row kernel's launch fields do not apply to it.
+    cs: int = 0
 
     def __post_init__(self) -> None:
         for name, allowed in (("unroll", UNROLLS), ("vunroll", VUNROLLS), ("lg_shift", LG_SHIFTS), ("tpg", TPGS),
-                              ("block", BLOCKS), ("seq", SEQS), ("prefetch", PREFETCHES)):
+                              ("block", BLOCKS), ("seq", SEQS), ("prefetch", PREFETCHES), ("cs", CSS)):
             val = getattr(self, name)
             if type(val) is not int or val not in allowed:
                 raise ValueError(f"Config.{name} must be one of {allowed}, got {val!r}")
         if self.seq and (self.unroll != 1 or self.vunroll or self.prefetch):
             raise ValueError("Config.seq = 1 takes unroll 1, vunroll 0 and prefetch 0 (the walk's loop has none)")
+        if self.cs and (self.unroll != 1 or self.vunroll or self.lg_shift or self.tpg or self.seq or self.prefetch):
+            raise ValueError("Config.cs > 0 is the column-split kernel: the row kernel's unroll, vunroll, lg_shift, "
+                             "tpg, seq and prefetch stay at their defaults (block may be set)")
 
     def options(self) -> tuple[str, ...]:
         """The NVRTC options of this configuration's build (empty for the default build)."""
@@ -90,10 +102,10 @@ class Config:
         return tuple(opts)
 
     def to_json(self) -> dict[str, int]:
-        """The JSON object of this configuration; the build options added later (seq, prefetch) only when set,
+        """The JSON object of this configuration; the options added later (seq, prefetch, cs) only when set,
         so a table without them reads as it was written."""
         d = asdict(self)
-        for name in ("seq", "prefetch"):
+        for name in ("seq", "prefetch", "cs"):
             if not d[name]:
                 del d[name]
         return d
@@ -101,7 +113,7 @@ class Config:
     @classmethod
     def from_json(cls, d: Any) -> Config:
         """A Config from its JSON object (a field left out: its default, so tables and caches written before
-        seq and prefetch existed load as seq 0, prefetch 0); ``ValueError`` on anything else."""
+        seq, prefetch and cs existed load as 0); ``ValueError`` on anything else."""
         if not isinstance(d, dict) or set(d) - set(cls.__dataclass_fields__):
             raise ValueError(f"not a launch configuration: {d!r}")
         return cls(**d)
@@ -126,7 +138,7 @@ SEQ_TPGS = (0, 4, 16)
 PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 
-def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,  # noqa: ARG001
+def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
                time_bytes: int = 0) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
@@ -136,7 +148,8 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     ``n_tgt``, ``n_src``: targets and source samples per row (the longest source row of a fuse), ``time_bytes``:
     bytes per time. With them, two build options join where they can pay: the walk (``seq``, :data:`SEQ_TPGS`)
     for one-lane rows with more targets than sources, the prefetch (:data:`PREFETCH_LAUNCHES`) for rows whose
-    times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES` only.
+    times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES`, and the column split
+    (:func:`wide_splits`) where a launch has few rows of many vectors.
     """
     out: list[Config] = []
     seen: set[Config] = set()
@@ -156,7 +169,19 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     if prefetch_fits(n_src, time_bytes):
         for shift, tpg in PREFETCH_LAUNCHES:
             add(Config(lg_shift=min(shift, lg_nat), tpg=tpg, prefetch=PREFETCH_CAP))
+    for cs in wide_splits(lg_nat, loop_iters, n_targets):
+        add(Config(cs=cs))
     return out
+
+
+def wide_splits(lg_nat: int, loop_iters: int, n_targets: int | None) -> list[int]:
+    """The column splits worth timing (kernels/rows_wide.cu): where the row kernel gives a row a whole warp, each
+    lane loops over at least two vectors and the launch has at most :data:`WIDE_MAX_ROWS` rows (``n_targets``
+    None: any number, the probe's space); each split that still leaves a lane two vectors before the split's last
+    halving (``loop_iters >> (cs - 1) >= 2``)."""
+    if lg_nat < 5 or loop_iters < 2 or (n_targets is not None and not 0 < n_targets <= WIDE_MAX_ROWS):
+        return []
+    return [cs for cs in CSS[1:] if loop_iters >> (cs - 1) >= 2]
 
 
 def walk_pays(lg_nat: int, n_tgt: int, n_src: int) -> bool:
@@ -195,6 +220,7 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
         out += [Config(seq=1, tpg=tpg) for tpg in TPGS if tpg != 1]
     if prefetch_fits(n_src, time_bytes):
         out += [Config(lg_shift=shift, tpg=tpg, prefetch=PREFETCH_CAP) for shift in shifts for tpg in (0, 1, 4)]
+    out += [Config(cs=cs) for cs in wide_splits(lg_nat, loop_iters, None)]
     return out
 
 

@@ -148,6 +148,8 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     n_targets = b * n_tgt
     sms = L.sm_count(t.device_index)
     es, vbs = _streams_geometry(pairs, t, arrays, out_ptr)
+    if cfg.cs:
+        return _plan_wide(pairs, t, es, vbs, cfg)
     block = cfg.block or L.BLOCK
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]
@@ -171,6 +173,41 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     mult, shift = L.fast_divmod(n_tgt)
     fn = L.kernel("fuse", f"fuse_v2_{pairs[0][0].dtype}_{t.dtype}", t.device_index, cfg.options())
     # (table, K, tgt, out, T, Dtot, n_targets, div_mult, div_shift): kernels/fuse.cu
+    fl = L.FastLaunch(fn, [("struct", tab.tobytes()), ("i32", len(pairs)), ("ptr", None), ("ptr", None), ("i32", n_tgt),
+                           ("i32", total), ("i64", n_targets), ("u64", mult), ("u32", shift)])
+    slots = [0] * len(pairs)
+    for slot, k in enumerate(order):
+        slots[k] = slot
+    return _Plan(fl, block0, t.kind, t.device_index, (b, n_tgt, total), slots, block)
+
+
+def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, es: int, vbs: list[int], cfg: _tune.Config) -> _Plan:
+    """The column split (kernels/rows_wide.cu, ``cfg.cs`` > 0): each stream's output rows shared by 2**cs_k warps,
+    cs_k = cfg.cs or less where the stream has fewer 32-vector runs to share out (a narrow stream keeps one warp a
+    row); the same stream table as v2's, its packed field ``vb | cs_k << 24``."""
+    b, n_tgt = t.shape
+    total = sum(v.shape[2] for v, _ in pairs)
+    n_targets = b * n_tgt
+    splits = []
+    for (v, _), vb in zip(pairs, vbs):
+        runs = -(-max(1, v.shape[2] * es // vb) // 32)  # the stream's runs of 32 vectors
+        splits.append(min(cfg.cs, (runs - 1).bit_length()))
+    block, _ = L.wide_geometry(sum(n_targets << c for c in splits), L.sm_count(t.device_index), cfg.block)
+    warps = block // 32
+    tab = np.zeros(1, dtype=_TABLE)
+    f = tab["f"][0]
+    cols = np.cumsum([0] + [v.shape[2] for v, _ in pairs])
+    order = sorted(range(len(pairs)), key=lambda k: (pairs[k][0].shape[2], k))  # as v2's: narrow streams first
+    block0 = 0
+    for slot, k in enumerate(order):
+        v = pairs[k][0]
+        f[FUSE2_FIELDS * slot: FUSE2_FIELDS * (slot + 1)] = (0, 0, v.shape[1], v.shape[2], int(cols[k]),
+                                                             vbs[k] | 5 << 8 | 1 << 16 | splits[k] << 24, block0, 0)
+        block0 += -(-(n_targets << splits[k]) // warps)
+    A.check_grid(block0, "tgt_times")
+    mult, shift = L.fast_divmod(n_tgt)
+    fn = L.kernel("rows_wide", f"fuse_wide_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
+    # (table, K, tgt, out, T, Dtot, n_targets, div_mult, div_shift): kernels/rows_wide.cu, as fuse v2's
     fl = L.FastLaunch(fn, [("struct", tab.tobytes()), ("i32", len(pairs)), ("ptr", None), ("ptr", None), ("i32", n_tgt),
                            ("i32", total), ("i64", n_targets), ("u64", mult), ("u32", shift)])
     slots = [0] * len(pairs)

@@ -43,11 +43,35 @@ def test_candidates_start_with_the_default_and_have_no_duplicate_in_effect():
         for iters in (1, 2, 8):
             cands = _tune.candidates(lg_nat, iters, 1000)
             assert cands[0] == _tune.DEFAULT
-            eff = [(c.unroll, c.vunroll, c.lg_shift, c.tpg) for c in cands]
+            eff = [(c.unroll, c.vunroll, c.lg_shift, c.tpg, c.cs) for c in cands]
             assert len(set(eff)) == len(eff)
             assert all(c.lg_shift <= lg_nat for c in cands)
             assert all(c.vunroll == 0 or (iters << c.lg_shift) >= 2 for c in cands)
-    assert len(_tune.candidates(5, 8, 1)) == len(_tune.CANDIDATES)
+    assert len(_tune.candidates(5, 8, 10**6)) == len(_tune.CANDIDATES)
+    assert len(_tune.candidates(5, 8, 1)) == len(_tune.CANDIDATES) + 3  # and the column splits cs 1-3
+
+
+def test_the_column_split_is_a_candidate_only_for_few_wide_rows():
+    """Config.cs > 0 is kernels/rows_wide.cu (a launch option, no build): offered where the row kernel gives a row a
+    warp and each lane loops over two vectors or more, on launches of at most WIDE_MAX_ROWS rows (the H200's
+    sampled losers: fuse B5 T50 D717, 250 rows; resample B233 T3 D722 float16, 699); never beside the row kernel's
+    own options; in JSON only when set, so the tables written before it load unchanged."""
+    fuse_worst = _tune.candidates(5, 23, 250, n_tgt=50, n_src=234, time_bytes=4)
+    assert [c.cs for c in fuse_worst if c.cs] == [1, 2, 3] and fuse_worst[0] == _tune.DEFAULT
+    assert all(c == _tune.Config(cs=c.cs) for c in fuse_worst if c.cs)
+    assert [c.cs for c in _tune.candidates(5, 3, 699) if c.cs] == [1]  # three trips: one halving leaves two
+    for lg_nat, iters, rows in ((4, 8, 10), (5, 1, 10), (5, 8, _tune.WIDE_MAX_ROWS + 1), (5, 8, 0)):
+        assert not any(c.cs for c in _tune.candidates(lg_nat, iters, rows)), (lg_nat, iters, rows)
+    assert [c.cs for c in _tune.candidates(5, 8, _tune.WIDE_MAX_ROWS) if c.cs] == [1, 2, 3]
+    assert [c.cs for c in _tune.exhaustive(5, 4) if c.cs] == [1, 2] and not any(c.cs for c in _tune.exhaustive(4, 9))
+    for bad in ({"cs": 4}, {"cs": -1}, {"cs": True}, {"cs": 1, "tpg": 1}, {"cs": 2, "unroll": 2},
+                {"cs": 1, "vunroll": 4}, {"cs": 1, "lg_shift": 1}, {"cs": 1, "seq": 1}, {"cs": 3, "prefetch": 4096}):
+        with pytest.raises(ValueError):
+            _tune.Config(**bad)
+    wide = _tune.Config(cs=3, block=64)
+    assert wide.options() == () and wide.to_json()["cs"] == 3 and "cs" not in _tune.DEFAULT.to_json()
+    assert _tune.Config.from_json(json.loads(json.dumps(wide.to_json()))) == wide
+    assert {c.options() for c in _tune.candidates(5, 8, 1)} <= set(_tune.builds())  # no module to pre-build
 
 
 def test_the_walk_and_the_prefetch_are_build_options_that_old_files_lack():
@@ -293,7 +317,7 @@ def test_the_pre_pass_builds_every_module_the_tuner_may_load():
     builds = runner._module_builds(cases)
     want = set(_tune.builds())
     assert {b for op, b in builds if op == "resample"} == want == {b for op, b in builds if op == "fuse"}
-    assert ("voxelize", ()) in builds and len(want) >= 3
+    assert ("voxelize", ()) in builds and len(want) >= 3 and ("rows_wide", ()) in builds  # the column split's
     # every first call's candidates are among them, whatever the geometry (the walk's and the prefetch's too)
     for lg_nat in range(6):
         for iters in (1, 2, 8):

@@ -18,6 +18,8 @@
 #define __launch_bounds__(...)
 #define __restrict__
 #define asm(...) (void)0
+#define __noinline__
+#define __grid_constant__
 struct dim3 { unsigned int x = 0, y = 0, z = 0; };
 extern thread_local dim3 threadIdx;
 extern dim3 blockIdx, blockDim, gridDim;
@@ -46,6 +48,10 @@ template <class T> inline T min(T a, T b) { return a < b ? a : b; }
 template <class T> inline T max(T a, T b) { return a > b ? a : b; }
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
 inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }

@@ -26,25 +26,13 @@ BUILD = Path(tempfile.mkdtemp(prefix="rc_kernel_emu_"))
 import numpy as np  # noqa: E402  after the checkout's path entry above
 import torch  # noqa: E402
 
-from robocache import _cuda, reference  # noqa: E402
+from host_source import host_source  # noqa: E402  (scripts/kernel_emu/host_source.py)
+
+from robocache import reference  # noqa: E402
 from robocache import _launch as L  # noqa: E402
 
 # --- build --------------------------------------------------------------------------------------
-src = _cuda.source("voxelize")
-# host conversions for the 16-bit types (the PTX cvt ones are stripped by the asm shim)
-src = src.replace('''__device__ __forceinline__ float rc_to_float(rc_half v) {
-    float f;''', '''__device__ __forceinline__ float rc_to_float(rc_half v) {
-    _Float16 hf; std::memcpy(&hf, &v.bits, 2); return (float)hf;
-    float f;''')
-src = src.replace('''template <> __device__ __forceinline__ rc_half rc_from_float<rc_half>(float f) {
-    rc_half h;''', '''template <> __device__ __forceinline__ rc_half rc_from_float<rc_half>(float f) {
-    rc_half h; { _Float16 hf = (_Float16)f; std::memcpy(&h.bits, &hf, 2); return h; }''')
-src = src.replace('''    rc_bf16 h;
-    asm(''', '''    rc_bf16 h;
-    { unsigned u = __float_as_uint(f);
-      if ((u & 0x7fffffffu) > 0x7f800000u) { h.bits = (unsigned short)((u >> 16) | 0x40); return h; }
-      u += 0x7fffu + ((u >> 16) & 1u); h.bits = (unsigned short)(u >> 16); return h; }
-    asm(''')
+src = host_source("voxelize")  # the 16-bit conversions on the host
 src = src.replace("extern __shared__ int rc_sh[];", "int* rc_sh = reinterpret_cast<int*>(g_smem);")
 src = src.replace("extern __shared__ uint4 rc_sh4[];", "uint4* rc_sh4 = reinterpret_cast<uint4*>(g_smem);")
 assert "__shared__" not in src, [m.start() for m in re.finditer("__shared__", src)]

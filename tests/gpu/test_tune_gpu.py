@@ -97,7 +97,7 @@ def test_fuse_candidates_equal_the_default():
     pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
     ta = A.describe("tgt", tgt)
     default = None
-    for cfg in _tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4) + WALKS + PREFETCHES:
+    for cfg in _tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4) + WALKS + PREFETCHES + WIDES:
         out = torch.full((b, t, sum(dims)), float("nan"), device="cuda", dtype=torch.bfloat16)
         fu._plan_v2(pairs, ta, streams, out.data_ptr(), cfg)(streams, tgt, out)
         torch.cuda.synchronize()
@@ -109,12 +109,59 @@ def test_fuse_candidates_equal_the_default():
     assert torch.equal(robocache.fuse(streams, tgt), default)
 
 
+@pytest.mark.parametrize("time_dtype", (torch.float32, torch.float64), ids=str)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float16), ids=str)
+def test_the_column_split_of_wide_few_rows_equals_the_default(time_dtype, dtype):
+    """kernels/rows_wide.cu where it is offered (few rows, wide rows: the H200's sampled losers fuse B5 T50 D717 and
+    resample B233 T3 D722) and beside narrow streams, float64 times, NaN and clamped targets: bit for bit the row
+    kernel's, and the reference's."""
+    rng = np.random.default_rng(717)
+    b, t = 5, 50
+    dims, lens = (717, 3, 1, 130), (234, 40, 9, 25)
+    streams = [(torch.from_numpy(rng.standard_normal((b, s, d))).cuda().to(dtype),
+                torch.from_numpy(_times(rng, b, s)).cuda().to(time_dtype)) for s, d in zip(lens, dims)]
+    tgt_np = np.sort(rng.uniform(-0.1, 1.1, (b, t)), axis=1)
+    tgt_np[0, 3] = np.nan
+    tgt = torch.from_numpy(tgt_np).cuda().to(time_dtype)
+    for name, ss in (("fuse", streams), ("one stream", streams[:1])):
+        want = reference.fuse([(v.double().cpu().numpy(), s.double().cpu().numpy()) for v, s in ss],
+                              tgt.double().cpu().numpy())
+        pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in ss]
+        default = None
+        for cfg in [_tune.DEFAULT, *WIDES]:
+            out = torch.full((b, t, sum(v.shape[2] for v, _ in ss)), float("nan"), device="cuda", dtype=dtype)
+            fu._plan_v2(pairs, A.describe("tgt", tgt), ss, out.data_ptr(), cfg)(ss, tgt, out)
+            torch.cuda.synchronize()
+            _check(out, want, dtype, f"{name} {cfg} {dtype} {time_dtype}")
+            if default is None:
+                default = out.clone()
+            else:
+                assert torch.equal(out.nan_to_num(7.0), default.nan_to_num(7.0)), f"{name} {cfg} differs"
+    vals = torch.from_numpy(rng.standard_normal((233, 4, 722))).cuda().to(dtype)
+    st = torch.from_numpy(_times(rng, 233, 4)).cuda().to(time_dtype)
+    tt = torch.from_numpy(rng.uniform(-0.1, 1.1, (233, 3))).cuda().to(time_dtype)
+    want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(), tt.double().cpu().numpy())
+    v, sa = A.describe("v", vals), A.describe("s", st)
+    default = None
+    for cfg in [_tune.DEFAULT, *WIDES]:
+        out = torch.full((233, 3, 722), float("nan"), device="cuda", dtype=dtype)
+        rs._plan_v2(v, sa, vals, out.data_ptr(), 3, cfg)(vals, st, tt, out)
+        torch.cuda.synchronize()
+        _check(out, want, dtype, f"resample {cfg} {dtype} {time_dtype}")
+        if default is None:
+            default = out.clone()
+        else:
+            assert torch.equal(out, default), f"resample {cfg} differs from the default"
+
+
 # The tuner's build choices (Config.seq: the walk, -DRC_V2_SEQ=1; Config.prefetch: -DRC_V2_PREFETCH_BYTES) on every
 # rows-per-group value, whatever the shape (the tuner offers them on some shapes only; they must be right on all).
 WALKS = [_tune.Config(seq=1, tpg=tpg) for tpg in _tune.TPGS] + [_tune.Config(seq=1, tpg=4, lg_shift=1),
                                                                _tune.Config(seq=1, tpg=16, block=64)]
 PREFETCHES = [_tune.Config(prefetch=_tune.PREFETCH_CAP, lg_shift=sh, tpg=tpg, unroll=u)
               for sh, tpg, u in ((0, 0, 1), (2, 1, 1), (0, 4, 2), (1, 16, 4))]
+# The column split (Config.cs: kernels/rows_wide.cu), narrow rows included (lanes without a vector), small blocks
+WIDES = [_tune.Config(cs=cs, block=blk) for cs, blk in ((1, 0), (2, 64), (3, 0), (3, 256))]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
 # 600 float64), a single source sample
@@ -139,7 +186,7 @@ def test_the_walk_and_the_prefetch_equal_the_default_and_the_reference(time_dtyp
         tt = torch.from_numpy(tgt).cuda().to(time_dtype)
         want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(), tt.double().cpu().numpy())
         default = None
-        for cfg in [_tune.DEFAULT, *WALKS, *PREFETCHES]:
+        for cfg in [_tune.DEFAULT, *WALKS, *PREFETCHES, *WIDES]:
             out = torch.full((b, t, d), float("nan"), device="cuda", dtype=dtype)
             rs._plan_v2(v, sa, vals, out.data_ptr(), t, cfg)(vals, st, tt, out)
             torch.cuda.synchronize()

@@ -1,0 +1,137 @@
+"""The column split of resample and fuse (kernels/rows_wide.cu) on the CPU: compiled with g++ against the host shims
+(scripts/kernel_emu/shim.h: one std::thread per CUDA thread, blocks one after another), driven through the real
+plans (robocache/resample.py and robocache/fuse.py ``_plan_v2`` with ``Config(cs=...)``: FastLaunch's argument slots
+and by-value stream table, grids, blocks) and checked against the NumPy reference.
+
+    python3 scripts/kernel_emu/rows_wide.py     # needs g++ >= 12 (C++20, _Float16); about a minute
+
+A development check of logic (warp and chunk index math, the loaded-first vectors and the loop past them, vector
+widths, narrow streams beside wide ones), not of the GPU: no memory model or timing. No substitute for tests/gpu.
+"""
+import ctypes
+import importlib
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+BUILD = Path(tempfile.mkdtemp(prefix="rc_kernel_emu_"))
+
+import numpy as np  # noqa: E402  after the checkout's path entry above
+import torch  # noqa: E402
+
+from host_source import host_source  # noqa: E402  (scripts/kernel_emu/host_source.py)
+
+from robocache import _launch as L  # noqa: E402
+from robocache import _tune, reference  # noqa: E402
+
+rs = importlib.import_module("robocache.resample")  # the modules (robocache.resample is also the function)
+fz = importlib.import_module("robocache.fuse")
+
+(BUILD / "rows_host.cpp").write_text('#include "shim.h"\n' + host_source("rows_wide") + '\n#include "rows_entries.inc"\n')
+r = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w", f"-I{HERE}",
+                    "-o", str(BUILD / "librows.so"), str(BUILD / "rows_host.cpp"), str(HERE / "runtime.cpp")],
+                   capture_output=True, text=True, check=False)
+if r.returncode:
+    print(r.stderr[-6000:], file=sys.stderr)
+    sys.exit(2)
+lib = ctypes.CDLL(str(BUILD / "librows.so"))
+lib.rc_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+SMS = [132]
+L.kernel = lambda op, name, dev, options=(): types.SimpleNamespace(ptr=0, name=name)
+L.sm_count = lambda dev: SMS[0]
+real = L.FastLaunch
+
+
+class Rec(real):
+    __slots__ = ("name",)
+
+    def __init__(self, fn, args):
+        super().__init__(fn, args)
+        self.name = fn.name
+
+
+L.FastLaunch = Rec
+LOG = []
+
+
+def fast_launch(fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256):
+    slots = (ctypes.c_uint64 * len(fl.slots))(*fl.slots)
+    for i, p in ptrs.items():
+        slots[i] = p
+    if fl.struct_buf is not None:  # the table by value: its bytes with this call's pointers, its address in slot 0
+        table = (ctypes.c_int64 * len(fl.struct_buf))(*fl.struct_buf)
+        for i, p in (struct_ptrs or {}).items():
+            table[i] = p
+        slots[0] = ctypes.addressof(table)
+    LOG.append((fl.name, grid, block))
+    assert lib.rc_launch(fl.name.encode(), grid, block, ctypes.addressof(slots)) == 0, fl.name
+
+
+L.fast_launch = fast_launch
+TOL = {"float32": 2e-6, "float16": 2e-3, "bfloat16": 1.6e-2}
+
+
+def times(rng, b, n, tdt, jitter=True):
+    t = np.sort(rng.uniform(0, 1, (b, n)), axis=1) if jitter else np.tile(np.linspace(0, 1, n), (b, 1))
+    return torch.from_numpy(t).to(tdt)
+
+
+def check(got, want, tag, dtype):
+    g = got.double().numpy()
+    err = float((np.abs(g - want) / np.maximum(1, np.abs(want))).max()) if want.size else 0.0
+    assert err <= TOL[dtype], (tag, err)
+    print("ok", tag, LOG[-1][1:])
+
+
+def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0):
+    rng = np.random.default_rng(seed)
+    tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
+    vals = torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt)
+    src = times(rng, b, s, tdt)
+    tgt = torch.from_numpy(rng.uniform(-0.1, 1.1, (b, t))).to(tdt)  # some before and after the row: clamped
+    tgt[0, 0] = float("nan") if t > 1 else tgt[0, 0]
+    v = types.SimpleNamespace(shape=tuple(vals.shape), dtype=dtype, kind="torch", device_index=0)  # host tensors
+    sa = types.SimpleNamespace(dtype=tdtype)
+    plan = rs._plan_v2(v, sa, vals, 0, t, _tune.Config(cs=cs))
+    got = plan(vals, src, tgt)
+    want = reference.resample(vals.double().numpy(), src.double().numpy(), tgt.double().numpy(), out_dtype=None)
+    assert LOG[-1][0] == f"resample_wide_{dtype}_{tdtype}"
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got.double().numpy()), nan), "NaN targets"
+    check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
+          f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} cs{cs} sms={SMS[0]}", dtype)
+
+
+def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0):
+    rng = np.random.default_rng(seed)
+    tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
+    arrays = [(torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt), times(rng, b, s, tdt, jitter=k % 2 == 0))
+              for k, (s, d) in enumerate(streams)]
+    tgt = torch.from_numpy(np.sort(rng.uniform(-0.1, 1.1, (b, t)), axis=1)).to(tdt)
+    pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
+    ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
+    plan = fz._plan_v2(pairs, ta, arrays, 0, _tune.Config(cs=cs))
+    got = plan(arrays, tgt)
+    want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
+    assert LOG[-1][0] == f"fuse_wide_{dtype}_{tdtype}"
+    check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} cs{cs} sms={SMS[0]}", dtype)
+
+
+for sms in (132, 1):  # 132: one-warp blocks (few warps), 1: 256-thread blocks with a ragged last one
+    SMS[0] = sms
+    for dtype in ("float32", "float16", "bfloat16"):
+        for tdtype in ("float32", "float64"):
+            # D: one vector a lane at most, the loaded-first vectors exactly, past them (the loop), odd (scalars)
+            for d, cs in ((64, 1), (600, 2), (1031, 3), (2048, 1), (37, 2)):
+                run_resample(dtype, tdtype, 3, 9, 5, d, cs, seed=d)
+        run_resample(dtype, "float32", 1, 2, 1, 717, 3)  # one target, S = 2
+    for dtype in ("float32", "bfloat16"):
+        # a wide stream beside narrow ones (theirs split less, or not at all), the streams' order in the table
+        run_fuse(dtype, "float32", 2, 7, [(11, 3), (23, 717), (5, 1), (9, 130)], 3, seed=1)
+        run_fuse(dtype, "float64", 3, 5, [(40, 1000)], 2, seed=2)
+        run_fuse(dtype, "float32", 1, 50, [(234, 717)], 3, seed=3)
+print("rows_wide: every case matched the NumPy reference")

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The column split (kernels/rows_wide.cu, robocache/_tune.py Config.cs) against the row kernel's default launch and
+torch.compile on the sampled suite's few-rows-wide-rows points (a dev aid, not a measurement of record).
+
+    python3 scripts/wide_probe.py [--time-limit 0.5] [--cases ID,ID,...]
+
+Each point is the harness's case (its seeded inputs, its rotating input sets, its timer ``time_gpu``, warm): the
+public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3), then torch.compile's case.
+Every output is checked against the NumPy reference by the harness's gate before it is timed. One line per point.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# docs/evidence/h200-sampled-20261128/: the losers whose rows are few and wide, then two wins of the same kind
+POINTS = ("fuse/s6427-11-B5-T50-234x717", "resample/s9173-08-B233-S4-T3-D722-t64", "resample/s9173-02-B69-S3-T1-D385",
+          "fuse/s6427-16-B3-T153-254x156", "resample/s6427-36-B5-S13-T33-D69")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    ap.add_argument("--time-limit", type=float, default=0.5, help="seconds of sampling per launch (default 0.5)")
+    ap.add_argument("--cases", default=",".join(POINTS), help="sampled case ids (s<seed>-...), comma-separated")
+    a = ap.parse_args()
+    if not a.time_limit > 0:
+        ap.error(f"--time-limit must be positive, got {a.time_limit}")
+    import torch
+    if not torch.cuda.is_available():
+        print("wide_probe: no CUDA device (this probe times GPU kernels)", file=sys.stderr)
+        return 2
+    os.environ.setdefault("ROBOCACHE_CACHE_DIR", tempfile.mkdtemp(prefix="wide_probe_"))
+    from robocache import _tune
+    from robocache.bench import gate as gate_mod
+    from robocache.bench import specs, worker
+    from robocache.bench.timing.device import time_gpu
+
+    plans = [importlib.import_module("robocache.resample")._PLANS, importlib.import_module("robocache.fuse")._PLANS]
+    forced: list = [None]
+    real_choose = _tune.choose
+
+    def choose(dev, key, cands, trial, stream, may_tune):
+        return (forced[0], True) if forced[0] is not None else real_choose(dev, key, cands, trial, stream, may_tune)
+
+    _tune.choose = choose
+    for cid in [c for c in a.cases.split(",") if c]:
+        op, tag = cid.split("/", 1)
+        seed = int(tag.split("-")[0][1:])
+        found = {c.provider: c for c in specs.cases("sampled", ops=[op], providers=["robocache", "torch_compile"],
+                                                    sample_seed=seed) if c.id == cid}
+        if set(found) != {"robocache", "torch_compile"}:
+            print(f"wide_probe: {cid}: no such sampled case", file=sys.stderr)
+            return 2
+        us = {}
+        for name, cfg in (("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
+                          ("cs3", _tune.Config(cs=3)), ("torch.compile", None)):
+            case = found["torch_compile" if cfg is None else "robocache"]
+            forced[0] = cfg
+            for p in plans:
+                p.clear()
+            prep, why = worker.prepare(case, "gpu")
+            if prep is None:
+                print(f"wide_probe: {cid} {name}: {why}", file=sys.stderr)
+                return 2
+            ref = specs.reference_output(case, worker._rounded(case, prep.args))
+            chk = gate_mod.check(worker.to_host(prep.call()), ref, case.dtype)
+            if not chk["passed"]:
+                print(f"wide_probe: {cid} {name}: WRONG (max rel err {chk['max_rel_err']})", flush=True)
+                continue
+            call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
+            us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
+        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3"))
+        print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
+              + f" us; best split {us['default'] / best:.2f}x the default, torch.compile / best split "
+              f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "
+              f"{us.get('torch.compile', float('nan')) / us['default']:.2f}x)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
