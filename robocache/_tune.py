@@ -184,6 +184,14 @@ def wide_splits(lg_nat: int, loop_iters: int, n_targets: int | None) -> list[int
     return [cs for cs in CSS[1:] if loop_iters >> (cs - 1) >= 2]
 
 
+def wide_split(cs: int, nvec: int) -> int:
+    """The split a row of ``nvec`` vectors takes of a configuration's ``cs`` (the plans of resample and fuse): at
+    most ceil(log2(runs)) for the row's runs of 32 vectors, so 0 for a row of 32 vectors or fewer (then the row
+    kernel, never 2**cs warps for a one-lane row). The tuner offers ``cs`` only where this keeps it whole; a choice
+    made for another bucket (the nearest shipped one, a provisional one) may not fit this one."""
+    return min(cs, (-(-max(1, nvec) // 32) - 1).bit_length())
+
+
 def walk_pays(lg_nat: int, n_tgt: int, n_src: int) -> bool:
     """Whether the walk (``seq``) is a candidate: one lane per output row, more targets than sources per row."""
     return lg_nat == 0 and n_src > 0 and n_tgt > n_src

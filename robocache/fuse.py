@@ -148,8 +148,10 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     n_targets = b * n_tgt
     sms = L.sm_count(t.device_index)
     es, vbs = _streams_geometry(pairs, t, arrays, out_ptr)
-    if cfg.cs:
-        return _plan_wide(pairs, t, es, vbs, cfg)
+    # the column split per stream (kernels/rows_wide.cu): where no stream's rows take one, the row kernel
+    splits = [_tune.wide_split(cfg.cs, max(1, v.shape[2] * es // vb)) for (v, _), vb in zip(pairs, vbs)]
+    if any(splits):
+        return _plan_wide(pairs, t, vbs, splits, cfg.block)
     block = cfg.block or L.BLOCK
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]
@@ -181,18 +183,16 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     return _Plan(fl, block0, t.kind, t.device_index, (b, n_tgt, total), slots, block)
 
 
-def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, es: int, vbs: list[int], cfg: _tune.Config) -> _Plan:
-    """The column split (kernels/rows_wide.cu, ``cfg.cs`` > 0): each stream's output rows shared by 2**cs_k warps,
-    cs_k = cfg.cs or less where the stream has fewer 32-vector runs to share out (a narrow stream keeps one warp a
-    row); the same stream table as v2's, its packed field ``vb | cs_k << 24``."""
+def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], splits: list[int],
+               threads: int) -> _Plan:
+    """The column split (kernels/rows_wide.cu, a configuration's ``cs`` > 0): each stream's output rows shared by
+    2**cs_k warps, cs_k = ``splits[k]`` (``_tune.wide_split``: cs or less where the stream has fewer 32-vector runs
+    to share out; a narrow stream keeps one warp a row); the same stream table as v2's, its packed field
+    ``vb | cs_k << 24``. ``threads``: the configuration's block (0: :func:`_launch.wide_geometry`'s rule)."""
     b, n_tgt = t.shape
     total = sum(v.shape[2] for v, _ in pairs)
     n_targets = b * n_tgt
-    splits = []
-    for (v, _), vb in zip(pairs, vbs):
-        runs = -(-max(1, v.shape[2] * es // vb) // 32)  # the stream's runs of 32 vectors
-        splits.append(min(cfg.cs, (runs - 1).bit_length()))
-    block, _ = L.wide_geometry(sum(n_targets << c for c in splits), L.sm_count(t.device_index), cfg.block)
+    block, _ = L.wide_geometry(sum(n_targets << c for c in splits), L.sm_count(t.device_index), threads)
     warps = block // 32
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]

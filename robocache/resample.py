@@ -91,14 +91,15 @@ def _geometry(v: A.Arr, vv: Any, out_ptr: int, n_tgt: int) -> tuple[int, int, in
 def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.Config = _tune.DEFAULT) -> _Plan:
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
-    if cfg.cs:  # the column split: 2**cs warps share an output row (kernels/rows_wide.cu)
-        block, grid = L.wide_geometry(n_targets << cfg.cs, sms, cfg.block)
+    cs = _tune.wide_split(cfg.cs, max(1, d * es // vb))  # 0 where the row is one warp's: the row kernel
+    if cs:  # the column split: 2**cs warps share an output row (kernels/rows_wide.cu)
+        block, grid = L.wide_geometry(n_targets << cs, sms, cfg.block)
         A.check_grid(grid, "values/tgt_times")
         mult, shift = L.fast_divmod(n_tgt)
         fn = L.kernel("rows_wide", f"resample_wide_{v.dtype}_{s.dtype}", v.device_index)
         # (values, src, tgt, out, S, T, D, n_targets, vb, cs, div_mult, div_shift)
         fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
-                               ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", vb), ("i32", cfg.cs),
+                               ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", vb), ("i32", cs),
                                ("u64", mult), ("u32", shift)])
         return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), block)
     block = cfg.block or L.block_threads(d, es, vb, n_targets, sms, lg_shift=cfg.lg_shift, tpg=cfg.tpg)

@@ -74,6 +74,53 @@ def test_the_column_split_is_a_candidate_only_for_few_wide_rows():
     assert {c.options() for c in _tune.candidates(5, 8, 1)} <= set(_tune.builds())  # no module to pre-build
 
 
+def test_a_column_split_on_rows_of_one_warp_launches_the_row_kernel(cache, monkeypatch):
+    """A cs > 0 choice made for another bucket (the nearest shipped bucket's, with tuning off or during a capture:
+    the tuner offers cs for wide rows only) on rows of 32 vectors or fewer launches the row kernel, never 2**cs warps
+    a row of idle lanes (a one-element row: 256 threads, one busy); a wider row takes the split, clamped to its runs
+    of 32 vectors (as fuse's streams are). Plans built on the CPU (the kernel lookup stubbed)."""
+    import types
+
+    from robocache import _launch as L
+
+    rs, fu = sys.modules["robocache.resample"], sys.modules["robocache.fuse"]
+    # reachable: a shipped wide bucket's cs = 3 is the nearest choice for a narrow-row bucket of the same class
+    ship = cache / "shipped"
+    ship.mkdir()
+    wide_key = _tune.bucket("resample", "float32", "float32", [(16, 256, 4)], 3, 233)
+    (ship / f"{DEV.slug}.json").write_text(json.dumps(_doc({wide_key: {"config": {"cs": 3}}})))
+    narrow_key = _tune.bucket("resample", "float32", "float32", [(4, 1, 100)], 50, 4096)
+    assert _tune._Store(DEV).nearest(narrow_key) == _tune.Config(cs=3)
+
+    names: list[str] = []
+    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): names.append(name) or types.SimpleNamespace(ptr=0))
+    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
+    arr = types.SimpleNamespace(itemsize=4, data=types.SimpleNamespace(ptr=0))  # what the plans read of an array
+    # (D, cs, the split): float32 rows of 16-byte vectors where D allows (D % 4 == 0), else 8 or 4 bytes
+    for d, cs, want in ((1, 3, 0), (32, 3, 0), (128, 3, 0), (132, 3, 1), (33, 1, 1), (256, 3, 1), (384, 3, 2),
+                        (516, 3, 3), (2048, 2, 2)):
+        v = types.SimpleNamespace(shape=(4096, 100, d), dtype="float32", kind="cupy", device_index=0)
+        plan = rs._plan_v2(v, types.SimpleNamespace(dtype="float32"), arr, 0, 50, _tune.Config(cs=cs))
+        if want:
+            assert names[-1] == "resample_wide_float32_float32" and plan.fl.slots[9] == want, (d, cs, names[-1])
+        else:
+            assert names[-1] == "resample_v2_float32_float32", (d, cs, names[-1])
+        assert _tune.wide_split(cs, d * 4 // L.vector_bytes(4, (d * 4,), (0, 0))) == want, (d, cs)
+
+    t = types.SimpleNamespace(shape=(5, 50), dtype="float32", kind="cupy", device_index=0)
+    narrow = [(types.SimpleNamespace(shape=(5, 40, d), dtype="float32"), None) for d in (3, 1, 128)]
+    fu._plan_v2(narrow, t, [(arr, arr)] * 3, 0, _tune.Config(cs=3))
+    assert names[-1] == "fuse_v2_float32_float32"  # no stream takes a split
+    pairs = narrow + [(types.SimpleNamespace(shape=(5, 234, 717), dtype="float32"), None)]
+    plan = fu._plan_v2(pairs, t, [(arr, arr)] * 4, 0, _tune.Config(cs=3))
+    assert names[-1] == "fuse_wide_float32_float32"
+    f = list(plan.fl.struct_buf)
+    # slots by width (1, 3, 128, 717); an output row of 849 floats: 4-byte vectors, so the 128-feature stream has
+    # 4 runs of 32 (split 2) and the 717-feature one 23 (the full split)
+    assert [f[fu.FUSE2_FIELDS * k + 5] >> 24 for k in range(4)] == [0, 0, 2, 3]
+    assert [f[fu.FUSE2_FIELDS * k + 3] for k in range(4)] == [1, 3, 128, 717]
+
+
 def test_the_walk_and_the_prefetch_are_build_options_that_old_files_lack():
     """Config.seq (-DRC_V2_SEQ=1) and Config.prefetch (-DRC_V2_PREFETCH_BYTES=cap): validated, in the options, in
     JSON only when set, so a table or cache written before them loads as seq 0, prefetch 0 and a default-build

@@ -6,7 +6,9 @@ and by-value stream table, grids, blocks) and checked against the NumPy referenc
     python3 scripts/kernel_emu/rows_wide.py     # needs g++ >= 12 (C++20, _Float16); about a minute
 
 A development check of logic (warp and chunk index math, the loaded-first vectors and the loop past them, vector
-widths, narrow streams beside wide ones), not of the GPU: no memory model or timing. No substitute for tests/gpu.
+widths, narrow streams beside wide ones, rows of one warp's vectors left to the row kernel), and of every vector
+access's alignment (shim.h RC_EMU_CHECK_ALIGN: the GPU faults where the host reads on), with values and outputs
+off the 16-byte grid; not of the GPU: no memory model or timing. No substitute for tests/gpu.
 """
 import ctypes
 import importlib
@@ -32,7 +34,9 @@ rs = importlib.import_module("robocache.resample")  # the modules (robocache.res
 fz = importlib.import_module("robocache.fuse")
 
 (BUILD / "rows_host.cpp").write_text('#include "shim.h"\n' + host_source("rows_wide") + '\n#include "rows_entries.inc"\n')
+# RC_EMU_CHECK_ALIGN: every vector load and store checked against its width (shim.h), as the GPU faults on it
 r = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w", f"-I{HERE}",
+                    "-DRC_EMU_CHECK_ALIGN",
                     "-o", str(BUILD / "librows.so"), str(BUILD / "rows_host.cpp"), str(HERE / "runtime.cpp")],
                    capture_output=True, text=True, check=False)
 if r.returncode:
@@ -87,38 +91,60 @@ def check(got, want, tag, dtype):
     print("ok", tag, LOG[-1][1:])
 
 
-def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0):
+def shifted(shape, dtype, shift, fill=None):
+    """A C-contiguous tensor of ``shape`` whose data start ``shift`` elements into its storage: a pointer that the
+    vector rule (``_launch.vector_bytes``) must see, as a slice of a larger array has on the GPU."""
+    n = int(np.prod(shape))
+    base = torch.empty(n + shift, dtype=dtype)
+    t = base[shift:].view(shape)
+    if fill is not None:
+        t.copy_(fill)
+    return t
+
+
+def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
-    vals = torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt)
+    vals = shifted((b, s, d), vdt, shift, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt))
     src = times(rng, b, s, tdt)
     tgt = torch.from_numpy(rng.uniform(-0.1, 1.1, (b, t))).to(tdt)  # some before and after the row: clamped
     tgt[0, 0] = float("nan") if t > 1 else tgt[0, 0]
     v = types.SimpleNamespace(shape=tuple(vals.shape), dtype=dtype, kind="torch", device_index=0)  # host tensors
     sa = types.SimpleNamespace(dtype=tdtype)
-    plan = rs._plan_v2(v, sa, vals, 0, t, _tune.Config(cs=cs))
-    got = plan(vals, src, tgt)
+    out = shifted((b, t, d), vdt, oshift) if oshift else None
+    plan = rs._plan_v2(v, sa, vals, out.data_ptr() if oshift else 0, t, _tune.Config(cs=cs))
+    if plan.fl.name.startswith("resample_v2_"):  # rows of one warp's vectors: the row kernel (not built here)
+        es = vals.element_size()
+        assert _tune.wide_split(cs, d * es // L.vector_bytes(es, (d * es,), (vals.data_ptr(), 0))) == 0, d
+        print("ok", f"resample {dtype}/{tdtype} D{d} cs{cs}: the row kernel's launch")
+        return
+    got = plan(vals, src, tgt, out)
     want = reference.resample(vals.double().numpy(), src.double().numpy(), tgt.double().numpy(), out_dtype=None)
     assert LOG[-1][0] == f"resample_wide_{dtype}_{tdtype}"
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got.double().numpy()), nan), "NaN targets"
     check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
-          f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} cs{cs} sms={SMS[0]}", dtype)
+          f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} cs{cs} vb{plan.fl.slots[8]} sms={SMS[0]}"
+          + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
 
-def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0):
+def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
-    arrays = [(torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt), times(rng, b, s, tdt, jitter=k % 2 == 0))
-              for k, (s, d) in enumerate(streams)]
+    # the first stream's values `shift` elements into their storage, the output `oshift`
+    arrays = [(shifted((b, s, d), vdt, shift if k == 0 else 0, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt)),
+               times(rng, b, s, tdt, jitter=k % 2 == 0)) for k, (s, d) in enumerate(streams)]
     tgt = torch.from_numpy(np.sort(rng.uniform(-0.1, 1.1, (b, t)), axis=1)).to(tdt)
     pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
     ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
-    plan = fz._plan_v2(pairs, ta, arrays, 0, _tune.Config(cs=cs))
-    got = plan(arrays, tgt)
+    out = shifted((b, t, sum(d for _, d in streams)), vdt, oshift) if oshift else None
+    plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0, _tune.Config(cs=cs))
+    got = plan(arrays, tgt, out)
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
     assert LOG[-1][0] == f"fuse_wide_{dtype}_{tdtype}"
-    check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} cs{cs} sms={SMS[0]}", dtype)
+    vbs = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) & 0xff for k in range(len(streams))]
+    check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} cs{cs} vb{vbs} sms={SMS[0]}"
+          + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
 
 for sms in (132, 1):  # 132: one-warp blocks (few warps), 1: 256-thread blocks with a ragged last one
@@ -126,7 +152,8 @@ for sms in (132, 1):  # 132: one-warp blocks (few warps), 1: 256-thread blocks w
     for dtype in ("float32", "float16", "bfloat16"):
         for tdtype in ("float32", "float64"):
             # D: one vector a lane at most, the loaded-first vectors exactly, past them (the loop), odd (scalars)
-            for d, cs in ((64, 1), (600, 2), (1031, 3), (2048, 1), (37, 2)):
+            # (132: 33 vectors, a second warp with one; 64: 32 vectors or fewer, the row kernel's launch)
+            for d, cs in ((132, 1), (600, 2), (1031, 3), (2048, 1), (37, 2), (64, 3)):
                 run_resample(dtype, tdtype, 3, 9, 5, d, cs, seed=d)
         run_resample(dtype, "float32", 1, 2, 1, 717, 3)  # one target, S = 2
     for dtype in ("float32", "bfloat16"):
@@ -134,4 +161,10 @@ for sms in (132, 1):  # 132: one-warp blocks (few warps), 1: 256-thread blocks w
         run_fuse(dtype, "float32", 2, 7, [(11, 3), (23, 717), (5, 1), (9, 130)], 3, seed=1)
         run_fuse(dtype, "float64", 3, 5, [(40, 1000)], 2, seed=2)
         run_fuse(dtype, "float32", 1, 50, [(234, 717)], 3, seed=3)
+    # pointers off the 16-byte grid (slices of larger arrays): the values, the output, or both, one element or
+    # more in; the vector width must follow them, every access aligned (RC_EMU_CHECK_ALIGN)
+    for dtype in ("float32", "float16"):
+        for shift, oshift in ((1, 0), (0, 1), (2, 3), (4, 0)):
+            run_resample(dtype, "float32", 3, 9, 5, 1032, 2, seed=7, shift=shift, oshift=oshift)
+            run_fuse(dtype, "float32", 2, 7, [(23, 720), (11, 4), (9, 136)], 3, seed=4, shift=shift, oshift=oshift)
 print("rows_wide: every case matched the NumPy reference")

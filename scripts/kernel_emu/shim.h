@@ -46,12 +46,25 @@ inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 template <class T> inline T min(T a, T b) { return a < b ? a : b; }
 template <class T> inline T max(T a, T b) { return a > b ? a : b; }
-template <class T> inline T __ldg(const T* p) { return *p; }
+// RC_EMU_CHECK_ALIGN (the rows_wide build): a load or store of T at an address not a multiple of sizeof(T) stops the
+// run, as the GPU's vector accesses fault on it ("misaligned address"); the host would read it silently.
+#ifdef RC_EMU_CHECK_ALIGN
+#define RC_EMU_ALIGNED(p, T)                                                                                          \
+    do {                                                                                                              \
+        if (reinterpret_cast<std::uintptr_t>(p) % sizeof(T)) {                                                        \
+            std::fprintf(stderr, "kernel_emu: misaligned %zu-byte access at %p\n", sizeof(T), (const void*)(p));      \
+            std::abort();                                                                                             \
+        }                                                                                                             \
+    } while (0)
+#else
+#define RC_EMU_ALIGNED(p, T) (void)0
+#endif
+template <class T> inline T __ldg(const T* p) { RC_EMU_ALIGNED(p, T); return *p; }
 inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
     return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
-template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stcs(T* p, T v) { RC_EMU_ALIGNED(p, T); *p = v; }
 inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }

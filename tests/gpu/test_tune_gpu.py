@@ -160,7 +160,8 @@ WALKS = [_tune.Config(seq=1, tpg=tpg) for tpg in _tune.TPGS] + [_tune.Config(seq
                                                                _tune.Config(seq=1, tpg=16, block=64)]
 PREFETCHES = [_tune.Config(prefetch=_tune.PREFETCH_CAP, lg_shift=sh, tpg=tpg, unroll=u)
               for sh, tpg, u in ((0, 0, 1), (2, 1, 1), (0, 4, 2), (1, 16, 4))]
-# The column split (Config.cs: kernels/rows_wide.cu), narrow rows included (lanes without a vector), small blocks
+# The column split (Config.cs: kernels/rows_wide.cu), small blocks; on rows of 32 vectors or fewer the row kernel's
+# launch (_tune.wide_split 0), on rows just past them (33 vectors) a second warp with lanes without a vector
 WIDES = [_tune.Config(cs=cs, block=blk) for cs, blk in ((1, 0), (2, 64), (3, 0), (3, 256))]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
