@@ -2,8 +2,8 @@
 //
 // The row kernel of resample and fuse (kernels/rows_v2.cuh) gives a row at most one warp: where a launch has few
 // rows of many features (fuse B5 T50 with one 717-feature stream: 250 rows, 250 warps), each lane loops over
-// ~23 vectors with one load latency per trip, since a loop whose stores may alias its loads keeps its loads in
-// order (H200, sampled seed 6427: 11.5 us of graph time against torch.compile's 5.4). Here 2^cs warps share a
+// ~23 vectors, likely one load latency per trip (a loop whose stores may alias its loads keeps its loads in order;
+// not profiled) (H200, sampled seed 6427: 11.5 us of graph time against torch.compile's 5.4). Here 2^cs warps share a
 // row: warp w of the launch takes target w >> cs and chunk w & (2^cs - 1), and its lanes take the chunk's vectors
 // v = chunk * 32 + lane + k * (32 << cs). The first RC_WIDE_K of them are loaded before any is stored (all
 // independent requests: one latency), the rest (a row wider than 32 * RC_WIDE_K << cs vectors) in a loop.
