@@ -173,3 +173,188 @@ RC_FUSE_WIDE_ENTRY(fuse_wide_bfloat16_float32, rc_bf16, float)
 RC_FUSE_WIDE_ENTRY(fuse_wide_float32_float64, float, double)
 RC_FUSE_WIDE_ENTRY(fuse_wide_float16_float64, rc_half, double)
 RC_FUSE_WIDE_ENTRY(fuse_wide_bfloat16_float64, rc_bf16, double)
+
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shifted vectors: rows of any alignment moved in aligned 16-byte vectors (a configuration's `shift`).
+//
+// The row kernel's vector width needs the row stride, the column and the pointers 16-byte aligned; a row of an odd
+// element count (D = 855 float32) moves 4-byte scalars, and ncu put the H200's large sampled points of that kind
+// at 41-56% of DRAM peak with 84-88% achieved occupancy, where rows of D % 4 == 0 reach 81-87% of the copy ceiling
+// (docs/evidence/h200-wide-20261128). Here a group of g = 2^lg lanes owns an output row and walks it in aligned
+// 16-byte output vectors k (the row's first byte sits `head` bytes into vector 0). Output vector k's source bytes
+// are the 16 bytes at (source row - head) + 16k: bytes sh.. of the source's aligned vectors M_k and M_k+1, with sh
+// the same for the whole row. Lane l loads M_k (k = it * g + l), takes M_k+1 from lane l + 1 by a shuffle (the
+// group's last lane loads its own), and funnel-shifts the pair into place, for both source rows. Vectors wholly
+// inside the row are stored whole (streaming), the row's first and last vectors element by element, so no byte
+// of a neighbouring row is written. An aligned vector is loaded only where it holds a byte of its row: bytes of it
+// outside the row (its neighbours', or past the array's end within the same 16 bytes, never another page) are
+// mixed but never stored. Every lane of a warp runs the same trips (the trip count depends on D and g only) and a
+// dead group (past the last target) runs them too with nothing loaded or stored, so the shuffles see the whole warp.
+// Brackets, weights and rc_mix are rows_v2's: the outcomes are the row kernel's bit for bit.
+
+// bytes sh .. sh + 15 of the 32 bytes lo || hi (little endian), sh in [0, 16): words sh / 4 .. sh / 4 + 4 picked by
+// selects (an indexed array would live in local memory), then funnel shifts by the bytes left (0 keeps the low word)
+__device__ __forceinline__ uint4 rc_funnel16(const uint4& lo, const uint4& hi, int sh) {
+    const int ws = sh >> 2, bits = (sh & 3) * 8;
+    const unsigned int w0 = ws == 0 ? lo.x : ws == 1 ? lo.y : ws == 2 ? lo.z : lo.w;
+    const unsigned int w1 = ws == 0 ? lo.y : ws == 1 ? lo.z : ws == 2 ? lo.w : hi.x;
+    const unsigned int w2 = ws == 0 ? lo.z : ws == 1 ? lo.w : ws == 2 ? hi.x : hi.y;
+    const unsigned int w3 = ws == 0 ? lo.w : ws == 1 ? hi.x : ws == 2 ? hi.y : hi.z;
+    const unsigned int w4 = ws == 0 ? hi.x : ws == 1 ? hi.y : ws == 2 ? hi.z : hi.w;
+    return make_uint4(__funnelshift_r(w0, w1, bits), __funnelshift_r(w1, w2, bits), __funnelshift_r(w2, w3, bits),
+                      __funnelshift_r(w3, w4, bits));
+}
+
+__device__ __forceinline__ uint4 rc_shfl_down4(const uint4& v, int width) {
+    uint4 r;
+    r.x = __shfl_down_sync(0xffffffffu, v.x, 1, width);
+    r.y = __shfl_down_sync(0xffffffffu, v.y, 1, width);
+    r.z = __shfl_down_sync(0xffffffffu, v.z, 1, width);
+    r.w = __shfl_down_sync(0xffffffffu, v.w, 1, width);
+    return r;
+}
+
+// One source row as aligned vectors: `base` the aligned vector holding byte (row - head), `sh` that byte's offset
+// in it, [lo, hi) the aligned vectors (counted from base) that hold a byte of the row.
+struct rc_shift_src {
+    const uint4* base;
+    int sh, lo, hi;
+};
+
+__device__ __forceinline__ rc_shift_src rc_shift_view(const void* row, int head, int nbytes) {
+    const unsigned long long p = reinterpret_cast<unsigned long long>(row);
+    const unsigned long long s = p - (unsigned long long)head;
+    const unsigned long long a = s & ~15ULL;
+    rc_shift_src v;
+    v.base = reinterpret_cast<const uint4*>(a);
+    v.sh = (int)(s & 15ULL);
+    v.lo = (int)((p - a) >> 4);
+    v.hi = (int)((p + (unsigned long long)nbytes - 1ULL - a) >> 4) + 1;
+    return v;
+}
+
+__device__ __forceinline__ uint4 rc_shift_load(const rc_shift_src& v, int k, bool live) {
+    return (live && k >= v.lo && k < v.hi) ? __ldg(v.base + k) : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// One output row of D elements: o its first element, r0 and r1 the source rows mixed with weight w; lane `li` of a
+// group of g = 2^lg lanes; `live`: the group has a row (else it only takes part in the shuffles).
+template <typename T>
+__device__ __forceinline__ void rc_shift_row(const T* r0, const T* r1, T* o, int D, float w, int li, int lg,
+                                             bool live) {
+    constexpr int ES = (int)sizeof(T);
+    constexpr int N = 16 / ES;
+    const int g = 1 << lg;
+    const int nbytes = D * ES;
+    const unsigned long long ob = reinterpret_cast<unsigned long long>(o);
+    const int head = (int)(ob & 15ULL);
+    uint4* oa = reinterpret_cast<uint4*>(ob - (unsigned long long)head);
+    const int kout = (head + nbytes + 15) >> 4;        // this row's output vectors
+    const int trips = (((nbytes + 30) >> 4) + g - 1) >> lg;  // the most any alignment needs: uniform per stream
+    const rc_shift_src s0 = rc_shift_view(r0, head, nbytes), s1 = rc_shift_view(r1, head, nbytes);
+#pragma unroll 1
+    for (int it = 0; it < trips; ++it) {
+        const int k = (it << lg) + li;
+        const uint4 m0 = rc_shift_load(s0, k, live), m1 = rc_shift_load(s1, k, live);
+        uint4 n0 = rc_shfl_down4(m0, g), n1 = rc_shfl_down4(m1, g);
+        if (li == g - 1) {  // M_k+1 is the next trip's first lane's: loaded here
+            n0 = rc_shift_load(s0, k + 1, live);
+            n1 = rc_shift_load(s1, k + 1, live);
+        }
+        if (live && k < kout) {
+            float x[N], y[N];
+            rc_vec<T, 16>::unpack(rc_funnel16(m0, n0, s0.sh), x);
+            rc_vec<T, 16>::unpack(rc_funnel16(m1, n1, s1.sh), y);
+#pragma unroll
+            for (int i = 0; i < N; ++i) x[i] = rc_mix(x[i], y[i], w);
+            const int b0 = (k << 4) - head;  // the row's byte at this vector's first byte
+            if (b0 >= 0 && b0 + 16 <= nbytes) {
+                rc_vec<T, 16>::store(reinterpret_cast<T*>(oa + k), x);
+            } else {  // the row's first or last vector: its own elements only
+                T* e = reinterpret_cast<T*>(oa + k);
+#pragma unroll
+                for (int i = 0; i < N; ++i) {
+                    const int bi = b0 + i * ES;
+                    if (bi >= 0 && bi < nbytes) e[i] = rc_from_float<T>(x[i]);
+                }
+            }
+        }
+    }
+}
+
+// One group's target of one stream (values [B, S, D] on times [B, S], output columns col.. of rows out_stride
+// long): group `gid` (over n_targets) of 2^lg lanes, this thread its lane `li`.
+template <typename T, typename TT>
+__device__ __forceinline__ void rc_shift_target(const T* __restrict__ values, const TT* __restrict__ times, int S,
+                                                int D, int col, int lg, const TT* __restrict__ tgt,
+                                                T* __restrict__ out, long long n_targets, int Tn, int out_stride,
+                                                unsigned long long div_mult, unsigned int div_shift, long long gid,
+                                                int li) {
+    const bool live = gid < n_targets;
+    const long long q = live ? gid : 0;  // a dead group brackets target 0 (valid memory) and stores nothing
+    long long b, t;
+    rc_fast_divmod((unsigned long long)q, (unsigned long long)Tn, div_mult, div_shift, b, t);
+    int j0, j1;
+    float wt;
+    rc_bracket2(times + b * S, S, __ldg(tgt + q), j0, j1, wt);
+    rc_shift_row<T>(values + (b * S + j0) * (long long)D, values + (b * S + j1) * (long long)D,
+                    out + q * (long long)out_stride + col, D, wt, li, lg, live);
+}
+
+#define RC_RESAMPLE_SHIFT_ENTRY(NAME, T, TT)                                                                   \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                                   \
+        const T* __restrict__ values, const TT* __restrict__ src, const TT* __restrict__ tgt,                  \
+        T* __restrict__ out, int S, int Tn, int D, long long n_targets, int lg,                                \
+        unsigned long long div_mult, unsigned int div_shift) {                                                 \
+        const long long gid = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> lg;                        \
+        rc_shift_target<T, TT>(values, src, S, D, 0, lg, tgt, out, n_targets, Tn, D, div_mult, div_shift, gid,  \
+                               (int)(threadIdx.x & ((1u << lg) - 1u)));                                        \
+    }
+
+RC_RESAMPLE_SHIFT_ENTRY(resample_shift_float32_float32, float, float)
+RC_RESAMPLE_SHIFT_ENTRY(resample_shift_float16_float32, rc_half, float)
+RC_RESAMPLE_SHIFT_ENTRY(resample_shift_bfloat16_float32, rc_bf16, float)
+RC_RESAMPLE_SHIFT_ENTRY(resample_shift_float32_float64, float, double)
+RC_RESAMPLE_SHIFT_ENTRY(resample_shift_float16_float64, rc_half, double)
+RC_RESAMPLE_SHIFT_ENTRY(resample_shift_bfloat16_float64, rc_bf16, double)
+
+// fuse: the column split's stream table (above), its packed field lg << 8 (lanes per row of the stream); blocks
+// [first_k, first_{k+1}) are stream k's, each block's groups the stream's targets in order.
+template <typename T, typename TT>
+__device__ __forceinline__ void fuse_shift_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
+                                                T* __restrict__ out, int Tn, int Dtot, long long n_targets,
+                                                unsigned long long div_mult, unsigned int div_shift) {
+    const long long blk = blockIdx.x;
+    // the block's stream by static indices only (constant-bank operands): a dynamic index into the table cost
+    // the stack frame of a spill here
+    long long f[RC_WIDE_FIELDS];
+#pragma unroll
+    for (int i = 0; i < RC_WIDE_FIELDS; ++i) f[i] = table.f[i];
+#pragma unroll
+    for (int k = 1; k < RC_WIDE_MAX; ++k) {
+        if (k < K && table.f[RC_WIDE_FIELDS * k + 6] <= blk) {
+#pragma unroll
+            for (int i = 0; i < RC_WIDE_FIELDS; ++i) f[i] = table.f[RC_WIDE_FIELDS * k + i];
+        }
+    }
+    const int lg = (int)((f[5] >> 8) & 0xff);
+    const long long gid = ((blk - f[6]) * (long long)blockDim.x + threadIdx.x) >> lg;
+    rc_shift_target<T, TT>(reinterpret_cast<const T*>(f[0]), reinterpret_cast<const TT*>(f[1]), (int)f[2], (int)f[3],
+                           (int)f[4], lg, tgt, out, n_targets, Tn, Dtot, div_mult, div_shift, gid,
+                           (int)(threadIdx.x & ((1u << lg) - 1u)));
+}
+
+#define RC_FUSE_SHIFT_ENTRY(NAME, T, TT)                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                                   \
+        const __grid_constant__ rc_wide_table table, int K, const TT* __restrict__ tgt, T* __restrict__ out,    \
+        int Tn, int Dtot, long long n_targets, unsigned long long div_mult, unsigned int div_shift) {           \
+        fuse_shift_body<T, TT>(table, K, tgt, out, Tn, Dtot, n_targets, div_mult, div_shift);                  \
+    }
+
+RC_FUSE_SHIFT_ENTRY(fuse_shift_float32_float32, float, float)
+RC_FUSE_SHIFT_ENTRY(fuse_shift_float16_float32, rc_half, float)
+RC_FUSE_SHIFT_ENTRY(fuse_shift_bfloat16_float32, rc_bf16, float)
+RC_FUSE_SHIFT_ENTRY(fuse_shift_float32_float64, float, double)
+RC_FUSE_SHIFT_ENTRY(fuse_shift_float16_float64, rc_half, double)
+RC_FUSE_SHIFT_ENTRY(fuse_shift_bfloat16_float64, rc_bf16, double)

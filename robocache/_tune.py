@@ -56,6 +56,11 @@ CSS = (0, 1, 2, 3)
 # vectors of its row, and the launch has few rows: at most this many warps of the row kernel (a few per SM), where
 # nothing else hides the feature loop's latency.
 WIDE_MAX_ROWS = 16384
+# Shifted vectors (kernels/rows_wide.cu rc_shift_row): rows of any alignment moved in aligned 16-byte vectors, 0 for
+# the row kernel. A candidate where the row kernel's vectors are narrower than 16 bytes (a row stride, column or
+# pointer off the 16-byte grid: an odd D) and a row holds at least SHIFT_MIN_BYTES.
+SHIFTS = (0, 1)
+SHIFT_MIN_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,14 @@ class Config:
     # Another kernel (kernels/rows_wide.cu, a launch option, no build): 2**cs warps share an output row, each lane
     # loading its first vectors before it stores any. The row kernel's launch fields do not apply to it.
     cs: int = 0
+    # Another kernel (kernels/rows_wide.cu, a launch option, no build): a group of lanes a row moves it in aligned
+    # 16-byte vectors shifted into place, whatever the row's alignment. The row kernel's fields do not apply.
+    shift: int = 0
 
     def __post_init__(self) -> None:
         for name, allowed in (("unroll", UNROLLS), ("vunroll", VUNROLLS), ("lg_shift", LG_SHIFTS), ("tpg", TPGS),
-                              ("block", BLOCKS), ("seq", SEQS), ("prefetch", PREFETCHES), ("cs", CSS)):
+                              ("block", BLOCKS), ("seq", SEQS), ("prefetch", PREFETCHES), ("cs", CSS),
+                              ("shift", SHIFTS)):
             val = getattr(self, name)
             if type(val) is not int or val not in allowed:
                 raise ValueError(f"Config.{name} must be one of {allowed}, got {val!r}")
@@ -87,6 +96,10 @@ class Config:
         if self.cs and (self.unroll != 1 or self.vunroll or self.lg_shift or self.tpg or self.seq or self.prefetch):
             raise ValueError("Config.cs > 0 is the column-split kernel: the row kernel's unroll, vunroll, lg_shift, "
                              "tpg, seq and prefetch stay at their defaults (block may be set)")
+        if self.shift and (self.unroll != 1 or self.vunroll or self.lg_shift or self.tpg or self.seq
+                           or self.prefetch or self.cs):
+            raise ValueError("Config.shift = 1 is the shifted-vector kernel: the row kernel's fields and cs stay at "
+                             "their defaults (block may be set)")
 
     def options(self) -> tuple[str, ...]:
         """The NVRTC options of this configuration's build (empty for the default build)."""
@@ -102,10 +115,10 @@ class Config:
         return tuple(opts)
 
     def to_json(self) -> dict[str, int]:
-        """The JSON object of this configuration; the options added later (seq, prefetch, cs) only when set,
-        so a table without them reads as it was written."""
+        """The JSON object of this configuration; the options added later (seq, prefetch, cs, shift) only when
+        set, so a table without them reads as it was written."""
         d = asdict(self)
-        for name in ("seq", "prefetch", "cs"):
+        for name in ("seq", "prefetch", "cs", "shift"):
             if not d[name]:
                 del d[name]
         return d
@@ -113,7 +126,7 @@ class Config:
     @classmethod
     def from_json(cls, d: Any) -> Config:
         """A Config from its JSON object (a field left out: its default, so tables and caches written before
-        seq, prefetch and cs existed load as 0); ``ValueError`` on anything else."""
+        seq, prefetch, cs and shift existed load as 0); ``ValueError`` on anything else."""
         if not isinstance(d, dict) or set(d) - set(cls.__dataclass_fields__):
             raise ValueError(f"not a launch configuration: {d!r}")
         return cls(**d)
@@ -139,7 +152,7 @@ PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 
 def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
@@ -149,7 +162,8 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     bytes per time. With them, two build options join where they can pay: the walk (``seq``, :data:`SEQ_TPGS`)
     for one-lane rows with more targets than sources, the prefetch (:data:`PREFETCH_LAUNCHES`) for rows whose
     times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES`, and the column split
-    (:func:`wide_splits`) where a launch has few rows of many vectors.
+    (:func:`wide_splits`) where a launch has few rows of many vectors. ``shifted``: the shifted-vector kernel joins
+    (:func:`shift_pays` of a row of the launch).
     """
     out: list[Config] = []
     seen: set[Config] = set()
@@ -171,7 +185,21 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
             add(Config(lg_shift=min(shift, lg_nat), tpg=tpg, prefetch=PREFETCH_CAP))
     for cs in wide_splits(lg_nat, loop_iters, n_targets):
         add(Config(cs=cs))
+    if shifted:
+        add(Config(shift=1))
     return out
+
+
+def shift_pays(vb: int, row_bytes: int) -> bool:
+    """Whether the shifted-vector kernel (``shift``) is worth timing for a row of ``row_bytes`` that the row kernel
+    moves in ``vb``-byte vectors: narrower than 16 bytes, at least :data:`SHIFT_MIN_BYTES` of them."""
+    return vb < 16 and row_bytes >= SHIFT_MIN_BYTES
+
+
+def shift_lanes(row_bytes: int) -> int:
+    """log2 of the lanes of a shifted-vector row (kernels/rows_wide.cu rc_shift_row): enough for the aligned
+    16-byte vectors a row of ``row_bytes`` may touch (ceil((row_bytes + 15) / 16)), a warp at most."""
+    return min(5, (((max(1, row_bytes) + 30) >> 4) - 1).bit_length())
 
 
 def wide_splits(lg_nat: int, loop_iters: int, n_targets: int | None) -> list[int]:
@@ -211,7 +239,7 @@ def builds() -> list[tuple[str, ...]]:
 
 
 def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False) -> list[Config]:
     """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
     with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
     would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
@@ -229,6 +257,8 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
     if prefetch_fits(n_src, time_bytes):
         out += [Config(lg_shift=shift, tpg=tpg, prefetch=PREFETCH_CAP) for shift in shifts for tpg in (0, 1, 4)]
     out += [Config(cs=cs) for cs in wide_splits(lg_nat, loop_iters, None)]
+    if shifted:
+        out.append(Config(shift=1))
     return out
 
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""The column split (kernels/rows_wide.cu, robocache/_tune.py Config.cs) against the row kernel's default launch and
-torch.compile on the sampled suite's few-rows-wide-rows points (a dev aid, not a measurement of record).
+"""The column split and the shifted vectors (kernels/rows_wide.cu, robocache/_tune.py Config.cs, Config.shift)
+against the row kernel's default launch and torch.compile on sampled points (a dev aid, not a measurement of record).
 
     python3 scripts/wide_probe.py [--time-limit 0.5] [--cases ID,ID,...]
 
 Each point is the harness's case (its seeded inputs, its rotating input sets, its timer ``time_gpu``, warm): the
-public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3), then torch.compile's case.
+public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift), then torch.compile's
+case.
 Every output is checked against the NumPy reference by the harness's gate before it is timed. One line per point.
 """
 from __future__ import annotations
@@ -59,7 +60,7 @@ def main() -> int:
             return 2
         us = {}
         for name, cfg in (("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
-                          ("cs3", _tune.Config(cs=3)), ("torch.compile", None)):
+                          ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1)), ("torch.compile", None)):
             case = found["torch_compile" if cfg is None else "robocache"]
             forced[0] = cfg
             for p in plans:
@@ -75,9 +76,9 @@ def main() -> int:
                 continue
             call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
             us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
-        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3"))
+        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift"))
         print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
-              + f" us; best split {us['default'] / best:.2f}x the default, torch.compile / best split "
+              + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
               f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "
               f"{us.get('torch.compile', float('nan')) / us['default']:.2f}x)", flush=True)
     return 0

@@ -74,6 +74,28 @@ def test_the_column_split_is_a_candidate_only_for_few_wide_rows():
     assert {c.options() for c in _tune.candidates(5, 8, 1)} <= set(_tune.builds())  # no module to pre-build
 
 
+def test_shifted_vectors_are_a_candidate_only_for_rows_off_the_16_byte_grid():
+    """Config.shift is kernels/rows_wide.cu's shifted vectors (a launch option, no build): offered where the row
+    kernel's vectors are narrower than 16 bytes (an odd D: the H200's large sampled points at 41-56% of DRAM peak)
+    on rows of SHIFT_MIN_BYTES or more; its lanes cover the aligned vectors a row may touch; never beside the row
+    kernel's options or the column split; in JSON only when set."""
+    assert _tune.shift_pays(4, 855 * 4) and _tune.shift_pays(8, 34 * 4) and _tune.shift_pays(2, 37 * 2)
+    assert not _tune.shift_pays(16, 856 * 4) and not _tune.shift_pays(4, 7 * 4)
+    assert _tune.candidates(5, 27, 34193, shifted=True)[-1] == _tune.Config(shift=1)
+    assert not any(c.shift for c in _tune.candidates(5, 27, 34193))
+    assert _tune.Config(shift=1) in _tune.exhaustive(5, 4, shifted=True)
+    assert not any(c.shift for c in _tune.exhaustive(5, 4))
+    # log2 lanes: ceil((bytes + 15) / 16) aligned vectors at most, rounded up to a power of two, a warp at most
+    assert [_tune.shift_lanes(n) for n in (4, 16, 17, 33, 148, 500, 3420)] == [1, 1, 1, 2, 4, 5, 5]
+    for bad in ({"shift": 2}, {"shift": 1, "cs": 1}, {"shift": 1, "tpg": 1}, {"shift": 1, "unroll": 2},
+                {"shift": 1, "lg_shift": 1}, {"shift": 1, "seq": 1}, {"shift": 1, "prefetch": 4096}):
+        with pytest.raises(ValueError):
+            _tune.Config(**bad)
+    sh = _tune.Config(shift=1, block=64)
+    assert sh.options() == () and sh.to_json()["shift"] == 1 and "shift" not in _tune.DEFAULT.to_json()
+    assert _tune.Config.from_json(json.loads(json.dumps(sh.to_json()))) == sh
+
+
 def test_a_column_split_on_rows_of_one_warp_launches_the_row_kernel(cache, monkeypatch):
     """A cs > 0 choice made for another bucket (the nearest shipped bucket's, with tuning off or during a capture:
     the tuner offers cs for wide rows only) on rows of 32 vectors or fewer launches the row kernel, never 2**cs warps

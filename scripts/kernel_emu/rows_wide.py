@@ -102,7 +102,7 @@ def shifted(shape, dtype, shift, fill=None):
     return t
 
 
-def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0):
+def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
     vals = shifted((b, s, d), vdt, shift, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt))
@@ -112,7 +112,7 @@ def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0):
     v = types.SimpleNamespace(shape=tuple(vals.shape), dtype=dtype, kind="torch", device_index=0)  # host tensors
     sa = types.SimpleNamespace(dtype=tdtype)
     out = shifted((b, t, d), vdt, oshift) if oshift else None
-    plan = rs._plan_v2(v, sa, vals, out.data_ptr() if oshift else 0, t, _tune.Config(cs=cs))
+    plan = rs._plan_v2(v, sa, vals, out.data_ptr() if oshift else 0, t, _tune.Config(cs=cs, shift=sv))
     if plan.fl.name.startswith("resample_v2_"):  # rows of one warp's vectors: the row kernel (not built here)
         es = vals.element_size()
         assert _tune.wide_split(cs, d * es // L.vector_bytes(es, (d * es,), (vals.data_ptr(), 0))) == 0, d
@@ -120,15 +120,16 @@ def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0):
         return
     got = plan(vals, src, tgt, out)
     want = reference.resample(vals.double().numpy(), src.double().numpy(), tgt.double().numpy(), out_dtype=None)
-    assert LOG[-1][0] == f"resample_wide_{dtype}_{tdtype}"
+    assert LOG[-1][0] == f"resample_{'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got.double().numpy()), nan), "NaN targets"
     check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
-          f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} cs{cs} vb{plan.fl.slots[8]} sms={SMS[0]}"
+          f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} "
+          + (f"shift lg{plan.fl.slots[8]}" if sv else f"cs{cs} vb{plan.fl.slots[8]}") + f" sms={SMS[0]}"
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
 
-def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0):
+def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
     # the first stream's values `shift` elements into their storage, the output `oshift`
@@ -138,12 +139,13 @@ def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0):
     pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
     ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
     out = shifted((b, t, sum(d for _, d in streams)), vdt, oshift) if oshift else None
-    plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0, _tune.Config(cs=cs))
+    plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0, _tune.Config(cs=cs, shift=sv))
     got = plan(arrays, tgt, out)
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
-    assert LOG[-1][0] == f"fuse_wide_{dtype}_{tdtype}"
-    vbs = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) & 0xff for k in range(len(streams))]
-    check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} cs{cs} vb{vbs} sms={SMS[0]}"
+    assert LOG[-1][0] == f"fuse_{'shift' if sv else 'wide'}_{dtype}_{tdtype}"
+    packed = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) for k in range(len(streams))]
+    geo = f"shift lg{[p >> 8 & 0xff for p in packed]}" if sv else f"cs{cs} vb{[p & 0xff for p in packed]}"
+    check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} {geo} sms={SMS[0]}"
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
 
@@ -167,4 +169,19 @@ for sms in (132, 1):  # 132: one-warp blocks (few warps), 1: 256-thread blocks w
         for shift, oshift in ((1, 0), (0, 1), (2, 3), (4, 0)):
             run_resample(dtype, "float32", 3, 9, 5, 1032, 2, seed=7, shift=shift, oshift=oshift)
             run_fuse(dtype, "float32", 2, 7, [(23, 720), (11, 4), (9, 136)], 3, seed=4, shift=shift, oshift=oshift)
+# shifted vectors (Config(shift=1)): rows of any length and alignment, values and output off the 16-byte grid by
+# every element count a 16-byte vector holds, groups of 1-32 lanes, dead groups past the last target
+for sms in (132, 1):
+    SMS[0] = sms
+    for dtype in ("float32", "float16", "bfloat16"):
+        for tdtype in ("float32", "float64"):
+            for d in (1, 3, 5, 8, 37, 130, 855):
+                run_resample(dtype, tdtype, 3, 9, 5, d, 0, seed=d, sv=1)
+    for dtype, es in (("float32", 4), ("float16", 2)):
+        for shift, oshift in ((1, 0), (0, 1), (3, 2), (16 // es - 1, 5 % (16 // es)), (2, 16 // es - 1)):
+            run_resample(dtype, "float32", 2, 7, 6, 71, 0, seed=shift, shift=shift, oshift=oshift, sv=1)
+            run_fuse(dtype, "float32", 2, 5, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=shift, shift=shift,
+                     oshift=oshift, sv=1)
+    run_resample("bfloat16", "float64", 1, 2, 1, 717, 0, sv=1)  # one target, S = 2
+    run_fuse("float32", "float64", 3, 5, [(40, 1001)], 0, seed=2, sv=1)
 print("rows_wide: every case matched the NumPy reference")

@@ -77,6 +77,22 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline unsigned __match_any_sync(unsigned, int) { std::abort(); }
 template <class T> inline T __shfl_sync(unsigned, T, int) { std::abort(); }
 template <class T> inline T __shfl_xor_sync(unsigned, T, int) { std::abort(); }
+// __shfl_down_sync through a block-wide exchange (kernels/rows_wide.cu's shifted vectors): every thread of the block
+// must call it the same number of times, as that kernel's trips are uniform per block.
+inline unsigned char g_shfl[1024 * 8];
+template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+    static_assert(sizeof(T) <= 8);
+    std::memcpy(g_shfl + threadIdx.x * 8, &v, sizeof(T));
+    g_bar->arrive_and_wait();
+    const unsigned sub = threadIdx.x & 31 & (unsigned)(width - 1);
+    T r = v;
+    if (sub + delta < (unsigned)width) std::memcpy(&r, g_shfl + (threadIdx.x + delta) * 8, sizeof(T));
+    g_bar->arrive_and_wait();
+    return r;
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+    return (unsigned)((((unsigned long long)hi << 32) | lo) >> (s & 31));
+}
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 inline float atomicAdd(float* p, float v) {
     unsigned int* u = reinterpret_cast<unsigned int*>(p);

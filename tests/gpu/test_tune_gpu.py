@@ -97,7 +97,7 @@ def test_fuse_candidates_equal_the_default():
     pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
     ta = A.describe("tgt", tgt)
     default = None
-    for cfg in _tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4) + WALKS + PREFETCHES + WIDES:
+    for cfg in _tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4) + WALKS + PREFETCHES + WIDES + SHIFTS:
         out = torch.full((b, t, sum(dims)), float("nan"), device="cuda", dtype=torch.bfloat16)
         fu._plan_v2(pairs, ta, streams, out.data_ptr(), cfg)(streams, tgt, out)
         torch.cuda.synchronize()
@@ -128,7 +128,7 @@ def test_the_column_split_of_wide_few_rows_equals_the_default(time_dtype, dtype)
                               tgt.double().cpu().numpy())
         pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in ss]
         default = None
-        for cfg in [_tune.DEFAULT, *WIDES]:
+        for cfg in [_tune.DEFAULT, *WIDES, *SHIFTS]:
             out = torch.full((b, t, sum(v.shape[2] for v, _ in ss)), float("nan"), device="cuda", dtype=dtype)
             fu._plan_v2(pairs, A.describe("tgt", tgt), ss, out.data_ptr(), cfg)(ss, tgt, out)
             torch.cuda.synchronize()
@@ -143,7 +143,7 @@ def test_the_column_split_of_wide_few_rows_equals_the_default(time_dtype, dtype)
     want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(), tt.double().cpu().numpy())
     v, sa = A.describe("v", vals), A.describe("s", st)
     default = None
-    for cfg in [_tune.DEFAULT, *WIDES]:
+    for cfg in [_tune.DEFAULT, *WIDES, *SHIFTS]:
         out = torch.full((233, 3, 722), float("nan"), device="cuda", dtype=dtype)
         rs._plan_v2(v, sa, vals, out.data_ptr(), 3, cfg)(vals, st, tt, out)
         torch.cuda.synchronize()
@@ -163,6 +163,8 @@ PREFETCHES = [_tune.Config(prefetch=_tune.PREFETCH_CAP, lg_shift=sh, tpg=tpg, un
 # The column split (Config.cs: kernels/rows_wide.cu), small blocks; on rows of 32 vectors or fewer the row kernel's
 # launch (_tune.wide_split 0), on rows just past them (33 vectors) a second warp with lanes without a vector
 WIDES = [_tune.Config(cs=cs, block=blk) for cs, blk in ((1, 0), (2, 64), (3, 0), (3, 256))]
+# The shifted vectors (Config.shift: kernels/rows_wide.cu rc_shift_row), the rule's block and a small one
+SHIFTS = [_tune.Config(shift=1), _tune.Config(shift=1, block=64)]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
 # 600 float64), a single source sample
@@ -187,7 +189,7 @@ def test_the_walk_and_the_prefetch_equal_the_default_and_the_reference(time_dtyp
         tt = torch.from_numpy(tgt).cuda().to(time_dtype)
         want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(), tt.double().cpu().numpy())
         default = None
-        for cfg in [_tune.DEFAULT, *WALKS, *PREFETCHES, *WIDES]:
+        for cfg in [_tune.DEFAULT, *WALKS, *PREFETCHES, *WIDES, *SHIFTS]:
             out = torch.full((b, t, d), float("nan"), device="cuda", dtype=dtype)
             rs._plan_v2(v, sa, vals, out.data_ptr(), t, cfg)(vals, st, tt, out)
             torch.cuda.synchronize()
@@ -314,3 +316,94 @@ def test_the_tuner_times_the_device_not_the_host():
     stream.synchronize()
     t = min(_tune._device_us_per_call(empty, 100, stream, (kern, per_us), min(host)) for _ in range(3))
     assert t < 0.25 * t1 and t < min(host), (t, t1, min(host))
+
+
+def _sliced(rng, shape, dtype, skip):
+    """A C-contiguous tensor of ``shape`` starting ``skip`` elements into a larger allocation (a slice users pass),
+    random values, its neighbours poisoned with NaN: an aligned vector that reads them must never store them."""
+    n = int(np.prod(shape))
+    base = torch.full((n + skip + 16,), float("nan"), device="cuda", dtype=dtype)
+    t = base[skip: skip + n].view(shape)
+    t.copy_(torch.from_numpy(rng.standard_normal(shape)).to(dtype))
+    return t
+
+
+@pytest.mark.parametrize("time_dtype", (torch.float32, torch.float64), ids=str)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("d", (1, 3, 37, 130, 855))
+def test_shifted_vectors_on_rows_of_any_alignment_equal_the_default(time_dtype, dtype, d):
+    """Config.shift on odd and even D with the values and the output off the 16-byte grid by every element count
+    (the row kernel then moves narrower vectors): bit for bit the row kernel's, the reference's, and no byte outside
+    the output written (the output's neighbours, poisoned, stay NaN)."""
+    rng = np.random.default_rng(d)
+    b, s, t = 3, 41, 29
+    per = 16 // torch.tensor([], dtype=dtype).element_size()
+    st = torch.from_numpy(_times(rng, b, s)).cuda().to(time_dtype)
+    tgt_np = rng.uniform(-0.1, 1.1, (b, t))
+    tgt_np[1, 2] = np.nan
+    tt = torch.from_numpy(tgt_np).cuda().to(time_dtype)
+    for skip, oskip in ((0, 0), (1, 0), (0, per - 1), (per // 2, 3 % per), (per - 1, 1)):
+        vals = _sliced(rng, (b, s, d), dtype, skip)
+        want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(), tt.double().cpu().numpy())
+        v, sa = A.describe("v", vals), A.describe("s", st)
+        default = None
+        for cfg in [_tune.DEFAULT, *SHIFTS]:
+            base = torch.full((b * t * d + oskip + 16,), 7.0, device="cuda", dtype=dtype)
+            out = base[oskip: oskip + b * t * d].view(b, t, d)
+            out.fill_(float("nan"))
+            rs._plan_v2(v, sa, vals, out.data_ptr(), t, cfg)(vals, st, tt, out)
+            torch.cuda.synchronize()
+            what = f"resample {cfg} D{d} {dtype} {time_dtype} skip {skip}/{oskip}"
+            _check(out, want, dtype, what)
+            assert bool((base[:oskip] == 7).all()) and bool((base[oskip + b * t * d:] == 7).all()), what
+            if default is None:
+                default = out.clone()
+            else:
+                assert torch.equal(out.nan_to_num(5.0), default.nan_to_num(5.0)), f"{what} differs from the default"
+    # fuse: the wide stream off the grid beside an aligned one and a narrow one, the output a slice
+    streams = [(_sliced(rng, (b, 23, d), dtype, 1), torch.from_numpy(_times(rng, b, 23)).cuda().to(time_dtype)),
+               (_sliced(rng, (b, 9, 8), dtype, 0), torch.from_numpy(_times(rng, b, 9)).cuda().to(time_dtype)),
+               (_sliced(rng, (b, 5, 1), dtype, 2), torch.from_numpy(_times(rng, b, 5)).cuda().to(time_dtype))]
+    want = reference.fuse([(v.double().cpu().numpy(), s_.double().cpu().numpy()) for v, s_ in streams],
+                          tt.double().cpu().numpy())
+    pairs = [(A.describe("v", v), A.describe("t", s_)) for v, s_ in streams]
+    total = d + 9
+    default = None
+    for cfg in [_tune.DEFAULT, *SHIFTS]:
+        base = torch.full((b * t * total + 17,), 7.0, device="cuda", dtype=dtype)
+        out = base[1: 1 + b * t * total].view(b, t, total)
+        fu._plan_v2(pairs, A.describe("tgt", tt), streams, out.data_ptr(), cfg)(streams, tt, out)
+        torch.cuda.synchronize()
+        what = f"fuse {cfg} D{d} {dtype} {time_dtype}"
+        _check(out, want, dtype, what)
+        assert bool(base[0] == 7) and bool((base[1 + b * t * total:] == 7).all()), what
+        if default is None:
+            default = out.clone()
+        else:
+            assert torch.equal(out.nan_to_num(5.0), default.nan_to_num(5.0)), f"{what} differs from the default"
+
+
+def test_the_tuner_offers_shifted_vectors_for_rows_off_the_grid():
+    """An odd-D bucket's first call times Config.shift among its candidates; an aligned one does not."""
+    seen = []
+    real = _tune.choose
+
+    def spy(dev, key, cands, trial, stream, may_tune):
+        seen.append(list(cands))
+        return real(dev, key, cands, trial, stream, may_tune)
+
+    rng = np.random.default_rng(3)
+    try:
+        _tune.choose = spy
+        for d in (855, 856):
+            vals = torch.from_numpy(rng.standard_normal((2, 40, d))).cuda().float()
+            st = torch.from_numpy(_times(rng, 2, 40)).cuda().float()
+            tt = torch.from_numpy(rng.uniform(0, 1, (2, 17))).cuda().float()
+            got = robocache.resample(vals, st, tt)
+            want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(),
+                                      tt.double().cpu().numpy())
+            _check(got, want, torch.float32, f"D{d}")
+    finally:
+        _tune.choose = real
+    assert _tune.Config(shift=1) in seen[0], seen[0]
+    assert _tune.Config(shift=1) not in seen[1], seen[1]
