@@ -189,8 +189,10 @@ RC_FUSE_WIDE_ENTRY(fuse_wide_bfloat16_float64, rc_bf16, double)
 // inside the row are stored whole (streaming), the row's first and last vectors element by element, so no byte
 // of a neighbouring row is written. An aligned vector is loaded only where it holds a byte of its row: bytes of it
 // outside the row (its neighbours', or past the array's end within the same 16 bytes, never another page) are
-// mixed but never stored. Every lane of a warp runs the same trips (the trip count depends on D and g only) and a
-// dead group (past the last target) runs them too with nothing loaded or stored, so the shuffles see the whole warp.
+// mixed but never stored (compute-sanitizer's memcheck may still report such a read past the end of an allocation
+// of exactly the array's size, e.g. with PYTORCH_NO_CUDA_MEMORY_CACHING=1: harmless on the hardware). Every lane of
+// a warp runs the same trips (the trip count depends on D and g only) and a dead group (past the last target) runs
+// them too with nothing loaded or stored, so the shuffles see the whole warp.
 // Brackets, weights and rc_mix are rows_v2's: the outcomes are the row kernel's bit for bit.
 
 // bytes sh .. sh + 15 of the 32 bytes lo || hi (little endian), sh in [0, 16): words sh / 4 .. sh / 4 + 4 picked by

@@ -29,7 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Raised to 200 when bisect (13 git-worktree tests), the quick suite's 20 CPU pytest-benchmark cases (frontend
 # measure) and the CLI hardening tests came in: 186 of 1153 outside, the fast tier 967 tests in 110 s on CI's
 # 2 cores (CI run of 2026-11-27); FAST_SHARE below still holds the tier at most of the suite.
-BUDGET_REST = 200  # CPU tests (tests/gpu aside) marked slow, browser or multiprocess
+# Raised to 202 for the NVRTC compile of kernels/rows_wide.cu (the column split, shifted vectors: a kernel file of
+# its own, two cases, sm_80 and sm_90): 4.1 and 4.5 s of wall here (2026-11-28, `pytest tests/test_kernels_compile.py
+# -k rows_wide --durations=0`).
+BUDGET_REST = 202  # CPU tests (tests/gpu aside) marked slow, browser or multiprocess
 BUDGET_SLOW = 8  # entries of conftest.SLOW
 FAST_SHARE = 0.8  # the fast tier's share of the CPU tests, at least (0.84 then)
 

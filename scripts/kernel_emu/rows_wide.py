@@ -84,6 +84,14 @@ def times(rng, b, n, tdt, jitter=True):
     return torch.from_numpy(t).to(tdt)
 
 
+def untouched(out, tag):
+    """The poisoned elements around a shifted output (``shifted``) are still NaN: nothing stored outside it."""
+    if out is None:
+        return
+    base, first = out._base, out.storage_offset()
+    assert bool(base[:first].isnan().all()) and bool(base[first + out.numel():].isnan().all()), ("outside", tag)
+
+
 def check(got, want, tag, dtype):
     g = got.double().numpy()
     err = float((np.abs(g - want) / np.maximum(1, np.abs(want))).max()) if want.size else 0.0
@@ -95,8 +103,8 @@ def shifted(shape, dtype, shift, fill=None):
     """A C-contiguous tensor of ``shape`` whose data start ``shift`` elements into its storage: a pointer that the
     vector rule (``_launch.vector_bytes``) must see, as a slice of a larger array has on the GPU."""
     n = int(np.prod(shape))
-    base = torch.empty(n + shift, dtype=dtype)
-    t = base[shift:].view(shape)
+    base = torch.full((n + shift + 8,), float("nan"), dtype=dtype)  # neighbours poisoned: read, never stored
+    t = base[shift: shift + n].view(shape)
     if fill is not None:
         t.copy_(fill)
     return t
@@ -123,6 +131,7 @@ def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0)
     assert LOG[-1][0] == f"resample_{'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got.double().numpy()), nan), "NaN targets"
+    untouched(out, f"resample D{d}")
     check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
           f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} "
           + (f"shift lg{plan.fl.slots[8]}" if sv else f"cs{cs} vb{plan.fl.slots[8]}") + f" sms={SMS[0]}"
@@ -142,6 +151,7 @@ def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0):
     plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0, _tune.Config(cs=cs, shift=sv))
     got = plan(arrays, tgt, out)
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
+    untouched(out, f"fuse {streams}")
     assert LOG[-1][0] == f"fuse_{'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     packed = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) for k in range(len(streams))]
     geo = f"shift lg{[p >> 8 & 0xff for p in packed]}" if sv else f"cs{cs} vb{[p & 0xff for p in packed]}"
