@@ -175,7 +175,8 @@ def main() -> int:
             nvec = max(1, d * es_ // vb)
             lg_nat = min(5, (nvec - 1).bit_length())
             loop_iters = -(-nvec // (1 << lg_nat))
-            kw = {"n_tgt": t, "n_src": s, "time_bytes": src.element_size()}  # the walk's and the prefetch's test
+            kw = {"n_tgt": t, "n_src": s, "time_bytes": src.element_size(),  # the walk's and the prefetch's test
+                  "shifted": _tune.shift_pays(vb, d * es_)}
             cands = (_tune.candidates(lg_nat, loop_iters, b * t, **kw) if args.tuner_cands
                      else _tune.exhaustive(lg_nat, loop_iters, **kw))
             scratch = torch.empty_like(outd)
@@ -239,7 +240,8 @@ def main() -> int:
             nvecs = [max(1, d * es_ // vb) for d, vb in zip(dims, vbs)]
             lg_nat = max(min(5, (n - 1).bit_length()) for n in nvecs)
             iters = max(-(-n // (1 << min(5, (n - 1).bit_length()))) for n in nvecs)
-            kw = {"n_tgt": t, "n_src": max(ss), "time_bytes": 4}  # float32 times: the walk's and the prefetch's test
+            kw = {"n_tgt": t, "n_src": max(ss), "time_bytes": 4,  # float32 times: the walk's and the prefetch's test
+                  "shifted": any(_tune.shift_pays(vb, d * es_) for d, vb in zip(dims, vbs))}
             cands = (_tune.candidates(lg_nat, iters, b * t, **kw) if args.tuner_cands
                      else _tune.exhaustive(lg_nat, iters, **kw))
             scratch = torch.empty_like(outd)
