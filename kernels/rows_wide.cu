@@ -360,3 +360,106 @@ RC_FUSE_SHIFT_ENTRY(fuse_shift_bfloat16_float32, rc_bf16, float)
 RC_FUSE_SHIFT_ENTRY(fuse_shift_float32_float64, float, double)
 RC_FUSE_SHIFT_ENTRY(fuse_shift_float16_float64, rc_half, double)
 RC_FUSE_SHIFT_ENTRY(fuse_shift_bfloat16_float64, rc_bf16, double)
+
+
+// ---------------------------------------------------------------------------------------------------------------
+// Staged: every target of a block bracketed at once, then the block's rows copied (a configuration's `stage`).
+//
+// The kernels above bracket a target by the group of lanes that then copies its row, so a group's search (a few
+// dependent loads) and its copy follow one another, one target at a time. On narrow rows (a few hundred bytes)
+// that chain is the time: the H200's mid-size sampled points with rows of 40-400 bytes ran at 15-55% of the copy
+// ceiling, and a tuned row kernel or the shifted vectors no faster than torch.compile's two kernels (a search,
+// then a gather). Here a block of RC_STAGE_T threads takes RC_STAGE_T consecutive targets of one stream: each
+// thread brackets one (all the block's searches in flight together) into shared memory, then the block's groups of
+// 2^lg lanes copy the rows by the shifted vectors (rc_shift_row), group after group of rows. Every group runs the
+// same rows count (RC_STAGE_T / groups; a row past the last target is dead: nothing loaded or stored), so a warp's
+// lanes stay together for the shuffles. Brackets, weights and rc_mix are rows_v2's: the row kernel's outcomes.
+#ifndef RC_STAGE_T
+#define RC_STAGE_T 256  // targets per block, the block's threads
+#endif
+
+template <typename T, typename TT>
+__device__ __forceinline__ void rc_staged_block(const T* __restrict__ values, const TT* __restrict__ times, int S,
+                                                int D, int col, int lg, const TT* __restrict__ tgt,
+                                                T* __restrict__ out, long long n_targets, int Tn, int out_stride,
+                                                unsigned long long div_mult, unsigned int div_shift,
+                                                long long first) {
+    __shared__ long long rc_st_r0[RC_STAGE_T];
+    __shared__ long long rc_st_r1[RC_STAGE_T];
+    __shared__ float rc_st_w[RC_STAGE_T];
+    const int tid = (int)threadIdx.x;
+    const long long q = first + tid;
+    if (q < n_targets) {
+        long long b, t;
+        rc_fast_divmod((unsigned long long)q, (unsigned long long)Tn, div_mult, div_shift, b, t);
+        int j0, j1;
+        float w;
+        rc_bracket2(times + b * S, S, __ldg(tgt + q), j0, j1, w);
+        rc_st_r0[tid] = (b * S + j0) * (long long)D;
+        rc_st_r1[tid] = (b * S + j1) * (long long)D;
+        rc_st_w[tid] = w;
+    }
+    __syncthreads();
+    const int li = tid & ((1 << lg) - 1);
+    const int groups = RC_STAGE_T >> lg;
+    const long long live_rows = n_targets - first;  // >= 1: the block has a first target
+#pragma unroll 1
+    for (int r = tid >> lg; r < RC_STAGE_T; r += groups) {  // RC_STAGE_T / groups rows for every group
+        const bool live = r < live_rows;
+        const int rr = live ? r : 0;
+        rc_shift_row<T>(values + rc_st_r0[rr], values + rc_st_r1[rr], out + (first + rr) * (long long)out_stride + col, D,
+                        rc_st_w[rr], li, lg, live);
+    }
+}
+
+#define RC_RESAMPLE_STAGED_ENTRY(NAME, T, TT)                                                                  \
+    extern "C" __global__ void __launch_bounds__(RC_STAGE_T) NAME(                                            \
+        const T* __restrict__ values, const TT* __restrict__ src, const TT* __restrict__ tgt,                  \
+        T* __restrict__ out, int S, int Tn, int D, long long n_targets, int lg,                                \
+        unsigned long long div_mult, unsigned int div_shift) {                                                 \
+        rc_staged_block<T, TT>(values, src, S, D, 0, lg, tgt, out, n_targets, Tn, D, div_mult, div_shift,     \
+                               (long long)blockIdx.x * RC_STAGE_T);                                            \
+    }
+
+RC_RESAMPLE_STAGED_ENTRY(resample_staged_float32_float32, float, float)
+RC_RESAMPLE_STAGED_ENTRY(resample_staged_float16_float32, rc_half, float)
+RC_RESAMPLE_STAGED_ENTRY(resample_staged_bfloat16_float32, rc_bf16, float)
+RC_RESAMPLE_STAGED_ENTRY(resample_staged_float32_float64, float, double)
+RC_RESAMPLE_STAGED_ENTRY(resample_staged_float16_float64, rc_half, double)
+RC_RESAMPLE_STAGED_ENTRY(resample_staged_bfloat16_float64, rc_bf16, double)
+
+// fuse: the column split's stream table, its packed field lg << 8; blocks [first_k, first_{k+1}) are stream k's,
+// block i of them its targets [i * RC_STAGE_T, (i + 1) * RC_STAGE_T).
+template <typename T, typename TT>
+__device__ __forceinline__ void fuse_staged_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
+                                                 T* __restrict__ out, int Tn, int Dtot, long long n_targets,
+                                                 unsigned long long div_mult, unsigned int div_shift) {
+    const long long blk = blockIdx.x;
+    long long f[RC_WIDE_FIELDS];  // the block's stream by static indices only (see fuse_shift_body)
+#pragma unroll
+    for (int i = 0; i < RC_WIDE_FIELDS; ++i) f[i] = table.f[i];
+#pragma unroll
+    for (int k = 1; k < RC_WIDE_MAX; ++k) {
+        if (k < K && table.f[RC_WIDE_FIELDS * k + 6] <= blk) {
+#pragma unroll
+            for (int i = 0; i < RC_WIDE_FIELDS; ++i) f[i] = table.f[RC_WIDE_FIELDS * k + i];
+        }
+    }
+    rc_staged_block<T, TT>(reinterpret_cast<const T*>(f[0]), reinterpret_cast<const TT*>(f[1]), (int)f[2], (int)f[3],
+                           (int)f[4], (int)((f[5] >> 8) & 0xff), tgt, out, n_targets, Tn, Dtot, div_mult, div_shift,
+                           (blk - f[6]) * RC_STAGE_T);
+}
+
+#define RC_FUSE_STAGED_ENTRY(NAME, T, TT)                                                                      \
+    extern "C" __global__ void __launch_bounds__(RC_STAGE_T) NAME(                                            \
+        const __grid_constant__ rc_wide_table table, int K, const TT* __restrict__ tgt, T* __restrict__ out,    \
+        int Tn, int Dtot, long long n_targets, unsigned long long div_mult, unsigned int div_shift) {           \
+        fuse_staged_body<T, TT>(table, K, tgt, out, Tn, Dtot, n_targets, div_mult, div_shift);                 \
+    }
+
+RC_FUSE_STAGED_ENTRY(fuse_staged_float32_float32, float, float)
+RC_FUSE_STAGED_ENTRY(fuse_staged_float16_float32, rc_half, float)
+RC_FUSE_STAGED_ENTRY(fuse_staged_bfloat16_float32, rc_bf16, float)
+RC_FUSE_STAGED_ENTRY(fuse_staged_float32_float64, float, double)
+RC_FUSE_STAGED_ENTRY(fuse_staged_float16_float64, rc_half, double)
+RC_FUSE_STAGED_ENTRY(fuse_staged_bfloat16_float64, rc_bf16, double)

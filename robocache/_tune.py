@@ -32,7 +32,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,12 @@ WIDE_MAX_ROWS = 16384
 # pointer off the 16-byte grid: an odd D) and a row holds at least SHIFT_MIN_BYTES.
 SHIFTS = (0, 1)
 SHIFT_MIN_BYTES = 32
+# The staged kernel (kernels/rows_wide.cu rc_staged_block): a block of STAGE_TARGETS threads brackets that many
+# targets at once, then copies their rows by the shifted vectors. A candidate where rows are narrow (at most
+# STAGE_MAX_BYTES, where a target's search is most of its time) and the launch has a block's worth of targets.
+STAGES = (0, 1)
+STAGE_TARGETS = 256  # RC_STAGE_T
+STAGE_MAX_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -83,11 +89,14 @@ class Config:
     # Another kernel (kernels/rows_wide.cu, a launch option, no build): a group of lanes a row moves it in aligned
     # 16-byte vectors shifted into place, whatever the row's alignment. The row kernel's fields do not apply.
     shift: int = 0
+    # Another kernel (kernels/rows_wide.cu, a launch option, no build; its block is STAGE_TARGETS threads): a block's
+    # targets bracketed at once, then its rows copied by the shifted vectors. The other kernels' fields do not apply.
+    stage: int = 0
 
     def __post_init__(self) -> None:
         for name, allowed in (("unroll", UNROLLS), ("vunroll", VUNROLLS), ("lg_shift", LG_SHIFTS), ("tpg", TPGS),
                               ("block", BLOCKS), ("seq", SEQS), ("prefetch", PREFETCHES), ("cs", CSS),
-                              ("shift", SHIFTS)):
+                              ("shift", SHIFTS), ("stage", STAGES)):
             val = getattr(self, name)
             if type(val) is not int or val not in allowed:
                 raise ValueError(f"Config.{name} must be one of {allowed}, got {val!r}")
@@ -100,6 +109,9 @@ class Config:
                            or self.prefetch or self.cs):
             raise ValueError("Config.shift = 1 is the shifted-vector kernel: the row kernel's fields and cs stay at "
                              "their defaults (block may be set)")
+        if self.stage and any(getattr(self, f.name) != f.default for f in fields(self) if f.name != "stage"):
+            raise ValueError("Config.stage = 1 is the staged kernel: every other field stays at its default (its block "
+                             f"is {STAGE_TARGETS} threads)")
 
     def options(self) -> tuple[str, ...]:
         """The NVRTC options of this configuration's build (empty for the default build)."""
@@ -115,10 +127,10 @@ class Config:
         return tuple(opts)
 
     def to_json(self) -> dict[str, int]:
-        """The JSON object of this configuration; the options added later (seq, prefetch, cs, shift) only when
-        set, so a table without them reads as it was written."""
+        """The JSON object of this configuration; the options added later (seq, prefetch, cs, shift, stage) only
+        when set, so a table without them reads as it was written."""
         d = asdict(self)
-        for name in ("seq", "prefetch", "cs", "shift"):
+        for name in ("seq", "prefetch", "cs", "shift", "stage"):
             if not d[name]:
                 del d[name]
         return d
@@ -126,7 +138,7 @@ class Config:
     @classmethod
     def from_json(cls, d: Any) -> Config:
         """A Config from its JSON object (a field left out: its default, so tables and caches written before
-        seq, prefetch, cs and shift existed load as 0); ``ValueError`` on anything else."""
+        seq, prefetch, cs, shift and stage existed load as 0); ``ValueError`` on anything else."""
         if not isinstance(d, dict) or set(d) - set(cls.__dataclass_fields__):
             raise ValueError(f"not a launch configuration: {d!r}")
         return cls(**d)
@@ -152,7 +164,7 @@ PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 
 def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0, shifted: bool = False) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False, staged: bool = False) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
@@ -163,7 +175,7 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     for one-lane rows with more targets than sources, the prefetch (:data:`PREFETCH_LAUNCHES`) for rows whose
     times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES`, and the column split
     (:func:`wide_splits`) where a launch has few rows of many vectors. ``shifted``: the shifted-vector kernel joins
-    (:func:`shift_pays` of a row of the launch).
+    (:func:`shift_pays` of a row of the launch). ``staged``: the staged kernel joins (:func:`stage_pays`).
     """
     out: list[Config] = []
     seen: set[Config] = set()
@@ -187,7 +199,15 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
         add(Config(cs=cs))
     if shifted:
         add(Config(shift=1))
+    if staged:
+        add(Config(stage=1))
     return out
+
+
+def stage_pays(row_bytes: int, n_targets: int) -> bool:
+    """Whether the staged kernel (``stage``) is worth timing: rows of at most :data:`STAGE_MAX_BYTES` (the widest
+    stream's), and a launch of at least a block of targets (:data:`STAGE_TARGETS`)."""
+    return 0 < row_bytes <= STAGE_MAX_BYTES and n_targets >= STAGE_TARGETS
 
 
 def shift_pays(vb: int, row_bytes: int) -> bool:
@@ -239,7 +259,7 @@ def builds() -> list[tuple[str, ...]]:
 
 
 def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0, shifted: bool = False) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False, staged: bool = False) -> list[Config]:
     """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
     with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
     would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
@@ -259,6 +279,8 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
     out += [Config(cs=cs) for cs in wide_splits(lg_nat, loop_iters, None)]
     if shifted:
         out.append(Config(shift=1))
+    if staged:
+        out.append(Config(stage=1))
     return out
 
 

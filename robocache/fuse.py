@@ -152,9 +152,9 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     splits = [_tune.wide_split(cfg.cs, max(1, v.shape[2] * es // vb)) for (v, _), vb in zip(pairs, vbs)]
     if any(splits):
         return _plan_wide(pairs, t, vbs, splits, cfg.block)
-    if cfg.shift:  # shifted vectors for every stream (one of 16-byte rows just shifts by 0)
+    if cfg.shift or cfg.stage:  # shifted vectors for every stream (one of 16-byte rows just shifts by 0), staged
         return _plan_wide(pairs, t, vbs, [_tune.shift_lanes(v.shape[2] * es) for v, _ in pairs], cfg.block,
-                          shifted=True)
+                          mode="staged" if cfg.stage else "shift")
     block = cfg.block or L.BLOCK
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]
@@ -187,19 +187,25 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
 
 
 def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], splits: list[int],
-               threads: int, shifted: bool = False) -> _Plan:
+               threads: int, mode: str = "wide") -> _Plan:
     """The column split (kernels/rows_wide.cu, a configuration's ``cs`` > 0): each stream's output rows shared by
     2**cs_k warps, cs_k = ``splits[k]`` (``_tune.wide_split``: cs or less where the stream has fewer 32-vector runs
     to share out; a narrow stream keeps one warp a row); the same stream table as v2's, its packed field
     ``vb | cs_k << 24``. ``threads``: the configuration's block (0: :func:`_launch.wide_geometry`'s rule).
-    ``shifted``: the shifted-vector kernel instead (a configuration's ``shift``), ``splits[k]`` then log2 of stream
-    k's lanes a row (``_tune.shift_lanes``), packed as ``lg_k << 8``."""
+    ``mode`` "shift": the shifted-vector kernel instead (a configuration's ``shift``), ``splits[k]`` then log2 of
+    stream k's lanes a row (``_tune.shift_lanes``), packed as ``lg_k << 8``; "staged": the staged kernel (``stage``),
+    packed the same, each stream's blocks ``_tune.STAGE_TARGETS`` targets each."""
+    shifted = mode != "wide"
     b, n_tgt = t.shape
     total = sum(v.shape[2] for v, _ in pairs)
     n_targets = b * n_tgt
     # warps of the launch: 2**cs_k a row, or 2**lg_k lanes a row
     warps_of = [-(-(n_targets << c) // 32) if shifted else n_targets << c for c in splits]
-    block, _ = L.wide_geometry(sum(warps_of), L.sm_count(t.device_index), threads)
+    if mode == "staged":  # a block a run of STAGE_TARGETS targets of one stream
+        block = _tune.STAGE_TARGETS
+        warps_of = [-(-n_targets // _tune.STAGE_TARGETS) * (block // 32)] * len(splits)
+    else:
+        block, _ = L.wide_geometry(sum(warps_of), L.sm_count(t.device_index), threads)
     warps = block // 32
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]
@@ -214,7 +220,7 @@ def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], split
         block0 += -(-warps_of[k] // warps)
     A.check_grid(block0, "tgt_times")
     mult, shift = L.fast_divmod(n_tgt)
-    fn = L.kernel("rows_wide", f"fuse_{'shift' if shifted else 'wide'}_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
+    fn = L.kernel("rows_wide", f"fuse_{mode}_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
     # (table, K, tgt, out, T, Dtot, n_targets, div_mult, div_shift): kernels/rows_wide.cu, as fuse v2's
     fl = L.FastLaunch(fn, [("struct", tab.tobytes()), ("i32", len(pairs)), ("ptr", None), ("ptr", None), ("i32", n_tgt),
                            ("i32", total), ("i64", n_targets), ("u64", mult), ("u32", shift)])
@@ -251,7 +257,8 @@ def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple
         # the walk and the prefetch by the longest source row: every stream upsamples, every row's times fit
         cands = _tune.candidates(lg_nat, iters, b * n_tgt, n_tgt=n_tgt, n_src=max(v.shape[1] for v, _ in pairs),
                                  time_bytes=8 if t.dtype == "float64" else 4,
-                                 shifted=any(_tune.shift_pays(vb, v.shape[2] * es) for (v, _), vb in zip(pairs, vbs)))
+                                 shifted=any(_tune.shift_pays(vb, v.shape[2] * es) for (v, _), vb in zip(pairs, vbs)),
+                                 staged=_tune.stage_pays(max(v.shape[2] for v, _ in pairs) * es, b * n_tgt))
         return _tune.choose(t.device_index, key, cands, trial, L.stream_for(t.kind, t.device_index), may_tune)
 
 

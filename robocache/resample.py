@@ -92,12 +92,15 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
     cs = _tune.wide_split(cfg.cs, max(1, d * es // vb))  # 0 where the row is one warp's: the row kernel
-    if cfg.shift:  # shifted vectors: a group of 2**lg lanes a row, aligned 16-byte vectors (kernels/rows_wide.cu)
-        lg = _tune.shift_lanes(d * es)
-        block, grid = L.wide_geometry(-(-(n_targets << lg) // 32), sms, cfg.block)
+    if cfg.shift or cfg.stage:  # shifted vectors, a group of 2**lg lanes a row (kernels/rows_wide.cu); staged: a
+        lg = _tune.shift_lanes(d * es)  # block's targets bracketed first, STAGE_TARGETS of them
+        if cfg.stage:
+            block, grid = _tune.STAGE_TARGETS, -(-n_targets // _tune.STAGE_TARGETS)
+        else:
+            block, grid = L.wide_geometry(-(-(n_targets << lg) // 32), sms, cfg.block)
         A.check_grid(grid, "values/tgt_times")
         mult, shift = L.fast_divmod(n_tgt)
-        fn = L.kernel("rows_wide", f"resample_shift_{v.dtype}_{s.dtype}", v.device_index)
+        fn = L.kernel("rows_wide", f"resample_{'staged' if cfg.stage else 'shift'}_{v.dtype}_{s.dtype}", v.device_index)
         # (values, src, tgt, out, S, T, D, n_targets, lg, div_mult, div_shift)
         fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
                                ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", lg), ("u64", mult),
@@ -144,7 +147,8 @@ def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt
     may_tune = not _tune.capturing(v.kind, v.device_index)
     with L.on_device("cupy", v.device_index):
         cands = _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets, n_tgt=n_tgt, n_src=n_src,
-                                 time_bytes=8 if s.dtype == "float64" else 4, shifted=_tune.shift_pays(vb, d * es))
+                                 time_bytes=8 if s.dtype == "float64" else 4, shifted=_tune.shift_pays(vb, d * es),
+                                 staged=_tune.stage_pays(d * es, n_targets))
         return _tune.choose(v.device_index, key, cands, trial, L.stream_for(v.kind, v.device_index), may_tune)
 
 

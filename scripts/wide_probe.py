@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The column split and the shifted vectors (kernels/rows_wide.cu, robocache/_tune.py Config.cs, Config.shift)
-against the row kernel's default launch and torch.compile on sampled points (a dev aid, not a measurement of record).
+"""The column split, the shifted vectors and the staged kernel (kernels/rows_wide.cu, robocache/_tune.py Config.cs,
+Config.shift, Config.stage) against the row kernel's default launch, the tuner's choice and torch.compile on sampled
+points (a dev aid, not a measurement of record).
 
     python3 scripts/wide_probe.py [--time-limit 0.5] [--cases ID,ID,...]
 
 Each point is the harness's case (its seeded inputs, its rotating input sets, its timer ``time_gpu``, warm): the
-public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift), then torch.compile's
-case.
+public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift, staged), then the
+tuner's own choice (tuned at the first call), then torch.compile's case.
 Every output is checked against the NumPy reference by the harness's gate before it is timed. One line per point.
 """
 from __future__ import annotations
@@ -20,9 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# docs/evidence/h200-sampled-20261128/: the losers whose rows are few and wide, then two wins of the same kind
+# docs/evidence/h200-sampled-20261128/: the losers whose rows are few and wide, then two wins of the same kind; then
+# mid-size points of narrow rows, where the search is most of the time (the staged kernel's)
 POINTS = ("fuse/s6427-11-B5-T50-234x717", "resample/s9173-08-B233-S4-T3-D722-t64", "resample/s9173-02-B69-S3-T1-D385",
-          "fuse/s6427-16-B3-T153-254x156", "resample/s6427-36-B5-S13-T33-D69")
+          "fuse/s6427-16-B3-T153-254x156", "resample/s6427-36-B5-S13-T33-D69",
+          "resample/s7741-22-B673-S58-T142-D105", "resample/s6427-20-B34553-S36-T5-D43",
+          "resample/s6427-39-B1391-S98-T387-D17", "resample/s7741-09-B3062-S131-T52-D50",
+          "fuse/s7741-14-B924-T49-596x20-412x46-112x63-43x24-753x6")
 
 
 def main() -> int:
@@ -60,9 +65,10 @@ def main() -> int:
             return 2
         us = {}
         for name, cfg in (("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
-                          ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1)), ("torch.compile", None)):
+                          ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1)),
+                          ("staged", _tune.Config(stage=1)), ("tuned", "tuned"), ("torch.compile", None)):
             case = found["torch_compile" if cfg is None else "robocache"]
-            forced[0] = cfg
+            forced[0] = None if cfg == "tuned" else cfg  # tuned: the tuner's own choice, timed at the first call
             for p in plans:
                 p.clear()
             prep, why = worker.prepare(case, "gpu")
@@ -76,7 +82,7 @@ def main() -> int:
                 continue
             call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
             us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
-        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift"))
+        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged"))
         print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
               + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
               f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "

@@ -96,6 +96,24 @@ def test_shifted_vectors_are_a_candidate_only_for_rows_off_the_16_byte_grid():
     assert _tune.Config.from_json(json.loads(json.dumps(sh.to_json()))) == sh
 
 
+def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
+    """Config.stage is kernels/rows_wide.cu's staged kernel (a launch option, no build, its own block): offered where
+    the rows (the widest stream's) hold at most STAGE_MAX_BYTES and the launch has a block of targets (the H200's
+    mid-size sampled points at 15-55% of the ceiling); every other field at its default; in JSON only when set."""
+    assert _tune.stage_pays(105 * 2, 95566) and _tune.stage_pays(_tune.STAGE_MAX_BYTES, _tune.STAGE_TARGETS)
+    assert not _tune.stage_pays(_tune.STAGE_MAX_BYTES + 1, 10**6) and not _tune.stage_pays(4, _tune.STAGE_TARGETS - 1)
+    assert _tune.candidates(5, 2, 95566, staged=True)[-1] == _tune.Config(stage=1)
+    assert not any(c.stage for c in _tune.candidates(5, 2, 95566))
+    assert _tune.Config(stage=1) in _tune.exhaustive(3, 2, staged=True)
+    for bad in ({"stage": 2}, {"stage": 1, "block": 64}, {"stage": 1, "shift": 1}, {"stage": 1, "cs": 1},
+                {"stage": 1, "tpg": 1}, {"stage": 1, "unroll": 2}, {"stage": 1, "seq": 1}):
+        with pytest.raises(ValueError):
+            _tune.Config(**bad)
+    st = _tune.Config(stage=1)
+    assert st.options() == () and st.to_json()["stage"] == 1 and "stage" not in _tune.DEFAULT.to_json()
+    assert _tune.Config.from_json(json.loads(json.dumps(st.to_json()))) == st
+
+
 def test_a_column_split_on_rows_of_one_warp_launches_the_row_kernel(cache, monkeypatch):
     """A cs > 0 choice made for another bucket (the nearest shipped bucket's, with tuning off or during a capture:
     the tuner offers cs for wide rows only) on rows of 32 vectors or fewer launches the row kernel, never 2**cs warps

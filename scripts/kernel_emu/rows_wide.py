@@ -110,7 +110,7 @@ def shifted(shape, dtype, shift, fill=None):
     return t
 
 
-def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0):
+def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0, st=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
     vals = shifted((b, s, d), vdt, shift, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt))
@@ -120,7 +120,7 @@ def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0)
     v = types.SimpleNamespace(shape=tuple(vals.shape), dtype=dtype, kind="torch", device_index=0)  # host tensors
     sa = types.SimpleNamespace(dtype=tdtype)
     out = shifted((b, t, d), vdt, oshift) if oshift else None
-    plan = rs._plan_v2(v, sa, vals, out.data_ptr() if oshift else 0, t, _tune.Config(cs=cs, shift=sv))
+    plan = rs._plan_v2(v, sa, vals, out.data_ptr() if oshift else 0, t, _tune.Config(cs=cs, shift=sv, stage=st))
     if plan.fl.name.startswith("resample_v2_"):  # rows of one warp's vectors: the row kernel (not built here)
         es = vals.element_size()
         assert _tune.wide_split(cs, d * es // L.vector_bytes(es, (d * es,), (vals.data_ptr(), 0))) == 0, d
@@ -128,17 +128,18 @@ def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0)
         return
     got = plan(vals, src, tgt, out)
     want = reference.resample(vals.double().numpy(), src.double().numpy(), tgt.double().numpy(), out_dtype=None)
-    assert LOG[-1][0] == f"resample_{'shift' if sv else 'wide'}_{dtype}_{tdtype}"
+    assert LOG[-1][0] == f"resample_{'staged' if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got.double().numpy()), nan), "NaN targets"
     untouched(out, f"resample D{d}")
     check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
           f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} "
-          + (f"shift lg{plan.fl.slots[8]}" if sv else f"cs{cs} vb{plan.fl.slots[8]}") + f" sms={SMS[0]}"
+          + (f"{'staged' if st else 'shift'} lg{plan.fl.slots[8]}" if sv or st else f"cs{cs} vb{plan.fl.slots[8]}")
+          + f" sms={SMS[0]}"
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
 
-def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0):
+def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0, st=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
     # the first stream's values `shift` elements into their storage, the output `oshift`
@@ -148,13 +149,14 @@ def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0):
     pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
     ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
     out = shifted((b, t, sum(d for _, d in streams)), vdt, oshift) if oshift else None
-    plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0, _tune.Config(cs=cs, shift=sv))
+    plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0, _tune.Config(cs=cs, shift=sv, stage=st))
     got = plan(arrays, tgt, out)
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
     untouched(out, f"fuse {streams}")
-    assert LOG[-1][0] == f"fuse_{'shift' if sv else 'wide'}_{dtype}_{tdtype}"
+    assert LOG[-1][0] == f"fuse_{'staged' if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     packed = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) for k in range(len(streams))]
-    geo = f"shift lg{[p >> 8 & 0xff for p in packed]}" if sv else f"cs{cs} vb{[p & 0xff for p in packed]}"
+    geo = (f"{'staged' if st else 'shift'} lg{[p >> 8 & 0xff for p in packed]}" if sv or st
+           else f"cs{cs} vb{[p & 0xff for p in packed]}")
     check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} {geo} sms={SMS[0]}"
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
@@ -194,4 +196,17 @@ for sms in (132, 1):
                      oshift=oshift, sv=1)
     run_resample("bfloat16", "float64", 1, 2, 1, 717, 0, sv=1)  # one target, S = 2
     run_fuse("float32", "float64", 3, 5, [(40, 1001)], 0, seed=2, sv=1)
+# the staged kernel (Config(stage=1)): blocks of 256 targets, the last one ragged, rows of 1-855 elements off the
+# grid, several streams (each its own blocks)
+for dtype in ("float32", "float16", "bfloat16"):
+    for tdtype in ("float32", "float64"):
+        for d in (1, 3, 37, 130, 855):
+            run_resample(dtype, tdtype, 3, 9, 131, d, 0, seed=d, st=1)  # 393 targets: two blocks, the second ragged
+        run_fuse(dtype, tdtype, 3, 100, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=8, st=1)
+for dtype, es in (("float32", 4), ("float16", 2)):
+    for shift, oshift in ((1, 0), (0, 1), (3, 2), (16 // es - 1, 5 % (16 // es))):
+        run_resample(dtype, "float32", 2, 7, 200, 71, 0, seed=shift, shift=shift, oshift=oshift, st=1)
+        run_fuse(dtype, "float32", 2, 150, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=shift, shift=shift,
+                 oshift=oshift, st=1)
+run_resample("float32", "float32", 1, 2, 1, 717, 0, st=1)  # one target: one block, 255 dead rows
 print("rows_wide: every case matched the NumPy reference")
