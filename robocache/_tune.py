@@ -61,6 +61,10 @@ WIDE_MAX_ROWS = 16384
 # pointer off the 16-byte grid: an odd D) and a row holds at least SHIFT_MIN_BYTES.
 SHIFTS = (0, 1)
 SHIFT_MIN_BYTES = 32
+# fuse a row at a time (kernels/rows_wide.cu fuse_rows_body): one group of lanes fills a whole output row, stream
+# after stream, instead of each stream's blocks writing their own columns of every row. A candidate of every fuse
+# of two streams or more.
+ROWWISES = (0, 1)
 
 
 @dataclass(frozen=True)
@@ -83,11 +87,14 @@ class Config:
     # Another kernel (kernels/rows_wide.cu, a launch option, no build): a group of lanes a row moves it in aligned
     # 16-byte vectors shifted into place, whatever the row's alignment. The row kernel's fields do not apply.
     shift: int = 0
+    # fuse only (kernels/rows_wide.cu, a launch option, no build): one group a whole output row, stream after stream,
+    # each stream's columns by the shifted vectors. The row kernel's fields, cs and shift do not apply.
+    rowwise: int = 0
 
     def __post_init__(self) -> None:
         for name, allowed in (("unroll", UNROLLS), ("vunroll", VUNROLLS), ("lg_shift", LG_SHIFTS), ("tpg", TPGS),
                               ("block", BLOCKS), ("seq", SEQS), ("prefetch", PREFETCHES), ("cs", CSS),
-                              ("shift", SHIFTS)):
+                              ("shift", SHIFTS), ("rowwise", ROWWISES)):
             val = getattr(self, name)
             if type(val) is not int or val not in allowed:
                 raise ValueError(f"Config.{name} must be one of {allowed}, got {val!r}")
@@ -100,6 +107,10 @@ class Config:
                            or self.prefetch or self.cs):
             raise ValueError("Config.shift = 1 is the shifted-vector kernel: the row kernel's fields and cs stay at "
                              "their defaults (block may be set)")
+        if self.rowwise and (self.unroll != 1 or self.vunroll or self.lg_shift or self.tpg or self.seq
+                             or self.prefetch or self.cs or self.shift):
+            raise ValueError("Config.rowwise = 1 is fuse's row-at-a-time kernel: the row kernel's fields, cs and shift "
+                             "stay at their defaults (block may be set)")
 
     def options(self) -> tuple[str, ...]:
         """The NVRTC options of this configuration's build (empty for the default build)."""
@@ -115,10 +126,10 @@ class Config:
         return tuple(opts)
 
     def to_json(self) -> dict[str, int]:
-        """The JSON object of this configuration; the options added later (seq, prefetch, cs, shift) only when
-        set, so a table without them reads as it was written."""
+        """The JSON object of this configuration; the options added later (seq, prefetch, cs, shift, rowwise) only
+        when set, so a table without them reads as it was written."""
         d = asdict(self)
-        for name in ("seq", "prefetch", "cs", "shift"):
+        for name in ("seq", "prefetch", "cs", "shift", "rowwise"):
             if not d[name]:
                 del d[name]
         return d
@@ -126,7 +137,7 @@ class Config:
     @classmethod
     def from_json(cls, d: Any) -> Config:
         """A Config from its JSON object (a field left out: its default, so tables and caches written before
-        seq, prefetch, cs and shift existed load as 0); ``ValueError`` on anything else."""
+        seq, prefetch, cs, shift and rowwise existed load as 0); ``ValueError`` on anything else."""
         if not isinstance(d, dict) or set(d) - set(cls.__dataclass_fields__):
             raise ValueError(f"not a launch configuration: {d!r}")
         return cls(**d)
@@ -152,7 +163,7 @@ PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 
 def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0, shifted: bool = False) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False, streams: int = 1) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
@@ -163,7 +174,8 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     for one-lane rows with more targets than sources, the prefetch (:data:`PREFETCH_LAUNCHES`) for rows whose
     times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES`, and the column split
     (:func:`wide_splits`) where a launch has few rows of many vectors. ``shifted``: the shifted-vector kernel joins
-    (:func:`shift_pays` of a row of the launch).
+    (:func:`shift_pays` of a row of the launch). ``streams``: a fuse's streams; with two or more, fuse's
+    row-at-a-time kernel (``rowwise``) joins.
     """
     out: list[Config] = []
     seen: set[Config] = set()
@@ -187,6 +199,8 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
         add(Config(cs=cs))
     if shifted:
         add(Config(shift=1))
+    if streams >= 2:
+        add(Config(rowwise=1))
     return out
 
 
@@ -239,7 +253,7 @@ def builds() -> list[tuple[str, ...]]:
 
 
 def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0, shifted: bool = False) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False, streams: int = 1) -> list[Config]:
     """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
     with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
     would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
@@ -259,6 +273,8 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
     out += [Config(cs=cs) for cs in wide_splits(lg_nat, loop_iters, None)]
     if shifted:
         out.append(Config(shift=1))
+    if streams >= 2:
+        out.append(Config(rowwise=1))
     return out
 
 

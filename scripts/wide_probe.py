@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The column split and the shifted vectors (kernels/rows_wide.cu, robocache/_tune.py Config.cs, Config.shift)
-against the row kernel's default launch and torch.compile on sampled points (a dev aid, not a measurement of record).
+"""The column split, the shifted vectors and fuse a row at a time (kernels/rows_wide.cu, robocache/_tune.py Config.cs,
+Config.shift, Config.rowwise) against the row kernel's default launch and torch.compile on sampled points (a dev aid,
+not a measurement of record).
 
     python3 scripts/wide_probe.py [--time-limit 0.5] [--cases ID,ID,...]
 
 Each point is the harness's case (its seeded inputs, its rotating input sets, its timer ``time_gpu``, warm): the
-public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift), then torch.compile's
-case.
+public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift; fuse: rowwise too), then
+torch.compile's case.
 Every output is checked against the NumPy reference by the harness's gate before it is timed. One line per point.
 """
 from __future__ import annotations
@@ -22,7 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # docs/evidence/h200-sampled-20261128/: the losers whose rows are few and wide, then two wins of the same kind
 POINTS = ("fuse/s6427-11-B5-T50-234x717", "resample/s9173-08-B233-S4-T3-D722-t64", "resample/s9173-02-B69-S3-T1-D385",
-          "fuse/s6427-16-B3-T153-254x156", "resample/s6427-36-B5-S13-T33-D69")
+          "fuse/s6427-16-B3-T153-254x156", "resample/s6427-36-B5-S13-T33-D69",
+          # docs/evidence/h200-shift-20261128/: fuse's losers of seed 7741, several narrow streams (fuse a row at a time)
+          "fuse/s7741-47-B2195-T257-182x5-353x4-223x50-88x1", "fuse/s7741-43-B5539-T24-51x156-49x6-100x2-60x19",
+          "fuse/s7741-46-B656-T545-56x2-331x9-665x63-123x17", "fuse/s6427-44-B1118-T592-2862x34-619x1")
 
 
 def main() -> int:
@@ -59,8 +63,11 @@ def main() -> int:
             print(f"wide_probe: {cid}: no such sampled case", file=sys.stderr)
             return 2
         us = {}
-        for name, cfg in (("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
-                          ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1)), ("torch.compile", None)):
+        launches = [("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
+                    ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1))]
+        if op == "fuse":
+            launches.append(("rowwise", _tune.Config(rowwise=1)))
+        for name, cfg in [*launches, ("torch.compile", None)]:
             case = found["torch_compile" if cfg is None else "robocache"]
             forced[0] = cfg
             for p in plans:
@@ -76,7 +83,7 @@ def main() -> int:
                 continue
             call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
             us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
-        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift"))
+        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "rowwise"))
         print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
               + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
               f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "

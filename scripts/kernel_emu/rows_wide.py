@@ -138,7 +138,7 @@ def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0)
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
 
-def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0):
+def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0, rw=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
     # the first stream's values `shift` elements into their storage, the output `oshift`
@@ -148,13 +148,14 @@ def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0):
     pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
     ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
     out = shifted((b, t, sum(d for _, d in streams)), vdt, oshift) if oshift else None
-    plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0, _tune.Config(cs=cs, shift=sv))
+    plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0, _tune.Config(cs=cs, shift=sv, rowwise=rw))
     got = plan(arrays, tgt, out)
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
     untouched(out, f"fuse {streams}")
-    assert LOG[-1][0] == f"fuse_{'shift' if sv else 'wide'}_{dtype}_{tdtype}"
+    assert LOG[-1][0] == f"fuse_{'rows' if rw else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     packed = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) for k in range(len(streams))]
-    geo = f"shift lg{[p >> 8 & 0xff for p in packed]}" if sv else f"cs{cs} vb{[p & 0xff for p in packed]}"
+    geo = (f"rowwise lg{plan.fl.slots[7]}" if rw else f"shift lg{[p >> 8 & 0xff for p in packed]}" if sv
+           else f"cs{cs} vb{[p & 0xff for p in packed]}")
     check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} {geo} sms={SMS[0]}"
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
@@ -194,4 +195,13 @@ for sms in (132, 1):
                      oshift=oshift, sv=1)
     run_resample("bfloat16", "float64", 1, 2, 1, 717, 0, sv=1)  # one target, S = 2
     run_fuse("float32", "float64", 3, 5, [(40, 1001)], 0, seed=2, sv=1)
+# fuse a row at a time (Config(rowwise=1)): streams of every width in one row, off the grid, dead groups
+for sms in (132, 1):
+    SMS[0] = sms
+    for dtype in ("float32", "float16", "bfloat16"):
+        for tdtype in ("float32", "float64"):
+            run_fuse(dtype, tdtype, 3, 7, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=5, rw=1)
+            run_fuse(dtype, tdtype, 2, 5, [(40, 1), (7, 2)], 0, seed=6, shift=1, oshift=3, rw=1)
+    run_fuse("float32", "float32", 2, 9, [(13, 5), (8, 300), (30, 4), (3, 50), (17, 1)], 0, seed=7, shift=2, oshift=1,
+             rw=1)
 print("rows_wide: every case matched the NumPy reference")
