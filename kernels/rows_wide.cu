@@ -463,3 +463,59 @@ RC_FUSE_STAGED_ENTRY(fuse_staged_bfloat16_float32, rc_bf16, float)
 RC_FUSE_STAGED_ENTRY(fuse_staged_float32_float64, float, double)
 RC_FUSE_STAGED_ENTRY(fuse_staged_float16_float64, rc_half, double)
 RC_FUSE_STAGED_ENTRY(fuse_staged_bfloat16_float64, rc_bf16, double)
+
+// fuse, a row at a time (a configuration's `rowwise`): one group of 2^lg lanes owns a whole output row and fills it
+// stream after stream (bracket the target in the stream's times, then the stream's columns by rc_shift_row), so a
+// row's bytes are written by one group within a few trips. fuse v2 and the kernels above give each stream its own
+// blocks, one stream's run of blocks after another's: a row's columns are written at very different times, and where
+// the streams are narrow (D 1-50 of a row 60-427 wide: the H200's sampled losers at 21-44% of the copy ceiling) no
+// 32-byte sector of the output is whole when it leaves L2. The trips of every stream depend on D and g only and the
+// stream loop on K, so a warp's lanes stay together for the shuffles; dead groups take part with nothing loaded
+// or stored. The table is the column split's, each stream's fields in call order (the packed field unused).
+template <typename T, typename TT>
+__device__ __forceinline__ void fuse_rows_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
+                                               T* __restrict__ out, int Tn, int Dtot, long long n_targets, int lg,
+                                               unsigned long long div_mult, unsigned int div_shift) {
+    const long long gid = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> lg;
+    const int li = (int)(threadIdx.x & ((1u << lg) - 1u));
+    const bool live = gid < n_targets;
+    const long long q = live ? gid : 0;  // a dead group brackets target 0 (valid memory) and stores nothing
+    long long b, t;
+    rc_fast_divmod((unsigned long long)q, (unsigned long long)Tn, div_mult, div_shift, b, t);
+    const TT x = __ldg(tgt + q);
+    T* __restrict__ orow = out + q * (long long)Dtot;
+#pragma unroll 1
+    for (int k = 0; k < K; ++k) {
+        // stream k's fields by static indices only (constant-bank operands; a dynamic index cost a stack frame)
+        long long f[5] = {0, 0, 1, 0, 0};
+#pragma unroll
+        for (int i = 0; i < RC_WIDE_MAX; ++i) {
+            if (i == k) {
+#pragma unroll
+                for (int j = 0; j < 5; ++j) f[j] = table.f[RC_WIDE_FIELDS * i + j];
+            }
+        }
+        const T* __restrict__ values = reinterpret_cast<const T*>(f[0]);
+        const TT* __restrict__ times = reinterpret_cast<const TT*>(f[1]);
+        const int S = (int)f[2], D = (int)f[3], col = (int)f[4];
+        int j0, j1;
+        float w;
+        rc_bracket2(times + b * S, S, x, j0, j1, w);
+        rc_shift_row<T>(values + (b * S + j0) * (long long)D, values + (b * S + j1) * (long long)D, orow + col, D, w,
+                        li, lg, live);
+    }
+}
+
+#define RC_FUSE_ROWS_ENTRY(NAME, T, TT)                                                                        \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                                   \
+        const __grid_constant__ rc_wide_table table, int K, const TT* __restrict__ tgt, T* __restrict__ out,    \
+        int Tn, int Dtot, long long n_targets, int lg, unsigned long long div_mult, unsigned int div_shift) {   \
+        fuse_rows_body<T, TT>(table, K, tgt, out, Tn, Dtot, n_targets, lg, div_mult, div_shift);               \
+    }
+
+RC_FUSE_ROWS_ENTRY(fuse_rows_float32_float32, float, float)
+RC_FUSE_ROWS_ENTRY(fuse_rows_float16_float32, rc_half, float)
+RC_FUSE_ROWS_ENTRY(fuse_rows_bfloat16_float32, rc_bf16, float)
+RC_FUSE_ROWS_ENTRY(fuse_rows_float32_float64, float, double)
+RC_FUSE_ROWS_ENTRY(fuse_rows_float16_float64, rc_half, double)
+RC_FUSE_ROWS_ENTRY(fuse_rows_bfloat16_float64, rc_bf16, double)

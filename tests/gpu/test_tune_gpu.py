@@ -97,7 +97,8 @@ def test_fuse_candidates_equal_the_default():
     pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
     ta = A.describe("tgt", tgt)
     default = None
-    for cfg in _tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4) + WALKS + PREFETCHES + WIDES + SHIFTS + STAGES:
+    for cfg in (_tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4, streams=len(dims)) + WALKS + PREFETCHES
+                + WIDES + SHIFTS + STAGES + ROWWISES):
         out = torch.full((b, t, sum(dims)), float("nan"), device="cuda", dtype=torch.bfloat16)
         fu._plan_v2(pairs, ta, streams, out.data_ptr(), cfg)(streams, tgt, out)
         torch.cuda.synchronize()
@@ -128,7 +129,7 @@ def test_the_column_split_of_wide_few_rows_equals_the_default(time_dtype, dtype)
                               tgt.double().cpu().numpy())
         pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in ss]
         default = None
-        for cfg in [_tune.DEFAULT, *WIDES, *SHIFTS, *STAGES]:
+        for cfg in [_tune.DEFAULT, *WIDES, *SHIFTS, *STAGES, *ROWWISES]:
             out = torch.full((b, t, sum(v.shape[2] for v, _ in ss)), float("nan"), device="cuda", dtype=dtype)
             fu._plan_v2(pairs, A.describe("tgt", tgt), ss, out.data_ptr(), cfg)(ss, tgt, out)
             torch.cuda.synchronize()
@@ -167,6 +168,8 @@ WIDES = [_tune.Config(cs=cs, block=blk) for cs, blk in ((1, 0), (2, 64), (3, 0),
 SHIFTS = [_tune.Config(shift=1), _tune.Config(shift=1, block=64)]
 # The staged kernel (Config.stage: kernels/rows_wide.cu rc_staged_block), blocks of 256 targets
 STAGES = [_tune.Config(stage=1)]
+# fuse a row at a time (Config.rowwise: kernels/rows_wide.cu fuse_rows_body), the rule's block and a small one
+ROWWISES = [_tune.Config(rowwise=1), _tune.Config(rowwise=1, block=64)]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
 # 600 float64), a single source sample
@@ -371,7 +374,7 @@ def test_shifted_vectors_on_rows_of_any_alignment_equal_the_default(time_dtype, 
     pairs = [(A.describe("v", v), A.describe("t", s_)) for v, s_ in streams]
     total = d + 9
     default = None
-    for cfg in [_tune.DEFAULT, *SHIFTS, *STAGES]:
+    for cfg in [_tune.DEFAULT, *SHIFTS, *STAGES, *ROWWISES]:
         base = torch.full((b * t * total + 17,), 7.0, device="cuda", dtype=dtype)
         out = base[1: 1 + b * t * total].view(b, t, total)
         fu._plan_v2(pairs, A.describe("tgt", tt), streams, out.data_ptr(), cfg)(streams, tt, out)
