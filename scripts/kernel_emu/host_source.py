@@ -4,7 +4,9 @@ g++ build: the 16-bit conversions, PTX cvt instructions there (stripped by shim.
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -31,3 +33,22 @@ def host_source(op: str) -> str:
             raise ValueError(f"kernels/{op}.cu (with its headers): the 16-bit conversion to patch is gone: {old!r}")
         src = src.replace(old, new)
     return src
+
+
+def record_launches(L: Any, sms: list[int]) -> list[tuple[str, int, int]]:
+    """Point robocache._launch (``L``) at the emulator: kernels are named stubs, the SM count is ``sms[0]`` (a list,
+    so a script can change it between runs), and every FastLaunch keeps its kernel's name. Returns the list a
+    script's ``fast_launch`` appends ``(name, grid, block)`` to."""
+    L.kernel = lambda op, name, dev, options=(): types.SimpleNamespace(ptr=0, name=name)
+    L.sm_count = lambda dev: sms[0]
+    real = L.FastLaunch
+
+    class Rec(real):
+        __slots__ = ("name",)
+
+        def __init__(self, fn, args):
+            super().__init__(fn, args)
+            self.name = fn.name
+
+    L.FastLaunch = Rec
+    return []

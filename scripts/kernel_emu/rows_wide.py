@@ -25,7 +25,7 @@ BUILD = Path(tempfile.mkdtemp(prefix="rc_kernel_emu_"))
 import numpy as np  # noqa: E402  after the checkout's path entry above
 import torch  # noqa: E402
 
-from host_source import host_source  # noqa: E402  (scripts/kernel_emu/host_source.py)
+from host_source import host_source, record_launches  # noqa: E402  (scripts/kernel_emu/host_source.py)
 
 from robocache import _launch as L  # noqa: E402
 from robocache import _tune, reference  # noqa: E402
@@ -45,21 +45,7 @@ if r.returncode:
 lib = ctypes.CDLL(str(BUILD / "librows.so"))
 lib.rc_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
 SMS = [132]
-L.kernel = lambda op, name, dev, options=(): types.SimpleNamespace(ptr=0, name=name)
-L.sm_count = lambda dev: SMS[0]
-real = L.FastLaunch
-
-
-class Rec(real):
-    __slots__ = ("name",)
-
-    def __init__(self, fn, args):
-        super().__init__(fn, args)
-        self.name = fn.name
-
-
-L.FastLaunch = Rec
-LOG = []
+LOG = record_launches(L, SMS)
 
 
 def fast_launch(fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256):

@@ -26,7 +26,7 @@ BUILD = Path(tempfile.mkdtemp(prefix="rc_kernel_emu_"))
 import numpy as np  # noqa: E402  after the checkout's path entry above
 import torch  # noqa: E402
 
-from host_source import host_source  # noqa: E402  (scripts/kernel_emu/host_source.py)
+from host_source import host_source, record_launches  # noqa: E402  (scripts/kernel_emu/host_source.py)
 
 from robocache import reference  # noqa: E402
 from robocache import _launch as L  # noqa: E402
@@ -53,21 +53,7 @@ vx = importlib.import_module("robocache.voxelize")
 lib = ctypes.CDLL(str(BUILD / "libvox.so"))
 lib.rc_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
 SMS = [132]
-L.kernel = lambda op, name, dev: types.SimpleNamespace(ptr=0, name=name)
-L.sm_count = lambda dev: SMS[0]
-real = L.FastLaunch
-
-
-class Rec(real):
-    __slots__ = ("name",)
-
-    def __init__(self, fn, args):
-        super().__init__(fn, args)
-        self.name = fn.name
-
-
-L.FastLaunch = Rec
-LOG = []
+LOG = record_launches(L, SMS)
 MEAN_GRID = [0]  # > 0: the mean pass launched with at most this many blocks
 
 
