@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import threading
 import typing
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,6 +114,10 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     st = _tune.Config(stage=1)
     assert st.options() == () and st.to_json()["stage"] == 1 and "stage" not in _tune.DEFAULT.to_json()
     assert _tune.Config.from_json(json.loads(json.dumps(st.to_json()))) == st
+    # the host's block of targets is the kernel's (kernels/rows_wide.cu RC_STAGE_T)
+    src = (Path(__file__).resolve().parents[1] / "kernels" / "rows_wide.cu").read_text(encoding="utf-8")
+    assert re.search(rf"#define RC_STAGE_T {_tune.STAGE_TARGETS}\b", src)
+
 
 def test_fuse_a_row_at_a_time_is_a_candidate_of_every_multi_stream_fuse():
     """Config.rowwise is fuse's row-at-a-time kernel (kernels/rows_wide.cu, a launch option, no build): offered for

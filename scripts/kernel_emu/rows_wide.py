@@ -33,7 +33,20 @@ from robocache import _tune, reference  # noqa: E402
 rs = importlib.import_module("robocache.resample")  # the modules (robocache.resample is also the function)
 fz = importlib.import_module("robocache.fuse")
 
-(BUILD / "rows_host.cpp").write_text('#include "shim.h"\n' + host_source("rows_wide") + '\n#include "rows_entries.inc"\n')
+SRC = host_source("rows_wide")
+# the staged kernel's __shared__ arrays carved out of the emulator's shared buffer, which runtime.cpp fills with
+# garbage before every block (as the GPU's shared memory holds whatever it held): an entry read before it is written
+# reads garbage, never a stale plausible one
+for decl, new in (("__shared__ long long rc_st_r0[RC_STAGE_T];",
+                   "long long* rc_st_r0 = reinterpret_cast<long long*>(g_smem);"),
+                  ("__shared__ long long rc_st_r1[RC_STAGE_T];",
+                   "long long* rc_st_r1 = reinterpret_cast<long long*>(g_smem) + RC_STAGE_T;"),
+                  ("__shared__ float rc_st_w[RC_STAGE_T];",
+                   "float* rc_st_w = reinterpret_cast<float*>(reinterpret_cast<long long*>(g_smem) + 2 * RC_STAGE_T);")):
+    if decl not in SRC:
+        sys.exit(f"kernel_emu/rows_wide.py: kernels/rows_wide.cu no longer declares {decl!r}")
+    SRC = SRC.replace(decl, new)
+(BUILD / "rows_host.cpp").write_text('#include "shim.h"\n' + SRC + '\n#include "rows_entries.inc"\n')
 # RC_EMU_CHECK_ALIGN: every vector load and store checked against its width (shim.h), as the GPU faults on it
 r = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w", f"-I{HERE}",
                     "-DRC_EMU_CHECK_ALIGN",
@@ -231,4 +244,33 @@ for dtype in ("float32", "bfloat16"):
         assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2]), "rowwise differs from shift"
         check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
               f"fuse {dtype}/{tdtype} 16 streams rowwise = shift, bit for bit", dtype)
+# the staged kernel bit for bit against the shifted vectors: sixteen streams of three blocks each (561 targets,
+# the last block ragged), every stream off the 16-byte grid, a NaN target; resample D 1-855 over three blocks
+for dtype in ("float32", "float16", "bfloat16"):
+    for tdtype in ("float32", "float64"):
+        rng = np.random.default_rng(561)
+        tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
+        spec = [(1 + (k * 5) % 19, 1 + (k * 29) % 90) for k in range(16)]
+        arrays = [(shifted((3, s, d), vdt, k % 8, torch.from_numpy(rng.standard_normal((3, s, d))).to(vdt)),
+                   times(rng, 3, s, tdt)) for k, (s, d) in enumerate(spec)]
+        tgt = torch.from_numpy(rng.uniform(-0.1, 1.1, (3, 187))).to(tdt)
+        tgt[2, 100] = float("nan")
+        pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
+        ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
+        outs = []
+        for cfg in (_tune.Config(stage=1), _tune.Config(rowwise=1), _tune.Config(shift=1)):
+            out = shifted((3, 187, sum(d for _, d in spec)), vdt, 5)
+            outs.append(fz._plan_v2(pairs, ta, arrays, out.data_ptr(), cfg)(arrays, tgt, out).nan_to_num(7.0))
+            untouched(out, f"fuse 16 streams x 3 blocks {cfg}")
+        assert LOG[-3][0].startswith("fuse_staged") and LOG[-3][1] == 16 * 3, LOG[-3]
+        assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2]), ("staged/rowwise differ", dtype, tdtype)
+        for d in (1, 3, 37, 130, 855):
+            vals = shifted((3, 11, d), vdt, 3, torch.from_numpy(rng.standard_normal((3, 11, d))).to(vdt))
+            src = times(rng, 3, 11, tdt)
+            tt = torch.from_numpy(rng.uniform(-0.1, 1.1, (3, 200))).to(tdt)
+            v = types.SimpleNamespace(shape=tuple(vals.shape), dtype=dtype, kind="torch", device_index=0)
+            got = [rs._plan_v2(v, types.SimpleNamespace(dtype=tdtype), vals, 0, 200, cfg)(vals, src, tt, None)
+                   for cfg in (_tune.Config(stage=1), _tune.Config(shift=1))]
+            assert torch.equal(got[0].nan_to_num(7.0), got[1].nan_to_num(7.0)), ("staged differs", d, dtype, tdtype)
+        print("ok", f"{dtype}/{tdtype}: staged = rowwise = shift bit for bit (fuse 16 streams x 3 blocks, resample)")
 print("rows_wide: every case matched the NumPy reference")

@@ -20,7 +20,6 @@
 #define asm(...) (void)0
 #define __noinline__
 #define __grid_constant__
-#define __shared__ static  // a function's static: one copy for the block's threads (blocks run one after another)
 struct dim3 { unsigned int x = 0, y = 0, z = 0; };
 extern thread_local dim3 threadIdx;
 extern dim3 blockIdx, blockDim, gridDim;

@@ -412,3 +412,48 @@ def test_the_tuner_offers_shifted_vectors_for_rows_off_the_grid():
         _tune.choose = real
     assert _tune.Config(shift=1) in seen[0], seen[0]
     assert _tune.Config(shift=1) not in seen[1], seen[1]
+
+
+@pytest.mark.parametrize("time_dtype", (torch.float32, torch.float64), ids=str)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_fuse_launches_of_several_blocks_a_stream_equal_the_default(time_dtype, dtype):
+    """fuse with 561 targets (the staged kernel's three blocks a stream, the last ragged) over streams of odd and
+    even widths off the 16-byte grid, a NaN target: the shifted vectors, the staged kernel and fuse a row at a time
+    bit for bit the row kernel's output and the reference's; the public call's first call times the staged kernel
+    and the row-at-a-time one among its candidates."""
+    rng = np.random.default_rng(561)
+    b, t = 3, 187
+    dims, lens = (37, 3, 64, 1, 130), (23, 11, 9, 5, 40)
+    streams = [(_sliced(rng, (b, s, d), dtype, k % 3), torch.from_numpy(_times(rng, b, s)).cuda().to(time_dtype))
+               for k, (s, d) in enumerate(zip(lens, dims))]
+    tgt_np = rng.uniform(-0.1, 1.1, (b, t))
+    tgt_np[2, 100] = np.nan
+    tgt = torch.from_numpy(tgt_np).cuda().to(time_dtype)
+    want = reference.fuse([(v.double().cpu().numpy(), s.double().cpu().numpy()) for v, s in streams],
+                          tgt.double().cpu().numpy())
+    pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
+    default = None
+    for cfg in [_tune.DEFAULT, *SHIFTS, *STAGES, *ROWWISES]:
+        out = torch.full((b, t, sum(dims)), float("nan"), device="cuda", dtype=dtype)
+        fu._plan_v2(pairs, A.describe("tgt", tgt), streams, out.data_ptr(), cfg)(streams, tgt, out)
+        torch.cuda.synchronize()
+        what = f"fuse {cfg} {dtype} {time_dtype}"
+        _check(out, want, dtype, what)
+        if default is None:
+            default = out.clone()
+        else:
+            assert torch.equal(out.nan_to_num(5.0), default.nan_to_num(5.0)), f"{what} differs from the default"
+    seen = []
+    real = _tune.choose
+
+    def spy(dev, key, cands, trial, stream, may_tune):
+        seen.append(list(cands))
+        return real(dev, key, cands, trial, stream, may_tune)
+
+    try:
+        _tune.choose = spy
+        got = robocache.fuse(streams, tgt)
+    finally:
+        _tune.choose = real
+    assert torch.equal(got.nan_to_num(5.0), default.nan_to_num(5.0))
+    assert _tune.Config(stage=1) in seen[0] and _tune.Config(rowwise=1) in seen[0], seen[0]
