@@ -67,10 +67,6 @@ SHIFT_MIN_BYTES = 32
 STAGES = (0, 1)
 STAGE_TARGETS = 256  # RC_STAGE_T
 STAGE_MAX_BYTES = 2048
-# fuse a row at a time (kernels/rows_wide.cu fuse_rows_body): one group of lanes fills a whole output row, stream
-# after stream, instead of each stream's blocks writing their own columns of every row. A candidate of every fuse
-# of two streams or more.
-ROWWISES = (0, 1)
 
 
 @dataclass(frozen=True)
@@ -96,14 +92,11 @@ class Config:
     # Another kernel (kernels/rows_wide.cu, a launch option, no build; its block is STAGE_TARGETS threads): a block's
     # targets bracketed at once, then its rows copied by the shifted vectors. The other kernels' fields do not apply.
     stage: int = 0
-    # fuse only (kernels/rows_wide.cu, a launch option, no build): one group a whole output row, stream after stream,
-    # each stream's columns by the shifted vectors. The row kernel's fields, cs and shift do not apply.
-    rowwise: int = 0
 
     def __post_init__(self) -> None:
         for name, allowed in (("unroll", UNROLLS), ("vunroll", VUNROLLS), ("lg_shift", LG_SHIFTS), ("tpg", TPGS),
                               ("block", BLOCKS), ("seq", SEQS), ("prefetch", PREFETCHES), ("cs", CSS),
-                              ("shift", SHIFTS), ("stage", STAGES), ("rowwise", ROWWISES)):
+                              ("shift", SHIFTS), ("stage", STAGES)):
             val = getattr(self, name)
             if type(val) is not int or val not in allowed:
                 raise ValueError(f"Config.{name} must be one of {allowed}, got {val!r}")
@@ -119,10 +112,6 @@ class Config:
         if self.stage and any(getattr(self, f.name) != f.default for f in fields(self) if f.name != "stage"):
             raise ValueError("Config.stage = 1 is the staged kernel: every other field stays at its default (its block "
                              f"is {STAGE_TARGETS} threads)")
-        if self.rowwise and (self.unroll != 1 or self.vunroll or self.lg_shift or self.tpg or self.seq
-                             or self.prefetch or self.cs or self.shift or self.stage):
-            raise ValueError("Config.rowwise = 1 is fuse's row-at-a-time kernel: the row kernel's fields, cs, shift and "
-                             "stage stay at their defaults (block may be set)")
 
     def options(self) -> tuple[str, ...]:
         """The NVRTC options of this configuration's build (empty for the default build)."""
@@ -138,10 +127,10 @@ class Config:
         return tuple(opts)
 
     def to_json(self) -> dict[str, int]:
-        """The JSON object of this configuration; the options added later (seq, prefetch, cs, shift, stage,
-        rowwise) only when set, so a table without them reads as it was written."""
+        """The JSON object of this configuration; the options added later (seq, prefetch, cs, shift, stage) only
+        when set, so a table without them reads as it was written."""
         d = asdict(self)
-        for name in ("seq", "prefetch", "cs", "shift", "stage", "rowwise"):
+        for name in ("seq", "prefetch", "cs", "shift", "stage"):
             if not d[name]:
                 del d[name]
         return d
@@ -149,7 +138,7 @@ class Config:
     @classmethod
     def from_json(cls, d: Any) -> Config:
         """A Config from its JSON object (a field left out: its default, so tables and caches written before
-        seq, prefetch, cs, shift, stage and rowwise existed load as 0); ``ValueError`` on anything else."""
+        seq, prefetch, cs, shift and stage existed load as 0); ``ValueError`` on anything else."""
         if not isinstance(d, dict) or set(d) - set(cls.__dataclass_fields__):
             raise ValueError(f"not a launch configuration: {d!r}")
         return cls(**d)
@@ -175,8 +164,7 @@ PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 
 def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0, shifted: bool = False, staged: bool = False,
-               streams: int = 1) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False, staged: bool = False) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
@@ -188,7 +176,6 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES`, and the column split
     (:func:`wide_splits`) where a launch has few rows of many vectors. ``shifted``: the shifted-vector kernel joins
     (:func:`shift_pays` of a row of the launch). ``staged``: the staged kernel joins (:func:`stage_pays`).
-    ``streams``: a fuse's streams; with two or more, fuse's row-at-a-time kernel (``rowwise``) joins.
     """
     out: list[Config] = []
     seen: set[Config] = set()
@@ -214,8 +201,6 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
         add(Config(shift=1))
     if staged:
         add(Config(stage=1))
-    if streams >= 2:
-        add(Config(rowwise=1))
     return out
 
 
@@ -274,8 +259,7 @@ def builds() -> list[tuple[str, ...]]:
 
 
 def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0, shifted: bool = False, staged: bool = False,
-               streams: int = 1) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False, staged: bool = False) -> list[Config]:
     """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
     with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
     would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
@@ -297,8 +281,6 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
         out.append(Config(shift=1))
     if staged:
         out.append(Config(stage=1))
-    if streams >= 2:
-        out.append(Config(rowwise=1))
     return out
 
 

@@ -152,8 +152,6 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     splits = [_tune.wide_split(cfg.cs, max(1, v.shape[2] * es // vb)) for (v, _), vb in zip(pairs, vbs)]
     if any(splits):
         return _plan_wide(pairs, t, vbs, splits, cfg.block)
-    if cfg.rowwise:  # one group a whole output row, stream after stream (kernels/rows_wide.cu fuse_rows_body)
-        return _plan_rows(pairs, t, es, cfg.block)
     if cfg.shift or cfg.stage:  # shifted vectors for every stream (one of 16-byte rows just shifts by 0), staged
         return _plan_wide(pairs, t, vbs, [_tune.shift_lanes(v.shape[2] * es) for v, _ in pairs], cfg.block,
                           mode="staged" if cfg.stage else "shift")
@@ -232,29 +230,6 @@ def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], split
     return _Plan(fl, block0, t.kind, t.device_index, (b, n_tgt, total), slots, block)
 
 
-def _plan_rows(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, es: int, threads: int) -> _Plan:
-    """fuse a row at a time (kernels/rows_wide.cu, a configuration's ``rowwise``): a group of 2**lg lanes (enough
-    for the widest stream's row, ``_tune.shift_lanes``) fills each output row stream after stream; the column split's
-    stream table in call order (packed field unused). ``threads``: the configuration's block (0: the rule)."""
-    b, n_tgt = t.shape
-    total = sum(v.shape[2] for v, _ in pairs)
-    n_targets = b * n_tgt
-    lg = _tune.shift_lanes(max(v.shape[2] for v, _ in pairs) * es)
-    block, grid = L.wide_geometry(-(-(n_targets << lg) // 32), L.sm_count(t.device_index), threads)
-    A.check_grid(grid, "tgt_times")
-    tab = np.zeros(1, dtype=_TABLE)
-    f = tab["f"][0]
-    cols = np.cumsum([0] + [v.shape[2] for v, _ in pairs])
-    for k, (v, _) in enumerate(pairs):
-        f[FUSE2_FIELDS * k: FUSE2_FIELDS * (k + 1)] = (0, 0, v.shape[1], v.shape[2], int(cols[k]), 0, 0, 0)
-    mult, shift = L.fast_divmod(n_tgt)
-    fn = L.kernel("rows_wide", f"fuse_rows_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
-    # (table, K, tgt, out, T, Dtot, n_targets, lg, div_mult, div_shift): kernels/rows_wide.cu
-    fl = L.FastLaunch(fn, [("struct", tab.tobytes()), ("i32", len(pairs)), ("ptr", None), ("ptr", None), ("i32", n_tgt),
-                           ("i32", total), ("i64", n_targets), ("i32", lg), ("u64", mult), ("u32", shift)])
-    return _Plan(fl, grid, t.kind, t.device_index, (b, n_tgt, total), list(range(len(pairs))), block)
-
-
 def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any, Any]], tt: Any,
                   out: Any) -> tuple[_tune.Config, bool]:
     """(the launch configuration of this call's bucket: cache, shipped table, or timed now; whether it is final,
@@ -283,8 +258,7 @@ def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple
         cands = _tune.candidates(lg_nat, iters, b * n_tgt, n_tgt=n_tgt, n_src=max(v.shape[1] for v, _ in pairs),
                                  time_bytes=8 if t.dtype == "float64" else 4,
                                  shifted=any(_tune.shift_pays(vb, v.shape[2] * es) for (v, _), vb in zip(pairs, vbs)),
-                                 staged=_tune.stage_pays(max(v.shape[2] for v, _ in pairs) * es, b * n_tgt),
-                                 streams=len(pairs))
+                                 staged=_tune.stage_pays(max(v.shape[2] for v, _ in pairs) * es, b * n_tgt))
         return _tune.choose(t.device_index, key, cands, trial, L.stream_for(t.kind, t.device_index), may_tune)
 
 

@@ -241,7 +241,7 @@ def main() -> int:
             lg_nat = max(min(5, (n - 1).bit_length()) for n in nvecs)
             iters = max(-(-n // (1 << min(5, (n - 1).bit_length()))) for n in nvecs)
             kw = {"n_tgt": t, "n_src": max(ss), "time_bytes": 4,  # float32 times: the walk's and the prefetch's test
-                  "shifted": any(_tune.shift_pays(vb, d * es_) for d, vb in zip(dims, vbs)), "streams": len(dims),
+                  "shifted": any(_tune.shift_pays(vb, d * es_) for d, vb in zip(dims, vbs)),
                   "staged": _tune.stage_pays(max(dims) * es_, b * t)}
             cands = (_tune.candidates(lg_nat, iters, b * t, **kw) if args.tuner_cands
                      else _tune.exhaustive(lg_nat, iters, **kw))

@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
-"""The column split, the shifted vectors, the staged kernel and fuse a row at a time (kernels/rows_wide.cu,
-robocache/_tune.py Config.cs, Config.shift, Config.stage, Config.rowwise) against the row kernel's default launch,
+"""The column split, the shifted vectors and the staged kernel (kernels/rows_wide.cu, robocache/_tune.py
+Config.cs, Config.shift, Config.stage) against the row kernel's default launch,
 the tuner's choice and torch.compile on sampled points (a dev aid, not a measurement of record).
 
     python3 scripts/wide_probe.py [--time-limit 0.5] [--cases ID,ID,...]
 
 Each point is the harness's case (its seeded inputs, its rotating input sets, its timer ``time_gpu``, warm): the
-public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift, staged; fuse: rowwise
-too), then the tuner's own choice (tuned at the first call), then torch.compile's case.
+public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift, staged), then the tuner's own choice (tuned at the first call), then torch.compile's case.
 Every output is checked against the NumPy reference by the harness's gate before it is timed. One line per point.
 """
 from __future__ import annotations
@@ -28,7 +27,7 @@ POINTS = ("fuse/s6427-11-B5-T50-234x717", "resample/s9173-08-B233-S4-T3-D722-t64
           "resample/s7741-22-B673-S58-T142-D105", "resample/s6427-20-B34553-S36-T5-D43",
           "resample/s6427-39-B1391-S98-T387-D17", "resample/s7741-09-B3062-S131-T52-D50",
           "fuse/s7741-14-B924-T49-596x20-412x46-112x63-43x24-753x6",
-          # docs/evidence/h200-shift-20261128/: fuse's losers of seed 7741, several narrow streams (fuse a row at a time)
+          # docs/evidence/h200-shift-20261128/: fuse's losers of seed 7741, several narrow streams
           "fuse/s7741-47-B2195-T257-182x5-353x4-223x50-88x1", "fuse/s7741-43-B5539-T24-51x156-49x6-100x2-60x19",
           "fuse/s7741-46-B656-T545-56x2-331x9-665x63-123x17", "fuse/s6427-44-B1118-T592-2862x34-619x1")
 
@@ -69,8 +68,6 @@ def main() -> int:
         us = {}
         launches = [("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
                     ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1)), ("staged", _tune.Config(stage=1))]
-        if op == "fuse":
-            launches.append(("rowwise", _tune.Config(rowwise=1)))
         for name, cfg in [*launches, ("tuned", "tuned"), ("torch.compile", None)]:
             case = found["torch_compile" if cfg is None else "robocache"]
             forced[0] = None if cfg == "tuned" else cfg  # tuned: the tuner's own choice, timed at the first call
@@ -87,7 +84,7 @@ def main() -> int:
                 continue
             call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
             us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
-        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged", "rowwise"))
+        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged"))
         print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
               + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
               f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "

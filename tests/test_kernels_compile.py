@@ -36,11 +36,10 @@ EXPECTED_ENTRIES = {
     | {e for n in VERSIONS["voxelize"] for e in VOXELIZE_EXTRA[n]},
     # robocache.EpisodeCache (kernels/episodes.cu): one batch entry per output dtype, the ring's slot update
     "episodes": {f"episodes_batch_{v}" for v in ("float32", "float16", "bfloat16")} | {"episodes_place"},
-    # the column split, the shifted vectors and the staged kernel of resample and fuse, fuse a row at a time
-    # (kernels/rows_wide.cu; robocache/_tune.py Config.cs, Config.shift, Config.stage, Config.rowwise)
+    # the column split, the shifted vectors and the staged kernel of resample and fuse
+    # (kernels/rows_wide.cu; robocache/_tune.py Config.cs, Config.shift, Config.stage)
     "rows_wide": {f"{op}_{k}_{v}_{t}" for op in ("resample", "fuse") for k in ("wide", "shift", "staged")
-                  for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")}
-    | {f"fuse_rows_{v}_{t}" for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")},
+                  for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")},
 }
 
 

@@ -119,23 +119,6 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     assert re.search(rf"#define RC_STAGE_T {_tune.STAGE_TARGETS}\b", src)
 
 
-def test_fuse_a_row_at_a_time_is_a_candidate_of_every_multi_stream_fuse():
-    """Config.rowwise is fuse's row-at-a-time kernel (kernels/rows_wide.cu, a launch option, no build): offered for
-    two streams or more (the H200's sampled fuse losers: several narrow streams, 21-44% of the copy ceiling), never
-    for resample or one stream, never beside the other kernels' fields; in JSON only when set."""
-    assert _tune.candidates(3, 2, 564015, streams=4)[-1] == _tune.Config(rowwise=1)
-    assert not any(c.rowwise for c in _tune.candidates(3, 2, 564015)) and not any(
-        c.rowwise for c in _tune.candidates(3, 2, 564015, streams=1))
-    assert _tune.Config(rowwise=1) in _tune.exhaustive(5, 4, streams=2)
-    for bad in ({"rowwise": 2}, {"rowwise": 1, "cs": 1}, {"rowwise": 1, "shift": 1}, {"rowwise": 1, "tpg": 1},
-                {"rowwise": 1, "unroll": 2}, {"rowwise": 1, "seq": 1}, {"rowwise": 1, "prefetch": 4096}):
-        with pytest.raises(ValueError):
-            _tune.Config(**bad)
-    rw = _tune.Config(rowwise=1, block=128)
-    assert rw.options() == () and rw.to_json()["rowwise"] == 1 and "rowwise" not in _tune.DEFAULT.to_json()
-    assert _tune.Config.from_json(json.loads(json.dumps(rw.to_json()))) == rw
-
-
 def test_a_column_split_on_rows_of_one_warp_launches_the_row_kernel(cache, monkeypatch):
     """A cs > 0 choice made for another bucket (the nearest shipped bucket's, with tuning off or during a capture:
     the tuner offers cs for wide rows only) on rows of 32 vectors or fewer launches the row kernel, never 2**cs warps

@@ -138,7 +138,7 @@ def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0,
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
 
-def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0, st=0, rw=0):
+def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0, st=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
     # the first stream's values `shift` elements into their storage, the output `oshift`
@@ -149,14 +149,13 @@ def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0, 
     ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
     out = shifted((b, t, sum(d for _, d in streams)), vdt, oshift) if oshift else None
     plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr() if oshift else 0,
-                       _tune.Config(cs=cs, shift=sv, stage=st, rowwise=rw))
+                       _tune.Config(cs=cs, shift=sv, stage=st))
     got = plan(arrays, tgt, out)
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
     untouched(out, f"fuse {streams}")
-    assert LOG[-1][0] == f"fuse_{'rows' if rw else 'staged' if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
+    assert LOG[-1][0] == f"fuse_{'staged' if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     packed = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) for k in range(len(streams))]
-    geo = (f"rowwise lg{plan.fl.slots[7]}" if rw else f"{'staged' if st else 'shift'} lg{[p >> 8 & 0xff for p in packed]}"
-           if sv or st
+    geo = (f"{'staged' if st else 'shift'} lg{[p >> 8 & 0xff for p in packed]}" if sv or st
            else f"cs{cs} vb{[p & 0xff for p in packed]}")
     check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} {geo} sms={SMS[0]}"
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
@@ -210,17 +209,9 @@ for dtype, es in (("float32", 4), ("float16", 2)):
         run_fuse(dtype, "float32", 2, 150, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=shift, shift=shift,
                  oshift=oshift, st=1)
 run_resample("float32", "float32", 1, 2, 1, 717, 0, st=1)  # one target: one block, 255 dead rows
-# fuse a row at a time (Config(rowwise=1)): streams of every width in one row, off the grid, dead groups
-for sms in (132, 1):
-    SMS[0] = sms
-    for dtype in ("float32", "float16", "bfloat16"):
-        for tdtype in ("float32", "float64"):
-            run_fuse(dtype, tdtype, 3, 7, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=5, rw=1)
-            run_fuse(dtype, tdtype, 2, 5, [(40, 1), (7, 2)], 0, seed=6, shift=1, oshift=3, rw=1)
-    run_fuse("float32", "float32", 2, 9, [(13, 5), (8, 300), (30, 4), (3, 50), (17, 1)], 0, seed=7, shift=2, oshift=1,
-             rw=1)
 # sixteen streams (the table's most), every one off the 16-byte grid by its own count, a NaN target, S = 1 streams:
-# bit for bit the shifted vectors' output (the kernel the GPU tests hold bit for bit to fuse v2's)
+# the staged kernel (one ragged block a stream) and the shifted vectors at two blocks, bit for bit the shifted
+# vectors' output (the kernel the GPU tests hold bit for bit to fuse v2's)
 for dtype in ("float32", "bfloat16"):
     for tdtype in ("float32", "float64"):
         rng = np.random.default_rng(16)
@@ -233,7 +224,7 @@ for dtype in ("float32", "bfloat16"):
         pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
         ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
         outs = []
-        for cfg in (_tune.Config(rowwise=1), _tune.Config(rowwise=1, block=64), _tune.Config(shift=1)):
+        for cfg in (_tune.Config(stage=1), _tune.Config(shift=1, block=64), _tune.Config(shift=1)):
             out = shifted((2, 9, sum(d for _, d in spec)), vdt, 3)
             got = fz._plan_v2(pairs, ta, arrays, out.data_ptr(), cfg)(arrays, tgt, out)
             untouched(out, f"fuse 16 streams {cfg}")
@@ -241,9 +232,9 @@ for dtype in ("float32", "bfloat16"):
         want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
         nan = np.isnan(want)
         assert np.array_equal(np.isnan(got.double().numpy()), nan), "NaN targets"
-        assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2]), "rowwise differs from shift"
+        assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2]), "staged or shift at block 64 differs from shift"
         check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
-              f"fuse {dtype}/{tdtype} 16 streams rowwise = shift, bit for bit", dtype)
+              f"fuse {dtype}/{tdtype} 16 streams staged = shift, bit for bit", dtype)
 # the staged kernel bit for bit against the shifted vectors: sixteen streams of three blocks each (561 targets,
 # the last block ragged), every stream off the 16-byte grid, a NaN target; resample D 1-855 over three blocks
 for dtype in ("float32", "float16", "bfloat16"):
@@ -258,12 +249,12 @@ for dtype in ("float32", "float16", "bfloat16"):
         pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
         ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
         outs = []
-        for cfg in (_tune.Config(stage=1), _tune.Config(rowwise=1), _tune.Config(shift=1)):
+        for cfg in (_tune.Config(stage=1), _tune.Config(shift=1, block=64), _tune.Config(shift=1)):
             out = shifted((3, 187, sum(d for _, d in spec)), vdt, 5)
             outs.append(fz._plan_v2(pairs, ta, arrays, out.data_ptr(), cfg)(arrays, tgt, out).nan_to_num(7.0))
             untouched(out, f"fuse 16 streams x 3 blocks {cfg}")
         assert LOG[-3][0].startswith("fuse_staged") and LOG[-3][1] == 16 * 3, LOG[-3]
-        assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2]), ("staged/rowwise differ", dtype, tdtype)
+        assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2]), ("staged/shift differ", dtype, tdtype)
         for d in (1, 3, 37, 130, 855):
             vals = shifted((3, 11, d), vdt, 3, torch.from_numpy(rng.standard_normal((3, 11, d))).to(vdt))
             src = times(rng, 3, 11, tdt)
@@ -272,5 +263,5 @@ for dtype in ("float32", "float16", "bfloat16"):
             got = [rs._plan_v2(v, types.SimpleNamespace(dtype=tdtype), vals, 0, 200, cfg)(vals, src, tt, None)
                    for cfg in (_tune.Config(stage=1), _tune.Config(shift=1))]
             assert torch.equal(got[0].nan_to_num(7.0), got[1].nan_to_num(7.0)), ("staged differs", d, dtype, tdtype)
-        print("ok", f"{dtype}/{tdtype}: staged = rowwise = shift bit for bit (fuse 16 streams x 3 blocks, resample)")
+        print("ok", f"{dtype}/{tdtype}: staged = shift bit for bit (fuse 16 streams x 3 blocks, resample)")
 print("rows_wide: every case matched the NumPy reference")

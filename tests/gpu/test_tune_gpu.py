@@ -97,8 +97,8 @@ def test_fuse_candidates_equal_the_default():
     pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
     ta = A.describe("tgt", tgt)
     default = None
-    for cfg in (_tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4, streams=len(dims)) + WALKS + PREFETCHES
-                + WIDES + SHIFTS + STAGES + ROWWISES):
+    for cfg in (_tune.exhaustive(5, 4, n_tgt=t, n_src=max(lens), time_bytes=4) + WALKS + PREFETCHES
+                + WIDES + SHIFTS + STAGES):
         out = torch.full((b, t, sum(dims)), float("nan"), device="cuda", dtype=torch.bfloat16)
         fu._plan_v2(pairs, ta, streams, out.data_ptr(), cfg)(streams, tgt, out)
         torch.cuda.synchronize()
@@ -129,7 +129,7 @@ def test_the_column_split_of_wide_few_rows_equals_the_default(time_dtype, dtype)
                               tgt.double().cpu().numpy())
         pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in ss]
         default = None
-        for cfg in [_tune.DEFAULT, *WIDES, *SHIFTS, *STAGES, *ROWWISES]:
+        for cfg in [_tune.DEFAULT, *WIDES, *SHIFTS, *STAGES]:
             out = torch.full((b, t, sum(v.shape[2] for v, _ in ss)), float("nan"), device="cuda", dtype=dtype)
             fu._plan_v2(pairs, A.describe("tgt", tgt), ss, out.data_ptr(), cfg)(ss, tgt, out)
             torch.cuda.synchronize()
@@ -168,8 +168,6 @@ WIDES = [_tune.Config(cs=cs, block=blk) for cs, blk in ((1, 0), (2, 64), (3, 0),
 SHIFTS = [_tune.Config(shift=1), _tune.Config(shift=1, block=64)]
 # The staged kernel (Config.stage: kernels/rows_wide.cu rc_staged_block), blocks of 256 targets
 STAGES = [_tune.Config(stage=1)]
-# fuse a row at a time (Config.rowwise: kernels/rows_wide.cu fuse_rows_body), the rule's block and a small one
-ROWWISES = [_tune.Config(rowwise=1), _tune.Config(rowwise=1, block=64)]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
 # 600 float64), a single source sample
@@ -218,7 +216,9 @@ def test_a_one_lane_upsampling_bucket_times_the_walk_and_persists_its_choice(tmp
     assert torch.equal(robocache.resample(vals, st, tt), ref)
     path = tmp_path / "cache" / f"tune-{_tune.device(0).slug}.json"
     (key, entry), = _tune.parse_table(path.read_text(), str(path))["entries"].items()
-    want = _tune.candidates(0, 1, b * t, n_tgt=t, n_src=s, time_bytes=4)
+    # D = 1 float32: one 4-byte vector a row (too short for the shifted vectors), the staged kernel's rows
+    want = _tune.candidates(0, 1, b * t, n_tgt=t, n_src=s, time_bytes=4, shifted=_tune.shift_pays(4, 4),
+                            staged=_tune.stage_pays(4, b * t))
     assert entry["of"] == entry["candidates"] == len(want) and any(c.seq for c in want)
     assert any(c.prefetch for c in want)
 
@@ -374,7 +374,7 @@ def test_shifted_vectors_on_rows_of_any_alignment_equal_the_default(time_dtype, 
     pairs = [(A.describe("v", v), A.describe("t", s_)) for v, s_ in streams]
     total = d + 9
     default = None
-    for cfg in [_tune.DEFAULT, *SHIFTS, *STAGES, *ROWWISES]:
+    for cfg in [_tune.DEFAULT, *SHIFTS, *STAGES]:
         base = torch.full((b * t * total + 17,), 7.0, device="cuda", dtype=dtype)
         out = base[1: 1 + b * t * total].view(b, t, total)
         fu._plan_v2(pairs, A.describe("tgt", tt), streams, out.data_ptr(), cfg)(streams, tt, out)
@@ -418,9 +418,9 @@ def test_the_tuner_offers_shifted_vectors_for_rows_off_the_grid():
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
 def test_fuse_launches_of_several_blocks_a_stream_equal_the_default(time_dtype, dtype):
     """fuse with 561 targets (the staged kernel's three blocks a stream, the last ragged) over streams of odd and
-    even widths off the 16-byte grid, a NaN target: the shifted vectors, the staged kernel and fuse a row at a time
-    bit for bit the row kernel's output and the reference's; the public call's first call times the staged kernel
-    and the row-at-a-time one among its candidates."""
+    even widths off the 16-byte grid, a NaN target: the shifted vectors and the staged kernel bit
+    for bit the row kernel's output and the reference's; the public call's first call times the staged kernel among
+    its candidates."""
     rng = np.random.default_rng(561)
     b, t = 3, 187
     dims, lens = (37, 3, 64, 1, 130), (23, 11, 9, 5, 40)
@@ -433,7 +433,7 @@ def test_fuse_launches_of_several_blocks_a_stream_equal_the_default(time_dtype, 
                           tgt.double().cpu().numpy())
     pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
     default = None
-    for cfg in [_tune.DEFAULT, *SHIFTS, *STAGES, *ROWWISES]:
+    for cfg in [_tune.DEFAULT, *SHIFTS, *STAGES]:
         out = torch.full((b, t, sum(dims)), float("nan"), device="cuda", dtype=dtype)
         fu._plan_v2(pairs, A.describe("tgt", tgt), streams, out.data_ptr(), cfg)(streams, tgt, out)
         torch.cuda.synchronize()
@@ -456,4 +456,4 @@ def test_fuse_launches_of_several_blocks_a_stream_equal_the_default(time_dtype, 
     finally:
         _tune.choose = real
     assert torch.equal(got.nan_to_num(5.0), default.nan_to_num(5.0))
-    assert _tune.Config(stage=1) in seen[0] and _tune.Config(rowwise=1) in seen[0], seen[0]
+    assert _tune.Config(stage=1) in seen[0], seen[0]
