@@ -369,14 +369,22 @@ def device(device_index: int) -> Device:
     return d
 
 
-def kernels_hash() -> str:
-    """A hash of the row kernels' sources: a tuning made for other kernels is not reused."""
+def kernels_hash(ops: tuple[str, ...] = ("resample", "fuse")) -> str:
+    """A hash of the row kernels' sources: a tuning made for other kernels is not reused. The shipped tables are
+    keyed to the row kernels' files (resample.cu, fuse.cu and their headers), so an edit of the tuner's added
+    launches (kernels/rows_wide.cu) leaves them valid; the user's cache (:func:`cache_hash`) covers both."""
     from . import _cuda
 
     h = hashlib.sha256()
-    for op in ("resample", "fuse"):
+    for op in ops:
         h.update(_cuda.source(op).encode())
     return h.hexdigest()[:16]
+
+
+def cache_hash() -> str:
+    """The kernels hash of the user's tuning cache: the row kernels and kernels/rows_wide.cu, so an edit of either
+    re-tunes a bucket at its next first call (a cache is cheap to rebuild; a shipped table is not)."""
+    return kernels_hash(("resample", "fuse", "rows_wide"))
 
 
 USE_SHIPPED = True  # False while `robocache-bench tune` writes a new table: every bucket is then tuned afresh
@@ -436,7 +444,8 @@ class _Store:
             self.warned.add(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=4)
 
-    def _read(self, path: Path, what: str) -> dict[str, dict[str, Any]]:
+    def _read(self, path: Path, what: str, want: str) -> dict[str, dict[str, Any]]:
+        """The entries of one tuning file for this GPU whose kernels hash is ``want`` ({} otherwise)."""
         try:
             text = path.read_text()
         except FileNotFoundError:
@@ -449,20 +458,20 @@ class _Store:
         except TableError as e:
             self._warn(f"robocache: ignoring the {what}: {e}; delete it or let robocache rewrite it")
             return {}
-        if doc["device"].get("name") != self.dev.name or doc.get("kernels") != kernels_hash():
+        if doc["device"].get("name") != self.dev.name or doc.get("kernels") != want:
             return {}  # another GPU model's or other kernels' choices: stale, not wrong
         return doc["entries"]
 
     def user_entries(self) -> dict[str, dict[str, Any]]:
         if self.user is None:
-            self.user = self._read(self.path, "tuning cache")
+            self.user = self._read(self.path, "tuning cache", cache_hash())
         return self.user
 
     def shipped_entries(self) -> dict[str, dict[str, Any]]:
         if not USE_SHIPPED:
             return {}
         if self.shipped is None:
-            self.shipped = self._read(shipped_dir() / f"{self.dev.slug}.json", "shipped tuning table")
+            self.shipped = self._read(shipped_dir() / f"{self.dev.slug}.json", "shipped tuning table", kernels_hash())
         return self.shipped
 
     def lookup(self, key: str, use_user: bool) -> tuple[Config | None, str]:
@@ -517,10 +526,10 @@ class _Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with _locked(path.with_suffix(".lock")):
-                entries = dict(self._read(path, "tuning cache"))
+                entries = dict(self._read(path, "tuning cache", cache_hash()))
                 entries[key] = entry
                 doc = {"format": FORMAT, "device": {"name": self.dev.name, "cc": self.dev.cc, "sms": self.dev.sms},
-                       "kernels": kernels_hash(), "entries": dict(sorted(entries.items()))}
+                       "kernels": cache_hash(), "entries": dict(sorted(entries.items()))}
                 _atomic_write(path, json.dumps(doc, indent=1) + "\n")
                 self.user = entries
         except (OSError, ImportError) as e:  # ImportError: no fcntl (not a POSIX system)

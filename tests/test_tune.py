@@ -598,3 +598,25 @@ def test_runoff_times_only_finalists_interleaved_and_keeps_the_rest():
                          for i, (t_, s_) in enumerate([(1, 0), (4, 0), (0, 1), (1, 1), (4, 1)])}}
     assert _tune.pick(_tune.runoff(many, lambda c: 100.0)) == d
     assert _tune.pick(_tune.runoff(first, lambda c: {d: 10.0, a: 9.8, b: 11.0}[c])) == d  # within MARGIN
+
+
+def test_the_users_cache_is_keyed_to_rows_wide_too_and_the_shipped_table_is_not(cache, monkeypatch):
+    """An edit of kernels/rows_wide.cu (the column split, the shifted vectors, the staged kernel) changes what a
+    cached choice of those launches means: the user's cache covers that file (cache_hash), so its buckets re-tune;
+    the shipped tables stay keyed to the row kernels' files (kernels_hash) and keep serving."""
+    assert _tune.cache_hash() != _tune.kernels_hash()
+    ship = cache / "shipped"
+    ship.mkdir()
+    near = "resample|float32|float32|n21|v16x8s8d-1"
+    (ship / f"{DEV.slug}.json").write_text(json.dumps(_doc({near: {"config": CFG.to_json()}})))
+    st = _tune._Store(DEV)
+    user = _tune.Config(shift=1)
+    st.save(near, {"config": user.to_json(), "us": 1.0})
+    assert _tune.parse_table(st.path.read_text(), "cache")["kernels"] == _tune.cache_hash()
+    assert _tune._Store(DEV).lookup(near, use_user=True) == (user, "cache")
+    real = _tune.kernels_hash
+    monkeypatch.setattr(_tune, "kernels_hash", lambda ops=("resample", "fuse"): real(ops) + (
+        "-edited" if "rows_wide" in ops else ""))  # rows_wide.cu edited, the row kernels not
+    assert _tune._Store(DEV).lookup(near, use_user=True) == (CFG, "shipped")
+    _tune._Store(DEV).save(KEY, {"config": CFG.to_json(), "us": 2.0})  # the stale entry is dropped, not merged
+    assert set(_tune.parse_table(st.path.read_text(), "cache")["entries"]) == {KEY}
