@@ -207,8 +207,9 @@ def test_architectures_on_committed_h100_and_h200(monkeypatch: pytest.MonkeyPatc
     # one roofline per GPU machine, each with its own measured roof
     roofs = [f for f in figs if "bytes moved per item" in str(f["layout"].get("xaxis", {}).get("title", {}))]
     titles = sorted(f["layout"]["title"]["text"] for f in roofs)
-    # every machine with single-GPU robocache records: the two-GPU H200 ran sampled seeds one op per GPU
-    assert titles == ["H100 (nvidia-h100-x1)", "H200 (nvidia-h200)", "H200 (nvidia-h200-x2)"]
+    # every machine with single-GPU robocache records: the two- and four-GPU H200s ran sampled seeds (and the x4
+    # a profile) one op per GPU
+    assert titles == ["H100 (nvidia-h100-x1)", "H200 (nvidia-h200)", "H200 (nvidia-h200-x2)", "H200 (nvidia-h200-x4)"]
     levels = {}
     for f in roofs:
         (line,) = [s for s in f["layout"]["shapes"] if s.get("type") == "line"]
