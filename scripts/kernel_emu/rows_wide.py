@@ -209,52 +209,47 @@ for dtype, es in (("float32", 4), ("float16", 2)):
         run_fuse(dtype, "float32", 2, 150, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=shift, shift=shift,
                  oshift=oshift, st=1)
 run_resample("float32", "float32", 1, 2, 1, 717, 0, st=1)  # one target: one block, 255 dead rows
-# sixteen streams (the table's most), every one off the 16-byte grid by its own count, a NaN target, S = 1 streams:
-# the staged kernel (one ragged block a stream) and the shifted vectors at two blocks, bit for bit the shifted
-# vectors' output (the kernel the GPU tests hold bit for bit to fuse v2's)
-for dtype in ("float32", "bfloat16"):
-    for tdtype in ("float32", "float64"):
-        rng = np.random.default_rng(16)
-        tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
-        spec = [(1 + (k * 7) % 23, 1 + (k * 37) % 100) for k in range(16)]
-        arrays = [(shifted((2, s, d), vdt, k % 8, torch.from_numpy(rng.standard_normal((2, s, d))).to(vdt)),
-                   times(rng, 2, s, tdt)) for k, (s, d) in enumerate(spec)]
-        tgt = torch.from_numpy(rng.uniform(-0.1, 1.1, (2, 9))).to(tdt)
-        tgt[1, 4] = float("nan")
-        pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
-        ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
-        outs = []
-        for cfg in (_tune.Config(stage=1), _tune.Config(shift=1, block=64), _tune.Config(shift=1)):
-            out = shifted((2, 9, sum(d for _, d in spec)), vdt, 3)
-            got = fz._plan_v2(pairs, ta, arrays, out.data_ptr(), cfg)(arrays, tgt, out)
-            untouched(out, f"fuse 16 streams {cfg}")
-            outs.append(got.nan_to_num(7.0))
-        want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
-        nan = np.isnan(want)
-        assert np.array_equal(np.isnan(got.double().numpy()), nan), "NaN targets"
-        assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2]), "staged or shift at block 64 differs from shift"
-        check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
-              f"fuse {dtype}/{tdtype} 16 streams staged = shift, bit for bit", dtype)
-# the staged kernel bit for bit against the shifted vectors: sixteen streams of three blocks each (561 targets,
-# the last block ragged), every stream off the 16-byte grid, a NaN target; resample D 1-855 over three blocks
+
+
+def fuse_sixteen(dtype, tdtype, seed, b, t, spec, nan_at, oshift):
+    """fuse of sixteen streams (the table's most), stream k's values k % 8 elements off the 16-byte grid, a NaN
+    target at ``nan_at``, the output ``oshift`` elements off: the staged kernel, the shifted vectors at 64-thread
+    blocks and at the rule's, each bit for bit the last one's output, and that output the NumPy reference's. The
+    generator is returned for more draws."""
+    rng = np.random.default_rng(seed)
+    tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
+    arrays = [(shifted((b, s, d), vdt, k % 8, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt)),
+               times(rng, b, s, tdt)) for k, (s, d) in enumerate(spec)]
+    tgt = torch.from_numpy(rng.uniform(-0.1, 1.1, (b, t))).to(tdt)
+    tgt[nan_at] = float("nan")
+    pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
+    ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
+    outs = []
+    for cfg in (_tune.Config(stage=1), _tune.Config(shift=1, block=64), _tune.Config(shift=1)):
+        out = shifted((b, t, sum(d for _, d in spec)), vdt, oshift)
+        outs.append(fz._plan_v2(pairs, ta, arrays, out.data_ptr(), cfg)(arrays, tgt, out))
+        untouched(out, f"fuse 16 streams B{b} T{t} {cfg}")
+    assert LOG[-3][0].startswith("fuse_staged") and LOG[-3][1] == 16 * -(-b * t // _tune.STAGE_TARGETS), LOG[-3]
+    clean = [o.nan_to_num(7.0) for o in outs]
+    assert torch.equal(clean[0], clean[2]) and torch.equal(clean[1], clean[2]), ("staged/shift differ", dtype, tdtype)
+    want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(outs[2].double().numpy()), nan), "NaN targets"
+    check(outs[2].masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
+          f"fuse {dtype}/{tdtype} 16 streams B{b} T{t}: staged = shift, bit for bit", dtype)
+    return rng
+
+
+# sixteen streams of S = 1-23 and one ragged staged block each; then of three blocks each (561 targets, the last
+# block ragged); then resample D 1-855 over three blocks, the staged kernel bit for bit the shifted vectors
 for dtype in ("float32", "float16", "bfloat16"):
     for tdtype in ("float32", "float64"):
-        rng = np.random.default_rng(561)
+        if dtype != "float16":
+            fuse_sixteen(dtype, tdtype, 16, 2, 9, [(1 + (k * 7) % 23, 1 + (k * 37) % 100) for k in range(16)],
+                         (1, 4), 3)
+        rng = fuse_sixteen(dtype, tdtype, 561, 3, 187, [(1 + (k * 5) % 19, 1 + (k * 29) % 90) for k in range(16)],
+                           (2, 100), 5)
         tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
-        spec = [(1 + (k * 5) % 19, 1 + (k * 29) % 90) for k in range(16)]
-        arrays = [(shifted((3, s, d), vdt, k % 8, torch.from_numpy(rng.standard_normal((3, s, d))).to(vdt)),
-                   times(rng, 3, s, tdt)) for k, (s, d) in enumerate(spec)]
-        tgt = torch.from_numpy(rng.uniform(-0.1, 1.1, (3, 187))).to(tdt)
-        tgt[2, 100] = float("nan")
-        pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
-        ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
-        outs = []
-        for cfg in (_tune.Config(stage=1), _tune.Config(shift=1, block=64), _tune.Config(shift=1)):
-            out = shifted((3, 187, sum(d for _, d in spec)), vdt, 5)
-            outs.append(fz._plan_v2(pairs, ta, arrays, out.data_ptr(), cfg)(arrays, tgt, out).nan_to_num(7.0))
-            untouched(out, f"fuse 16 streams x 3 blocks {cfg}")
-        assert LOG[-3][0].startswith("fuse_staged") and LOG[-3][1] == 16 * 3, LOG[-3]
-        assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2]), ("staged/shift differ", dtype, tdtype)
         for d in (1, 3, 37, 130, 855):
             vals = shifted((3, 11, d), vdt, 3, torch.from_numpy(rng.standard_normal((3, 11, d))).to(vdt))
             src = times(rng, 3, 11, tdt)
