@@ -25,24 +25,6 @@
 // a tolerance); the voxel set and counts never do.
 #include "common.cuh"
 
-// Occupancy's store (v2's count kernel and v3's hash kernel; v1 stays as it was measured). 1: the byte is read
-// first and stored only while it still reads 0. On clustered clouds many points of many blocks land in a few hot
-// voxels, and every plain store of the same byte is a write the L2 slice takes in turn (the H200's sampled
-// occupancy-clustered points ran 0.74-0.90x torch.compile at 5-12% of the copy ceiling); a read of a set byte is
-// served by L1 or L2 and writes nothing. A stale 0 (another block's store not yet seen) costs one idempotent store.
-// 0: the plain store (a build option, for A/B: scripts/vox_probe.py --variants "plain=-DRC_VOX_OCC_TEST=0").
-#ifndef RC_VOX_OCC_TEST
-#define RC_VOX_OCC_TEST 1
-#endif
-
-__device__ __forceinline__ void rc_occ_set(unsigned char* __restrict__ occ, long long flat) {
-#if RC_VOX_OCC_TEST
-    if (occ[flat] == 0) occ[flat] = 1;
-#else
-    occ[flat] = 1;
-#endif
-}
-
 // Flat voxel index of point i within its row, or -1 when dropped.
 template <typename T>
 __device__ __forceinline__ int rc_voxel_of(const T* __restrict__ p, const float* lo,
@@ -153,7 +135,7 @@ __device__ __forceinline__ void count_v2_body(const T* __restrict__ points, int 
         if (vox[k] >= 0) {
             const long long flat = b * V + vox[k];
             if (counts) atomicAdd(counts + flat, 1);
-            if (occ) rc_occ_set(occ, flat);
+            if (occ) occ[flat] = 1;
         }
     }
 }
@@ -665,7 +647,7 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
                     if (c < cpre) atomicAdd(a + c, fv[k][c]);
                 for (int c = RC_V3_CPRE; c < C; ++c) atomicAdd(a + c, rc_to_float(frow[i * C + c]));
             } else if (occ) {  // table crowded here: straight to the grid
-                rc_occ_set(occ, (long long)b * V + v);
+                occ[(long long)b * V + v] = 1;
             } else {
                 const long long flat = (long long)b * V + v;
                 atomicAdd(counts + flat, 1);
@@ -682,8 +664,8 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
         const int k = keys[s];
         if (k < 0) continue;
         const long long flat = b * V + k;
-        if (occ) {  // occupancy: one store per distinct voxel of the block (none where it is set)
-            rc_occ_set(occ, flat);
+        if (occ) {  // occupancy: one store per distinct voxel of the block
+            occ[flat] = 1;
             continue;
         }
         atomicAdd(counts + flat, cnt[s]);
