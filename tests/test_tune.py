@@ -620,3 +620,28 @@ def test_the_users_cache_is_keyed_to_rows_wide_too_and_the_shipped_table_is_not(
     assert _tune._Store(DEV).lookup(near, use_user=True) == (CFG, "shipped")
     _tune._Store(DEV).save(KEY, {"config": CFG.to_json(), "us": 2.0})  # the stale entry is dropped, not merged
     assert set(_tune.parse_table(st.path.read_text(), "cache")["entries"]) == {KEY}
+
+
+def test_a_cache_holding_a_removed_launch_is_reported_once_and_rewritten(cache):
+    """A cache written while fuse a row at a time existed ({"rowwise": 1}, removed in 1494981): one warning, no
+    crash, the bucket untuned, and the next save rewrites the file under cache_hash without the old entry."""
+    st = _tune._Store(DEV)
+    st.path.parent.mkdir(parents=True)
+    old = _tune.bucket("fuse", "float32", "float32", [(4, 16, 100), (4, 8, 60)], 50, 7)
+    st.path.write_text(json.dumps({"format": _tune.FORMAT, "device": {"name": DEV.name, "cc": "9.0", "sms": 132},
+                                   "kernels": _tune.cache_hash(), "entries": {old: {"config": {"rowwise": 1}}}}))
+    with pytest.warns(RuntimeWarning, match="ignoring the tuning cache.*rowwise") as rec:
+        assert st.lookup(old, use_user=True) == (None, "")
+        st.save(KEY, {"config": CFG.to_json(), "us": 2.0})
+    assert len(rec) == 1
+    doc = _tune.parse_table(st.path.read_text(), "cache")
+    assert doc["kernels"] == _tune.cache_hash() and set(doc["entries"]) == {KEY}
+
+
+def test_write_table_stamps_the_shipped_tables_hash_not_the_caches(cache):
+    """`robocache-bench tune` writes a shipped table: keyed to the row kernels' hash (kernels_hash), which an edit
+    of kernels/rows_wide.cu leaves valid, never to the user's cache hash."""
+    _tune.write_table(cache / "t.json", DEV, {KEY: _tune.entry(CFG, {CFG: 3.0, _tune.DEFAULT: 4.0}, 12)},
+                      {"command": "robocache-bench tune"})
+    assert _tune.parse_table((cache / "t.json").read_text(), "t")["kernels"] == _tune.kernels_hash() != _tune.cache_hash()
+
