@@ -69,6 +69,33 @@ def test_compare_verdicts():
     assert v["resample/B1-S100-T50-D32"].threshold >= regress.FLOOR
 
 
+def test_compare_says_when_the_tuner_chose_another_launch():
+    """A robocache case whose records used other tuned launch configurations (Record.launches) says so in its
+    reason, per bucket, with the record's text escaped in the markdown; where only the source differs (tuned in
+    one process, read from the cache in the next: the A/A pairs), nothing is said."""
+    def with_launches(r, cfgs, source="tuned"):
+        d = msgspec.to_builtins(r)
+        d["case"]["provider"] = "robocache"
+        d["launches"] = [{"device": 0, "bucket": b, "config": c, "source": source} for b, c in cfgs]
+        return typed.record(d)
+
+    bucket = "resample|float32|float32|n10|v16x8s6d-1"
+    base = [with_launches(rec("resample/B1-S100-T50-D32", 100.0), [(bucket, {"lg_shift": 0})]),
+            with_launches(rec("resample/B2-S100-T50-D32", 100.0), [(bucket, {"stage": 1})]),
+            with_launches(rec("resample/B3-S100-T50-D32", 100.0), [(bucket, {})])]
+    new = [with_launches(rec("resample/B1-S100-T50-D32", 130.0, run="run-b"), [(bucket, {"shift": 1})]),
+           with_launches(rec("resample/B2-S100-T50-D32", 100.0, run="run-b"), [(bucket, {"stage": 1})], "cache"),
+           with_launches(rec("resample/B3-S100-T50-D32", 100.0, run="run-b"), [("<b>x|y</b>", {"cs": 2})])]
+    v = {x.case.split()[0]: x for x in regress.compare(base, new)}
+    one = v["resample/B1-S100-T50-D32"]
+    assert one.verdict == "slower" and f"launch changed ({bucket}: the rule's -> shift 1)" in one.reason
+    assert "launch changed" not in v["resample/B2-S100-T50-D32"].reason
+    three = v["resample/B3-S100-T50-D32"].reason
+    assert f"{bucket}: the rule's -> none" in three and "<b>x|y</b>: none -> cs 2" in three
+    md = regress.compare_markdown(list(v.values()), "a", "b")
+    assert "<b>" not in md and "launch changed" in md
+
+
 def test_compare_noise_from_history_widens_a_noisy_case():
     # no history: the prior (NumPy has no fitted runs: the H200 model, 1.5%), widened 1.5x: 4 sigma of the
     # ratio is about 13%; 20% is beyond it, 12% is not

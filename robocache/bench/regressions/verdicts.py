@@ -198,8 +198,32 @@ def _judge(v: Verdict, b: Any, n: Any, hist: dict[str, tuple[float, float]], *, 
     ratio = vn / vb if math.isfinite(vn / vb) and vn / vb > 0 else safe_exp(math.log(vn) - math.log(vb))
     v.ratio, v.threshold, v.noise, v.base_us, v.new_us = ratio, thr, sigma, tb, tn
     _verdict(v, ratio, thr, floor)
+    changed = launch_change(b, n)
+    if changed:  # a different tuned launch explains a move better than noise or a code change does
+        note = f"{note}; {changed}" if note else changed
     if note:
         v.reason = f"{note}; {v.reason}" if v.reason else note
+
+
+def _config_text(cfg: dict[str, int]) -> str:
+    return ", ".join(f"{k} {val}" for k, val in sorted(cfg.items()) if val) or "the rule's"
+
+
+def launch_change(b: Any, n: Any) -> str:
+    """What changed in the launch configurations robocache's tuner chose (``Record.launches``) between two records
+    of one case, per bucket (their source, tuned or cached, aside); "" where both used the same or either lacks
+    them. A robocache move with another launch is the tuner's choice, not the kernel's code or noise."""
+    lb = {(x.device, x.bucket): x.config for x in (getattr(b, "launches", None) or [])}
+    ln = {(x.device, x.bucket): x.config for x in (getattr(n, "launches", None) or [])}
+    if not lb or not ln or lb == ln:
+        return ""
+    parts = []
+    for k in sorted(set(lb) | set(ln), key=str):
+        cb, cn = lb.get(k), ln.get(k)
+        if cb != cn:
+            parts.append(f"{k[1]}: {'none' if cb is None else _config_text(cb)} -> "
+                         f"{'none' if cn is None else _config_text(cn)}")
+    return "launch changed (" + "; ".join(parts) + ")"
 
 
 def _verdict(v: Verdict, ratio: float, thr: float, floor: float) -> None:
