@@ -80,18 +80,19 @@ def test_compare_says_when_the_tuner_chose_another_launch():
         return typed.record(d)
 
     bucket = "resample|float32|float32|n10|v16x8s6d-1"
-    base = [with_launches(rec("resample/B1-S100-T50-D32", 100.0), [(bucket, {"lg_shift": 0})]),
+    rule = {"unroll": 1, "vunroll": 0, "lg_shift": 0, "tpg": 0, "block": 0}  # Config.to_json() of the rule
+    base = [with_launches(rec("resample/B1-S100-T50-D32", 100.0), [(bucket, rule)]),
             with_launches(rec("resample/B2-S100-T50-D32", 100.0), [(bucket, {"stage": 1})]),
             with_launches(rec("resample/B3-S100-T50-D32", 100.0), [(bucket, {})])]
-    new = [with_launches(rec("resample/B1-S100-T50-D32", 130.0, run="run-b"), [(bucket, {"shift": 1})]),
+    new = [with_launches(rec("resample/B1-S100-T50-D32", 130.0, run="run-b"), [(bucket, {**rule, "shift": 1})]),
            with_launches(rec("resample/B2-S100-T50-D32", 100.0, run="run-b"), [(bucket, {"stage": 1})], "cache"),
            with_launches(rec("resample/B3-S100-T50-D32", 100.0, run="run-b"), [("<b>x|y</b>", {"cs": 2})])]
     v = {x.case.split()[0]: x for x in regress.compare(base, new)}
     one = v["resample/B1-S100-T50-D32"]
-    assert one.verdict == "slower" and f"launch changed ({bucket}: the rule's -> shift 1)" in one.reason
+    assert one.verdict == "slower" and f"launch changed ({bucket}: default -> shift 1)" in one.reason
     assert "launch changed" not in v["resample/B2-S100-T50-D32"].reason
     three = v["resample/B3-S100-T50-D32"].reason
-    assert f"{bucket}: the rule's -> none" in three and "<b>x|y</b>: none -> cs 2" in three
+    assert f"{bucket}: default -> none" in three and "<b>x|y</b>: none -> cs 2" in three
     md = regress.compare_markdown(list(v.values()), "a", "b")
     assert "<b>" not in md and "launch changed" in md
 

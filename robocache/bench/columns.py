@@ -149,12 +149,14 @@ def launch_text(launches: Sequence[Any]) -> str | None:
     (shipped)"``, ``"default (cache)"``; several joined by "; ". None for a record without any."""
     if not launches:
         return None
-    parts = []
-    for ln in launches:
-        cfg = getattr(ln, "config", None) or {}
-        diff = [f"{k} {v}" for k, v in sorted(cfg.items()) if _RULE.get(k) != v]
-        parts.append(f"{', '.join(diff) or 'default'} ({getattr(ln, 'source', '?')})")
-    return "; ".join(parts)
+    return "; ".join(f"{config_text(getattr(ln, 'config', None) or {})} ({getattr(ln, 'source', '?')})"
+                     for ln in launches)
+
+
+def config_text(cfg: Mapping[str, int]) -> str:
+    """One launch configuration (``Launch.config``) in words: its fields that differ from the launch rule's, or
+    "default": ``"cs 2"``, ``"lg_shift 1, tpg 4"``."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(cfg.items()) if _RULE.get(k) != v) or "default"
 
 
 def _case_columns(records: Sequence[Any]) -> dict[str, list[Any]]:

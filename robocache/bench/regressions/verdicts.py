@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..columns import config_text
 from ..schema import FAILED_STATUSES, Series, fingerprint, series_key
 from .alerts import md_text, us_text
 from .noise import CALL_RATIO, prior_noise, prior_ratio_noise, series_sigma, shrink
@@ -205,10 +206,6 @@ def _judge(v: Verdict, b: Any, n: Any, hist: dict[str, tuple[float, float]], *, 
         v.reason = f"{note}; {v.reason}" if v.reason else note
 
 
-def _config_text(cfg: dict[str, int]) -> str:
-    return ", ".join(f"{k} {val}" for k, val in sorted(cfg.items()) if val) or "the rule's"
-
-
 def launch_change(b: Any, n: Any) -> str:
     """What changed in the launch configurations robocache's tuner chose (``Record.launches``) between two records
     of one case, per bucket (their source, tuned or cached, aside); "" where both used the same or either lacks
@@ -221,8 +218,8 @@ def launch_change(b: Any, n: Any) -> str:
     for k in sorted(set(lb) | set(ln), key=str):
         cb, cn = lb.get(k), ln.get(k)
         if cb != cn:
-            parts.append(f"{k[1]}: {'none' if cb is None else _config_text(cb)} -> "
-                         f"{'none' if cn is None else _config_text(cn)}")
+            parts.append(f"{k[1]}: {'none' if cb is None else config_text(cb)} -> "
+                         f"{'none' if cn is None else config_text(cn)}")
     return "launch changed (" + "; ".join(parts) + ")"
 
 
