@@ -321,16 +321,10 @@ RC_RESAMPLE_SHIFT_ENTRY(resample_shift_float32_float64, float, double)
 RC_RESAMPLE_SHIFT_ENTRY(resample_shift_float16_float64, rc_half, double)
 RC_RESAMPLE_SHIFT_ENTRY(resample_shift_bfloat16_float64, rc_bf16, double)
 
-// fuse: the column split's stream table (above), its packed field lg << 8 (lanes per row of the stream); blocks
-// [first_k, first_{k+1}) are stream k's, each block's groups the stream's targets in order.
-template <typename T, typename TT>
-__device__ __forceinline__ void fuse_shift_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
-                                                T* __restrict__ out, int Tn, int Dtot, long long n_targets,
-                                                unsigned long long div_mult, unsigned int div_shift) {
-    const long long blk = blockIdx.x;
-    // the block's stream by static indices only (constant-bank operands): a dynamic index into the table cost
-    // the stack frame of a spill here
-    long long f[RC_WIDE_FIELDS];
+// The fields of block blk's stream, blocks [first_k, first_{k+1}) being stream k's (field 6: first_k), by static
+// indices only (constant-bank operands): a dynamic index into the table cost the stack frame of a spill.
+__device__ __forceinline__ void rc_wide_stream_of(const rc_wide_table& table, int K, long long blk,
+                                                  long long (&f)[RC_WIDE_FIELDS]) {
 #pragma unroll
     for (int i = 0; i < RC_WIDE_FIELDS; ++i) f[i] = table.f[i];
 #pragma unroll
@@ -340,6 +334,17 @@ __device__ __forceinline__ void fuse_shift_body(const rc_wide_table& table, int 
             for (int i = 0; i < RC_WIDE_FIELDS; ++i) f[i] = table.f[RC_WIDE_FIELDS * k + i];
         }
     }
+}
+
+// fuse: the column split's stream table (above), its packed field lg << 8 (lanes per row of the stream); blocks
+// [first_k, first_{k+1}) are stream k's, each block's groups the stream's targets in order.
+template <typename T, typename TT>
+__device__ __forceinline__ void fuse_shift_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
+                                                T* __restrict__ out, int Tn, int Dtot, long long n_targets,
+                                                unsigned long long div_mult, unsigned int div_shift) {
+    const long long blk = blockIdx.x;
+    long long f[RC_WIDE_FIELDS];
+    rc_wide_stream_of(table, K, blk, f);
     const int lg = (int)((f[5] >> 8) & 0xff);
     const long long gid = ((blk - f[6]) * (long long)blockDim.x + threadIdx.x) >> lg;
     rc_shift_target<T, TT>(reinterpret_cast<const T*>(f[0]), reinterpret_cast<const TT*>(f[1]), (int)f[2], (int)f[3],
@@ -435,16 +440,8 @@ __device__ __forceinline__ void fuse_staged_body(const rc_wide_table& table, int
                                                  T* __restrict__ out, int Tn, int Dtot, long long n_targets,
                                                  unsigned long long div_mult, unsigned int div_shift) {
     const long long blk = blockIdx.x;
-    long long f[RC_WIDE_FIELDS];  // the block's stream by static indices only (see fuse_shift_body)
-#pragma unroll
-    for (int i = 0; i < RC_WIDE_FIELDS; ++i) f[i] = table.f[i];
-#pragma unroll
-    for (int k = 1; k < RC_WIDE_MAX; ++k) {
-        if (k < K && table.f[RC_WIDE_FIELDS * k + 6] <= blk) {
-#pragma unroll
-            for (int i = 0; i < RC_WIDE_FIELDS; ++i) f[i] = table.f[RC_WIDE_FIELDS * k + i];
-        }
-    }
+    long long f[RC_WIDE_FIELDS];
+    rc_wide_stream_of(table, K, blk, f);
     rc_staged_block<T, TT>(reinterpret_cast<const T*>(f[0]), reinterpret_cast<const TT*>(f[1]), (int)f[2], (int)f[3],
                            (int)f[4], (int)((f[5] >> 8) & 0xff), tgt, out, n_targets, Tn, Dtot, div_mult, div_shift,
                            (blk - f[6]) * RC_STAGE_T);
