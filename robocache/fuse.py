@@ -144,7 +144,6 @@ def _streams_geometry(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[t
 def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any, Any]], out_ptr: int,
              cfg: _tune.Config = _tune.DEFAULT) -> _Plan:
     b, n_tgt = t.shape
-    total = sum(v.shape[2] for v, _ in pairs)
     n_targets = b * n_tgt
     sms = L.sm_count(t.device_index)
     es, vbs = _streams_geometry(pairs, t, arrays, out_ptr)
@@ -174,16 +173,25 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
         f[FUSE2_FIELDS * slot: FUSE2_FIELDS * (slot + 1)] = (0, 0, v.shape[1], d, col, vb | lg << 8 | tpg << 16,
                                                              block0, 0)
         block0 += blocks
-    A.check_grid(block0, "tgt_times")
-    mult, shift = L.fast_divmod(n_tgt)
+    A.check_grid(block0, "tgt_times")  # before the kernel's build
     fn = L.kernel("fuse", f"fuse_v2_{pairs[0][0].dtype}_{t.dtype}", t.device_index, cfg.options())
-    # (table, K, tgt, out, T, Dtot, n_targets, div_mult, div_shift): kernels/fuse.cu
+    return _table_plan(fn, tab, pairs, t, order, block0, block)
+
+
+def _table_plan(fn: Any, tab: np.ndarray, pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, order: list[int], grid: int,
+                block: int) -> _Plan:
+    """The plan of a launch over the stream table ``tab`` (stream ``order[slot]`` in each slot), fuse v2's argument
+    block (table, K, tgt, out, T, Dtot, n_targets, div_mult, div_shift: kernels/fuse.cu, and kernels/rows_wide.cu's
+    fuse entries as v2's), ``grid`` blocks (checked by the caller) of ``block`` threads."""
+    b, n_tgt = t.shape
+    total = sum(v.shape[2] for v, _ in pairs)
+    mult, shift = L.fast_divmod(n_tgt)
     fl = L.FastLaunch(fn, [("struct", tab.tobytes()), ("i32", len(pairs)), ("ptr", None), ("ptr", None), ("i32", n_tgt),
-                           ("i32", total), ("i64", n_targets), ("u64", mult), ("u32", shift)])
+                           ("i32", total), ("i64", b * n_tgt), ("u64", mult), ("u32", shift)])
     slots = [0] * len(pairs)
     for slot, k in enumerate(order):
         slots[k] = slot
-    return _Plan(fl, block0, t.kind, t.device_index, (b, n_tgt, total), slots, block)
+    return _Plan(fl, grid, t.kind, t.device_index, (b, n_tgt, total), slots, block)
 
 
 def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], splits: list[int],
@@ -197,7 +205,6 @@ def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], split
     packed the same, each stream's blocks ``_tune.STAGE_TARGETS`` targets each."""
     shifted = mode != "wide"
     b, n_tgt = t.shape
-    total = sum(v.shape[2] for v, _ in pairs)
     n_targets = b * n_tgt
     # warps of the launch: 2**cs_k a row, or 2**lg_k lanes a row
     warps_of = [-(-(n_targets << c) // 32) if shifted else n_targets << c for c in splits]
@@ -218,16 +225,9 @@ def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], split
         f[FUSE2_FIELDS * slot: FUSE2_FIELDS * (slot + 1)] = (0, 0, v.shape[1], v.shape[2], int(cols[k]), packed,
                                                              block0, 0)
         block0 += -(-warps_of[k] // warps)
-    A.check_grid(block0, "tgt_times")
-    mult, shift = L.fast_divmod(n_tgt)
+    A.check_grid(block0, "tgt_times")  # before the kernel's build
     fn = L.kernel("rows_wide", f"fuse_{mode}_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
-    # (table, K, tgt, out, T, Dtot, n_targets, div_mult, div_shift): kernels/rows_wide.cu, as fuse v2's
-    fl = L.FastLaunch(fn, [("struct", tab.tobytes()), ("i32", len(pairs)), ("ptr", None), ("ptr", None), ("i32", n_tgt),
-                           ("i32", total), ("i64", n_targets), ("u64", mult), ("u32", shift)])
-    slots = [0] * len(pairs)
-    for slot, k in enumerate(order):
-        slots[k] = slot
-    return _Plan(fl, block0, t.kind, t.device_index, (b, n_tgt, total), slots, block)
+    return _table_plan(fn, tab, pairs, t, order, block0, block)
 
 
 def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any, Any]], tt: Any,
