@@ -6,7 +6,9 @@ the tuner's choice and torch.compile on sampled points (a dev aid, not a measure
     python3 scripts/wide_probe.py [--time-limit 0.5] [--cases ID,ID,...]
 
 Each point is the harness's case (its seeded inputs, its rotating input sets, its timer ``time_gpu``, warm): the
-public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift, staged), then the tuner's own choice (tuned at the first call), then torch.compile's case.
+public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift, staged), then the tuner's
+own choice (tuned at the first call), then torch.compile's case; the tuned launch's and torch.compile's share of the
+copy ceiling (measured once at the start) by the point's minimal traffic.
 Every output is checked against the NumPy reference by the harness's gate before it is timed. One line per point.
 """
 from __future__ import annotations
@@ -47,7 +49,12 @@ def main() -> int:
     from robocache import _tune
     from robocache.bench import gate as gate_mod
     from robocache.bench import specs, worker
-    from robocache.bench.timing.device import time_gpu
+    from robocache.bench.timing.device import copy_ceiling, time_gpu
+
+    # the copy ceiling of this GPU now, as the harness measures it: each point's tuned and torch.compile time as a
+    # share of it, by the point's minimal traffic (its first input set's, specs.moved_bytes: issue 25's >= 80%)
+    ceiling = float(copy_ceiling(time_limit_s=1.0)["gb_per_s"])
+    print(f"wide_probe: copy ceiling {ceiling:.0f} GB/s", flush=True)
 
     plans = [importlib.import_module("robocache.resample")._PLANS, importlib.import_module("robocache.fuse")._PLANS]
     forced: list = [None]
@@ -65,7 +72,8 @@ def main() -> int:
         if set(found) != {"robocache", "torch_compile"}:
             print(f"wide_probe: {cid}: no such sampled case", file=sys.stderr)
             return 2
-        us = {}
+        us: dict[str, float] = {}
+        moved = 0
         launches = [("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
                     ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1)), ("staged", _tune.Config(stage=1))]
         for name, cfg in [*launches, ("tuned", "tuned"), ("torch.compile", None)]:
@@ -82,13 +90,16 @@ def main() -> int:
             if not chk["passed"]:
                 print(f"wide_probe: {cid} {name}: WRONG (max rel err {chk['max_rel_err']})", flush=True)
                 continue
+            moved = moved or int(prep.moved_bytes or 0)
             call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
             us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
         best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged"))
         print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
               + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
               f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "
-              f"{us.get('torch.compile', float('nan')) / us['default']:.2f}x)", flush=True)
+              f"{us.get('torch.compile', float('nan')) / us['default']:.2f}x); of the ceiling ({moved / 1e6:.1f} MB): "
+              + ", ".join(f"{k} {100 * moved / (us[k] * 1e3) / ceiling:.0f}%" for k in ("tuned", "torch.compile")
+                          if us.get(k) and moved), flush=True)
     return 0
 
 
