@@ -51,6 +51,24 @@ __device__ __forceinline__ int rc_voxel_of(const T* __restrict__ p, const float*
     const int g[3] = {g0, g1, g2};                                                       \
     const long long V = (long long)g0 * g1 * g2;
 
+// Occupancy's store of a voxel: an atomicOr of the byte's bit pattern into its aligned 32-bit word (a reduction the
+// L2 performs, as torch.compile's index_add does its counts; the word's other bytes are or-ed with 0, and a word
+// never leaves the allocation's 256-byte granule). On the H200 (scripts/vox_probe.py, the occupancy points of seeds
+// 8861, 5309 and 3318, 2026-11-28) 0.83x the byte store's time in geomean over 41 points, 0.57x on the slowest
+// (s3318-45: 700 -> 403 us), 40 of 40 at >= 1.0x torch.compile where the byte store had 37 (worst 0.73x -> 1.14x):
+// byte stores from many SMs into hot lines cost more than reductions there. RC_VOX_OCC_RED=0: the byte store.
+#ifndef RC_VOX_OCC_RED
+#define RC_VOX_OCC_RED 1
+#endif
+__device__ __forceinline__ void rc_occ_set(unsigned char* occ, long long flat) {
+#if RC_VOX_OCC_RED
+    const unsigned long long a = reinterpret_cast<unsigned long long>(occ + flat);
+    atomicOr(reinterpret_cast<unsigned int*>(a & ~3ull), 1u << ((a & 3ull) * 8u));
+#else
+    occ[flat] = 1;
+#endif
+}
+
 // counts[B*V] (int32, zeroed) += 1 per kept point; occupancy[B*V] (uint8,
 // zeroed) = 1 per kept point. Either pointer may be null.
 template <typename T>
@@ -65,7 +83,7 @@ __device__ __forceinline__ void count_body(const T* __restrict__ points, long lo
         if (v < 0) continue;
         const long long flat = (i / N) * V + v;
         if (counts) atomicAdd(counts + flat, 1);
-        if (occ) occ[flat] = 1;
+        if (occ) rc_occ_set(occ, flat);
     }
 }
 
@@ -135,7 +153,7 @@ __device__ __forceinline__ void count_v2_body(const T* __restrict__ points, int 
         if (vox[k] >= 0) {
             const long long flat = b * V + vox[k];
             if (counts) atomicAdd(counts + flat, 1);
-            if (occ) occ[flat] = 1;
+            if (occ) rc_occ_set(occ, flat);
         }
     }
 }
@@ -647,7 +665,7 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
                     if (c < cpre) atomicAdd(a + c, fv[k][c]);
                 for (int c = RC_V3_CPRE; c < C; ++c) atomicAdd(a + c, rc_to_float(frow[i * C + c]));
             } else if (occ) {  // table crowded here: straight to the grid
-                occ[(long long)b * V + v] = 1;
+                rc_occ_set(occ, (long long)b * V + v);
             } else {
                 const long long flat = (long long)b * V + v;
                 atomicAdd(counts + flat, 1);
@@ -665,7 +683,7 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
         if (k < 0) continue;
         const long long flat = b * V + k;
         if (occ) {  // occupancy: one store per distinct voxel of the block
-            occ[flat] = 1;
+            rc_occ_set(occ, flat);
             continue;
         }
         atomicAdd(counts + flat, cnt[s]);

@@ -287,6 +287,31 @@ def test_voxelize_tuning_paths(version, mode, use_hash, monkeypatch):
             assert np.array_equal(got.cpu().numpy(), want), f"{version} {mode} hash={use_hash} B{b} N{n}"
 
 
+@pytest.mark.parametrize("version", VERSIONS["voxelize"])
+@pytest.mark.parametrize("use_hash", [True, False], ids=["hash", "nohash"])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_voxelize_occupancy_into_a_view_leaves_its_neighbours(version, use_hash, offset, monkeypatch):
+    """Occupancy sets a voxel by an atomicOr into the byte's aligned 32-bit word (kernels/voxelize.cu rc_occ_set):
+    into an output that starts 0-3 bytes past a word boundary and ends mid-word, inside a larger buffer, the grid
+    equals the reference and not one byte of the buffer around it changes (dense clustered points, the hash and the
+    plain kernels; a grid whose size is no multiple of 4)."""
+    from robocache import _launch
+
+    monkeypatch.setitem(_launch.TUNING, "vox_hash", use_hash)
+    b, n, grid = 2, 50_000, (7, 9, 11)
+    rng = np.random.default_rng(offset + 10 * use_hash)
+    pts, _ = _vox_cloud(rng, b, n, 1, clustered=True)
+    p = torch.from_numpy(pts).cuda().float()
+    size = b * grid[0] * grid[1] * grid[2]
+    buf = torch.full((size + 8,), 0xA5, dtype=torch.uint8, device="cuda")
+    out = buf[offset:offset + size].view(torch.bool).view(b, *grid)
+    robocache.voxelize(p, None, grid, VOX_BOUNDS, "occupancy", out=out, _version=version)
+    want = reference.voxelize(pts.astype(np.float32).astype(np.float64), None, grid, VOX_BOUNDS, "occupancy")
+    host = buf.cpu().numpy()
+    assert np.array_equal(host[offset:offset + size].reshape(b, *grid), want.astype(np.uint8)), version
+    assert (host[:offset] == 0xA5).all() and (host[offset + size:] == 0xA5).all(), f"{version}: a neighbour changed"
+
+
 @pytest.mark.parametrize("flat", [True, "hash"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("c", [1, 3, 13, 32])
