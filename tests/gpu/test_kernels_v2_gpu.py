@@ -266,7 +266,7 @@ def test_voxelize_mean_is_the_division_bit_for_bit(version, clustered):
 @pytest.mark.parametrize("use_hash", [True, False, None], ids=["hash", "nohash", "rule"])
 def test_voxelize_tuning_paths(version, mode, use_hash, monkeypatch):
     """The launch paths TUNING["vox_hash"] forces everywhere (kernel_dev.py and vox_probe.py switch them): the
-    hash for count (C = 0, counts into the output) and occupancy (v3: one byte store per distinct voxel of a
+    hash for count (C = 0, counts into the output) and occupancy (v3: one word reduction per distinct voxel of a
     block), the plain kernels for mean, each against the reference; small and large clouds (v3 sizes its hash
     table from the launch, and picks the hash for count and occupancy by the points per voxel when not forced)."""
     from robocache import _launch
