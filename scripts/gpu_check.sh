@@ -178,6 +178,10 @@ if [[ "${ROBOCACHE_MACHINE:-}" =~ ^nvidia-(h100|h200)(-x([0-9]+))?$ ]] && comman
   fi
 fi
 
+if [ -z "${ROBOCACHE_GIT_COMMIT:-}" ]; then  # a lent machine's .git can be another commit's than its files (docs/gpu.md)
+  echo "gpu_check: warning: ROBOCACHE_GIT_COMMIT is unset: the records take this copy's git HEAD, which on a lent" \
+       "machine may not be the files' commit (robocache-bench provenance checks it afterwards)" >&2
+fi
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
   echo "commit ${ROBOCACHE_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
@@ -185,6 +189,11 @@ fi
   $PY - <<'PYEOF'
 import platform, importlib
 print("python", platform.python_version())
+try:  # the hash every record of this call carries (env.sources): `robocache-bench provenance` checks it
+    from robocache.bench.provenance import tree_sources
+    print("sources", tree_sources())
+except Exception as e:  # noqa: BLE001
+    print("sources unknown:", e)
 for m in ("numpy", "cupy", "torch", "hypothesis", "pytest", "cuda.bindings", "msgspec", "tqdm", "pynvml"):
     try:
         mod = importlib.import_module(m)

@@ -60,6 +60,7 @@ def test_whole_points_are_kept_and_a_partial_point_runs_again_whole(tmp_path):
     ("machine", lambda kw: kw["env"].update(machine="other"), "its machine is 'ci-synthetic'"),
     ("host", lambda kw: kw["env"].update(hostname="elsewhere"), "its hostname is 'ci-host'"),
     ("kernel", lambda kw: kw["env"].update(kernel="6.9"), "its kernel is None"),
+    ("sources", lambda kw: kw["env"].update(sources="0" * 16), "its sources is None"),
     ("cases", lambda kw: kw.update(cases=CASES[2:]), f"cases this command would not run ({P1}numpy and 1 more)"),
     ("unknown commit", lambda kw: kw.update(git=(None, None)), "commit is unknown"),
     ("cache", lambda kw: kw.update(cache="cold"), "timed with --cache warm, this command cold"),

@@ -355,6 +355,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="the dashboard the alerts link to (their History view); default $ROBOCACHE_DASHBOARD_URL, "
                         "else http://127.0.0.1:8501")
     _bisect_parser(sub)
+    pv = sub.add_parser(
+        "provenance", help="whether each run measured the sources of the commit it names (a mislabelled run)",
+        description="For every run in PATHS: the hash of the library's sources it recorded (Env.sources: every .py, "
+                    ".cu, .cuh, .h and .json under robocache/ and kernels/) against the same hash of the commit the "
+                    "run names, read from the git repository --repo. 'DIFFER' means the run measured other code "
+                    "than its label says: a wrong ROBOCACHE_GIT_COMMIT on a machine whose copy has no usable git, "
+                    "or uncommitted changes. Exit 1 when any run differs (with --strict also when one cannot be "
+                    "checked: its commit is not in the repository, or the record predates Env.sources).")
+    pv.add_argument("paths", nargs="*", default=["results"], help="record files or folders (default: results/)")
+    pv.add_argument("--repo", default=".", help="the git repository holding the runs' commits (default: .)")
+    pv.add_argument("--strict", action="store_true",
+                    help="exit 1 also when a run cannot be checked (unknown commit, no source hash)")
     return p
 
 
@@ -580,8 +592,35 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     commands = {"list": _list, "show": _show_report, "report": _show_report, "compare": _compare, "check": _check,
-                "tune": _tune_cmd, "bisect": _bisect}
+                "tune": _tune_cmd, "bisect": _bisect, "provenance": _provenance}
     return commands.get(args.cmd, _run)(args)
+
+
+def _provenance(args: argparse.Namespace) -> int:
+    """``provenance``: each run's recorded sources against its commit's (robocache/bench/provenance.py)."""
+    from . import provenance
+
+    if not Path(args.repo, ".git").exists():
+        raise ValueError(f"--repo {args.repo}: not a git checkout (no .git): name the repository the runs came from")
+    loaded = store.load(*args.paths)
+    _warn_bad(loaded)
+    if not loaded.records and loaded.bad:  # the inputs' own reason, as show's (exit 2)
+        raise ValueError("nothing readable: " + "; ".join(f"{store.display_path(str(p))}: {w}"
+                                                          for p, w in loaded.bad[:3]))
+    runs: dict[tuple, None] = {}
+    for r in loaded.records:
+        runs.setdefault((r.run_id, r.env.machine if r.env else "?", r.git_commit,
+                         r.env.sources if r.env else None), None)
+    if not runs:
+        raise ValueError(f"no records in {', '.join(args.paths)}")
+    verdicts = provenance.check_runs(runs, args.repo)
+    for v in verdicts:
+        print(terminal_text(v.line()))
+    counts = {s: sum(v.state == s for v in verdicts) for s in ("match", "differs", "unknown-commit", "unrecorded",
+                                                                  "no-commit")}
+    print(f"provenance: {len(verdicts)} run(s): " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    unchecked = counts["unknown-commit"] + counts["unrecorded"] + counts["no-commit"]
+    return 1 if counts["differs"] or (args.strict and unchecked) else 0
 
 
 def _tune_cmd(args: argparse.Namespace) -> int:

@@ -352,6 +352,7 @@ def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None 
         "nvml": "unknown: cpu run",
         "kernel": platform.release() or None,
         "host_id": _host_id(),
+        "sources": _sources(),
     }
     if device == "cpu":
         return env
@@ -373,6 +374,12 @@ def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None 
     if not (machine or os.environ.get("ROBOCACHE_MACHINE", "").strip()):
         env["machine"] = gpu_machine_name(env.get("gpu_name"), env.get("gpu_count")) or hostname
     return env
+
+
+def _sources() -> str | None:
+    from .provenance import tree_sources
+
+    return tree_sources()
 
 
 def gpu_machine_name(gpu_name: str | None, gpu_count: int | None) -> str | None:

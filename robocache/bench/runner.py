@@ -390,9 +390,11 @@ def _precompile_cases(todo: list[specs.Case], run: RunContext, jobs: int, timeou
 
 # What a resumed run must share with the run it continues (schema ``Env``): the same machine, GPU, driver, CPU,
 # kernel and libraries, and the same host (hostname and host_id), so every record in the file is where its env says
-# (the rewritten file carries this process's env for the kept records too).
+# (the rewritten file carries this process's env for the kept records too); and the same sources, which the commit
+# label alone cannot promise where it comes from ROBOCACHE_GIT_COMMIT.
 RESUME_SAME = ("machine", "device", "gpu_name", "arch", "compute_capability", "gpu_count", "gpu_memory_gb",
-               "sm_count", "l2_mb", "driver", "cuda", "cpu", "python", "libs", "kernel", "hostname", "host_id")
+               "sm_count", "l2_mb", "driver", "cuda", "cpu", "python", "libs", "kernel", "hostname", "host_id",
+               "sources")
 
 
 @dataclass

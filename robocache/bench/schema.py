@@ -176,6 +176,9 @@ class Env(_Rec, omit_defaults=True):  # omit_defaults: kernel and host_id absent
     nvml: str  # "ok" or "unknown: <why>"
     kernel: str | None = None  # the OS kernel release (platform.release()); absent in older records
     host_id: str | None = None  # 12 hex of sha256(/etc/machine-id): the physical runner, not its name
+    # 16 hex: the library's sources the run imported (robocache.bench.provenance.tree_sources), so a run can be
+    # checked against the commit it names (`robocache-bench provenance`); absent in older records
+    sources: str | None = None
 
 
 class Distributed(_Rec):
