@@ -40,36 +40,33 @@ def commit(repo: Path, msg: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-def test_a_clean_checkout_hashes_as_its_commit(repo):
+def test_the_hash_follows_the_sources_and_a_commit_hashes_as_its_checkout(repo, tmp_path):
+    """One test (each of these spawns git: the multiprocess tier's budget): a clean checkout hashes as its commit;
+    a file of another suffix changes nothing; each kind of source edit changes the hash, the old commit keeps the
+    old one and the new commit gives the new; no checkout layout or no commit gives None."""
     head = git(repo, "rev-parse", "HEAD")
     here = provenance.tree_sources(repo)
     assert here is not None and len(here) == 16
     assert provenance.commit_sources(repo, head) == here
     (repo / "README.md").write_text("other\n")  # not a source: the hash stands
     assert provenance.tree_sources(repo) == here
-
-
-@pytest.mark.parametrize("edit", ["kernel", "table", "new file", "renamed"])
-def test_any_source_edit_changes_the_hash_and_its_commit_agrees(repo, edit):
-    head = git(repo, "rev-parse", "HEAD")
-    before = provenance.tree_sources(repo)
-    if edit == "kernel":
-        (repo / "kernels" / "op.cu").write_text("// kernel, faster\n")
-    elif edit == "table":
-        (repo / "robocache" / "tuned" / "gpu.json").write_text('{"a": 1}\n')
-    elif edit == "new file":
-        (repo / "robocache" / "extra.py").write_text("y = 2\n")
-        git(repo, "add", "robocache/extra.py")
-    else:
-        git(repo, "mv", "kernels/op.cu", "kernels/op2.cu")
-    after = provenance.tree_sources(repo)
-    assert after != before  # the dirty tree is not its HEAD's
-    assert provenance.commit_sources(repo, head) == before
-    new = commit(repo, edit)
-    assert provenance.commit_sources(repo, new) == after
-
-
-def test_no_checkout_or_no_commit_gives_none(repo, tmp_path):
+    seen = {here}
+    for edit in ("kernel", "table", "new file", "renamed"):
+        head, before = git(repo, "rev-parse", "HEAD"), provenance.tree_sources(repo)
+        if edit == "kernel":
+            (repo / "kernels" / "op.cu").write_text("// kernel, faster\n")
+        elif edit == "table":
+            (repo / "robocache" / "tuned" / "gpu.json").write_text('{"a": 1}\n')
+        elif edit == "new file":
+            (repo / "robocache" / "extra.py").write_text("y = 2\n")
+            git(repo, "add", "robocache/extra.py")
+        else:
+            git(repo, "mv", "kernels/op.cu", "kernels/op2.cu")
+        after = provenance.tree_sources(repo)
+        assert after not in seen, edit  # the dirty tree is not its HEAD's (nor any earlier state's)
+        seen.add(after)
+        assert provenance.commit_sources(repo, head) == before, edit
+        assert provenance.commit_sources(repo, commit(repo, edit)) == after, edit
     wheel = tmp_path / "site"  # an installed wheel: the kernels inside the package, no kernels/ beside it
     (wheel / "robocache" / "_kernels").mkdir(parents=True)
     (wheel / "robocache" / "_kernels" / "op.cu").write_text("// kernel\n")
@@ -91,6 +88,9 @@ def write_run(out: Path, run_id: str, commit_: str | None, sources: str | None, 
 
 
 def test_the_command_finds_a_mislabelled_run(repo, tmp_path, capsys):
+    """The right label matches; the first commit's sources under the second's label DIFFER (exit 1); runs that
+    cannot be checked (a commit this repository lacks, an older record) pass unless --strict; usage errors exit 2
+    (one test: git is spawned throughout)."""
     first = git(repo, "rev-parse", "HEAD")
     measured = provenance.tree_sources(repo)
     (repo / "kernels" / "op.cu").write_text("// kernel, changed\n")
@@ -105,19 +105,16 @@ def test_the_command_finds_a_mislabelled_run(repo, tmp_path, capsys):
     assert "20261128T000001Z-bbbbbb (ci-synthetic) commit " + second[:12] + ": its sources DIFFER" in text
     assert "1 match, 1 differs" in text
 
-
-def test_runs_that_cannot_be_checked_pass_unless_strict(repo, tmp_path, capsys):
-    out = tmp_path / "results"
-    write_run(out, "20261128T000000Z-aaaaaa", "e" * 40, "0" * 16)  # a commit this repository lacks
-    write_run(out, "20261128T000001Z-bbbbbb", git(repo, "rev-parse", "HEAD"), None)  # an older record
-    assert cli.main(["provenance", str(out), "--repo", str(repo)]) == 0
+    other = tmp_path / "other"
+    write_run(other, "20261128T000002Z-cccccc", "e" * 40, "0" * 16)  # a commit this repository lacks
+    write_run(other, "20261128T000003Z-dddddd", first, None)  # an older record
+    assert cli.main(["provenance", str(other), "--repo", str(repo)]) == 0
     text = capsys.readouterr().out
     assert "not in this repository" in text and "no source hash" in text
-    assert cli.main(["provenance", str(out), "--repo", str(repo), "--strict"]) == 1
+    assert cli.main(["provenance", str(other), "--repo", str(repo), "--strict"]) == 1
 
-
-def test_usage_errors_exit_2(repo, tmp_path, capsys):
-    assert cli.main(["provenance", str(tmp_path), "--repo", str(tmp_path / "nowhere")]) == 2
+    capsys.readouterr()
+    assert cli.main(["provenance", str(out), "--repo", str(tmp_path / "nowhere")]) == 2
     assert "not a git checkout" in capsys.readouterr().err
     bad = tmp_path / "bad.records.json"
     bad.write_text("{not json")
