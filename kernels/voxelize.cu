@@ -54,8 +54,8 @@ __device__ __forceinline__ int rc_voxel_of(const T* __restrict__ p, const float*
 // Occupancy's store of a voxel: an atomicOr of the byte's bit pattern into its aligned 32-bit word (a reduction the
 // L2 performs, as torch.compile's index_add does its counts; the word's other bytes are or-ed with 0, and a word
 // never leaves the allocation's 256-byte granule). On the H200 (scripts/vox_probe.py, the occupancy points of seeds
-// 8861, 5309 and 3318, 2026-11-28) 0.83x the byte store's time in geomean over 41 points, 0.57x on the slowest
-// (s3318-45: 700 -> 403 us), 40 of 40 at >= 1.0x torch.compile where the byte store had 37 (worst 0.73x -> 1.14x):
+// 8861, 5309 and 3318, 2026-11-28) 0.83x the byte store's time in geomean over 41 points, 0.50x on the slowest
+// (s5309-40: 1384 -> 685 us), 40 of 40 at >= 1.0x torch.compile where the byte store had 37 (worst 0.73x -> 1.14x):
 // byte stores from many SMs into hot lines cost more than reductions there. RC_VOX_OCC_RED=0: the byte store.
 #ifndef RC_VOX_OCC_RED
 #define RC_VOX_OCC_RED 1
@@ -527,8 +527,8 @@ __device__ __forceinline__ void mean_v3_body(const int* __restrict__ counts, con
 
 // The hash kernel of v2 (see above) at higher occupancy and with its loads in flight together. Shared
 // memory: keys[HS], cnt[HS], acc[HS * C] (HS a power of two >= 512, so every region is a whole number
-// of 16-byte words). C == 0 counts only (counts may then be the int32 output itself); occ non-null: occupancy, one byte
-// store per distinct voxel of a block (counts and sums unused).
+// of 16-byte words). C == 0 counts only (counts may then be the int32 output itself); occ non-null: occupancy, one word
+// reduction (rc_occ_set) per distinct voxel of a block (counts and sums unused).
 template <typename T, bool FLAT_INSERT>
 __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, const T* __restrict__ feats, int N,
                                                int C, int blocks_per_row, int ppb, int hs_log2,
@@ -682,7 +682,7 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
         const int k = keys[s];
         if (k < 0) continue;
         const long long flat = b * V + k;
-        if (occ) {  // occupancy: one store per distinct voxel of the block
+        if (occ) {  // occupancy: one reduction per distinct voxel of the block
             rc_occ_set(occ, flat);
             continue;
         }

@@ -210,8 +210,8 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     use_hash = L.TUNING["vox_hash"]
     # mean: the hash where the flat accumulate (below) is not taken. count and occupancy: the hash where a row has
     # at least HASH_DENSITY points per voxel (count: C = 0 into the int32 output; occupancy: one word reduction per
-    # distinct voxel of a block, kernels/voxelize.cu rc_occ_set), else v2's plain atomics; TUNING's True or False asks for one path
-    # everywhere.
+    # distinct voxel of a block, kernels/voxelize.cu rc_occ_set), else v2's plain atomics; TUNING's True or False
+    # asks for one path everywhere.
     wanted = (acc or n >= HASH_DENSITY * vox) if use_hash is None else use_hash
     # mean: one feature element a thread straight to the grid (voxel_accumulate_flat_v3) where N * C fits: on the
     # H200 (scripts/vox_probe.py, mean points of sampled seeds 2, 23 and 97, 2026-11-28) 0.81x the hash's time

@@ -5,7 +5,8 @@ mixes) the kernel's name, argument slots, the stream table's bytes, grid, block 
 host code (robocache/fuse.py) with the emulator's kernel stubs (host_source.record_launches). A check for host
 refactors: run it before and after, and compare the two files byte for byte.
 
-    python3 scripts/kernel_emu/fuse_plans.py > before.json; <edit>; python3 scripts/kernel_emu/fuse_plans.py | cmp before.json -
+    python3 scripts/kernel_emu/fuse_plans.py > before.json    # then edit, then:
+    python3 scripts/kernel_emu/fuse_plans.py | cmp before.json -
 """
 import importlib
 import json
@@ -33,8 +34,8 @@ for sms in (132, 1):
         for tdtype in ("float32", "float64"):
             for b, t, streams in ((2, 7, [(11, 3), (23, 717), (5, 1), (9, 130)]), (3, 700, [(2000, 3), (90, 1)]),
                                   (1, 50, [(234, 717)]), (4, 1100, [(40, 37)])):
-                arrays = [(torch.zeros((b, s, d), dtype=getattr(torch, dtype)), torch.zeros((b, s), dtype=getattr(torch, tdtype)))
-                          for s, d in streams]
+                arrays = [(torch.zeros((b, s, d), dtype=getattr(torch, dtype)),
+                           torch.zeros((b, s), dtype=getattr(torch, tdtype))) for s, d in streams]
                 pairs = [(types.SimpleNamespace(shape=(b, s, d), dtype=dtype), None) for s, d in streams]
                 ta = types.SimpleNamespace(shape=(b, t), dtype=tdtype, kind="torch", device_index=0)
                 for cfg in (_tune.DEFAULT, _tune.Config(lg_shift=1, tpg=4), _tune.Config(block=128), _tune.Config(cs=2),

@@ -203,3 +203,36 @@ run("float32", 0, False, "count", n=5000, grid=(9, 9, 9))
 run("float32", 0, False, "occupancy", n=5000, grid=(9, 9, 9))
 run("bfloat16", 0, True, "occupancy", n=5000)
 print("CROWDED OK")
+
+
+def occupancy_view(offset, use_hash, b=2, n=3000, grid=(7, 9, 11)):
+    """Occupancy (a word atomicOr a voxel, rc_occ_set) into a view 0-3 bytes past a word boundary inside a
+    poisoned buffer, its first and last voxels occupied: the grid equals the reference, no byte around it moves."""
+    L.TUNING["vox_hash"] = use_hash
+    rng = np.random.default_rng(offset)
+    pts = rng.uniform(-0.8, 0.8, (b, 4, 3))[:, rng.integers(0, 4, n)] + 0.03 * rng.standard_normal((b, n, 3))
+    for z in range(4):  # voxel centres: the grid's first and last four voxels
+        pts[0, z] = [-1 + 1 / grid[0], -1 + 1 / grid[1], -1 + (2 * z + 1) / grid[2]]
+        pts[b - 1, z] = [1 - 1 / grid[0], 1 - 1 / grid[1], -1 + (2 * (grid[2] - 4 + z) + 1) / grid[2]]
+    p = torch.from_numpy(pts).float()
+    g, lo, hi, inv = vx._validate_grid_bounds(grid, BOUNDS)
+    pn = types.SimpleNamespace(kind="torch", dtype="float32", device_index=0)
+    plan = vx._plan_v3(pn, b, n, 0, g, lo, hi, inv, "occupancy", (b, *g), "bool")
+    size = b * int(np.prod(g))
+    buf = torch.full((size + 8,), 0x5A, dtype=torch.uint8)
+    LOG.clear()
+    plan(p, None, buf[offset:offset + size].view(torch.bool).view(b, *g))
+    want = reference.voxelize(p.double().numpy(), None, g, BOUNDS, "occupancy")
+    host = buf.numpy()
+    tag = f"occupancy view off={offset} hash={use_hash} {[x[0] for x in LOG]}"
+    assert want.reshape(-1)[:4].all() and want.reshape(-1)[-4:].all(), tag
+    assert np.array_equal(host[offset:offset + size].reshape(b, *g), want.astype(np.uint8)), tag
+    assert (host[:offset] == 0x5A).all() and (host[offset + size:] == 0x5A).all(), tag
+    print("ok", tag)
+
+
+for use_hash in (True, False):
+    for offset in range(4):
+        occupancy_view(offset, use_hash)
+L.TUNING["vox_hash"] = None
+print("OCCUPANCY VIEWS OK")

@@ -287,29 +287,50 @@ def test_voxelize_tuning_paths(version, mode, use_hash, monkeypatch):
             assert np.array_equal(got.cpu().numpy(), want), f"{version} {mode} hash={use_hash} B{b} N{n}"
 
 
-@pytest.mark.parametrize("version", VERSIONS["voxelize"])
-@pytest.mark.parametrize("use_hash", [True, False], ids=["hash", "nohash"])
-@pytest.mark.parametrize("offset", [0, 1, 3])
+# (version, TUNING["vox_hash"]): v1 and v2 take no hash for occupancy (v2 refuses it, v1 reads no TUNING); v3 both
+OCC_PATHS = [("v1", None), ("v2", None), ("v3", True), ("v3", False)]
+
+
+def occupancy_cloud_with_edges(seed: int, b: int, n: int, grid: tuple[int, int, int]) -> np.ndarray:
+    """A clustered cloud whose first four voxels of row 0 and last four of row b - 1 are occupied: the grid's
+    first and last 32-bit words then get a reduction, whatever the output's offset."""
+    pts, _ = _vox_cloud(np.random.default_rng(seed), b, n, 1, clustered=True)
+    gx, gy, gz = grid
+
+    def centre(k: int, g: int) -> float:
+        return -1.0 + (k + 0.5) * 2.0 / g
+
+    for z in range(4):
+        pts[0, z] = [centre(0, gx), centre(0, gy), centre(z, gz)]
+        pts[b - 1, z] = [centre(gx - 1, gx), centre(gy - 1, gy), centre(gz - 4 + z, gz)]
+    return pts
+
+
+@pytest.mark.parametrize("version, use_hash", OCC_PATHS, ids=[f"{v}-{h}" for v, h in OCC_PATHS])
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
 def test_voxelize_occupancy_into_a_view_leaves_its_neighbours(version, use_hash, offset, monkeypatch):
     """Occupancy sets a voxel by an atomicOr into the byte's aligned 32-bit word (kernels/voxelize.cu rc_occ_set):
-    into an output that starts 0-3 bytes past a word boundary and ends mid-word, inside a larger buffer, the grid
-    equals the reference and not one byte of the buffer around it changes (dense clustered points, the hash and the
-    plain kernels; a grid whose size is no multiple of 4)."""
+    into an output that starts 0-3 bytes past a word boundary and ends mid-word inside a larger buffer, the grid
+    equals the reference and not one byte around it changes. The grid's first and last voxels are occupied, so its
+    edge words are written; the poison's low bit is clear, so a stray or-ed 1 shows; a 32-bit store would zero it
+    (v3's hash kernel and every plain kernel; a grid of 1386 bytes, no multiple of 4)."""
     from robocache import _launch
 
     monkeypatch.setitem(_launch.TUNING, "vox_hash", use_hash)
     b, n, grid = 2, 50_000, (7, 9, 11)
-    rng = np.random.default_rng(offset + 10 * use_hash)
-    pts, _ = _vox_cloud(rng, b, n, 1, clustered=True)
+    pts = occupancy_cloud_with_edges(offset, b, n, grid)
+    want = reference.voxelize(pts.astype(np.float32).astype(np.float64), None, grid, VOX_BOUNDS, "occupancy")
+    assert want[0, 0, 0, :4].all() and want[b - 1, -1, -1, -4:].all()  # the edge words are written
     p = torch.from_numpy(pts).cuda().float()
     size = b * grid[0] * grid[1] * grid[2]
-    buf = torch.full((size + 8,), 0xA5, dtype=torch.uint8, device="cuda")
+    poison = 0x5A
+    buf = torch.full((size + 8,), poison, dtype=torch.uint8, device="cuda")
     out = buf[offset:offset + size].view(torch.bool).view(b, *grid)
     robocache.voxelize(p, None, grid, VOX_BOUNDS, "occupancy", out=out, _version=version)
-    want = reference.voxelize(pts.astype(np.float32).astype(np.float64), None, grid, VOX_BOUNDS, "occupancy")
     host = buf.cpu().numpy()
     assert np.array_equal(host[offset:offset + size].reshape(b, *grid), want.astype(np.uint8)), version
-    assert (host[:offset] == 0xA5).all() and (host[offset + size:] == 0xA5).all(), f"{version}: a neighbour changed"
+    assert (host[:offset] == poison).all() and (host[offset + size:] == poison).all(), \
+        f"{version}: a byte outside the view changed: {host[:offset]} ... {host[offset + size:]}"
 
 
 @pytest.mark.parametrize("flat", [True, "hash"])
