@@ -3,6 +3,7 @@ records of its checkout's library files, against the same hash of the commit it 
 wrong commit (``ROBOCACHE_GIT_COMMIT`` typed by hand on a machine whose copy has no usable git) is found."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -67,6 +68,14 @@ def test_the_hash_follows_the_sources_and_a_commit_hashes_as_its_checkout(repo, 
         seen.add(after)
         assert provenance.commit_sources(repo, head) == before, edit
         assert provenance.commit_sources(repo, commit(repo, edit)) == after, edit
+    (repo / "kernels" / "link.cuh").symlink_to("common.cuh")  # a link: hashed as git stores it, its target's path
+    git(repo, "add", "kernels/link.cuh")
+    with_link = provenance.tree_sources(repo)
+    assert provenance.commit_sources(repo, commit(repo, "link")) == with_link
+    odd = repo / "robocache" / os.fsdecode(b"bad\xff.py")  # a name that is not UTF-8: None, never an exception
+    odd.write_text("z = 3\n")
+    assert provenance.tree_sources(repo) is None
+    odd.unlink()
     wheel = tmp_path / "site"  # an installed wheel: the kernels inside the package, no kernels/ beside it
     (wheel / "robocache" / "_kernels").mkdir(parents=True)
     (wheel / "robocache" / "_kernels" / "op.cu").write_text("// kernel\n")
@@ -80,10 +89,11 @@ def test_this_checkouts_env_records_its_sources():
     assert e["sources"] == provenance.tree_sources() and len(e["sources"]) == 16
 
 
-def write_run(out: Path, run_id: str, commit_: str | None, sources: str | None, machine: str = "ci-synthetic"):
+def write_run(out: Path, run_id: str, commit_: str | None, sources: str | None, machine: str = "ci-synthetic",
+              git_dirty: bool | None = None):
     env = make_env(machine) | ({"sources": sources} if sources else {})
     r = make_record(run_id=run_id)
-    r["git_commit"] = commit_
+    r["git_commit"], r["git_dirty"] = commit_, git_dirty
     return store.write_records(out / f"cpu-{machine}", env, [r], name=f"{run_id}-quick", unique=False)
 
 
@@ -110,12 +120,20 @@ def test_the_command_finds_a_mislabelled_run(repo, tmp_path, capsys):
     write_run(other, "20261128T000003Z-dddddd", first, None)  # an older record
     assert cli.main(["provenance", str(other), "--repo", str(repo)]) == 0
     text = capsys.readouterr().out
-    assert "not in this repository" in text and "no source hash" in text
+    assert "not a commit of this repository" in text and "no source hash" in text
     assert cli.main(["provenance", str(other), "--repo", str(repo), "--strict"]) == 1
+    capsys.readouterr()
+    dirty = tmp_path / "dirty"  # a run that says it measured uncommitted changes: reported, not a finding
+    write_run(dirty, "20261128T000004Z-eeeeee", second, measured, git_dirty=True)
+    write_run(dirty, "20261128T000005Z-ffffff", "main", measured)  # a branch name: no commit id, never resolved
+    assert cli.main(["provenance", str(dirty), "--repo", str(repo)]) == 0
+    text = capsys.readouterr().out
+    assert "as its git_dirty says" in text and "1 dirty, 1 unknown-commit" in text
+    assert cli.main(["provenance", str(dirty), "--repo", str(repo), "--strict"]) == 1
 
     capsys.readouterr()
     assert cli.main(["provenance", str(out), "--repo", str(tmp_path / "nowhere")]) == 2
-    assert "not a git checkout" in capsys.readouterr().err
+    assert "not a git repository" in capsys.readouterr().err
     bad = tmp_path / "bad.records.json"
     bad.write_text("{not json")
     assert cli.main(["provenance", str(bad), "--repo", str(repo)]) == 2
@@ -129,7 +147,7 @@ def test_committed_records_measured_the_commits_they_name():
     from tests import committed
 
     loaded = committed.load()
-    runs = {(r.run_id, r.env.machine, r.git_commit, r.env.sources): None for r in loaded.records}
+    runs = {(r.run_id, r.env.machine, r.git_commit, r.env.sources, r.git_dirty): None for r in loaded.records}
     verdicts = provenance.check_runs(runs, committed.REPO)
     wrong = [v.line() for v in verdicts if v.state == "differs"]
     assert not wrong, "\n".join(wrong)

@@ -362,7 +362,8 @@ def _parser() -> argparse.ArgumentParser:
                     "run names, read from the git repository --repo. 'DIFFER' means the run measured other code "
                     "than its label says: a wrong ROBOCACHE_GIT_COMMIT on a machine whose copy has no usable git, "
                     "or uncommitted changes. Exit 1 when any run differs (with --strict also when one cannot be "
-                    "checked: its commit is not in the repository, or the record predates Env.sources).")
+                    "checked: its commit is not in the repository, the record predates Env.sources, or the run "
+                    "says it was measured on uncommitted changes).")
     pv.add_argument("paths", nargs="*", default=["results"], help="record files or folders (default: results/)")
     pv.add_argument("--repo", default=".", help="the git repository holding the runs' commits (default: .)")
     pv.add_argument("--strict", action="store_true",
@@ -600,8 +601,16 @@ def _provenance(args: argparse.Namespace) -> int:
     """``provenance``: each run's recorded sources against its commit's (robocache/bench/provenance.py)."""
     from . import provenance
 
-    if not Path(args.repo, ".git").exists():
-        raise ValueError(f"--repo {args.repo}: not a git checkout (no .git): name the repository the runs came from")
+    import subprocess
+
+    try:
+        is_git = subprocess.run(["git", "-C", str(args.repo), "rev-parse", "--git-dir"], capture_output=True,
+                                timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        is_git = False
+    if not is_git:
+        raise ValueError(f"--repo {args.repo}: not a git repository (or no git here): name the repository the runs "
+                         "came from")
     loaded = store.load(*args.paths)
     _warn_bad(loaded)
     if not loaded.records and loaded.bad:  # the inputs' own reason, as show's (exit 2)
@@ -610,16 +619,16 @@ def _provenance(args: argparse.Namespace) -> int:
     runs: dict[tuple, None] = {}
     for r in loaded.records:
         runs.setdefault((r.run_id, r.env.machine if r.env else "?", r.git_commit,
-                         r.env.sources if r.env else None), None)
+                         r.env.sources if r.env else None, r.git_dirty), None)
     if not runs:
         raise ValueError(f"no records in {', '.join(args.paths)}")
     verdicts = provenance.check_runs(runs, args.repo)
     for v in verdicts:
         print(terminal_text(v.line()))
-    counts = {s: sum(v.state == s for v in verdicts) for s in ("match", "differs", "unknown-commit", "unrecorded",
-                                                                  "no-commit")}
+    counts = {s: sum(v.state == s for v in verdicts) for s in ("match", "differs", "dirty", "unknown-commit",
+                                                                  "unrecorded", "no-commit")}
     print(f"provenance: {len(verdicts)} run(s): " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    unchecked = counts["unknown-commit"] + counts["unrecorded"] + counts["no-commit"]
+    unchecked = counts["dirty"] + counts["unknown-commit"] + counts["unrecorded"] + counts["no-commit"]
     return 1 if counts["differs"] or (args.strict and unchecked) else 0
 
 

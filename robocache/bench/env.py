@@ -377,9 +377,13 @@ def capture_env(device: str = "gpu", device_index: int = 0, machine: str | None 
 
 
 def _sources() -> str | None:
-    from .provenance import tree_sources
+    """The sources' hash (robocache/bench/provenance.py), or None: never a failed run for it."""
+    try:
+        from .provenance import tree_sources
 
-    return tree_sources()
+        return tree_sources()
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def gpu_machine_name(gpu_name: str | None, gpu_count: int | None) -> str | None:

@@ -457,7 +457,7 @@ def resume_plan(path: str | os.PathLike[str], cases: list[specs.Case], *, suite:
     now = env if env is not None else envmod.capture_env(device, machine=machine)
     old = msgspec.to_builtins(first.env)
     why = why or next((f"its {k} is {old.get(k)!r}, here it is {now.get(k)!r}: a resumed run continues on the "
-                       "same machine" for k in RESUME_SAME if old.get(k) != now.get(k)), None)
+                       "same machine and sources" for k in RESUME_SAME if old.get(k) != now.get(k)), None)
     if why:
         raise ValueError(f"--resume {p}: {why}; start a new run")
     run = RunContext.start(suite=suite, device=device, out_dir=p.parent.parent, env=now, run_id=first.run_id,

@@ -12,7 +12,8 @@ optional ``Record.dispatch`` (call-cost cases: the device time per call beside t
 readers refuse unknown fields, an older robocache-bench reports a newer file as "newer" instead of
 misreading it; this one reads versions 1 to 3 (a file of an older version carrying what a later one
 added is refused). The optional ``Record.pipeline`` (the end-to-end suites ``pipelines`` and ``profile``,
-docs/pipelines.md) came within version 3: a reader from before it refuses such a record as an unknown field.
+docs/pipelines.md) came within version 3: a reader from before it refuses such a record as an unknown field; so did
+``Env.sources`` (the hash of the library's sources a run measured, robocache/bench/provenance.py; 2026-11-28).
 
 Each :class:`Record` names its case, how it was measured, the figures, the
 correctness check, the clocks during the case, the health flags and the status;
