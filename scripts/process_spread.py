@@ -9,7 +9,7 @@ varies is per process. This runs each case in ``--processes`` fresh processes, e
 does (``runner.run_in_process``: its gate, timer and input rotation), in interleaved rounds (round r runs every
 case once, so a drift of the machine shows as a trend, not as one case's bias), and prints per case the processes'
 medians (CUDA-event p50 and CUDA-graph replay time where the timer has one), their spread between processes
-against the within-process noise the records report, and the A/A move to expect when a run's figure is the mean of
+against the sd each process's median has from its own samples (``method.noise`` / 1.96), and the A/A move to expect when a run's figure is the mean of
 k processes: the 90th percentile of |mean_A - mean_B|, ``1.645 * sqrt(2) * sd / sqrt(k)`` (k = 1, 2, 3, 4), beside
 ``compare``'s 3% floor. Nothing is written to results/; ``--json`` keeps every process's figures.
 
@@ -29,22 +29,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-FLOOR = 0.03  # compare's default floor (robocache/bench/regressions: the smallest relative change ever called)
 Z90 = 1.645
 
 
 def summarize(values: list[float], noise: list[float]) -> dict:
     """One case's figures over its processes' medians ``values`` (us) and their within-process noise ``noise``
-    (relative, as the records' ``method.noise``): the median, the spread (max - min over the median), the
-    between-process relative sd, the median within-process noise, and the 90th-percentile A/A move expected when a
-    run reports the mean of k processes (k = 1..4)."""
+    (the records' ``method.noise``: the 95% half-width of a median's confidence interval, relative): the median, the
+    spread (max - min over the median), the between-process relative sd, the sd a process's median has from its
+    own samples (the median half-width / 1.96), and the 90th-percentile A/A move expected when a run reports the
+    mean of k processes (k = 1..4). With about six processes the sd itself is uncertain by some 30%."""
     if len(values) < 2:
         raise ValueError("at least two processes are needed for a spread")
     med = statistics.median(values)
     mean = statistics.fmean(values)
     sd = statistics.stdev(values) / mean
     return {"n": len(values), "median_us": med, "spread": (max(values) - min(values)) / med, "between_sd": sd,
-            "within_noise": statistics.median(noise) if noise else None,
+            "within_sd": statistics.median(noise) / 1.96 if noise else None,
             "aa_move_p90": {k: Z90 * math.sqrt(2) * sd / math.sqrt(k) for k in (1, 2, 3, 4)}}
 
 
@@ -69,6 +69,7 @@ def main() -> int:
     if a.json is not None and not a.json.parent.is_dir():
         ap.error(f"--json: no folder {a.json.parent} to write {a.json.name} into")
     from robocache.bench import runner, specs, store
+    from robocache.bench.regressions import FLOOR
 
     try:
         keys = [k for k in a.cases.split(",") if k] or default_cases(a.device)
@@ -97,7 +98,7 @@ def main() -> int:
                                        "noise": rec.method.noise if rec.method else None})
             print(f"round {r + 1} of {a.processes} done", flush=True)
     summary = {}
-    print(f"\n{'case':58s} {'median us':>9s} {'spread':>7s} {'sd':>6s} {'within':>6s}  A/A move p90 for k = 1..4 "
+    print(f"\n{'case':58s} {'median us':>9s} {'spread':>7s} {'sd':>6s} {'own sd':>6s}  A/A move p90 for k = 1..4 "
           f"processes (floor {FLOOR:.0%}); graph replay's sd")
     for key, got in rows.items():
         if len(got) < 2:
@@ -108,7 +109,7 @@ def main() -> int:
         s["graph"] = summarize(graphs, []) if len(graphs) >= 2 else None
         summary[key] = s
         moves = " ".join(f"{v:5.1%}" for v in s["aa_move_p90"].values())
-        within = f"{s['within_noise']:6.2%}" if s["within_noise"] is not None else "     -"
+        within = f"{s['within_sd']:6.2%}" if s["within_sd"] is not None else "     -"
         graph = f"{s['graph']['between_sd']:6.2%}" if s["graph"] else "-"
         print(f"{key:58s} {s['median_us']:9.2f} {s['spread']:7.2%} {s['between_sd']:6.2%} {within}  {moves}   {graph}")
     if a.json is not None:

@@ -19,7 +19,7 @@ def test_the_spread_and_the_expected_aa_move_of_k_processes():
     assert s["spread"] == pytest.approx(0.2 / 4.0)
     sd = 0.08164965809277261 / 4.0  # statistics.stdev of the four, over their mean
     assert s["between_sd"] == pytest.approx(sd)
-    assert s["within_noise"] == pytest.approx(0.005)
+    assert s["within_sd"] == pytest.approx(0.005 / 1.96)  # method.noise: a 95% half-width
     # the 90th percentile of |mean_A - mean_B| for k processes a side: 1.645 sqrt(2) sd / sqrt(k), falling as 1/sqrt(k)
     assert s["aa_move_p90"][1] == pytest.approx(1.645 * math.sqrt(2) * sd)
     assert s["aa_move_p90"][4] == pytest.approx(s["aa_move_p90"][1] / 2)
@@ -28,7 +28,7 @@ def test_the_spread_and_the_expected_aa_move_of_k_processes():
 def test_one_process_is_refused_and_no_noise_is_none():
     with pytest.raises(ValueError, match="two processes"):
         ps.summarize([4.0], [])
-    assert ps.summarize([4.0, 4.2], [])["within_noise"] is None
+    assert ps.summarize([4.0, 4.2], [])["within_sd"] is None
 
 
 def test_the_default_cases_are_the_aa_pairs_robocache_rows():
