@@ -16,6 +16,9 @@ profiles (``--nvtx --nvtx-include rcb_profile/``). The metrics, per kernel launc
 | ``sm_pct_of_peak`` | ``sm__throughput.avg.pct_of_peak_sustained_elapsed`` |
 | ``achieved_occupancy_pct`` | ``sm__warps_active.avg.pct_of_peak_sustained_active`` |
 | ``l2_hit_rate_pct`` | ``lts__t_sector_hit_rate.pct`` |
+| ``l2_pct_of_peak`` | ``lts__throughput.avg.pct_of_peak_sustained_elapsed`` |
+| ``stall_memory_pct`` | ``smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct`` (a warp waits on a load) |
+| ``stall_lsu_queue_pct`` | ``smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct`` (the load/store queue is full) |
 | ``registers`` | ``launch__registers_per_thread`` |
 
 Every value is scaled from the unit ncu printed beside it (:data:`UNITS`: ``ns``/``nsecond``, ``us``/``usecond``,
@@ -55,6 +58,9 @@ METRICS = {"gpu__time_duration.sum": "ncu_time_us",
            "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_pct_of_peak",
            "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
            "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
+           "lts__throughput.avg.pct_of_peak_sustained_elapsed": "l2_pct_of_peak",
+           "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct": "stall_memory_pct",
+           "smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct": "stall_lsu_queue_pct",
            "launch__registers_per_thread": "registers"}
 # What each figure measures, and every unit ncu prints for that kind (older releases spell them out, newer ones
 # abbreviate: "nsecond"/"ns"; `--print-units base` asks for ns and bytes, but a value's own unit is what counts),
@@ -62,6 +68,7 @@ METRICS = {"gpu__time_duration.sum": "ncu_time_us",
 # guessed: "ns" read as "us" put 1000x too long kernel times in the profile tables (issue 24).
 METRIC_KIND = {"ncu_time_us": "time", "dram_pct_of_peak": "percent", "dram_read_mb": "bytes", "dram_write_mb": "bytes",
         "sm_pct_of_peak": "percent", "achieved_occupancy_pct": "percent", "l2_hit_rate_pct": "percent",
+        "l2_pct_of_peak": "percent", "stall_memory_pct": "percent", "stall_lsu_queue_pct": "percent",
         "registers": "count"}
 UNITS = {
     "time": {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,

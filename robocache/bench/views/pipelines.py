@@ -265,7 +265,8 @@ def pipeline_kernels(records: Iterable[Record], top: int = 8) -> str:
 
 
 PROFILE_HEADER = ["machine", "case", "dtype", "provider", "longest kernel", "its share of the call", "DRAM % of peak",
-                  "SM % of peak", "achieved occupancy %", "L2 hit rate %", "registers", "ncu us (call)",
+                  "SM % of peak", "achieved occupancy %", "L2 hit rate %", "L2 % of peak",
+                  "warps waiting on a load %", "warps held by a full load/store queue %", "registers", "ncu us (call)",
                   "harness p50 us", "ncu / harness", "status"]
 
 
@@ -294,7 +295,8 @@ def pipeline_profile_rows(records: Iterable[Record]) -> list[list[Any]]:
                     top.name[:60] if top else "-", _f(top.share if top else None, "{:.0%}"),
                     _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"), _f(_fig(r, "sm_pct_of_peak"), "{:.1f}"),
                     _f(_fig(r, "achieved_occupancy_pct"), "{:.1f}"), _f(_fig(r, "l2_hit_rate_pct"), "{:.1f}"),
-                    _f(_fig(r, "registers"), "{:.0f}"), fmt_us(_fig(r, "ncu_call_us")), fmt_us(_fig(r, "harness_us")),
+                    _f(_fig(r, "l2_pct_of_peak"), "{:.1f}"), _f(_fig(r, "stall_memory_pct"), "{:.1f}"),
+                    _f(_fig(r, "stall_lsu_queue_pct"), "{:.1f}"), _f(_fig(r, "registers"), "{:.0f}"), fmt_us(_fig(r, "ncu_call_us")), fmt_us(_fig(r, "harness_us")),
                     _agreement_cell(r) if r.status == "ok" else "-", _status(r, 60)])
     return out
 
