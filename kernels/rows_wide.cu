@@ -383,6 +383,25 @@ RC_FUSE_SHIFT_ENTRY(fuse_shift_bfloat16_float64, rc_bf16, double)
 #define RC_STAGE_T 256  // targets per block, the block's threads
 #endif
 
+// The block's rows copied from global memory by the shifted vectors, group after group: row r of the block
+// (target first + r) mixes the source elements at r0[r] and r1[r] with weight w[r] (shared memory).
+template <typename T>
+__device__ __forceinline__ void rc_staged_copy(const T* __restrict__ values, const long long* r0, const long long* r1,
+                                               const float* wt, int D, int col, int lg, T* __restrict__ out,
+                                               long long n_targets, int out_stride, long long first) {
+    const int tid = (int)threadIdx.x;
+    const int li = tid & ((1 << lg) - 1);
+    const int groups = RC_STAGE_T >> lg;
+    const long long live_rows = n_targets - first;  // >= 1: the block has a first target
+#pragma unroll 1
+    for (int r = tid >> lg; r < RC_STAGE_T; r += groups) {  // RC_STAGE_T / groups rows for every group
+        const bool live = r < live_rows;
+        const int rr = live ? r : 0;
+        rc_shift_row<T>(values + r0[rr], values + r1[rr], out + (first + rr) * (long long)out_stride + col, D,
+                        wt[rr], li, lg, live);
+    }
+}
+
 template <typename T, typename TT>
 __device__ __forceinline__ void rc_staged_block(const T* __restrict__ values, const TT* __restrict__ times, int S,
                                                 int D, int col, int lg, const TT* __restrict__ tgt,
@@ -405,16 +424,7 @@ __device__ __forceinline__ void rc_staged_block(const T* __restrict__ values, co
         rc_st_w[tid] = w;
     }
     __syncthreads();
-    const int li = tid & ((1 << lg) - 1);
-    const int groups = RC_STAGE_T >> lg;
-    const long long live_rows = n_targets - first;  // >= 1: the block has a first target
-#pragma unroll 1
-    for (int r = tid >> lg; r < RC_STAGE_T; r += groups) {  // RC_STAGE_T / groups rows for every group
-        const bool live = r < live_rows;
-        const int rr = live ? r : 0;
-        rc_shift_row<T>(values + rc_st_r0[rr], values + rc_st_r1[rr], out + (first + rr) * (long long)out_stride + col, D,
-                        rc_st_w[rr], li, lg, live);
-    }
+    rc_staged_copy<T>(values, rc_st_r0, rc_st_r1, rc_st_w, D, col, lg, out, n_targets, out_stride, first);
 }
 
 #define RC_RESAMPLE_STAGED_ENTRY(NAME, T, TT)                                                                  \
@@ -460,3 +470,147 @@ RC_FUSE_STAGED_ENTRY(fuse_staged_bfloat16_float32, rc_bf16, float)
 RC_FUSE_STAGED_ENTRY(fuse_staged_float32_float64, float, double)
 RC_FUSE_STAGED_ENTRY(fuse_staged_float16_float64, rc_half, double)
 RC_FUSE_STAGED_ENTRY(fuse_staged_bfloat16_float64, rc_bf16, double)
+
+
+// ---------------------------------------------------------------------------------------------------------------
+// Span: the staged kernel's brackets, then the block's source rows loaded once into shared memory (a
+// configuration's `stage` = 2).
+//
+// ncu of the large sampled points with narrow rows and T near or above S (H200, seed 2741: fuse B4719 T490 of one
+// 571x13 float32 stream, resample B3411 S38 T151 D73) put the staged and shifted kernels at 29-40% of DRAM peak with
+// the L2 at 58-88% of its own: every target loads its two source rows, and neighbouring targets share rows, so a
+// source byte crosses the L2 two to eight times. Here the block's targets (consecutive outputs of one stream) need
+// source rows [lo, hi] of the stream's values, one contiguous run of memory (rows of consecutive batch rows follow
+// each other); the block loads the run once in aligned 16-byte vectors (each vector holds a byte of the run, so
+// none leaves its allocation's page), then each thread mixes output elements from shared memory, consecutive
+// threads consecutive elements of the block's output rows. A block whose run is longer than RC_SPAN_BYTES (sparse
+// targets over long rows), or whose rows hold more than RC_SPAN_MAX_D elements, copies its rows as the staged
+// kernel does. Brackets, weights, rc_mix and the conversions are the row kernel's: its outcomes bit for bit.
+#ifndef RC_SPAN_BYTES
+#define RC_SPAN_BYTES 24576
+#endif
+#define RC_SPAN_MAX_D 2048  // e / D by a multiply: exact for e < RC_STAGE_T * D while D * D < 2^24
+
+template <typename T>
+__device__ __forceinline__ void rc_store_cs(T* p, T v) {
+    if constexpr (sizeof(T) == 4) {
+        __stcs(reinterpret_cast<float*>(p), *reinterpret_cast<const float*>(&v));
+    } else {
+        __stcs(reinterpret_cast<unsigned short*>(p), *reinterpret_cast<const unsigned short*>(&v));
+    }
+}
+
+template <typename T, typename TT>
+__device__ __forceinline__ void rc_span_block(const T* __restrict__ values, const TT* __restrict__ times, int S,
+                                              int D, int col, int lg, const TT* __restrict__ tgt,
+                                              T* __restrict__ out, long long n_targets, int Tn, int out_stride,
+                                              unsigned long long div_mult, unsigned int div_shift, long long first) {
+    __shared__ long long rc_sp_r0[RC_STAGE_T];
+    __shared__ long long rc_sp_r1[RC_STAGE_T];
+    __shared__ float rc_sp_w[RC_STAGE_T];
+    __shared__ unsigned long long rc_sp_lo, rc_sp_hi;
+    __shared__ uint4 rc_sp_buf[RC_SPAN_BYTES / 16];
+    const int tid = (int)threadIdx.x;
+    if (tid == 0) {
+        rc_sp_lo = ~0ULL;
+        rc_sp_hi = 0ULL;
+    }
+    __syncthreads();
+    const long long q = first + tid;
+    unsigned long long lo = ~0ULL, hi = 0ULL;  // the thread's source rows (global row indices b * S + j)
+    if (q < n_targets) {
+        long long b, t;
+        rc_fast_divmod((unsigned long long)q, (unsigned long long)Tn, div_mult, div_shift, b, t);
+        int j0, j1;
+        float w;
+        rc_bracket2(times + b * S, S, __ldg(tgt + q), j0, j1, w);
+        const long long g0 = b * S + j0, g1 = b * S + j1;
+        rc_sp_r0[tid] = g0 * (long long)D;
+        rc_sp_r1[tid] = g1 * (long long)D;
+        rc_sp_w[tid] = w;
+        lo = (unsigned long long)(g0 < g1 ? g0 : g1);
+        hi = (unsigned long long)(g0 < g1 ? g1 : g0);
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+        const unsigned long long l2 = __shfl_xor_sync(0xffffffffu, lo, o), h2 = __shfl_xor_sync(0xffffffffu, hi, o);
+        lo = l2 < lo ? l2 : lo;
+        hi = h2 > hi ? h2 : hi;
+    }
+    if ((tid & 31) == 0) {
+        atomicMin(&rc_sp_lo, lo);
+        atomicMax(&rc_sp_hi, hi);
+    }
+    __syncthreads();
+    lo = rc_sp_lo;
+    hi = rc_sp_hi;
+    const unsigned long long start = reinterpret_cast<unsigned long long>(values + (long long)lo * D);
+    const unsigned long long end = reinterpret_cast<unsigned long long>(values + ((long long)hi + 1) * D);
+    const unsigned long long a0 = start & ~15ULL;
+    const long long nv = (long long)((((end + 15ULL) & ~15ULL) - a0) >> 4);
+    if (D > RC_SPAN_MAX_D || nv > RC_SPAN_BYTES / 16) {  // uniform per block
+        rc_staged_copy<T>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride, first);
+        return;
+    }
+    const uint4* __restrict__ run = reinterpret_cast<const uint4*>(a0);
+#pragma unroll 4
+    for (int k = tid; k < (int)nv; k += RC_STAGE_T) rc_sp_buf[k] = __ldg(run + k);
+    __syncthreads();
+    const T* sh = reinterpret_cast<const T*>(reinterpret_cast<const char*>(rc_sp_buf) + (start - a0));
+    const long long base = (long long)lo * D;
+    const long long live_rows = n_targets - first;
+    const unsigned int n = (unsigned int)(live_rows < RC_STAGE_T ? live_rows : RC_STAGE_T) * (unsigned int)D;
+    const unsigned long long m = ((1ULL << 32) + (unsigned long long)D - 1ULL) / (unsigned long long)D;
+    T* __restrict__ o = out + first * (long long)out_stride + col;
+#pragma unroll 2
+    for (unsigned int e = (unsigned int)tid; e < n; e += RC_STAGE_T) {
+        const unsigned int r = (unsigned int)(((unsigned long long)e * m) >> 32);  // e / D
+        const int d = (int)(e - r * (unsigned int)D);
+        const float x = rc_to_float(sh[rc_sp_r0[r] - base + d]);
+        const float y = rc_to_float(sh[rc_sp_r1[r] - base + d]);
+        rc_store_cs<T>(o + (long long)r * out_stride + d, rc_from_float<T>(rc_mix(x, y, rc_sp_w[r])));
+    }
+}
+
+#define RC_RESAMPLE_SPAN_ENTRY(NAME, T, TT)                                                                    \
+    extern "C" __global__ void __launch_bounds__(RC_STAGE_T) NAME(                                            \
+        const T* __restrict__ values, const TT* __restrict__ src, const TT* __restrict__ tgt,                  \
+        T* __restrict__ out, int S, int Tn, int D, long long n_targets, int lg,                                \
+        unsigned long long div_mult, unsigned int div_shift) {                                                 \
+        rc_span_block<T, TT>(values, src, S, D, 0, lg, tgt, out, n_targets, Tn, D, div_mult, div_shift,       \
+                             (long long)blockIdx.x * RC_STAGE_T);                                              \
+    }
+
+RC_RESAMPLE_SPAN_ENTRY(resample_span_float32_float32, float, float)
+RC_RESAMPLE_SPAN_ENTRY(resample_span_float16_float32, rc_half, float)
+RC_RESAMPLE_SPAN_ENTRY(resample_span_bfloat16_float32, rc_bf16, float)
+RC_RESAMPLE_SPAN_ENTRY(resample_span_float32_float64, float, double)
+RC_RESAMPLE_SPAN_ENTRY(resample_span_float16_float64, rc_half, double)
+RC_RESAMPLE_SPAN_ENTRY(resample_span_bfloat16_float64, rc_bf16, double)
+
+// fuse: the staged kernel's table and blocks, each block's rows through the span.
+template <typename T, typename TT>
+__device__ __forceinline__ void fuse_span_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
+                                               T* __restrict__ out, int Tn, int Dtot, long long n_targets,
+                                               unsigned long long div_mult, unsigned int div_shift) {
+    const long long blk = blockIdx.x;
+    long long f[RC_WIDE_FIELDS];
+    rc_wide_stream_of(table, K, blk, f);
+    rc_span_block<T, TT>(reinterpret_cast<const T*>(f[0]), reinterpret_cast<const TT*>(f[1]), (int)f[2], (int)f[3],
+                         (int)f[4], (int)((f[5] >> 8) & 0xff), tgt, out, n_targets, Tn, Dtot, div_mult, div_shift,
+                         (blk - f[6]) * RC_STAGE_T);
+}
+
+#define RC_FUSE_SPAN_ENTRY(NAME, T, TT)                                                                        \
+    extern "C" __global__ void __launch_bounds__(RC_STAGE_T) NAME(                                            \
+        const __grid_constant__ rc_wide_table table, int K, const TT* __restrict__ tgt, T* __restrict__ out,    \
+        int Tn, int Dtot, long long n_targets, unsigned long long div_mult, unsigned int div_shift) {           \
+        fuse_span_body<T, TT>(table, K, tgt, out, Tn, Dtot, n_targets, div_mult, div_shift);                   \
+    }
+
+RC_FUSE_SPAN_ENTRY(fuse_span_float32_float32, float, float)
+RC_FUSE_SPAN_ENTRY(fuse_span_float16_float32, rc_half, float)
+RC_FUSE_SPAN_ENTRY(fuse_span_bfloat16_float32, rc_bf16, float)
+RC_FUSE_SPAN_ENTRY(fuse_span_float32_float64, float, double)
+RC_FUSE_SPAN_ENTRY(fuse_span_float16_float64, rc_half, double)
+RC_FUSE_SPAN_ENTRY(fuse_span_bfloat16_float64, rc_bf16, double)

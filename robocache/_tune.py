@@ -64,9 +64,14 @@ SHIFT_MIN_BYTES = 32
 # The staged kernel (kernels/rows_wide.cu rc_staged_block): a block of STAGE_TARGETS threads brackets that many
 # targets at once, then copies their rows by the shifted vectors. A candidate where rows are narrow (at most
 # STAGE_MAX_BYTES, where a target's search is most of its time) and the launch has a block's worth of targets.
-STAGES = (0, 1)
+STAGES = (0, 1, 2)
 STAGE_TARGETS = 256  # RC_STAGE_T
 STAGE_MAX_BYTES = 2048
+# stage = 2, the span (kernels/rows_wide.cu rc_span_block): the staged kernel's brackets, then the block's source
+# rows loaded once into shared memory (at most SPAN_BYTES, RC_SPAN_BYTES: a longer run copies as stage 1 does). A
+# candidate where a block's targets are expected to need a run of rows that fits: dense targets (T near or above
+# S) of narrow rows, where neighbouring targets share source rows that the other kernels load again and again.
+SPAN_BYTES = 24576
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,8 @@ class Config:
     # 16-byte vectors shifted into place, whatever the row's alignment. The row kernel's fields do not apply.
     shift: int = 0
     # Another kernel (kernels/rows_wide.cu, a launch option, no build; its block is STAGE_TARGETS threads): a block's
-    # targets bracketed at once, then its rows copied by the shifted vectors. The other kernels' fields do not apply.
+    # targets bracketed at once, then its rows copied by the shifted vectors (1), or the block's source rows loaded
+    # once into shared memory and mixed from there (2, the span). The other kernels' fields do not apply.
     stage: int = 0
 
     def __post_init__(self) -> None:
@@ -110,8 +116,8 @@ class Config:
             raise ValueError("Config.shift = 1 is the shifted-vector kernel: the row kernel's fields and cs stay at "
                              "their defaults (block may be set)")
         if self.stage and any(getattr(self, f.name) != f.default for f in fields(self) if f.name != "stage"):
-            raise ValueError("Config.stage = 1 is the staged kernel: every other field stays at its default (its block "
-                             f"is {STAGE_TARGETS} threads)")
+            raise ValueError(f"Config.stage = {self.stage} is the staged kernel: every other field stays at its default "
+                             f"(its block is {STAGE_TARGETS} threads)")
 
     def options(self) -> tuple[str, ...]:
         """The NVRTC options of this configuration's build (empty for the default build)."""
@@ -164,7 +170,8 @@ PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 
 def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0, shifted: bool = False, staged: bool = False) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False, staged: bool = False,
+               spanned: bool = False) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
@@ -175,7 +182,8 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     for one-lane rows with more targets than sources, the prefetch (:data:`PREFETCH_LAUNCHES`) for rows whose
     times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES`, and the column split
     (:func:`wide_splits`) where a launch has few rows of many vectors. ``shifted``: the shifted-vector kernel joins
-    (:func:`shift_pays` of a row of the launch). ``staged``: the staged kernel joins (:func:`stage_pays`).
+    (:func:`shift_pays` of a row of the launch). ``staged``: the staged kernel joins (:func:`stage_pays`);
+    ``spanned``: its span too (:func:`span_pays`).
     """
     out: list[Config] = []
     seen: set[Config] = set()
@@ -201,7 +209,20 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
         add(Config(shift=1))
     if staged:
         add(Config(stage=1))
+        if spanned:
+            add(Config(stage=2))
     return out
+
+
+def span_pays(row_bytes: int, n_src: int, n_tgt: int) -> bool:
+    """Whether the span (``stage`` = 2) is worth timing for a stream of ``n_src`` source and ``n_tgt`` target
+    samples a row, ``row_bytes`` a source row: the run of source rows a block's :data:`STAGE_TARGETS` targets are
+    expected to need (targets spread evenly over the sources; a block of more targets than a row has spans several
+    rows) fits :data:`SPAN_BYTES`. A block whose run turns out longer still runs correctly (as the staged kernel)."""
+    if row_bytes <= 0 or n_src <= 0 or n_tgt <= 0:
+        return False
+    rows = -(-STAGE_TARGETS * n_src // n_tgt) + 2
+    return rows * row_bytes + 16 <= SPAN_BYTES
 
 
 def stage_pays(row_bytes: int, n_targets: int) -> bool:
@@ -259,7 +280,8 @@ def builds() -> list[tuple[str, ...]]:
 
 
 def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
-               time_bytes: int = 0, shifted: bool = False, staged: bool = False) -> list[Config]:
+               time_bytes: int = 0, shifted: bool = False, staged: bool = False,
+               spanned: bool = False) -> list[Config]:
     """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
     with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
     would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
@@ -281,6 +303,8 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
         out.append(Config(shift=1))
     if staged:
         out.append(Config(stage=1))
+        if spanned:
+            out.append(Config(stage=2))
     return out
 
 

@@ -153,7 +153,7 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
         return _plan_wide(pairs, t, vbs, splits, cfg.block)
     if cfg.shift or cfg.stage:  # shifted vectors for every stream (one of 16-byte rows just shifts by 0), staged
         return _plan_wide(pairs, t, vbs, [_tune.shift_lanes(v.shape[2] * es) for v, _ in pairs], cfg.block,
-                          mode="staged" if cfg.stage else "shift")
+                          mode=("shift", "staged", "span")[cfg.stage])
     block = cfg.block or L.BLOCK
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]
@@ -202,13 +202,14 @@ def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], split
     ``vb | cs_k << 24``. ``threads``: the configuration's block (0: :func:`_launch.wide_geometry`'s rule).
     ``mode`` "shift": the shifted-vector kernel instead (a configuration's ``shift``), ``splits[k]`` then log2 of
     stream k's lanes a row (``_tune.shift_lanes``), packed as ``lg_k << 8``; "staged": the staged kernel (``stage``),
-    packed the same, each stream's blocks ``_tune.STAGE_TARGETS`` targets each."""
+    packed the same, each stream's blocks ``_tune.STAGE_TARGETS`` targets each; "span": its span (``stage`` = 2),
+    planned as "staged"."""
     shifted = mode != "wide"
     b, n_tgt = t.shape
     n_targets = b * n_tgt
     # warps of the launch: 2**cs_k a row, or 2**lg_k lanes a row
     warps_of = [-(-(n_targets << c) // 32) if shifted else n_targets << c for c in splits]
-    if mode == "staged":  # a block a run of STAGE_TARGETS targets of one stream
+    if mode in ("staged", "span"):  # a block a run of STAGE_TARGETS targets of one stream
         block = _tune.STAGE_TARGETS
         warps_of = [-(-n_targets // _tune.STAGE_TARGETS) * (block // 32)] * len(splits)
     else:
@@ -258,7 +259,8 @@ def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple
         cands = _tune.candidates(lg_nat, iters, b * n_tgt, n_tgt=n_tgt, n_src=max(v.shape[1] for v, _ in pairs),
                                  time_bytes=8 if t.dtype == "float64" else 4,
                                  shifted=any(_tune.shift_pays(vb, v.shape[2] * es) for (v, _), vb in zip(pairs, vbs)),
-                                 staged=_tune.stage_pays(max(v.shape[2] for v, _ in pairs) * es, b * n_tgt))
+                                 staged=_tune.stage_pays(max(v.shape[2] for v, _ in pairs) * es, b * n_tgt),
+                                 spanned=any(_tune.span_pays(v.shape[2] * es, v.shape[1], n_tgt) for v, _ in pairs))
         return _tune.choose(t.device_index, key, cands, trial, L.stream_for(t.kind, t.device_index), may_tune)
 
 

@@ -100,7 +100,8 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
             block, grid = L.wide_geometry(-(-(n_targets << lg) // 32), sms, cfg.block)
         A.check_grid(grid, "values/tgt_times")
         mult, shift = L.fast_divmod(n_tgt)
-        fn = L.kernel("rows_wide", f"resample_{'staged' if cfg.stage else 'shift'}_{v.dtype}_{s.dtype}", v.device_index)
+        kind = ("shift", "staged", "span")[cfg.stage]
+        fn = L.kernel("rows_wide", f"resample_{kind}_{v.dtype}_{s.dtype}", v.device_index)
         # (values, src, tgt, out, S, T, D, n_targets, lg, div_mult, div_shift)
         fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
                                ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", lg), ("u64", mult),
@@ -148,7 +149,8 @@ def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt
     with L.on_device("cupy", v.device_index):
         cands = _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets, n_tgt=n_tgt, n_src=n_src,
                                  time_bytes=8 if s.dtype == "float64" else 4, shifted=_tune.shift_pays(vb, d * es),
-                                 staged=_tune.stage_pays(d * es, n_targets))
+                                 staged=_tune.stage_pays(d * es, n_targets),
+                                 spanned=_tune.span_pays(d * es, n_src, n_tgt))
         return _tune.choose(v.device_index, key, cands, trial, L.stream_for(v.kind, v.device_index), may_tune)
 
 

@@ -107,7 +107,7 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     assert _tune.candidates(5, 2, 95566, staged=True)[-1] == _tune.Config(stage=1)
     assert not any(c.stage for c in _tune.candidates(5, 2, 95566))
     assert _tune.Config(stage=1) in _tune.exhaustive(3, 2, staged=True)
-    for bad in ({"stage": 2}, {"stage": 1, "block": 64}, {"stage": 1, "shift": 1}, {"stage": 1, "cs": 1},
+    for bad in ({"stage": 3}, {"stage": 1, "block": 64}, {"stage": 2, "shift": 1}, {"stage": 1, "shift": 1}, {"stage": 1, "cs": 1},
                 {"stage": 1, "tpg": 1}, {"stage": 1, "unroll": 2}, {"stage": 1, "seq": 1}):
         with pytest.raises(ValueError):
             _tune.Config(**bad)
@@ -118,6 +118,26 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     src = (Path(__file__).resolve().parents[1] / "kernels" / "rows_wide.cu").read_text(encoding="utf-8")
     assert re.search(rf"#define RC_STAGE_T {_tune.STAGE_TARGETS}\b", src)
 
+
+
+def test_the_span_is_a_candidate_where_a_blocks_source_rows_fit_its_shared_memory():
+    """Config.stage 2 (kernels/rows_wide.cu rc_span_block) is offered with the staged kernel where a block's 256
+    targets are expected to need a run of source rows that fits SPAN_BYTES: dense targets of narrow rows."""
+    assert _tune.span_pays(52, 571, 490)  # fuse s2741-45's stream: about 300 rows of 52 bytes
+    assert _tune.span_pays(292, 38, 151)  # resample s2741-06, upsampling: about 67 rows of 292 bytes
+    assert not _tune.span_pays(604, 1508, 555)  # downsampling wide rows: about 700 rows of 604 bytes
+    assert not _tune.span_pays(4, 100000, 10)  # sparse targets over long rows
+    assert not _tune.span_pays(0, 10, 10) and not _tune.span_pays(4, 0, 10) and not _tune.span_pays(4, 10, 0)
+    rows = -(-_tune.STAGE_TARGETS * 300 // 300) + 2
+    edge = (_tune.SPAN_BYTES - 16) // rows
+    assert _tune.span_pays(edge, 300, 300) and not _tune.span_pays(edge + 1, 300, 300)
+    got = _tune.candidates(5, 2, 95566, staged=True, spanned=True)
+    assert got[-2:] == [_tune.Config(stage=1), _tune.Config(stage=2)]
+    assert _tune.Config(stage=2) not in _tune.candidates(5, 2, 95566, staged=False, spanned=True)
+    assert _tune.Config(stage=2) in _tune.exhaustive(3, 2, staged=True, spanned=True)
+    sp = _tune.Config(stage=2)
+    assert sp.options() == () and sp.to_json() == {**_tune.DEFAULT.to_json(), "stage": 2}
+    assert _tune.Config.from_json(sp.to_json()) == sp
 
 def test_a_column_split_on_rows_of_one_warp_launches_the_row_kernel(cache, monkeypatch):
     """A cs > 0 choice made for another bucket (the nearest shipped bucket's, with tuning off or during a capture:

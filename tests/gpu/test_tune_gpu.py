@@ -166,8 +166,9 @@ PREFETCHES = [_tune.Config(prefetch=_tune.PREFETCH_CAP, lg_shift=sh, tpg=tpg, un
 WIDES = [_tune.Config(cs=cs, block=blk) for cs, blk in ((1, 0), (2, 64), (3, 0), (3, 256))]
 # The shifted vectors (Config.shift: kernels/rows_wide.cu rc_shift_row), the rule's block and a small one
 SHIFTS = [_tune.Config(shift=1), _tune.Config(shift=1, block=64)]
-# The staged kernel (Config.stage: kernels/rows_wide.cu rc_staged_block), blocks of 256 targets
-STAGES = [_tune.Config(stage=1)]
+# The staged kernel (Config.stage: kernels/rows_wide.cu rc_staged_block), blocks of 256 targets, and its span
+# (stage 2, rc_span_block: a block's source rows in shared memory where they fit, else the staged copy)
+STAGES = [_tune.Config(stage=1), _tune.Config(stage=2)]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
 # 600 float64), a single source sample
@@ -218,7 +219,7 @@ def test_a_one_lane_upsampling_bucket_times_the_walk_and_persists_its_choice(tmp
     (key, entry), = _tune.parse_table(path.read_text(), str(path))["entries"].items()
     # D = 1 float32: one 4-byte vector a row (too short for the shifted vectors), the staged kernel's rows
     want = _tune.candidates(0, 1, b * t, n_tgt=t, n_src=s, time_bytes=4, shifted=_tune.shift_pays(4, 4),
-                            staged=_tune.stage_pays(4, b * t))
+                            staged=_tune.stage_pays(4, b * t), spanned=_tune.span_pays(4, s, t))
     assert entry["of"] == entry["candidates"] == len(want) and any(c.seq for c in want)
     assert any(c.prefetch for c in want)
 
@@ -457,3 +458,39 @@ def test_fuse_launches_of_several_blocks_a_stream_equal_the_default(time_dtype, 
         _tune.choose = real
     assert torch.equal(got.nan_to_num(5.0), default.nan_to_num(5.0))
     assert _tune.Config(stage=1) in seen[0], seen[0]
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("d", (1, 5, 17, 64))
+def test_the_span_equals_the_row_kernel_where_runs_fit_and_where_they_do_not(dtype, d):
+    """The span (Config.stage 2) loads a block's source rows into shared memory only where their run fits
+    RC_SPAN_BYTES; here one launch mixes both: targets crowded into the first 5% of each row (a block's 256 of them
+    within about 40 source rows) and then spread over the rest (about 600 rows a block: more than the budget's 24 KB
+    for rows of 68 bytes or more, so D 17 in float32 and D 64 mix both kinds of block), some unsorted, one
+    NaN, a row of repeated source times, outputs into a view off the 16-byte grid. Bit for bit the row kernel's
+    default launch, and the reference."""
+    rng = np.random.default_rng(d * 131 + 7)
+    b, s, t = 3, 2000, 1500
+    src = np.sort(_times(rng, b, s), axis=1)
+    src[1, 40:60] = src[1, 40]  # repeated source times: the last one wins
+    lo, hi = src.min(), src.max()
+    crowded = np.sort(rng.uniform(lo, lo + 0.05 * (hi - lo), (b, 700)), axis=1)
+    spread = np.sort(rng.uniform(lo + 0.05 * (hi - lo), hi + 0.01, (b, t - 700)), axis=1)
+    tgt = np.concatenate([crowded, spread], axis=1)
+    tgt[2, 900:1100] = rng.permutation(tgt[2, 900:1100])  # unsorted targets: every one bracketed on its own
+    tgt[0, 5] = np.nan
+    vals = torch.from_numpy(rng.standard_normal((b, s, d))).cuda().to(dtype)
+    st = torch.from_numpy(src).cuda().float()
+    tt = torch.from_numpy(tgt).cuda().float()
+    want = reference.resample(vals.double().cpu().numpy(), st.double().cpu().numpy(), tt.double().cpu().numpy())
+    v, sa = A.describe("v", vals), A.describe("s", st)
+    outs = {}
+    for cfg in (_tune.DEFAULT, _tune.Config(stage=2)):
+        buf = torch.full((b * t * d + 3,), 7.0, device="cuda", dtype=dtype)
+        out = buf[3:].view(b, t, d)  # 3 elements past the allocation's start: off the 16-byte grid
+        rs._plan_v2(v, sa, vals, out.data_ptr(), t, cfg)(vals, st, tt, out)
+        torch.cuda.synchronize()
+        assert torch.equal(buf[:3], torch.full((3,), 7.0, device="cuda", dtype=dtype)), f"{cfg}: wrote before out"
+        _check(out, want, dtype, f"{cfg} D{d} {dtype}")
+        outs[cfg] = out
+    assert torch.equal(outs[_tune.DEFAULT].nan_to_num(123.0), outs[_tune.Config(stage=2)].nan_to_num(123.0))
