@@ -455,5 +455,8 @@ for dtype in ("float32", "float16", "bfloat16"):
         span_fuse(dtype, tdtype, 3, 100, [(23, 37), (11, 3), (70, 200), (5, 1)], seed=21, oshift=3, need=(0, 1))
     span_fuse(dtype, "float32", 2, 300, [(9, 64), (70, 200)], seed=22, oshift=1,
               tgt_of=crowded(300, ((0.5, 0.52), (-0.1, 1.1))), need=(0, 1))
+# sixteen streams (the table's most), one ragged block each, S 1-23 and D 1-100
+span_fuse("float32", "float64", 2, 9, [(1 + (k * 7) % 23, 1 + (k * 37) % 100) for k in range(16)], seed=16, oshift=3,
+          need=(0,))
 
 print("rows_wide: every case matched the NumPy reference")
