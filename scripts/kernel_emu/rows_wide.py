@@ -1,17 +1,20 @@
-"""The column split of resample and fuse (kernels/rows_wide.cu) on the CPU: compiled with g++ against the host shims
-(scripts/kernel_emu/shim.h: one std::thread per CUDA thread, blocks one after another), driven through the real
-plans (robocache/resample.py and robocache/fuse.py ``_plan_v2`` with ``Config(cs=...)``: FastLaunch's argument slots
-and by-value stream table, grids, blocks) and checked against the NumPy reference.
+"""The kernels of resample and fuse in kernels/rows_wide.cu (the column split, the shifted vectors, the staged kernel
+and its span) on the CPU: compiled with g++ against the host shims (scripts/kernel_emu/shim.h: one std::thread per
+CUDA thread, blocks one after another), driven through the real plans (robocache/resample.py and robocache/fuse.py
+``_plan_v2`` with ``Config(cs=...)``, ``Config(shift=1)``, ``Config(stage=1 or 2)``: FastLaunch's argument slots and
+by-value stream table, grids, blocks) and checked against the NumPy reference.
 
-    python3 scripts/kernel_emu/rows_wide.py     # needs g++ >= 12 (C++20, _Float16); about a minute
+    python3 scripts/kernel_emu/rows_wide.py     # needs g++ >= 12 (C++20, _Float16); about 3.5 minutes on 2 cores
 
 A development check of logic (warp and chunk index math, the loaded-first vectors and the loop past them, vector
-widths, narrow streams beside wide ones, rows of one warp's vectors left to the row kernel), and of every vector
-access's alignment (shim.h RC_EMU_CHECK_ALIGN: the GPU faults where the host reads on), with values and outputs
-off the 16-byte grid; not of the GPU: no memory model or timing. No substitute for tests/gpu.
+widths, narrow streams beside wide ones, rows of one warp's vectors left to the row kernel; the span's run of source
+rows, its shared-memory buffer and its fallback to the staged copy), and of every vector access's alignment (shim.h
+RC_EMU_CHECK_ALIGN: the GPU faults where the host reads on), with values and outputs off the 16-byte grid; not of
+the GPU: no memory model or timing. No substitute for tests/gpu.
 """
 import ctypes
 import importlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,6 +49,49 @@ for decl, new in (("__shared__ long long rc_st_r0[RC_STAGE_T];",
     if decl not in SRC:
         sys.exit(f"kernel_emu/rows_wide.py: kernels/rows_wide.cu no longer declares {decl!r}")
     SRC = SRC.replace(decl, new)
+# the span's (stage = 2) the same way, one after another without overlap: the brackets (8-byte aligned), the run's
+# first and last rows (scalars: references), the run (16-byte aligned), RC_SPAN_BYTES within g_smem
+SP = "(g_smem + 20 * RC_STAGE_T)"  # past r0, r1 (8 bytes a target) and w (4): the scalars, then the run
+for decl, new in (("__shared__ long long rc_sp_r0[RC_STAGE_T];",
+                   "long long* rc_sp_r0 = reinterpret_cast<long long*>(g_smem);"),
+                  ("__shared__ long long rc_sp_r1[RC_STAGE_T];",
+                   "long long* rc_sp_r1 = reinterpret_cast<long long*>(g_smem + 8 * RC_STAGE_T);"),
+                  ("__shared__ float rc_sp_w[RC_STAGE_T];",
+                   "float* rc_sp_w = reinterpret_cast<float*>(g_smem + 16 * RC_STAGE_T);"),
+                  ("__shared__ unsigned long long rc_sp_lo, rc_sp_hi;",
+                   f"unsigned long long& rc_sp_lo = *reinterpret_cast<unsigned long long*>{SP};"
+                   f" unsigned long long& rc_sp_hi = *reinterpret_cast<unsigned long long*>({SP} + 8);"),
+                  ("__shared__ uint4 rc_sp_buf[RC_SPAN_BYTES / 16];",
+                   f"uint4* rc_sp_buf = reinterpret_cast<uint4*>({SP} + 16);"
+                   " static_assert(RC_STAGE_T % 4 == 0 && 20 * RC_STAGE_T + 16 + RC_SPAN_BYTES <= RC_EMU_SMEM_BYTES);"),
+                  # which path each block took (rc_emu_span_paths: the run in shared memory, the staged copy for a
+                  # run past RC_SPAN_BYTES, for rows past RC_SPAN_MAX_D), and no store past the run's buffer
+                  ("        rc_staged_copy<T>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride,"
+                   " first);\n        return;",
+                   "        if (tid == 0) ++rc_emu_span_paths[D > RC_SPAN_MAX_D ? 2 : 1];\n"
+                   "        rc_staged_copy<T>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride,"
+                   " first);\n        return;"),
+                  ("    const uint4* __restrict__ run = reinterpret_cast<const uint4*>(a0);",
+                   "    if (tid == 0) ++rc_emu_span_paths[0];\n"
+                   "    const uint4* __restrict__ run = reinterpret_cast<const uint4*>(a0);"),
+                  ("rc_sp_buf[k] = __ldg(run + k);", "rc_sp_buf[rc_emu_span_slot(k)] = __ldg(run + k);")):
+    if decl not in SRC:
+        sys.exit(f"kernel_emu/rows_wide.py: kernels/rows_wide.cu no longer holds {decl!r}")
+    SRC = SRC.replace(decl, new)
+SPAN_HOOKS = """
+extern "C" { long long rc_emu_span_paths[3]; }  // blocks of the span: run in shared memory, run too long, D too large
+inline int rc_emu_span_slot(int k) {
+    if (k < 0 || k >= RC_SPAN_BYTES / 16) {
+        std::fprintf(stderr, "kernel_emu: the span's run stored at vector %d of %d\\n", k, RC_SPAN_BYTES / 16);
+        std::abort();
+    }
+    return k;
+}
+"""
+HOOK_AT = "template <typename T>\n__device__ __forceinline__ void rc_store_cs("
+if HOOK_AT not in SRC:
+    sys.exit(f"kernel_emu/rows_wide.py: kernels/rows_wide.cu no longer holds {HOOK_AT!r}")
+SRC = SRC.replace(HOOK_AT, SPAN_HOOKS + HOOK_AT, 1)
 (BUILD / "rows_host.cpp").write_text('#include "shim.h"\n' + SRC + '\n#include "rows_entries.inc"\n')
 # RC_EMU_CHECK_ALIGN: every vector load and store checked against its width (shim.h), as the GPU faults on it
 r = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w", f"-I{HERE}",
@@ -259,4 +305,158 @@ for dtype in ("float32", "float16", "bfloat16"):
                    for cfg in (_tune.Config(stage=1), _tune.Config(shift=1))]
             assert torch.equal(got[0].nan_to_num(7.0), got[1].nan_to_num(7.0)), ("staged differs", d, dtype, tdtype)
         print("ok", f"{dtype}/{tdtype}: staged = shift bit for bit (fuse 16 streams x 3 blocks, resample)")
+
+
+# the span (Config(stage=2)): a block's 256 targets bracketed as the staged kernel does, then their run of source rows
+# loaded once into shared memory (g_smem, garbage before every block) and mixed from there; a block whose run is
+# longer than RC_SPAN_BYTES, or whose rows are wider than RC_SPAN_MAX_D, copies as the staged kernel. Each launch is
+# checked bit for bit against the staged kernel's (itself the shifted vectors' above), against the reference, for
+# nothing stored outside its output, and for the path each block took (rc_emu_span_paths) against the model of the
+# kernel's choice below: several launches take both paths.
+SPAN_BYTES, SPAN_MAX_D = (int(re.search(rf"#define {m} (\d+)", SRC).group(1)) for m in ("RC_SPAN_BYTES", "RC_SPAN_MAX_D"))
+assert SPAN_BYTES == _tune.SPAN_BYTES, (SPAN_BYTES, _tune.SPAN_BYTES)
+SPAN_PATHS = (ctypes.c_longlong * 3).in_dll(lib, "rc_emu_span_paths")
+# e / D by the multiply (m = ceil(2^32 / D)) exact wherever the span uses it (e < RC_STAGE_T * D, D <= RC_SPAN_MAX_D):
+# the worst e of each quotient, e = q * D + D - 1
+_d = np.arange(1, SPAN_MAX_D + 1, dtype=np.uint64)[:, None]
+_q = np.arange(_tune.STAGE_TARGETS, dtype=np.uint64)[None, :]
+_e = _q * _d + _d - np.uint64(1)
+assert ((_e * (((np.uint64(1) << np.uint64(32)) + _d - np.uint64(1)) // _d)) >> np.uint64(32) == _q).all()
+
+
+def span_model(vals, src, tgt):
+    """The span's path for each of a stream's blocks (its values ``vals`` (B, S, D), source times ``src``, target
+    times ``tgt`` (B, T)), as [run in shared memory, run too long, rows too wide] counts: every live target's
+    bracket rows (the last source time <= the target, clamped at both ends; a NaN target row 0), the block's run of
+    source rows [lo, hi] in aligned 16-byte vectors against RC_SPAN_BYTES."""
+    b, s, d = vals.shape
+    row, x = src.numpy(), tgt.numpy()
+    j = np.stack([np.searchsorted(row[i], x[i], side="right") - 1 for i in range(b)])
+    clamp = np.isnan(x) | (j < 0)
+    j0 = np.where(clamp, 0, np.minimum(j, s - 1))
+    j1 = np.where(clamp, 0, np.minimum(j + 1, s - 1))
+    base = (np.arange(b) * s)[:, None]
+    g0, g1 = (base + j0).ravel(), (base + j1).ravel()
+    es, ptr = vals.element_size(), vals.data_ptr()
+    paths = [0, 0, 0]
+    for first in range(0, g0.size, _tune.STAGE_TARGETS):
+        blk = slice(first, first + _tune.STAGE_TARGETS)
+        lo, hi = int(min(g0[blk].min(), g1[blk].min())), int(max(g0[blk].max(), g1[blk].max()))
+        start, end = ptr + lo * d * es, ptr + (hi + 1) * d * es
+        nv = (((end + 15) & ~15) - (start & ~15)) >> 4
+        paths[2 if d > SPAN_MAX_D else 1 if nv > SPAN_BYTES // 16 else 0] += 1
+    return paths
+
+
+def bits(x):
+    return x.view(torch.int32 if x.element_size() == 4 else torch.int16)
+
+
+def spanned(run, out_of, want, tag, dtype, model, need=None):
+    """``run(cfg, out)`` through the span and the staged kernel into fresh outputs (``out_of()``: a poisoned one,
+    ``shifted``): bit for bit equal, ``want`` (the reference) within TOL, NaN where it is, nothing stored outside,
+    the span's blocks on the paths ``model`` says; ``need``: path indices some block must take."""
+    outs = []
+    for cfg in (_tune.Config(stage=2), _tune.Config(stage=1)):
+        before = list(SPAN_PATHS)
+        o = out_of()
+        outs.append(run(cfg, o))
+        untouched(o, tag)
+        if cfg.stage == 2:
+            assert LOG[-1][0].split("_")[1] == "span", LOG[-1]
+            took = [a - b for a, b in zip(SPAN_PATHS, before)]
+            assert took == model and sum(took) == LOG[-1][1], ("span paths", tag, took, model, LOG[-1])
+        else:
+            assert LOG[-1][0].split("_")[1] == "staged", LOG[-1]
+    assert torch.equal(bits(outs[0]), bits(outs[1])), ("span differs from staged", tag)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(outs[0].double().numpy()), nan), ("NaN targets", tag)
+    for i in need or ():
+        assert model[i], ("a path untaken", tag, model)
+    check(outs[0].masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
+          f"{tag} span {model} = staged, bit for bit", dtype)
+
+
+def span_resample(dtype, tdtype, b, s, t, d, seed, shift=0, oshift=0, tgt_of=None, need=None):
+    """resample through the span: targets ``tgt_of(rng)`` (default: over the rows and past both ends, unsorted, one
+    NaN), values ``shift`` elements off the 16-byte grid, the output ``oshift``."""
+    rng = np.random.default_rng(seed)
+    tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
+    vals = shifted((b, s, d), vdt, shift, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt))
+    src = times(rng, b, s, tdt)
+    if tgt_of is None:
+        x = rng.uniform(-0.1, 1.1, (b, t))
+        x[0, min(3, t - 1)] = float("nan")
+    else:
+        x = tgt_of(rng)
+    tgt = torch.from_numpy(x).to(tdt)
+    v = types.SimpleNamespace(shape=(b, s, d), dtype=dtype, kind="torch", device_index=0)
+    want = reference.resample(vals.double().numpy(), src.double().numpy(), tgt.double().numpy(), out_dtype=None)
+    spanned(lambda cfg, o: rs._plan_v2(v, types.SimpleNamespace(dtype=tdtype), vals, o.data_ptr(), t, cfg)(
+                vals, src, tgt, o), lambda: shifted((b, t, d), vdt, oshift),
+            want, f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} shifted {shift}/{oshift}", dtype,
+            span_model(vals, src, tgt), need)
+
+
+def span_fuse(dtype, tdtype, b, t, streams, seed, oshift=0, tgt_of=None, need=None):
+    """fuse through the span: stream k's values k % 8 elements off the 16-byte grid, the output ``oshift``; targets
+    ``tgt_of(rng)`` (default: sorted over the rows and past both ends, one NaN)."""
+    rng = np.random.default_rng(seed)
+    tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
+    arrays = [(shifted((b, s, d), vdt, k % 8, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt)),
+               times(rng, b, s, tdt, jitter=k % 3 != 1)) for k, (s, d) in enumerate(streams)]
+    if tgt_of is None:
+        x = np.sort(rng.uniform(-0.1, 1.1, (b, t)), axis=1)
+        x[-1, t // 2] = float("nan")
+    else:
+        x = tgt_of(rng)
+    tgt = torch.from_numpy(x).to(tdt)
+    pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
+    ta = types.SimpleNamespace(shape=(b, t), dtype=tdtype, kind="torch", device_index=0)
+    want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
+    model = [sum(p) for p in zip(*(span_model(v, ts, tgt) for v, ts in arrays))]
+    spanned(lambda cfg, o: fz._plan_v2(pairs, ta, arrays, o.data_ptr(), cfg)(arrays, tgt, o),
+            lambda: shifted((b, t, sum(d for _, d in streams)), vdt, oshift), want,
+            f"fuse {dtype}/{tdtype} B{b} T{t} {streams} shifted {oshift}", dtype, model, need)
+
+
+def crowded(t, windows, nan_at=None):
+    """Target times of batch row i uniform over ``windows[i]`` (lo, hi), unsorted, a NaN at ``nan_at``: a narrow
+    window needs a few source rows (the span's run fits), a wide one all of a long row's (it does not)."""
+    def draw(rng):
+        x = np.stack([rng.uniform(lo, hi, t) for lo, hi in windows])
+        if nan_at is not None:
+            x[nan_at] = float("nan")
+        return x
+    return draw
+
+
+# shapes keep the emulation short (a block is 256 threads): 393 targets of 3 rows are two blocks, the second ragged
+# and across two batch rows; D 1-300, values and output off the 16-byte grid by every offset a vector holds
+for dtype, es in (("float32", 4), ("float16", 2), ("bfloat16", 2)):
+    for tdtype in ("float32", "float64"):
+        for i, d in enumerate((1, 3, 37, 130, 300)):
+            span_resample(dtype, tdtype, 3, 9, 131, d, seed=d, shift=i % (16 // es), oshift=(3 * i + 1) % (16 // es),
+                          need=(0,))
+        # both paths in one launch: batch row 0's targets crowd a few rows of 70 (the run fits), row 1's spread
+        # over all 70 rows of 200 elements (it does not), row 2's crowd the end; 4 blocks, the last ragged, one
+        # with a NaN target (row 0: the NaN's bracket is row 0 as the window's)
+        span_resample(dtype, tdtype, 3, 70, 300, 200, seed=5, shift=1, oshift=2,
+                      tgt_of=crowded(300, ((0.0, 0.03), (-0.1, 1.1), (0.95, 1.05)), (0, 7)), need=(0, 1))
+# blocks across many batch rows: T = 40 (a block of 7 rows), T = 1 (256 rows of S = 2), T = 3 of D = 2100 (rows
+# wider than RC_SPAN_MAX_D: the staged copy whatever the run)
+span_resample("float32", "float64", 8, 9, 40, 5, seed=11, shift=3, oshift=1, need=(0,))
+span_resample("bfloat16", "float32", 300, 2, 1, 3, seed=12, oshift=5, need=(0,))
+span_resample("float16", "float32", 1, 2, 3, 2100, seed=13, shift=1, need=(2,))
+# fuse: a stream whose runs fit beside one whose do not (70 rows of 200 elements, targets over all of them), in
+# one launch (each stream its own blocks), sorted targets with a NaN; then crowded and spread batch rows, unsorted
+for dtype in ("float32", "float16", "bfloat16"):
+    for tdtype in ("float32", "float64"):
+        span_fuse(dtype, tdtype, 3, 100, [(23, 37), (11, 3), (70, 200), (5, 1)], seed=21, oshift=3, need=(0, 1))
+    span_fuse(dtype, "float32", 2, 300, [(9, 64), (70, 200)], seed=22, oshift=1,
+              tgt_of=crowded(300, ((0.5, 0.52), (-0.1, 1.1))), need=(0, 1))
+# sixteen streams (the table's most), one ragged block each, S 1-23 and D 1-100
+span_fuse("float32", "float64", 2, 9, [(1 + (k * 7) % 23, 1 + (k * 37) % 100) for k in range(16)], seed=16, oshift=3,
+          need=(0,))
+
 print("rows_wide: every case matched the NumPy reference")

@@ -3,7 +3,7 @@ thread_local dim3 threadIdx;
 dim3 blockIdx, blockDim, gridDim;
 std::barrier<>* g_bar = nullptr;
 std::atomic<int> g_sync_or{0};
-alignas(16) unsigned char g_smem[64 * 1024];
+alignas(16) unsigned char g_smem[RC_EMU_SMEM_BYTES];
 // run fn for every thread of every block (blocks one after another, threads of a block concurrently)
 void rc_emulate(unsigned grid, unsigned block, const std::function<void()>& fn) {
     gridDim.x = grid; blockDim.x = block;

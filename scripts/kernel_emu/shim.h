@@ -24,7 +24,8 @@ struct dim3 { unsigned int x = 0, y = 0, z = 0; };
 extern thread_local dim3 threadIdx;
 extern dim3 blockIdx, blockDim, gridDim;
 extern std::barrier<>* g_bar;
-extern unsigned char g_smem[];
+#define RC_EMU_SMEM_BYTES (64 * 1024)  // the emulator's shared memory (runtime.cpp g_smem), a block's all
+extern unsigned char g_smem[RC_EMU_SMEM_BYTES];
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
 extern std::atomic<int> g_sync_or;
 // the block's OR of pred, every thread the same answer: barriers around the flag so no thread resets it early
@@ -76,7 +77,6 @@ inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline unsigned __match_any_sync(unsigned, int) { std::abort(); }
 template <class T> inline T __shfl_sync(unsigned, T, int) { std::abort(); }
-template <class T> inline T __shfl_xor_sync(unsigned, T, int) { std::abort(); }
 // __shfl_down_sync through a block-wide exchange (kernels/rows_wide.cu's shifted vectors): every thread of the block
 // must call it the same number of times, as that kernel's trips are uniform per block.
 inline unsigned char g_shfl[1024 * 8];
@@ -87,6 +87,18 @@ template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned delta, int 
     const unsigned sub = threadIdx.x & 31 & (unsigned)(width - 1);
     T r = v;
     if (sub + delta < (unsigned)width) std::memcpy(&r, g_shfl + (threadIdx.x + delta) * 8, sizeof(T));
+    g_bar->arrive_and_wait();
+    return r;
+}
+// __shfl_xor_sync the same way (kernels/rows_wide.cu's span: its butterfly runs for every thread of the block): lane
+// l of each group of `width` lanes takes lane l ^ mask's value (its own where that lane is outside the group).
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+    static_assert(sizeof(T) <= 8);
+    std::memcpy(g_shfl + threadIdx.x * 8, &v, sizeof(T));
+    g_bar->arrive_and_wait();
+    const unsigned sub = threadIdx.x & 31 & (unsigned)(width - 1), to = sub ^ (unsigned)mask;
+    T r = v;
+    if (to < (unsigned)width) std::memcpy(&r, g_shfl + (threadIdx.x - sub + to) * 8, sizeof(T));
     g_bar->arrive_and_wait();
     return r;
 }
@@ -102,3 +114,14 @@ inline float atomicAdd(float* p, float v) {
 }
 inline int atomicCAS(int* p, int cmp, int v) { __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); return cmp; }
 inline unsigned atomicOr(unsigned* p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+// 64-bit atomicMin / atomicMax (kernels/rows_wide.cu's span: a block's run of source rows), the old value returned
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
+    unsigned long long old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v < old && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    return old;
+}
+inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) {
+    unsigned long long old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v > old && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    return old;
+}
