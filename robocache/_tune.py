@@ -116,8 +116,8 @@ class Config:
             raise ValueError("Config.shift = 1 is the shifted-vector kernel: the row kernel's fields and cs stay at "
                              "their defaults (block may be set)")
         if self.stage and any(getattr(self, f.name) != f.default for f in fields(self) if f.name != "stage"):
-            raise ValueError(f"Config.stage = {self.stage} is the staged kernel: every other field stays at its default "
-                             f"(its block is {STAGE_TARGETS} threads)")
+            raise ValueError(f"Config.stage = {self.stage} is the staged kernel: every other field stays at its "
+                             f"default (its block is {STAGE_TARGETS} threads)")
 
     def options(self) -> tuple[str, ...]:
         """The NVRTC options of this configuration's build (empty for the default build)."""

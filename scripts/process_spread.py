@@ -96,7 +96,8 @@ def main() -> int:
                 m = rec.metrics
                 rows[case.key].append({"round": r + 1, "p50_us": m.time_us.p50, "graph_us": m.graph_time_us,
                                        "noise": rec.method.noise if rec.method else None})
-                print(f"round {r + 1}: {case.key}: p50 {m.time_us.p50:.3f} us, graph {m.graph_time_us or 0:.3f} us",
+                graph = f"{m.graph_time_us:.3f} us" if m.graph_time_us else "-"
+                print(f"round {r + 1}: {case.key}: p50 {m.time_us.p50:.3f} us, graph {graph}",
                       flush=True)  # a run cut by a timeout still leaves every process's figure in its log
             print(f"round {r + 1} of {a.processes} done", flush=True)
     summary = {}

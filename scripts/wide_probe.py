@@ -37,10 +37,16 @@ POINTS = ("fuse/s6427-11-B5-T50-234x717", "resample/s9173-08-B233-S4-T3-D722-t64
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--time-limit", type=float, default=0.5, help="seconds of sampling per launch (default 0.5)")
-    ap.add_argument("--cases", default=",".join(POINTS), help="sampled case ids (s<seed>-...), comma-separated")
+    ap.add_argument("--cases", default=",".join(POINTS), help="sampled case ids <op>/s<seed>-..., comma-separated")
     a = ap.parse_args()
     if not a.time_limit > 0:
         ap.error(f"--time-limit must be positive, got {a.time_limit}")
+    for cid in [c for c in a.cases.split(",") if c]:
+        _, _, tag = cid.partition("/")
+        head = tag.split("-")[0]
+        if not tag or not head.startswith("s") or not head[1:].isdigit():
+            ap.error(f"--cases: {cid!r} is not a sampled case id (<op>/s<seed>-..., e.g. "
+                     "resample/s2741-06-B3411-S38-T151-D73)")
     import torch
     if not torch.cuda.is_available():
         print("wide_probe: no CUDA device (this probe times GPU kernels)", file=sys.stderr)
@@ -65,7 +71,7 @@ def main() -> int:
 
     _tune.choose = choose
     for cid in [c for c in a.cases.split(",") if c]:
-        op, tag = cid.split("/", 1)
+        op, _, tag = cid.partition("/")
         seed = int(tag.split("-")[0][1:])
         found = {c.provider: c for c in specs.cases("sampled", ops=[op], providers=["robocache", "torch_compile"],
                                                     sample_seed=seed) if c.id == cid}
@@ -99,8 +105,9 @@ def main() -> int:
               + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
               f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "
               f"{us.get('torch.compile', float('nan')) / us['default']:.2f}x); of the ceiling ({moved / 1e6:.1f} MB): "
-              + ", ".join(f"{k} {100 * moved / (us[k] * 1e3) / ceiling:.0f}%" for k in ("default", "staged", "span", "tuned", "torch.compile")
-                          if us.get(k) and moved), flush=True)
+              + ", ".join(f"{k} {100 * moved / (us[k] * 1e3) / ceiling:.0f}%"
+                          for k in ("default", "staged", "span", "tuned", "torch.compile") if us.get(k) and moved),
+              flush=True)
     return 0
 
 

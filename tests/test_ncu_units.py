@@ -59,6 +59,19 @@ def test_percentages_and_registers(unit: str) -> None:
     assert got == [{"kernel": "kern0", "dram_pct_of_peak": 71.25, "l2_hit_rate_pct": 40.1, "registers": 32.0}]
 
 
+def test_the_l2_throughput_and_the_stall_shares_are_read_and_shown() -> None:
+    """The three figures added for the large sampled points (the L2's throughput, warps waiting on a load, warps held
+    by a full load/store queue) are parsed as percentages and land in the report's profile table."""
+    got = ncu.parse_csv(_csv(("0", "lts__throughput.avg.pct_of_peak_sustained_elapsed", "%", "88.4"),
+                             ("0", "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct", "%", "54.6"),
+                             ("0", "smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct", "%", "0.0")))
+    assert got == [{"kernel": "kern0", "l2_pct_of_peak": 88.4, "stall_memory_pct": 54.6, "stall_lsu_queue_pct": 0.0}]
+    with pytest.raises(ncu.UnitError):
+        ncu.parse_csv(_csv(("0", "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct", "inst", "3")))
+    for h in ("L2 % of peak", "warps waiting on a load %", "warps held by a full load/store queue %"):
+        assert h in PROFILE_HEADER
+
+
 def test_the_committed_h100_profile_unit_is_read_as_nanoseconds() -> None:
     """The H100 profile of 2026-11-24 recorded 5,184 "us" for a kernel the harness timed at about 4.5 us: ncu had
     printed nanoseconds ("ns"), a spelling the old table did not know, and its value was kept unscaled."""

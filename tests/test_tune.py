@@ -107,7 +107,8 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     assert _tune.candidates(5, 2, 95566, staged=True)[-1] == _tune.Config(stage=1)
     assert not any(c.stage for c in _tune.candidates(5, 2, 95566))
     assert _tune.Config(stage=1) in _tune.exhaustive(3, 2, staged=True)
-    for bad in ({"stage": 3}, {"stage": 1, "block": 64}, {"stage": 2, "shift": 1}, {"stage": 1, "shift": 1}, {"stage": 1, "cs": 1},
+    for bad in ({"stage": 3}, {"stage": 1, "block": 64},
+                {"stage": 2, "shift": 1}, {"stage": 1, "shift": 1}, {"stage": 1, "cs": 1},
                 {"stage": 1, "tpg": 1}, {"stage": 1, "unroll": 2}, {"stage": 1, "seq": 1}):
         with pytest.raises(ValueError):
             _tune.Config(**bad)
@@ -117,7 +118,6 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     # the host's block of targets is the kernel's (kernels/rows_wide.cu RC_STAGE_T)
     src = (Path(__file__).resolve().parents[1] / "kernels" / "rows_wide.cu").read_text(encoding="utf-8")
     assert re.search(rf"#define RC_STAGE_T {_tune.STAGE_TARGETS}\b", src)
-
 
 
 def test_the_span_is_a_candidate_where_a_blocks_source_rows_fit_its_shared_memory():
@@ -138,6 +138,7 @@ def test_the_span_is_a_candidate_where_a_blocks_source_rows_fit_its_shared_memor
     sp = _tune.Config(stage=2)
     assert sp.options() == () and sp.to_json() == {**_tune.DEFAULT.to_json(), "stage": 2}
     assert _tune.Config.from_json(sp.to_json()) == sp
+
 
 def test_a_column_split_on_rows_of_one_warp_launches_the_row_kernel(cache, monkeypatch):
     """A cs > 0 choice made for another bucket (the nearest shipped bucket's, with tuning off or during a capture:

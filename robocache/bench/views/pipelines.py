@@ -296,7 +296,8 @@ def pipeline_profile_rows(records: Iterable[Record]) -> list[list[Any]]:
                     _f(_fig(r, "dram_pct_of_peak"), "{:.1f}"), _f(_fig(r, "sm_pct_of_peak"), "{:.1f}"),
                     _f(_fig(r, "achieved_occupancy_pct"), "{:.1f}"), _f(_fig(r, "l2_hit_rate_pct"), "{:.1f}"),
                     _f(_fig(r, "l2_pct_of_peak"), "{:.1f}"), _f(_fig(r, "stall_memory_pct"), "{:.1f}"),
-                    _f(_fig(r, "stall_lsu_queue_pct"), "{:.1f}"), _f(_fig(r, "registers"), "{:.0f}"), fmt_us(_fig(r, "ncu_call_us")), fmt_us(_fig(r, "harness_us")),
+                    _f(_fig(r, "stall_lsu_queue_pct"), "{:.1f}"), _f(_fig(r, "registers"), "{:.0f}"),
+                    fmt_us(_fig(r, "ncu_call_us")), fmt_us(_fig(r, "harness_us")),
                     _agreement_cell(r) if r.status == "ok" else "-", _status(r, 60)])
     return out
 
