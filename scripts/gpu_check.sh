@@ -16,7 +16,8 @@
 #        only, the same command otherwise, on the same still-warm machine).
 # aa:    the A/A pair: the quick suite twice on this commit, then `compare` of the two runs with the results'
 #        history (every robocache case should be "same"; the peers' verdicts show their run-to-run noise):
-#        records under OUTDIR/results, OUTDIR/aa-compare.md.
+#        records under OUTDIR/results, OUTDIR/aa-compare.md. PROCESSES=K (bench and aa): `run --processes K`,
+#        each case under 11 us timed in K fresh processes and reported as their mean.
 # sampled: the sampled suite's ops spread over the machine's GPUs, one op per GPU at once (OPS, default
 #        resample,fuse,voxelize, an entry OP:SEED with a seed of its own, e.g. resample:6427,resample:9173; the GPUs:
 #        CUDA_VISIBLE_DEVICES's when set, else all, GPUS=N: the first N of them): a two-GPU machine measures two ops
@@ -287,7 +288,7 @@ if part bench; then
     "${limit[@]}" $PY -m robocache.bench.cli run --suite "$S" --device gpu --out "$OUT/results" --machine "$MACHINE" \
         --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${!pvar:+--providers "${!pvar}"} \
         ${OPS:+--ops "$OPS"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} ${SAMPLE_SEED:+--sample-seed "$SAMPLE_SEED"} \
-        "${resume[@]}" --no-progress 2>&1 | tee -a "$OUT/bench.log"
+        ${PROCESSES:+--processes "$PROCESSES"} "${resume[@]}" --no-progress 2>&1 | tee -a "$OUT/bench.log"
     brc=${PIPESTATUS[0]}
     # the latest run in OUT/results is the one just measured
     $PY -m robocache.bench.cli report "$OUT/results" --out "$OUT/report-$S.md" 2>&1 | tail -1
@@ -302,7 +303,8 @@ if part aa; then
   : > "$OUT/aa.log"
   for i in 1 2; do
     $PY -m robocache.bench.cli run --suite quick --device gpu --out "$OUT/results" --machine "$MACHINE" \
-        --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} --no-progress >> "$OUT/aa.log" 2>&1
+        --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} \
+        ${PROCESSES:+--processes "$PROCESSES"} --no-progress >> "$OUT/aa.log" 2>&1
     arc=$?
     [ "$arc" = 0 ] || status=1
   done

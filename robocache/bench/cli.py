@@ -227,6 +227,13 @@ def _parser() -> argparse.ArgumentParser:
                         "FILE is rewritten with the new records under the run's id. Refused (exit 2, nothing run) "
                         "for another suite, filters, timing options, commit, machine, GPU, driver, library or host; "
                         "single-GPU suites only")
+    r.add_argument("--processes", type=number(int, lo=1, hi=16), default=1, metavar="K",
+                   help="time each case whose first process measured a median under --processes-below-us again in "
+                        "fresh processes, K in all, and report their mean (the record lists each process's "
+                        "median; its noise covers their spread). A short case's median moves more from one "
+                        "process to the next than within one (docs/regressions.md); default 1")
+    r.add_argument("--processes-below-us", type=_POSITIVE_S, default=None, metavar="US",
+                   help="the median below which --processes applies (default 11 us)")
     r.add_argument("--precompile-jobs", type=_NONNEG_INT, default=0, metavar="N",
                    help="before timing, compile the torch.compile cases in N parallel processes so each timing "
                         "process loads its compiled code from Inductor's on-disk cache; what is timed is "
@@ -1228,7 +1235,8 @@ def _run(args: argparse.Namespace) -> int:
         try:
             resume = runner.resume_plan(args.resume, cases, suite=args.suite, device=device, machine=args.machine,
                                         cache=args.cache, timing=TimingOptions(noise_target=args.noise_target,
-                                                                               time_limit_s=args.time_limit))
+                                                                               time_limit_s=args.time_limit),
+                                        processes=args.processes)
         except ValueError as e:
             return _usage(f"robocache-bench run: {e}")
     return _run_single(args, device, cases, resume)
@@ -1241,6 +1249,7 @@ def _run_pipelines(args: argparse.Namespace) -> int:
                                   ("--cases", args.cases), ("--gpus", args.gpus)) if v]
     given += ["--sample-seed"] if args.sample_seed is not None else []
     given += ["--resume"] if args.resume else []
+    given += ["--processes"] if args.processes != 1 or args.processes_below_us is not None else []
     if given or args.cache != "warm" or args.precompile_jobs:
         return _usage(f"--suite pipelines takes --device, --out, --machine and the pipelines options only (got "
                       f"{', '.join(given) or 'other options'}); see robocache-bench run --help")
@@ -1259,6 +1268,10 @@ def _run_cases_unusable(args: argparse.Namespace, cases: list) -> str | None:
     multi = [c for c in cases if c.distributed]
     if multi and len(multi) != len(cases):
         return "multi-GPU cases (suite multigpu) and single-GPU cases run separately: pick one kind"
+    if args.processes_below_us is not None and args.processes == 1:
+        return "--processes-below-us applies with --processes 2 or more"
+    if multi and args.processes != 1:
+        return "--processes applies to single-GPU cases (a multi-GPU case is timed once per world size)"
     if not multi and (args.gpus is not None or args.nnodes != 1 or args.rdzv_endpoint
                       or args.collective_timeout is not None):
         return ("--gpus, --nnodes, --rdzv-endpoint and --collective-timeout apply to multi-GPU cases "
@@ -1280,7 +1293,8 @@ def _run_single(args: argparse.Namespace, device: str, cases: list, resume: Any 
     res = runner.run_suite(args.suite, device=device, cases=cases, out_dir=args.out, cache=args.cache,
                            timeout_s=args.timeout, timing=timing, machine=args.machine,
                            progress=not args.no_progress and _stderr_is_tty(), precompile_jobs=args.precompile_jobs,
-                           resume=resume)
+                           resume=resume, processes=args.processes,
+                           processes_below_us=args.processes_below_us or runner.PROCESSES_BELOW_US)
     if res.precompile is not None:
         print(_precompile_line(res.precompile))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(res.counts().items()))

@@ -41,7 +41,14 @@ from .. import providers as provider_table
 from ..providers import COMPILE, torch_compile
 from .context import RunContext, git_state
 from .messages import Ceiling, Precompiled, Task
-from .schema import FAILED_STATUSES, Record
+from .schema import FAILED_STATUSES, Quantiles, Record
+
+# `run --processes K`: a case whose first process measured a median under this many us is timed in K fresh
+# processes and reported as their mean. Below it a case's median moves 1.4-3.7% (sd) from one process to the next
+# on the H200 while a process's own sd is 0.15-0.5%; from 13 us up under 0.7% (docs/regressions.md, "How much a
+# case moves from one process to the next").
+PROCESSES_BELOW_US = 11.0
+MAX_PROCESSES = 16
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
            "robocache.bench.timing", "robocache.bench.env", "robocache.bench.runner", *torch_compile.PRELOAD]
@@ -414,7 +421,8 @@ def point_of(key: str) -> str:
 
 def resume_plan(path: str | os.PathLike[str], cases: list[specs.Case], *, suite: str, device: str,
                 machine: str | None = None, git: tuple[str | None, bool | None] | None = None,
-                env: dict[str, Any] | None = None, cache: str = "warm", timing: Any = None) -> Resume:
+                env: dict[str, Any] | None = None, cache: str = "warm", timing: Any = None,
+                processes: int = 1) -> Resume:
     """How to continue the run whose records file is ``path`` (cut short by a time limit or a killed runner) with
     ``cases``, the cases of the same command. A point (op/tag/dtype) whose every provider has a record (of any
     status) is kept; the one point the cut left measured in part is measured again whole (its ratios stay side by
@@ -453,7 +461,7 @@ def resume_plan(path: str | os.PathLike[str], cases: list[specs.Case], *, suite:
         raise ValueError(f"--resume {p}: its points are not this command's first ones, whole but the last (other "
                          "--ops, --providers, --dtypes or --cases than the run's): resume with the run's own filters")
     why = _git_mismatch(records, git if git is not None else git_state())
-    why = why or _method_mismatch(records, cache, timing)
+    why = why or _method_mismatch(records, cache, timing) or _processes_mismatch(records, processes)
     now = env if env is not None else envmod.capture_env(device, machine=machine)
     old = msgspec.to_builtins(first.env)
     why = why or next((f"its {k} is {old.get(k)!r}, here it is {now.get(k)!r}: a resumed run continues on the "
@@ -505,6 +513,19 @@ def _method_mismatch(records: list[Record], cache: str, timing: Any) -> str | No
     return None
 
 
+def _processes_mismatch(records: list[Record], processes: int) -> str | None:
+    """Why the records were timed with another ``--processes`` than ``processes`` (as far as they show: a record
+    timed in k processes lists k medians), or None."""
+    for r in records:
+        if r.processes and len(r.processes) != processes:
+            return f"timed with --processes {len(r.processes)}, this command {processes}"
+    if processes > 1 and records and not any(r.processes for r in records):
+        short = [r for r in records if repeats(r, processes, PROCESSES_BELOW_US)]
+        if short:
+            return f"timed in one process each ({short[0].case.id} among them), this command --processes {processes}"
+    return None
+
+
 def _run_context(*, suite: str, device: str, frontend: str, out_dir: str | Path, machine: str | None,
                  synthetic: bool, resume: Resume | None) -> RunContext:
     """The run's context: a new run's, or the resumed run's (its id, its file's folder and name, this process's
@@ -522,8 +543,12 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
               timing: dict[str, Any] | None = None, frontend: str = "cli", machine: str | None = None,
               progress: bool = True, cases: list[specs.Case] | None = None, seed: int = 0,
               measure_ceiling: bool = True, synthetic: bool = False, precompile_jobs: int = 0,
-              case_timeouts: Mapping[str, float] | None = None, resume: Resume | None = None) -> RunResult:
+              case_timeouts: Mapping[str, float] | None = None, resume: Resume | None = None,
+              processes: int = 1, processes_below_us: float = PROCESSES_BELOW_US) -> RunResult:
     """Run the cases of ``suite`` (or the given ``cases``) and write them to one run file under ``out_dir``.
+
+    ``processes``: a case whose first process measured a median under ``processes_below_us`` runs in that many
+    fresh processes in all and is reported as their mean (:func:`combined`; the record's ``processes`` lists each).
 
     ``timeout_s``: each case process's timeout; ``case_timeouts``: another timeout for some cases, by case key (a
     case known to hang: the isolation test's hang is stopped in seconds while the other cases keep the generous
@@ -536,6 +561,7 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
     file is rewritten with the kept records first (``cases`` and ``out_dir`` are then the plan's).
     """
     t0 = time.perf_counter()
+    check_processes(processes, processes_below_us)
     if device == "auto":
         device = detect_device()
     todo = cases if cases is not None else specs.cases(suite, device=device, ops=ops, providers=providers,
@@ -573,9 +599,12 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
             if bar is not None:
                 bar.set_postfix_str(case.key[-60:], refresh=False)
             task = run.task(case.key, **options)
-            outcome, rec, detail = run_in_process(task, (case_timeouts or {}).get(case.key, timeout_s))
+            case_timeout = (case_timeouts or {}).get(case.key, timeout_s)
+            outcome, rec, detail = run_in_process(task, case_timeout)
             if outcome != "ok":
                 rec = worker.base_record(task, case, "error" if outcome == "invalid" else outcome, detail)
+            elif repeats(rec, processes, processes_below_us):
+                rec = _more_processes(rec, task, processes, case_timeout)
             res.records.append(rec)
             if bar is not None:
                 bar.update(1)
@@ -594,6 +623,77 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
         res.path = None if resume is None else resume.path  # a resumed run with nothing left: its file as it was
     res.wall_s = time.perf_counter() - t0
     return res
+
+
+def check_processes(processes: Any, below_us: Any) -> None:
+    """``ValueError`` (one line) unless ``processes`` is an integer from 1 to :data:`MAX_PROCESSES` and
+    ``below_us`` a positive finite number of microseconds."""
+    if not (type(processes) is int and 1 <= processes <= MAX_PROCESSES):
+        raise ValueError(f"processes must be an integer from 1 to {MAX_PROCESSES}, got {processes!r}")
+    if not (type(below_us) in (int, float) and 0 < below_us < float("inf")):
+        raise ValueError(f"processes_below_us must be a positive number of us, got {below_us!r}")
+
+
+def repeats(rec: Record | None, processes: int, below_us: float) -> bool:
+    """Whether ``rec`` (a case's first process) is timed again in fresh processes: ``processes`` > 1, a timed,
+    single-process, single-GPU record (no call-cost, multi-GPU or pipeline section) whose median is under
+    ``below_us``."""
+    return (processes > 1 and rec is not None and rec.status == "ok" and rec.metrics is not None
+            and rec.method is not None and rec.dispatch is None and rec.distributed is None and rec.pipeline is None
+            and rec.metrics.time_us.p50 < below_us)
+
+
+def combined(recs: list[Record]) -> Record:
+    """One record of a case timed in ``len(recs)`` fresh processes (the first one's record carries the rest):
+    each of ``metrics.time_us``'s quantiles and the mean the processes' mean (min and max over all), the graph
+    replay's median their mean where every process has one, throughput and share of the ceiling scaled to the
+    new median, ``processes`` every process's median, ``method.noise`` the larger of the processes' own noise
+    and the 95% half-width of the mean of their medians (1.96 sd / sqrt(k), relative), ``noise_target_met``
+    judged on it (``health.noisy`` where it is not), ``method.samples`` and ``duration_s`` summed. Check, clocks,
+    the rest of health and launches: the first's."""
+    import math
+    from statistics import fmean, stdev
+
+    first = recs[0]
+    if len(recs) == 1:
+        return first
+    ms = [r.metrics for r in recs]
+    q = {f: fmean(getattr(m.time_us, f) for m in ms) for f in ("p20", "p50", "p80", "mean")}
+    q["min"], q["max"] = min(m.time_us.min for m in ms), max(m.time_us.max for m in ms)
+    scale = first.metrics.time_us.p50 / q["p50"] if q["p50"] > 0 else 1.0
+    graphs = [m.graph_time_us for m in ms]
+    graph = fmean(graphs) if all(g for g in graphs) else None
+    m0 = first.metrics
+    metrics = msgspec.structs.replace(
+        m0, time_us=Quantiles(**q), items_per_s=m0.items_per_s * scale, gb_per_s=m0.gb_per_s * scale,
+        pct_of_ceiling=None if m0.pct_of_ceiling is None else m0.pct_of_ceiling * scale, graph_time_us=graph,
+        event_vs_graph=(q["p50"] - graph) / graph if graph else None)
+    meds = [m.time_us.p50 for m in ms]
+    between = 1.96 * stdev(meds) / math.sqrt(len(meds)) / q["p50"] if q["p50"] > 0 else 0.0
+    own = [r.method.noise for r in recs if r.method.noise is not None]
+    noise = max([between, *own])
+    method = msgspec.structs.replace(first.method, noise=noise, noise_target_met=noise <= first.method.noise_target,
+                                     samples=sum(r.method.samples for r in recs))
+    health = first.health
+    if not method.noise_target_met and not health.noisy:  # the processes' spread is the median's uncertainty now
+        health = msgspec.structs.replace(health, noisy=True, reasons=[
+            *health.reasons, f"noisy: noise target not met across {len(recs)} processes ({noise:.2%})"])
+    return msgspec.structs.replace(first, metrics=metrics, method=method, health=health, processes=meds,
+                                   duration_s=sum(r.duration_s for r in recs))
+
+
+def _more_processes(first: Record, task: Task, processes: int, timeout_s: float) -> Record:
+    """``first`` and ``processes`` - 1 more fresh processes of the same task, :func:`combined`; where one of them
+    fails, ``first`` alone, its reason saying so (a case is never reported from fewer processes unannounced)."""
+    recs = [first]
+    for _ in range(processes - 1):
+        outcome, rec, detail = run_in_process(task, timeout_s)
+        if outcome != "ok" or rec is None or rec.status != "ok" or rec.metrics is None or rec.method is None:
+            why = detail or (rec.reason if rec is not None else None) or outcome
+            note = f"timed in 1 process of {processes}: process {len(recs) + 1}: {str(why).splitlines()[0][:200]}"
+            return msgspec.structs.replace(first, reason="; ".join(x for x in (first.reason, note) if x))
+        recs.append(rec)
+    return combined(recs)
 
 
 def _status_line(counts: dict[str, int]) -> str:

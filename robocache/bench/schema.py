@@ -311,6 +311,9 @@ class Record(_Rec, omit_defaults=True):
     dispatch: Dispatch | None = None  # call-cost cases only (schema version 3); omitted when None
     pipeline: Pipeline | None = None  # end-to-end cases only (suite pipelines); omitted when None
     launches: list[Launch] = []  # robocache's tuned launches (v3) the timed call used; omitted when none
+    # the median (us) of each fresh process a short case was timed in (`run --processes K`); metrics are then
+    # their mean and method.noise covers their spread (docs/harness.md); omitted when the case ran in one
+    processes: list[NonNeg] = []
     # attached by the loader, never stored (the writer strips them):
     env: Env | None = None
     source: str | None = None
