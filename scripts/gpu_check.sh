@@ -17,7 +17,7 @@
 # aa:    the A/A pair: the quick suite twice on this commit, then `compare` of the two runs with the results'
 #        history (every robocache case should be "same"; the peers' verdicts show their run-to-run noise):
 #        records under OUTDIR/results, OUTDIR/aa-compare.md. PROCESSES=K (bench and aa): `run --processes K`,
-#        each case under 11 us timed in K fresh processes and reported as their mean.
+#        each case under 12 us timed in K fresh processes and reported as their median.
 # sampled: the sampled suite's ops spread over the machine's GPUs, one op per GPU at once (OPS, default
 #        resample,fuse,voxelize, an entry OP:SEED with a seed of its own, e.g. resample:6427,resample:9173; the GPUs:
 #        CUDA_VISIBLE_DEVICES's when set, else all, GPUS=N: the first N of them): a two-GPU machine measures two ops

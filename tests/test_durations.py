@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Raised to 204 for tests/test_provenance.py's two git tests (a repository built and committed in tmp, the command
 # against it): 0.25 s of wall together here (2026-11-28, `pytest tests/test_provenance.py --durations=0`).
 # Raised to 207 for tests/test_processes.py's three (`run --processes K`: the runner's loop over fake processes, the
-# CLI's usage errors in three subprocesses, one CPU run of two real processes): 2.6 s of wall together here
-# (2026-11-28, `pytest tests/test_processes.py -m "" --durations=0`).
+# CLI's usage errors in four subprocesses, a CPU run of two real processes through the CLI and two resumes of it):
+# 7.7 s of wall together here (2026-11-28, `pytest tests/test_processes.py -m "" --durations=0`).
 BUDGET_REST = 207  # CPU tests (tests/gpu aside) marked slow, browser or multiprocess
 BUDGET_SLOW = 8  # entries of conftest.SLOW
 FAST_SHARE = 0.8  # the fast tier's share of the CPU tests, at least (0.84 then)

@@ -233,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
                         "median; its noise covers their spread). A short case's median moves more from one "
                         "process to the next than within one (docs/regressions.md); default 1")
     r.add_argument("--processes-below-us", type=_POSITIVE_S, default=None, metavar="US",
-                   help="the median below which --processes applies (default 11 us)")
+                   help="the median below which --processes applies (default 12 us)")
     r.add_argument("--precompile-jobs", type=_NONNEG_INT, default=0, metavar="N",
                    help="before timing, compile the torch.compile cases in N parallel processes so each timing "
                         "process loads its compiled code from Inductor's on-disk cache; what is timed is "
@@ -1236,7 +1236,8 @@ def _run(args: argparse.Namespace) -> int:
             resume = runner.resume_plan(args.resume, cases, suite=args.suite, device=device, machine=args.machine,
                                         cache=args.cache, timing=TimingOptions(noise_target=args.noise_target,
                                                                                time_limit_s=args.time_limit),
-                                        processes=args.processes)
+                                        processes=args.processes,
+                                        processes_below_us=args.processes_below_us or runner.PROCESSES_BELOW_US)
         except ValueError as e:
             return _usage(f"robocache-bench run: {e}")
     return _run_single(args, device, cases, resume)
@@ -1286,7 +1287,9 @@ def _run_single(args: argparse.Namespace, device: str, cases: list, resume: Any 
 
     timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     where = "GPU (device timers)" if device == "gpu" else "CPU only (host timer; no GPU found)"
-    print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, one process each", file=sys.stderr)
+    each = ("one process each" if args.processes == 1 else f"one process each, {args.processes} for a case under "
+            f"{args.processes_below_us or runner.PROCESSES_BELOW_US:g} us")
+    print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, {each}", file=sys.stderr)
     if resume is not None:
         print(f"robocache-bench: resuming run {resume.run_id} ({resume.path}): {len(resume.kept)} records kept, "
               f"{len(resume.todo)} cases to run", file=sys.stderr)

@@ -47,7 +47,7 @@ from .schema import FAILED_STATUSES, Quantiles, Record
 # processes and reported as their mean. Below it a case's median moves 1.4-3.7% (sd) from one process to the next
 # on the H200 while a process's own sd is 0.15-0.5%; from 13 us up under 0.7% (docs/regressions.md, "How much a
 # case moves from one process to the next").
-PROCESSES_BELOW_US = 11.0
+PROCESSES_BELOW_US = 12.0  # in the gap between the quick suite's 10.7 us and 13.8 us cases: none flips night to night
 MAX_PROCESSES = 16
 
 PRELOAD = ["numpy", "torch", "cupy", "robocache", "robocache.providers", "robocache.bench.worker",
@@ -422,7 +422,7 @@ def point_of(key: str) -> str:
 def resume_plan(path: str | os.PathLike[str], cases: list[specs.Case], *, suite: str, device: str,
                 machine: str | None = None, git: tuple[str | None, bool | None] | None = None,
                 env: dict[str, Any] | None = None, cache: str = "warm", timing: Any = None,
-                processes: int = 1) -> Resume:
+                processes: int = 1, processes_below_us: float = PROCESSES_BELOW_US) -> Resume:
     """How to continue the run whose records file is ``path`` (cut short by a time limit or a killed runner) with
     ``cases``, the cases of the same command. A point (op/tag/dtype) whose every provider has a record (of any
     status) is kept; the one point the cut left measured in part is measured again whole (its ratios stay side by
@@ -461,7 +461,8 @@ def resume_plan(path: str | os.PathLike[str], cases: list[specs.Case], *, suite:
         raise ValueError(f"--resume {p}: its points are not this command's first ones, whole but the last (other "
                          "--ops, --providers, --dtypes or --cases than the run's): resume with the run's own filters")
     why = _git_mismatch(records, git if git is not None else git_state())
-    why = why or _method_mismatch(records, cache, timing) or _processes_mismatch(records, processes)
+    why = (why or _method_mismatch(records, cache, timing)
+           or _processes_mismatch(records, processes, processes_below_us))
     now = env if env is not None else envmod.capture_env(device, machine=machine)
     old = msgspec.to_builtins(first.env)
     why = why or next((f"its {k} is {old.get(k)!r}, here it is {now.get(k)!r}: a resumed run continues on the "
@@ -513,16 +514,20 @@ def _method_mismatch(records: list[Record], cache: str, timing: Any) -> str | No
     return None
 
 
-def _processes_mismatch(records: list[Record], processes: int) -> str | None:
-    """Why the records were timed with another ``--processes`` than ``processes`` (as far as they show: a record
-    timed in k processes lists k medians), or None."""
+def _processes_mismatch(records: list[Record], processes: int,
+                        below_us: float = PROCESSES_BELOW_US) -> str | None:
+    """Why the records were timed with another ``--processes`` or ``--processes-below-us`` than these (as far as
+    they show: a record timed in k processes lists k medians, one timed once under the threshold was not
+    repeated), or None."""
     for r in records:
         if r.processes and len(r.processes) != processes:
             return f"timed with --processes {len(r.processes)}, this command {processes}"
-    if processes > 1 and records and not any(r.processes for r in records):
-        short = [r for r in records if repeats(r, processes, PROCESSES_BELOW_US)]
-        if short:
-            return f"timed in one process each ({short[0].case.id} among them), this command --processes {processes}"
+        if r.processes and r.processes[0] >= below_us:
+            return (f"{r.case.id} was timed in {len(r.processes)} processes at {r.processes[0]:.3g} us, over this "
+                    f"command's --processes-below-us {below_us:g}")
+        if not r.processes and repeats(r, processes, below_us):
+            return (f"{r.case.id} was timed in one process at {r.metrics.time_us.p50:.3g} us, under this command's "
+                    f"--processes-below-us {below_us:g} with --processes {processes}")
     return None
 
 
@@ -604,7 +609,7 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
             if outcome != "ok":
                 rec = worker.base_record(task, case, "error" if outcome == "invalid" else outcome, detail)
             elif repeats(rec, processes, processes_below_us):
-                rec = _more_processes(rec, task, processes, case_timeout)
+                rec = _more_processes(rec, task, case, processes, case_timeout)
             res.records.append(rec)
             if bar is not None:
                 bar.update(1)
@@ -644,54 +649,61 @@ def repeats(rec: Record | None, processes: int, below_us: float) -> bool:
 
 
 def combined(recs: list[Record]) -> Record:
-    """One record of a case timed in ``len(recs)`` fresh processes (the first one's record carries the rest):
-    each of ``metrics.time_us``'s quantiles and the mean the processes' mean (min and max over all), the graph
-    replay's median their mean where every process has one, throughput and share of the ceiling scaled to the
-    new median, ``processes`` every process's median, ``method.noise`` the larger of the processes' own noise
-    and the 95% half-width of the mean of their medians (1.96 sd / sqrt(k), relative), ``noise_target_met``
-    judged on it (``health.noisy`` where it is not), ``method.samples`` and ``duration_s`` summed. Check, clocks,
-    the rest of health and launches: the first's."""
+    """One record of a case timed in ``len(recs)`` fresh processes, every one ``ok``: each of ``metrics.time_us``'s
+    quantiles and its mean the processes' median (their mean for two; one process slowed by a busy host moves a
+    median of three less than a mean), min and max over all; the graph replay's median likewise where every
+    process has one; throughput and share of the ceiling scaled to the new median; ``processes`` every process's
+    median; ``method.noise`` the within-process half-width of that estimate (sqrt of the sum of the processes'
+    squared noises, over K: the spread between processes is the history's and the priors' to judge, as for one
+    process, and stays in ``processes``), ``noise_target_met`` judged on it, ``method.samples`` and ``duration_s``
+    summed; health the union of the processes' flags and reasons (a throttled or contended process makes the
+    record so); check, clocks and launches the first's."""
     import math
-    from statistics import fmean, stdev
+    from statistics import median
 
     first = recs[0]
     if len(recs) == 1:
         return first
     ms = [r.metrics for r in recs]
-    q = {f: fmean(getattr(m.time_us, f) for m in ms) for f in ("p20", "p50", "p80", "mean")}
+    q = {f: median(getattr(m.time_us, f) for m in ms) for f in ("p20", "p50", "p80", "mean")}
     q["min"], q["max"] = min(m.time_us.min for m in ms), max(m.time_us.max for m in ms)
     scale = first.metrics.time_us.p50 / q["p50"] if q["p50"] > 0 else 1.0
     graphs = [m.graph_time_us for m in ms]
-    graph = fmean(graphs) if all(g for g in graphs) else None
+    graph = median(graphs) if all(g for g in graphs) else None
     m0 = first.metrics
     metrics = msgspec.structs.replace(
         m0, time_us=Quantiles(**q), items_per_s=m0.items_per_s * scale, gb_per_s=m0.gb_per_s * scale,
         pct_of_ceiling=None if m0.pct_of_ceiling is None else m0.pct_of_ceiling * scale, graph_time_us=graph,
         event_vs_graph=(q["p50"] - graph) / graph if graph else None)
-    meds = [m.time_us.p50 for m in ms]
-    between = 1.96 * stdev(meds) / math.sqrt(len(meds)) / q["p50"] if q["p50"] > 0 else 0.0
-    own = [r.method.noise for r in recs if r.method.noise is not None]
-    noise = max([between, *own])
-    method = msgspec.structs.replace(first.method, noise=noise, noise_target_met=noise <= first.method.noise_target,
+    own = [r.method.noise for r in recs]
+    noise = None if any(n is None for n in own) else math.sqrt(sum(n * n for n in own)) / len(own)
+    method = msgspec.structs.replace(first.method, noise=noise,
+                                     noise_target_met=noise is not None and noise <= first.method.noise_target,
                                      samples=sum(r.method.samples for r in recs))
-    health = first.health
-    if not method.noise_target_met and not health.noisy:  # the processes' spread is the median's uncertainty now
-        health = msgspec.structs.replace(health, noisy=True, reasons=[
-            *health.reasons, f"noisy: noise target not met across {len(recs)} processes ({noise:.2%})"])
-    return msgspec.structs.replace(first, metrics=metrics, method=method, health=health, processes=meds,
-                                   duration_s=sum(r.duration_s for r in recs))
+    hs = [r.health for r in recs]
+    health = msgspec.structs.replace(
+        first.health, throttled=any(h.throttled for h in hs), contended=any(h.contended for h in hs),
+        noisy=not method.noise_target_met,
+        reasons=list(dict.fromkeys(x for h in hs for x in h.reasons if not x.startswith("noisy:")))
+        + (["noisy: noise target not met"] if not method.noise_target_met else []))
+    return msgspec.structs.replace(first, metrics=metrics, method=method, health=health,
+                                   processes=[m.time_us.p50 for m in ms], duration_s=sum(r.duration_s for r in recs))
 
 
-def _more_processes(first: Record, task: Task, processes: int, timeout_s: float) -> Record:
-    """``first`` and ``processes`` - 1 more fresh processes of the same task, :func:`combined`; where one of them
-    fails, ``first`` alone, its reason saying so (a case is never reported from fewer processes unannounced)."""
+def _more_processes(first: Record, task: Task, case: specs.Case, processes: int, timeout_s: float) -> Record:
+    """``first`` and ``processes`` - 1 more fresh processes of the same task, :func:`combined`. Where one of them
+    does not end ``ok``, the case's record is that process's (its status: a kernel wrong in one process of three is
+    wrong), its reason saying which process it was."""
     recs = [first]
-    for _ in range(processes - 1):
+    for i in range(2, processes + 1):
         outcome, rec, detail = run_in_process(task, timeout_s)
-        if outcome != "ok" or rec is None or rec.status != "ok" or rec.metrics is None or rec.method is None:
-            why = detail or (rec.reason if rec is not None else None) or outcome
-            note = f"timed in 1 process of {processes}: process {len(recs) + 1}: {str(why).splitlines()[0][:200]}"
-            return msgspec.structs.replace(first, reason="; ".join(x for x in (first.reason, note) if x))
+        if outcome != "ok" or rec is None:
+            rec = worker.base_record(task, case, "error" if outcome == "invalid" else outcome, detail)
+        if rec.status != "ok" or rec.metrics is None or rec.method is None:
+            why = (rec.reason or rec.status).splitlines()[0] if (rec.reason or rec.status) else "no measurement"
+            status = rec.status if rec.status != "ok" else "error"
+            return msgspec.structs.replace(rec, status=status,
+                                           reason=f"process {i} of {processes} (the first ok): {why}"[:600])
         recs.append(rec)
     return combined(recs)
 
