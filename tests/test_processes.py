@@ -1,4 +1,4 @@
-"""``run --processes K``: a short case timed in K fresh processes, reported as their mean (issue 27: a short case's
+"""``run --processes K``: a short case timed in K fresh processes, reported as their median (issue 27: a short case's
 median moves more from one process to the next than within one, docs/regressions.md).
 
 The arithmetic (:func:`runner.combined`) and the runner's loop (fake processes) in the fast tier; one CPU run of
@@ -106,7 +106,7 @@ def _fake(monkeypatch, times: dict[str, list[float]], fail: tuple[str, int] | No
 
 
 def test_the_runner_times_short_cases_again_and_long_ones_once(tmp_path, monkeypatch):
-    """Three cases, K = 3: a short one (three processes, their mean), a long one (once), a short one whose second
+    """Three cases, K = 3: a short one (three processes, their median), a long one (once), a short one whose second
     process fails (the first process's record alone, its reason saying so); the file written and loaded back."""
     long_key = "resample/B256-S100-T50-D32/float32/numpy"
     failing = "resample/B32-S100-T50-D32/float32/torch_eager"

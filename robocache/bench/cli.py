@@ -229,8 +229,8 @@ def _parser() -> argparse.ArgumentParser:
                         "single-GPU suites only")
     r.add_argument("--processes", type=number(int, lo=1, hi=16), default=1, metavar="K",
                    help="time each case whose first process measured a median under --processes-below-us again in "
-                        "fresh processes, K in all, and report their mean (the record lists each process's "
-                        "median; its noise covers their spread). A short case's median moves more from one "
+                        "fresh processes, K in all, and report their median (the mean for K = 2; the record lists each "
+                        "process's median). A short case's median moves more from one "
                         "process to the next than within one (docs/regressions.md); default 1")
     r.add_argument("--processes-below-us", type=_POSITIVE_S, default=None, metavar="US",
                    help="the median below which --processes applies (default 12 us)")

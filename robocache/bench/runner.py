@@ -44,7 +44,7 @@ from .messages import Ceiling, Precompiled, Task
 from .schema import FAILED_STATUSES, Quantiles, Record
 
 # `run --processes K`: a case whose first process measured a median under this many us is timed in K fresh
-# processes and reported as their mean. Below it a case's median moves 1.4-3.7% (sd) from one process to the next
+# processes and reported as their median. Below it a case's median moves 1.4-3.7% (sd) from one process to the next
 # on the H200 while a process's own sd is 0.15-0.5%; from 13 us up under 0.7% (docs/regressions.md, "How much a
 # case moves from one process to the next").
 PROCESSES_BELOW_US = 12.0  # in the gap between the quick suite's 10.7 us and 13.8 us cases: none flips night to night
@@ -553,7 +553,7 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
     """Run the cases of ``suite`` (or the given ``cases``) and write them to one run file under ``out_dir``.
 
     ``processes``: a case whose first process measured a median under ``processes_below_us`` runs in that many
-    fresh processes in all and is reported as their mean (:func:`combined`; the record's ``processes`` lists each).
+    fresh processes in all and is reported as their median (:func:`combined`; the record's ``processes`` lists each).
 
     ``timeout_s``: each case process's timeout; ``case_timeouts``: another timeout for some cases, by case key (a
     case known to hang: the isolation test's hang is stopped in seconds while the other cases keep the generous

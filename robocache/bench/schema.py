@@ -312,7 +312,7 @@ class Record(_Rec, omit_defaults=True):
     pipeline: Pipeline | None = None  # end-to-end cases only (suite pipelines); omitted when None
     launches: list[Launch] = []  # robocache's tuned launches (v3) the timed call used; omitted when none
     # the median (us) of each fresh process a short case was timed in (`run --processes K`); metrics are then
-    # their mean and method.noise covers their spread (docs/harness.md); omitted when the case ran in one
+    # their median (the mean of two), method.noise within-process (docs/harness.md); omitted when the case ran in one
     processes: list[NonNeg] = []
     # attached by the loader, never stored (the writer strips them):
     env: Env | None = None
