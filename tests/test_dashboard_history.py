@@ -429,7 +429,7 @@ def _what_check_reads(rows: Any) -> list[tuple]:
     series, architecture, case key and runner's fingerprint."""
     return [(rows.machine[i], rows.frontend[i], rows.suite[i], rows.created[i], rows.run_id[i], rows.commit[i],
              rows.why[i], rows.p50[i], rows.within[i], rows.ratio[i], rows.series(i), rows.arch(i), rows.case_key(i),
-             rows.env_print(i)) for i in range(len(rows.run_id))]
+             rows.env_print(i), rows.processes[i]) for i in range(len(rows.run_id))]
 
 
 def test_the_frames_rows_carry_every_field_the_check_reads(tmp_path: Path) -> None:
@@ -457,6 +457,7 @@ def test_the_frames_rows_carry_every_field_the_check_reads(tmp_path: Path) -> No
     recs[5]["synthetic"] = True
     recs[6]["method"].update(input_sets=4, version=2)
     recs[7]["case"]["grid_version"] = 1
+    recs[7]["processes"] = [1.0, 1.1, 0.9]  # timed in 3 fresh processes (run --processes 3)
     write_records(tmp_path, env, recs, name="edge")
     loaded = store.load(*committed.files(), str(tmp_path))
     assert not loaded.bad
@@ -473,6 +474,7 @@ def test_the_frames_rows_carry_every_field_the_check_reads(tmp_path: Path) -> No
     assert {None, "status crash", "throttled", "contended"} <= whys and any(w[5] is None for w in want)
     assert any(w[8] == 0.0 and w[6] is None for w in want)
     assert any(w[9] is not None for w in want)  # call-cost records with their interleaved ratio
+    assert {w[14] for w in want} == {1, 3}  # one record timed in 3 processes, every other in one
 
 
 def test_check_is_kept_on_disk_and_recomputed_when_its_inputs_change(rehearsal: Path, tmp_path: Path,

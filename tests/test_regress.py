@@ -1272,3 +1272,43 @@ def test_a_run_of_another_suite_retires_no_series():
     res = regress.check(nightly + [later])
     assert res.series == 3 and res.series_stale == 1  # B2 alone: not in the newest nightly run
     assert res.series_checked == 1  # B1, tested though a quick run came after its newest night
+
+
+# ------------------------------------------------------------------ records timed in K processes (run --processes)
+
+def _in_processes(recs: list, k: int, from_night: int = 0) -> list:
+    """The records from ``from_night`` on as `run --processes k` writes them: each lists its k processes' medians
+    (around its own median, within +-0.2%)."""
+    for i, r in enumerate(recs):
+        if i >= from_night and k > 1:
+            t = r.metrics.time_us.p50
+            r.processes = [t * (1 + 0.002 * ((j % 3) - 1)) for j in range(k)]
+    return recs
+
+
+@pytest.mark.parametrize("rows", ["records", "frame"])
+def test_reproduce_command_carries_the_processes_of_the_newest_record(rows):
+    """An alert whose newest record was timed in K fresh processes reproduces it in K (whatever its first process
+    measures: the record does not say its run's threshold); one timed in one process reproduces it in one, however
+    the older nights were timed. Both of check's row sources (loaded records, the frame's columns) carry it."""
+    from robocache.bench import frame
+    from robocache.bench.regressions.records import ALWAYS_BELOW_US
+
+    def alert(recs):
+        data = frame.build_table(recs).select(list(changepoints.FRAME_COLUMNS)) if rows == "frame" else recs
+        res = regress.check(data)
+        assert len(res.alerts) == 1
+        return res.alerts[0]
+
+    a = alert(_in_processes(series(FLAT + [110.0]), 3))
+    cmd = regress.reproduce_command(a)
+    run = (f"--cases resample/B1-S100-T50-D32/float32/numpy --machine ci-synthetic --processes 3 "
+           f"--processes-below-us {ALWAYS_BELOW_US:g}")
+    assert cmd.count(run) == 2 and a.after.processes == 3  # the run at both commits
+    assert regress.alert_markdown(a).count("--processes 3") == 2
+    one = regress.reproduce_command(alert(series(FLAT + [110.0])))
+    assert "--processes" not in one and one == cmd.replace(run, run.split(" --processes")[0])
+    # the older nights in 3 processes, the newest in one: reproduced as the newest was measured
+    newest_one = _in_processes(series(FLAT + [110.0]), 3)
+    newest_one[-1].processes = []
+    assert "--processes" not in regress.reproduce_command(alert(newest_one))

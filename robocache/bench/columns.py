@@ -53,6 +53,9 @@ COLUMNS = ["run_id", "created", "created_text", "git_commit", "suite", "frontend
            "bytes", "pipeline_kind", "interleaved",
            # robocache's tuned launch the timed call used (record.launches, :func:`launch_text`: "cs 2 (tuned)")
            "launch",
+           # the fresh processes its median was taken over (`run --processes K`: len(record.processes); 1 for a record
+           # timed once): check's alerts reproduce and rerun a case as its newest record was measured
+           "processes",
            # the series' identity (schema.series_key's fingerprint: the one definition check, compare, the report
            # and History's lines use), 12 hex digits
            "series"]
@@ -136,7 +139,8 @@ def _record_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
             "git_dirty": [r.git_dirty for r in records], "source": [shown(r.source) for r in records],
             "series": [fp(r) for r in records],
             "pipeline_kind": [r.pipeline.kind if r.pipeline is not None else None for r in records],
-            "launch": [launch_text(getattr(r, "launches", None)) for r in records]}
+            "launch": [launch_text(getattr(r, "launches", None)) for r in records],
+            "processes": [max(len(getattr(r, "processes", None) or ()), 1) for r in records]}
 
 
 # Config fields at the launch rule's value (robocache/_tune.py's DEFAULT): left out of a launch's text

@@ -90,7 +90,7 @@ FLOAT_COLUMNS = ("noise", "p20", "p50", "p80", "gb_per_s", "pct_of_ceiling", "it
                  "sm_mhz_min", "sm_mhz_median", "sm_mhz_max_supported", "temperature_c_max", "power_w_max",
                  *MULTI_NUMERIC, "dispatch_device_us")
 # int64 in the frame when every record has one, float64 (NaN) when some lack it: pandas' own rule for a list
-INT_COLUMNS = ("input_sets", "method_version", "grid_version", "other_processes", "gpu_count", "bytes")
+INT_COLUMNS = ("input_sets", "method_version", "grid_version", "other_processes", "gpu_count", "bytes", "processes")
 # bool when every record has one, object (True/False/None) when some lack it
 BOOL_COLUMNS = ("throttled", "contended", "noisy", "synthetic", "git_dirty", "dispatch_gpu_keeps_up")
 _TEXT = pa.dictionary(pa.int32(), pa.string())

@@ -10,15 +10,34 @@ from typing import Any
 from ..schema import ALERTS_SCHEMA
 from .changepoints import MIN_HISTORY, Break, Change, CheckResult, Drift, Point
 from .noise import CALL_RATIO
+from .records import ALWAYS_BELOW_US, MAX_PROCESSES
 
 PLACE_SURE = 0.7  # an alert whose location's likelihood share (_place_p) is below this says a neighbour may be it
 
 
+def measured_processes(c: Change) -> int:
+    """How many fresh processes the alert's newest run timed its case in (``run --processes K``; 1: one): the
+    series' newest point (``Change.tonight``, the night alerted), else the first point after the change; at most
+    :data:`.records.MAX_PROCESSES` (what ``run`` takes: a record is data, never an argument ``run`` refuses)."""
+    newest = c.tonight if c.tonight is not None else c.after
+    return min(max(int(getattr(newest, "processes", 1) or 1), 1), MAX_PROCESSES)
+
+
+def processes_args(k: int) -> str:
+    """The ``run`` options that time a case in ``k`` fresh processes whatever its first one measures (none for
+    k = 1): ``--processes-below-us`` at :data:`.records.ALWAYS_BELOW_US`, since the record does not say its run's
+    threshold, and a slower commit's first process may land over the default one (12 us) and be timed once."""
+    return f" --processes {int(k)} --processes-below-us {ALWAYS_BELOW_US:g}" if k > 1 else ""
+
+
 def reproduce_command(c: Change) -> str:
+    """The commands that measure the alert's case at the commits before and after it, as its newest run measured
+    it (its suite, its machine; in K processes where that run timed it in K: :func:`measured_processes`), and
+    compare the two runs."""
     s = c.series
     before, after = (shlex.quote((c.before.commit or "?")[:12]), shlex.quote((c.after.commit or "?")[:12]))
     run = (f"robocache-bench run --suite {shlex.quote(c.after.suite)} --cases {shlex.quote(c.key)} "
-           f"--machine {shlex.quote(str(s['machine']))}")
+           f"--machine {shlex.quote(str(s['machine']))}{processes_args(measured_processes(c))}")
     return (f"git checkout {before} && {run} && git checkout {after} && {run} && "
             f"robocache-bench compare results/<run at {before}> results/<run at {after}>")
 

@@ -17,7 +17,7 @@ from ..schema import Series, fingerprint, series_key
 from .noise import (CALL_RATIO, NOISE_MIN, PRIOR_DOF, prior_noise, prior_ratio_noise, series_sigma, shrink, sigma_floors,
                     within_floor)
 from .records import (CALL_COST_TIMERS, FLOOR, call_ratio, call_ratio_of_json, case_key, check_floor, env_changes, env_fingerprint,
-                      env_print, p50, safe_exp, unhealthy, within_sigma)
+                      env_print, p50, processes_of, safe_exp, unhealthy, within_sigma)
 
 FDR_Q = 0.01  # Benjamini-Hochberg level over all candidate change points of all series
 RECENT = 5  # an improvement older than the newest RECENT runs is history, not news
@@ -46,6 +46,9 @@ class Point:
     within: float
     suite: str
     env: dict[str, str] = field(default_factory=dict)  # env_fingerprint of the run
+    # the fresh processes the run's median was taken over (records.processes_of: `run --processes K`; 1 for one):
+    # an alert reproduces (alerts.reproduce_command) and reruns (check --confirm) its case as its newest run did
+    processes: int = 1
 
 
 @dataclass
@@ -539,6 +542,7 @@ class _Rows:
     p50: list[float | None]
     within: list[float]
     ratio: list[tuple[float, float] | None]  # a call-cost record's interleaved ratio and its noise (call_ratio)
+    processes: list[int]  # the fresh processes its median was taken over (processes_of)
 
     def series(self, i: int) -> Series:
         raise NotImplementedError
@@ -569,6 +573,7 @@ class _RecordRows(_Rows):
         self.p50 = [p50(r) for r in recs]
         self.within = [within_sigma(r) for r in recs]
         self.ratio = [call_ratio(r) for r in recs]
+        self.processes = [processes_of(r) for r in recs]
         self._env_prints: dict[int, tuple[Any, dict[str, str]]] = {}
 
     def series(self, i: int) -> Series:
@@ -594,7 +599,7 @@ class _RecordRows(_Rows):
 # the frame's columns the check reads (robocache.bench.frame: one row per record)
 FRAME_COLUMNS = ("machine", "frontend", "suite", "created_text", "run_id", "git_commit", "series", "status", "p50",
                  "throttled", "contended", "noise", "env", "op", "case_id", "provider", "dtype", "timer", "cache",
-                 "grid_version", "input_sets", "method_version", "interleaved")
+                 "grid_version", "input_sets", "method_version", "interleaved", "processes")
 
 
 def _values(col: Any) -> list[Any]:
@@ -621,6 +626,7 @@ class _FrameRows(_Rows):
                                           self._col("contended"))]
         self.within = [min(float(n) / 1.96, 1e6) if n is not None else 0.0 for n in self._col("noise")]
         self.ratio = [call_ratio_of_json(t, il) for t, il in zip(self._col("timer"), self._col("interleaved"))]
+        self.processes = self._processes()
         self._envs: dict[Any, dict[str, Any]] = {}
 
     def _col(self, c: str) -> list[Any]:
@@ -628,6 +634,14 @@ class _FrameRows(_Rows):
         if got is None:
             got = self._cols[c] = _values(self._df[c])
         return got
+
+    def _processes(self) -> list[int]:
+        """The ``processes`` column (1 where missing: a frame of an older cache or a caller's selection without it)."""
+        try:
+            vals = self._col("processes")
+        except KeyError:
+            return [1] * len(self.run_id)
+        return [int(v) if v is not None and v >= 1 else 1 for v in vals]
 
     def _env(self, i: int) -> dict[str, Any]:
         text = self._col("env")[i]
@@ -718,9 +732,9 @@ def _points(rows: _Rows, healthy: list[int], ratio: bool = False) -> list[Point]
     """A series' healthy rows (sorted) as points: their median times, or (``ratio``) their interleaved ratios."""
     if ratio:
         return [Point(rows.run_id[i], rows.commit[i], rows.created[i], math.log(rows.ratio[i][0]), rows.ratio[i][1],
-                      rows.suite[i], rows.env_print(i)) for i in healthy]
+                      rows.suite[i], rows.env_print(i), rows.processes[i]) for i in healthy]
     return [Point(rows.run_id[i], rows.commit[i], rows.created[i], math.log(rows.p50[i]), rows.within[i],
-                  rows.suite[i], rows.env_print(i)) for i in healthy]
+                  rows.suite[i], rows.env_print(i), rows.processes[i]) for i in healthy]
 
 
 def _method_break(series: dict[str, Any], fp: str, skey: Series, pts: list[Point],

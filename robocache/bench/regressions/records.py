@@ -118,6 +118,23 @@ def unhealthy(rec: Record) -> str | None:
     return None
 
 
+# `run --processes K` (docs/harness.md): the --processes-below-us that a rerun or a reproduction of a K-process record
+# passes, so that its case is timed in K processes whatever its first process measures (1000 s: beyond any case's
+# median, past run's default --timeout of 600 s). The record does not say which threshold its run used, only that its first process was under it; with
+# the default (12 us) a slower commit's first process could land over it and be timed once, another measurement
+ALWAYS_BELOW_US = 1e9
+# the most processes `run --processes` takes (runner.MAX_PROCESSES, which tests/test_regress.py holds this to; not
+# imported: the runner pulls in the worker and the providers): a record that lists more, which this runner never
+# writes, is rerun and reproduced in this many, never with an argument the runner refuses
+MAX_PROCESSES = 16
+
+
+def processes_of(rec: Record) -> int:
+    """How many fresh processes the record's median was taken over (``run --processes K``): K for a record that
+    lists its processes' medians (``Record.processes``), 1 for one timed once (an ordinary record lists none)."""
+    return max(len(getattr(rec, "processes", None) or ()), 1)
+
+
 def case_label(rec: Record) -> str:
     c = rec.case
     return f"{c.id} {c.dtype} {c.provider}"
