@@ -107,6 +107,8 @@ def test_only_the_first_reruns_count_as_the_first_look(stepped, tmp_path, capsys
     ({"created": "2026-01-26T03:00:00+00:00"}, "not newer than the night alerted"),
     ({"git_commit": "f" * 40}, "not the night's"),
     ({"status": "crash"}, "status crash"),
+    # the night alerted was timed in one process: reruns timed in 3 (run --processes 3) are another measurement
+    ({"processes": 3}, "timed in 3 process(es), the night alerted in 1"),
 ])
 def test_reruns_that_cannot_count_are_not_used_and_say_why(stepped, tmp_path, capsys, over, why):
     hist_dir, hist, ref = stepped
@@ -119,12 +121,37 @@ def test_reruns_that_cannot_count_are_not_used_and_say_why(stepped, tmp_path, ca
             r.git_commit = over["git_commit"]
         if "status" in over:
             r.status, r.metrics = "crash", None
+        if "processes" in over:
+            r.processes = [r.metrics.time_us.p50] * over["processes"]
         store.write_records(d, make_env(), [r], name=f"confirm-{k}")
     rc, doc, _ = _check(capsys, str(hist_dir), "--reruns", str(d))
     # six nights at +10%: significant at the check's own level, so raised unconfirmed, with the reason
     assert rc == 1 and len(doc["alerts"]) == 1, doc
     assert doc["alerts"][0]["confirmed"] is False and why in doc["alerts"][0]["confirm_note"]
     assert "0 valid rerun(s)" in doc["alerts"][0]["confirm_note"]
+
+
+def test_reruns_timed_in_as_many_processes_as_the_night_count(stepped, tmp_path, capsys):
+    """A series whose nights were timed in 3 processes (run --processes 3) is confirmed by reruns timed in 3, and
+    not by reruns timed in one (their median moves more between runs than the nights' the test assumes)."""
+    hist_dir, hist, ref = stepped
+    for r in hist:
+        r.processes = [r.metrics.time_us.p50] * 3
+    k3 = tmp_path / "hist3"
+    _write_hist(k3, hist)
+    for name, procs in (("three", 3), ("one", 1)):
+        d = tmp_path / name
+        for k in range(1, regress.CONFIRM_RUNS + 1):
+            r = _rerun(hist, math.exp(ref) * 1.10, k)
+            r.processes = [r.metrics.time_us.p50] * procs if procs > 1 else []
+            store.write_records(d, make_env(), [r], name=f"confirm-{k}")
+        rc, doc, _ = _check(capsys, str(k3), "--reruns", str(d))
+        a = doc["alerts"][0]
+        if procs == 3:
+            assert rc == 1 and a["confirmed"] is True and a["reruns"] == regress.CONFIRM_RUNS, a["confirm_note"]
+            assert "--processes 3 " in a["reproduce"]
+        else:
+            assert a["confirmed"] is False and "timed in 1 process(es), the night alerted in 3" in a["confirm_note"]
 
 
 def test_reruns_of_another_machine_or_series_confirm_nothing(stepped, tmp_path, capsys):

@@ -342,7 +342,8 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--json", help="write the alerts as JSON (schema robocache-alerts/1) to this file")
     k.add_argument("--markdown", help="write the markdown summary to this file (also printed)")
     k.add_argument("--confirm", action="store_true",
-                   help="measure the alerted cases again (one process each) before raising the alerts")
+                   help="measure the alerted cases again (one process each; in K where the alert's newest record "
+                        "was timed with run --processes K) before raising the alerts")
     k.add_argument("--confirm-out", default=None,
                    help="where the confirmation records go (default: a new temporary folder; never the history)")
     k.add_argument("--time-limit", type=_POSITIVE_S, default=None,
@@ -351,7 +352,8 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--reruns", metavar="DIR", default=None,
                    help="confirm with reruns measured elsewhere instead of measuring here (a folder or records file, "
                         "e.g. another job's --confirm-out): records of the alerted series, newer than the night "
-                        "alerted, of its commit, healthy; the same rule as --confirm")
+                        "alerted, of its commit, timed in as many processes (run --processes), healthy; the same "
+                        "rule as --confirm")
     k.add_argument("--refuted-before", metavar="ALERTS_JSON", default=None,
                    help="the previous night's check --json of this machine; with --confirm or --reruns a change "
                         "point its reruns refuted (refuted_looks) is tested at a spent level tonight (its looks "
@@ -1052,6 +1054,8 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
     from . import env as envmod  # capture_env's rule for the name (argument, ROBOCACHE_MACHINE, GPU, hostname)
     from . import runner
     from .regressions import confirmation
+    from .regressions.alerts import measured_processes
+    from .regressions.records import ALWAYS_BELOW_US
 
     here = args.machine or envmod.capture_env(runner.detect_device())["machine"]
     again: list = []
@@ -1069,17 +1073,22 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
         print(f"confirming {len(alerts)} alerted case(s) on {here} by measuring them {times} times "
               f"again into {out} ...", file=sys.stderr)
         # each alert measured as its series was: its suite and cache mode (a cold-cache series rerun warm would be
-        # another series and could never confirm it)
-        groups: dict[tuple[str, str], list[str]] = {}
+        # another series and could never confirm it), and in as many fresh processes as its newest run timed it in
+        # (`run --processes K`: the median of K processes moves less between runs than one process's, and the
+        # series' noise the reruns are tested with is that of its K-process nights; alerts.measured_processes)
+        groups: dict[tuple[str, str, int], list[str]] = {}
         for c in alerts:
             cache = c.series.get("cache") if c.series.get("cache") in ("warm", "cold") else "warm"
-            groups.setdefault((c.after.suite, cache), []).append(c.key)
+            groups.setdefault((c.after.suite, cache, measured_processes(c)), []).append(c.key)
         # --time-limit: the sampling of each rerun's case (only when given: otherwise run's own default)
         timing = {"timing": {"time_limit_s": args.time_limit}} if args.time_limit is not None else {}
-        for (suite, cache), ks in sorted(groups.items()):
+        for (suite, cache, nproc), ks in sorted(groups.items()):
+            # K > 1: every case of the group timed in K processes whatever its first one measures (the record does
+            # not say its run's --processes-below-us; records.ALWAYS_BELOW_US)
+            procs = {"processes": nproc, "processes_below_us": ALWAYS_BELOW_US} if nproc > 1 else {}
             for _ in range(times):  # fresh processes each time: independent measurements
                 rr = runner.run_suite(suite, device=device, cases=[specs.find(k) for k in sorted(set(ks))],
-                                      out_dir=out, machine=here, cache=cache, progress=False, **timing)
+                                      out_dir=out, machine=here, cache=cache, progress=False, **timing, **procs)
                 again.extend(store.load(rr.path).records if rr.path else [])
         return again[start:]
 
@@ -1090,7 +1099,8 @@ def _check_confirm(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> li
 def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> list:
     """``check --reruns DIR``: the confirmation of ``--confirm`` on reruns measured elsewhere (another job, another
     runner of the machine): a rerun counts for an alert when it is a healthy record of the alert's series (machine,
-    case, provider, front end, method...), newer than the night alerted and of its commit; the first
+    case, provider, front end, method...), newer than the night alerted, of its commit and timed in as many fresh
+    processes (``run --processes K``, :func:`.regressions.records.processes_of`); the first
     ``CONFIRM_RUNS`` of them (in time order) are the first look and the next ``CONFIRM_MORE`` the second, exactly
     as ``--confirm`` measures them. An alert with fewer valid reruns is raised unconfirmed (or, only screened, not
     raised), with the reason. Updates ``res.alerts``; returns the refuted ones."""
@@ -1098,7 +1108,7 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
 
     from .regressions import confirmation
     from .regressions.noise import CALL_RATIO
-    from .regressions.records import call_ratio, unhealthy
+    from .regressions.records import call_ratio, processes_of, unhealthy
     from .schema import fingerprint, series_key
 
     loaded = store.load(args.reruns)
@@ -1125,6 +1135,10 @@ def _check_reruns(args: argparse.Namespace, res: Any, kw: dict[str, Any]) -> lis
                 why = f"not newer than the night alerted ({night.created})"
             elif why is None and night is not None and night.commit and r.git_commit != night.commit:
                 why = f"of commit {str(r.git_commit)[:12]}, not the night's {night.commit[:12]}"
+            elif why is None and night is not None and processes_of(r) != night.processes:
+                # timed another way (`run --processes K`): one process's median moves more between runs than the
+                # median of K, and the reruns are tested with the noise of the series' nights
+                why = f"timed in {processes_of(r)} process(es), the night alerted in {night.processes}"
             elif why is None and c.series.get("measure") == CALL_RATIO and call_ratio(r) is None:
                 # its alert is tested on the reruns' ratios: a rerun without one would leave the look short
                 why = "without the interleaved call ratio its alert is judged by"
