@@ -1353,3 +1353,30 @@ def test_confirm_reruns_a_case_in_as_many_processes_as_its_newest_record(tmp_pat
     assert (f"--processes {k_run} " in alert["reproduce"]) == (k > 1)
     assert ("--processes" in alert["reproduce"]) == (k > 1)
 
+
+def test_fit_priors_keeps_records_of_k_processes_apart():
+    """Runs of one commit timed in one and in K processes never deviate from one mean together (no run-to-run ratio
+    between them): the one-process runs' deviations are fitted under the provider, the K-process runs' under
+    ``<provider>|p<K>``, and the check's lookups read the one-process fit."""
+    from robocache.bench.regressions import noise
+
+    def run(t, i, k, case="resample/B1-S100-T50-D32"):
+        r = rec(case, t, run=f"r{k}-{i}", night=i, provider="robocache", commit="f" * 40)
+        r.synthetic = False
+        return _in_processes([r], k)[0]
+
+    # one case, one commit: two one-process runs 10% apart, three 3-process runs within 0.2%, 20% slower (pooled,
+    # every one-process run would deviate from a mean the 3-process runs pull up, and they from the one-process runs)
+    one = [run(t, i, 1) for i, t in enumerate((10.0, 11.0))]
+    three = [run(t, i, 3) for i, t in enumerate((12.50, 12.52, 12.48))]
+    fit = json.loads(json.dumps(regress.fit_priors(one + three)))
+    assert set(fit) == {"robocache", "all", "robocache|p3", "all|p3"}
+    assert fit["robocache"]["*"]["n"] == 2 and fit["robocache|p3"]["*"]["n"] == 3
+    assert max(abs(e) for e in fit["robocache|p3"]["*"]["deviations"]) < 0.002
+    half = math.log(11.0 / 10.0) / 2 * math.sqrt(2)  # each one-process run's deviation from their own mean
+    assert fit["robocache"]["*"]["deviations"] == pytest.approx([-half, half], abs=1e-5)
+    # a group of one run per process count gives nothing (one run is no deviation)
+    assert regress.fit_priors([run(10.0, 0, 1), run(12.5, 1, 3)]) == {}
+    # the check's prior for the provider is the one-process fit
+    from_one = noise._fit_bucket({("ci-synthetic", "f" * 40): [-half, half]})["sigma"]
+    assert fit["robocache"]["lt20us"]["sigma"] == pytest.approx(from_one, abs=1e-5)

@@ -200,6 +200,22 @@ def test_call_cost_deviations_never_enter_the_device_pools():
     assert not any("|host" in str(x) for c in dev_cells for x in c)
 
 
+def test_records_of_k_processes_give_no_replay_deviations():
+    """The replay draws one-process nights (the check's priors are one-process fits; noise.fit_priors keeps
+    K-process runs apart): a run timed in K processes (run --processes K) forms no run-to-run ratio, neither with
+    a one-process run of its commit nor with another K-process run."""
+    case = "resample/B4-S100-T50-D32"
+    one = [_rec(case, "cuda_event", 10.0, 1), _rec(case, "cuda_event", 10.1, 2)]
+    three = [_rec(case, "cuda_event", t, n) for t, n in ((12.0, 3), (12.5, 4))]
+    for r in three:
+        r.processes = [r.metrics.time_us.p50] * 3
+    cells = {}
+    for f in range(replay.FOLDS):
+        cells.update(replay.pools(one + three, f))
+    d_one = abs(math.log(10.1 / 10.0)) / math.sqrt(2)
+    assert cells and all(np.allclose(np.abs(v), d_one) for v in cells.values())  # the one-process pair alone
+
+
 def test_aa_spread_is_per_replicate_and_names_the_heaviest_series():
     """The A/A estimate's spread: each replicate's expected rate over its own A/A series-nights (the nights before
     a series' change), their mean and standard deviation, and the series that weigh most."""

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..schema import Series, series_key
-from .records import CALL_COST_TIMERS, call_ratio, p50, unhealthy
+from .records import CALL_COST_TIMERS, call_ratio, p50, processes_of, unhealthy
 
 NOISE_MIN = 0.002  # no series is assumed quieter than 0.2% between runs
 # Between-run noise assumed at least (per run, relative): sigma(t) = sqrt(REL^2 + (ABS_US / t)^2). Fitted to
@@ -57,38 +57,52 @@ def fit_priors(records: Iterable[Any]) -> dict[str, Any]:
     A call-cost record that carries its interleaved ratio (:func:`records.call_ratio`, what ``compare`` judges such
     a case by) gives its ratio's deviations too, under ``<provider>|host-ratio`` and ``all|host-ratio``, one pool
     ``"*"`` (a ratio has no time bucket): the host's state cancels in the ratio, so its noise is not the host
-    time's (H200 A/A of 2026-11-27: resample's host time 12.85 / 21.16 / 18.75 us, its ratio 1.68 / 1.72 / 1.74)."""
-    groups: dict[tuple[Series, str], list[float]] = defaultdict(list)
-    ratios: dict[tuple[Series, str], list[float]] = defaultdict(list)
+    time's (H200 A/A of 2026-11-27: resample's host time 12.85 / 21.16 / 18.75 us, its ratio 1.68 / 1.72 / 1.74).
+
+    A record timed in K > 1 fresh processes (``run --processes K``: its median the median of K processes' medians,
+    :func:`records.processes_of`) is fitted apart, under ``<provider>|p<K>`` and ``all|p<K>`` (after any ``|host``
+    or ``|host-ratio``; :func:`_processes_suffix`), and its runs are grouped with the runs of one commit timed in
+    as many processes only: the median of K processes moves less from run to run than one process's median (the
+    spread between processes is most of a short case's between-run noise: docs/harness.md), so a deviation of a
+    K-process run from a one-process run's mean is neither's noise, and pooled together the K-process runs would
+    narrow the one-process prior the check reads and the one-process runs widen the K-process fit. The check's
+    lookups (:func:`prior_noise`, :func:`prior_pool`) read the one-process fits only: a K-process series is judged
+    with the wider one-process prior until its own history outweighs it (:func:`shrink`)."""
+    groups: dict[tuple[Series, str, int], list[float]] = defaultdict(list)
+    ratios: dict[tuple[Series, str, int], list[float]] = defaultdict(list)
     for r in records:
         if unhealthy(r) or not r.git_commit or r.synthetic:
             continue
-        groups[(series_key(r), r.git_commit)].append(math.log(p50(r)))
+        # the process count in the key: runs of one commit timed in different numbers of processes never deviate
+        # from one mean together (no run-to-run ratio between a K-process and a one-process run)
+        k = processes_of(r)
+        groups[(series_key(r), r.git_commit, k)].append(math.log(p50(r)))
         cr = call_ratio(r)
         if cr is not None:
-            ratios[(series_key(r), r.git_commit)].append(math.log(cr[0]))
+            ratios[(series_key(r), r.git_commit, k)].append(math.log(cr[0]))
     # provider -> bucket -> session (machine, commit) -> deviations
     dev: dict[str, dict[str, dict[tuple[str, str], list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
-    for (sk, commit), xs in groups.items():
+    for (sk, commit, k), xs in groups.items():
         if len(xs) < 2:
             continue
         x = np.array(xs)
         scale = math.sqrt(len(x) / (len(x) - 1))
         b = _bucket(math.exp(float(x.mean())))
-        sfx = _timer_suffix(sk.timer)
+        sfx = _timer_suffix(sk.timer) + _processes_suffix(k)
         session = (sk.machine or "", commit)
         for e in (x - x.mean()) * scale:
             for prov in (sk.provider + sfx, "all" + sfx):
                 dev[prov][b][session].append(float(e))
                 dev[prov]["*"][session].append(float(e))
-    for (sk, commit), xs in ratios.items():
+    for (sk, commit, k), xs in ratios.items():
         if len(xs) < 2:
             continue
         x = np.array(xs)
         session = (sk.machine or "", commit)
+        sfx = RATIO_SUFFIX + _processes_suffix(k)
         for e in (x - x.mean()) * math.sqrt(len(x) / (len(x) - 1)):
-            for prov in (sk.provider + RATIO_SUFFIX, "all" + RATIO_SUFFIX):
+            for prov in (sk.provider + sfx, "all" + sfx):
                 dev[prov]["*"][session].append(float(e))
     out: dict[str, Any] = {}
     for prov, per in sorted(dev.items()):
@@ -138,6 +152,12 @@ RATIO_SUFFIX = "|host-ratio"  # the priors' key suffix of a call-cost case's int
 def _timer_suffix(timer: str | None) -> str:
     """The priors' key suffix of a series timed with ``timer``: ``"|host"`` for a call's host time, else none."""
     return "|host" if timer in HOST_TIMERS else ""
+
+
+def _processes_suffix(k: int) -> str:
+    """The priors' key suffix of runs timed in ``k`` fresh processes (``run --processes K``): ``"|p<k>"`` for
+    k > 1, none for one process (every record before ``--processes``, and every prior the check looks up)."""
+    return f"|p{int(k)}" if k > 1 else ""
 
 
 def _prior_names(provider: str | None, timer: str | None) -> list[str]:

@@ -74,7 +74,7 @@ import numpy as np
 from ..schema import Case, Dispatch, Env, Interleaved, Method, Record, fingerprint, series_key
 from . import changepoints, confirmation, memory as mem, noise
 from .alerts import code_span, md_text
-from .records import call_ratio, p50, synthetic, synthetic_env, synthetic_method, unhealthy
+from .records import call_ratio, p50, processes_of, synthetic, synthetic_env, synthetic_method, unhealthy
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATE_DIRS = ("results/h100-nvidia-h100-x1", "results/h200-nvidia-h200")  # the nightly machines' records
@@ -221,11 +221,15 @@ def pools(records: Sequence[Record], fold: int) -> dict[tuple, np.ndarray]:
     """Every cell's signed run-to-run deviations from the records of cases in ``fold``: per series and commit, each
     pair of its runs gives +-log(t_i / t_j) / sqrt(2). A call-cost record that carries its interleaved ratio
     (:func:`.records.call_ratio`) gives its ratio's too, the same way (pairs of runs of one series and commit), to
-    the ratio's cells (:func:`_ratio_cells`): a call-cost template with a ratio draws its nights from them."""
+    the ratio's cells (:func:`_ratio_cells`): a call-cost template with a ratio draws its nights from them. A
+    record timed in K > 1 fresh processes (``run --processes K``, :func:`.records.processes_of`) gives none: the
+    replay draws one-process nights, as the check's priors are one-process fits (:func:`.noise.fit_priors` fits
+    K-process runs apart), and a pair of a K-process and a one-process run is no run-to-run ratio of either."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     ratios: dict[tuple, list[float]] = defaultdict(list)
     for r in records:
-        if unhealthy(r) or r.synthetic or not r.git_commit or fold_of(r.case) != fold:
+        if (unhealthy(r) or r.synthetic or not r.git_commit or fold_of(r.case) != fold
+                or processes_of(r) != 1):
             continue
         timer = r.method.timer if r.method is not None else None
         groups[(series_key(r), r.git_commit, timer)].append(math.log(p50(r)))
