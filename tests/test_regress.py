@@ -1314,44 +1314,46 @@ def test_reproduce_command_carries_the_processes_of_the_newest_record(rows):
     assert "--processes" not in regress.reproduce_command(alert(newest_one))
 
 
-@pytest.mark.parametrize("k", [1, 3, 40])
-def test_confirm_reruns_a_case_in_as_many_processes_as_its_newest_record(tmp_path, capsys, monkeypatch, k):
+def test_confirm_reruns_a_case_in_as_many_processes_as_its_newest_record(tmp_path, capsys, monkeypatch):
     """check --confirm measures an alert of a K-process series in K processes (run_suite's processes, with a
     threshold every case is under), a one-process series as before (no processes passed); the alert's reproduction
     command says the same. Through the CLI: the frame's processes column. A record listing more processes than run
-    takes (not this runner's: 40) is rerun and reproduced in as many as it takes, never a crash."""
+    takes (not this runner's: 40) is rerun and reproduced in as many as it takes, never a crash. (One test over the
+    three: each check --confirm through the CLI is a test of the multiprocess tier, tests/test_durations.py.)"""
     from types import SimpleNamespace
 
     from robocache.bench import runner
     from robocache.bench.regressions.records import ALWAYS_BELOW_US, MAX_PROCESSES
 
     assert MAX_PROCESSES == runner.MAX_PROCESSES
+    # the device the reruns would measure on, asked in no process
+    monkeypatch.setattr(runner, "detect_device", lambda: "cpu")
+    for k in (1, 3, 40):
+        hist = _in_processes(series(FLAT + [130.0]), k)
+        _write_hist(tmp_path / f"hist{k}", hist)
+        calls = []
 
-    hist = _in_processes(series(FLAT + [130.0]), k)
-    _write_hist(tmp_path / "hist", hist)
-    calls = []
+        def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress, hist=hist, calls=calls, **kw):
+            calls.append(kw)
+            r = copy.deepcopy(hist[-1])
+            r.run_id = f"confirm-{len(calls)}"
+            r.created = f"2026-02-01T00:00:{len(calls):02d}+00:00"
+            r.metrics.time_us.p50 = 130.0 * (1 + 0.002 * (len(calls) % 3))
+            return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r.run_id))
 
-    def fake_run_suite(suite, *, device, cases, out_dir, machine, cache, progress, **kw):
-        calls.append(kw)
-        r = copy.deepcopy(hist[-1])
-        r.run_id = f"confirm-{len(calls)}"
-        r.created = f"2026-02-01T00:00:{len(calls):02d}+00:00"
-        r.metrics.time_us.p50 = 130.0 * (1 + 0.002 * (len(calls) % 3))
-        return SimpleNamespace(path=store.write_records(out_dir, make_env(), [r], name=r.run_id))
-
-    monkeypatch.setattr(runner, "run_suite", fake_run_suite)
-    js = tmp_path / "alerts.json"
-    rc = cli.main(["check", str(tmp_path / "hist"), "--machine", "ci-synthetic", "--confirm", "--json", str(js),
-                   "--confirm-out", str(tmp_path / "again")])
-    err = capsys.readouterr().err
-    assert rc == 0 and len(calls) == regress.CONFIRM_RUNS, err
-    k_run = min(k, MAX_PROCESSES)
-    want = {"processes": k_run, "processes_below_us": ALWAYS_BELOW_US} if k > 1 else {}
-    assert all(kw == want for kw in calls)
-    alert = json.loads(js.read_text())["alerts"][0]
-    assert alert["confirmed"] is True
-    assert (f"--processes {k_run} " in alert["reproduce"]) == (k > 1)
-    assert ("--processes" in alert["reproduce"]) == (k > 1)
+        monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+        js = tmp_path / f"alerts{k}.json"
+        rc = cli.main(["check", str(tmp_path / f"hist{k}"), "--machine", "ci-synthetic", "--confirm", "--json",
+                       str(js), "--confirm-out", str(tmp_path / f"again{k}")])
+        err = capsys.readouterr().err
+        assert rc == 0 and len(calls) == regress.CONFIRM_RUNS, (k, err)
+        k_run = min(k, MAX_PROCESSES)
+        want = {"processes": k_run, "processes_below_us": ALWAYS_BELOW_US} if k > 1 else {}
+        assert all(kw == want for kw in calls), k
+        alert = json.loads(js.read_text())["alerts"][0]
+        assert alert["confirmed"] is True, k
+        assert (f"--processes {k_run} " in alert["reproduce"]) == (k > 1), k
+        assert ("--processes" in alert["reproduce"]) == (k > 1), k
 
 
 def test_fit_priors_keeps_records_of_k_processes_apart():
