@@ -176,6 +176,19 @@ def vector_bytes(d: int, es: int, out_stride: int, col: int) -> int:
     return es
 
 
+def as_cupy(t):
+    """A CuPy view of a contiguous CUDA array (CuPy or torch; bfloat16 seen as uint16: the kernels take pointers)."""
+    import cupy
+    if isinstance(t, cupy.ndarray):
+        return t
+    import torch
+    t = t.contiguous()
+    dt = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16,
+          torch.bfloat16: np.uint16}[t.dtype]
+    mem = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t)
+    return cupy.ndarray(tuple(t.shape), dt, cupy.cuda.MemoryPointer(mem, 0))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--time-limit", type=float, default=0.5, help="seconds of sampling per kernel (default 0.5)")
@@ -205,90 +218,98 @@ def main() -> int:
     print(f"gather_bound: copy ceiling {ceiling:.0f} GB/s; batch {a.batch}", flush=True)
     mod = cupy.RawModule(code=source(_cuda.kernel_dir(), a.batch), options=_cuda.COMPILE_OPTIONS)
     for cid in ids:
-        op, _, tag = cid.partition("/")
-        seed = int(tag.split("-")[0][1:])
-        found = {c.provider: c for c in specs.cases("sampled", ops=[op], providers=["robocache", "torch_compile"],
-                                                    sample_seed=seed) if c.id == cid}
-        if set(found) != {"robocache", "torch_compile"}:
-            print(f"gather_bound: {cid}: no such sampled case", file=sys.stderr)
-            return 2
-        us: dict[str, float] = {}
-        share: dict[str, float] = {}
-        moved = 0
-        kept = None
-        for name in ("robocache", "torch_compile"):
-            case = found[name]
-            prep, why = worker.prepare(case, "gpu")
-            if prep is None:
-                print(f"gather_bound: {cid} {name}: {why}", file=sys.stderr)
+        try:
+            op, _, tag = cid.partition("/")
+            seed = int(tag.split("-")[0][1:])
+            found = {c.provider: c for c in specs.cases("sampled", ops=[op], providers=["robocache", "torch_compile"],
+                                                        sample_seed=seed) if c.id == cid}
+            if set(found) != {"robocache", "torch_compile"}:
+                print(f"gather_bound: {cid}: no such sampled case", file=sys.stderr)
                 return 2
-            ref = specs.reference_output(case, worker._rounded(case, prep.args))
-            chk = gate_mod.check(worker.to_host(prep.call()), ref, case.dtype)
-            if not chk["passed"]:
-                print(f"gather_bound: {cid} {name}: WRONG (max rel err {chk['max_rel_err']})", flush=True)
-                continue
-            moved = moved or int(prep.moved_bytes or 0)
-            call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
-            us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
-            share[name] = moved / (us[name] * 1e3) / ceiling
-            if name == "robocache":
-                kept = (case, prep, ref)
-            del prep, call
-        if kept is None:
-            continue
-        case, prep, ref = kept
-        # the robocache case's arrays (CuPy): resample (values, src, tgt); fuse ([(values, times)...], tgt)
-        if op == "resample":
-            streams, tgt = [(prep.args[0], prep.args[1])], prep.args[2]
-        else:
-            streams, tgt = list(prep.args[0]), prep.args[1]
-        tgt_h = cupy.asnumpy(tgt).astype(np.float64)
-        d_total = sum(int(v.shape[2]) for v, _ in streams)
-        n = tgt_h.size
-        es = np.dtype(np.float32 if case.dtype == "float32" else np.float16).itemsize
-        out = cupy.empty((tgt_h.shape[0], tgt_h.shape[1], d_total), dtype=streams[0][0].dtype)
-        plan = []
-        col = 0
-        extra = 0
-        for v, t in streams:
-            j0, j1, w = brackets(cupy.asnumpy(t).astype(np.float64), tgt_h)
-            d = int(v.shape[2])
-            plan.append((v, cupy.asarray(j0 * d), cupy.asarray(j1 * d), cupy.asarray(w), d, col,
-                         vector_bytes(d, es, d_total, col)))
-            col += d
-            extra += n * 20  # two int64 offsets and a float32 weight per target
-        # rowcopy's own traffic: the distinct first rows it reads and the output
-        rc_bytes = sum(len(np.unique(cupy.asnumpy(p[1]))) * p[4] * es for p in plan) + out.nbytes
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-
-        def launcher(mode: int, plan=plan, out=out, n=n, d_total=d_total, dt=case.dtype, stream=stream):
-            def go():
-                with stream:
-                    for v, o0, o1, w, d, c, vb in plan:
-                        args = (v, o0, o1, w, out, np.int64(n), np.int32(d), np.int32(d_total), np.int32(c))
-                        if mode == 3:
-                            mod.get_function(f"brk_{dt}_flat")((min((n * d + 255) // 256, 132 * 64),),
-                                                                        (256,), args)
-                        else:
-                            mod.get_function(f"brk_{dt}_{mode}_{vb}")(((n + 7) // 8,), (256,), args)
-            return go
-        for name, mode in MODES.items():
-            out.fill(0)
-            fn = launcher(mode)
-            fn()
-            torch.cuda.synchronize()
-            if mode != 2:
-                chk = gate_mod.check(cupy.asnumpy(out), ref, case.dtype)
+            us: dict[str, float] = {}
+            share: dict[str, float] = {}
+            moved = 0
+            kept = None
+            for name in ("robocache", "torch_compile"):
+                case = found[name]
+                prep, why = worker.prepare(case, "gpu")
+                if prep is None:
+                    print(f"gather_bound: {cid} {name}: {why}", file=sys.stderr)
+                    return 2
+                ref = specs.reference_output(case, worker._rounded(case, prep.args))
+                chk = gate_mod.check(worker.to_host(prep.call()), ref, case.dtype)
                 if not chk["passed"]:
                     print(f"gather_bound: {cid} {name}: WRONG (max rel err {chk['max_rel_err']})", flush=True)
                     continue
-            us[name] = float(time_gpu(fn, time_limit_s=a.time_limit).median_us)
-            own = rc_bytes if mode == 2 else moved + extra
-            share[name] = own / (us[name] * 1e3) / ceiling
-        vbs = ",".join(str(p[6]) for p in plan)
-        print(f"{cid} {case.dtype} ({moved / 1e6:.1f} MB, vb {vbs}): "
-              + ", ".join(f"{k} {us[k]:.2f} us ({100 * share[k]:.0f}%)" for k in us), flush=True)
-        plan.clear()
+                moved = moved or int(prep.moved_bytes or 0)
+                call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
+                us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
+                share[name] = moved / (us[name] * 1e3) / ceiling
+                if name == "robocache":
+                    kept = (case, prep, ref)
+                del prep, call
+            if kept is None:
+                continue
+            case, prep, ref = kept
+            # the robocache case's arrays (CuPy): resample (values, src, tgt); fuse ([(values, times)...], tgt)
+            if op == "resample":
+                streams, tgt = [(prep.args[0], prep.args[1])], prep.args[2]
+            else:
+                streams, tgt = list(prep.args[0]), prep.args[1]
+            streams = [(as_cupy(v), as_cupy(t)) for v, t in streams]
+            tgt = as_cupy(tgt)
+            tgt_h = cupy.asnumpy(tgt).astype(np.float64)
+            d_total = sum(int(v.shape[2]) for v, _ in streams)
+            n = tgt_h.size
+            es = np.dtype(np.float32 if case.dtype == "float32" else np.float16).itemsize
+            out = cupy.empty((tgt_h.shape[0], tgt_h.shape[1], d_total), dtype=streams[0][0].dtype)
+            plan = []
+            col = 0
+            extra = 0
+            for v, t in streams:
+                j0, j1, w = brackets(cupy.asnumpy(t).astype(np.float64), tgt_h)
+                d = int(v.shape[2])
+                plan.append((v, cupy.asarray(j0 * d), cupy.asarray(j1 * d), cupy.asarray(w), d, col,
+                             vector_bytes(d, es, d_total, col)))
+                col += d
+                extra += n * 20  # two int64 offsets and a float32 weight per target
+            # rowcopy's own traffic: the distinct first rows it reads and the output
+            rc_bytes = sum(len(np.unique(cupy.asnumpy(p[1]))) * p[4] * es for p in plan) + out.nbytes
+            stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
+            def launcher(mode: int, plan=plan, out=out, n=n, d_total=d_total, dt=case.dtype, stream=stream):
+                def go():
+                    with stream:
+                        for v, o0, o1, w, d, c, vb in plan:
+                            args = (v, o0, o1, w, out, np.int64(n), np.int32(d), np.int32(d_total), np.int32(c))
+                            if mode == 3:
+                                mod.get_function(f"brk_{dt}_flat")((min((n * d + 255) // 256, 132 * 64),),
+                                                                            (256,), args)
+                            else:
+                                mod.get_function(f"brk_{dt}_{mode}_{vb}")(((n + 7) // 8,), (256,), args)
+                return go
+            for name, mode in MODES.items():
+                out.fill(0)
+                fn = launcher(mode)
+                fn()
+                torch.cuda.synchronize()
+                if mode != 2:
+                    host = cupy.asnumpy(out)
+                    if case.dtype == "bfloat16":  # uint16 bits -> float32
+                        host = (host.astype(np.uint32) << 16).view(np.float32)
+                    chk = gate_mod.check(host, ref, case.dtype)
+                    if not chk["passed"]:
+                        print(f"gather_bound: {cid} {name}: WRONG (max rel err {chk['max_rel_err']})", flush=True)
+                        continue
+                us[name] = float(time_gpu(fn, time_limit_s=a.time_limit).median_us)
+                own = rc_bytes if mode == 2 else moved + extra
+                share[name] = own / (us[name] * 1e3) / ceiling
+            vbs = ",".join(str(p[6]) for p in plan)
+            print(f"{cid} {case.dtype} ({moved / 1e6:.1f} MB, vb {vbs}): "
+                  + ", ".join(f"{k} {us[k]:.2f} us ({100 * share[k]:.0f}%)" for k in us), flush=True)
+            plan.clear()
+        except Exception as e:  # noqa: BLE001 (a dev probe: a point that fails says so, the next one still runs)
+            print(f"gather_bound: {cid}: {type(e).__name__}: {e}", flush=True)
     return 0
 
 
