@@ -217,6 +217,15 @@ __device__ __forceinline__ uint4 rc_shfl_down4(const uint4& v, int width) {
     return r;
 }
 
+__device__ __forceinline__ uint4 rc_shfl_xor4(const uint4& v, int mask, int width) {
+    uint4 r;
+    r.x = __shfl_xor_sync(0xffffffffu, v.x, mask, width);
+    r.y = __shfl_xor_sync(0xffffffffu, v.y, mask, width);
+    r.z = __shfl_xor_sync(0xffffffffu, v.z, mask, width);
+    r.w = __shfl_xor_sync(0xffffffffu, v.w, mask, width);
+    return r;
+}
+
 // One source row as aligned vectors: `base` the aligned vector holding byte (row - head), `sh` that byte's offset
 // in it, [lo, hi) the aligned vectors (counted from base) that hold a byte of the row.
 struct rc_shift_src {
@@ -236,50 +245,103 @@ __device__ __forceinline__ rc_shift_src rc_shift_view(const void* row, int head,
     return v;
 }
 
+#ifndef RC_SHIFT_TB
+#define RC_SHIFT_TB 2  // trips of a shifted-vector row loaded before the first is shuffled and stored
+#endif
+
 __device__ __forceinline__ uint4 rc_shift_load(const rc_shift_src& v, int k, bool live) {
     return (live && k >= v.lo && k < v.hi) ? __ldg(v.base + k) : make_uint4(0u, 0u, 0u, 0u);
 }
 
 // One output row of D elements: o its first element, r0 and r1 the source rows mixed with weight w; lane `li` of a
 // group of g = 2^lg lanes; `live`: the group has a row (else it only takes part in the shuffles).
+// Output vector k of a row (its bytes from `head` in the aligned vectors at oa): the two source rows' vectors
+// (m, and n the next one) funnel-shifted into place by their offsets, mixed with weight w and stored; the row's first
+// and last vectors store their own elements only.
 template <typename T>
-__device__ __forceinline__ void rc_shift_row(const T* r0, const T* r1, T* o, int D, float w, int li, int lg,
-                                             bool live) {
+__device__ __forceinline__ void rc_shift_out(const uint4& m0, const uint4& n0, const uint4& m1, const uint4& n1,
+                                             int sh0, int sh1, float w, int k, int head, int nbytes, uint4* oa) {
     constexpr int ES = (int)sizeof(T);
     constexpr int N = 16 / ES;
+    float x[N], y[N];
+    rc_vec<T, 16>::unpack(rc_funnel16(m0, n0, sh0), x);
+    rc_vec<T, 16>::unpack(rc_funnel16(m1, n1, sh1), y);
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = rc_mix(x[i], y[i], w);
+    const int b0 = (k << 4) - head;  // the row's byte at this vector's first byte
+    if (b0 >= 0 && b0 + 16 <= nbytes) {
+        rc_vec<T, 16>::store(reinterpret_cast<T*>(oa + k), x);
+    } else {  // the row's first or last vector: its own elements only
+        T* e = reinterpret_cast<T*>(oa + k);
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            const int bi = b0 + i * ES;
+            if (bi >= 0 && bi < nbytes) e[i] = rc_from_float<T>(x[i]);
+        }
+    }
+}
+
+template <typename T, int TB = RC_SHIFT_TB>
+__device__ __forceinline__ void rc_shift_row(const T* r0, const T* r1, T* o, int D, float w, int li, int lg,
+                                             bool live) {
     const int g = 1 << lg;
-    const int nbytes = D * ES;
+    const int nbytes = D * (int)sizeof(T);
     const unsigned long long ob = reinterpret_cast<unsigned long long>(o);
     const int head = (int)(ob & 15ULL);
     uint4* oa = reinterpret_cast<uint4*>(ob - (unsigned long long)head);
     const int kout = (head + nbytes + 15) >> 4;        // this row's output vectors
     const int trips = (((nbytes + 30) >> 4) + g - 1) >> lg;  // the most any alignment needs: uniform per stream
     const rc_shift_src s0 = rc_shift_view(r0, head, nbytes), s1 = rc_shift_view(r1, head, nbytes);
+    if constexpr (TB == 0) {  // one trip at a time, the last lane's next vector loaded after the shuffle
 #pragma unroll 1
-    for (int it = 0; it < trips; ++it) {
-        const int k = (it << lg) + li;
-        const uint4 m0 = rc_shift_load(s0, k, live), m1 = rc_shift_load(s1, k, live);
-        uint4 n0 = rc_shfl_down4(m0, g), n1 = rc_shfl_down4(m1, g);
-        if (li == g - 1) {  // M_k+1 is the next trip's first lane's: loaded here
-            n0 = rc_shift_load(s0, k + 1, live);
-            n1 = rc_shift_load(s1, k + 1, live);
+        for (int it = 0; it < trips; ++it) {
+            const int k = (it << lg) + li;
+            const uint4 m0 = rc_shift_load(s0, k, live), m1 = rc_shift_load(s1, k, live);
+            uint4 n0 = rc_shfl_down4(m0, g), n1 = rc_shfl_down4(m1, g);
+            if (li == g - 1) {  // M_k+1 is the next trip's first lane's: loaded here
+                n0 = rc_shift_load(s0, k + 1, live);
+                n1 = rc_shift_load(s1, k + 1, live);
+            }
+            if (live && k < kout) rc_shift_out<T>(m0, n0, m1, n1, s0.sh, s1.sh, w, k, head, nbytes, oa);
         }
-        if (live && k < kout) {
-            float x[N], y[N];
-            rc_vec<T, 16>::unpack(rc_funnel16(m0, n0, s0.sh), x);
-            rc_vec<T, 16>::unpack(rc_funnel16(m1, n1, s1.sh), y);
+    } else {
+        // TB trips' vectors loaded before any is shuffled: one load latency for a row of up to TB
+        // trips, where a trip used to cost two in a chain (the last lane loaded its next vector after the shuffle). The
+        // last lane's next vector is the next trip's first lane's, taken by a second shuffle (lane g - 1 ^ g - 1 = 0),
+        // and after the batch's last trip loaded with the batch.
+#pragma unroll 1
+        for (int it0 = 0; it0 < trips; it0 += TB) {
+            uint4 m0[TB + 1], m1[TB + 1];
 #pragma unroll
-            for (int i = 0; i < N; ++i) x[i] = rc_mix(x[i], y[i], w);
-            const int b0 = (k << 4) - head;  // the row's byte at this vector's first byte
-            if (b0 >= 0 && b0 + 16 <= nbytes) {
-                rc_vec<T, 16>::store(reinterpret_cast<T*>(oa + k), x);
-            } else {  // the row's first or last vector: its own elements only
-                T* e = reinterpret_cast<T*>(oa + k);
+            for (int u = 0; u < TB; ++u) {
+                // every trip of the batch loads, past the row's trips too: a past trip's first vector may be the
+                // last lane's next one (rc_shift_load loads only the row's own vectors)
+                const int k = ((it0 + u) << lg) + li;
+                m0[u] = rc_shift_load(s0, k, live);
+                m1[u] = rc_shift_load(s1, k, live);
+            }
+            {
+                const int k = ((it0 + TB - 1) << lg) + li;
+                const bool last = live && li == g - 1;
+                m0[TB] = rc_shift_load(s0, k + 1, last);
+                m1[TB] = rc_shift_load(s1, k + 1, last);
+            }
 #pragma unroll
-                for (int i = 0; i < N; ++i) {
-                    const int bi = b0 + i * ES;
-                    if (bi >= 0 && bi < nbytes) e[i] = rc_from_float<T>(x[i]);
+            for (int u = 0; u < TB; ++u) {
+                if (it0 + u >= trips) break;  // uniform: every group of the warp has this stream's trips
+                const int k = ((it0 + u) << lg) + li;
+                uint4 n0 = rc_shfl_down4(m0[u], g), n1 = rc_shfl_down4(m1[u], g);
+                if (u + 1 < TB) {  // the last lane's next vector: the next trip's first lane's
+                    const uint4 x0 = rc_shfl_xor4(m0[u + 1], g - 1, g), x1 = rc_shfl_xor4(m1[u + 1], g - 1, g);
+                    if (li == g - 1) {
+                        n0 = x0;
+                        n1 = x1;
+                    }
+                } else if (li == g - 1) {
+                    n0 = m0[TB];
+                    n1 = m1[TB];
                 }
+                if (live && k < kout) rc_shift_out<T>(m0[u], n0, m1[u], n1, s0.sh, s1.sh, w, k, head, nbytes, oa);
             }
         }
     }
@@ -300,7 +362,9 @@ __device__ __forceinline__ void rc_shift_target(const T* __restrict__ values, co
     int j0, j1;
     float wt;
     rc_bracket2(times + b * S, S, __ldg(tgt + q), j0, j1, wt);
-    rc_shift_row<T>(values + (b * S + j0) * (long long)D, values + (b * S + j1) * (long long)D,
+    // as before the batch (TB 0): a group a target, the launch's many groups keep loads in flight; one or two trips
+    // a batch spilled registers on sm_80
+    rc_shift_row<T, 0>(values + (b * S + j0) * (long long)D, values + (b * S + j1) * (long long)D,
                     out + q * (long long)out_stride + col, D, wt, li, lg, live);
 }
 
@@ -385,7 +449,7 @@ RC_FUSE_SHIFT_ENTRY(fuse_shift_bfloat16_float64, rc_bf16, double)
 
 // The block's rows copied from global memory by the shifted vectors, group after group: row r of the block
 // (target first + r) mixes the source elements at r0[r] and r1[r] with weight w[r] (shared memory).
-template <typename T>
+template <typename T, int TB = RC_SHIFT_TB>
 __device__ __forceinline__ void rc_staged_copy(const T* __restrict__ values, const long long* r0, const long long* r1,
                                                const float* wt, int D, int col, int lg, T* __restrict__ out,
                                                long long n_targets, int out_stride, long long first) {
@@ -397,7 +461,7 @@ __device__ __forceinline__ void rc_staged_copy(const T* __restrict__ values, con
     for (int r = tid >> lg; r < RC_STAGE_T; r += groups) {  // RC_STAGE_T / groups rows for every group
         const bool live = r < live_rows;
         const int rr = live ? r : 0;
-        rc_shift_row<T>(values + r0[rr], values + r1[rr], out + (first + rr) * (long long)out_stride + col, D,
+        rc_shift_row<T, TB>(values + r0[rr], values + r1[rr], out + (first + rr) * (long long)out_stride + col, D,
                         wt[rr], li, lg, live);
     }
 }
@@ -549,7 +613,8 @@ __device__ __forceinline__ void rc_span_block(const T* __restrict__ values, cons
     const unsigned long long a0 = start & ~15ULL;
     const long long nv = (long long)((((end + 15ULL) & ~15ULL) - a0) >> 4);
     if (D > RC_SPAN_MAX_D || nv > RC_SPAN_BYTES / 16) {  // uniform per block
-        rc_staged_copy<T>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride, first);
+        // the span's rare fallback: as before the batch (TB 0; its registers are the span's)
+        rc_staged_copy<T, 0>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride, first);
         return;
     }
     const uint4* __restrict__ run = reinterpret_cast<const uint4*>(a0);

@@ -66,10 +66,10 @@ for decl, new in (("__shared__ long long rc_sp_r0[RC_STAGE_T];",
                    " static_assert(RC_STAGE_T % 4 == 0 && 20 * RC_STAGE_T + 16 + RC_SPAN_BYTES <= RC_EMU_SMEM_BYTES);"),
                   # which path each block took (rc_emu_span_paths: the run in shared memory, the staged copy for a
                   # run past RC_SPAN_BYTES, for rows past RC_SPAN_MAX_D), and no store past the run's buffer
-                  ("        rc_staged_copy<T>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride,"
+                  ("        rc_staged_copy<T, 0>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride,"
                    " first);\n        return;",
                    "        if (tid == 0) ++rc_emu_span_paths[D > RC_SPAN_MAX_D ? 2 : 1];\n"
-                   "        rc_staged_copy<T>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride,"
+                   "        rc_staged_copy<T, 0>(values, rc_sp_r0, rc_sp_r1, rc_sp_w, D, col, lg, out, n_targets, out_stride,"
                    " first);\n        return;"),
                   ("    const uint4* __restrict__ run = reinterpret_cast<const uint4*>(a0);",
                    "    if (tid == 0) ++rc_emu_span_paths[0];\n"
