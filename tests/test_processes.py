@@ -10,13 +10,13 @@ import math
 import os
 import subprocess
 import sys
-from statistics import fmean
+from statistics import fmean, median
 
 import msgspec
 import pytest
 
 from robocache.bench import runner, specs, store
-from robocache.bench.schema import Record
+from robocache.bench.schema import Dispatch, Interleaved, Record
 from tests.test_store import make_record
 
 KEY = "resample/B32-S100-T50-D32/float32/numpy"
@@ -77,6 +77,86 @@ def test_which_records_are_timed_again():
     untimed = msgspec.structs.replace(short, metrics=None)
     assert not runner.repeats(failed, 3, 11.0) and not runner.repeats(untimed, 3, 11.0)
     assert not runner.repeats(None, 3, 11.0)
+
+
+def call_cost(p50: float, *, device_us: float | None = 2.0, ratio: float | None = 1.7, rounds: int = 30,
+              met: bool = True) -> Record:
+    """A call-cost record (timer host_loop, ``dispatch`` set): ``ratio`` None: no interleaved section (its
+    interleaved timing failed, or a bare_launch row); the interleaved figures spread around ``ratio``."""
+    r = record(p50)
+    il = None if ratio is None else Interleaved(
+        rounds=rounds, calls_per_loop=200, bare_us=p50 / ratio, public_us=p50, public_cupy_us=p50 * 1.1,
+        ratio_p20=ratio - 0.05, ratio_p50=ratio, ratio_p80=ratio + 0.05, cupy_ratio_p20=ratio + 0.1,
+        cupy_ratio_p50=ratio + 0.2, cupy_ratio_p80=ratio + 0.3, noise_target_met=met)
+    keeps_up = None if device_us is None else device_us < p50
+    reasons = [] if keeps_up is not False else [runner._gpu_bound(device_us, p50)]
+    return msgspec.structs.replace(
+        r, method=msgspec.structs.replace(r.method, timer="host_loop"),
+        dispatch=Dispatch(device_us=device_us, gpu_keeps_up=keeps_up, interleaved=il),
+        health=msgspec.structs.replace(r.health, reasons=reasons))
+
+
+def test_a_call_cost_record_is_timed_again_whatever_its_time():
+    """Its judged measure is the interleaved ratio, which moves from process to process at any host time."""
+    slow = call_cost(300.0)
+    assert runner.repeats(slow, 3, 11.0) and runner.repeats(call_cost(3.0), 2, 11.0)
+    assert runner.repeats(call_cost(300.0, device_us=None, ratio=None), 3, 11.0)  # a CPU run's, a bare launch's
+    assert not runner.repeats(slow, 1, 11.0)
+    assert not runner.repeats(msgspec.structs.replace(slow, status="error"), 3, 11.0)
+    assert not runner.repeats(msgspec.structs.replace(slow, metrics=None), 3, 11.0)
+    assert not runner.repeats(record(300.0), 3, 11.0)  # not a call-cost record: the threshold still holds
+
+
+def test_call_cost_records_combine_their_dispatch_and_ratios():
+    """Three processes: device time and every interleaved figure the median, rounds summed, the noise flag only
+    where every process met it; two processes: the mean; the record valid and its ratio judged."""
+    from robocache.bench.regressions.records import call_ratio, interleaved_ratio
+
+    recs = [call_cost(20.0, device_us=2.0, ratio=1.70, rounds=30), call_cost(24.0, device_us=2.6, ratio=1.90,
+                                                                             rounds=31, met=False),
+            call_cost(21.0, device_us=2.2, ratio=1.74, rounds=29)]
+    got = runner.combined(recs)
+    assert got.processes == [20.0, 24.0, 21.0] and got.metrics.time_us.p50 == pytest.approx(21.0)
+    d, il = got.dispatch, got.dispatch.interleaved
+    assert d.device_us == pytest.approx(2.2) and d.gpu_keeps_up is True
+    assert il.rounds == 90 and il.calls_per_loop == 200 and not il.noise_target_met
+    assert il.ratio_p50 == pytest.approx(1.74) and il.ratio_p20 == pytest.approx(1.69)
+    assert il.ratio_p80 == pytest.approx(1.79) and il.cupy_ratio_p50 == pytest.approx(1.94)
+    assert il.cupy_ratio_p20 == pytest.approx(1.84) and il.cupy_ratio_p80 == pytest.approx(2.04)
+    assert il.public_us == pytest.approx(21.0) and il.public_cupy_us == pytest.approx(23.1)
+    assert il.bare_us == pytest.approx(median(r.dispatch.interleaved.bare_us for r in recs))
+    # the check's noise of the combined ratio: the within-process spread over all the rounds; for equal processes
+    # sqrt(sum of their squared sigmas) / K, the rule of method.noise
+    assert call_ratio(got) == pytest.approx(interleaved_ratio(1.69, 1.74, 1.79, 90))
+    same = [call_cost(20.0 + i, ratio=1.7) for i in range(3)]
+    one = call_ratio(same[0])[1]
+    assert call_ratio(runner.combined(same))[1] == pytest.approx(math.sqrt(3 * one**2) / 3)
+    msgspec.json.decode(msgspec.json.encode(got), type=Record)  # a valid record
+    assert all(r.dispatch.interleaved.rounds in (29, 30, 31) for r in recs)  # the inputs untouched
+
+    two = runner.combined([call_cost(20.0, device_us=2.0, ratio=1.70), call_cost(24.0, device_us=3.0, ratio=1.90)])
+    assert two.dispatch.device_us == pytest.approx(2.5) and two.dispatch.interleaved.ratio_p50 == pytest.approx(1.8)
+    assert two.dispatch.interleaved.rounds == 60 and two.dispatch.interleaved.noise_target_met
+    assert two.dispatch.interleaved.public_us == pytest.approx(22.0)
+
+
+def test_a_process_lacking_the_ratio_keeps_the_first_section_and_gpu_keeps_up_is_recomputed():
+    first = call_cost(20.0, device_us=2.0, ratio=1.70)
+    got = runner.combined([first, call_cost(22.0, device_us=2.4, ratio=None), call_cost(21.0, ratio=1.9)])
+    assert got.dispatch.interleaved == first.dispatch.interleaved and got.dispatch.device_us == pytest.approx(2.0)
+    # a device time of one process over its own host time: the median of three keeps up, the note goes
+    bound = call_cost(3.0, device_us=3.5)
+    assert not bound.dispatch.gpu_keeps_up and bound.health.reasons[0].startswith("gpu-bound:")
+    got = runner.combined([call_cost(4.0, device_us=3.0), bound, call_cost(4.2, device_us=3.2)])
+    assert got.dispatch.gpu_keeps_up is True and not any(x.startswith("gpu-bound") for x in got.health.reasons)
+    got = runner.combined([call_cost(3.0, device_us=3.4), bound, call_cost(4.0, device_us=3.6)])
+    assert got.dispatch.gpu_keeps_up is False and got.dispatch.device_us == pytest.approx(3.5)
+    assert [x for x in got.health.reasons if x.startswith("gpu-bound")] == [runner._gpu_bound(3.5, 3.0)]
+    # a CPU run's: no device time, gpu_keeps_up the first's (None), no interleaved section
+    cpu = runner.combined([call_cost(5.0, device_us=None, ratio=None), call_cost(6.0, device_us=None, ratio=None)])
+    assert cpu.dispatch == Dispatch(device_us=None, gpu_keeps_up=None) and cpu.processes == [5.0, 6.0]
+    # one process with no device time: none combined
+    assert runner.combined([call_cost(5.0), call_cost(6.0, device_us=None)]).dispatch.device_us is None
 
 
 def _fake(monkeypatch, times: dict[str, list[float]], fail: tuple[str, int] | None = None,
@@ -149,6 +229,18 @@ def test_a_resume_with_another_process_count_or_threshold_is_refused():
     assert runner._processes_mismatch([eight, three], 3, 5.0) is None  # the run's own threshold: accepted
     assert "over this command's --processes-below-us 2" in runner._processes_mismatch([three], 3, 2.0)
     assert "under this command's --processes-below-us 12" in runner._processes_mismatch([eight], 3)
+
+
+def test_a_resume_of_call_cost_records_asks_for_k_processes_whatever_their_time():
+    slow = call_cost(30.0)
+    three = msgspec.structs.replace(slow, processes=[30.0, 31.0, 29.0])
+    assert runner._processes_mismatch([three], 3) is None  # over the threshold, yet timed in three: right
+    assert runner._processes_mismatch([three], 3, 2.0) is None
+    assert runner._processes_mismatch([slow], 1) is None
+    assert "(a call-cost case) was timed in one process, this command times call-cost cases in --processes 3" in \
+        runner._processes_mismatch([slow], 3)
+    assert "timed with --processes 3, this command 2" in runner._processes_mismatch([three], 2)
+    assert "timed with --processes 3, this command 1" in runner._processes_mismatch([record(30.0), three], 1)
 
 
 def test_usage_errors_exit_2_and_leave_nothing(tmp_path):

@@ -41,7 +41,7 @@ from .. import providers as provider_table
 from ..providers import COMPILE, torch_compile
 from .context import RunContext, git_state
 from .messages import Ceiling, Precompiled, Task
-from .schema import FAILED_STATUSES, Quantiles, Record
+from .schema import FAILED_STATUSES, Dispatch, Quantiles, Record
 
 # `run --processes K`: a case whose first process measured a median under this many us is timed in K fresh
 # processes and reported as their median. Below it a case's median moves 1.4-3.7% (sd) from one process to the next
@@ -518,14 +518,18 @@ def _processes_mismatch(records: list[Record], processes: int,
                         below_us: float = PROCESSES_BELOW_US) -> str | None:
     """Why the records were timed with another ``--processes`` or ``--processes-below-us`` than these (as far as
     they show: a record timed in k processes lists k medians, one timed once under the threshold was not
-    repeated), or None."""
+    repeated, a call-cost record is timed in K processes whatever its time), or None."""
     for r in records:
         if r.processes and len(r.processes) != processes:
             return f"timed with --processes {len(r.processes)}, this command {processes}"
-        if r.processes and r.processes[0] >= below_us:
+        cost = r.dispatch is not None  # repeated whatever its time (:func:`repeats`): the threshold tells nothing
+        if r.processes and not cost and r.processes[0] >= below_us:
             return (f"{r.case.id} was timed in {len(r.processes)} processes at {r.processes[0]:.3g} us, over this "
                     f"command's --processes-below-us {below_us:g}")
         if not r.processes and repeats(r, processes, below_us):
+            if cost:
+                return (f"{r.case.id} (a call-cost case) was timed in one process, this command times call-cost "
+                        f"cases in --processes {processes}")
             return (f"{r.case.id} was timed in one process at {r.metrics.time_us.p50:.3g} us, under this command's "
                     f"--processes-below-us {below_us:g} with --processes {processes}")
     return None
@@ -641,11 +645,14 @@ def check_processes(processes: Any, below_us: Any) -> None:
 
 def repeats(rec: Record | None, processes: int, below_us: float) -> bool:
     """Whether ``rec`` (a case's first process) is timed again in fresh processes: ``processes`` > 1, a timed,
-    single-process, single-GPU record (no call-cost, multi-GPU or pipeline section) whose median is under
-    ``below_us``."""
-    return (processes > 1 and rec is not None and rec.status == "ok" and rec.metrics is not None
-            and rec.method is not None and rec.dispatch is None and rec.distributed is None and rec.pipeline is None
-            and rec.metrics.time_us.p50 < below_us)
+    single-process, single-GPU record (no multi-GPU or pipeline section) whose median is under ``below_us``, or a
+    call-cost record (``dispatch`` set) whatever its time: its judged measure, the interleaved ratio of the public
+    call to the bare launch (``records.call_ratio``), moves from one process to the next at any host time (3.6-7.5%
+    between the runs of an H200 A/A pair, docs/regressions.md), and a bare launch's host time likewise."""
+    if not (processes > 1 and rec is not None and rec.status == "ok" and rec.metrics is not None
+            and rec.method is not None and rec.distributed is None and rec.pipeline is None):
+        return False
+    return rec.dispatch is not None or rec.metrics.time_us.p50 < below_us
 
 
 def combined(recs: list[Record]) -> Record:
@@ -657,7 +664,8 @@ def combined(recs: list[Record]) -> Record:
     squared noises, over K: the spread between processes is the history's and the priors' to judge, as for one
     process, and stays in ``processes``), ``noise_target_met`` judged on it, ``method.samples`` and ``duration_s``
     summed; health the union of the processes' flags and reasons (a throttled or contended process makes the
-    record so); check, clocks and launches the first's."""
+    record so); check, clocks and launches the first's. A call-cost record's ``dispatch`` likewise
+    (:func:`_combined_dispatch`)."""
     import math
     from statistics import median
 
@@ -680,14 +688,66 @@ def combined(recs: list[Record]) -> Record:
     method = msgspec.structs.replace(first.method, noise=noise,
                                      noise_target_met=noise is not None and noise <= first.method.noise_target,
                                      samples=sum(r.method.samples for r in recs))
+    dispatch, regated = first.dispatch, False
+    if all(r.dispatch is not None for r in recs):  # a call-cost case
+        dispatch = _combined_dispatch([r.dispatch for r in recs], q["p50"])
+        # a process's gpu-bound note (worker._time_dispatch) stands where the combined gpu_keeps_up says so only
+        regated = dispatch.device_us is not None
     hs = [r.health for r in recs]
     health = msgspec.structs.replace(
         first.health, throttled=any(h.throttled for h in hs), contended=any(h.contended for h in hs),
         noisy=not method.noise_target_met,
-        reasons=list(dict.fromkeys(x for h in hs for x in h.reasons if not x.startswith("noisy:")))
+        reasons=list(dict.fromkeys(x for h in hs for x in h.reasons
+                                   if not x.startswith("noisy:") and not (regated and x.startswith("gpu-bound:"))))
+        + ([_gpu_bound(dispatch.device_us, q["p50"])] if regated and dispatch.gpu_keeps_up is False else [])
         + (["noisy: noise target not met"] if not method.noise_target_met else []))
-    return msgspec.structs.replace(first, metrics=metrics, method=method, health=health,
+    return msgspec.structs.replace(first, metrics=metrics, method=method, health=health, dispatch=dispatch,
                                    processes=[m.time_us.p50 for m in ms], duration_s=sum(r.duration_s for r in recs))
+
+
+def _gpu_bound(device_us: float, host_us: float) -> str:
+    """The health reason of a call-cost record whose GPU does not keep up (the words of worker._time_dispatch)."""
+    return (f"gpu-bound: {device_us:.2f} us of device time per call >= {host_us:.2f} us of host time: "
+            "a loop of these calls runs at the GPU's rate, not the host's")
+
+
+# an interleaved section's figures that :func:`_combined_dispatch` takes the processes' median of
+_INTERLEAVED_MEDIANS = ("bare_us", "public_us", "public_cupy_us", "ratio_p20", "ratio_p50", "ratio_p80",
+                        "cupy_ratio_p20", "cupy_ratio_p50", "cupy_ratio_p80")
+
+
+def _combined_dispatch(ds: list[Dispatch], host_us: float) -> Dispatch:
+    """The ``dispatch`` section of a call-cost case timed in ``len(ds)`` processes (:func:`combined`; ``host_us``
+    its combined host p50): ``device_us`` the processes' median (None where one has none), ``gpu_keeps_up``
+    recomputed against ``host_us`` (the first's where there is no device time), and where every process has an
+    ``interleaved`` section: ``rounds`` summed, ``calls_per_loop`` the first's, every other figure the processes'
+    median (their mean for two; a median of per-process quantiles keeps p20 <= p50 <= p80, which
+    ``records.interleaved_ratio`` requires), ``noise_target_met`` only where every process's was; where one lacks it
+    (its interleaved timing failed), the first's section unchanged.
+
+    ``rounds`` summed is the within-process figure, as ``method.noise`` is in :func:`combined`:
+    ``records.interleaved_ratio`` takes the ratio median's sigma as sqrt(pi / 2) x (log p80 - log p20) / 1.68 /
+    sqrt(rounds), a standard error within one process. With the p20..p80 spread the processes' median (a within-
+    process spread) and ``rounds`` the sum n_1 + ... + n_K, that is the standard error of the K processes' ratios
+    pooled, which for K equal processes is sqrt(sum of their squared errors) / K, the same rule as ``method.noise``
+    (exact for the mean of two; the median of three is a little less steady than a mean, as for the time). The
+    spread between processes, what repeating them averages down, stays out of it: the ratio's history and its
+    ``|host-ratio`` prior (fitted apart for K-process runs, ``|p<K>``) hold it, and counting it here too would make
+    a K-process ratio harder to call "same"."""
+    from statistics import median
+
+    first = ds[0]
+    devs = [d.device_us for d in ds]
+    device_us = None if any(v is None for v in devs) else median(devs)
+    keeps_up = device_us < host_us if device_us is not None and host_us is not None else first.gpu_keeps_up
+    interleaved = first.interleaved
+    ils = [d.interleaved for d in ds]
+    if all(il is not None for il in ils):
+        interleaved = msgspec.structs.replace(
+            first.interleaved, rounds=sum(il.rounds for il in ils),
+            noise_target_met=all(il.noise_target_met for il in ils),
+            **{f: median(getattr(il, f) for il in ils) for f in _INTERLEAVED_MEDIANS})
+    return msgspec.structs.replace(first, device_us=device_us, gpu_keeps_up=keeps_up, interleaved=interleaved)
 
 
 def _more_processes(first: Record, task: Task, case: specs.Case, processes: int, timeout_s: float) -> Record:
