@@ -228,10 +228,11 @@ def _parser() -> argparse.ArgumentParser:
                         "for another suite, filters, timing options, commit, machine, GPU, driver, library or host; "
                         "single-GPU suites only")
     r.add_argument("--processes", type=number(int, lo=1, hi=16), default=1, metavar="K",
-                   help="time each case whose first process measured a median under --processes-below-us again in "
-                        "fresh processes, K in all, and report their median (the mean for K = 2; the record lists each "
-                        "process's median). A short case's median moves more from one "
-                        "process to the next than within one (docs/regressions.md); default 1")
+                   help="time each case whose first process measured a median under --processes-below-us, and "
+                        "every call-cost case whatever its time, again in fresh processes, K in all, and report their "
+                        "median (the mean for K = 2; the record lists each process's median). A short case's median, "
+                        "and a call-cost case's interleaved call ratio at any time, move more from one process to the "
+                        "next than within one (docs/regressions.md); default 1")
     r.add_argument("--processes-below-us", type=_POSITIVE_S, default=None, metavar="US",
                    help="the median below which --processes applies (default 12 us)")
     r.add_argument("--precompile-jobs", type=_NONNEG_INT, default=0, metavar="N",
@@ -1302,7 +1303,7 @@ def _run_single(args: argparse.Namespace, device: str, cases: list, resume: Any 
     timing = TimingOptions(noise_target=args.noise_target, time_limit_s=args.time_limit)
     where = "GPU (device timers)" if device == "gpu" else "CPU only (host timer; no GPU found)"
     each = ("one process each" if args.processes == 1 else f"one process each, {args.processes} for a case under "
-            f"{args.processes_below_us or runner.PROCESSES_BELOW_US:g} us")
+            f"{args.processes_below_us or runner.PROCESSES_BELOW_US:g} us and for a call-cost case")
     print(f"robocache-bench: {len(cases)} cases of suite {args.suite} on {where}, {each}", file=sys.stderr)
     if resume is not None:
         print(f"robocache-bench: resuming run {resume.run_id} ({resume.path}): {len(resume.kept)} records kept, "

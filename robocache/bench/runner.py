@@ -556,8 +556,9 @@ def run_suite(suite: str = "quick", *, device: str = "auto", ops=None, providers
               processes: int = 1, processes_below_us: float = PROCESSES_BELOW_US) -> RunResult:
     """Run the cases of ``suite`` (or the given ``cases``) and write them to one run file under ``out_dir``.
 
-    ``processes``: a case whose first process measured a median under ``processes_below_us`` runs in that many
-    fresh processes in all and is reported as their median (:func:`combined`; the record's ``processes`` lists each).
+    ``processes``: a case whose first process measured a median under ``processes_below_us``, and a call-cost case
+    whatever its time (:func:`repeats`), runs in that many fresh processes in all and is reported as their median
+    (:func:`combined`; the record's ``processes`` lists each).
 
     ``timeout_s``: each case process's timeout; ``case_timeouts``: another timeout for some cases, by case key (a
     case known to hang: the isolation test's hang is stopped in seconds while the other cases keep the generous
