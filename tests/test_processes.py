@@ -160,9 +160,10 @@ def test_a_process_lacking_the_ratio_keeps_the_first_section_and_gpu_keeps_up_is
 
 
 def _fake(monkeypatch, times: dict[str, list[float]], fail: tuple[str, int] | None = None,
-          wrong: tuple[str, int] | None = None) -> list[str]:
+          wrong: tuple[str, int] | None = None, cost: frozenset[str] = frozenset()) -> list[str]:
     """run_in_process answering each case's successive processes from ``times``; ``fail``: (case key, n): that
-    case's n-th process times out; ``wrong``: (case key, n): that one measures a wrong output (status incorrect)."""
+    case's n-th process times out; ``wrong``: (case key, n): that one measures a wrong output (status incorrect);
+    ``cost``: the case keys answered with a call-cost record (:func:`call_cost`)."""
     calls: list[str] = []
 
     def fake(task, timeout_s):
@@ -172,7 +173,9 @@ def _fake(monkeypatch, times: dict[str, list[float]], fail: tuple[str, int] | No
         n = calls.count(task.case_key)
         if fail == (task.case_key, n):
             return "timeout", None, "killed after 1 s"
-        r = record(times[task.case_key][n - 1], run_id=task.run_id)
+        t = times[task.case_key][n - 1]
+        r = call_cost(t) if task.case_key in cost else record(t, run_id=task.run_id)
+        r = msgspec.structs.replace(r, run_id=task.run_id)
         if wrong == (task.case_key, n):
             r = msgspec.structs.replace(r, status="incorrect", reason="max_rel_err 0.3 > tolerance 1e-05")
         case = specs.find(task.case_key)
@@ -186,27 +189,33 @@ def _fake(monkeypatch, times: dict[str, list[float]], fail: tuple[str, int] | No
 
 
 def test_the_runner_times_short_cases_again_and_long_ones_once(tmp_path, monkeypatch):
-    """Three cases, K = 3: a short one (three processes, their median), a long one (once), a short one whose second
-    process fails (the first process's record alone, its reason saying so); the file written and loaded back."""
+    """Five cases, K = 3: a short one (three processes, their median), a long one (once), a short one whose second
+    process fails (the first process's record alone, its reason saying so), one whose third is wrong, and a long
+    call-cost one (three processes: its ratio moves per process at any time); the file written and loaded back."""
     long_key = "resample/B256-S100-T50-D32/float32/numpy"
     failing = "resample/B32-S100-T50-D32/float32/torch_eager"
     wrong = "resample/B32-S100-T50-D32/float16/torch_eager"
-    times = {KEY: [3.0, 3.3, 3.1], long_key: [40.0], failing: [3.0, 3.3, 3.1], wrong: [3.0, 3.3, 3.1]}
-    calls = _fake(monkeypatch, times, fail=(failing, 2), wrong=(wrong, 3))
-    res = runner.run_suite("quick", device="cpu", cases=[specs.find(k) for k in (KEY, long_key, failing, wrong)],
-                           out_dir=tmp_path, progress=False, processes=3)
-    assert calls == [KEY, KEY, KEY, long_key, failing, failing, wrong, wrong, wrong]
-    short, long_, failed, incorrect = res.records
+    cost_key = "resample/B256-S100-T50-D32/float16/numpy"  # answered as a call-cost record (no CPU case is one)
+    times = {KEY: [3.0, 3.3, 3.1], long_key: [40.0], failing: [3.0, 3.3, 3.1], wrong: [3.0, 3.3, 3.1],
+             cost_key: [40.0, 44.0, 42.0]}
+    calls = _fake(monkeypatch, times, fail=(failing, 2), wrong=(wrong, 3), cost=frozenset({cost_key}))
+    keys = (KEY, long_key, failing, wrong, cost_key)
+    res = runner.run_suite("quick", device="cpu", cases=[specs.find(k) for k in keys], out_dir=tmp_path,
+                           progress=False, processes=3)
+    assert calls == [KEY, KEY, KEY, long_key, failing, failing, wrong, wrong, wrong, cost_key, cost_key, cost_key]
+    short, long_, failed, incorrect, cost = res.records
+    assert cost.processes == [40.0, 44.0, 42.0] and cost.dispatch.interleaved.rounds == 90
+    assert long_.dispatch is None
     assert short.processes == [3.0, 3.3, 3.1] and short.metrics.time_us.p50 == pytest.approx(3.1)
     assert long_.processes == [] and long_.metrics.time_us.p50 == 40.0
     assert failed.status == "timeout" and failed.processes == [] and failed.metrics is None
     assert failed.reason == "process 2 of 3 (the first ok): killed after 1 s"
     assert incorrect.status == "incorrect" and incorrect.reason.startswith("process 3 of 3 (the first ok): max_rel")
-    assert res.counts() == {"ok": 2, "timeout": 1, "incorrect": 1}
+    assert res.counts() == {"ok": 3, "timeout": 1, "incorrect": 1}
     doc = json.loads(res.path.read_text())  # written and loaded back: the field round-trips, omitted when empty
     assert doc["records"][0]["processes"] == [3.0, 3.3, 3.1] and "processes" not in doc["records"][1]
     loaded = store.load(res.path)
-    assert not loaded.bad and len(loaded.records) == 4
+    assert not loaded.bad and len(loaded.records) == 5
 
 
 @pytest.mark.parametrize("processes, below", [(0, 11.0), (17, 11.0), (2.5, 11.0), (True, 11.0), (3, 0.0),
