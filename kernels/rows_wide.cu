@@ -185,7 +185,8 @@ RC_FUSE_WIDE_ENTRY(fuse_wide_bfloat16_float64, rc_bf16, double)
 // 16-byte output vectors k (the row's first byte sits `head` bytes into vector 0). Output vector k's source bytes
 // are the 16 bytes at (source row - head) + 16k: bytes sh.. of the source's aligned vectors M_k and M_k+1, with sh
 // the same for the whole row. Lane l loads M_k (k = it * g + l), takes M_k+1 from lane l + 1 by a shuffle (the
-// group's last lane loads its own), and funnel-shifts the pair into place, for both source rows. Vectors wholly
+// group's last lane loads its own, or with a batch of trips, rc_shift_row's TB, takes the next trip's first lane's
+// by a second shuffle), and funnel-shifts the pair into place, for both source rows. Vectors wholly
 // inside the row are stored whole (streaming), the row's first and last vectors element by element, so no byte
 // of a neighbouring row is written. An aligned vector is loaded only where it holds a byte of its row: bytes of it
 // outside the row (its neighbours', or past the array's end within the same 16 bytes, never another page) are
@@ -253,8 +254,6 @@ __device__ __forceinline__ uint4 rc_shift_load(const rc_shift_src& v, int k, boo
     return (live && k >= v.lo && k < v.hi) ? __ldg(v.base + k) : make_uint4(0u, 0u, 0u, 0u);
 }
 
-// One output row of D elements: o its first element, r0 and r1 the source rows mixed with weight w; lane `li` of a
-// group of g = 2^lg lanes; `live`: the group has a row (else it only takes part in the shuffles).
 // Output vector k of a row (its bytes from `head` in the aligned vectors at oa): the two source rows' vectors
 // (m, and n the next one) funnel-shifted into place by their offsets, mixed with weight w and stored; the row's first
 // and last vectors store their own elements only.
@@ -281,6 +280,9 @@ __device__ __forceinline__ void rc_shift_out(const uint4& m0, const uint4& n0, c
     }
 }
 
+// One output row of D elements: o its first element, r0 and r1 the source rows mixed with weight w; lane `li` of a
+// group of g = 2^lg lanes; `live`: the group has a row (else it only takes part in the shuffles). TB: trips loaded
+// together (0: one trip at a time, the last lane's next vector loaded after the shuffle).
 template <typename T, int TB = RC_SHIFT_TB>
 __device__ __forceinline__ void rc_shift_row(const T* r0, const T* r1, T* o, int D, float w, int li, int lg,
                                              bool live) {
