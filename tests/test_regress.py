@@ -261,9 +261,7 @@ def test_prior_per_provider_is_fitted_from_committed_records():
     # python -m robocache.bench.regressions fit-priors results/)
     assert doc["providers"] == json.loads(json.dumps(regress.fit_priors(committed.load().records)))
     cupy, rc = doc["providers"]["cupy"]["ge200us"], doc["providers"]["robocache"]["lt200us"]
-    # measured, H100 + H200: CuPy's long cases 4.2x as noisy as robocache's short ones with the A/A pairs of
-    # 2026-11-28 (1.65% and 0.39%; more than 5x before them)
-    assert cupy["n"] >= 10 and rc["n"] >= 10 and cupy["sigma"] > 3 * rc["sigma"]
+    assert cupy["n"] >= 10 and rc["n"] >= 10 and cupy["sigma"] > 5 * rc["sigma"]  # measured, H100 + H200
     assert regress.prior_noise(500.0, "cupy") == pytest.approx(cupy["sigma"])
     assert regress.prior_noise(500.0, "cupy", tails=True) == pytest.approx(max(cupy["sigma"], cupy["rms"]))
     assert regress.prior_noise(50.0, "robocache") == pytest.approx(max(rc["sigma"], 0.1 / 50))

@@ -384,10 +384,8 @@ def _spy_checks(monkeypatch) -> list:
 def test_a_planted_ratio_step_is_found_and_judged_on_the_ratio(ratio_world, monkeypatch):
     """+10% of the interleaved ratio, planted after 6-30 nights of ratio history on every call-cost series with a
     ratio pool (seeded): the check's document says the series is judged by its call ratio, and the step is
-    confirmed within the ten nights measured in most series (measured at these seeds with the records of the
-    twentieth session: 25 of 30 within ten nights, 13 within two; 29 and 20 before its two H200 A/A pairs joined the
-    records and moved the run-date folds the pools are drawn from: the series are 2.0-2.2% noise, past the +10%
-    target's 2%, so the bound is on finding the step, not on the night). A replay
+    confirmed within the ten nights measured in nearly every series (measured at these seeds: 29 of 30 within ten
+    nights, 20 within two, 13 the night it lands: the series are 2.2% noise, past the +10% target's 2%). A replay
     that drew ratio nights into records without the ratio would be judged on time, and one that judged the ratio
     with the host time's prior (``replay.world(ratio_in_sample=False)``) finds none (0 of 24 at seeds 0-7)."""
     docs, alerts_json = _spy_checks(monkeypatch)
@@ -401,7 +399,7 @@ def test_a_planted_ratio_step_is_found_and_judged_on_the_ratio(ratio_world, monk
     m = replay.measures(series)
     n, one, two, ten, placed, ran = (sum(v[k] for v in m["steps"].values()) for k in range(6))
     assert n == len(series) >= 30 and ran == n
-    assert ten >= 0.8 * n and two >= 0.4 * n and placed >= 0.7 * ten, m["steps"]
+    assert ten >= 0.8 * n and two >= 0.5 * n and placed >= 0.7 * ten, m["steps"]
 
 
 def test_aa_on_ratio_nights_stays_within_the_target(ratio_world, monkeypatch):
