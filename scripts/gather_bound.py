@@ -23,15 +23,16 @@ the NumPy reference by the harness's gate before it is timed. One line per point
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import probe_common  # noqa: E402  (scripts/probe_common.py)
 
 # seed 6113's large points (>= 256 MB of minimal traffic; docs/evidence/h200-x4-s19-20261128/sampled-6113.md) and
 # two of seed 2741's
@@ -198,32 +199,26 @@ def main() -> int:
     if not a.time_limit > 0 or not 1 <= a.batch <= 16:
         ap.error("--time-limit must be positive and --batch 1-16")
     ids = [c for c in a.cases.split(",") if c]
-    for cid in ids:
-        op, _, tag = cid.partition("/")
-        if op not in ("resample", "fuse") or not re.match(r"s\d+-", tag):
-            ap.error(f"--cases: {cid!r} is not a sampled resample/fuse case id (e.g. resample/s6113-41-B163-...)")
-    import torch
-    if not torch.cuda.is_available():
-        print("gather_bound: no CUDA device (this probe times GPU kernels)", file=sys.stderr)
+    bad = probe_common.bad_case_ids(ids, ("resample", "fuse"))
+    if bad:
+        ap.error(bad)
+    ceiling = probe_common.gpu_ceiling("gather_bound")
+    if ceiling is None:
         return 2
-    os.environ.setdefault("ROBOCACHE_CACHE_DIR", tempfile.mkdtemp(prefix="gather_bound_"))
+    print(f"gather_bound: batch {a.batch}", flush=True)
     import cupy
+    import torch
 
     from robocache import _cuda
     from robocache.bench import gate as gate_mod
-    from robocache.bench import specs, worker
-    from robocache.bench.timing.device import copy_ceiling, time_gpu
+    from robocache.bench.timing.device import time_gpu
 
-    ceiling = float(copy_ceiling(time_limit_s=1.0)["gb_per_s"])
-    print(f"gather_bound: copy ceiling {ceiling:.0f} GB/s; batch {a.batch}", flush=True)
     mod = cupy.RawModule(code=source(_cuda.kernel_dir(), a.batch), options=_cuda.COMPILE_OPTIONS)
     for cid in ids:
         try:
-            op, _, tag = cid.partition("/")
-            seed = int(tag.split("-")[0][1:])
-            found = {c.provider: c for c in specs.cases("sampled", ops=[op], providers=["robocache", "torch_compile"],
-                                                        sample_seed=seed) if c.id == cid}
-            if set(found) != {"robocache", "torch_compile"}:
+            op = cid.partition("/")[0]
+            found = probe_common.sampled_pair(cid)
+            if found is None:
                 print(f"gather_bound: {cid}: no such sampled case", file=sys.stderr)
                 return 2
             us: dict[str, float] = {}
@@ -232,22 +227,19 @@ def main() -> int:
             kept = None
             for name in ("robocache", "torch_compile"):
                 case = found[name]
-                prep, why = worker.prepare(case, "gpu")
+                prep, ref, why = probe_common.gated(case)
                 if prep is None:
                     print(f"gather_bound: {cid} {name}: {why}", file=sys.stderr)
                     return 2
-                ref = specs.reference_output(case, worker._rounded(case, prep.args))
-                chk = gate_mod.check(worker.to_host(prep.call()), ref, case.dtype)
-                if not chk["passed"]:
-                    print(f"gather_bound: {cid} {name}: WRONG (max rel err {chk['max_rel_err']})", flush=True)
+                if why:
+                    print(f"gather_bound: {cid} {name}: {why}", flush=True)
                     continue
                 moved = moved or int(prep.moved_bytes or 0)
-                call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
-                us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
+                us[name] = probe_common.timed_us(case, prep, a.time_limit)
                 share[name] = moved / (us[name] * 1e3) / ceiling
                 if name == "robocache":
                     kept = (case, prep, ref)
-                del prep, call
+                del prep
             if kept is None:
                 continue
             case, prep, ref = kept

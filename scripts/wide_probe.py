@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import probe_common  # noqa: E402  (scripts/probe_common.py)
 
 # docs/evidence/h200-sampled-20261128/: the losers whose rows are few and wide, then two wins of the same kind; then
 # mid-size points of narrow rows, where the search is most of the time (the staged kernel's)
@@ -41,26 +42,13 @@ def main() -> int:
     a = ap.parse_args()
     if not a.time_limit > 0:
         ap.error(f"--time-limit must be positive, got {a.time_limit}")
-    for cid in [c for c in a.cases.split(",") if c]:
-        _, _, tag = cid.partition("/")
-        head = tag.split("-")[0]
-        if not tag or not head.startswith("s") or not head[1:].isdigit():
-            ap.error(f"--cases: {cid!r} is not a sampled case id (<op>/s<seed>-..., e.g. "
-                     "resample/s2741-06-B3411-S38-T151-D73)")
-    import torch
-    if not torch.cuda.is_available():
-        print("wide_probe: no CUDA device (this probe times GPU kernels)", file=sys.stderr)
+    bad = probe_common.bad_case_ids([c for c in a.cases.split(",") if c])
+    if bad:
+        ap.error(bad)
+    ceiling = probe_common.gpu_ceiling("wide_probe")
+    if ceiling is None:
         return 2
-    os.environ.setdefault("ROBOCACHE_CACHE_DIR", tempfile.mkdtemp(prefix="wide_probe_"))
     from robocache import _tune
-    from robocache.bench import gate as gate_mod
-    from robocache.bench import specs, worker
-    from robocache.bench.timing.device import copy_ceiling, time_gpu
-
-    # the copy ceiling of this GPU now, as the harness measures it: each point's tuned and torch.compile time as a
-    # share of it, by the point's minimal traffic (its first input set's, specs.moved_bytes: issue 25's >= 80%)
-    ceiling = float(copy_ceiling(time_limit_s=1.0)["gb_per_s"])
-    print(f"wide_probe: copy ceiling {ceiling:.0f} GB/s", flush=True)
 
     plans = [importlib.import_module("robocache.resample")._PLANS, importlib.import_module("robocache.fuse")._PLANS]
     forced: list = [None]
@@ -71,11 +59,8 @@ def main() -> int:
 
     _tune.choose = choose
     for cid in [c for c in a.cases.split(",") if c]:
-        op, _, tag = cid.partition("/")
-        seed = int(tag.split("-")[0][1:])
-        found = {c.provider: c for c in specs.cases("sampled", ops=[op], providers=["robocache", "torch_compile"],
-                                                    sample_seed=seed) if c.id == cid}
-        if set(found) != {"robocache", "torch_compile"}:
+        found = probe_common.sampled_pair(cid)
+        if found is None:
             print(f"wide_probe: {cid}: no such sampled case", file=sys.stderr)
             return 2
         us: dict[str, float] = {}
@@ -88,18 +73,15 @@ def main() -> int:
             forced[0] = None if cfg == "tuned" else cfg  # tuned: the tuner's own choice, timed at the first call
             for p in plans:
                 p.clear()
-            prep, why = worker.prepare(case, "gpu")
+            prep, _, why = probe_common.gated(case)
             if prep is None:
                 print(f"wide_probe: {cid} {name}: {why}", file=sys.stderr)
                 return 2
-            ref = specs.reference_output(case, worker._rounded(case, prep.args))
-            chk = gate_mod.check(worker.to_host(prep.call()), ref, case.dtype)
-            if not chk["passed"]:
-                print(f"wide_probe: {cid} {name}: WRONG (max rel err {chk['max_rel_err']})", flush=True)
+            if why:
+                print(f"wide_probe: {cid} {name}: {why}", flush=True)
                 continue
             moved = moved or int(prep.moved_bytes or 0)
-            call, _ = worker.rotating_call(case, prep, device="gpu", cache="warm")
-            us[name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
+            us[name] = probe_common.timed_us(case, prep, a.time_limit)
         best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged", "span"))
         print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
               + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
