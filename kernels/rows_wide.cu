@@ -539,6 +539,146 @@ RC_FUSE_STAGED_ENTRY(fuse_staged_bfloat16_float64, rc_bf16, double)
 
 
 // ---------------------------------------------------------------------------------------------------------------
+// Tile: a warp's 32 consecutive targets of one stream bracketed by its 32 lanes at once, then their rows copied one
+// target after another, a batch of each target's two source rows loaded before any is stored (a configuration's
+// `stage` = 3).
+//
+// With every bracket computed beforehand, the row kernel's own loop reaches 67-91% of the copy ceiling on the large
+// sampled points of wide rows (97-301 features) where the public call reaches 51-64% (H200, seed 6113,
+// scripts/gather_bound.py, docs/kernels.md): a warp that brackets a target and then copies its row pays the search's
+// chain of dependent loads before each row's first load. Here a lane brackets one target of the warp's tile (all 32
+// searches in flight together, no shared memory, no barrier), the warp takes the brackets lane by lane from the
+// lanes that found them (__shfl_sync), and each lane holds RC_TILE_K(VB) vectors of each of the target's two source
+// rows in registers before it mixes and stores them (16 registers whatever the vector width; two targets at once
+// took 90-94 registers and spilled). Rows wider than 32 * RC_TILE_K(VB) vectors take further batches. Vector widths are the row kernel's (VB, chosen on the host for
+// the stream), as are brackets, weights and rc_mix: its outcomes bit for bit. Every warp runs all 32 targets of its
+// tile and every batch (a dead target loads and stores nothing) so a warp's shuffles stay together.
+#define RC_TILE_K(VB) ((VB) >= 16 ? 2 : (VB) == 8 ? 4 : 8)
+
+template <typename T, typename TT, int VB>
+__device__ __forceinline__ void rc_tile_warp(const T* __restrict__ values, const TT* __restrict__ times, int S, int D,
+                                             int col, const TT* __restrict__ tgt, T* __restrict__ out,
+                                             long long n_targets, int Tn, int out_stride, unsigned long long div_mult,
+                                             unsigned int div_shift, long long q0) {
+    constexpr int N = VB / (int)sizeof(T);
+    constexpr int KV = RC_TILE_K(VB);
+    typedef typename rc_vec<T, VB>::W W;
+    const int lane = (int)(threadIdx.x & 31);
+    const long long q = q0 + lane;
+    const long long qq = q < n_targets ? q : 0;  // a dead lane brackets target 0 (valid memory), stores nothing
+    long long b, t;
+    rc_fast_divmod((unsigned long long)qq, (unsigned long long)Tn, div_mult, div_shift, b, t);
+    int j0, j1;
+    float w;
+    rc_bracket2(times + b * S, S, __ldg(tgt + qq), j0, j1, w);
+    const long long off0 = (b * S + j0) * (long long)D, off1 = (b * S + j1) * (long long)D;
+    const int nvec = D / N;
+#pragma unroll 1
+    for (int it = 0; it < 32; ++it) {
+        const long long a0 = __shfl_sync(0xffffffffu, off0, it), a1 = __shfl_sync(0xffffffffu, off1, it);
+        const float aw = __shfl_sync(0xffffffffu, w, it);
+        const bool al = q0 + it < n_targets;
+        T* o = out + (al ? q0 + it : 0) * (long long)out_stride + col;
+#pragma unroll 1
+        for (int base = 0; base < nvec; base += 32 * KV) {
+            W x[KV], y[KV];
+#pragma unroll
+            for (int k = 0; k < KV; ++k) {
+                const int v = base + lane + 32 * k;
+                if (al && v < nvec) {
+                    x[k] = __ldg(reinterpret_cast<const W*>(values + a0 + (long long)v * N));
+                    y[k] = __ldg(reinterpret_cast<const W*>(values + a1 + (long long)v * N));
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < KV; ++k) {
+                const int v = base + lane + 32 * k;
+                if (al && v < nvec) {
+                    float xf[N], yf[N];
+                    rc_vec<T, VB>::unpack(x[k], xf);
+                    rc_vec<T, VB>::unpack(y[k], yf);
+#pragma unroll
+                    for (int i = 0; i < N; ++i) xf[i] = rc_mix(xf[i], yf[i], aw);
+                    rc_vec<T, VB>::store(o + v * N, xf);
+                }
+            }
+        }
+    }
+}
+
+// The warp's tile of one stream by the stream's vector width (uniform per stream: never diverges).
+template <typename T, typename TT>
+__device__ __forceinline__ void rc_tile_any(const T* __restrict__ values, const TT* __restrict__ times, int S, int D,
+                                            int col, int vb, const TT* __restrict__ tgt, T* __restrict__ out,
+                                            long long n_targets, int Tn, int out_stride, unsigned long long div_mult,
+                                            unsigned int div_shift, long long q0) {
+    switch (vb) {
+        case 16: rc_tile_warp<T, TT, 16>(values, times, S, D, col, tgt, out, n_targets, Tn, out_stride, div_mult,
+                                         div_shift, q0); break;
+        case 8: rc_tile_warp<T, TT, 8>(values, times, S, D, col, tgt, out, n_targets, Tn, out_stride, div_mult,
+                                       div_shift, q0); break;
+        default:
+            if constexpr (sizeof(T) == 2) {
+                if (vb == 4) {
+                    rc_tile_warp<T, TT, 4>(values, times, S, D, col, tgt, out, n_targets, Tn, out_stride, div_mult,
+                                           div_shift, q0);
+                } else {
+                    rc_tile_warp<T, TT, 2>(values, times, S, D, col, tgt, out, n_targets, Tn, out_stride, div_mult,
+                                           div_shift, q0);
+                }
+            } else {
+                rc_tile_warp<T, TT, 4>(values, times, S, D, col, tgt, out, n_targets, Tn, out_stride, div_mult,
+                                       div_shift, q0);
+            }
+    }
+}
+
+// resample: block i's warps take targets [i * RC_STAGE_T, (i + 1) * RC_STAGE_T), 32 each (the staged kernel's grid).
+#define RC_RESAMPLE_TILE_ENTRY(NAME, T, TT)                                                                    \
+    extern "C" __global__ void __launch_bounds__(RC_STAGE_T) NAME(                                            \
+        const T* __restrict__ values, const TT* __restrict__ src, const TT* __restrict__ tgt,                  \
+        T* __restrict__ out, int S, int Tn, int D, long long n_targets, int vb,                                \
+        unsigned long long div_mult, unsigned int div_shift) {                                                 \
+        rc_tile_any<T, TT>(values, src, S, D, 0, vb, tgt, out, n_targets, Tn, D, div_mult, div_shift,         \
+                           (long long)blockIdx.x * RC_STAGE_T + (long long)(threadIdx.x >> 5) * 32);            \
+    }
+
+RC_RESAMPLE_TILE_ENTRY(resample_tile_float32_float32, float, float)
+RC_RESAMPLE_TILE_ENTRY(resample_tile_float16_float32, rc_half, float)
+RC_RESAMPLE_TILE_ENTRY(resample_tile_bfloat16_float32, rc_bf16, float)
+RC_RESAMPLE_TILE_ENTRY(resample_tile_float32_float64, float, double)
+RC_RESAMPLE_TILE_ENTRY(resample_tile_float16_float64, rc_half, double)
+RC_RESAMPLE_TILE_ENTRY(resample_tile_bfloat16_float64, rc_bf16, double)
+
+// fuse: the staged kernel's stream table and grid (blocks [first_k, first_{k+1}) stream k's, RC_STAGE_T targets a
+// block), the stream's vector width the packed field's low byte.
+template <typename T, typename TT>
+__device__ __forceinline__ void fuse_tile_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
+                                               T* __restrict__ out, int Tn, int Dtot, long long n_targets,
+                                               unsigned long long div_mult, unsigned int div_shift) {
+    const long long blk = blockIdx.x;
+    long long f[RC_WIDE_FIELDS];
+    rc_wide_stream_of(table, K, blk, f);
+    rc_tile_any<T, TT>(reinterpret_cast<const T*>(f[0]), reinterpret_cast<const TT*>(f[1]), (int)f[2], (int)f[3],
+                       (int)f[4], (int)(f[5] & 0xff), tgt, out, n_targets, Tn, Dtot, div_mult, div_shift,
+                       (blk - f[6]) * RC_STAGE_T + (long long)(threadIdx.x >> 5) * 32);
+}
+
+#define RC_FUSE_TILE_ENTRY(NAME, T, TT)                                                                        \
+    extern "C" __global__ void __launch_bounds__(RC_STAGE_T) NAME(                                            \
+        const __grid_constant__ rc_wide_table table, int K, const TT* __restrict__ tgt, T* __restrict__ out,    \
+        int Tn, int Dtot, long long n_targets, unsigned long long div_mult, unsigned int div_shift) {           \
+        fuse_tile_body<T, TT>(table, K, tgt, out, Tn, Dtot, n_targets, div_mult, div_shift);                   \
+    }
+
+RC_FUSE_TILE_ENTRY(fuse_tile_float32_float32, float, float)
+RC_FUSE_TILE_ENTRY(fuse_tile_float16_float32, rc_half, float)
+RC_FUSE_TILE_ENTRY(fuse_tile_bfloat16_float32, rc_bf16, float)
+RC_FUSE_TILE_ENTRY(fuse_tile_float32_float64, float, double)
+RC_FUSE_TILE_ENTRY(fuse_tile_float16_float64, rc_half, double)
+RC_FUSE_TILE_ENTRY(fuse_tile_bfloat16_float64, rc_bf16, double)
+
+// ---------------------------------------------------------------------------------------------------------------
 // Span: the staged kernel's brackets, then the block's source rows loaded once into shared memory (a
 // configuration's `stage` = 2).
 //

@@ -64,7 +64,7 @@ SHIFT_MIN_BYTES = 32
 # The staged kernel (kernels/rows_wide.cu rc_staged_block): a block of STAGE_TARGETS threads brackets that many
 # targets at once, then copies their rows by the shifted vectors. A candidate where rows are narrow (at most
 # STAGE_MAX_BYTES, where a target's search is most of its time) and the launch has a block's worth of targets.
-STAGES = (0, 1, 2)
+STAGES = (0, 1, 2, 3)
 STAGE_TARGETS = 256  # RC_STAGE_T
 STAGE_MAX_BYTES = 2048
 # stage = 2, the span (kernels/rows_wide.cu rc_span_block): the staged kernel's brackets, then the block's source
@@ -72,6 +72,10 @@ STAGE_MAX_BYTES = 2048
 # candidate where a block's targets are expected to need a run of rows that fits: dense targets (T near or above
 # S) of narrow rows, where neighbouring targets share source rows that the other kernels load again and again.
 SPAN_BYTES = 24576
+# stage = 3, the tile (kernels/rows_wide.cu rc_tile_warp): a warp's 32 consecutive targets bracketed by its lanes at
+# once, then each target's row copied by the whole warp with a batch of vectors loaded before any store (the row
+# kernel's vector widths). A candidate where the rule gives a row a whole warp (rows of 32 vectors or more: the
+# search's chain of loads before each row is the time it takes off, docs/kernels.md) and the launch fills a block.
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
                time_bytes: int = 0, shifted: bool = False, staged: bool = False,
-               spanned: bool = False) -> list[Config]:
+               spanned: bool = False, tiled: bool = False) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
@@ -183,7 +187,7 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES`, and the column split
     (:func:`wide_splits`) where a launch has few rows of many vectors. ``shifted``: the shifted-vector kernel joins
     (:func:`shift_pays` of a row of the launch). ``staged``: the staged kernel joins (:func:`stage_pays`);
-    ``spanned``: its span too (:func:`span_pays`).
+    ``spanned``: its span too (:func:`span_pays`); ``tiled``: the tile kernel (:func:`tile_pays`).
     """
     out: list[Config] = []
     seen: set[Config] = set()
@@ -211,7 +215,15 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
         add(Config(stage=1))
         if spanned:
             add(Config(stage=2))
+    if tiled:
+        add(Config(stage=3))
     return out
+
+
+def tile_pays(lg_nat: int, n_targets: int) -> bool:
+    """Whether the tile kernel (``stage`` = 3) is worth timing: the rule gives a row a whole warp (``lg_nat`` 5, the
+    widest stream's for fuse) and the launch has a block's worth of targets (:data:`STAGE_TARGETS`)."""
+    return lg_nat >= 5 and n_targets >= STAGE_TARGETS
 
 
 def span_pays(row_bytes: int, n_src: int, n_tgt: int) -> bool:
@@ -281,7 +293,7 @@ def builds() -> list[tuple[str, ...]]:
 
 def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
                time_bytes: int = 0, shifted: bool = False, staged: bool = False,
-               spanned: bool = False) -> list[Config]:
+               spanned: bool = False, tiled: bool = False) -> list[Config]:
     """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
     with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
     would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
@@ -305,6 +317,8 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
         out.append(Config(stage=1))
         if spanned:
             out.append(Config(stage=2))
+    if tiled:
+        out.append(Config(stage=3))
     return out
 
 

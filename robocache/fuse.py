@@ -153,7 +153,7 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
         return _plan_wide(pairs, t, vbs, splits, cfg.block)
     if cfg.shift or cfg.stage:  # shifted vectors for every stream (one of 16-byte rows just shifts by 0), staged
         return _plan_wide(pairs, t, vbs, [_tune.shift_lanes(v.shape[2] * es) for v, _ in pairs], cfg.block,
-                          mode=("shift", "staged", "span")[cfg.stage])
+                          mode=("shift", "staged", "span", "tile")[cfg.stage])
     block = cfg.block or L.BLOCK
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]
@@ -203,13 +203,14 @@ def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], split
     ``mode`` "shift": the shifted-vector kernel instead (a configuration's ``shift``), ``splits[k]`` then log2 of
     stream k's lanes a row (``_tune.shift_lanes``), packed as ``lg_k << 8``; "staged": the staged kernel (``stage``),
     packed the same, each stream's blocks ``_tune.STAGE_TARGETS`` targets each; "span": its span (``stage`` = 2),
-    planned as "staged"."""
+    planned as "staged"; "tile": the tile kernel (``stage`` = 3), planned as "staged" (a warp 32 of a block's targets),
+    reading the stream's vector bytes from the packed field's low byte."""
     shifted = mode != "wide"
     b, n_tgt = t.shape
     n_targets = b * n_tgt
     # warps of the launch: 2**cs_k a row, or 2**lg_k lanes a row
     warps_of = [-(-(n_targets << c) // 32) if shifted else n_targets << c for c in splits]
-    if mode in ("staged", "span"):  # a block a run of STAGE_TARGETS targets of one stream
+    if mode in ("staged", "span", "tile"):  # a block a run of STAGE_TARGETS targets of one stream
         block = _tune.STAGE_TARGETS
         warps_of = [-(-n_targets // _tune.STAGE_TARGETS) * (block // 32)] * len(splits)
     else:
@@ -222,7 +223,7 @@ def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], split
     block0 = 0
     for slot, k in enumerate(order):
         v = pairs[k][0]
-        packed = splits[k] << 8 if shifted else vbs[k] | 5 << 8 | 1 << 16 | splits[k] << 24
+        packed = vbs[k] | splits[k] << 8 if shifted else vbs[k] | 5 << 8 | 1 << 16 | splits[k] << 24
         f[FUSE2_FIELDS * slot: FUSE2_FIELDS * (slot + 1)] = (0, 0, v.shape[1], v.shape[2], int(cols[k]), packed,
                                                              block0, 0)
         block0 += -(-warps_of[k] // warps)
@@ -260,6 +261,7 @@ def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple
                                  time_bytes=8 if t.dtype == "float64" else 4,
                                  shifted=any(_tune.shift_pays(vb, v.shape[2] * es) for (v, _), vb in zip(pairs, vbs)),
                                  staged=_tune.stage_pays(max(v.shape[2] for v, _ in pairs) * es, b * n_tgt),
+                                 tiled=_tune.tile_pays(lg_nat, b * n_tgt),
                                  spanned=any(_tune.span_pays(v.shape[2] * es, v.shape[1], n_tgt) for v, _ in pairs))
         return _tune.choose(t.device_index, key, cands, trial, L.stream_for(t.kind, t.device_index), may_tune)
 

@@ -100,12 +100,13 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
             block, grid = L.wide_geometry(-(-(n_targets << lg) // 32), sms, cfg.block)
         A.check_grid(grid, "values/tgt_times")
         mult, shift = L.fast_divmod(n_tgt)
-        kind = ("shift", "staged", "span")[cfg.stage]
+        kind = ("shift", "staged", "span", "tile")[cfg.stage]
         fn = L.kernel("rows_wide", f"resample_{kind}_{v.dtype}_{s.dtype}", v.device_index)
-        # (values, src, tgt, out, S, T, D, n_targets, lg, div_mult, div_shift)
+        # (values, src, tgt, out, S, T, D, n_targets, lg, div_mult, div_shift); the tile kernel's lg is the
+        # row kernel's vector bytes (a warp a row)
         fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
-                               ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", lg), ("u64", mult),
-                               ("u32", shift)])
+                               ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", vb if cfg.stage == 3 else lg),
+                               ("u64", mult), ("u32", shift)])
         return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), block)
     if cs:  # the column split: 2**cs warps share an output row (kernels/rows_wide.cu)
         block, grid = L.wide_geometry(n_targets << cs, sms, cfg.block)
@@ -149,7 +150,7 @@ def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt
     with L.on_device("cupy", v.device_index):
         cands = _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets, n_tgt=n_tgt, n_src=n_src,
                                  time_bytes=8 if s.dtype == "float64" else 4, shifted=_tune.shift_pays(vb, d * es),
-                                 staged=_tune.stage_pays(d * es, n_targets),
+                                 staged=_tune.stage_pays(d * es, n_targets), tiled=_tune.tile_pays(lg_nat, n_targets),
                                  spanned=_tune.span_pays(d * es, n_src, n_tgt))
         return _tune.choose(v.device_index, key, cands, trial, L.stream_for(v.kind, v.device_index), may_tune)
 

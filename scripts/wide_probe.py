@@ -67,7 +67,7 @@ def main() -> int:
         moved = 0
         launches = [("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
                     ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1)), ("staged", _tune.Config(stage=1)),
-                    ("span", _tune.Config(stage=2))]
+                    ("span", _tune.Config(stage=2)), ("tile", _tune.Config(stage=3))]
         for name, cfg in [*launches, ("tuned", "tuned"), ("torch.compile", None)]:
             case = found["torch_compile" if cfg is None else "robocache"]
             forced[0] = None if cfg == "tuned" else cfg  # tuned: the tuner's own choice, timed at the first call
@@ -82,13 +82,13 @@ def main() -> int:
                 continue
             moved = moved or int(prep.moved_bytes or 0)
             us[name] = probe_common.timed_us(case, prep, a.time_limit)
-        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged", "span"))
+        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged", "span", "tile"))
         print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
               + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
               f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "
               f"{us.get('torch.compile', float('nan')) / us['default']:.2f}x); of the ceiling ({moved / 1e6:.1f} MB): "
               + ", ".join(f"{k} {100 * moved / (us[k] * 1e3) / ceiling:.0f}%"
-                          for k in ("default", "staged", "span", "tuned", "torch.compile") if us.get(k) and moved),
+                          for k in ("default", "staged", "span", "tile", "tuned", "torch.compile") if us.get(k) and moved),
               flush=True)
     return 0
 

@@ -38,7 +38,7 @@ EXPECTED_ENTRIES = {
     "episodes": {f"episodes_batch_{v}" for v in ("float32", "float16", "bfloat16")} | {"episodes_place"},
     # the column split, the shifted vectors and the staged kernel of resample and fuse
     # (kernels/rows_wide.cu; robocache/_tune.py Config.cs, Config.shift, Config.stage)
-    "rows_wide": {f"{op}_{k}_{v}_{t}" for op in ("resample", "fuse") for k in ("wide", "shift", "staged", "span")
+    "rows_wide": {f"{op}_{k}_{v}_{t}" for op in ("resample", "fuse") for k in ("wide", "shift", "staged", "span", "tile")
                   for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")},
 }
 

@@ -98,6 +98,17 @@ def test_shifted_vectors_are_a_candidate_only_for_rows_off_the_16_byte_grid():
     assert _tune.Config.from_json(json.loads(json.dumps(sh.to_json()))) == sh
 
 
+def test_the_tile_is_a_candidate_where_a_row_takes_a_warp_and_a_block_fills():
+    """Config.stage 3 is kernels/rows_wide.cu's tile (a warp's 32 targets bracketed by its lanes, then its rows by
+    the whole warp): offered where the rule gives a row a whole warp and the launch fills a block, last."""
+    assert _tune.tile_pays(5, _tune.STAGE_TARGETS) and not _tune.tile_pays(4, 10**6)
+    assert not _tune.tile_pays(5, _tune.STAGE_TARGETS - 1)
+    assert _tune.candidates(5, 8, 10**5, tiled=True)[-1] == _tune.Config(stage=3)
+    assert not any(c.stage == 3 for c in _tune.candidates(5, 8, 10**5))
+    assert _tune.Config(stage=3) in _tune.exhaustive(5, 8, tiled=True)
+    assert _tune.Config(stage=3).options() == ()  # a launch option: no build of its own
+
+
 def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     """Config.stage is kernels/rows_wide.cu's staged kernel (a launch option, no build, its own block): offered where
     the rows (the widest stream's) hold at most STAGE_MAX_BYTES and the launch has a block of targets (the H200's
@@ -107,7 +118,7 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     assert _tune.candidates(5, 2, 95566, staged=True)[-1] == _tune.Config(stage=1)
     assert not any(c.stage for c in _tune.candidates(5, 2, 95566))
     assert _tune.Config(stage=1) in _tune.exhaustive(3, 2, staged=True)
-    for bad in ({"stage": 3}, {"stage": 1, "block": 64},
+    for bad in ({"stage": 4}, {"stage": 3, "block": 64}, {"stage": 1, "block": 64},
                 {"stage": 2, "shift": 1}, {"stage": 1, "shift": 1}, {"stage": 1, "cs": 1},
                 {"stage": 1, "tpg": 1}, {"stage": 1, "unroll": 2}, {"stage": 1, "seq": 1}):
         with pytest.raises(ValueError):

@@ -1,7 +1,7 @@
 """The kernels of resample and fuse in kernels/rows_wide.cu (the column split, the shifted vectors, the staged kernel
 and its span) on the CPU: compiled with g++ against the host shims (scripts/kernel_emu/shim.h: one std::thread per
 CUDA thread, blocks one after another), driven through the real plans (robocache/resample.py and robocache/fuse.py
-``_plan_v2`` with ``Config(cs=...)``, ``Config(shift=1)``, ``Config(stage=1 or 2)``: FastLaunch's argument slots and
+``_plan_v2`` with ``Config(cs=...)``, ``Config(shift=1)``, ``Config(stage=1, 2 or 3)``: FastLaunch's argument slots and
 by-value stream table, grids, blocks) and checked against the NumPy reference.
 
     python3 scripts/kernel_emu/rows_wide.py     # needs g++ >= 12 (C++20, _Float16); about 3.5 minutes on 2 cores
@@ -95,7 +95,7 @@ SRC = SRC.replace(HOOK_AT, SPAN_HOOKS + HOOK_AT, 1)
 (BUILD / "rows_host.cpp").write_text('#include "shim.h"\n' + SRC + '\n#include "rows_entries.inc"\n')
 # RC_EMU_CHECK_ALIGN: every vector load and store checked against its width (shim.h), as the GPU faults on it
 r = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w", f"-I{HERE}",
-                    "-DRC_EMU_CHECK_ALIGN",
+                    "-DRC_EMU_CHECK_ALIGN", "-DRC_EMU_SHFL_SYNC",
                     "-o", str(BUILD / "librows.so"), str(BUILD / "rows_host.cpp"), str(HERE / "runtime.cpp")],
                    capture_output=True, text=True, check=False)
 if r.returncode:
@@ -155,6 +155,9 @@ def shifted(shape, dtype, shift, fill=None):
     return t
 
 
+STAGED = ("", "staged", "span", "tile")  # the kernel of each Config.stage
+
+
 def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0, st=0):
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
@@ -173,13 +176,14 @@ def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0,
         return
     got = plan(vals, src, tgt, out)
     want = reference.resample(vals.double().numpy(), src.double().numpy(), tgt.double().numpy(), out_dtype=None)
-    assert LOG[-1][0] == f"resample_{'staged' if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
+    assert LOG[-1][0] == f"resample_{STAGED[st] if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got.double().numpy()), nan), "NaN targets"
     untouched(out, f"resample D{d}")
     check(got.masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
           f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} "
-          + (f"{'staged' if st else 'shift'} lg{plan.fl.slots[8]}" if sv or st else f"cs{cs} vb{plan.fl.slots[8]}")
+          + (f"{STAGED[st] if st else 'shift'} {'vb' if st == 3 else 'lg'}{plan.fl.slots[8]}" if sv or st
+             else f"cs{cs} vb{plan.fl.slots[8]}")
           + f" sms={SMS[0]}"
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
@@ -199,9 +203,10 @@ def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0, 
     got = plan(arrays, tgt, out)
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
     untouched(out, f"fuse {streams}")
-    assert LOG[-1][0] == f"fuse_{'staged' if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
+    assert LOG[-1][0] == f"fuse_{STAGED[st] if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     packed = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) for k in range(len(streams))]
-    geo = (f"{'staged' if st else 'shift'} lg{[p >> 8 & 0xff for p in packed]}" if sv or st
+    geo = (f"{STAGED[st] if st else 'shift'} lg{[p >> 8 & 0xff for p in packed]} vb{[p & 0xff for p in packed]}"
+           if sv or st
            else f"cs{cs} vb{[p & 0xff for p in packed]}")
     check(got, want, f"fuse {dtype}/{tdtype} B{b} T{t} {streams} {geo} sms={SMS[0]}"
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
@@ -255,12 +260,25 @@ for dtype, es in (("float32", 4), ("float16", 2)):
         run_fuse(dtype, "float32", 2, 150, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=shift, shift=shift,
                  oshift=oshift, st=1)
 run_resample("float32", "float32", 1, 2, 1, 717, 0, st=1)  # one target: one block, 255 dead rows
+# the tile (Config(stage=3)): a warp's 32 targets bracketed by its lanes, rows by the row kernel's vectors; the same
+# shapes as the staged kernel's (rows of 1-855 elements: one vector a lane to several batches), outputs off the grid
+for dtype in ("float32", "float16", "bfloat16"):
+    for tdtype in ("float32", "float64"):
+        for d in (1, 3, 37, 130, 855, 2100):
+            run_resample(dtype, tdtype, 3, 9, 131, d, 0, seed=d, st=3)  # 393 targets: two blocks, ragged warps
+        run_fuse(dtype, tdtype, 3, 100, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=8, st=3)
+for dtype, es in (("float32", 4), ("float16", 2)):
+    for shift, oshift in ((1, 0), (0, 1), (3, 2), (16 // es - 1, 5 % (16 // es))):
+        run_resample(dtype, "float32", 2, 7, 200, 71, 0, seed=shift, shift=shift, oshift=oshift, st=3)
+        run_fuse(dtype, "float32", 2, 150, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=shift, shift=shift,
+                 oshift=oshift, st=3)
+run_resample("float32", "float32", 1, 2, 1, 717, 0, st=3)  # one target: one block, 255 dead targets
 
 
 def fuse_sixteen(dtype, tdtype, seed, b, t, spec, nan_at, oshift):
     """fuse of sixteen streams (the table's most), stream k's values k % 8 elements off the 16-byte grid, a NaN
     target at ``nan_at``, the output ``oshift`` elements off: the staged kernel, the shifted vectors at 64-thread
-    blocks and at the rule's, each bit for bit the last one's output, and that output the NumPy reference's. The
+    blocks, the tile and the shifted vectors at the rule's, each bit for bit the last one's output, and that output the NumPy reference's. The
     generator is returned for more draws."""
     rng = np.random.default_rng(seed)
     tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
@@ -271,18 +289,20 @@ def fuse_sixteen(dtype, tdtype, seed, b, t, spec, nan_at, oshift):
     pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
     ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
     outs = []
-    for cfg in (_tune.Config(stage=1), _tune.Config(shift=1, block=64), _tune.Config(shift=1)):
+    for cfg in (_tune.Config(stage=1), _tune.Config(shift=1, block=64), _tune.Config(stage=3), _tune.Config(shift=1)):
         out = shifted((b, t, sum(d for _, d in spec)), vdt, oshift)
         outs.append(fz._plan_v2(pairs, ta, arrays, out.data_ptr(), cfg)(arrays, tgt, out))
         untouched(out, f"fuse 16 streams B{b} T{t} {cfg}")
-    assert LOG[-3][0].startswith("fuse_staged") and LOG[-3][1] == 16 * -(-b * t // _tune.STAGE_TARGETS), LOG[-3]
+    assert LOG[-4][0].startswith("fuse_staged") and LOG[-4][1] == 16 * -(-b * t // _tune.STAGE_TARGETS), LOG[-4]
+    assert LOG[-2][0].startswith("fuse_tile") and LOG[-2][1] == 16 * -(-b * t // _tune.STAGE_TARGETS), LOG[-2]
     clean = [o.nan_to_num(7.0) for o in outs]
-    assert torch.equal(clean[0], clean[2]) and torch.equal(clean[1], clean[2]), ("staged/shift differ", dtype, tdtype)
+    assert all(torch.equal(c, clean[3]) for c in clean[:3]), ("staged/tile/shift differ", dtype, tdtype)
+    outs = [outs[0], outs[1], outs[3]]
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(outs[2].double().numpy()), nan), "NaN targets"
     check(outs[2].masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
-          f"fuse {dtype}/{tdtype} 16 streams B{b} T{t}: staged = shift, bit for bit", dtype)
+          f"fuse {dtype}/{tdtype} 16 streams B{b} T{t}: staged = tile = shift, bit for bit", dtype)
     return rng
 
 
@@ -302,9 +322,10 @@ for dtype in ("float32", "float16", "bfloat16"):
             tt = torch.from_numpy(rng.uniform(-0.1, 1.1, (3, 200))).to(tdt)
             v = types.SimpleNamespace(shape=tuple(vals.shape), dtype=dtype, kind="torch", device_index=0)
             got = [rs._plan_v2(v, types.SimpleNamespace(dtype=tdtype), vals, 0, 200, cfg)(vals, src, tt, None)
-                   for cfg in (_tune.Config(stage=1), _tune.Config(shift=1))]
+                   for cfg in (_tune.Config(stage=1), _tune.Config(shift=1), _tune.Config(stage=3))]
             assert torch.equal(got[0].nan_to_num(7.0), got[1].nan_to_num(7.0)), ("staged differs", d, dtype, tdtype)
-        print("ok", f"{dtype}/{tdtype}: staged = shift bit for bit (fuse 16 streams x 3 blocks, resample)")
+            assert torch.equal(got[2].nan_to_num(7.0), got[1].nan_to_num(7.0)), ("tile differs", d, dtype, tdtype)
+        print("ok", f"{dtype}/{tdtype}: staged = tile = shift bit for bit (fuse 16 streams x 3 blocks, resample)")
 
 
 # the span (Config(stage=2)): a block's 256 targets bracketed as the staged kernel does, then their run of source rows

@@ -76,7 +76,6 @@ inline float __frcp_rn(float x) { return 1.0f / x; }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline unsigned __match_any_sync(unsigned, int) { std::abort(); }
-template <class T> inline T __shfl_sync(unsigned, T, int) { std::abort(); }
 // __shfl_down_sync through a block-wide exchange (kernels/rows_wide.cu's shifted vectors): every thread of the block
 // must call it the same number of times, as that kernel's trips are uniform per block.
 inline unsigned char g_shfl[1024 * 8];
@@ -102,6 +101,23 @@ template <class T> inline T __shfl_xor_sync(unsigned, T v, int mask, int width =
     g_bar->arrive_and_wait();
     return r;
 }
+#ifdef RC_EMU_SHFL_SYNC
+// __shfl_sync the same way (kernels/rows_wide.cu's tile: every warp of the block runs all 32 of its targets): lane l of
+// each group of `width` lanes takes lane src's value. Opt-in: a kernel that calls it from divergent code would wait
+// at the barrier forever, where the default stops at once.
+template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+    static_assert(sizeof(T) <= 8);
+    std::memcpy(g_shfl + threadIdx.x * 8, &v, sizeof(T));
+    g_bar->arrive_and_wait();
+    const unsigned sub = threadIdx.x & 31 & (unsigned)(width - 1), from = (unsigned)src & (unsigned)(width - 1);
+    T r;
+    std::memcpy(&r, g_shfl + (threadIdx.x - sub + from) * 8, sizeof(T));
+    g_bar->arrive_and_wait();
+    return r;
+}
+#else
+template <class T> inline T __shfl_sync(unsigned, T, int, int = 32) { std::abort(); }
+#endif
 inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) >> (s & 31));
 }

@@ -168,7 +168,8 @@ WIDES = [_tune.Config(cs=cs, block=blk) for cs, blk in ((1, 0), (2, 64), (3, 0),
 SHIFTS = [_tune.Config(shift=1), _tune.Config(shift=1, block=64)]
 # The staged kernel (Config.stage: kernels/rows_wide.cu rc_staged_block), blocks of 256 targets, and its span
 # (stage 2, rc_span_block: a block's source rows in shared memory where they fit, else the staged copy)
-STAGES = [_tune.Config(stage=1), _tune.Config(stage=2)]
+# and the tile (stage 3, rc_tile_warp: a warp's 32 targets bracketed by its lanes, rows by the row kernel's vectors)
+STAGES = [_tune.Config(stage=1), _tune.Config(stage=2), _tune.Config(stage=3)]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
 # 600 float64), a single source sample
