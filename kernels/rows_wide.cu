@@ -402,7 +402,7 @@ __device__ __forceinline__ void rc_wide_stream_of(const rc_wide_table& table, in
     }
 }
 
-// fuse: the column split's stream table (above), its packed field lg << 8 (lanes per row of the stream); blocks
+// fuse: the column split's stream table (above), its packed field vb | lg << 8 (lg: lanes per row of the stream); blocks
 // [first_k, first_{k+1}) are stream k's, each block's groups the stream's targets in order.
 template <typename T, typename TT>
 __device__ __forceinline__ void fuse_shift_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
@@ -509,7 +509,7 @@ RC_RESAMPLE_STAGED_ENTRY(resample_staged_float32_float64, float, double)
 RC_RESAMPLE_STAGED_ENTRY(resample_staged_float16_float64, rc_half, double)
 RC_RESAMPLE_STAGED_ENTRY(resample_staged_bfloat16_float64, rc_bf16, double)
 
-// fuse: the column split's stream table, its packed field lg << 8; blocks [first_k, first_{k+1}) are stream k's,
+// fuse: the column split's stream table, its packed field vb | lg << 8; blocks [first_k, first_{k+1}) are stream k's,
 // block i of them its targets [i * RC_STAGE_T, (i + 1) * RC_STAGE_T).
 template <typename T, typename TT>
 __device__ __forceinline__ void fuse_staged_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,

@@ -74,7 +74,7 @@ STAGE_MAX_BYTES = 2048
 SPAN_BYTES = 24576
 # stage = 3, the tile (kernels/rows_wide.cu rc_tile_warp): a warp's 32 consecutive targets bracketed by its lanes at
 # once, then each target's row copied by the whole warp with a batch of vectors loaded before any store (the row
-# kernel's vector widths). A candidate where the rule gives a row a whole warp (rows of 32 vectors or more: the
+# kernel's vector widths). A candidate where the rule gives a row a whole warp (rows of 17 vectors or more: the
 # search's chain of loads before each row is the time it takes off, docs/kernels.md) and the launch fills a block.
 
 

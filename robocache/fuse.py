@@ -201,10 +201,10 @@ def _plan_wide(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, vbs: list[int], split
     to share out; a narrow stream keeps one warp a row); the same stream table as v2's, its packed field
     ``vb | cs_k << 24``. ``threads``: the configuration's block (0: :func:`_launch.wide_geometry`'s rule).
     ``mode`` "shift": the shifted-vector kernel instead (a configuration's ``shift``), ``splits[k]`` then log2 of
-    stream k's lanes a row (``_tune.shift_lanes``), packed as ``lg_k << 8``; "staged": the staged kernel (``stage``),
-    packed the same, each stream's blocks ``_tune.STAGE_TARGETS`` targets each; "span": its span (``stage`` = 2),
-    planned as "staged"; "tile": the tile kernel (``stage`` = 3), planned as "staged" (a warp 32 of a block's targets),
-    reading the stream's vector bytes from the packed field's low byte."""
+    stream k's lanes a row (``_tune.shift_lanes``), packed as ``vb_k | lg_k << 8``; "staged": the staged kernel
+    (``stage``), packed the same, each stream's blocks ``_tune.STAGE_TARGETS`` targets each; "span": its span
+    (``stage`` = 2), planned as "staged"; "tile": the tile kernel (``stage`` = 3), planned as "staged" (a warp 32
+    of a block's targets), reading the stream's vector bytes from the packed field's low byte."""
     shifted = mode != "wide"
     b, n_tgt = t.shape
     n_targets = b * n_tgt

@@ -177,7 +177,7 @@ def main() -> int:
             loop_iters = -(-nvec // (1 << lg_nat))
             kw = {"n_tgt": t, "n_src": s, "time_bytes": src.element_size(),  # the walk's and the prefetch's test
                   "shifted": _tune.shift_pays(vb, d * es_), "staged": _tune.stage_pays(d * es_, b * t),
-                  "spanned": _tune.span_pays(d * es_, s, t)}
+                  "spanned": _tune.span_pays(d * es_, s, t), "tiled": _tune.tile_pays(lg_nat, b * t)}
             cands = (_tune.candidates(lg_nat, loop_iters, b * t, **kw) if args.tuner_cands
                      else _tune.exhaustive(lg_nat, loop_iters, **kw))
             scratch = torch.empty_like(outd)
@@ -244,7 +244,8 @@ def main() -> int:
             kw = {"n_tgt": t, "n_src": max(ss), "time_bytes": 4,  # float32 times: the walk's and the prefetch's test
                   "shifted": any(_tune.shift_pays(vb, d * es_) for d, vb in zip(dims, vbs)),
                   "staged": _tune.stage_pays(max(dims) * es_, b * t),
-                  "spanned": any(_tune.span_pays(d * es_, n, t) for d, n in zip(dims, ss))}
+                  "spanned": any(_tune.span_pays(d * es_, n, t) for d, n in zip(dims, ss)),
+                  "tiled": _tune.tile_pays(lg_nat, b * t)}
             cands = (_tune.candidates(lg_nat, iters, b * t, **kw) if args.tuner_cands
                      else _tune.exhaustive(lg_nat, iters, **kw))
             scratch = torch.empty_like(outd)

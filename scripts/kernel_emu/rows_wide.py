@@ -156,6 +156,7 @@ def shifted(shape, dtype, shift, fill=None):
 
 
 STAGED = ("", "staged", "span", "tile")  # the kernel of each Config.stage
+LAST_PACKED: list = [[]]  # the last fuse plan's packed table fields (vb | lg << 8 ... per stream)
 
 
 def run_resample(dtype, tdtype, b, s, t, d, cs, seed=0, shift=0, oshift=0, sv=0, st=0):
@@ -205,6 +206,7 @@ def run_fuse(dtype, tdtype, b, t, streams, cs, seed=0, shift=0, oshift=0, sv=0, 
     untouched(out, f"fuse {streams}")
     assert LOG[-1][0] == f"fuse_{STAGED[st] if st else 'shift' if sv else 'wide'}_{dtype}_{tdtype}"
     packed = [int(plan.fl.struct_buf[fz.FUSE2_FIELDS * k + 5]) for k in range(len(streams))]
+    LAST_PACKED[0] = packed
     geo = (f"{STAGED[st] if st else 'shift'} lg{[p >> 8 & 0xff for p in packed]} vb{[p & 0xff for p in packed]}"
            if sv or st
            else f"cs{cs} vb{[p & 0xff for p in packed]}")
@@ -273,6 +275,14 @@ for dtype, es in (("float32", 4), ("float16", 2)):
         run_fuse(dtype, "float32", 2, 150, [(23, 37), (11, 3), (9, 64), (5, 1)], 0, seed=shift, shift=shift,
                  oshift=oshift, st=3)
 run_resample("float32", "float32", 1, 2, 1, 717, 0, st=3)  # one target: one block, 255 dead targets
+# 16-byte vectors: resample rows of 8-1000 elements on the grid, and fuse streams whose widths, columns and output
+# row keep every stream on the grid (the tile reads each stream's vector bytes from the table: assert it got 16)
+for dtype in ("float32", "float16", "bfloat16"):
+    for d in (8, 64, 1000):
+        run_resample(dtype, "float32", 3, 9, 131, d, 0, seed=d, st=3)
+    dims = [(11, 8), (9, 64), (5, 700 if dtype == "float32" else 696)]
+    run_fuse(dtype, "float32", 3, 100, dims, 0, seed=9, st=3)
+    assert all(p & 0xff == 16 for p in LAST_PACKED[0]), (dtype, LAST_PACKED[0])
 
 
 def fuse_sixteen(dtype, tdtype, seed, b, t, spec, nan_at, oshift):
