@@ -117,10 +117,11 @@ class FastLaunch:
     only the pointers that change. The lock covers write + launch (the driver copies the arguments
     during ``cuLaunchKernel``), so threads sharing a plan never launch each other's pointers."""
 
-    __slots__ = ("fn_ptr", "slots", "params", "params_ptr", "lock", "keep", "struct_buf")
+    __slots__ = ("fn_ptr", "slots", "params", "params_ptr", "lock", "keep", "struct_buf", "launch")
 
     def __init__(self, fn: Any, args: list[tuple[str, Any]]):
         self.fn_ptr = int(fn.ptr)
+        self.launch = None  # CuPy's launchKernel, bound at the first call (a plan can be built without CuPy)
         self.slots = (ctypes.c_uint64 * max(1, len(args)))()
         self.struct_buf = None
         base = ctypes.addressof(self.slots)
@@ -141,7 +142,6 @@ class FastLaunch:
 
     def __call__(self, grid: int, stream_ptr: int, shared_mem: int, ptrs: dict[int, int],
                  struct_ptrs: dict[int, int] | None = None, block: int = BLOCK) -> None:
-        driver = cupy_module().cuda.driver
         with self.lock:
             slots = self.slots
             for i, p in ptrs.items():
@@ -150,7 +150,10 @@ class FastLaunch:
                 buf = self.struct_buf
                 for i, p in struct_ptrs.items():
                     buf[i] = p
-            driver.launchKernel(self.fn_ptr, grid, 1, 1, block, 1, 1, shared_mem, stream_ptr, self.params_ptr, 0)
+            launch = self.launch
+            if launch is None:
+                launch = self.launch = cupy_module().cuda.driver.launchKernel
+            launch(self.fn_ptr, grid, 1, 1, block, 1, 1, shared_mem, stream_ptr, self.params_ptr, 0)
 
 
 def _bits(kind: str, val: Any) -> int:
@@ -165,22 +168,37 @@ def _bits(kind: str, val: Any) -> int:
 def raw_stream(kind: str, device_index: int) -> int:
     """The caller's current stream as a raw handle: torch's current stream, or CuPy's."""
     if kind == "torch":
-        torch = sys.modules["torch"]
-        try:
-            return torch._C._cuda_getCurrentRawStream(device_index)  # what Triton's launcher uses: no object
-        except AttributeError:  # older torch
-            return torch.cuda.current_stream(device_index).cuda_stream
+        return (_TORCH_RAW_STREAM or _bind_torch_raw_stream())(device_index)
     return cupy_module().cuda.get_current_stream().ptr
+
+
+# Bound on first use (a launch never walks torch._C or cupy.cuda.runtime for them again): torch's current raw stream,
+# what Triton's launcher reads (no stream object), and the CUDA runtime's current device.
+_TORCH_RAW_STREAM: Any = None
+_GET_DEVICE: Any = None
+
+
+def _bind_torch_raw_stream() -> Any:
+    global _TORCH_RAW_STREAM
+    torch = sys.modules["torch"]
+    fn = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    _TORCH_RAW_STREAM = fn if fn is not None else (lambda i: torch.cuda.current_stream(i).cuda_stream)  # older torch
+    return _TORCH_RAW_STREAM
+
+
+def _bind_get_device() -> Any:
+    global _GET_DEVICE
+    _GET_DEVICE = cupy_module().cuda.runtime.getDevice
+    return _GET_DEVICE
 
 
 def fast_launch(fl: FastLaunch, grid: int, kind: str, device_index: int, ptrs: dict[int, int],
                 shared_mem: int = 0, struct_ptrs: dict[int, int] | None = None, block: int = BLOCK) -> None:
     """``fl`` on the caller's current stream of ``device_index``, switching device only when needed."""
-    cupy = cupy_module()
-    if cupy.cuda.runtime.getDevice() == device_index:
+    if (_GET_DEVICE or _bind_get_device())() == device_index:
         fl(grid, raw_stream(kind, device_index), shared_mem, ptrs, struct_ptrs, block)
     else:
-        with cupy.cuda.Device(device_index):
+        with cupy_module().cuda.Device(device_index):
             fl(grid, raw_stream(kind, device_index), shared_mem, ptrs, struct_ptrs, block)
 
 
@@ -307,7 +325,9 @@ class Output:
     by the caller's library. For torch, ``torch.empty_like`` of a one-element template expanded to the shape (stride
     0: the template holds one element), asked for the contiguous format: it parses no shape or dtype per call, where
     ``new_empty(shape)`` does (issue 25, call cost; on a CPU 0.98 against 1.46 us). The template is made on the first
-    call, from that call's ``like`` (a plan's signature fixes its dtype and device). For CuPy, :func:`empty`."""
+    call, from that call's ``like`` (a plan's signature fixes its dtype and device). Where this torch has Inductor's
+    allocation and ``like`` is a plain tensor, that allocation instead (:func:`_strided_empty`), the template kept
+    for calls made on another current device. For CuPy, :func:`empty`."""
 
     __slots__ = ("kind", "shape", "dev", "dtype", "fn")
 
@@ -328,7 +348,43 @@ class Output:
         torch = sys.modules["torch"]
         dt = like.dtype if self.dtype is None else _torch_dtype(self.dtype)
         tmpl = like.new_empty((1,), dtype=dt).expand(self.shape)
-        return functools.partial(torch.empty_like, tmpl, memory_format=torch.contiguous_format)
+        slow = functools.partial(torch.empty_like, tmpl, memory_format=torch.contiguous_format)
+        return _strided_empty(torch, like, self.shape, dt, slow) or slow
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(1, n)
+    return tuple(reversed(strides))
+
+
+def _strided_empty(torch: Any, like: Any, shape: tuple[int, ...], dt: Any, slow: Any) -> Any:
+    """The allocation Inductor's generated code makes (``torch._C._dynamo.guards._empty_strided_cuda``: the caching
+    allocator without the dispatcher, which parses no options; on a CPU 0.52 against 0.96 us for the template's
+    ``empty_like``), or None where this torch lacks it or ``like`` is not a plain tensor (a subclass keeps its type
+    through the template). It allocates on the current device, as Inductor's code does inside its device guard: a
+    call whose current device is not ``like``'s takes ``slow`` (the template, on the template's device)."""
+    if type(like) is not torch.Tensor:
+        return None
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    stride = _contiguous_strides(shape)
+    if like.is_cuda:
+        fast, current = getattr(guards, "_empty_strided_cuda", None), getattr(torch._C, "_cuda_getDevice", None)
+        if fast is None or current is None:
+            return None
+        dev = like.get_device()
+
+        def alloc() -> Any:
+            if current() == dev:
+                return fast(shape, stride, dt)
+            return slow()
+        return alloc
+    if like.device.type == "cpu":  # no plan allocates on the host; the same path, testable without a GPU
+        fast = getattr(guards, "_empty_strided_cpu", None)
+        return functools.partial(fast, shape, stride, dt) if fast is not None else None
+    return None
 
 
 class _DtypeOf:

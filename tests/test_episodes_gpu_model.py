@@ -258,6 +258,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch):
     cupy, cupyx = fake_cupy(g)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setitem(sys.modules, "cupyx", cupyx)
+    monkeypatch.setattr(L, "_GET_DEVICE", None)  # the launch path binds the runtime's getDevice at first use
     for f in (_cuda._module, _cuda._function, L.sm_count):
         f.cache_clear()
     yield g

@@ -200,18 +200,45 @@ def test_seq_walk_brackets_like_the_search(n):
             assert _seq_brackets(row, xs) == want, (n, xs[:5])
 
 
-def test_output_allocates_fresh_contiguous_arrays_from_a_one_element_template():
+def test_output_allocates_fresh_contiguous_arrays_from_a_one_element_template(monkeypatch):
     """A plan's output (torch): the shape and dtype asked for, C-contiguous, a new storage every call, the template
     one element; ``dtype`` overrides the like array's; shapes of one and many dimensions."""
     torch = pytest.importorskip("torch")
     like = torch.zeros(2, 3, dtype=torch.bfloat16)
     for shape, dtype, want in (((4, 5, 6), None, torch.bfloat16), ((7,), "int32", torch.int32),
                                ((2, 3, 4, 5), "bool", torch.bool), ((1, 1, 1), "float32", torch.float32)):
-        alloc = L.Output("torch", shape, 0, dtype)
-        a, b = alloc(like), alloc(like)
-        assert tuple(a.shape) == shape and a.dtype == want and a.is_contiguous() and b.is_contiguous()
-        assert a.data_ptr() != b.data_ptr() and a.untyped_storage().nbytes() == a.numel() * a.element_size()
-        assert alloc.fn.args[0].untyped_storage().nbytes() == want.itemsize  # the template: one element
+        for fast in (True, False):
+            if not fast:  # a torch without Inductor's allocation: the template
+                monkeypatch.setattr(L, "_strided_empty", lambda *a: None)
+            alloc = L.Output("torch", shape, 0, dtype)
+            a, b = alloc(like), alloc(like)
+            assert tuple(a.shape) == shape and a.dtype == want and a.is_contiguous() and b.is_contiguous()
+            assert a.stride() == torch.empty(shape).stride() and type(a) is torch.Tensor
+            assert a.data_ptr() != b.data_ptr() and a.untyped_storage().nbytes() == a.numel() * a.element_size()
+            if fast:
+                assert alloc.fn.func is torch._C._dynamo.guards._empty_strided_cpu
+            else:
+                assert alloc.fn.args[0].untyped_storage().nbytes() == want.itemsize  # the template: one element
+            monkeypatch.undo()
+
+
+def test_contiguous_strides_are_torchs_for_every_shape():
+    """The strides handed to Inductor's allocation are torch's own contiguous strides, zero-size dimensions included."""
+    torch = pytest.importorskip("torch")
+    for shape in ((4, 5, 6), (7,), (2, 0, 3), (0,), (1, 1, 1), (3, 1, 0, 2), ()):
+        assert L._contiguous_strides(shape) == torch.empty(shape).stride(), shape
+
+
+def test_output_of_a_subclass_keeps_the_template():
+    """A tensor subclass never takes Inductor's allocation (it would come back a plain tensor): the template."""
+    torch = pytest.importorskip("torch")
+
+    class Sub(torch.Tensor):
+        pass
+    like = torch.zeros(2, 3).as_subclass(Sub)
+    alloc = L.Output("torch", (4, 5), 0)
+    out = alloc(like)
+    assert type(out) is Sub and tuple(out.shape) == (4, 5) and alloc.fn.func is torch.empty_like
 
 
 def test_zeros_clears_the_whole_output_once(monkeypatch):
