@@ -218,8 +218,10 @@ ARCH_GENERATIONS = ("A100", "H100", "H200", "B200")
 
 def preferred_machines(df: pd.DataFrame) -> list[str]:
     """Machines in the order a first screen should offer them: single-GPU GPU machines with ``ok`` robocache
-    records, newest architecture first (then the most such records, then the name); then the other machines
-    with ``ok`` robocache records (the local CPU run); then every other machine. Never an empty one first
+    records, newest architecture first (then the most such records, then the name); then the machines of several
+    GPUs with them (their single-GPU jobs' records counted as such, a sampled run spread over four GPUs has more
+    records than one GPU's nightly: the machine a reader compares with is still the one-GPU kind's); then the other
+    machines with ``ok`` robocache records (the local CPU run); then every other machine. Never an empty one first
     because its name sorts first."""
     from robocache import providers
 
@@ -231,11 +233,14 @@ def preferred_machines(df: pd.DataFrame) -> list[str]:
     n = ours[single].groupby("_m").size()
     arch = d.groupby("_m")["_a"].first()
     dev = d.groupby("_m")["_dev"].first()
+    gpus = d.groupby("_m")["gpu_count"].max() if "gpu_count" in d.columns else pd.Series(dtype=float)
 
     def rank(m: str) -> tuple:
         has = int(n.get(m, 0))
         gen = ARCH_GENERATIONS.index(arch[m]) if arch[m] in ARCH_GENERATIONS else -1
-        tier = 0 if has and dev[m] == "gpu" else 1 if has else 2
+        g = gpus.get(m)
+        several = g is not None and not pd.isna(g) and int(g) > 1
+        tier = (1 if several else 0) if has and dev[m] == "gpu" else 2 if has else 3
         return (tier, -gen, -has, m)
 
     return sorted(d["_m"].unique().tolist(), key=rank)

@@ -942,6 +942,12 @@ def test_first_screen_without_gpu_shows_committed_gpu_results(tmp_path: Path,
                       "device": ["gpu", "cpu", "gpu"], "provider": ["robocache", "robocache", "cupy"],
                       "status": ["ok"] * 3, "world_size": [None] * 3})
     assert data.preferred_machines(d) == ["z-gpu", "cpu", "empty-gpu"]
+    # a machine of four GPUs with more single-GPU records (a sampled run spread over its GPUs) after the one-GPU kind
+    d = pd.DataFrame({"machine": ["h200-x4"] * 3 + ["h200"], "arch": ["H200"] * 4, "device": ["gpu"] * 4,
+                      "provider": ["robocache"] * 4, "status": ["ok"] * 4, "world_size": [None] * 4,
+                      "gpu_count": [4, 4, 4, 1]})
+    assert data.preferred_machines(d) == ["h200", "h200-x4"]
+    assert data.preferred_machines(d.assign(gpu_count=[4, 4, 4, 4])) == ["h200-x4", "h200"]  # the most records
 
 
 def test_readable_tables() -> None:
