@@ -364,8 +364,11 @@ def _strided_empty(torch: Any, like: Any, shape: tuple[int, ...], dt: Any, slow:
     """The allocation Inductor's generated code makes (``torch._C._dynamo.guards._empty_strided_cuda``: the caching
     allocator without the dispatcher, which parses no options; on a CPU 0.52 against 0.96 us for the template's
     ``empty_like``), or None where this torch lacks it or ``like`` is not a plain tensor (a subclass keeps its type
-    through the template). It allocates on the current device, as Inductor's code does inside its device guard: a
-    call whose current device is not ``like``'s takes ``slow`` (the template, on the template's device)."""
+    through the template). It allocates on torch's current device (Inductor's code calls it inside a device guard;
+    here torch's current device is checked on every call instead): a call whose current device is not ``like``'s
+    takes ``slow`` (the template, on the template's device). Unlike ``empty_like`` it passes no dispatcher: torch
+    dispatch modes do not see it, and ``torch.use_deterministic_algorithms(True)`` does not NaN-fill it (every
+    element of an output is written by the kernel, or cleared by :func:`zeros`)."""
     if type(like) is not torch.Tensor:
         return None
     guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)

@@ -225,8 +225,36 @@ def test_output_allocates_fresh_contiguous_arrays_from_a_one_element_template(mo
 def test_contiguous_strides_are_torchs_for_every_shape():
     """The strides handed to Inductor's allocation are torch's own contiguous strides, zero-size dimensions included."""
     torch = pytest.importorskip("torch")
-    for shape in ((4, 5, 6), (7,), (2, 0, 3), (0,), (1, 1, 1), (3, 1, 0, 2), ()):
+    for shape in ((4, 5, 6), (7,), (2, 0, 3), (0,), (1, 1, 1), (3, 1, 0, 2)):
         assert L._contiguous_strides(shape) == torch.empty(shape).stride(), shape
+
+
+def test_the_cuda_allocation_runs_only_on_the_plans_current_device():
+    """The CUDA branch of ``_strided_empty`` (no GPU here: a stand-in torch): Inductor's allocation with the plan's
+    shape, torch's contiguous strides and dtype while the current device is the tensor's, the template (``slow``)
+    otherwise, checked on every call; a torch without either function gets no fast path."""
+    calls: list[tuple] = []
+    current = [1]
+
+    class Tensor:
+        is_cuda = True
+
+        def get_device(self) -> int:
+            return 1
+
+    guards = types.SimpleNamespace(_empty_strided_cuda=lambda size, stride, dt: calls.append(("fast", size, stride,
+                                                                                            dt)) or "fast")
+    fake = types.SimpleNamespace(Tensor=Tensor, _C=types.SimpleNamespace(_dynamo=types.SimpleNamespace(guards=guards),
+                                                                         _cuda_getDevice=lambda: current[0]))
+    alloc = L._strided_empty(fake, Tensor(), (2, 3, 4), "bf16", lambda: calls.append(("slow",)) or "slow")
+    assert alloc() == "fast" and calls[-1] == ("fast", (2, 3, 4), (12, 4, 1), "bf16")
+    current[0] = 0  # another device current (torch.cuda.device(0) around a call of a device-1 plan)
+    assert alloc() == "slow" and calls[-1] == ("slow",)
+    current[0] = 1
+    assert alloc() == "fast"
+    assert L._strided_empty(fake, object(), (2,), "bf16", None) is None  # not a plain tensor
+    del fake._C._cuda_getDevice
+    assert L._strided_empty(fake, Tensor(), (2,), "bf16", None) is None  # an older torch
 
 
 def test_output_of_a_subclass_keeps_the_template():
