@@ -8,7 +8,8 @@
 # bench: the quick suite through robocache-bench (SUITE="quick nightly" runs each in turn), records of every
 #        suite under OUTDIR/results/, one report per suite (OUTDIR/report-<suite>.md) and the kernel tables over
 #        all of them (OUTDIR/kernels.md: journey, vs torch.compile, call cost). The torch.compile cases are
-#        compiled first in PRECOMPILE_JOBS parallel processes (default 4; 0: off), see `run --precompile-jobs`.
+#        compiled first in PRECOMPILE_JOBS parallel processes (default half the cores, at least one; 0: off), see
+#        `run --precompile-jobs` (4 processes on a fresh H200 took 67 s of a 190 s quick run, 8 took 17-31 s).
 #        SAMPLE_SEED=N: the sampled points of seed N (`run --sample-seed`); BENCH_TIMEOUT=S stops each suite's run
 #        after S seconds with SIGINT (the runner writes every finished case; its BENCH SUMMARY line then says exit
 #        124: docs/gpu.md); RESUME=FILE
@@ -153,6 +154,7 @@ need_h5py() {
 
 # The lent machines' names from the GPUs present (see the header); ROBOCACHE_MACHINE, when set, wins. $1: "multi"
 # names even one GPU -xN (the multigpu suite's series), $2: the GPU count to name (default: all present).
+HALF_CORES=$(( $(nproc 2>/dev/null || echo 2) / 2 )); [ "$HALF_CORES" -ge 1 ] || HALF_CORES=1  # torch.compile precompile
 machine_name() {
   if [ -n "${ROBOCACHE_MACHINE:-}" ]; then echo "$ROBOCACHE_MACHINE"; return; fi
   local gpu n base
@@ -286,7 +288,7 @@ if part bench; then
     # TIME_LIMIT caps each case's sampling (s).
     pvar="PROVIDERS_$S"
     "${limit[@]}" $PY -m robocache.bench.cli run --suite "$S" --device gpu --out "$OUT/results" --machine "$MACHINE" \
-        --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${!pvar:+--providers "${!pvar}"} \
+        --precompile-jobs "${PRECOMPILE_JOBS:-$HALF_CORES}" ${!pvar:+--providers "${!pvar}"} \
         ${OPS:+--ops "$OPS"} ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} ${SAMPLE_SEED:+--sample-seed "$SAMPLE_SEED"} \
         ${PROCESSES:+--processes "$PROCESSES"} "${resume[@]}" --no-progress 2>&1 | tee -a "$OUT/bench.log"
     brc=${PIPESTATUS[0]}
@@ -303,7 +305,7 @@ if part aa; then
   : > "$OUT/aa.log"
   for i in 1 2; do
     $PY -m robocache.bench.cli run --suite quick --device gpu --out "$OUT/results" --machine "$MACHINE" \
-        --precompile-jobs "${PRECOMPILE_JOBS:-4}" ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} \
+        --precompile-jobs "${PRECOMPILE_JOBS:-$HALF_CORES}" ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"} \
         ${PROCESSES:+--processes "$PROCESSES"} --no-progress >> "$OUT/aa.log" 2>&1
     arc=$?
     [ "$arc" = 0 ] || status=1
