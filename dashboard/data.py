@@ -209,7 +209,7 @@ def loaded() -> tuple[pd.DataFrame, list[tuple[str, str]]] | None:
     return df, bad
 
 
-# --- sensible defaults: the newest GPU with robocache records first, then the local run --------------------
+# --- sensible defaults: the newest one-GPU machine with robocache records first, then the local run ----------
 
 # Newest last: an architecture further right is preferred as the first screen; one not listed (a CPU, an
 # unknown GPU) comes after every listed one.
@@ -219,10 +219,11 @@ ARCH_GENERATIONS = ("A100", "H100", "H200", "B200")
 def preferred_machines(df: pd.DataFrame) -> list[str]:
     """Machines in the order a first screen should offer them: single-GPU GPU machines with ``ok`` robocache
     records, newest architecture first (then the most such records, then the name); then the machines of several
-    GPUs with them (their single-GPU jobs' records counted as such, a sampled run spread over four GPUs has more
-    records than one GPU's nightly: the machine a reader compares with is still the one-GPU kind's); then the other
-    machines with ``ok`` robocache records (the local CPU run); then every other machine. Never an empty one first
-    because its name sorts first."""
+    GPUs, even with more such records (a sampled run spread over four GPUs outnumbers one GPU's nightly): a machine
+    is of several GPUs when none of its counted records says ``gpu_count`` 1 or less (a missing count counts as one
+    GPU, so older records and the CPU run keep their place; one run filed under a one-GPU name from a bigger host
+    does not demote it); then the other machines with ``ok`` robocache records (the local CPU run); then every other
+    machine. Never an empty one first because its name sorts first."""
     from robocache import providers
 
     if df.empty:
@@ -233,13 +234,16 @@ def preferred_machines(df: pd.DataFrame) -> list[str]:
     n = ours[single].groupby("_m").size()
     arch = d.groupby("_m")["_a"].first()
     dev = d.groupby("_m")["_dev"].first()
-    gpus = d.groupby("_m")["gpu_count"].max() if "gpu_count" in d.columns else pd.Series(dtype=float)
+    counted = ours[single]
+    # the fewest GPUs any counted record names (NaN, a missing count, as one): a machine of several only if all say so
+    gpus = (counted.assign(_g=pd.to_numeric(counted["gpu_count"], errors="coerce").fillna(1)).groupby("_m")["_g"].min()
+            if "gpu_count" in counted.columns else pd.Series(dtype=float))
 
     def rank(m: str) -> tuple:
         has = int(n.get(m, 0))
         gen = ARCH_GENERATIONS.index(arch[m]) if arch[m] in ARCH_GENERATIONS else -1
         g = gpus.get(m)
-        several = g is not None and not pd.isna(g) and int(g) > 1
+        several = g is not None and int(g) > 1
         tier = (1 if several else 0) if has and dev[m] == "gpu" else 2 if has else 3
         return (tier, -gen, -has, m)
 

@@ -9,7 +9,7 @@
 #        suite under OUTDIR/results/, one report per suite (OUTDIR/report-<suite>.md) and the kernel tables over
 #        all of them (OUTDIR/kernels.md: journey, vs torch.compile, call cost). The torch.compile cases are
 #        compiled first in PRECOMPILE_JOBS parallel processes (default half the cores, at least one; 0: off), see
-#        `run --precompile-jobs` (4 processes on a fresh H200 took 67 s of a 190 s quick run, 8 took 17-31 s).
+#        `run --precompile-jobs` (4 processes on a fresh H200 took 67 s of a 190 s quick run: docs/gpu.md).
 #        SAMPLE_SEED=N: the sampled points of seed N (`run --sample-seed`); BENCH_TIMEOUT=S stops each suite's run
 #        after S seconds with SIGINT (the runner writes every finished case; its BENCH SUMMARY line then says exit
 #        124: docs/gpu.md); RESUME=FILE
@@ -152,9 +152,13 @@ need_h5py() {
   fi
 }
 
+# The bench and aa parts' torch.compile pre-pass processes unless PRECOMPILE_JOBS says: half the machine's cores, at
+# least one (nproc without the OpenMP variables, which it would otherwise obey: OMP_NUM_THREADS=1 gives 1).
+HALF_CORES=$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 2) / 2 ))
+[ "$HALF_CORES" -ge 1 ] || HALF_CORES=1
+
 # The lent machines' names from the GPUs present (see the header); ROBOCACHE_MACHINE, when set, wins. $1: "multi"
 # names even one GPU -xN (the multigpu suite's series), $2: the GPU count to name (default: all present).
-HALF_CORES=$(( $(nproc 2>/dev/null || echo 2) / 2 )); [ "$HALF_CORES" -ge 1 ] || HALF_CORES=1  # torch.compile precompile
 machine_name() {
   if [ -n "${ROBOCACHE_MACHINE:-}" ]; then echo "$ROBOCACHE_MACHINE"; return; fi
   local gpu n base

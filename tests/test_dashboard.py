@@ -948,6 +948,12 @@ def test_first_screen_without_gpu_shows_committed_gpu_results(tmp_path: Path,
                       "gpu_count": [4, 4, 4, 1]})
     assert data.preferred_machines(d) == ["h200", "h200-x4"]
     assert data.preferred_machines(d.assign(gpu_count=[4, 4, 4, 4])) == ["h200-x4", "h200"]  # the most records
+    # a missing count is one GPU (older records); one run filed under the one-GPU name from a bigger host does not
+    # demote that machine: a machine is of several GPUs only if every counted record says so
+    assert data.preferred_machines(d.assign(gpu_count=[None, None, None, 1])) == ["h200-x4", "h200"]
+    two = pd.concat([d, d.iloc[[3]].assign(gpu_count=4)], ignore_index=True)
+    assert data.preferred_machines(two) == ["h200", "h200-x4"]
+    assert data.preferred_machines(d.drop(columns="gpu_count")) == ["h200-x4", "h200"]
 
 
 def test_readable_tables() -> None:

@@ -60,6 +60,16 @@ def test_machine_name_from_the_gpu(tmp_path: Path, gpu: str, count: int, machine
     assert _arg(runs[0], "--machine") == machine and _arg(runs[0], "--precompile-jobs") == str(half)
 
 
+@pytest.mark.parametrize(("cores", "jobs"), [(1, "1"), (3, "1"), (16, "8")])
+def test_precompile_defaults_to_half_the_cores(tmp_path: Path, cores: int, jobs: str) -> None:
+    """Without PRECOMPILE_JOBS the quick suite's torch.compile pre-pass takes half the cores nproc reports, at least
+    one (a stand-in nproc first on PATH)."""
+    (tmp_path / "bin").mkdir()
+    _stub(tmp_path / "bin" / "nproc", f"echo {cores}\n")
+    runs = [c for c in _bench(tmp_path, "NVIDIA H200", OMP_NUM_THREADS="1") if c[2:3] == ["run"]]
+    assert _arg(runs[0], "--precompile-jobs") == jobs
+
+
 def test_explicit_machine_wins_and_suites_loop(tmp_path: Path) -> None:
     """ROBOCACHE_MACHINE names the runs and SUITE loops over suites, each with its report. Then a sampled run cut and resumed: SAMPLE_SEED reaches `run --sample-seed`; BENCH_TIMEOUT wraps the run in
     `timeout --signal=INT` (the runner keeps what it measured); RESUME copies the cut file where the call's --out
