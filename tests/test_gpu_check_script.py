@@ -49,25 +49,18 @@ def _arg(call: list[str], flag: str) -> str:
     return call[call.index(flag) + 1]
 
 
-@pytest.mark.parametrize(("gpu", "count", "machine"), [
-    ("NVIDIA H100 80GB HBM3", 1, "nvidia-h100-x1"), ("NVIDIA H200", 1, "nvidia-h200"),
-    ("NVIDIA H200", 4, "nvidia-h200-x4")])
-def test_machine_name_from_the_gpu(tmp_path: Path, gpu: str, count: int, machine: str) -> None:
-    calls = _bench(tmp_path, gpu, count)
+@pytest.mark.parametrize(("gpu", "count", "machine", "cores", "jobs"), [
+    ("NVIDIA H100 80GB HBM3", 1, "nvidia-h100-x1", 16, "8"), ("NVIDIA H200", 1, "nvidia-h200", 1, "1"),
+    ("NVIDIA H200", 4, "nvidia-h200-x4", 3, "1")])
+def test_machine_name_from_the_gpu(tmp_path: Path, gpu: str, count: int, machine: str, cores: int, jobs: str) -> None:
+    """The machine's name from the GPUs present; without PRECOMPILE_JOBS the torch.compile pre-pass takes half the
+    cores nproc reports, at least one (a stand-in nproc first on PATH; OMP_NUM_THREADS, which nproc obeys, ignored)."""
+    (tmp_path / "bin").mkdir()
+    _stub(tmp_path / "bin" / "nproc", f'[ -n "${{OMP_NUM_THREADS:-}}" ] && echo 1 || echo {cores}\n')
+    calls = _bench(tmp_path, gpu, count, OMP_NUM_THREADS="1")
     runs = [c for c in calls if c[2:3] == ["run"]]
     assert [_arg(c, "--suite") for c in runs] == ["quick"]
-    half = max(1, len(os.sched_getaffinity(0)) // 2)  # the torch.compile precompile: half the cores (nproc's)
-    assert _arg(runs[0], "--machine") == machine and _arg(runs[0], "--precompile-jobs") == str(half)
-
-
-@pytest.mark.parametrize(("cores", "jobs"), [(1, "1"), (3, "1"), (16, "8")])
-def test_precompile_defaults_to_half_the_cores(tmp_path: Path, cores: int, jobs: str) -> None:
-    """Without PRECOMPILE_JOBS the quick suite's torch.compile pre-pass takes half the cores nproc reports, at least
-    one (a stand-in nproc first on PATH)."""
-    (tmp_path / "bin").mkdir()
-    _stub(tmp_path / "bin" / "nproc", f"echo {cores}\n")
-    runs = [c for c in _bench(tmp_path, "NVIDIA H200", OMP_NUM_THREADS="1") if c[2:3] == ["run"]]
-    assert _arg(runs[0], "--precompile-jobs") == jobs
+    assert _arg(runs[0], "--machine") == machine and _arg(runs[0], "--precompile-jobs") == jobs
 
 
 def test_explicit_machine_wins_and_suites_loop(tmp_path: Path) -> None:
