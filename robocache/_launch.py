@@ -290,23 +290,94 @@ def _learn(t: type) -> Any:
     return _SIG_OF[t]
 
 
+RECENT = 4  # plans a PlanCache keeps behind torch's tensor check (a loop alternating a few shapes finds each)
+
+
 class PlanCache:
-    """Bounded LRU of plans by signature."""
+    """Bounded LRU of plans by signature, and the few most recently used plans of torch CUDA tensors behind torch's
+    own C++ check of those tensors (:func:`tensor_check`; ``recent``: ``(check, alignments, plan)`` entries, newest
+    first), which a call tries before it builds a signature: one C++ call for every tensor instead of five Python
+    attribute reads each (the launch floor of fuse, with five arrays, is mostly those reads)."""
 
     def __init__(self, size: int = PLAN_CACHE_SIZE):
         self._d: OrderedDict[tuple, Any] = OrderedDict()
         self._size = size
+        self.recent: tuple = ()
 
     def get(self, key: tuple) -> Any:
-        return self._d.get(key)
+        e = self._d.get(key)
+        if e is None:
+            return None
+        if e[0] is not None and (not self.recent or self.recent[0] is not e):
+            self._promote(e)
+        return e[2]
 
-    def put(self, key: tuple, plan: Any) -> None:
-        self._d[key] = plan
+    def put(self, key: tuple, plan: Any, tensors: tuple = ()) -> None:
+        """Cache ``plan`` under ``key``; with ``tensors`` (the call's arrays, in the order the fast path checks
+        them) also behind their tensor check, where they are torch CUDA tensors and torch has the check."""
+        check = tensor_check(tensors) if tensors else None
+        e = (check, tuple(ptr(x) & 15 for x in tensors) if check is not None else (), plan)
+        self._d[key] = e
+        if check is not None:
+            self._promote(e)
         if len(self._d) > self._size:
             self._d.popitem(last=False)
 
+    def _promote(self, e: tuple) -> None:
+        # one tuple replaced at once: a thread reading ``recent`` sees the old or the new, never half of one
+        self.recent = (e,) + tuple(x for x in self.recent if x is not e)[:RECENT - 1]
+
     def clear(self) -> None:
         self._d.clear()
+        self.recent = ()
+
+
+# torch's C++ tensor check (torch._C._dynamo.guards.TensorGuards): bound on first use; False where this torch has
+# none that answers as expected (then every call keys by signature)
+_TENSOR_GUARDS: Any = None
+
+
+def tensor_check(tensors: tuple) -> Any:
+    """A C++ check that a call's tensors match ``tensors`` in everything a plan depends on but the pointers: exact
+    type, dtype, device, sizes, strides (so contiguity), requires_grad and dispatch keys, as torch.compile's tensor
+    guards checked them (``TensorGuards.check``, one call for all; False for anything else, a CuPy array
+    included). None unless every one is a plain torch CUDA tensor and this torch has a check that passes its own
+    tensors (a private API: a torch without it, or older than 2.2, keeps the signature path)."""
+    global _TENSOR_GUARDS
+    torch = sys.modules.get("torch")
+    if torch is None or _TENSOR_GUARDS is False:
+        return None
+    tt = torch.Tensor
+    for x in tensors:
+        if type(x) is not tt or not x.is_cuda:
+            return None
+    if _TENSOR_GUARDS is None:
+        _TENSOR_GUARDS = _bind_tensor_guards(torch)
+        if _TENSOR_GUARDS is False:
+            return None
+    try:  # always with keywords: TensorGuards reads them without checking they are there
+        check = _TENSOR_GUARDS(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+        ok = check(*tensors) is True
+    except Exception:  # noqa: BLE001 - any surprise from a private API: the signature path
+        ok = False
+    if not ok:
+        _TENSOR_GUARDS = False
+        return None
+    return check
+
+
+def _bind_tensor_guards(torch: Any) -> Any:
+    try:
+        major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    if (major, minor) < (2, 2):
+        return False
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+    except ImportError:
+        return False
+    return TensorGuards
 
 
 def empty(kind: str, shape: tuple[int, ...], like: Any, device_index: int) -> Any:

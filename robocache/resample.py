@@ -76,6 +76,13 @@ class _Plan:
                       {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)}, block=self.block)
         return out
 
+    def launch(self, values: Any, pv: int, ps: int, pt: int) -> Any:
+        """A call whose pointers were read already (the tensor-check path)."""
+        out = self.alloc(values)
+        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {0: pv, 1: ps, 2: pt, 3: out.data_ptr()},
+                      block=self.block)
+        return out
+
 
 _PLANS = L.PlanCache()
 
@@ -167,7 +174,12 @@ def resample(values: Any, src_times: Any, tgt_times: Any, *, check_times: bool =
     C-contiguous ``[B,T,D]`` array of the values' kind, device and dtype to write into.
     ``_version`` (benchmarks only): a kernel version of ``robocache._versions`` instead of the best.
     """
-    if out is None and not check_times and _version is None:  # the launch floor: one dict lookup
+    if out is None and not check_times and _version is None:  # the launch floor: a recent plan's tensor check,
+        for check, al, plan in _PLANS.recent:  # or one dict lookup
+            if check(values, src_times, tgt_times):
+                pv, ps, pt = values.data_ptr(), src_times.data_ptr(), tgt_times.data_ptr()
+                if (pv & 15, ps & 15, pt & 15) == al:
+                    return plan.launch(values, pv, ps, pt)
         sig = L.signature(values)
         if sig is not None:
             plan = _PLANS.get((sig, L.signature(src_times), L.signature(tgt_times)))
@@ -219,7 +231,7 @@ def _launch_rows(v: A.Arr, s: A.Arr, t: A.Arr, out: Any, check_times: bool, publ
     cacheable = final and public and out is None and not check_times and vv is v.obj and ss is s.obj \
         and tt is t.obj
     if cacheable:
-        _PLANS.put((L.signature(v.obj), L.signature(s.obj), L.signature(t.obj)), plan)
+        _PLANS.put((L.signature(v.obj), L.signature(s.obj), L.signature(t.obj)), plan, (v.obj, s.obj, t.obj))
     return plan(vv, ss, tt, out)
 
 

@@ -304,3 +304,31 @@ def test_cupy_output_keeps_the_dtype_not_the_array():
     fn = L.Output("cupy", (2, 3), 0)._build(like)
     assert all(a is not like for a in fn.args) and fn.args[2].dtype == np.float16
     assert L.Output("cupy", (2, 3), 0, "int32")._build(like).args[2].dtype == np.int32
+
+
+def test_recent_plans_newest_first_bounded_and_cleared(monkeypatch):
+    """PlanCache.recent: the plans put or fetched with a tensor check, newest first, RECENT at most, a plan once; a
+    plan without a check (not torch CUDA tensors, or no check on this torch) only in the dict; clear() empties both."""
+    import torch
+
+    cpu = torch.zeros(2, 3)
+    assert L.tensor_check((cpu,)) is None  # host tensors never get a check
+    arrays = [types.SimpleNamespace(data_ptr=lambda i=i: 256 + i) for i in range(L.RECENT + 3)]  # the last "host"
+    monkeypatch.setattr(L, "tensor_check",
+                        lambda tensors: (lambda *a: a == tensors) if tensors[0] is not arrays[-1] else None)
+    pc = L.PlanCache(size=8)
+    plans = [f"plan{i}" for i in range(L.RECENT + 2)]
+    for i, p in enumerate(plans):
+        pc.put(("k", i), p, (arrays[i],))
+    assert [e[2] for e in pc.recent] == plans[::-1][:L.RECENT]
+    assert pc.recent[0][1] == ((256 + len(plans) - 1) & 15,)  # the alignments the fast path compares
+    assert pc.recent[0][0](arrays[len(plans) - 1]) and not pc.recent[0][0](arrays[0])
+    assert pc.get(("k", 0)) == "plan0" and pc.recent[0][2] == "plan0"  # a dict hit moves its plan to the front
+    assert pc.get(("k", 0)) == "plan0" and [e[2] for e in pc.recent].count("plan0") == 1
+    assert len(pc.recent) == L.RECENT
+    pc.put(("h",), "hostplan", (arrays[-1],))
+    assert pc.get(("h",)) == "hostplan" and all(e[2] != "hostplan" for e in pc.recent)
+    pc.put(("n",), "nocheck")
+    assert pc.get(("n",)) == "nocheck" and pc.recent[0][2] == "plan0"
+    pc.clear()
+    assert pc.recent == () and pc.get(("k", 0)) is None

@@ -100,6 +100,64 @@ def test_plan_cache_uses_new_data_each_call():
                                        tgt.cpu().numpy()), torch.float32, f"call {i}")
 
 
+def test_recent_plans_behind_the_tensor_check():
+    """The tensor-check path (robocache/_launch.py PlanCache.recent): bound on this torch, and every call right
+    where only the check could tell plans apart: another alignment (a storage offset of one element), strides,
+    requires_grad, more shapes in turn than it keeps, another number of fuse streams, CuPy arrays after torch."""
+    from robocache import _launch as L
+    from robocache import fuse as fu
+    from robocache import resample as rs
+
+    rng = np.random.default_rng(29)
+    rs._PLANS.clear()
+    fu._PLANS.clear()
+
+    def one(b, s, t, d, *, offset=0, grad=False, strided=False):
+        vals, src, tgt = rng.standard_normal((b, s, d)).astype(np.float32), _times(rng, b, s), rng.uniform(0, 1, (b, t))
+        if strided:  # [b, s, d] with d-major strides
+            tv = torch.from_numpy(np.ascontiguousarray(vals.transpose(0, 2, 1))).cuda().transpose(1, 2)
+        else:
+            buf = torch.zeros(vals.size + offset, device="cuda")
+            buf[offset:] = torch.from_numpy(vals.ravel()).cuda()
+            tv = buf[offset:].view(b, s, d)
+        tv.requires_grad_(grad)
+        got = robocache.resample(tv, torch.from_numpy(src).cuda(), torch.from_numpy(tgt).cuda())
+        _check(got.detach(), reference.resample(vals.astype(np.float64), src, tgt), torch.float32,
+               f"{(b, s, t, d)} offset {offset} grad {grad} strided {strided}")
+
+    for _ in range(2):
+        one(8, 40, 20, 4)
+    assert rs._PLANS.recent and rs._PLANS.recent[0][0] is not None, "the tensor check is not bound on this torch"
+    for kw in ({"offset": 1}, {}, {"offset": 2}, {"grad": True}, {"strided": True}, {}):
+        one(8, 40, 20, 4, **kw)
+    shapes = [(8, 40, 20, 4), (3, 17, 9, 5), (8, 40, 21, 4), (5, 6, 7, 1), (8, 40, 20, 8), (2, 3, 4, 2)]
+    for _ in range(2):
+        for shape in shapes:  # more shapes than RECENT, in turn
+            one(*shape)
+    assert len(rs._PLANS.recent) <= L.RECENT
+
+    def streams_of(widths, b, t):
+        streams, np_streams = [], []
+        for j, d in enumerate(widths):
+            v, s = rng.standard_normal((b, 5 + 3 * j, d)).astype(np.float32), _times(rng, b, 5 + 3 * j)
+            streams.append((torch.from_numpy(v).cuda(), torch.from_numpy(s).cuda()))
+            np_streams.append((v.astype(np.float64), s))
+        tgt = rng.uniform(0, 1, (b, t))
+        return streams, np_streams, tgt
+
+    for widths in ([4, 3], [4, 3], [4, 3, 2], [4, 3], [4], [4, 3, 2]):
+        streams, np_streams, tgt = streams_of(widths, 6, 11)
+        for as_list in (False, True):
+            got = robocache.fuse([list(p) for p in streams] if as_list else streams, torch.from_numpy(tgt).cuda())
+            _check(got, reference.fuse(np_streams, tgt), torch.float32, f"fuse {widths} list {as_list}")
+    assert fu._PLANS.recent and fu._PLANS.recent[0][0] is not None
+    cupy = pytest.importorskip("cupy")
+    vals, src, tgt = rng.standard_normal((8, 40, 4)).astype(np.float32), _times(rng, 8, 40), rng.uniform(0, 1, (8, 20))
+    got = robocache.resample(cupy.asarray(vals), cupy.asarray(src), cupy.asarray(tgt))
+    _check(torch.from_numpy(cupy.asnumpy(got)), reference.resample(vals.astype(np.float64), src, tgt), torch.float32,
+           "cupy after torch")
+
+
 def test_plan_cache_cupy_and_torch_streams():
     """The fast path launches on the caller's current stream (torch side stream, CuPy stream)."""
     cupy = pytest.importorskip("cupy")
