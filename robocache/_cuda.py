@@ -16,8 +16,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-# episodes: robocache.EpisodeCache; rows_wide: the column-split launches of resample and fuse (not grid ops)
-OPS = ("resample", "fuse", "voxelize", "episodes", "rows_wide")
+# episodes: robocache.EpisodeCache; rows_wide: the column-split launches of resample and fuse (not grid ops);
+# rows_spec: resample built for one call's sizes (a tuner candidate, compiled per shape)
+OPS = ("resample", "fuse", "voxelize", "episodes", "rows_wide", "rows_spec")
 COMPILE_OPTIONS = ("--std=c++17",)
 # Extra NVRTC options (e.g. ("-DRC_V2_UNROLL=2",)) for kernel experiments (scripts/kernel_dev.py); part of
 # the module cache key, so changing it compiles a fresh module. Empty in normal use.
