@@ -98,6 +98,7 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
         fn = L.kernel("rows_spec", f"resample_spec_{v.dtype}_{s.dtype}", v.device_index,
                       _tune.spec_options(n_src, n_tgt, d, b))
         fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None)])  # values, src, tgt, out
+        fl.keep = fn  # its module loaded while the plan lives (_cuda.SPEC_MODULES bounds the build cache, not plans)
         return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), BLOCK)
     if cfg.shift or cfg.stage:  # shifted vectors, a group of 2**lg lanes a row (kernels/rows_wide.cu); staged: a
         lg = _tune.shift_lanes(d * es)  # block's targets bracketed first, STAGE_TARGETS of them

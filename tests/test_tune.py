@@ -708,3 +708,43 @@ def test_write_table_stamps_the_shipped_tables_hash_not_the_caches(cache):
                       {"command": "robocache-bench tune"})
     assert _tune.parse_table((cache / "t.json").read_text(), "t")["kernels"] == _tune.kernels_hash() != _tune.cache_hash()
 
+
+
+def test_builds_for_call_sizes_are_kept_in_a_bounded_cache(monkeypatch):
+    """rows_spec compiles a module per shape: at most _cuda.SPEC_MODULES are cached (least recently used out), a
+    repeated shape is not compiled again, and every other op keeps its memoized module."""
+    import types
+
+    from robocache import _cuda
+
+    built: list[tuple] = []
+
+    class RawModule:
+        def __init__(self, code, options):
+            built.append(options)
+            self.options = options
+
+        def get_function(self, name):
+            return types.SimpleNamespace(name=name, module=self)
+
+    class Device:
+        def __init__(self, i):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+    fake = types.SimpleNamespace(RawModule=RawModule, cuda=types.SimpleNamespace(Device=Device))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(_cuda, "SPEC_MODULES", 3)
+    monkeypatch.setattr(_cuda, "_SPEC", type(_cuda._SPEC)())
+    opts = [_tune.spec_options(s, 4, 1, 2) for s in (2, 3, 4, 5)]
+    first = _cuda.function("rows_spec", "resample_spec_float32_float32", 0, opts[0])
+    assert _cuda.function("rows_spec", "resample_spec_float32_float32", 0, opts[0]) is first and len(built) == 1
+    for o in opts[1:]:
+        _cuda.function("rows_spec", "resample_spec_float32_float32", 0, o)
+    assert len(built) == 4 and len(_cuda._SPEC) == 3
+    _cuda.function("rows_spec", "resample_spec_float32_float32", 0, opts[0])  # evicted: compiled again
+    assert len(built) == 5 and first.module.options[-5:] == opts[0]
