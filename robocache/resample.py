@@ -92,6 +92,14 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
     cs = _tune.wide_split(cfg.cs, max(1, d * es // vb))  # 0 where the row is one warp's: the row kernel
+    if cfg.stage == 4:  # built for this call's sizes (kernels/rows_spec.cu): one output element a thread
+        grid = -(-(n_targets * d) // BLOCK)
+        A.check_grid(grid, "values/tgt_times")
+        fn = L.kernel("rows_spec", f"resample_spec_{v.dtype}_{s.dtype}", v.device_index,
+                      _tune.spec_options(n_src, n_tgt, d, b))
+        fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None)])  # values, src, tgt, out
+        fl.keep = fn  # its module loaded while the plan lives (_cuda.SPEC_MODULES bounds the build cache, not plans)
+        return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), BLOCK)
     if cfg.shift or cfg.stage:  # shifted vectors, a group of 2**lg lanes a row (kernels/rows_wide.cu); staged: a
         lg = _tune.shift_lanes(d * es)  # block's targets bracketed first, STAGE_TARGETS of them
         if cfg.stage:
@@ -151,7 +159,7 @@ def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt
         cands = _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets, n_tgt=n_tgt, n_src=n_src,
                                  time_bytes=8 if s.dtype == "float64" else 4, shifted=_tune.shift_pays(vb, d * es),
                                  staged=_tune.stage_pays(d * es, n_targets), tiled=_tune.tile_pays(lg_nat, n_targets),
-                                 spanned=_tune.span_pays(d * es, n_src, n_tgt))
+                                 spanned=_tune.span_pays(d * es, n_src, n_tgt), spec=_tune.spec_pays(d * es))
         return _tune.choose(v.device_index, key, cands, trial, L.stream_for(v.kind, v.device_index), may_tune)
 
 
