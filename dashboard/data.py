@@ -231,10 +231,10 @@ def preferred_machines(df: pd.DataFrame) -> list[str]:
     d = df.assign(_m=df["machine"].astype(str), _a=df["arch"].astype(str), _dev=df["device"].astype(str))
     ours = d[(d["provider"].astype(str) == providers.OURS) & (d["status"].astype(str) == "ok")]
     single = ours["world_size"].isna() if "world_size" in ours.columns else pd.Series(True, index=ours.index)
-    n = ours[single].groupby("_m").size()
+    counted = ours[single]
+    n = counted.groupby("_m").size()
     arch = d.groupby("_m")["_a"].first()
     dev = d.groupby("_m")["_dev"].first()
-    counted = ours[single]
     # the fewest GPUs any counted record names (NaN, a missing count, as one): a machine of several only if all say so
     gpus = (counted.assign(_g=pd.to_numeric(counted["gpu_count"], errors="coerce").fillna(1)).groupby("_m")["_g"].min()
             if "gpu_count" in counted.columns else pd.Series(dtype=float))
