@@ -231,13 +231,22 @@ def spec_pays(row_bytes: int) -> bool:
     return 0 < row_bytes <= SPEC_MAX_BYTES
 
 
+# The sizes compiled in (a module per shape: a compile per new shape; scripts/tune_probe.py's A/B), not the default.
+SPEC_CONSTANTS = False
+
+
+def spec_i32(n_src: int, n_tgt: int, d: int, b: int) -> bool:
+    """Whether the element kernel's 32-bit entry holds one resample shape: every offset of the values, the times and
+    the output below 2**31 (a block's worth of margin)."""
+    return max(b * n_src * d, b * n_tgt * d, b * n_src, b * n_tgt) < 2**31 - 256
+
+
 def spec_options(n_src: int, n_tgt: int, d: int, b: int) -> tuple[str, ...]:
-    """The NVRTC options of kernels/rows_spec.cu for one resample shape: its sizes, and 32-bit indices where every
-    offset of the values, the times and the output fits."""
-    n_out = b * n_tgt * d
-    i32 = max(b * n_src * d, n_out, b * n_src, b * n_tgt) < 2**31 - 256
-    return (f"-DRC_SPEC_S={n_src}", f"-DRC_SPEC_T={n_tgt}", f"-DRC_SPEC_D={d}", f"-DRC_SPEC_N={n_out}LL",
-            f"-DRC_SPEC_I32={int(i32)}")
+    """The NVRTC options of kernels/rows_spec.cu for one resample shape: none (sizes are arguments) unless
+    :data:`SPEC_CONSTANTS`, then its sizes."""
+    if not SPEC_CONSTANTS:
+        return ()
+    return (f"-DRC_SPEC_S={n_src}", f"-DRC_SPEC_T={n_tgt}", f"-DRC_SPEC_D={d}", f"-DRC_SPEC_N={b * n_tgt * d}LL")
 
 
 def tile_pays(lg_nat: int, n_targets: int) -> bool:

@@ -92,13 +92,19 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
     cs = _tune.wide_split(cfg.cs, max(1, d * es // vb))  # 0 where the row is one warp's: the row kernel
-    if cfg.stage == 4:  # built for this call's sizes (kernels/rows_spec.cu): one output element a thread
-        grid = -(-(n_targets * d) // BLOCK)
+    if cfg.stage == 4:  # one output element a thread (kernels/rows_spec.cu)
+        n_out = n_targets * d
+        grid = -(-n_out // BLOCK)
         A.check_grid(grid, "values/tgt_times")
-        fn = L.kernel("rows_spec", f"resample_spec_{v.dtype}_{s.dtype}", v.device_index,
+        i32 = "_i32" if _tune.spec_i32(n_src, n_tgt, d, b) else ""
+        fn = L.kernel("rows_spec", f"resample_spec_{v.dtype}_{s.dtype}{i32}", v.device_index,
                       _tune.spec_options(n_src, n_tgt, d, b))
-        fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None)])  # values, src, tgt, out
-        fl.keep = fn  # its module loaded while the plan lives (_cuda.SPEC_MODULES bounds the build cache, not plans)
+        (dm, ds), (tm, ts) = L.fast_divmod(d), L.fast_divmod(n_tgt)
+        # values, src, tgt, out, S, T, D, N, D's and T's multiplier and shift
+        fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
+                               ("i32", n_tgt), ("i32", d), ("i64", n_out), ("u64", dm), ("u32", ds), ("u64", tm),
+                               ("u32", ts)])
+        fl.keep = fn  # a module built for one shape stays loaded while the plan lives (_cuda.SPEC_MODULES)
         return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), BLOCK)
     if cfg.shift or cfg.stage:  # shifted vectors, a group of 2**lg lanes a row (kernels/rows_wide.cu); staged: a
         lg = _tune.shift_lanes(d * es)  # block's targets bracketed first, STAGE_TARGETS of them

@@ -1,6 +1,6 @@
-"""kernels/rows_spec.cu (resample built for one call's sizes, Config.stage 4) on the CPU: compiled with g++ against the
-host shims (scripts/kernel_emu/shim.h) once per shape with the NVRTC options the plan would use
-(``_tune.spec_options``), driven through the real plan (robocache/resample.py ``_plan_v2`` with ``Config(stage=4)``)
+"""kernels/rows_spec.cu (resample one output element a thread, Config.stage 4) on the CPU: compiled with g++ against the
+host shims (scripts/kernel_emu/shim.h) with the NVRTC options the plan would use (``_tune.spec_options``: none, the
+sizes as arguments; then with ``SPEC_CONSTANTS``, once per shape), driven through the real plan (robocache/resample.py ``_plan_v2`` with ``Config(stage=4)``)
 and checked against the NumPy reference: every dtype and time dtype, S from 1 to 100 (the fixed-step search's every
 halving pattern), D 1-9, ties in the source times, infinite ends, targets on sample times, outside the row, NaN.
 
@@ -36,7 +36,10 @@ void rc_emulate(unsigned grid, unsigned block, const std::function<void()>& fn);
 extern "C" int rc_launch(const char* name, unsigned grid, unsigned block, const unsigned long long* a) {
     std::string n(name);
     std::function<void()> fn;
-#define RSPEC(SUF, T, TT) if (n == "resample_spec_" #SUF) fn = [a] { resample_spec_##SUF(P(const T*, 0), P(const TT*, 1), P(const TT*, 2), P(T*, 3)); };
+#define RSPEC1(SUF, T, TT) if (n == "resample_spec_" #SUF) fn = [a] { resample_spec_##SUF(P(const T*, 0), \
+        P(const TT*, 1), P(const TT*, 2), P(T*, 3), (int)a[4], (int)a[5], (int)a[6], (long long)a[7], a[8], \
+        (unsigned)a[9], a[10], (unsigned)a[11]); };
+#define RSPEC(SUF, T, TT) RSPEC1(SUF, T, TT) RSPEC1(SUF##_i32, T, TT)
     RSPEC(float32_float32, float, float) RSPEC(float16_float32, rc_half, float) RSPEC(bfloat16_float32, rc_bf16, float)
     RSPEC(float32_float64, float, double) RSPEC(float16_float64, rc_half, double) RSPEC(bfloat16_float64, rc_bf16, double)
     if (!fn) return 1;
@@ -105,7 +108,7 @@ def run(dtype, tdtype, b, s, t, d, seed):
     v = types.SimpleNamespace(shape=(b, s, d), dtype=dtype, kind="torch", device_index=0)
     plan = rs._plan_v2(v, types.SimpleNamespace(dtype=tdtype), vals, 0, t, _tune.Config(stage=4))
     got = plan(vals, src_t, tgt_t).double().numpy()
-    assert LOG[-1][0] == f"resample_spec_{dtype}_{tdtype}", LOG[-1]
+    assert LOG[-1][0] == f"resample_spec_{dtype}_{tdtype}" + ("_i32" if I32[0] else ""), LOG[-1]
     want = reference.resample(vals.double().numpy(), src_t.double().numpy(), tgt_t.double().numpy(), out_dtype=None)
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got), nan), ("NaN pattern", dtype, tdtype, b, s, t, d)
@@ -114,11 +117,19 @@ def run(dtype, tdtype, b, s, t, d, seed):
     assert np.array_equal(g[~fin], w[~fin]), ("infinite outputs", dtype, tdtype, s)
     err = float((np.abs(g[fin] - w[fin]) / np.maximum(1, np.abs(w[fin]))).max()) if fin.any() else 0.0
     assert err <= TOL[dtype], (dtype, tdtype, b, s, t, d, err)
-    print("ok", f"resample spec {dtype}/{tdtype} B{b} S{s} T{t} D{d} {OPTS[0][-1]} grid {LOG[-1][1]}")
+    print("ok", f"resample spec {dtype}/{tdtype} B{b} S{s} T{t} D{d} {OPTS[0] or 'sizes as arguments'} "
+          f"grid {LOG[-1][1]}")
 
 
-for s, d in ((1, 1), (2, 3), (3, 1), (5, 2), (12, 1), (13, 9), (31, 1), (64, 3), (100, 1)):
-    for dtype in ("float32", "float16", "bfloat16"):
-        for tdtype in ("float32", "float64"):
-            run(dtype, tdtype, 3, s, 37, d, seed=s * 10 + d)
+I32 = [True]
+real_i32 = _tune.spec_i32
+# the library's build (sizes as arguments) with 32-bit indices, then its 64-bit entry (forced: no shape here needs
+# it), then the probe's (sizes compiled in)
+for constants, i32 in ((False, True), (False, False), (True, True)):
+    _tune.SPEC_CONSTANTS, I32[0] = constants, i32
+    _tune.spec_i32 = real_i32 if i32 else (lambda *a: False)
+    for s, d in ((1, 1), (2, 3), (3, 1), (5, 2), (12, 1), (13, 9), (31, 1), (64, 3), (100, 1)):
+        for dtype in ("float32", "float16", "bfloat16"):
+            for tdtype in ("float32", "float64"):
+                run(dtype, tdtype, 3, s, 37, d, seed=s * 10 + d)
 print("rows_spec: every case matched the NumPy reference")
