@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-# episodes: robocache.EpisodeCache; rows_wide: the column-split launches of resample and fuse (not grid ops)
-OPS = ("resample", "fuse", "voxelize", "episodes", "rows_wide")
+# episodes: robocache.EpisodeCache; rows_wide: the column-split launches of resample and fuse (not grid ops);
+# rows_spec: resample built for one call's sizes (a tuner candidate, compiled per shape)
+OPS = ("resample", "fuse", "voxelize", "episodes", "rows_wide", "rows_spec")
 COMPILE_OPTIONS = ("--std=c++17",)
 # Extra NVRTC options (e.g. ("-DRC_V2_UNROLL=2",)) for kernel experiments (scripts/kernel_dev.py); part of
 # the module cache key, so changing it compiles a fresh module. Empty in normal use.
@@ -77,10 +79,32 @@ def first_entry(op: str) -> str:
     raise ValueError(f"no entry point found in kernels/{op}.cu")
 
 
+# rows_spec builds one module per resample shape (its sizes are NVRTC constants): at most this many are kept here,
+# least recently used first out; a plan holds its own kernel (FastLaunch.keep), so an evicted module stays loaded
+# while a cached plan can still launch it.
+SPEC_MODULES = 64
+_SPEC: OrderedDict[tuple, Any] = OrderedDict()
+
+
 def function(op: str, name: str, device_id: int, options: tuple[str, ...] = ()) -> Any:
     """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized), built with the extra
     NVRTC ``options`` (a launch configuration's build, robocache/_tune.py; one module per option set)."""
-    return _function(op, name, device_id, EXTRA_OPTIONS + tuple(options))
+    extra = EXTRA_OPTIONS + tuple(options)
+    if op != "rows_spec":
+        return _function(op, name, device_id, extra)
+    key = (name, device_id, extra)
+    fn = _SPEC.get(key)
+    if fn is None:
+        import cupy
+
+        with cupy.cuda.Device(device_id):
+            fn = cupy.RawModule(code=source(op), options=COMPILE_OPTIONS + extra).get_function(name)
+        _SPEC[key] = fn
+        while len(_SPEC) > SPEC_MODULES:
+            _SPEC.popitem(last=False)
+    else:
+        _SPEC.move_to_end(key)
+    return fn
 
 
 @functools.cache

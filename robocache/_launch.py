@@ -34,7 +34,7 @@ BLOCK = 256
 PLAN_CACHE_SIZE = 1024  # signatures; a training loop has a handful
 # Launch-shape switches for kernel experiments (scripts/kernel_dev.py); None = the measured default.
 # Plans built under one setting are cached: clear the op's plan cache after changing one.
-TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None}
+TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None, "vox_zero": None}
 
 
 def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:
@@ -403,7 +403,7 @@ class Output:
     __slots__ = ("kind", "shape", "dev", "dtype", "fn")
 
     def __init__(self, kind: str, shape: tuple[int, ...], device_index: int, dtype: str | None = None):
-        self.kind, self.shape, self.dev, self.dtype, self.fn = kind, tuple(shape), device_index, dtype, None
+        self.kind, self.shape, self.dev, self.dtype, self.fn = kind, tuple(int(n) for n in shape), device_index, dtype, None
 
     def __call__(self, like: Any) -> Any:
         fn = self.fn
@@ -449,9 +449,17 @@ def _strided_empty(torch: Any, like: Any, shape: tuple[int, ...], dt: Any, slow:
         if fast is None or current is None:
             return None
         dev = like.get_device()
+        runtime = _GET_DEVICE or _bind_get_device()  # the CUDA runtime's current device (CuPy's view)
+        try:  # the private function's argument form, once: a torch that changed it keeps the template
+            if current() == dev and runtime() == dev:
+                fast((0,), (1,), dt)
+        except (TypeError, RuntimeError):
+            return None
 
         def alloc() -> Any:
-            if current() == dev:
+            # torch's and the runtime's views of the current device both the tensor's (they differ after leaving a
+            # torch.cuda.device block onto a GPU torch made no context on): else the template, under its guard
+            if current() == dev and runtime() == dev:
                 return fast(shape, stride, dt)
             return slow()
         return alloc

@@ -64,7 +64,7 @@ SHIFT_MIN_BYTES = 32
 # The staged kernel (kernels/rows_wide.cu rc_staged_block): a block of STAGE_TARGETS threads brackets that many
 # targets at once, then copies their rows by the shifted vectors. A candidate where rows are narrow (at most
 # STAGE_MAX_BYTES, where a target's search is most of its time) and the launch has a block's worth of targets.
-STAGES = (0, 1, 2, 3)
+STAGES = (0, 1, 2, 3, 4)
 STAGE_TARGETS = 256  # RC_STAGE_T
 STAGE_MAX_BYTES = 2048
 # stage = 2, the span (kernels/rows_wide.cu rc_span_block): the staged kernel's brackets, then the block's source
@@ -72,6 +72,10 @@ STAGE_MAX_BYTES = 2048
 # candidate where a block's targets are expected to need a run of rows that fits: dense targets (T near or above
 # S) of narrow rows, where neighbouring targets share source rows that the other kernels load again and again.
 SPAN_BYTES = 24576
+# stage = 4, the build for the call's sizes (kernels/rows_spec.cu, resample only): one output element a thread, S, T, D
+# and the element count compiled in (NVRTC options, one module per shape: the first call of each new shape compiles
+# one). A candidate for rows of at most SPEC_MAX_BYTES (Inductor's mapping: the search repeats per element).
+SPEC_MAX_BYTES = 32
 # stage = 3, the tile (kernels/rows_wide.cu rc_tile_warp): a warp's 32 consecutive targets bracketed by its lanes at
 # once, then each target's row copied by the whole warp with a batch of vectors loaded before any store (the row
 # kernel's vector widths). A candidate where the rule gives a row a whole warp (rows of 17 vectors or more: the
@@ -175,7 +179,7 @@ PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
                time_bytes: int = 0, shifted: bool = False, staged: bool = False,
-               spanned: bool = False, tiled: bool = False) -> list[Config]:
+               spanned: bool = False, tiled: bool = False, spec: bool = False) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
@@ -217,7 +221,32 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
             add(Config(stage=2))
     if tiled:
         add(Config(stage=3))
+    if spec:
+        add(Config(stage=4))
     return out
+
+
+def spec_pays(row_bytes: int) -> bool:
+    """Whether the build for the call's sizes (``stage`` = 4) is worth timing: rows of at most :data:`SPEC_MAX_BYTES`."""
+    return 0 < row_bytes <= SPEC_MAX_BYTES
+
+
+# The sizes compiled in (a module per shape: a compile per new shape; scripts/tune_probe.py's A/B), not the default.
+SPEC_CONSTANTS = False
+
+
+def spec_i32(n_src: int, n_tgt: int, d: int, b: int) -> bool:
+    """Whether the element kernel's 32-bit entry holds one resample shape: every offset of the values, the times and
+    the output below 2**31 (a block's worth of margin)."""
+    return max(b * n_src * d, b * n_tgt * d, b * n_src, b * n_tgt) < 2**31 - 256
+
+
+def spec_options(n_src: int, n_tgt: int, d: int, b: int) -> tuple[str, ...]:
+    """The NVRTC options of kernels/rows_spec.cu for one resample shape: none (sizes are arguments) unless
+    :data:`SPEC_CONSTANTS`, then its sizes."""
+    if not SPEC_CONSTANTS:
+        return ()
+    return (f"-DRC_SPEC_S={n_src}", f"-DRC_SPEC_T={n_tgt}", f"-DRC_SPEC_D={d}", f"-DRC_SPEC_N={b * n_tgt * d}LL")
 
 
 def tile_pays(lg_nat: int, n_targets: int) -> bool:
@@ -293,7 +322,7 @@ def builds() -> list[tuple[str, ...]]:
 
 def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
                time_bytes: int = 0, shifted: bool = False, staged: bool = False,
-               spanned: bool = False, tiled: bool = False) -> list[Config]:
+               spanned: bool = False, tiled: bool = False, spec: bool = False) -> list[Config]:
     """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
     with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
     would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
@@ -319,6 +348,8 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
             out.append(Config(stage=2))
     if tiled:
         out.append(Config(stage=3))
+    if spec:
+        out.append(Config(stage=4))
     return out
 
 
@@ -422,7 +453,7 @@ def kernels_hash(ops: tuple[str, ...] = ("resample", "fuse")) -> str:
 def cache_hash() -> str:
     """The kernels hash of the user's tuning cache: the row kernels and kernels/rows_wide.cu, so an edit of either
     re-tunes a bucket at its next first call (a cache is cheap to rebuild; a shipped table is not)."""
-    return kernels_hash(("resample", "fuse", "rows_wide"))
+    return kernels_hash(("resample", "fuse", "rows_wide", "rows_spec"))
 
 
 USE_SHIPPED = True  # False while `robocache-bench tune` writes a new table: every bucket is then tuned afresh

@@ -99,6 +99,20 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
     cs = _tune.wide_split(cfg.cs, max(1, d * es // vb))  # 0 where the row is one warp's: the row kernel
+    if cfg.stage == 4:  # one output element a thread (kernels/rows_spec.cu)
+        n_out = n_targets * d
+        grid = -(-n_out // BLOCK)
+        A.check_grid(grid, "values/tgt_times")
+        i32 = "_i32" if _tune.spec_i32(n_src, n_tgt, d, b) else ""
+        fn = L.kernel("rows_spec", f"resample_spec_{v.dtype}_{s.dtype}{i32}", v.device_index,
+                      _tune.spec_options(n_src, n_tgt, d, b))
+        (dm, ds), (tm, ts) = L.fast_divmod(d), L.fast_divmod(n_tgt)
+        # values, src, tgt, out, S, T, D, N, D's and T's multiplier and shift
+        fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
+                               ("i32", n_tgt), ("i32", d), ("i64", n_out), ("u64", dm), ("u32", ds), ("u64", tm),
+                               ("u32", ts)])
+        fl.keep = fn  # a module built for one shape stays loaded while the plan lives (_cuda.SPEC_MODULES)
+        return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), BLOCK)
     if cfg.shift or cfg.stage:  # shifted vectors, a group of 2**lg lanes a row (kernels/rows_wide.cu); staged: a
         lg = _tune.shift_lanes(d * es)  # block's targets bracketed first, STAGE_TARGETS of them
         if cfg.stage:
@@ -158,7 +172,7 @@ def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt
         cands = _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets, n_tgt=n_tgt, n_src=n_src,
                                  time_bytes=8 if s.dtype == "float64" else 4, shifted=_tune.shift_pays(vb, d * es),
                                  staged=_tune.stage_pays(d * es, n_targets), tiled=_tune.tile_pays(lg_nat, n_targets),
-                                 spanned=_tune.span_pays(d * es, n_src, n_tgt))
+                                 spanned=_tune.span_pays(d * es, n_src, n_tgt), spec=_tune.spec_pays(d * es))
         return _tune.choose(v.device_index, key, cands, trial, L.stream_for(v.kind, v.device_index), may_tune)
 
 

@@ -210,7 +210,7 @@ def test_output_allocates_fresh_contiguous_arrays_from_a_one_element_template(mo
         for fast in (True, False):
             if not fast:  # a torch without Inductor's allocation: the template
                 monkeypatch.setattr(L, "_strided_empty", lambda *a: None)
-            alloc = L.Output("torch", shape, 0, dtype)
+            alloc = L.Output("torch", tuple(np.int64(n) for n in shape), 0, dtype)  # NumPy sizes too
             a, b = alloc(like), alloc(like)
             assert tuple(a.shape) == shape and a.dtype == want and a.is_contiguous() and b.is_contiguous()
             assert a.stride() == torch.empty(shape).stride() and type(a) is torch.Tensor
@@ -229,7 +229,7 @@ def test_contiguous_strides_are_torchs_for_every_shape():
         assert L._contiguous_strides(shape) == torch.empty(shape).stride(), shape
 
 
-def test_the_cuda_allocation_runs_only_on_the_plans_current_device():
+def test_the_cuda_allocation_runs_only_on_the_plans_current_device(monkeypatch):
     """The CUDA branch of ``_strided_empty`` (no GPU here: a stand-in torch): Inductor's allocation with the plan's
     shape, torch's contiguous strides and dtype while the current device is the tensor's, the template (``slow``)
     otherwise, checked on every call; a torch without either function gets no fast path."""
@@ -246,12 +246,22 @@ def test_the_cuda_allocation_runs_only_on_the_plans_current_device():
                                                                                             dt)) or "fast")
     fake = types.SimpleNamespace(Tensor=Tensor, _C=types.SimpleNamespace(_dynamo=types.SimpleNamespace(guards=guards),
                                                                          _cuda_getDevice=lambda: current[0]))
+    runtime = [1]
+    monkeypatch.setattr(L, "_GET_DEVICE", lambda: runtime[0])
     alloc = L._strided_empty(fake, Tensor(), (2, 3, 4), "bf16", lambda: calls.append(("slow",)) or "slow")
+    assert calls == [("fast", (0,), (1,), "bf16")]  # the one trial of the argument form
     assert alloc() == "fast" and calls[-1] == ("fast", (2, 3, 4), (12, 4, 1), "bf16")
     current[0] = 0  # another device current (torch.cuda.device(0) around a call of a device-1 plan)
     assert alloc() == "slow" and calls[-1] == ("slow",)
-    current[0] = 1
+    current[0], runtime[0] = 1, 0  # torch's view and the runtime's differ: the template
+    assert alloc() == "slow"
+    runtime[0] = 1
     assert alloc() == "fast"
+
+    def changed(size, stride, dt):
+        raise TypeError("a new argument form")
+    fake._C._dynamo.guards._empty_strided_cuda = changed
+    assert L._strided_empty(fake, Tensor(), (2,), "bf16", None) is None  # a torch whose form changed: the template
     assert L._strided_empty(fake, object(), (2,), "bf16", None) is None  # not a plain tensor
     del fake._C._cuda_getDevice
     assert L._strided_empty(fake, Tensor(), (2,), "bf16", None) is None  # an older torch

@@ -118,7 +118,7 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     assert _tune.candidates(5, 2, 95566, staged=True)[-1] == _tune.Config(stage=1)
     assert not any(c.stage for c in _tune.candidates(5, 2, 95566))
     assert _tune.Config(stage=1) in _tune.exhaustive(3, 2, staged=True)
-    for bad in ({"stage": 4}, {"stage": 3, "block": 64}, {"stage": 1, "block": 64},
+    for bad in ({"stage": 5}, {"stage": 4, "block": 64}, {"stage": 3, "block": 64}, {"stage": 1, "block": 64},
                 {"stage": 2, "shift": 1}, {"stage": 1, "shift": 1}, {"stage": 1, "cs": 1},
                 {"stage": 1, "tpg": 1}, {"stage": 1, "unroll": 2}, {"stage": 1, "seq": 1}):
         with pytest.raises(ValueError):
@@ -129,6 +129,48 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     # the host's block of targets is the kernel's (kernels/rows_wide.cu RC_STAGE_T)
     src = (Path(__file__).resolve().parents[1] / "kernels" / "rows_wide.cu").read_text(encoding="utf-8")
     assert re.search(rf"#define RC_STAGE_T {_tune.STAGE_TARGETS}\b", src)
+
+
+def test_the_build_for_the_calls_sizes_is_a_resample_candidate_for_narrow_rows(monkeypatch):
+    """Config.stage 4 (kernels/rows_spec.cu): offered for rows of at most SPEC_MAX_BYTES; its plan launches one output
+    element a thread with the sizes as arguments (one module for every shape; the 32-bit entry only where every
+    offset fits), or, with SPEC_CONSTANTS (a probe's A/B), a module built with the sizes; fuse never takes it (a
+    stage-4 configuration there plans the default launch)."""
+    import types
+
+    from robocache import _launch as L
+
+    assert _tune.spec_pays(4) and _tune.spec_pays(_tune.SPEC_MAX_BYTES) and not _tune.spec_pays(_tune.SPEC_MAX_BYTES + 1)
+    assert not _tune.spec_pays(0)
+    assert _tune.candidates(0, 1, 2_163_420, spec=True)[-1] == _tune.Config(stage=4)
+    assert not any(c.stage == 4 for c in _tune.candidates(0, 1, 2_163_420))
+    assert _tune.spec_i32(12, 42, 1, 51510) and not _tune.spec_i32(2**20, 2**10, 4, 2**10)  # B*S*D = 2^32 values
+    assert not _tune.spec_i32(1, 2**20, 2**10, 2**2)  # B*T*D = 2^32 outputs
+    assert _tune.spec_options(12, 42, 1, 51510) == ()
+    monkeypatch.setattr(_tune, "SPEC_CONSTANTS", True)
+    assert _tune.spec_options(12, 42, 1, 51510) == ("-DRC_SPEC_S=12", "-DRC_SPEC_T=42", "-DRC_SPEC_D=1",
+                                                   "-DRC_SPEC_N=2163420LL")
+    monkeypatch.setattr(_tune, "SPEC_CONSTANTS", False)
+    rs, fu = sys.modules["robocache.resample"], sys.modules["robocache.fuse"]
+    seen: list[tuple] = []
+    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): seen.append((op, name, options))
+                        or types.SimpleNamespace(ptr=0))
+    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
+    arr = types.SimpleNamespace(itemsize=4, data=types.SimpleNamespace(ptr=0))
+    v = types.SimpleNamespace(shape=(51510, 12, 3), dtype="float32", kind="cupy", device_index=0)
+    plan = rs._plan_v2(v, types.SimpleNamespace(dtype="float32"), arr, 0, 42, _tune.Config(stage=4))
+    assert seen[-1] == ("rows_spec", "resample_spec_float32_float32_i32", ())
+    assert plan.grid == -(-51510 * 42 * 3 // 256) and plan.block == 256 and len(plan.fl.slots) == 12
+    slots = list(plan.fl.slots)
+    mult, shift = L.fast_divmod(42)
+    assert slots[4:8] == [12, 42, 3, 51510 * 42 * 3] and slots[10:] == [int(mult), int(shift)]
+    big = types.SimpleNamespace(shape=(2**10, 2**20, 4), dtype="float16", kind="cupy", device_index=0)
+    rs._plan_v2(big, types.SimpleNamespace(dtype="float64"), arr, 0, 8, _tune.Config(stage=4))
+    assert seen[-1] == ("rows_spec", "resample_spec_float16_float64", ())
+    pairs = [(types.SimpleNamespace(shape=(4, 9, 3), dtype="float32"), None)]
+    ta = types.SimpleNamespace(shape=(4, 5), dtype="float32", kind="cupy", device_index=0)
+    fu._plan_v2(pairs, ta, [(arr, arr)], 0, _tune.Config(stage=4))
+    assert seen[-1][0] == "fuse" and seen[-1][1].startswith("fuse_v2_")
 
 
 def test_the_span_is_a_candidate_where_a_blocks_source_rows_fit_its_shared_memory():
@@ -677,3 +719,44 @@ def test_write_table_stamps_the_shipped_tables_hash_not_the_caches(cache):
                       {"command": "robocache-bench tune"})
     assert _tune.parse_table((cache / "t.json").read_text(), "t")["kernels"] == _tune.kernels_hash() != _tune.cache_hash()
 
+
+
+def test_builds_for_call_sizes_are_kept_in_a_bounded_cache(monkeypatch):
+    """rows_spec with its sizes compiled in builds a module per shape: at most _cuda.SPEC_MODULES are cached (least recently used out), a
+    repeated shape is not compiled again, and every other op keeps its memoized module."""
+    import types
+
+    from robocache import _cuda
+
+    built: list[tuple] = []
+
+    class RawModule:
+        def __init__(self, code, options):
+            built.append(options)
+            self.options = options
+
+        def get_function(self, name):
+            return types.SimpleNamespace(name=name, module=self)
+
+    class Device:
+        def __init__(self, i):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+    fake = types.SimpleNamespace(RawModule=RawModule, cuda=types.SimpleNamespace(Device=Device))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(_cuda, "SPEC_MODULES", 3)
+    monkeypatch.setattr(_cuda, "_SPEC", type(_cuda._SPEC)())
+    monkeypatch.setattr(_tune, "SPEC_CONSTANTS", True)  # a module per shape (the probe's A/B)
+    opts = [_tune.spec_options(s, 4, 1, 2) for s in (2, 3, 4, 5)]
+    first = _cuda.function("rows_spec", "resample_spec_float32_float32", 0, opts[0])
+    assert _cuda.function("rows_spec", "resample_spec_float32_float32", 0, opts[0]) is first and len(built) == 1
+    for o in opts[1:]:
+        _cuda.function("rows_spec", "resample_spec_float32_float32", 0, o)
+    assert len(built) == 4 and len(_cuda._SPEC) == 3
+    _cuda.function("rows_spec", "resample_spec_float32_float32", 0, opts[0])  # evicted: compiled again
+    assert len(built) == 5 and first.module.options[-4:] == opts[0]

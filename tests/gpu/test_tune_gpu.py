@@ -169,7 +169,8 @@ SHIFTS = [_tune.Config(shift=1), _tune.Config(shift=1, block=64)]
 # The staged kernel (Config.stage: kernels/rows_wide.cu rc_staged_block), blocks of 256 targets, and its span
 # (stage 2, rc_span_block: a block's source rows in shared memory where they fit, else the staged copy)
 # and the tile (stage 3, rc_tile_warp: a warp's 32 targets bracketed by its lanes, rows by the row kernel's vectors)
-STAGES = [_tune.Config(stage=1), _tune.Config(stage=2), _tune.Config(stage=3)]
+# and the build for the call's sizes (stage 4, kernels/rows_spec.cu, resample only; fuse plans its default for it)
+STAGES = [_tune.Config(stage=1), _tune.Config(stage=2), _tune.Config(stage=3), _tune.Config(stage=4)]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
 # 600 float64), a single source sample
@@ -220,7 +221,8 @@ def test_a_one_lane_upsampling_bucket_times_the_walk_and_persists_its_choice(tmp
     (key, entry), = _tune.parse_table(path.read_text(), str(path))["entries"].items()
     # D = 1 float32: one 4-byte vector a row (too short for the shifted vectors), the staged kernel's rows
     want = _tune.candidates(0, 1, b * t, n_tgt=t, n_src=s, time_bytes=4, shifted=_tune.shift_pays(4, 4),
-                            staged=_tune.stage_pays(4, b * t), spanned=_tune.span_pays(4, s, t))
+                            staged=_tune.stage_pays(4, b * t), spanned=_tune.span_pays(4, s, t),
+                            spec=_tune.spec_pays(4))
     assert entry["of"] == entry["candidates"] == len(want) and any(c.seq for c in want)
     assert any(c.prefetch for c in want)
 
