@@ -34,7 +34,7 @@ BLOCK = 256
 PLAN_CACHE_SIZE = 1024  # signatures; a training loop has a handful
 # Launch-shape switches for kernel experiments (scripts/kernel_dev.py); None = the measured default.
 # Plans built under one setting are cached: clear the op's plan cache after changing one.
-TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None, "vox_zero": None}
+TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None}
 
 
 def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:

@@ -105,11 +105,7 @@ def _hash_shape(c: int, reserve: int = 0) -> tuple[int, int, int] | None:
 def _filled_launch(plan: Any, points: Any, out: Any, out_slot: int, block: int = L.BLOCK) -> Any:
     """count/occupancy (and v2's hashed count) of a v2 or v3 plan: the output zeroed (allocated, or ``out``
     filled on its device and stream), then the plan's one kernel writing it through argument ``out_slot``."""
-    zk = getattr(plan, "czero", None)
-    if out is None and zk is not None:  # cleared by the zero kernel (TUNING vox_zero "kernel"), not a memset
-        out = plan.calloc(points)
-        L.fast_launch(zk, plan.czgrid, plan.kind, plan.dev, {0: L.ptr(out)})
-    elif out is None:
+    if out is None:
         out = L.zeros(plan.kind, plan.out_shape, plan.out_dtype, points, plan.dev)
     else:
         with L.on_device(plan.kind, plan.dev):  # the fill on the output's device and stream
@@ -135,9 +131,8 @@ class _PlanV3:
     accumulate) kernel, the mean pass. ``count``/``occupancy``: the output zeroed, then one kernel: the hash
     where rows are dense (:data:`HASH_DENSITY`), else v2's count kernel."""
 
-    __slots__ = ("block", "bv", "bvc", "calloc", "czero", "czgrid", "dev", "grid", "inplace", "kind", "main",
-                 "main_slots", "mean", "mgrid", "mode", "out_dtype", "out_shape", "scratch_words", "smem", "sums_off",
-                 "vw", "zero", "zgrid")
+    __slots__ = ("block", "bv", "bvc", "dev", "grid", "inplace", "kind", "main", "main_slots", "mean", "mgrid",
+                 "mode", "out_dtype", "out_shape", "scratch_words", "smem", "sums_off", "vw", "zero", "zgrid")
 
     def __init__(self, **kw: Any):
         for k, v in kw.items():
@@ -259,19 +254,8 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     kw = {"main": main, "grid": grid_blocks, "block": threads, "kind": p.kind, "dev": dev, "out_shape": out_shape,
           "out_dtype": out_dtype, "mode": mode, "smem": smem, "main_slots": slots, "bv": b * vox, "bvc": b * vox * c}
     if not acc:
-        # TUNING vox_zero "kernel" (an A/B of scripts/vox_probe.py): the output cleared by voxel_zero_v3, a kernel
-        # node like Inductor's fill, instead of a memset node; whole 4-byte words only (count's int32, occupancy's
-        # bytes when B * V is a multiple of 4), else the memset
-        nbytes = b * vox * (4 if mode == "count" else 1)
-        czero, czgrid, calloc = None, 0, None
-        if L.TUNING["vox_zero"] == "kernel" and nbytes % 4 == 0 and nbytes:
-            czero = L.FastLaunch(L.kernel("voxelize", "voxel_zero_v3", dev),
-                                 [("ptr", None), ("i64", nbytes // 4), ("ptr", 0), ("i64", 0)])
-            czgrid = max(1, min(-(-(nbytes // 4) // (4 * BLOCK)), 16 * L.sm_count(dev)))
-            calloc = L.Output(p.kind, out_shape, dev, out_dtype)
         return _PlanV3(mean=None, zero=None, mgrid=0, zgrid=0, inplace=False, sums_off=0, vw=1, scratch_words=0,
-                       czero=czero, czgrid=czgrid, calloc=calloc, **kw)
-    kw.update(czero=None, czgrid=0, calloc=None)
+                       **kw)
     bv, bvc = b * vox, b * vox * c
     inplace = p.dtype == "float32"
     cwords = -(-bv // 4) * 4  # counts, padded so the sums start 16-byte aligned

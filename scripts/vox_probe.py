@@ -7,7 +7,7 @@
 
 Each variant is ``name=TOKENS``: ``-DNAME=VALUE`` tokens are NVRTC options added to every voxelize kernel's build,
 ``vox_hash=True|False|None`` sets ``robocache._launch.TUNING["vox_hash"]`` (None: the library's rule; True: the
-shared-memory hash for count, occupancy and mean; False: never), ``vox_flat=True|None|hash`` sets ``TUNING["vox_flat"]``, ``vox_zero=kernel`` clears count and occupancy outputs with the zero kernel instead of a memset
+shared-memory hash for count, occupancy and mean; False: never), ``vox_flat=True|None|hash`` sets ``TUNING["vox_flat"]``
 (True: mean accumulates one feature element a thread, ``voxel_accumulate_flat_v3``; hash: mean through the hash
 table, inserted and flushed one feature element a thread, ``voxel_hashed_flat_v3``). For every sampled voxelize point of each seed (the cases
 ``robocache-bench run --suite sampled --sample-seed S --ops voxelize`` would time, provider ``robocache``), each
@@ -42,7 +42,7 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...], dict]]:
         name, sep, rest = part.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"variant {part!r}: expected name=TOKENS")
-        opts, tuning = [], {"vox_hash": None, "vox_flat": None, "vox_zero": None}
+        opts, tuning = [], {"vox_hash": None, "vox_flat": None}
         for tok in rest.split():
             key, _, val = tok.partition("=")
             if tok.startswith("-D"):
@@ -51,11 +51,9 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...], dict]]:
                 tuning[key] = HASH[val]
             elif key == "vox_flat" and val == "hash":
                 tuning[key] = "hash"
-            elif key == "vox_zero" and val == "kernel":
-                tuning[key] = "kernel"
             else:
                 raise ValueError(f"variant {name!r}: token {tok!r} is neither -DNAME=VALUE nor "
-                                 "vox_hash=True|False|None nor vox_flat=True|False|None|hash nor vox_zero=kernel")
+                                 "vox_hash=True|False|None nor vox_flat=True|False|None|hash")
         out.append((name.strip(), tuple(opts), tuning))
     if not out:
         raise ValueError("no variants")

@@ -16,18 +16,18 @@ spec.loader.exec_module(probe)
 
 def test_variants_parse():
     got = probe.parse_variants("lib=; nohash=vox_hash=False ;x=-DA=1 -DB=2 vox_hash=True;flat=vox_flat=True;"
-                               "hf=vox_flat=hash;zk=vox_zero=kernel")
-    d = {"vox_hash": None, "vox_flat": None, "vox_zero": None}
+                               "hf=vox_flat=hash")
+    d = {"vox_hash": None, "vox_flat": None}
     assert got == [("lib", (), d), ("nohash", (), {**d, "vox_hash": False}),
                    ("x", ("-DA=1", "-DB=2"), {**d, "vox_hash": True}), ("flat", (), {**d, "vox_flat": True}),
-                   ("hf", (), {**d, "vox_flat": "hash"}), ("zk", (), {**d, "vox_zero": "kernel"})]
+                   ("hf", (), {**d, "vox_flat": "hash"})]
 
 
 @pytest.mark.parametrize("text, why", [("", "no variants"), ("lib", "expected name=TOKENS"),
                                        ("=-DA=1", "expected name=TOKENS"), ("a=;a=-DX=1", "must differ"),
                                        ("a=vox_hash=maybe", "neither"), ("a=--fast", "neither"),
                                        ("a=vox_other=True", "neither"),
-                                       ("a=vox_hash=hash", "neither"), ("a=vox_zero=memset", "neither")])
+                                       ("a=vox_hash=hash", "neither")])
 def test_bad_variants(text, why):
     with pytest.raises(ValueError, match=why):
         probe.parse_variants(text)

@@ -339,22 +339,3 @@ def test_v3_plan_wiring(monkeypatch):
             assert (block, smem) == (threads, want_smem)
             assert [a[1] for a in args[2:7]] == [n, 0, -(-n // ppb), ppb, hs_log2]
             assert all(args[i][1] in (None, 0) for i in (1, 7, 8, 9) if i != slot)
-    # TUNING vox_zero "kernel": the output cleared by voxel_zero_v3 (its words, no memset) before the count; occupancy
-    # bytes not a whole number of words keep the memset
-    monkeypatch.setitem(L.TUNING, "vox_zero", "kernel")
-    for mode, shape_g, n, nbytes in (("count", g, 100, 2 * 512 * 4), ("occupancy", g, 100, 2 * 512),
-                                     ("occupancy", (3, 3, 3), 10, None)):  # 54 bytes: the memset
-        launches.clear()
-        memsets.clear()
-        pts = torch.zeros(2, n, 3)
-        p = types.SimpleNamespace(kind="torch", dtype="float32", device_index=0)
-        out = vx._plan_v3(p, 2, n, 0, shape_g, lo, hi, inv, mode, (2, *shape_g),
-                          {"count": "int32"}.get(mode, "bool"))(pts, None)
-        names = [x[0] for x in launches]
-        if nbytes is None:
-            assert names == ["voxel_count_v2_float32"] and len(memsets) == 1
-            continue
-        assert names == ["voxel_zero_v3", "voxel_count_v2_float32"] and not memsets, (mode, names)
-        (_, zgrid, _, _, zp, za) = launches[0]
-        assert zp == {0: out.data_ptr()} and za[1][1] == nbytes // 4 and za[3][1] == 0 and zgrid >= 1
-        assert launches[1][4][{"count": 3}.get(mode, 4)] == out.data_ptr()
