@@ -72,10 +72,12 @@ STAGE_MAX_BYTES = 2048
 # candidate where a block's targets are expected to need a run of rows that fits: dense targets (T near or above
 # S) of narrow rows, where neighbouring targets share source rows that the other kernels load again and again.
 SPAN_BYTES = 24576
-# stage = 4, the build for the call's sizes (kernels/rows_spec.cu, resample only): one output element a thread, S, T, D
-# and the element count compiled in (NVRTC options, one module per shape: the first call of each new shape compiles
-# one). A candidate for rows of at most SPEC_MAX_BYTES (Inductor's mapping: the search repeats per element).
-SPEC_MAX_BYTES = 32
+# stage = 4, the element kernel (kernels/rows_spec.cu, resample only): one output element a thread, as Inductor maps
+# it (the search repeats per element, so it pays for rows of an element or two). A candidate for rows of at most
+# SPEC_MAX_BYTES: on the H200 (scripts/tune_probe.py, 2026-11-29) it won on every 2- and 4-byte row probed (B51510 S12
+# T42 D1 float32 12.2 us against the row kernel's best 22.3; B56201 S6 T9 D1 float16 4.5 against 7.7; B64840 S4 T7
+# D2 bfloat16 6.1 against 7.4) or tied, and lost on every wider one (8 bytes: 4.4 against 3.7; 16: 23.4 against 8.4).
+SPEC_MAX_BYTES = 4
 # stage = 3, the tile (kernels/rows_wide.cu rc_tile_warp): a warp's 32 consecutive targets bracketed by its lanes at
 # once, then each target's row copied by the whole warp with a batch of vectors loaded before any store (the row
 # kernel's vector widths). A candidate where the rule gives a row a whole warp (rows of 17 vectors or more: the
