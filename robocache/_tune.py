@@ -74,9 +74,13 @@ STAGE_MAX_BYTES = 2048
 SPAN_BYTES = 24576
 # stage = 4, the element kernel (kernels/rows_spec.cu, resample only): one output element a thread, as Inductor maps
 # it (the search repeats per element, so it pays for rows of an element or two). A candidate for rows of at most
-# SPEC_MAX_BYTES: on the H200 (scripts/tune_probe.py, 2026-11-29) it won on every 2- and 4-byte row probed (B51510 S12
-# T42 D1 float32 12.2 us against the row kernel's best 22.3; B56201 S6 T9 D1 float16 4.5 against 7.7; B64840 S4 T7
-# D2 bfloat16 6.1 against 7.4) or tied, and lost on every wider one (8 bytes: 4.4 against 3.7; 16: 23.4 against 8.4).
+# SPEC_MAX_BYTES. H200, scripts/tune_probe.py (2026-11-29), element kernel against the row kernel's best: B51510 S12
+# T42 D1 float32 16.5 us against 22.2; B56201 S6 T9 D1 float16 5.3 against 7.6; B70 S3 T3 D1 2.2 against 2.6; but
+# B64840 S4 T7 D2 bfloat16 7.7 against 7.3, B4096 S2000 T1000 D1 81.8 against 54.7, and every 8-byte or wider row
+# lost (8 bytes 4.4 against 3.7; 16 bytes 23.4 against 8.4): the tuner times it, it does not replace the rule.
+# Its sizes compiled in (SPEC_CONSTANTS, a module per shape) were faster again (12.2, 4.5, 6.0 us on the first,
+# second and fourth shapes; B45785 S36 T29 D2 17.3 against 24.4 with the sizes as arguments), but a compile per new
+# shape is not a price a call with varying sizes should pay: an A/B, not the library's default.
 SPEC_MAX_BYTES = 4
 # stage = 3, the tile (kernels/rows_wide.cu rc_tile_warp): a warp's 32 consecutive targets bracketed by its lanes at
 # once, then each target's row copied by the whole warp with a batch of vectors loaded before any store (the row
