@@ -84,13 +84,16 @@ __device__ __forceinline__ void resample_spec_body(const T* __restrict__ values,
         resample_spec_body<T, TT, I>(values, src, tgt, out, S, Tn, D, N, d_mult, d_shift, t_mult, t_shift);  \
     }
 
-#define RC_RESAMPLE_SPEC_ENTRIES(SUFFIX, T, TT)                                \
-    RC_RESAMPLE_SPEC_ENTRY(resample_spec_##SUFFIX, T, TT, long long)           \
-    RC_RESAMPLE_SPEC_ENTRY(resample_spec_##SUFFIX##_i32, T, TT, int)
-
-RC_RESAMPLE_SPEC_ENTRIES(float32_float32, float, float)
-RC_RESAMPLE_SPEC_ENTRIES(float16_float32, rc_half, float)
-RC_RESAMPLE_SPEC_ENTRIES(bfloat16_float32, rc_bf16, float)
-RC_RESAMPLE_SPEC_ENTRIES(float32_float64, float, double)
-RC_RESAMPLE_SPEC_ENTRIES(float16_float64, rc_half, double)
-RC_RESAMPLE_SPEC_ENTRIES(bfloat16_float64, rc_bf16, double)
+// one line an entry (robocache._cuda.first_entry reads the first of them)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_float32_float32, float, float, long long)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_float32_float32_i32, float, float, int)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_float16_float32, rc_half, float, long long)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_float16_float32_i32, rc_half, float, int)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_bfloat16_float32, rc_bf16, float, long long)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_bfloat16_float32_i32, rc_bf16, float, int)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_float32_float64, float, double, long long)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_float32_float64_i32, float, double, int)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_float16_float64, rc_half, double, long long)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_float16_float64_i32, rc_half, double, int)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_bfloat16_float64, rc_bf16, double, long long)
+RC_RESAMPLE_SPEC_ENTRY(resample_spec_bfloat16_float64_i32, rc_bf16, double, int)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 # episodes: robocache.EpisodeCache; rows_wide: the column-split launches of resample and fuse (not grid ops);
-# rows_spec: resample built for one call's sizes (a tuner candidate, compiled per shape)
+# rows_spec: resample one output element a thread (a tuner candidate; its sizes compiled in, an A/B, per shape)
 OPS = ("resample", "fuse", "voxelize", "episodes", "rows_wide", "rows_spec")
 COMPILE_OPTIONS = ("--std=c++17",)
 # Extra NVRTC options (e.g. ("-DRC_V2_UNROLL=2",)) for kernel experiments (scripts/kernel_dev.py); part of
@@ -69,9 +69,12 @@ def _module(op: str, device_id: int, extra: tuple[str, ...] = ()) -> Any:
 def first_entry(op: str) -> str:
     """The name of the first ``extern "C"`` entry point of ``kernels/<op>.cu`` (loading it loads the module): a
     ``RC_..._ENTRY(name, ...)`` use or an ``extern "C" __global__`` function, outside macro definitions."""
+    cont = False
     for line in source(op).splitlines():
-        if line.rstrip().endswith("\\") or line.lstrip().startswith("#"):
-            continue  # a macro's body or a directive
+        skip = cont or line.lstrip().startswith("#")  # a directive, or a line continuing one (a macro's body)
+        cont = line.rstrip().endswith("\\")
+        if skip or cont:
+            continue
         m = re.match(r"\s*RC_\w+_ENTRY\((\w+)", line) or \
             re.match(r'\s*extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(', line)
         if m:
@@ -79,9 +82,10 @@ def first_entry(op: str) -> str:
     raise ValueError(f"no entry point found in kernels/{op}.cu")
 
 
-# rows_spec builds one module per resample shape (its sizes are NVRTC constants): at most this many are kept here,
-# least recently used first out; a plan holds its own kernel (FastLaunch.keep), so an evicted module stays loaded
-# while a cached plan can still launch it.
+# rows_spec with its sizes compiled in (robocache._tune.SPEC_CONSTANTS, a probe's A/B; the library passes them as
+# arguments, one module) builds one module per resample shape: at most this many are kept here, least recently used
+# first out; a plan holds its own kernel (FastLaunch.keep), so an evicted module stays loaded while a cached plan can
+# still launch it.
 SPEC_MODULES = 64
 _SPEC: OrderedDict[tuple, Any] = OrderedDict()
 
@@ -90,7 +94,7 @@ def function(op: str, name: str, device_id: int, options: tuple[str, ...] = ()) 
     """The compiled kernel ``name`` of ``kernels/<op>.cu`` for one device (memoized), built with the extra
     NVRTC ``options`` (a launch configuration's build, robocache/_tune.py; one module per option set)."""
     extra = EXTRA_OPTIONS + tuple(options)
-    if op != "rows_spec":
+    if op != "rows_spec" or not options:  # rows_spec's sizes compiled in (SPEC_CONSTANTS): a module per shape
         return _function(op, name, device_id, extra)
     key = (name, device_id, extra)
     fn = _SPEC.get(key)
@@ -103,7 +107,10 @@ def function(op: str, name: str, device_id: int, options: tuple[str, ...] = ()) 
         while len(_SPEC) > SPEC_MODULES:
             _SPEC.popitem(last=False)
     else:
-        _SPEC.move_to_end(key)
+        try:
+            _SPEC.move_to_end(key)
+        except KeyError:  # evicted by another thread meanwhile: the function in hand still works
+            pass
     return fn
 
 

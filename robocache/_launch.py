@@ -303,33 +303,39 @@ class PlanCache:
         self._d: OrderedDict[tuple, Any] = OrderedDict()
         self._size = size
         self.recent: tuple = ()
+        self._lock = threading.Lock()  # writers only: put, a promotion, clear (a call's reads take no lock)
 
     def get(self, key: tuple) -> Any:
         e = self._d.get(key)
         if e is None:
             return None
         if e[0] is not None and (not self.recent or self.recent[0] is not e):
-            self._promote(e)
+            self._promote(key, e)
         return e[2]
 
     def put(self, key: tuple, plan: Any, tensors: tuple = ()) -> None:
         """Cache ``plan`` under ``key``; with ``tensors`` (the call's arrays, in the order the fast path checks
-        them) also behind their tensor check, where they are torch CUDA tensors and torch has the check."""
+        them) also behind their tensor check, where :func:`tensor_check` gives one."""
         check = tensor_check(tensors) if tensors else None
         e = (check, tuple(ptr(x) & 15 for x in tensors) if check is not None else (), plan)
-        self._d[key] = e
+        with self._lock:
+            self._d[key] = e
+            if len(self._d) > self._size:
+                self._d.popitem(last=False)
         if check is not None:
-            self._promote(e)
-        if len(self._d) > self._size:
-            self._d.popitem(last=False)
+            self._promote(key, e)
 
-    def _promote(self, e: tuple) -> None:
-        # one tuple replaced at once: a thread reading ``recent`` sees the old or the new, never half of one
-        self.recent = (e,) + tuple(x for x in self.recent if x is not e)[:RECENT - 1]
+    def _promote(self, key: tuple, e: tuple) -> None:
+        # one tuple replaced at once (a reader sees the old or the new, never half of one), and only while ``e`` is
+        # still the dict's entry: a promotion racing clear() never brings back a plan from before it
+        with self._lock:
+            if self._d.get(key) is e:
+                self.recent = (e,) + tuple(x for x in self.recent if x is not e)[:RECENT - 1]
 
     def clear(self) -> None:
-        self._d.clear()
-        self.recent = ()
+        with self._lock:
+            self._d.clear()
+            self.recent = ()
 
 
 # torch's C++ tensor check (torch._C._dynamo.guards.TensorGuards): bound on first use; False where this torch has
@@ -341,8 +347,10 @@ def tensor_check(tensors: tuple) -> Any:
     """A C++ check that a call's tensors match ``tensors`` in everything a plan depends on but the pointers: exact
     type, dtype, device, sizes, strides (so contiguity), requires_grad and dispatch keys, as torch.compile's tensor
     guards checked them (``TensorGuards.check``, one call for all; False for anything else, a CuPy array
-    included). None unless every one is a plain torch CUDA tensor and this torch has a check that passes its own
-    tensors (a private API: a torch without it, or older than 2.2, keeps the signature path)."""
+    included). None unless every one is a plain torch CUDA tensor, no tensor is passed twice (the check refuses
+    repeated tensors, as Dynamo's guards require them distinct: ``fuse`` onto one stream's own times, or streams
+    sharing a clock, keep the signature path) and the check passes its own tensors. A private API: a torch without
+    it, older than 2.2, or whose constructor raises, keeps the signature path for the process."""
     global _TENSOR_GUARDS
     torch = sys.modules.get("torch")
     if torch is None or _TENSOR_GUARDS is False:
@@ -351,6 +359,8 @@ def tensor_check(tensors: tuple) -> Any:
     for x in tensors:
         if type(x) is not tt or not x.is_cuda:
             return None
+    if len({id(x) for x in tensors}) != len(tensors):
+        return None
     if _TENSOR_GUARDS is None:
         _TENSOR_GUARDS = _bind_tensor_guards(torch)
         if _TENSOR_GUARDS is False:
@@ -358,12 +368,10 @@ def tensor_check(tensors: tuple) -> Any:
     try:  # always with keywords: TensorGuards reads them without checking they are there
         check = _TENSOR_GUARDS(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
         ok = check(*tensors) is True
-    except Exception:  # noqa: BLE001 - any surprise from a private API: the signature path
-        ok = False
-    if not ok:
+    except Exception:  # noqa: BLE001 - any surprise from a private API: the signature path from now on
         _TENSOR_GUARDS = False
         return None
-    return check
+    return check if ok else None  # a check that refuses its own tensors: this plan keeps the signature path
 
 
 def _bind_tensor_guards(torch: Any) -> Any:

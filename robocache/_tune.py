@@ -233,7 +233,7 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
 
 
 def spec_pays(row_bytes: int) -> bool:
-    """Whether the build for the call's sizes (``stage`` = 4) is worth timing: rows of at most :data:`SPEC_MAX_BYTES`."""
+    """Whether the element kernel (``stage`` = 4) is worth timing: rows of at most :data:`SPEC_MAX_BYTES` bytes."""
     return 0 < row_bytes <= SPEC_MAX_BYTES
 
 

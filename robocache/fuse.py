@@ -163,7 +163,7 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     splits = [_tune.wide_split(cfg.cs, max(1, v.shape[2] * es // vb)) for (v, _), vb in zip(pairs, vbs)]
     if any(splits):
         return _plan_wide(pairs, t, vbs, splits, cfg.block)
-    if cfg.stage == 4:  # the build for one resample's sizes has no fuse entry (never offered for fuse)
+    if cfg.stage == 4:  # the element kernel is resample's alone (never offered for fuse): the default launch
         cfg = _tune.DEFAULT
     if cfg.shift or cfg.stage:  # shifted vectors for every stream (one of 16-byte rows just shifts by 0), staged
         return _plan_wide(pairs, t, vbs, [_tune.shift_lanes(v.shape[2] * es) for v, _ in pairs], cfg.block,

@@ -111,7 +111,7 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
         fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
                                ("i32", n_tgt), ("i32", d), ("i64", n_out), ("u64", dm), ("u32", ds), ("u64", tm),
                                ("u32", ts)])
-        fl.keep = fn  # a module built for one shape stays loaded while the plan lives (_cuda.SPEC_MODULES)
+        fl.keep = fn  # with SPEC_CONSTANTS a module of one shape: loaded while the plan lives (_cuda.SPEC_MODULES)
         return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), BLOCK)
     if cfg.shift or cfg.stage:  # shifted vectors, a group of 2**lg lanes a row (kernels/rows_wide.cu); staged: a
         lg = _tune.shift_lanes(d * es)  # block's targets bracketed first, STAGE_TARGETS of them

@@ -112,6 +112,7 @@ def check_source(op: str, arch: str, capsys) -> None:
     assert "warning" not in log.lower(), f"kernels/{op}.cu compiles with warnings for {arch}:\n{log}"
     table = resource_table(log)
     assert set(table) == EXPECTED_ENTRIES[op], f"entry points differ: {sorted(set(table) ^ EXPECTED_ENTRIES[op])}"
+    assert _cuda.first_entry(op) in table  # the entry a warm-up (robocache/bench/runner.py) loads
     with capsys.disabled():
         print(f"\n  kernels/{op}.cu for {arch}: registers / spills per kernel")
         for name, r in sorted(table.items()):

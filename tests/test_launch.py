@@ -342,3 +342,23 @@ def test_recent_plans_newest_first_bounded_and_cleared(monkeypatch):
     assert pc.get(("n",)) == "nocheck" and pc.recent[0][2] == "plan0"
     pc.clear()
     assert pc.recent == () and pc.get(("k", 0)) is None
+
+
+def test_a_tensor_passed_twice_gets_no_check_and_leaves_the_check_bound(monkeypatch):
+    """TensorGuards refuses a tensor repeated among its arguments (Dynamo's guards need them distinct): such a call
+    (fuse onto one stream's own times, streams sharing a clock, resample(v, t, t)) keeps the signature path, and
+    the check stays bound for every other call. Host tensors stand in for CUDA ones (is_cuda patched)."""
+    import torch
+
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setattr(L, "_TENSOR_GUARDS", None)
+    v, t, t2 = torch.zeros(4, 8, 3), torch.zeros(4, 8), torch.zeros(4, 8)
+    assert L.tensor_check((v, t, t)) is None and L._TENSOR_GUARDS is not False
+    check = L.tensor_check((v, t, t2))
+    assert check is not None and check(v, t, t2) and not check(v, t, t)
+    assert not check(v, t, torch.zeros(4, 9)) and not check(v, t, torch.zeros(4, 8, dtype=torch.float64))
+    pc = L.PlanCache()
+    pc.put(("k",), "plan", (v, t, t))
+    assert pc.get(("k",)) == "plan" and pc.recent == ()
+    pc.put(("k2",), "plan2", (v, t, t2))
+    assert [e[2] for e in pc.recent] == ["plan2"]

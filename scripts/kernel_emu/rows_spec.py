@@ -1,8 +1,7 @@
 """kernels/rows_spec.cu (resample one output element a thread, Config.stage 4) on the CPU: compiled with g++ against the
 host shims (scripts/kernel_emu/shim.h) with the NVRTC options the plan would use (``_tune.spec_options``: none, the
 sizes as arguments; then with ``SPEC_CONSTANTS``, once per shape), driven through the real plan (robocache/resample.py ``_plan_v2`` with ``Config(stage=4)``)
-and checked against the NumPy reference: every dtype and time dtype, S from 1 to 100 (the fixed-step search's every
-halving pattern), D 1-9, ties in the source times, infinite ends, targets on sample times, outside the row, NaN.
+and checked against the NumPy reference: every dtype and time dtype, nine row lengths S from 1 to 100, D 1-9, ties in the source times, infinite ends, targets on sample times, outside the row, NaN.
 
     python3 scripts/kernel_emu/rows_spec.py     # needs g++ >= 12 (C++20, _Float16)
 

@@ -100,16 +100,35 @@ def test_plan_cache_uses_new_data_each_call():
                                        tgt.cpu().numpy()), torch.float32, f"call {i}")
 
 
-def test_recent_plans_behind_the_tensor_check():
-    """The tensor-check path (robocache/_launch.py PlanCache.recent): bound on this torch, and every call right
-    where only the check could tell plans apart: another alignment (a storage offset of one element), strides,
-    requires_grad, more shapes in turn than it keeps, another number of fuse streams, CuPy arrays after torch."""
+def test_recent_plans_behind_the_tensor_check(monkeypatch):
+    """The tensor-check path (robocache/_launch.py PlanCache.recent): bound on this torch, taken by repeated calls
+    (counted), and every call right where only the check could tell plans apart: a tensor passed twice (fuse onto
+    a stream's own times: no check, and the check stays bound), another alignment (a storage offset of one
+    element), strides, requires_grad, more shapes in turn than it keeps, another number of fuse streams, CuPy arrays
+    after torch."""
     from robocache import _launch as L
 
     rs, fu = sys.modules["robocache.resample"], sys.modules["robocache.fuse"]  # the modules (the package has functions)
     rng = np.random.default_rng(29)
     rs._PLANS.clear()
     fu._PLANS.clear()
+    monkeypatch.setattr(L, "_TENSOR_GUARDS", None)
+    taken = {"resample": 0, "fuse": 0}
+    for mod, op in ((rs, "resample"), (fu, "fuse")):
+        def counted(self, *a, _real=mod._Plan.launch, _op=op):
+            taken[_op] += 1
+            return _real(self, *a)
+        monkeypatch.setattr(mod._Plan, "launch", counted)
+
+    b, t = 6, 11  # fuse onto stream 0's own times, twice: a tensor passed twice never gets a check
+    v0, tt = rng.standard_normal((b, t, 3)).astype(np.float32), _times(rng, b, t)
+    v1, s1 = rng.standard_normal((b, 9, 2)).astype(np.float32), _times(rng, b, 9)
+    tv0, ttt, tv1, ts1 = (torch.from_numpy(x).cuda() for x in (v0, tt, v1, s1))
+    for _ in range(2):
+        got = robocache.fuse([(tv0, ttt), (tv1, ts1)], ttt)
+        _check(got, reference.fuse([(v0.astype(np.float64), tt), (v1.astype(np.float64), s1)], tt), torch.float32,
+               "fuse onto a stream's own times")
+    assert fu._PLANS.recent == () and L._TENSOR_GUARDS is not False and taken["fuse"] == 0
 
     def one(b, s, t, d, *, offset=0, grad=False, strided=False):
         vals, src, tgt = rng.standard_normal((b, s, d)).astype(np.float32), _times(rng, b, s), rng.uniform(0, 1, (b, t))
@@ -124,9 +143,10 @@ def test_recent_plans_behind_the_tensor_check():
         _check(got.detach(), reference.resample(vals.astype(np.float64), src, tgt), torch.float32,
                f"{(b, s, t, d)} offset {offset} grad {grad} strided {strided}")
 
-    for _ in range(2):
+    for _ in range(3):
         one(8, 40, 20, 4)
     assert rs._PLANS.recent and rs._PLANS.recent[0][0] is not None, "the tensor check is not bound on this torch"
+    assert taken["resample"] == 2, "repeated calls did not take the tensor-check path"
     for kw in ({"offset": 1}, {}, {"offset": 2}, {"grad": True}, {"strided": True}, {}):
         one(8, 40, 20, 4, **kw)
     shapes = [(8, 40, 20, 4), (3, 17, 9, 5), (8, 40, 21, 4), (5, 6, 7, 1), (8, 40, 20, 8), (2, 3, 4, 2)]
@@ -149,7 +169,7 @@ def test_recent_plans_behind_the_tensor_check():
         for as_list in (False, True):
             got = robocache.fuse([list(p) for p in streams] if as_list else streams, torch.from_numpy(tgt).cuda())
             _check(got, reference.fuse(np_streams, tgt), torch.float32, f"fuse {widths} list {as_list}")
-    assert fu._PLANS.recent and fu._PLANS.recent[0][0] is not None
+    assert fu._PLANS.recent and fu._PLANS.recent[0][0] is not None and taken["fuse"] >= 6
     cupy = pytest.importorskip("cupy")
     vals, src, tgt = rng.standard_normal((8, 40, 4)).astype(np.float32), _times(rng, 8, 40), rng.uniform(0, 1, (8, 20))
     got = robocache.resample(cupy.asarray(vals), cupy.asarray(src), cupy.asarray(tgt))
