@@ -309,6 +309,10 @@ class PlanCache:
         e = self._d.get(key)
         if e is None:
             return None
+        try:
+            self._d.move_to_end(key)  # least recently used out first
+        except KeyError:  # evicted or cleared by another thread meanwhile: the plan in hand still works
+            pass
         if e[0] is not None and (not self.recent or self.recent[0] is not e):
             self._promote(key, e)
         return e[2]
@@ -347,10 +351,12 @@ def tensor_check(tensors: tuple) -> Any:
     """A C++ check that a call's tensors match ``tensors`` in everything a plan depends on but the pointers: exact
     type, dtype, device, sizes, strides (so contiguity), requires_grad and dispatch keys, as torch.compile's tensor
     guards checked them (``TensorGuards.check``, one call for all; False for anything else, a CuPy array
-    included). None unless every one is a plain torch CUDA tensor, no tensor is passed twice (the check refuses
-    repeated tensors, as Dynamo's guards require them distinct: ``fuse`` onto one stream's own times, or streams
-    sharing a clock, keep the signature path) and the check passes its own tensors. A private API: a torch without
-    it, older than 2.2, or whose constructor raises, keeps the signature path for the process."""
+    included). The check refuses a tensor passed twice (Dynamo's guards need them distinct): a call that repeats
+    one (``fuse`` onto a stream's own times, streams sharing a clock) keeps the signature path, and where the plan
+    was first built from such a call the check is built from a view of the repeated tensor, so later calls with
+    distinct tensors still pass it. None unless every one is a plain torch CUDA tensor and the check passes the
+    tensors it was built from. A private API: a torch without it, older than 2.2, failing the one-time test in
+    :func:`_bind_tensor_guards`, or whose constructor raises, keeps the signature path for the process."""
     global _TENSOR_GUARDS
     torch = sys.modules.get("torch")
     if torch is None or _TENSOR_GUARDS is False:
@@ -359,15 +365,22 @@ def tensor_check(tensors: tuple) -> Any:
     for x in tensors:
         if type(x) is not tt or not x.is_cuda:
             return None
-    if len({id(x) for x in tensors}) != len(tensors):
-        return None
     if _TENSOR_GUARDS is None:
         _TENSOR_GUARDS = _bind_tensor_guards(torch)
         if _TENSOR_GUARDS is False:
             return None
+    # a tensor repeated among them (fuse onto a stream's own times, streams sharing a clock) is built from a view of
+    # itself: the check then passes later calls' distinct tensors of the same signature and refuses repeated ones
+    seen: set[int] = set()
+    args = []
+    for x in tensors:
+        if id(x) in seen:
+            x = x.view_as(x)
+        seen.add(id(x))
+        args.append(x)
     try:  # always with keywords: TensorGuards reads them without checking they are there
-        check = _TENSOR_GUARDS(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
-        ok = check(*tensors) is True
+        check = _TENSOR_GUARDS(*args, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+        ok = check(*args) is True
     except Exception:  # noqa: BLE001 - any surprise from a private API: the signature path from now on
         _TENSOR_GUARDS = False
         return None
@@ -383,7 +396,14 @@ def _bind_tensor_guards(torch: Any) -> Any:
         return False
     try:
         from torch._C._dynamo.guards import TensorGuards
-    except ImportError:
+
+        # once: it must tell sizes, strides and dtypes apart, not only pass its own tensors (a torch whose check
+        # grew lax would launch plans on inputs they were not built for)
+        a = torch.zeros(2, 3)
+        check = TensorGuards(a, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+        if not check(a) or check(torch.zeros(3, 3)) or check(torch.zeros(3, 2).t()) or check(a.double()):
+            return False
+    except Exception:  # noqa: BLE001 - missing, or another form: the signature path
         return False
     return TensorGuards
 

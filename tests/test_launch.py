@@ -344,21 +344,49 @@ def test_recent_plans_newest_first_bounded_and_cleared(monkeypatch):
     assert pc.recent == () and pc.get(("k", 0)) is None
 
 
-def test_a_tensor_passed_twice_gets_no_check_and_leaves_the_check_bound(monkeypatch):
-    """TensorGuards refuses a tensor repeated among its arguments (Dynamo's guards need them distinct): such a call
-    (fuse onto one stream's own times, streams sharing a clock, resample(v, t, t)) keeps the signature path, and
-    the check stays bound for every other call. Host tensors stand in for CUDA ones (is_cuda patched)."""
+def test_a_tensor_passed_twice_keeps_the_check_bound_and_distinct_calls_pass_it(monkeypatch):
+    """TensorGuards refuses a tensor repeated among its arguments (Dynamo's guards need them distinct). A plan first
+    built from such a call (fuse onto one stream's own times, streams sharing a clock, resample(v, t, t)) gets a
+    check built from a view of the repeated tensor: repeated calls fail it (the signature path), distinct tensors
+    of the same signature pass it, and the check stays bound. A check that refuses its own tensors gives that plan
+    none and stays bound; a constructor that raises turns it off for the process. Host tensors stand in for CUDA
+    ones (is_cuda patched)."""
     import torch
 
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
     monkeypatch.setattr(L, "_TENSOR_GUARDS", None)
     v, t, t2 = torch.zeros(4, 8, 3), torch.zeros(4, 8), torch.zeros(4, 8)
-    assert L.tensor_check((v, t, t)) is None and L._TENSOR_GUARDS is not False
-    check = L.tensor_check((v, t, t2))
-    assert check is not None and check(v, t, t2) and not check(v, t, t)
+    assert L.tensor_check((v, t, t2)) is not None
+    bound = L._TENSOR_GUARDS
+    assert bound not in (None, False)
+    check = L.tensor_check((v, t, t))
+    assert L._TENSOR_GUARDS is bound and check is not None
+    assert check(v, t, t2) and not check(v, t, t)  # distinct tensors pass, a repeated one takes the signature path
     assert not check(v, t, torch.zeros(4, 9)) and not check(v, t, torch.zeros(4, 8, dtype=torch.float64))
     pc = L.PlanCache()
     pc.put(("k",), "plan", (v, t, t))
-    assert pc.get(("k",)) == "plan" and pc.recent == ()
-    pc.put(("k2",), "plan2", (v, t, t2))
-    assert [e[2] for e in pc.recent] == ["plan2"]
+    assert [e[2] for e in pc.recent] == ["plan"] and pc.recent[0][0](v, t, t2)
+
+    class Refuses:  # a check that refuses its own tensors: no check for this plan, the binding kept
+        def __init__(self, *a, **kw):
+            self.check = lambda *a: False
+    monkeypatch.setattr(L, "_TENSOR_GUARDS", Refuses)
+    assert L.tensor_check((v, t, t2)) is None and L._TENSOR_GUARDS is Refuses
+
+    class Raises:
+        def __init__(self, *a, **kw):
+            raise RuntimeError("another form")
+    monkeypatch.setattr(L, "_TENSOR_GUARDS", Raises)
+    assert L.tensor_check((v, t, t2)) is None and L._TENSOR_GUARDS is False
+    assert L.tensor_check((v, t, t2)) is None  # off for the process
+    monkeypatch.setattr(L, "_TENSOR_GUARDS", None)  # the one-time test of the binding passes on this torch
+    assert L._bind_tensor_guards(torch) is not False
+
+
+def test_plan_cache_drops_the_least_recently_used():
+    pc = L.PlanCache(size=2)
+    pc.put(("a",), "A")
+    pc.put(("b",), "B")
+    assert pc.get(("a",)) == "A"  # a used: b is now the least recently used
+    pc.put(("c",), "C")
+    assert pc.get(("b",)) is None and pc.get(("a",)) == "A" and pc.get(("c",)) == "C"

@@ -485,6 +485,7 @@ def test_the_pre_pass_builds_every_module_the_tuner_may_load():
     want = set(_tune.builds())
     assert {b for op, b in builds if op == "resample"} == want == {b for op, b in builds if op == "fuse"}
     assert ("voxelize", ()) in builds and len(want) >= 3 and ("rows_wide", ()) in builds  # the column split's
+    assert ("rows_spec", ()) in builds  # the element kernel's one module (sizes as arguments)
     # every first call's candidates are among them, whatever the geometry (the walk's and the prefetch's too)
     for lg_nat in range(6):
         for iters in (1, 2, 8):
