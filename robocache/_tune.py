@@ -241,6 +241,16 @@ def spec_pays(row_bytes: int) -> bool:
 SPEC_CONSTANTS = False
 
 
+def side_modules(op: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The (source, NVRTC options) modules beside ``op``'s own builds that its tuned candidates may launch: the
+    column split's, shifted and staged kernels (kernels/rows_wide.cu), and for resample the element kernel's one
+    module (kernels/rows_spec.cu; none with :data:`SPEC_CONSTANTS`, a module per shape). A warm-up builds them."""
+    out: list[tuple[str, tuple[str, ...]]] = [("rows_wide", ())]
+    if op == "resample" and not SPEC_CONSTANTS:
+        out.append(("rows_spec", ()))
+    return out
+
+
 def spec_i32(n_src: int, n_tgt: int, d: int, b: int) -> bool:
     """Whether the element kernel's 32-bit entry holds one resample shape: every offset of the values, the times and
     the output below 2**31 (a block's worth of margin)."""

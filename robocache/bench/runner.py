@@ -286,16 +286,14 @@ def warm_module_task(op: str, options: tuple[str, ...]) -> None:
 def _module_builds(cases: list[specs.Case]) -> list[tuple[str, tuple[str, ...]]]:
     """The (op, NVRTC options) modules the robocache cases of ``cases`` may build: every op's default build, and
     the tuner's candidate builds where the op's launch is tuned (``Op.tuned_launch``; robocache/_tune.py), with
-    the column-split kernels those candidates may launch (kernels/rows_wide.cu) and, for a tuned resample, the
-    element kernel's one module (kernels/rows_spec.cu; a module per shape with ``_tune.SPEC_CONSTANTS``: none)."""
+    the other modules those candidates may launch (``_tune.side_modules``: the column split's, the element
+    kernel's)."""
     from robocache import _cuda, _tune
 
     ops_ = sorted({c.op for c in cases if c.provider.startswith("robocache") and c.op in _cuda.OPS})
     builds = _tune.builds()  # every build a first call's candidates may ask for (the walk's, the prefetch's too)
     tuned = [op for op in ops_ if specs.ops.get(op).tuned_launch]
-    extra = [("rows_wide", ())] if tuned else []
-    if "resample" in tuned and not _tune.SPEC_CONSTANTS:
-        extra.append(("rows_spec", ()))
+    extra = list(dict.fromkeys(m for op in tuned for m in _tune.side_modules(op)))
     return [(op, b) for op in ops_ for b in (builds if op in tuned else [()])] + extra
 
 
