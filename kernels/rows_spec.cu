@@ -33,9 +33,58 @@ __device__ __forceinline__ int rc_spec_upper(const TT* __restrict__ row, int n, 
     return __ldg(row + base) <= x ? base : base - 1;
 }
 
-// q / d for 0 <= q < 2**63 by the host's multiplier and shift (robocache._launch.fast_divmod; mult 0: d == 1)
+#ifndef RC_SPEC_POW2
+// 1: the search with sizes as arguments takes K = bit_length(S) power-of-two steps, unrolled for every K up to 16
+// (S < 65536; a uniform switch, one unrolled copy per K), as the build with S compiled in unrolls its halvings;
+// 0 (and longer rows): the halving loop sized at run time (the A/B)
+#define RC_SPEC_POW2 1
+#endif
+
+// The same answer for a non-decreasing row (the number of times <= x, less one), in K steps of 2**(K-1), ..., 1
+// (K = bit_length(n), so the steps reach n): each step one load (its index clamped into the row) and a select.
+template <int K, typename TT>
+__device__ __forceinline__ int rc_spec_pow2(const TT* __restrict__ row, int n, TT x) {
+    int pos = 0;
+#pragma unroll
+    for (int k = K - 1; k >= 0; --k) {
+        const int np = pos + (1 << k);
+        const TT t = __ldg(row + (np < n ? np : n) - 1);
+        pos = (np <= n) & (t <= x) ? np : pos;
+    }
+    return pos - 1;
+}
+
+template <typename TT>
+__device__ __forceinline__ int rc_spec_search(const TT* __restrict__ row, int n, TT x) {
+#if RC_SPEC_POW2 && RC_SPEC_S == 0
+    switch (32 - __clz(n)) {  // bit_length(n), the same for every lane of the launch
+#define RC_SPEC_K(K) \
+    case K: return rc_spec_pow2<K, TT>(row, n, x);
+        RC_SPEC_K(1) RC_SPEC_K(2) RC_SPEC_K(3) RC_SPEC_K(4) RC_SPEC_K(5) RC_SPEC_K(6) RC_SPEC_K(7) RC_SPEC_K(8)
+        RC_SPEC_K(9) RC_SPEC_K(10) RC_SPEC_K(11) RC_SPEC_K(12) RC_SPEC_K(13) RC_SPEC_K(14) RC_SPEC_K(15)
+        RC_SPEC_K(16)
+#undef RC_SPEC_K
+        default: break;
+    }
+#endif
+    return rc_spec_upper(row, n, x);
+}
+
+#ifndef RC_SPEC_DIV32
+// 1: the 32-bit entries divide by the host's 32-bit multiplier (robocache._launch.fast_divmod32, PyTorch's
+// IntDivider: one __umulhi, an add and a shift), 0: by the 64-bit one (the A/B)
+#define RC_SPEC_DIV32 1
+#endif
+
+// q / d: I = long long, 0 <= q < 2**63, by the host's 64-bit multiplier and shift (robocache._launch.fast_divmod;
+// mult 0: d == 1); I = int, 0 <= q < 2**31, by the 32-bit ones (fast_divmod32) where RC_SPEC_DIV32
 template <typename I>
-__device__ __forceinline__ I rc_spec_div(I q, unsigned long long mult, unsigned int shift) {
+__device__ __forceinline__ I rc_spec_div(I q, unsigned long long mult, unsigned int shift, unsigned int m32,
+                                         unsigned int s32) {
+#if RC_SPEC_DIV32
+    if (sizeof(I) == 4) return (I)((__umulhi((unsigned int)q, m32) + (unsigned int)q) >> s32);
+#endif
+    (void)m32; (void)s32;
     return mult ? (I)(__umul64hi((unsigned long long)q, mult) >> shift) : q;
 }
 
@@ -44,7 +93,8 @@ __device__ __forceinline__ void resample_spec_body(const T* __restrict__ values,
                                                    const TT* __restrict__ tgt, T* __restrict__ out, int S_, int T_,
                                                    int D_, long long N_, unsigned long long d_mult,
                                                    unsigned int d_shift, unsigned long long t_mult,
-                                                   unsigned int t_shift) {
+                                                   unsigned int t_shift, unsigned int d_m32, unsigned int d_s32,
+                                                   unsigned int t_m32, unsigned int t_s32) {
 #if RC_SPEC_S > 0
     const int S = RC_SPEC_S;
     const I D = RC_SPEC_D, Tn = RC_SPEC_T;
@@ -59,29 +109,34 @@ __device__ __forceinline__ void resample_spec_body(const T* __restrict__ values,
     const I N = (I)N_;
     const I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
     if (i >= N) return;
-    const I q = rc_spec_div<I>(i, d_mult, d_shift);
-    const I b = rc_spec_div<I>(q, t_mult, t_shift);
+    const I q = rc_spec_div<I>(i, d_mult, d_shift, d_m32, d_s32);
+    const I b = rc_spec_div<I>(q, t_mult, t_shift, t_m32, t_s32);
     (void)T_;
+#endif
+#if RC_SPEC_S > 0
+    (void)d_m32; (void)d_s32; (void)t_m32; (void)t_s32;
 #endif
     const I d = i - q * D;
     const TT* __restrict__ row = src + b * S;
     const TT x = __ldg(tgt + q);
     int j0, j1;
     float w;
-    rc_bracket_tail(row, S, x, rc_spec_upper(row, S, x), j0, j1, w);
+    rc_bracket_tail(row, S, x, rc_spec_search(row, S, x), j0, j1, w);
     const float a = rc_to_float(values[(b * S + j0) * D + d]);
     const float c = rc_to_float(values[(b * S + j1) * D + d]);
     out[i] = rc_from_float<T>(rc_mix(a, c, w));
 }
 
-// values, src, tgt, out, S, T, D, N (= B * T * D), D's and T's multiplier and shift; _i32: every offset (the values'
-// B * S * D, the outputs' N, the times') below 2**31, chosen by the host
+// values, src, tgt, out, S, T, D, N (= B * T * D), D's and T's 64-bit multiplier and shift, then their 32-bit ones;
+// _i32: every offset (the values' B * S * D, the outputs' N, the times') below 2**31, chosen by the host
 #define RC_RESAMPLE_SPEC_ENTRY(NAME, T, TT, I)                                                                 \
     extern "C" __global__ void __launch_bounds__(256) NAME(                                                   \
         const T* __restrict__ values, const TT* __restrict__ src, const TT* __restrict__ tgt,                  \
         T* __restrict__ out, int S, int Tn, int D, long long N, unsigned long long d_mult,                    \
-        unsigned int d_shift, unsigned long long t_mult, unsigned int t_shift) {                               \
-        resample_spec_body<T, TT, I>(values, src, tgt, out, S, Tn, D, N, d_mult, d_shift, t_mult, t_shift);  \
+        unsigned int d_shift, unsigned long long t_mult, unsigned int t_shift, unsigned int d_m32,             \
+        unsigned int d_s32, unsigned int t_m32, unsigned int t_s32) {                                          \
+        resample_spec_body<T, TT, I>(values, src, tgt, out, S, Tn, D, N, d_mult, d_shift, t_mult, t_shift,    \
+                                     d_m32, d_s32, t_m32, t_s32);                                              \
     }
 
 // one line an entry (robocache._cuda.first_entry reads the first of them)

@@ -45,6 +45,15 @@ def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:
     return np.uint64(((1 << p) + d - 1) // d), np.uint32(p - 64)
 
 
+def fast_divmod32(d: int) -> tuple[int, int]:
+    """(multiplier, shift) with q // d == (umulhi(q, m) + q) >> s for 0 <= q < 2**31 and 1 <= d < 2**31 (PyTorch's
+    IntDivider: 32-bit unsigned arithmetic throughout; kernels/rows_spec.cu's 32-bit entries)."""
+    if not 1 <= d < 2**31:
+        raise ValueError(f"fast_divmod32: divisor {d} outside [1, 2**31)")
+    shift = (d - 1).bit_length()  # ceil(log2 d)
+    return ((1 << 32) * ((1 << shift) - d)) // d + 1, shift
+
+
 @functools.cache
 def sm_count(device_index: int) -> int:
     import cupy

@@ -105,12 +105,13 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
         A.check_grid(grid, "values/tgt_times")
         i32 = "_i32" if _tune.spec_i32(n_src, n_tgt, d, b) else ""
         fn = L.kernel("rows_spec", f"resample_spec_{v.dtype}_{s.dtype}{i32}", v.device_index,
-                      _tune.spec_options(n_src, n_tgt, d, b))
+                      _tune.spec_options(n_src, n_tgt, d, b) + cfg.options())  # () but a probe's variant
         (dm, ds), (tm, ts) = L.fast_divmod(d), L.fast_divmod(n_tgt)
-        # values, src, tgt, out, S, T, D, N, D's and T's multiplier and shift
+        (dm32, ds32), (tm32, ts32) = L.fast_divmod32(d), L.fast_divmod32(n_tgt)
+        # values, src, tgt, out, S, T, D, N, D's and T's 64-bit multiplier and shift, then their 32-bit ones
         fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
                                ("i32", n_tgt), ("i32", d), ("i64", n_out), ("u64", dm), ("u32", ds), ("u64", tm),
-                               ("u32", ts)])
+                               ("u32", ts), ("u32", dm32), ("u32", ds32), ("u32", tm32), ("u32", ts32)])
         fl.keep = fn  # with SPEC_CONSTANTS a module of one shape: loaded while the plan lives (_cuda.SPEC_MODULES)
         return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), BLOCK)
     if cfg.shift or cfg.stage:  # shifted vectors, a group of 2**lg lanes a row (kernels/rows_wide.cu); staged: a

@@ -23,6 +23,14 @@ def test_fast_divmod_matches_integer_division():
             q = int(q)
             got = ((q * int(m)) >> 64) >> int(s) if int(m) else q
             assert got == q // int(d), (q, d)
+        m32, s32 = L.fast_divmod32(int(d))  # 32-bit unsigned arithmetic throughout, numerators below 2**31
+        assert 0 < m32 < 2**32 and 0 <= s32 <= 31
+        for q in [0, 1, int(d) - 1, int(d), int(d) + 1, 2**31 - 1, *rng.integers(0, 2**31, 50)]:
+            q = int(q)
+            assert ((((q * m32) >> 32) + q) & 0xFFFFFFFF) >> s32 == q // int(d), (q, d)
+    for bad in (0, 2**31):
+        with pytest.raises(ValueError, match="outside"):
+            L.fast_divmod32(bad)
 
 
 @pytest.mark.parametrize("itemsize,row,ptrs,want", [

@@ -160,11 +160,12 @@ def test_the_build_for_the_calls_sizes_is_a_resample_candidate_for_narrow_rows(m
     v = types.SimpleNamespace(shape=(51510, 12, 3), dtype="float32", kind="cupy", device_index=0)
     plan = rs._plan_v2(v, types.SimpleNamespace(dtype="float32"), arr, 0, 42, _tune.Config(stage=4))
     assert seen[-1] == ("rows_spec", "resample_spec_float32_float32_i32", ())
-    assert plan.grid == -(-51510 * 42 * 3 // 256) and plan.block == 256 and len(plan.fl.slots) == 12
+    assert plan.grid == -(-51510 * 42 * 3 // 256) and plan.block == 256 and len(plan.fl.slots) == 16
     slots = list(plan.fl.slots)
     dmult, dshift = L.fast_divmod(3)
     mult, shift = L.fast_divmod(42)
-    assert slots[4:8] == [12, 42, 3, 51510 * 42 * 3] and slots[8:] == [int(dmult), int(dshift), int(mult), int(shift)]
+    assert slots[4:8] == [12, 42, 3, 51510 * 42 * 3] and slots[8:12] == [int(dmult), int(dshift), int(mult), int(shift)]
+    assert slots[12:] == [*L.fast_divmod32(3), *L.fast_divmod32(42)]  # the 32-bit entries' dividers
     big = types.SimpleNamespace(shape=(2**10, 2**20, 4), dtype="float16", kind="cupy", device_index=0)
     rs._plan_v2(big, types.SimpleNamespace(dtype="float64"), arr, 0, 8, _tune.Config(stage=4))
     assert seen[-1] == ("rows_spec", "resample_spec_float16_float64", ())
