@@ -5,6 +5,10 @@
 // target, the index divisions by multiply-shift, 32-bit indices where the sizes allow (the _i32 entries), and a
 // search of a fixed number of steps for every lane (ceil(log2 S) halvings, each one load and a select: no branch,
 // no divergence) instead of the guessed search.
+// Measured on the H200 (2026-11-29, tune_probe.py A/B in docs/evidence/h200-s24-20261129/): the 32-bit entries'
+// 32-bit dividers take 4-6% off short rows against the 64-bit ones (B51510 S12 T42 D1 float32 15.6 against 16.5
+// us); a search unrolled per power-of-two step count (a uniform switch on bit_length(S)) lost to this loop by 0-7%
+// and was dropped; the sizes compiled in stay 1.29x faster there (12.1 us), at a module per shape.
 //
 // The sizes are run-time arguments (one module serves every shape). RC_SPEC_S > 0 compiles S, T, D and the element
 // count in instead (NVRTC options -DRC_SPEC_S=... -DRC_SPEC_T=... -DRC_SPEC_D=... -DRC_SPEC_N=...; a probe's A/B
@@ -31,43 +35,6 @@ __device__ __forceinline__ int rc_spec_upper(const TT* __restrict__ row, int n, 
         base = __ldg(row + base + half) <= x ? base + half : base;
     }
     return __ldg(row + base) <= x ? base : base - 1;
-}
-
-#ifndef RC_SPEC_POW2
-// 1: the search with sizes as arguments takes K = bit_length(S) power-of-two steps, unrolled for every K up to 16
-// (S < 65536; a uniform switch, one unrolled copy per K), as the build with S compiled in unrolls its halvings;
-// 0 (and longer rows): the halving loop sized at run time (the A/B)
-#define RC_SPEC_POW2 1
-#endif
-
-// The same answer for a non-decreasing row (the number of times <= x, less one), in K steps of 2**(K-1), ..., 1
-// (K = bit_length(n), so the steps reach n): each step one load (its index clamped into the row) and a select.
-template <int K, typename TT>
-__device__ __forceinline__ int rc_spec_pow2(const TT* __restrict__ row, int n, TT x) {
-    int pos = 0;
-#pragma unroll
-    for (int k = K - 1; k >= 0; --k) {
-        const int np = pos + (1 << k);
-        const TT t = __ldg(row + (np < n ? np : n) - 1);
-        pos = (np <= n) & (t <= x) ? np : pos;
-    }
-    return pos - 1;
-}
-
-template <typename TT>
-__device__ __forceinline__ int rc_spec_search(const TT* __restrict__ row, int n, TT x) {
-#if RC_SPEC_POW2 && RC_SPEC_S == 0
-    switch (32 - __clz(n)) {  // bit_length(n), the same for every lane of the launch
-#define RC_SPEC_K(K) \
-    case K: return rc_spec_pow2<K, TT>(row, n, x);
-        RC_SPEC_K(1) RC_SPEC_K(2) RC_SPEC_K(3) RC_SPEC_K(4) RC_SPEC_K(5) RC_SPEC_K(6) RC_SPEC_K(7) RC_SPEC_K(8)
-        RC_SPEC_K(9) RC_SPEC_K(10) RC_SPEC_K(11) RC_SPEC_K(12) RC_SPEC_K(13) RC_SPEC_K(14) RC_SPEC_K(15)
-        RC_SPEC_K(16)
-#undef RC_SPEC_K
-        default: break;
-    }
-#endif
-    return rc_spec_upper(row, n, x);
 }
 
 #ifndef RC_SPEC_DIV32
@@ -121,7 +88,7 @@ __device__ __forceinline__ void resample_spec_body(const T* __restrict__ values,
     const TT x = __ldg(tgt + q);
     int j0, j1;
     float w;
-    rc_bracket_tail(row, S, x, rc_spec_search(row, S, x), j0, j1, w);
+    rc_bracket_tail(row, S, x, rc_spec_upper(row, S, x), j0, j1, w);
     const float a = rc_to_float(values[(b * S + j0) * D + d]);
     const float c = rc_to_float(values[(b * S + j1) * D + d]);
     out[i] = rc_from_float<T>(rc_mix(a, c, w));

@@ -74,7 +74,7 @@ OPTS: list[tuple[str, ...]] = [()]
 real_options = _tune.spec_options
 
 
-EXTRA: list[tuple[str, ...]] = [()]  # a pass's A/B build options (-DRC_SPEC_POW2=0, -DRC_SPEC_DIV32=0)
+EXTRA: list[tuple[str, ...]] = [()]  # a pass's A/B build options (-DRC_SPEC_DIV32=0)
 
 
 def spec_options(*a):
@@ -126,12 +126,12 @@ def run(dtype, tdtype, b, s, t, d, seed):
 I32 = [True]
 real_i32 = _tune.spec_i32
 SHORT = ((1, 1), (2, 3), (3, 1), (5, 2), (12, 1), (13, 9), (31, 1), (64, 3), (100, 1))
-# every power-of-two step count of the unrolled search (S = 2**k - 1, 2**k, 2**k + 1 up to 2**16) and past it
+# every halving count of the search (S = 2**k - 1, 2**k, 2**k + 1 up to 2**16) and past it
 LONG = tuple((n, 1) for k in range(1, 17) for n in (2**k - 1, 2**k, 2**k + 1) if n > 0) + ((70001, 2),)
 # the library's build (sizes as arguments) with 32-bit indices, then its 64-bit entry (forced: no shape here needs
-# it), then its A/B builds (the halving loop, the 64-bit division), then the probe's (sizes compiled in)
+# it), then its A/B build (the 64-bit division), then the probe's (sizes compiled in)
 PASSES = ((False, True, (), SHORT + LONG), (False, False, (), SHORT + LONG[::4]),
-          (False, True, ("-DRC_SPEC_POW2=0", "-DRC_SPEC_DIV32=0"), SHORT), (True, True, (), SHORT))
+          (False, True, ("-DRC_SPEC_DIV32=0",), SHORT), (True, True, (), SHORT))
 for constants, i32, extra, shapes in PASSES:
     _tune.SPEC_CONSTANTS, I32[0], EXTRA[0] = constants, i32, extra
     _tune.spec_i32 = real_i32 if i32 else (lambda *a: False)

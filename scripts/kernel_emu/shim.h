@@ -68,7 +68,6 @@ inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
 inline unsigned int __umulhi(unsigned int a, unsigned int b) {
     return (unsigned int)(((unsigned long long)a * b) >> 32);
 }
-inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned int)x); }
 template <class T> inline void __stcs(T* p, T v) { RC_EMU_ALIGNED(p, T); *p = v; }
 inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
