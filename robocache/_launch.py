@@ -178,13 +178,20 @@ def raw_stream(kind: str, device_index: int) -> int:
     """The caller's current stream as a raw handle: torch's current stream, or CuPy's."""
     if kind == "torch":
         return (_TORCH_RAW_STREAM or _bind_torch_raw_stream())(device_index)
-    return cupy_module().cuda.get_current_stream().ptr
+    return (_CUPY_STREAM or _bind_cupy_stream())().ptr
 
 
 # Bound on first use (a launch never walks torch._C or cupy.cuda.runtime for them again): torch's current raw stream,
 # what Triton's launcher reads (no stream object), and the CUDA runtime's current device.
 _TORCH_RAW_STREAM: Any = None
+_CUPY_STREAM: Any = None
 _GET_DEVICE: Any = None
+
+
+def _bind_cupy_stream() -> Any:
+    global _CUPY_STREAM
+    _CUPY_STREAM = cupy_module().cuda.get_current_stream
+    return _CUPY_STREAM
 
 
 def _bind_torch_raw_stream() -> Any:
@@ -270,6 +277,13 @@ def _sig_torch(x: Any) -> tuple | None:
 
 
 def _sig_cupy(x: Any) -> tuple:
+    # the array's memory pointer holds the device and the address; _c_contiguous is the flag flags.c_contiguous
+    # reads (CuPy's readonly field): no Device or Flags object built a call (issue 25, the CuPy call's cost)
+    d = x.data
+    return (x.shape, x.dtype, d.device_id, x._c_contiguous, d.ptr & 15, 1)
+
+
+def _sig_cupy_public(x: Any) -> tuple:  # a CuPy without those fields: the same tuple by its public attributes
     return (x.shape, x.dtype, x.device.id, x.flags.c_contiguous, x.data.ptr & 15, 1)
 
 
@@ -288,12 +302,19 @@ def signature(x: Any) -> tuple | None:
     return f(x)
 
 
+def signature_of(t: type) -> Any:
+    """The signature reader of arrays of exact type ``t`` (:func:`signature` without the type lookup), for a type
+    :func:`signature` has learned; :func:`signature` itself otherwise."""
+    return _SIG_OF.get(t, signature)
+
+
 def _learn(t: type) -> Any:
     torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
     if torch is not None and issubclass(t, torch.Tensor):
         _SIG_OF[t] = _sig_torch
     elif cupy is not None and issubclass(t, cupy.ndarray):
-        _SIG_OF[t] = _sig_cupy
+        fields = all(hasattr(t, a) for a in ("_c_contiguous", "data")) and hasattr(cupy.cuda.MemoryPointer, "device_id")
+        _SIG_OF[t] = _sig_cupy if fields else _sig_cupy_public
     else:
         return None
     return _SIG_OF[t]
@@ -435,7 +456,7 @@ class Output:
     ``new_empty(shape)`` does (issue 25, call cost; on a CPU 0.98 against 1.46 us). The template is made on the first
     call, from that call's ``like`` (a plan's signature fixes its dtype and device). Where this torch has Inductor's
     allocation and ``like`` is a plain tensor, that allocation instead (:func:`_strided_empty`), the template kept
-    for calls made on another current device. For CuPy, :func:`empty`."""
+    for calls made on another current device. For CuPy, :class:`_CupyEmpty`."""
 
     __slots__ = ("kind", "shape", "dev", "dtype", "fn")
 
@@ -450,9 +471,7 @@ class Output:
 
     def _build(self, like: Any) -> Any:
         if self.kind != "torch":
-            shape, dev = self.shape, self.dev
-            src = _DtypeOf(like.dtype if self.dtype is None else self.dtype)  # never the array: a plan outlives it
-            return functools.partial(empty, "cupy", shape, src, dev)
+            return _CupyEmpty(self.shape, np.dtype(like.dtype if self.dtype is None else self.dtype), self.dev)
         torch = sys.modules["torch"]
         dt = like.dtype if self.dtype is None else _torch_dtype(self.dtype)
         tmpl = like.new_empty((1,), dtype=dt).expand(self.shape)
@@ -506,13 +525,24 @@ def _strided_empty(torch: Any, like: Any, shape: tuple[int, ...], dt: Any, slow:
     return None
 
 
-class _DtypeOf:
-    """What :func:`empty` reads of ``like`` for a CuPy output: its dtype."""
+class _CupyEmpty:
+    """A CuPy output's allocation: ``cupy.ndarray(shape, dtype)`` (what ``cupy.empty`` makes, without its Python
+    wrapper; CuPy bound at the first call) on ``dev``, entering the device only when the current one differs, as
+    :func:`empty` does. It holds the dtype, never an array: a cached plan must not keep a caller's input alive."""
 
-    __slots__ = ("dtype",)
+    __slots__ = ("shape", "dtype", "dev", "nd")
 
-    def __init__(self, dtype: str):
-        self.dtype = np.dtype(dtype)
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, dev: int):
+        self.shape, self.dtype, self.dev, self.nd = shape, dtype, dev, None
+
+    def __call__(self) -> Any:
+        nd = self.nd
+        if nd is None:
+            nd = self.nd = cupy_module().ndarray
+        if (_GET_DEVICE or _bind_get_device())() == self.dev:
+            return nd(self.shape, self.dtype)
+        with cupy_module().cuda.Device(self.dev):
+            return nd(self.shape, self.dtype)
 
 
 def zeros(kind: str, shape: tuple[int, ...], dtype: str, like: Any, device_index: int) -> Any:
@@ -572,7 +602,32 @@ def on_device(kind: str, device_index: int) -> Any:
 
 
 def ptr(x: Any) -> int:
-    """Device address of a CUDA tensor or CuPy array."""
+    """Device address of a CUDA tensor or CuPy array: by the array's exact type (one dict lookup; a CuPy array's
+    address was an AttributeError caught on every call, the larger part of a CuPy call's cost over a torch one)."""
+    f = _PTR_OF.get(type(x))
+    return f(x) if f is not None else _ptr_learn(x)
+
+
+def _ptr_cupy(x: Any) -> int:
+    return x.data.ptr
+
+
+def ptr_of(kind: str) -> Any:
+    """The address reader of a plan's arrays: a CuPy plan's arrays are CuPy arrays (its key holds their CuPy
+    signatures, its ``out`` is checked to be of their kind), read without the type lookup of :func:`ptr`."""
+    return _ptr_cupy if kind == "cupy" else ptr
+
+
+_PTR_OF: dict[type, Any] = {}
+
+
+def _ptr_learn(x: Any) -> int:
+    t = type(x)
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    if torch is not None and issubclass(t, torch.Tensor):
+        _PTR_OF[t] = t.data_ptr
+    elif cupy is not None and issubclass(t, cupy.ndarray):
+        _PTR_OF[t] = _ptr_cupy
     try:
         return x.data_ptr()
     except AttributeError:

@@ -104,17 +104,18 @@ class _Plan:
     """A validated v2 launch of one signature: the kernel with its argument block (the stream table by
     value, its pointers filled per call), grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block", "alloc")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block", "alloc", "ptr")
 
     def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int],
                  slots: list[int], block: int = L.BLOCK):
         self.fl, self.grid, self.kind, self.dev, self.shape, self.slots = fl, grid, kind, dev, shape, slots
         self.block = block
         self.alloc = L.Output(kind, shape, dev)
+        self.ptr = L.ptr_of(kind)
 
     def __call__(self, streams: Sequence[tuple[Any, Any]], tgt: Any, out: Any = None) -> Any:
         table: dict[int, int] = {}
-        ptr = L.ptr
+        ptr = self.ptr
         for k, (v, t) in enumerate(streams):  # stream k sits in table slot slots[k]
             i = FUSE2_FIELDS * self.slots[k]
             table[i] = ptr(v)
@@ -286,11 +287,13 @@ def _signature(streams: Any, tgt_times: Any) -> tuple | None:
     if st is None or not isinstance(streams, (list, tuple)):
         return None
     key = [st]
+    tt, sig, signature = type(tgt_times), L.signature_of(type(tgt_times)), L.signature
     for pair in streams:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             return None
-        key.append(L.signature(pair[0]))
-        key.append(L.signature(pair[1]))
+        v, t = pair  # arrays of the target times' type (the usual call) by its reader, without the type lookup
+        key.append(sig(v) if type(v) is tt else signature(v))
+        key.append(sig(t) if type(t) is tt else signature(t))
     return tuple(key)
 
 

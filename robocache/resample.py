@@ -62,16 +62,17 @@ def _validate(values: Any, src_times: Any, tgt_times: Any) -> tuple[A.Arr, A.Arr
 class _Plan:
     """A validated v2 launch for one signature: the kernel with its argument block, grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape", "block", "alloc")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "block", "alloc", "ptr")
 
     def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int], block: int):
         self.fl, self.grid, self.kind, self.dev, self.shape, self.block = fl, grid, kind, dev, shape, block
         self.alloc = L.Output(kind, shape, dev)
+        self.ptr = L.ptr_of(kind)
 
     def __call__(self, values: Any, src: Any, tgt: Any, out: Any = None) -> Any:
         if out is None:
             out = self.alloc(values)
-        ptr = L.ptr
+        ptr = self.ptr
         L.fast_launch(self.fl, self.grid, self.kind, self.dev,
                       {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)}, block=self.block)
         return out

@@ -2,7 +2,7 @@
 """A/B of the public call's host cost: this tree's robocache against another tree's, both timed interleaved with
 the bare launch in one process (a dev aid; the record of the call cost is the quick suite's ``dispatch.interleaved``).
 
-    python3 scripts/call_cost_ab.py --base DIR [--ops resample,fuse,voxelize] [--repeats 3] [--json FILE]
+    python3 scripts/call_cost_ab.py --base DIR [--ops resample,fuse,voxelize] [--repeats 3] [--arrays cupy] [--json FILE]
 
 DIR is another checkout's root (its ``robocache/`` and ``kernels/``; e.g. ``git worktree add DIR HEAD~1``), imported
 as the package ``robocache_base``. Each op's quick-suite call-cost case (its torch CUDA tensors) is timed by
@@ -10,7 +10,8 @@ as the package ``robocache_base``. Each op's quick-suite call-cost case (its tor
 tree's public call and the base tree's, every round one loop of each in a rotated order; per round each public
 call's time over the bare launch's is one ratio sample. Why (issue 25): separate runs of two trees differ by the
 host's drift between processes (the quick suite's ratios move 5-10% between runs); rounds in one process see the
-same drift, so the two ratios can be compared. Prints p20/p50/p80 of both ratios and the quotient of their medians
+same drift, so the two ratios can be compared. ``--arrays cupy`` passes both trees zero-copy CuPy views of the same
+tensors instead (the ``robocache (CuPy arrays)`` row of the quick suite's call cost). Prints p20/p50/p80 of both ratios and the quotient of their medians
 (new / base) per op and repeat; asserts nothing. Both trees tune into one fresh temporary cache folder
 (``ROBOCACHE_CACHE_DIR``), never the user's, and each tree's launch choices are printed.
 """
@@ -58,6 +59,8 @@ def main() -> int:
     ap.add_argument("--ops", default="resample,fuse,voxelize", help="comma-separated ops (default: all three)")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved measurements per op (default 3)")
     ap.add_argument("--time-limit", type=float, default=2.0, help="seconds of rounds per measurement (default 2)")
+    ap.add_argument("--arrays", choices=("torch", "cupy"), default="torch",
+                    help="the public calls' arrays: the case's torch CUDA tensors (default) or CuPy views of them")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
     if args.repeats < 1 or args.time_limit <= 0:
@@ -96,11 +99,13 @@ def main() -> int:
         if not bare.check()["passed"]:
             raise SystemExit(f"{case.key}: the bare launch wrote a wrong value")
         new_fn, base_fn = getattr(robocache, case.op), getattr(base, case.op)
-        a, kw = prep.args, prep.kwargs
+        a, kw = (prep.args if args.arrays == "torch" else views), prep.kwargs  # kwargs hold no arrays (as the suite)
         for m in (robocache, base):
             m._tune.forget_used()  # each case's own launches below
         got_new, got_base = new_fn(*a, **kw), base_fn(*a, **kw)
         torch.cuda.synchronize()
+        if args.arrays == "cupy":  # compared as torch tensors (zero-copy)
+            got_new, got_base = torch.from_dlpack(got_new), torch.from_dlpack(got_base)
         same = got_new.shape == got_base.shape and got_new.dtype == got_base.dtype and (
             torch.equal(got_new, got_base) if not got_new.is_floating_point()
             else torch.allclose(got_new.double(), got_base.double(), rtol=1e-5, atol=1e-6))
@@ -115,7 +120,7 @@ def main() -> int:
                                           time_limit_s=args.time_limit, max_rounds=2000, noise_target=0.005)
             r = got["ratio"]
             q = {k: round(got["us"][k], 3) for k in got["us"]}
-            line = {"case": case.key, "repeat": rep, "rounds": got["rounds"], "calls_per_loop": got["calls_per_loop"],
+            line = {"case": case.key, "arrays": args.arrays, "repeat": rep, "rounds": got["rounds"], "calls_per_loop": got["calls_per_loop"],
                     "us": q, "new_x_bare": r["new"], "base_x_bare": r["base"],
                     "new_over_base_p50": r["new"]["p50"] / r["base"]["p50"]}
             out.append(line)

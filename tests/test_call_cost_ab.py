@@ -26,6 +26,9 @@ def test_a_base_without_a_tree_is_a_usage_error(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), "--base", str(tmp_path), "--repeats", "0"], capture_output=True,
                        text=True, check=False)
     assert r.returncode == 2 and "--repeats" in r.stderr
+    r = subprocess.run([sys.executable, str(SCRIPT), "--base", str(ROOT), "--arrays", "numpy"], capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 2 and "--arrays" in r.stderr
 
 
 def test_the_base_tree_is_its_own_package(tmp_path, monkeypatch):

@@ -83,6 +83,52 @@ def test_signature_is_none_for_host_arrays():
     assert L.signature(torch.zeros(3)) is None  # CPU tensors take the full (reference) path
 
 
+def test_cupy_signature_and_pointer_by_cupy_fields(monkeypatch):
+    """A CuPy array's signature reads its memory pointer's device and address and its _c_contiguous field (no Device
+    or Flags object a call), the same tuple as the public attributes give; a CuPy without those fields keeps the
+    public ones. Its address is read by its type (no AttributeError caught a call), learned on first sight."""
+    class MemoryPointer:  # readonly fields, descriptors of the type as in CuPy
+        def __init__(self, dev, p):
+            self._dev, self._p = dev, p
+        device_id = property(lambda self: self._dev)
+        ptr = property(lambda self: self._p)
+
+    class OldArray:  # the public attributes only (as a CuPy without the readonly field would be)
+        def __init__(self, p, contiguous=True):
+            self.shape, self.dtype, self._mem, self._cc = (2, 3), np.dtype("float32"), MemoryPointer(1, p), contiguous
+            self.device = types.SimpleNamespace(id=1)
+            self.flags = types.SimpleNamespace(c_contiguous=contiguous)
+        data = property(lambda self: self._mem)
+
+    class ndarray(OldArray):  # noqa: N801 - CuPy's name; its fields are descriptors of the type, as Cython's are
+        _c_contiguous = property(lambda self: self._cc)
+
+    fake = types.SimpleNamespace(ndarray=ndarray, cuda=types.SimpleNamespace(MemoryPointer=MemoryPointer))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(L, "_SIG_OF", {})
+    monkeypatch.setattr(L, "_PTR_OF", {})
+    a, b = ndarray(4096 + 8), ndarray(4096, contiguous=False)
+    assert L.signature(a) == ((2, 3), np.dtype("float32"), 1, True, 8, 1) == L._sig_cupy_public(a)
+    assert L.signature(b) == L._sig_cupy_public(b) and L.signature(b)[3] is False
+    assert L._SIG_OF[ndarray] is L._sig_cupy
+    fake.ndarray = OldArray
+    old = OldArray(64)
+    assert L.signature(old) == L._sig_cupy_public(old) and L._SIG_OF[OldArray] is L._sig_cupy_public
+    assert L.ptr(b) == 4096 and L._PTR_OF[ndarray] is L._ptr_cupy and L.ptr(b) == 4096
+    assert L.ptr_of("cupy") is L._ptr_cupy and L.ptr_of("torch") is L.ptr  # a plan's reader by its kind
+    assert L.signature_of(ndarray) is L._sig_cupy and L.signature_of(dict) is L.signature  # unlearned: the lookup
+    import importlib
+
+    fuse = importlib.import_module("robocache.fuse")  # a key from the target times' reader equals one by lookups
+    fake.ndarray = ndarray
+    streams = [(ndarray(512), ndarray(1024 + 4)), (old, ndarray(2048, contiguous=False))]
+    assert fuse._signature(streams, a) == (L.signature(a),) + tuple(L.signature(x) for p in streams for x in p)
+    assert fuse._signature([(a, [1.0])], a)[-1] is None and fuse._signature([(a,)], a) is None
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(3)
+    assert L.ptr(x) == x.data_ptr() and L.ptr(x) == x.data_ptr() and type(x) in L._PTR_OF
+
+
 @pytest.mark.parametrize("d,n", [(1, 12800), (32, 12800), (1024, 4), (32, 1_638_400), (1, 1)])
 def test_block_threads_spreads_small_problems(d, n):
     threads = L.block_threads(d, 4, 4 if d < 4 else 16, n, sms=132)
@@ -320,8 +366,9 @@ def test_cupy_output_keeps_the_dtype_not_the_array():
         dtype = np.dtype("float16")
     like = Arr()
     fn = L.Output("cupy", (2, 3), 0)._build(like)
-    assert all(a is not like for a in fn.args) and fn.args[2].dtype == np.float16
-    assert L.Output("cupy", (2, 3), 0, "int32")._build(like).args[2].dtype == np.int32
+    assert all(getattr(fn, a) is not like for a in type(fn).__slots__) and fn.dtype == np.float16
+    assert fn.shape == (2, 3) and fn.dev == 0
+    assert L.Output("cupy", (2, 3), 0, "int32")._build(like).dtype == np.int32
 
 
 def test_recent_plans_newest_first_bounded_and_cleared(monkeypatch):
