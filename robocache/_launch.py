@@ -313,7 +313,8 @@ def _learn(t: type) -> Any:
     if torch is not None and issubclass(t, torch.Tensor):
         _SIG_OF[t] = _sig_torch
     elif cupy is not None and issubclass(t, cupy.ndarray):
-        fields = all(hasattr(t, a) for a in ("_c_contiguous", "data")) and hasattr(cupy.cuda.MemoryPointer, "device_id")
+        mp = getattr(getattr(cupy, "cuda", None), "MemoryPointer", None)
+        fields = all(hasattr(t, a) for a in ("_c_contiguous", "data")) and hasattr(mp, "device_id")
         _SIG_OF[t] = _sig_cupy if fields else _sig_cupy_public
     else:
         return None
@@ -612,10 +613,14 @@ def _ptr_cupy(x: Any) -> int:
     return x.data.ptr
 
 
+def _ptr_torch(x: Any) -> int:
+    return x.data_ptr()
+
+
 def ptr_of(kind: str) -> Any:
-    """The address reader of a plan's arrays: a CuPy plan's arrays are CuPy arrays (its key holds their CuPy
-    signatures, its ``out`` is checked to be of their kind), read without the type lookup of :func:`ptr`."""
-    return _ptr_cupy if kind == "cupy" else ptr
+    """The address reader of a plan's arrays: a plan's arrays are of its kind (its key holds their signatures, its
+    ``out`` is checked to be of their kind), read without the type lookup of :func:`ptr`."""
+    return _ptr_cupy if kind == "cupy" else _ptr_torch
 
 
 _PTR_OF: dict[type, Any] = {}

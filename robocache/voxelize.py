@@ -66,7 +66,7 @@ class _Plan:
             setattr(self, k, v)
 
     def __call__(self, points: Any, features: Any | None, out: Any = None) -> Any:
-        ptr = L.ptr
+        ptr = L.ptr_of(self.kind)
         if self.mode != "mean":  # main: count/occupancy (0 points, 3 counts, 4 occ) or hashed (0, 7 counts)
             return _filled_launch(self, points, out, self.main_out_slot())
         counts = L.zeros(self.kind, (self.b * self.vox,), "int32", points, self.dev)
@@ -111,7 +111,8 @@ def _filled_launch(plan: Any, points: Any, out: Any, out_slot: int, block: int =
         with L.on_device(plan.kind, plan.dev):  # the fill on the output's device and stream
             out[...] = 0
     if plan.grid:
-        L.fast_launch(plan.main, plan.grid, plan.kind, plan.dev, {0: L.ptr(points), out_slot: L.ptr(out)}, plan.smem,
+        ptr = L.ptr_of(plan.kind)
+        L.fast_launch(plan.main, plan.grid, plan.kind, plan.dev, {0: ptr(points), out_slot: ptr(out)}, plan.smem,
                       block=block)
     return out
 
@@ -139,7 +140,7 @@ class _PlanV3:
             setattr(self, k, v)
 
     def __call__(self, points: Any, features: Any | None, out: Any = None) -> Any:
-        ptr = L.ptr
+        ptr = L.ptr_of(self.kind)
         if self.mode != "mean":
             return _filled_launch(self, points, out, self.main_slots[0], self.block)
         vw = self.vw

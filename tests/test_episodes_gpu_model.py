@@ -259,6 +259,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setitem(sys.modules, "cupyx", cupyx)
     monkeypatch.setattr(L, "_GET_DEVICE", None)  # the launch path binds the runtime's getDevice at first use
+    monkeypatch.setattr(L, "_CUPY_STREAM", None)  # and CuPy's current stream: the fake's never outlives the test
     for f in (_cuda._module, _cuda._function, L.sm_count):
         f.cache_clear()
     yield g

@@ -115,7 +115,7 @@ def test_cupy_signature_and_pointer_by_cupy_fields(monkeypatch):
     old = OldArray(64)
     assert L.signature(old) == L._sig_cupy_public(old) and L._SIG_OF[OldArray] is L._sig_cupy_public
     assert L.ptr(b) == 4096 and L._PTR_OF[ndarray] is L._ptr_cupy and L.ptr(b) == 4096
-    assert L.ptr_of("cupy") is L._ptr_cupy and L.ptr_of("torch") is L.ptr  # a plan's reader by its kind
+    assert L.ptr_of("cupy") is L._ptr_cupy and L.ptr_of("torch") is L._ptr_torch  # a plan's reader by its kind
     assert L.signature_of(ndarray) is L._sig_cupy and L.signature_of(dict) is L.signature  # unlearned: the lookup
     import importlib
 
@@ -369,6 +369,40 @@ def test_cupy_output_keeps_the_dtype_not_the_array():
     assert all(getattr(fn, a) is not like for a in type(fn).__slots__) and fn.dtype == np.float16
     assert fn.shape == (2, 3) and fn.dev == 0
     assert L.Output("cupy", (2, 3), 0, "int32")._build(like).dtype == np.int32
+
+
+def test_cupy_output_and_stream_on_the_plans_device(monkeypatch):
+    """A CuPy plan's output: cupy.ndarray(shape, dtype) (C order, what cupy.empty makes) on the current device when it
+    is the plan's, else inside the plan's device; the launch stream is CuPy's current one, read through the function
+    bound at first use."""
+    made, entered, current = [], [], [0]
+
+    class Device:
+        def __init__(self, i):
+            self.i = i
+
+        def __enter__(self):
+            entered.append(self.i)
+
+        def __exit__(self, *a):
+            entered.append(-1)
+
+    def ndarray(shape, dtype):
+        made.append((shape, dtype, entered[-1] if entered and entered[-1] >= 0 else current[0]))
+        return made[-1]
+    streams = iter([types.SimpleNamespace(ptr=111), types.SimpleNamespace(ptr=222)])
+    fake = types.SimpleNamespace(ndarray=ndarray, cuda=types.SimpleNamespace(Device=Device,
+                                                                            get_current_stream=lambda: next(streams)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(L, "_GET_DEVICE", lambda: current[0])
+    monkeypatch.setattr(L, "_CUPY_STREAM", None)
+    alloc = L.Output("cupy", (2, 3), 1)._build(types.SimpleNamespace(dtype=np.dtype("float16")))
+    current[0] = 1
+    assert alloc() == ((2, 3), np.float16, 1) and entered == []  # the plan's device current: no device switch
+    current[0] = 0
+    assert alloc() == ((2, 3), np.float16, 1) and entered == [1, -1]  # another current: entered, then left
+    assert L.raw_stream("cupy", 0) == 111 and L.raw_stream("cupy", 0) == 222  # read each call, bound once
+    assert L._CUPY_STREAM is fake.cuda.get_current_stream
 
 
 def test_recent_plans_newest_first_bounded_and_cleared(monkeypatch):
