@@ -108,7 +108,9 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
         fn = L.kernel("rows_spec", f"resample_spec_{v.dtype}_{s.dtype}{i32}", v.device_index,
                       _tune.spec_options(n_src, n_tgt, d, b) + cfg.options())  # () but a probe's variant
         (dm, ds), (tm, ts) = L.fast_divmod(d), L.fast_divmod(n_tgt)
-        (dm32, ds32), (tm32, ts32) = L.fast_divmod32(d), L.fast_divmod32(n_tgt)
+        # the 32-bit dividers only for the _i32 entry (its sizes are below 2**31; the 64-bit entry never reads them,
+        # and a T of 2**31 or more has no 32-bit divider)
+        (dm32, ds32), (tm32, ts32) = (L.fast_divmod32(d), L.fast_divmod32(n_tgt)) if i32 else ((0, 0), (0, 0))
         # values, src, tgt, out, S, T, D, N, D's and T's 64-bit multiplier and shift, then their 32-bit ones
         fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
                                ("i32", n_tgt), ("i32", d), ("i64", n_out), ("u64", dm), ("u32", ds), ("u64", tm),

@@ -167,8 +167,12 @@ def test_the_build_for_the_calls_sizes_is_a_resample_candidate_for_narrow_rows(m
     assert slots[4:8] == [12, 42, 3, 51510 * 42 * 3] and slots[8:12] == [int(dmult), int(dshift), int(mult), int(shift)]
     assert slots[12:] == [*L.fast_divmod32(3), *L.fast_divmod32(42)]  # the 32-bit entries' dividers
     big = types.SimpleNamespace(shape=(2**10, 2**20, 4), dtype="float16", kind="cupy", device_index=0)
-    rs._plan_v2(big, types.SimpleNamespace(dtype="float64"), arr, 0, 8, _tune.Config(stage=4))
+    plan = rs._plan_v2(big, types.SimpleNamespace(dtype="float64"), arr, 0, 8, _tune.Config(stage=4))
     assert seen[-1] == ("rows_spec", "resample_spec_float16_float64", ())
+    assert list(plan.fl.slots)[12:] == [0, 0, 0, 0]  # the 64-bit entry reads no 32-bit dividers
+    long_t = types.SimpleNamespace(shape=(1, 2, 1), dtype="float16", kind="cupy", device_index=0)
+    plan = rs._plan_v2(long_t, types.SimpleNamespace(dtype="float32"), arr, 0, 2**31, _tune.Config(stage=4))
+    assert seen[-1] == ("rows_spec", "resample_spec_float16_float32", ()) and list(plan.fl.slots)[12:] == [0, 0, 0, 0]
     pairs = [(types.SimpleNamespace(shape=(4, 9, 3), dtype="float32"), None)]
     ta = types.SimpleNamespace(shape=(4, 5), dtype="float32", kind="cupy", device_index=0)
     fu._plan_v2(pairs, ta, [(arr, arr)], 0, _tune.Config(stage=4))
