@@ -821,3 +821,101 @@ RC_FUSE_SPAN_ENTRY(fuse_span_bfloat16_float32, rc_bf16, float)
 RC_FUSE_SPAN_ENTRY(fuse_span_float32_float64, float, double)
 RC_FUSE_SPAN_ENTRY(fuse_span_float16_float64, rc_half, double)
 RC_FUSE_SPAN_ENTRY(fuse_span_bfloat16_float64, rc_bf16, double)
+
+
+// ---------------------------------------------------------------------------------------------------------------
+// Flat: a block's RC_FLAT_T consecutive targets of every stream at once, their output walked flat (a configuration's
+// `stage` = 5, fuse only).
+//
+// The fuse points that lose to torch.compile on the sampled suite are wide outputs of several narrow or odd-width
+// streams (H200: s7019-40 7 + 132 features 0.76x, s7741-47 5 + 4 + 50 + 1 0.85x, s6113-46 2 + 1 + 166 + 21 + 25
+// 0.87x, every one at 21-44% of the copy ceiling): every kernel above gives each stream's row its own group of lanes,
+// so a target's output row is written as a few short pieces, most of them off the 16-byte grid, each after its own
+// search. Inductor writes the whole concatenated row with one thread an element (its searches in a kernel before).
+// Here a block of RC_FLAT_THREADS threads takes RC_FLAT_T consecutive targets (the flattened b * T + t): first its
+// threads bracket the K * RC_FLAT_T (stream, target) pairs (all of them in flight together, one search a pair) into
+// shared memory, then they walk the block's RC_FLAT_T * Dtot output elements, which are contiguous in memory, one
+// element a thread a step: column c's stream by a scan of the streams' first columns (K <= RC_WIDE_MAX), the two
+// source elements, rc_mix, a streaming store. The stream table lists the streams in column order (the host's plan).
+// Brackets, weights and rc_mix are rows_v2's: the row kernel's outcomes bit for bit. Dynamic shared memory:
+// rc_flat_smem(K) bytes; the host keeps RC_FLAT_T * Dtot below 2^31.
+#ifndef RC_FLAT_T
+#define RC_FLAT_T 128  // targets per block
+#endif
+#define RC_FLAT_THREADS 256
+
+template <typename T, typename TT>
+__device__ __forceinline__ void fuse_flat_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
+                                               T* __restrict__ out, int Tn, int Dtot, long long n_targets,
+                                               unsigned long long div_mult, unsigned int div_shift) {
+    // shared: the streams' values pointers [RC_WIDE_MAX], then per (stream k, target r) at k * RC_FLAT_T + r: the
+    // first and second source row's element offsets [K * RC_FLAT_T] each, the weights [K * RC_FLAT_T], then the
+    // streams' first columns [RC_WIDE_MAX]
+    extern __shared__ long long rc_fl_sh[];
+    long long* vals = rc_fl_sh;
+    long long* r0 = vals + RC_WIDE_MAX;
+    long long* r1 = r0 + K * RC_FLAT_T;
+    float* wt = reinterpret_cast<float*>(r1 + K * RC_FLAT_T);
+    int* cols = reinterpret_cast<int*>(wt + K * RC_FLAT_T);
+    const int tid = (int)threadIdx.x;
+    const long long first = (long long)blockIdx.x * RC_FLAT_T;
+    if (tid < K) {
+        vals[tid] = table.f[RC_WIDE_FIELDS * tid];
+        cols[tid] = (int)table.f[RC_WIDE_FIELDS * tid + 4];
+    }
+    for (int p = tid; p < K * RC_FLAT_T; p += RC_FLAT_THREADS) {
+        const int k = p / RC_FLAT_T;
+        const long long q = first + (p - k * RC_FLAT_T);
+        if (q < n_targets) {
+            const long long* f = table.f + RC_WIDE_FIELDS * k;
+            const int S = (int)f[2];
+            const long long D = f[3];
+            long long b, t;
+            rc_fast_divmod((unsigned long long)q, (unsigned long long)Tn, div_mult, div_shift, b, t);
+            int j0, j1;
+            float w;
+            rc_bracket2(reinterpret_cast<const TT*>(f[1]) + b * S, S, __ldg(tgt + q), j0, j1, w);
+            r0[p] = (b * S + j0) * D;
+            r1[p] = (b * S + j1) * D;
+            wt[p] = w;
+        }
+    }
+    __syncthreads();
+    const long long live = n_targets - first;  // >= 1: the block has a first target
+    const unsigned int n = (unsigned int)(live < RC_FLAT_T ? live : RC_FLAT_T) * (unsigned int)Dtot;
+    const unsigned int dt = (unsigned int)Dtot;
+    const unsigned int sq = RC_FLAT_THREADS / dt, sr = RC_FLAT_THREADS % dt;  // the step's rows and columns
+    unsigned int r = (unsigned int)tid / dt, c = (unsigned int)tid % dt;        // element e = r * Dtot + c
+    T* __restrict__ o = out + first * (long long)Dtot;
+#pragma unroll 2
+    for (unsigned int e = (unsigned int)tid; e < n; e += RC_FLAT_THREADS) {
+        int k = 0;
+        while (k + 1 < K && (int)c >= cols[k + 1]) ++k;
+        const int p = k * RC_FLAT_T + (int)r;
+        const T* v = reinterpret_cast<const T*>(vals[k]) + ((int)c - cols[k]);
+        float x, y;
+        rc_vec<T, sizeof(T)>::load(v + r0[p], &x);
+        rc_vec<T, sizeof(T)>::load(v + r1[p], &y);
+        rc_store_cs<T>(o + e, rc_from_float<T>(rc_mix(x, y, wt[p])));
+        r += sq;
+        c += sr;
+        if (c >= dt) {
+            c -= dt;
+            ++r;
+        }
+    }
+}
+
+#define RC_FUSE_FLAT_ENTRY(NAME, T, TT)                                                                        \
+    extern "C" __global__ void __launch_bounds__(RC_FLAT_THREADS) NAME(                                       \
+        const __grid_constant__ rc_wide_table table, int K, const TT* __restrict__ tgt, T* __restrict__ out,    \
+        int Tn, int Dtot, long long n_targets, unsigned long long div_mult, unsigned int div_shift) {           \
+        fuse_flat_body<T, TT>(table, K, tgt, out, Tn, Dtot, n_targets, div_mult, div_shift);                   \
+    }
+
+RC_FUSE_FLAT_ENTRY(fuse_flat_float32_float32, float, float)
+RC_FUSE_FLAT_ENTRY(fuse_flat_float16_float32, rc_half, float)
+RC_FUSE_FLAT_ENTRY(fuse_flat_bfloat16_float32, rc_bf16, float)
+RC_FUSE_FLAT_ENTRY(fuse_flat_float32_float64, float, double)
+RC_FUSE_FLAT_ENTRY(fuse_flat_float16_float64, rc_half, double)
+RC_FUSE_FLAT_ENTRY(fuse_flat_bfloat16_float64, rc_bf16, double)

@@ -64,7 +64,7 @@ SHIFT_MIN_BYTES = 32
 # The staged kernel (kernels/rows_wide.cu rc_staged_block): a block of STAGE_TARGETS threads brackets that many
 # targets at once, then copies their rows by the shifted vectors. A candidate where rows are narrow (at most
 # STAGE_MAX_BYTES, where a target's search is most of its time) and the launch has a block's worth of targets.
-STAGES = (0, 1, 2, 3, 4)
+STAGES = (0, 1, 2, 3, 4, 5)
 STAGE_TARGETS = 256  # RC_STAGE_T
 STAGE_MAX_BYTES = 2048
 # stage = 2, the span (kernels/rows_wide.cu rc_span_block): the staged kernel's brackets, then the block's source
@@ -82,6 +82,12 @@ SPAN_BYTES = 24576
 # second and fourth shapes; B45785 S36 T29 D2 17.3 against 24.4 with the sizes as arguments), but a compile per new
 # shape is not a price a call with varying sizes should pay: an A/B, not the library's default.
 SPEC_MAX_BYTES = 4
+# stage = 5, the flat kernel (kernels/rows_wide.cu fuse_flat_body, fuse only): a block's FLAT_TARGETS consecutive
+# targets of every stream bracketed at once, then the block's whole output (contiguous across the streams) written one
+# element a thread, as Inductor writes the concatenated row. A candidate for fuse where the launch has a block's
+# targets and a block's output elements stay below 2**31 (:func:`flat_pays`).
+FLAT_TARGETS = 128  # RC_FLAT_T
+FLAT_THREADS = 256  # RC_FLAT_THREADS
 # stage = 3, the tile (kernels/rows_wide.cu rc_tile_warp): a warp's 32 consecutive targets bracketed by its lanes at
 # once, then each target's row copied by the whole warp with a batch of vectors loaded before any store (the row
 # kernel's vector widths). A candidate where the rule gives a row a whole warp (rows of 17 vectors or more: the
@@ -110,7 +116,8 @@ class Config:
     shift: int = 0
     # Another kernel (kernels/rows_wide.cu, a launch option, no build; its block is STAGE_TARGETS threads): a block's
     # targets bracketed at once, then its rows copied by the shifted vectors (1), or the block's source rows loaded
-    # once into shared memory and mixed from there (2, the span). The other kernels' fields do not apply.
+    # once into shared memory and mixed from there (2, the span); 3 the tile, 4 the element kernel (resample), 5 the
+    # flat kernel (fuse). The other kernels' fields do not apply.
     stage: int = 0
 
     def __post_init__(self) -> None:
@@ -185,7 +192,7 @@ PREFETCH_LAUNCHES = ((0, 0), (2, 1))
 
 def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, n_src: int = 0,
                time_bytes: int = 0, shifted: bool = False, staged: bool = False,
-               spanned: bool = False, tiled: bool = False, spec: bool = False) -> list[Config]:
+               spanned: bool = False, tiled: bool = False, spec: bool = False, flat: bool = False) -> list[Config]:
     """The configurations worth timing for one geometry (default first), without duplicates in effect.
 
     ``lg_nat``: the rule's log2 lanes per row; ``loop_iters``: the feature loop's trip count at that width
@@ -197,7 +204,8 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
     times fit :data:`PREFETCH_CAP`. Without them (0): the 12 launches of :data:`CANDIDATES`, and the column split
     (:func:`wide_splits`) where a launch has few rows of many vectors. ``shifted``: the shifted-vector kernel joins
     (:func:`shift_pays` of a row of the launch). ``staged``: the staged kernel joins (:func:`stage_pays`);
-    ``spanned``: its span too (:func:`span_pays`); ``tiled``: the tile kernel (:func:`tile_pays`).
+    ``spanned``: its span too (:func:`span_pays`); ``tiled``: the tile kernel (:func:`tile_pays`); ``spec``: the
+    element kernel (:func:`spec_pays`, resample); ``flat``: the flat kernel (:func:`flat_pays`, fuse).
     """
     out: list[Config] = []
     seen: set[Config] = set()
@@ -229,7 +237,21 @@ def candidates(lg_nat: int, loop_iters: int, n_targets: int, *, n_tgt: int = 0, 
         add(Config(stage=3))
     if spec:
         add(Config(stage=4))
+    if flat:
+        add(Config(stage=5))
     return out
+
+
+def flat_pays(n_targets: int, total_features: int, n_streams: int) -> bool:
+    """Whether the flat kernel (``stage`` = 5, fuse) is worth timing and can run: at least a block of targets
+    (:data:`FLAT_TARGETS`), at most the stream table's streams, and a block's output elements below 2**31."""
+    return n_targets >= FLAT_TARGETS and 0 < n_streams <= 16 and 0 < total_features * FLAT_TARGETS < 2**31
+
+
+def flat_smem(n_streams: int) -> int:
+    """Dynamic shared memory of a flat launch (kernels/rows_wide.cu fuse_flat_body): the stream table's values
+    pointers (16 of 8 bytes) and first columns (16 of 4), and per (stream, target) two row offsets and a weight."""
+    return 16 * 12 + n_streams * FLAT_TARGETS * 20
 
 
 def spec_pays(row_bytes: int) -> bool:
@@ -338,7 +360,7 @@ def builds() -> list[tuple[str, ...]]:
 
 def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
                time_bytes: int = 0, shifted: bool = False, staged: bool = False,
-               spanned: bool = False, tiled: bool = False, spec: bool = False) -> list[Config]:
+               spanned: bool = False, tiled: bool = False, spec: bool = False, flat: bool = False) -> list[Config]:
     """Every configuration of the probe's space for one geometry (scripts/tune_probe.py; not for first calls):
     with ``n_tgt``/``n_src``/``time_bytes`` given, the walk's and the prefetch's too where :func:`candidates`
     would offer them (the walk over every tpg but 1, the prefetch over the probe's launches)."""
@@ -366,6 +388,8 @@ def exhaustive(lg_nat: int, loop_iters: int, *, n_tgt: int = 0, n_src: int = 0,
         out.append(Config(stage=3))
     if spec:
         out.append(Config(stage=4))
+    if flat:
+        out.append(Config(stage=5))
     return out
 
 

@@ -104,12 +104,12 @@ class _Plan:
     """A validated v2 launch of one signature: the kernel with its argument block (the stream table by
     value, its pointers filled per call), grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block", "alloc", "ptr")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "slots", "block", "alloc", "ptr", "smem")
 
     def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int],
-                 slots: list[int], block: int = L.BLOCK):
+                 slots: list[int], block: int = L.BLOCK, smem: int = 0):
         self.fl, self.grid, self.kind, self.dev, self.shape, self.slots = fl, grid, kind, dev, shape, slots
-        self.block = block
+        self.block, self.smem = block, smem  # smem: dynamic shared memory bytes (the flat kernel's)
         self.alloc = L.Output(kind, shape, dev)
         self.ptr = L.ptr_of(kind)
 
@@ -122,8 +122,8 @@ class _Plan:
             table[i + 1] = ptr(t)
         if out is None:
             out = self.alloc(streams[0][0])
-        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptr(tgt), 3: ptr(out)}, struct_ptrs=table,
-                      block=self.block)
+        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptr(tgt), 3: ptr(out)}, self.smem,
+                      struct_ptrs=table, block=self.block)
         return out
 
     def launch(self, like: Any, ptrs: list[int]) -> Any:
@@ -134,8 +134,8 @@ class _Plan:
         for k, i in enumerate(self.slots):
             table[FUSE2_FIELDS * i] = ptrs[2 * k + 1]
             table[FUSE2_FIELDS * i + 1] = ptrs[2 * k + 2]
-        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptrs[0], 3: out.data_ptr()}, struct_ptrs=table,
-                      block=self.block)
+        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {2: ptrs[0], 3: out.data_ptr()}, self.smem,
+                      struct_ptrs=table, block=self.block)
         return out
 
 
@@ -166,6 +166,10 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
         return _plan_wide(pairs, t, vbs, splits, cfg.block)
     if cfg.stage == 4:  # the element kernel is resample's alone (never offered for fuse): the default launch
         cfg = _tune.DEFAULT
+    if cfg.stage == 5 and _tune.flat_pays(n_targets, sum(v.shape[2] for v, _ in pairs), len(pairs)):
+        return _plan_flat(pairs, t)
+    if cfg.stage == 5:  # a table's choice for a bucket whose shape the flat kernel cannot take: the default launch
+        cfg = _tune.DEFAULT
     if cfg.shift or cfg.stage:  # shifted vectors for every stream (one of 16-byte rows just shifts by 0), staged
         return _plan_wide(pairs, t, vbs, [_tune.shift_lanes(v.shape[2] * es) for v, _ in pairs], cfg.block,
                           mode=("shift", "staged", "span", "tile")[cfg.stage])
@@ -191,6 +195,25 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
     A.check_grid(block0, "tgt_times")  # before the kernel's build
     fn = L.kernel("fuse", f"fuse_v2_{pairs[0][0].dtype}_{t.dtype}", t.device_index, cfg.options())
     return _table_plan(fn, tab, pairs, t, order, block0, block)
+
+
+def _plan_flat(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr) -> _Plan:
+    """The flat kernel (kernels/rows_wide.cu ``fuse_flat_body``, a configuration's ``stage`` = 5): a block of
+    ``_tune.FLAT_THREADS`` threads a run of ``_tune.FLAT_TARGETS`` targets of every stream, the stream table in column
+    order (the kernel finds a column's stream by scanning the first columns), its shared memory sized for the
+    streams (``_tune.flat_smem``). The caller checked ``_tune.flat_pays``."""
+    b, n_tgt = t.shape
+    tab = np.zeros(1, dtype=_TABLE)
+    f = tab["f"][0]
+    cols = np.cumsum([0] + [v.shape[2] for v, _ in pairs])
+    for k, (v, _) in enumerate(pairs):
+        f[FUSE2_FIELDS * k: FUSE2_FIELDS * (k + 1)] = (0, 0, v.shape[1], v.shape[2], int(cols[k]), 0, 0, 0)
+    grid = -(-(b * n_tgt) // _tune.FLAT_TARGETS)
+    A.check_grid(grid, "tgt_times")  # before the kernel's build
+    fn = L.kernel("rows_wide", f"fuse_flat_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
+    plan = _table_plan(fn, tab, pairs, t, list(range(len(pairs))), grid, _tune.FLAT_THREADS)
+    plan.smem = _tune.flat_smem(len(pairs))
+    return plan
 
 
 def _table_plan(fn: Any, tab: np.ndarray, pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, order: list[int], grid: int,
@@ -277,7 +300,8 @@ def _tuned_config(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple
                                  shifted=any(_tune.shift_pays(vb, v.shape[2] * es) for (v, _), vb in zip(pairs, vbs)),
                                  staged=_tune.stage_pays(max(v.shape[2] for v, _ in pairs) * es, b * n_tgt),
                                  tiled=_tune.tile_pays(lg_nat, b * n_tgt),
-                                 spanned=any(_tune.span_pays(v.shape[2] * es, v.shape[1], n_tgt) for v, _ in pairs))
+                                 spanned=any(_tune.span_pays(v.shape[2] * es, v.shape[1], n_tgt) for v, _ in pairs),
+                                 flat=_tune.flat_pays(b * n_tgt, total, len(pairs)))
         return _tune.choose(t.device_index, key, cands, trial, L.stream_for(t.kind, t.device_index), may_tune)
 
 

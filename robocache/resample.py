@@ -100,6 +100,8 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
     cs = _tune.wide_split(cfg.cs, max(1, d * es // vb))  # 0 where the row is one warp's: the row kernel
+    if cfg.stage == 5:  # the flat kernel is fuse's alone (never offered for resample): the default launch
+        cfg = _tune.DEFAULT
     if cfg.stage == 4:  # one output element a thread (kernels/rows_spec.cu)
         n_out = n_targets * d
         grid = -(-n_out // BLOCK)

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The column split, the shifted vectors and the staged kernel (kernels/rows_wide.cu, robocache/_tune.py
+"""The column split, the shifted vectors, the staged, tile and flat kernels (kernels/rows_wide.cu, robocache/_tune.py
 Config.cs, Config.shift, Config.stage) against the row kernel's default launch,
 the tuner's choice and torch.compile on sampled points (a dev aid, not a measurement of record).
 
     python3 scripts/wide_probe.py [--time-limit 0.5] [--cases ID,ID,...]
 
 Each point is the harness's case (its seeded inputs, its rotating input sets, its timer ``time_gpu``, warm): the
-public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift, staged), then the tuner's
+public call with the tuner's choice forced to each launch (the default, cs = 1, 2, 3, shift, staged, span, tile, flat:
+resample plans the default for flat), then the tuner's
 own choice (tuned at the first call), then torch.compile's case; the tuned launch's and torch.compile's share of the
 copy ceiling (measured once at the start) by the point's minimal traffic.
 Every output is checked against the NumPy reference by the harness's gate before it is timed. One line per point.
@@ -67,7 +68,7 @@ def main() -> int:
         moved = 0
         launches = [("default", _tune.DEFAULT), ("cs1", _tune.Config(cs=1)), ("cs2", _tune.Config(cs=2)),
                     ("cs3", _tune.Config(cs=3)), ("shift", _tune.Config(shift=1)), ("staged", _tune.Config(stage=1)),
-                    ("span", _tune.Config(stage=2)), ("tile", _tune.Config(stage=3))]
+                    ("span", _tune.Config(stage=2)), ("tile", _tune.Config(stage=3)), ("flat", _tune.Config(stage=5))]
         for name, cfg in [*launches, ("tuned", "tuned"), ("torch.compile", None)]:
             case = found["torch_compile" if cfg is None else "robocache"]
             forced[0] = None if cfg == "tuned" else cfg  # tuned: the tuner's own choice, timed at the first call
@@ -82,13 +83,14 @@ def main() -> int:
                 continue
             moved = moved or int(prep.moved_bytes or 0)
             us[name] = probe_common.timed_us(case, prep, a.time_limit)
-        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged", "span", "tile"))
+        best = min(us.get(k, float("inf")) for k in ("cs1", "cs2", "cs3", "shift", "staged", "span", "tile", "flat"))
         print(f"{cid} {found['robocache'].dtype}: " + ", ".join(f"{k} {v:.2f}" for k, v in us.items())
               + f" us; best other {us['default'] / best:.2f}x the default, torch.compile / best other "
               f"{us.get('torch.compile', float('nan')) / best:.2f}x (/ default "
               f"{us.get('torch.compile', float('nan')) / us['default']:.2f}x); of the ceiling ({moved / 1e6:.1f} MB): "
               + ", ".join(f"{k} {100 * moved / (us[k] * 1e3) / ceiling:.0f}%"
-                          for k in ("default", "staged", "span", "tile", "tuned", "torch.compile") if us.get(k) and moved),
+                          for k in ("default", "staged", "span", "tile", "flat", "tuned", "torch.compile")
+                          if us.get(k) and moved),
               flush=True)
     return 0
 

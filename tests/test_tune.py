@@ -118,7 +118,8 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     assert _tune.candidates(5, 2, 95566, staged=True)[-1] == _tune.Config(stage=1)
     assert not any(c.stage for c in _tune.candidates(5, 2, 95566))
     assert _tune.Config(stage=1) in _tune.exhaustive(3, 2, staged=True)
-    for bad in ({"stage": 5}, {"stage": 4, "block": 64}, {"stage": 3, "block": 64}, {"stage": 1, "block": 64},
+    for bad in ({"stage": 6}, {"stage": 5, "block": 64}, {"stage": 4, "block": 64}, {"stage": 3, "block": 64},
+                {"stage": 1, "block": 64},
                 {"stage": 2, "shift": 1}, {"stage": 1, "shift": 1}, {"stage": 1, "cs": 1},
                 {"stage": 1, "tpg": 1}, {"stage": 1, "unroll": 2}, {"stage": 1, "seq": 1}):
         with pytest.raises(ValueError):
@@ -177,6 +178,54 @@ def test_the_build_for_the_calls_sizes_is_a_resample_candidate_for_narrow_rows(m
     ta = types.SimpleNamespace(shape=(4, 5), dtype="float32", kind="cupy", device_index=0)
     fu._plan_v2(pairs, ta, [(arr, arr)], 0, _tune.Config(stage=4))
     assert seen[-1][0] == "fuse" and seen[-1][1].startswith("fuse_v2_")
+
+
+def test_the_flat_kernel_is_a_fuse_candidate_with_its_table_in_column_order(monkeypatch):
+    """Config.stage 5 (kernels/rows_wide.cu fuse_flat_body): offered for fuse launches of a block's targets, at most
+    the table's sixteen streams, a block's output elements below 2**31; its plan: the stream table in column order
+    (the kernel scans the first columns), 128 targets a block of 256 threads, shared memory for the streams; the
+    kernel's constants are the host's; resample never takes it (a stage-5 configuration there plans the default)."""
+    import types
+
+    from robocache import _launch as L
+
+    src = (Path(__file__).resolve().parents[1] / "kernels" / "rows_wide.cu").read_text(encoding="utf-8")
+    assert re.search(rf"#define RC_FLAT_T {_tune.FLAT_TARGETS}\b", src)
+    assert re.search(rf"#define RC_FLAT_THREADS {_tune.FLAT_THREADS}\b", src)
+    assert re.search(r"#define RC_WIDE_MAX 16\b", src)
+    assert _tune.flat_pays(128, 60, 4) and not _tune.flat_pays(127, 60, 4)
+    assert _tune.flat_pays(10**6, 1, 16) and not _tune.flat_pays(10**6, 1, 17) and not _tune.flat_pays(10**6, 0, 1)
+    assert _tune.flat_pays(10**6, 2**31 // 128 - 1, 2) and not _tune.flat_pays(10**6, 2**24, 2)
+    assert _tune.flat_smem(16) <= 48 * 1024 and _tune.flat_smem(1) == 192 + 128 * 20
+    assert _tune.candidates(5, 2, 95566, flat=True)[-1] == _tune.Config(stage=5)
+    assert not any(c.stage == 5 for c in _tune.candidates(5, 2, 95566))
+    assert _tune.Config(stage=5) in _tune.exhaustive(3, 2, flat=True)
+    fl = _tune.Config(stage=5)
+    assert fl.options() == () and _tune.Config.from_json(json.loads(json.dumps(fl.to_json()))) == fl
+    rs, fu = sys.modules["robocache.resample"], sys.modules["robocache.fuse"]
+    seen: list[tuple] = []
+    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): seen.append((op, name, options))
+                        or types.SimpleNamespace(ptr=0))
+    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
+    arr = types.SimpleNamespace(itemsize=2, data=types.SimpleNamespace(ptr=0))
+    dims, lens = (5, 4, 50, 1), (182, 353, 223, 88)  # s7741-47: the table sorts narrow streams first elsewhere
+    pairs = [(types.SimpleNamespace(shape=(2195, s, d), dtype="bfloat16"), None) for s, d in zip(lens, dims)]
+    ta = types.SimpleNamespace(shape=(2195, 257), dtype="float64", kind="cupy", device_index=0)
+    plan = fu._plan_v2(pairs, ta, [(arr, arr)] * 4, 0, _tune.Config(stage=5))
+    assert seen[-1] == ("rows_wide", "fuse_flat_bfloat16_float64", ())
+    assert plan.grid == -(-2195 * 257 // 128) and plan.block == 256 and plan.smem == _tune.flat_smem(4)
+    assert plan.slots == [0, 1, 2, 3]
+    f = np.frombuffer(bytes(plan.fl.struct_buf), dtype=np.int64) if isinstance(plan.fl.struct_buf, bytes) \
+        else np.asarray(plan.fl.struct_buf, dtype=np.int64)
+    assert [int(f[fu.FUSE2_FIELDS * k + 4]) for k in range(4)] == [0, 5, 9, 59]  # first columns, ascending
+    assert [int(f[fu.FUSE2_FIELDS * k + 3]) for k in range(4)] == list(dims)
+    small = [(types.SimpleNamespace(shape=(4, 9, 3), dtype="float32"), None)]  # 20 targets: the default launch
+    fu._plan_v2(small, types.SimpleNamespace(shape=(4, 5), dtype="float32", kind="cupy", device_index=0),
+                [(arr, arr)], 0, _tune.Config(stage=5))
+    assert seen[-1][1].startswith("fuse_v2_")
+    v = types.SimpleNamespace(shape=(300, 12, 3), dtype="float32", kind="cupy", device_index=0)
+    rs._plan_v2(v, types.SimpleNamespace(dtype="float32"), arr, 0, 42, _tune.Config(stage=5))
+    assert seen[-1][1].startswith("resample_v2_")
 
 
 def test_the_span_is_a_candidate_where_a_blocks_source_rows_fit_its_shared_memory():

@@ -78,6 +78,11 @@ for decl, new in (("__shared__ long long rc_sp_r0[RC_STAGE_T];",
     if decl not in SRC:
         sys.exit(f"kernel_emu/rows_wide.py: kernels/rows_wide.cu no longer holds {decl!r}")
     SRC = SRC.replace(decl, new)
+# the flat kernel's (stage = 5) dynamic shared memory: g_smem, garbage before every block
+FLAT_DECL = "extern __shared__ long long rc_fl_sh[];"
+if FLAT_DECL not in SRC:
+    sys.exit(f"kernel_emu/rows_wide.py: kernels/rows_wide.cu no longer holds {FLAT_DECL!r}")
+SRC = SRC.replace(FLAT_DECL, "long long* rc_fl_sh = reinterpret_cast<long long*>(g_smem);")
 SPAN_HOOKS = """
 extern "C" { long long rc_emu_span_paths[3]; }  // blocks of the span: run in shared memory, run too long, D too large
 inline int rc_emu_span_slot(int k) {
@@ -491,3 +496,50 @@ span_fuse("float32", "float64", 2, 9, [(1 + (k * 7) % 23, 1 + (k * 37) % 100) fo
           need=(0,))
 
 print("rows_wide: every case matched the NumPy reference")
+
+
+# the flat kernel (Config(stage=5), fuse): a block's 128 targets of every stream bracketed into shared memory (garbage
+# before every block), then its output walked flat, a column's stream by a scan of the first columns. Bit for bit the
+# staged kernel's output (itself the shifted vectors'), the reference's within TOL, NaN where it is, nothing stored
+# outside a poisoned output off the 16-byte grid. Widths where the walk's step (256 elements) is several rows (Dtot
+# 1, 3), exactly one (256), part of one (717), and sixteen streams; ragged last blocks; unsorted and NaN targets.
+def flat_fuse(dtype, tdtype, b, t, spec, seed, oshift=0, shift=0, nan_at=None, sorted_tgt=True):
+    rng = np.random.default_rng(seed)
+    tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
+    arrays = [(shifted((b, s, d), vdt, (shift + k) % 8, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt)),
+               times(rng, b, s, tdt, jitter=k % 2 == 0)) for k, (s, d) in enumerate(spec)]
+    x = rng.uniform(-0.1, 1.1, (b, t))
+    tgt = torch.from_numpy(np.sort(x, axis=1) if sorted_tgt else x).to(tdt)
+    if nan_at is not None:
+        tgt[nan_at] = float("nan")
+    pairs = [(types.SimpleNamespace(shape=tuple(v.shape), dtype=dtype), None) for v, _ in arrays]
+    ta = types.SimpleNamespace(shape=tuple(tgt.shape), dtype=tdtype, kind="torch", device_index=0)
+    total = sum(d for _, d in spec)
+    outs = []
+    for cfg in (_tune.Config(stage=5), _tune.Config(stage=1)):
+        out = shifted((b, t, total), vdt, oshift)
+        plan = fz._plan_v2(pairs, ta, arrays, out.data_ptr(), cfg)
+        outs.append(plan(arrays, tgt, out))
+        untouched(out, f"flat {spec}")
+        if cfg.stage == 5:
+            assert LOG[-1] == (f"fuse_flat_{dtype}_{tdtype}", -(-b * t // _tune.FLAT_TARGETS), _tune.FLAT_THREADS), LOG[-1]
+            assert plan.smem == _tune.flat_smem(len(spec)) and plan.smem <= 48 * 1024, plan.smem
+    assert torch.equal(bits(outs[0]), bits(outs[1])), ("flat differs from staged", dtype, tdtype, spec)
+    want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(outs[0].double().numpy()), nan), "NaN targets"
+    check(outs[0].masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
+          f"fuse {dtype}/{tdtype} B{b} T{t} {spec if len(spec) < 6 else f'{len(spec)} streams'} flat = staged, bit for bit"
+          + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
+
+
+for dtype in ("float32", "float16", "bfloat16"):
+    for tdtype in ("float32", "float64"):
+        flat_fuse(dtype, tdtype, 3, 100, [(23, 37), (11, 3), (9, 64), (5, 1)], 8, nan_at=(1, 7))  # 300: 3 blocks
+        flat_fuse(dtype, tdtype, 2, 97, [(13, 1)], 9, oshift=1, sorted_tgt=False)  # Dtot 1: a step of 256 rows
+        flat_fuse(dtype, tdtype, 1, 130, [(7, 2), (19, 1)], 10, oshift=3)  # Dtot 3: 85 rows and a column a step
+        flat_fuse(dtype, tdtype, 2, 70, [(31, 200), (5, 56)], 11, shift=1)  # Dtot 256: a row a step
+        flat_fuse(dtype, tdtype, 1, 129, [(40, 717)], 12, oshift=5, nan_at=(0, 128))  # a step within a row
+        flat_fuse(dtype, tdtype, 3, 61, [(1 + (k * 5) % 19, 1 + (k * 29) % 90) for k in range(16)], 13,
+                  oshift=2, nan_at=(2, 0), sorted_tgt=False)  # sixteen streams, S = 1 among them
+print("ok", "flat = staged bit for bit: every dtype and time dtype")

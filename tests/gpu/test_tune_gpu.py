@@ -170,7 +170,10 @@ SHIFTS = [_tune.Config(shift=1), _tune.Config(shift=1, block=64)]
 # (stage 2, rc_span_block: a block's source rows in shared memory where they fit, else the staged copy)
 # and the tile (stage 3, rc_tile_warp: a warp's 32 targets bracketed by its lanes, rows by the row kernel's vectors)
 # and the build for the call's sizes (stage 4, kernels/rows_spec.cu, resample only; fuse plans its default for it)
-STAGES = [_tune.Config(stage=1), _tune.Config(stage=2), _tune.Config(stage=3), _tune.Config(stage=4)]
+# and the flat kernel (stage 5, fuse_flat_body: a block's 128 targets of every stream, its output walked flat; fuse
+# only, where the launch has 128 targets; resample plans its default for it)
+STAGES = [_tune.Config(stage=1), _tune.Config(stage=2), _tune.Config(stage=3), _tune.Config(stage=4),
+          _tune.Config(stage=5)]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
 # crosses rows), downsampling (walks past their cap), rows of times over the prefetch cap (S = 1500 float32,
 # 600 float64), a single source sample
@@ -422,9 +425,9 @@ def test_the_tuner_offers_shifted_vectors_for_rows_off_the_grid():
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
 def test_fuse_launches_of_several_blocks_a_stream_equal_the_default(time_dtype, dtype):
     """fuse with 561 targets (the staged kernel's three blocks a stream, the last ragged) over streams of odd and
-    even widths off the 16-byte grid, a NaN target: the shifted vectors and the staged kernel bit
+    even widths off the 16-byte grid, a NaN target: the shifted vectors, the staged and the flat kernels bit
     for bit the row kernel's output and the reference's; the public call's first call times the staged kernel among
-    its candidates."""
+    its candidates, and the flat kernel."""
     rng = np.random.default_rng(561)
     b, t = 3, 187
     dims, lens = (37, 3, 64, 1, 130), (23, 11, 9, 5, 40)
@@ -461,6 +464,7 @@ def test_fuse_launches_of_several_blocks_a_stream_equal_the_default(time_dtype, 
         _tune.choose = real
     assert torch.equal(got.nan_to_num(5.0), default.nan_to_num(5.0))
     assert _tune.Config(stage=1) in seen[0], seen[0]
+    assert _tune.Config(stage=5) in seen[0], seen[0]  # the flat kernel: 561 targets, five streams
 
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16), ids=str)
