@@ -86,7 +86,7 @@ SPEC_MAX_BYTES = 4
 # targets of every stream bracketed at once, then the block's whole output (contiguous across the streams) written one
 # element a thread, as Inductor writes the concatenated row. A candidate for fuse where the launch has a block's
 # targets and a block's output elements stay below 2**31 (:func:`flat_pays`). H200, scripts/wide_probe.py
-# (2026-11-29, docs/kernels.md): outputs of several narrow or odd-width streams 1.04-2.07x faster than every launch
+# (2026-11-29, docs/kernels.md): outputs of several narrow or odd-width streams 1.03-1.83x faster than every launch
 # before (s7741-47 142.4 us against the span's 247.7; s6427-44 104.7 against 191.4); where one stream is wide
 # (s4409-41, 636 features: 259.4 against the shifted vectors' 124.4) or alone, slower: the tuner times it.
 FLAT_TARGETS = 128  # RC_FLAT_T
