@@ -246,7 +246,7 @@ def main() -> int:
                   "shifted": any(_tune.shift_pays(vb, d * es_) for d, vb in zip(dims, vbs)),
                   "staged": _tune.stage_pays(max(dims) * es_, b * t),
                   "spanned": any(_tune.span_pays(d * es_, n, t) for d, n in zip(dims, ss)),
-                  "tiled": _tune.tile_pays(lg_nat, b * t)}
+                  "tiled": _tune.tile_pays(lg_nat, b * t), "flat": _tune.flat_pays(b * t, sum(dims), len(dims))}
             cands = (_tune.candidates(lg_nat, iters, b * t, **kw) if args.tuner_cands
                      else _tune.exhaustive(lg_nat, iters, **kw))
             scratch = torch.empty_like(outd)

@@ -501,3 +501,64 @@ def test_the_span_equals_the_row_kernel_where_runs_fit_and_where_they_do_not(dty
         _check(out, want, dtype, f"{cfg} D{d} {dtype}")
         outs[cfg] = out
     assert torch.equal(outs[_tune.DEFAULT].nan_to_num(123.0), outs[_tune.Config(stage=2)].nan_to_num(123.0))
+
+
+@pytest.mark.parametrize("time_dtype", (torch.float32, torch.float64), ids=str)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_the_flat_kernel_of_sixteen_wide_streams_through_every_public_path(time_dtype, dtype, monkeypatch):
+    """Config.stage 5 (kernels/rows_wide.cu fuse_flat_body) where its shared memory is largest (the table's sixteen
+    streams, 41 KB) and its output rows wide (Dtot 4696: a block's 128 rows over 2348 steps of its 256 threads),
+    three blocks the last one ragged, values and output off the 16-byte grid, the output's neighbours poisoned, NaN
+    and unsorted targets: the plan is the flat kernel's, its output the staged kernel's bit for bit and the reference's;
+    then the public call with the tuner's choice forced to it, a second call through the recent-plan check (the tensor
+    path's `launch`), and a CUDA-graph replay, all equal to it."""
+    rng = np.random.default_rng(4696)
+    b, t = 2, 150  # 300 targets: blocks of 128, 128 and 44
+    dims = [1 + (k * 389) % 400 for k in range(16)]
+    lens = [1 + (k * 7) % 40 for k in range(16)]
+    streams = [(_sliced(rng, (b, s, d), dtype, k % 5), torch.from_numpy(_times(rng, b, s)).cuda().to(time_dtype))
+               for k, (s, d) in enumerate(zip(lens, dims))]
+    tgt_np = rng.uniform(-0.1, 1.1, (b, t))
+    tgt_np[1, 77] = np.nan
+    tgt = torch.from_numpy(tgt_np).cuda().to(time_dtype)
+    total = sum(dims)
+    want = reference.fuse([(v.double().cpu().numpy(), s.double().cpu().numpy()) for v, s in streams],
+                          tgt.double().cpu().numpy())
+    pairs = [(A.describe("v", v), A.describe("t", s)) for v, s in streams]
+    from robocache import _launch as L
+
+    built: list[str] = []
+    real_kernel = L.kernel
+    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): built.append(name)
+                        or real_kernel(op, name, dev, options))
+    outs = []
+    for cfg in (_tune.Config(stage=5), _tune.Config(stage=1)):
+        base = torch.full((b * t * total + 19,), 7.0, device="cuda", dtype=dtype)
+        out = base[3: 3 + b * t * total].view(b, t, total)
+        plan = fu._plan_v2(pairs, A.describe("tgt", tgt), streams, out.data_ptr(), cfg)
+        if cfg.stage == 5:
+            assert built[-1].startswith("fuse_flat_") and plan.smem == _tune.flat_smem(16), (built, plan.smem)
+            assert plan.grid == 3 and plan.block == _tune.FLAT_THREADS
+        plan(streams, tgt, out)
+        torch.cuda.synchronize()
+        assert bool((base[:3] == 7).all()) and bool((base[3 + b * t * total:] == 7).all()), cfg
+        outs.append(out.clone())
+    _check(outs[0], want, dtype, f"flat 16 streams {dtype} {time_dtype}")
+    assert torch.equal(outs[0].nan_to_num(5.0), outs[1].nan_to_num(5.0)), "flat differs from staged"
+    real = _tune.choose
+    try:
+        _tune.choose = lambda dev, key, cands, trial, stream, may_tune: (_tune.Config(stage=5), True)
+        first = robocache.fuse(streams, tgt)
+        second = robocache.fuse(streams, tgt)  # the recent plan's tensor check, then its launch
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(g, stream=s):
+                captured = robocache.fuse(streams, tgt)
+        g.replay()
+        torch.cuda.synchronize()
+    finally:
+        _tune.choose = real
+    for got in (first, second, captured):
+        assert torch.equal(got.nan_to_num(5.0), outs[0].nan_to_num(5.0))
