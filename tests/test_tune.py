@@ -132,6 +132,19 @@ def test_the_staged_kernel_is_a_candidate_for_narrow_rows_of_many_targets():
     assert re.search(rf"#define RC_STAGE_T {_tune.STAGE_TARGETS}\b", src)
 
 
+def _fake_builds(monkeypatch) -> list[tuple]:
+    """The plans' kernel builds recorded, not made (op, entry name, NVRTC options), on a GPU of 132 SMs."""
+    import types
+
+    from robocache import _launch as L
+
+    seen: list[tuple] = []
+    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): seen.append((op, name, options))
+                        or types.SimpleNamespace(ptr=0))
+    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
+    return seen
+
+
 def test_the_build_for_the_calls_sizes_is_a_resample_candidate_for_narrow_rows(monkeypatch):
     """Config.stage 4 (kernels/rows_spec.cu): offered for rows of at most SPEC_MAX_BYTES; its plan launches one output
     element a thread with the sizes as arguments (one module for every shape; the 32-bit entry only where every
@@ -153,10 +166,7 @@ def test_the_build_for_the_calls_sizes_is_a_resample_candidate_for_narrow_rows(m
                                                    "-DRC_SPEC_N=2163420LL")
     monkeypatch.setattr(_tune, "SPEC_CONSTANTS", False)
     rs, fu = sys.modules["robocache.resample"], sys.modules["robocache.fuse"]
-    seen: list[tuple] = []
-    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): seen.append((op, name, options))
-                        or types.SimpleNamespace(ptr=0))
-    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
+    seen = _fake_builds(monkeypatch)
     arr = types.SimpleNamespace(itemsize=4, data=types.SimpleNamespace(ptr=0))
     v = types.SimpleNamespace(shape=(51510, 12, 3), dtype="float32", kind="cupy", device_index=0)
     plan = rs._plan_v2(v, types.SimpleNamespace(dtype="float32"), arr, 0, 42, _tune.Config(stage=4))
@@ -187,7 +197,6 @@ def test_the_flat_kernel_is_a_fuse_candidate_with_its_table_in_column_order(monk
     kernel's constants are the host's; resample never takes it (a stage-5 configuration there plans the default)."""
     import types
 
-    from robocache import _launch as L
 
     src = (Path(__file__).resolve().parents[1] / "kernels" / "rows_wide.cu").read_text(encoding="utf-8")
     assert re.search(rf"#define RC_FLAT_T {_tune.FLAT_TARGETS}\b", src)
@@ -203,10 +212,7 @@ def test_the_flat_kernel_is_a_fuse_candidate_with_its_table_in_column_order(monk
     fl = _tune.Config(stage=5)
     assert fl.options() == () and _tune.Config.from_json(json.loads(json.dumps(fl.to_json()))) == fl
     rs, fu = sys.modules["robocache.resample"], sys.modules["robocache.fuse"]
-    seen: list[tuple] = []
-    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): seen.append((op, name, options))
-                        or types.SimpleNamespace(ptr=0))
-    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
+    seen = _fake_builds(monkeypatch)
     arr = types.SimpleNamespace(itemsize=2, data=types.SimpleNamespace(ptr=0))
     dims, lens = (5, 4, 50, 1), (182, 353, 223, 88)  # s7741-47: the table sorts narrow streams first elsewhere
     pairs = [(types.SimpleNamespace(shape=(2195, s, d), dtype="bfloat16"), None) for s, d in zip(lens, dims)]
