@@ -95,6 +95,10 @@ def test_compare_says_when_the_tuner_chose_another_launch():
     assert f"{bucket}: default -> none" in three and "<b>x|y</b>: none -> cs 2" in three
     md = regress.compare_markdown(list(v.values()), "a", "b")
     assert "<b>" not in md and "launch changed" in md
+    from robocache.bench.columns import config_text  # a stage is named by its kernel too
+
+    assert config_text({**rule, "stage": 5}) == "stage 5 (flat)" and config_text({"stage": 9}) == "stage 9"
+    assert config_text({**rule, "stage": 1, "cs": 2}) == "cs 2, stage 1 (staged)"
 
 
 def test_compare_noise_from_history_widens_a_noisy_case():

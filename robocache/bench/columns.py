@@ -157,10 +157,18 @@ def launch_text(launches: Sequence[Any]) -> str | None:
                      for ln in launches)
 
 
+# the kernel each Config.stage launches (robocache/_tune.py), named beside its number
+_STAGE_NAMES = {1: "staged", 2: "span", 3: "tile", 4: "element", 5: "flat"}
+
+
 def config_text(cfg: Mapping[str, int]) -> str:
     """One launch configuration (``Launch.config``) in words: its fields that differ from the launch rule's, or
-    "default": ``"cs 2"``, ``"lg_shift 1, tpg 4"``."""
-    return ", ".join(f"{k} {v}" for k, v in sorted(cfg.items()) if _RULE.get(k) != v) or "default"
+    "default": ``"cs 2"``, ``"lg_shift 1, tpg 4"``, ``"stage 5 (flat)"``."""
+    def one(k: str, v: Any) -> str:
+        name = _STAGE_NAMES.get(v) if k == "stage" and isinstance(v, int) else None
+        return f"{k} {v} ({name})" if name else f"{k} {v}"
+
+    return ", ".join(one(k, v) for k, v in sorted(cfg.items()) if _RULE.get(k) != v) or "default"
 
 
 def _case_columns(records: Sequence[Any]) -> dict[str, list[Any]]:
