@@ -824,57 +824,78 @@ RC_FUSE_SPAN_ENTRY(fuse_span_bfloat16_float64, rc_bf16, double)
 
 
 // ---------------------------------------------------------------------------------------------------------------
-// Flat: a block's RC_FLAT_T consecutive targets of every stream at once, their output walked flat (a configuration's
-// `stage` = 5, fuse only).
+// Flat: a block's 2^lg consecutive targets of every stream at once, their output walked flat (a configuration's
+// `stage` = 5; fuse's streams, or resample's one).
 //
-// The fuse points that lose to torch.compile on the sampled suite are wide outputs of several narrow or odd-width
+// The fuse points that lost to torch.compile on the sampled suite were wide outputs of several narrow or odd-width
 // streams (H200: s7019-40 7 + 132 features 0.76x, s7741-47 5 + 4 + 50 + 1 0.85x, s6113-46 2 + 1 + 166 + 21 + 25
 // 0.87x, every one at 21-44% of the copy ceiling): every kernel above gives each stream's row its own group of lanes,
 // so a target's output row is written as a few short pieces, most of them off the 16-byte grid, each after its own
 // search. Inductor writes the whole concatenated row with one thread an element (its searches in a kernel before).
-// Here a block of RC_FLAT_THREADS threads takes RC_FLAT_T consecutive targets (the flattened b * T + t): first its
-// threads bracket the K * RC_FLAT_T (stream, target) pairs (all of them in flight together, one search a pair) into
-// shared memory, then they walk the block's RC_FLAT_T * Dtot output elements, which are contiguous in memory, one
-// element a thread a step: column c's stream by a scan of the streams' first columns (K <= RC_WIDE_MAX), the two
-// source elements, rc_mix, a streaming store. The stream table lists the streams in column order (the host's plan).
-// Brackets, weights and rc_mix are rows_v2's: the row kernel's outcomes bit for bit. Dynamic shared memory:
-// rc_flat_smem(K) bytes; the host keeps RC_FLAT_T * Dtot below 2^31.
-#ifndef RC_FLAT_T
-#define RC_FLAT_T 128  // targets per block
-#endif
+// Here a block of RC_FLAT_THREADS threads takes 2^lg consecutive targets (the flattened b * T + t; lg from the host,
+// at most RC_FLAT_LG: fewer targets a block where the launch would give the SMs few blocks): first its threads
+// bracket the K * 2^lg (stream, target) pairs (all of them in flight together, one search a pair) into shared
+// memory, then they walk the block's 2^lg * Dtot output elements, which are contiguous in memory, one element a
+// thread a step: column c's stream by a scan of the streams' first columns (K <= RC_WIDE_MAX), the two source
+// elements, rc_mix, a streaming store. The streams come in column order (fuse's table as the host's plan lists them;
+// resample's one stream from its arguments). Brackets, weights and rc_mix are rows_v2's: the row kernel's outcomes
+// bit for bit. Dynamic shared memory: 16 * 12 + 20 * K * 2^lg bytes (robocache/_tune.py flat_smem); the host keeps
+// 2^RC_FLAT_LG * Dtot below 2^31.
+#define RC_FLAT_LG 7  // at most 128 targets a block
 #define RC_FLAT_THREADS 256
 
-template <typename T, typename TT>
-__device__ __forceinline__ void fuse_flat_body(const rc_wide_table& table, int K, const TT* __restrict__ tgt,
-                                               T* __restrict__ out, int Tn, int Dtot, long long n_targets,
-                                               unsigned long long div_mult, unsigned int div_shift) {
-    // shared: the streams' values pointers [RC_WIDE_MAX], then per (stream k, target r) at k * RC_FLAT_T + r: the
-    // first and second source row's element offsets [K * RC_FLAT_T] each, the weights [K * RC_FLAT_T], then the
-    // streams' first columns [RC_WIDE_MAX]
+// The streams of a flat launch: fuse's by-value table (RC_WIDE_FIELDS int64 per stream: values, times, S, D, first
+// column) or resample's one stream.
+struct rc_flat_table {
+    const rc_wide_table& t;
+    __device__ __forceinline__ long long values(int k) const { return t.f[RC_WIDE_FIELDS * k]; }
+    __device__ __forceinline__ long long times(int k) const { return t.f[RC_WIDE_FIELDS * k + 1]; }
+    __device__ __forceinline__ int S(int k) const { return (int)t.f[RC_WIDE_FIELDS * k + 2]; }
+    __device__ __forceinline__ long long D(int k) const { return t.f[RC_WIDE_FIELDS * k + 3]; }
+    __device__ __forceinline__ int col(int k) const { return (int)t.f[RC_WIDE_FIELDS * k + 4]; }
+};
+struct rc_flat_one {
+    const void* v;
+    const void* tm;
+    int s, d;
+    __device__ __forceinline__ long long values(int) const { return (long long)v; }
+    __device__ __forceinline__ long long times(int) const { return (long long)tm; }
+    __device__ __forceinline__ int S(int) const { return s; }
+    __device__ __forceinline__ long long D(int) const { return d; }
+    __device__ __forceinline__ int col(int) const { return 0; }
+};
+
+template <typename T, typename TT, typename Src>
+__device__ __forceinline__ void rc_flat_block(const Src& src, int K, int lg, const TT* __restrict__ tgt,
+                                              T* __restrict__ out, int Tn, int Dtot, long long n_targets,
+                                              unsigned long long div_mult, unsigned int div_shift) {
+    // shared: the streams' values pointers [RC_WIDE_MAX], then per (stream k, target r) at (k << lg) + r: the first
+    // and second source row's element offsets [K << lg] each, the weights [K << lg], then the streams' first columns
+    // [RC_WIDE_MAX]
     extern __shared__ long long rc_fl_sh[];
+    const int tf = 1 << lg;
     long long* vals = rc_fl_sh;
     long long* r0 = vals + RC_WIDE_MAX;
-    long long* r1 = r0 + K * RC_FLAT_T;
-    float* wt = reinterpret_cast<float*>(r1 + K * RC_FLAT_T);
-    int* cols = reinterpret_cast<int*>(wt + K * RC_FLAT_T);
+    long long* r1 = r0 + (K << lg);
+    float* wt = reinterpret_cast<float*>(r1 + (K << lg));
+    int* cols = reinterpret_cast<int*>(wt + (K << lg));
     const int tid = (int)threadIdx.x;
-    const long long first = (long long)blockIdx.x * RC_FLAT_T;
+    const long long first = (long long)blockIdx.x << lg;
     if (tid < K) {
-        vals[tid] = table.f[RC_WIDE_FIELDS * tid];
-        cols[tid] = (int)table.f[RC_WIDE_FIELDS * tid + 4];
+        vals[tid] = src.values(tid);
+        cols[tid] = src.col(tid);
     }
-    for (int p = tid; p < K * RC_FLAT_T; p += RC_FLAT_THREADS) {
-        const int k = p / RC_FLAT_T;
-        const long long q = first + (p - k * RC_FLAT_T);
+    for (int p = tid; p < (K << lg); p += RC_FLAT_THREADS) {
+        const int k = p >> lg;
+        const long long q = first + (p & (tf - 1));
         if (q < n_targets) {
-            const long long* f = table.f + RC_WIDE_FIELDS * k;
-            const int S = (int)f[2];
-            const long long D = f[3];
+            const int S = src.S(k);
+            const long long D = src.D(k);
             long long b, t;
             rc_fast_divmod((unsigned long long)q, (unsigned long long)Tn, div_mult, div_shift, b, t);
             int j0, j1;
             float w;
-            rc_bracket2(reinterpret_cast<const TT*>(f[1]) + b * S, S, __ldg(tgt + q), j0, j1, w);
+            rc_bracket2(reinterpret_cast<const TT*>(src.times(k)) + b * S, S, __ldg(tgt + q), j0, j1, w);
             r0[p] = (b * S + j0) * D;
             r1[p] = (b * S + j1) * D;
             wt[p] = w;
@@ -882,7 +903,7 @@ __device__ __forceinline__ void fuse_flat_body(const rc_wide_table& table, int K
     }
     __syncthreads();
     const long long live = n_targets - first;  // >= 1: the block has a first target
-    const unsigned int n = (unsigned int)(live < RC_FLAT_T ? live : RC_FLAT_T) * (unsigned int)Dtot;
+    const unsigned int n = (unsigned int)(live < tf ? live : tf) * (unsigned int)Dtot;
     const unsigned int dt = (unsigned int)Dtot;
     const unsigned int sq = RC_FLAT_THREADS / dt, sr = RC_FLAT_THREADS % dt;  // the step's rows and columns
     unsigned int r = (unsigned int)tid / dt, c = (unsigned int)tid % dt;        // element e = r * Dtot + c
@@ -891,7 +912,7 @@ __device__ __forceinline__ void fuse_flat_body(const rc_wide_table& table, int K
     for (unsigned int e = (unsigned int)tid; e < n; e += RC_FLAT_THREADS) {
         int k = 0;
         while (k + 1 < K && (int)c >= cols[k + 1]) ++k;
-        const int p = k * RC_FLAT_T + (int)r;
+        const int p = (k << lg) + (int)r;
         const T* v = reinterpret_cast<const T*>(vals[k]) + ((int)c - cols[k]);
         float x, y;
         rc_vec<T, sizeof(T)>::load(v + r0[p], &x);
@@ -906,11 +927,14 @@ __device__ __forceinline__ void fuse_flat_body(const rc_wide_table& table, int K
     }
 }
 
+// fuse: the stream table (the plan lists the streams in column order), 2^lg targets a block from the packed field
+// (f[5]) of its first stream
 #define RC_FUSE_FLAT_ENTRY(NAME, T, TT)                                                                        \
     extern "C" __global__ void __launch_bounds__(RC_FLAT_THREADS) NAME(                                       \
         const __grid_constant__ rc_wide_table table, int K, const TT* __restrict__ tgt, T* __restrict__ out,    \
         int Tn, int Dtot, long long n_targets, unsigned long long div_mult, unsigned int div_shift) {           \
-        fuse_flat_body<T, TT>(table, K, tgt, out, Tn, Dtot, n_targets, div_mult, div_shift);                   \
+        rc_flat_block<T, TT>(rc_flat_table{table}, K, (int)table.f[5], tgt, out, Tn, Dtot, n_targets, div_mult, \
+                             div_shift);                                                                        \
     }
 
 RC_FUSE_FLAT_ENTRY(fuse_flat_float32_float32, float, float)
@@ -919,3 +943,20 @@ RC_FUSE_FLAT_ENTRY(fuse_flat_bfloat16_float32, rc_bf16, float)
 RC_FUSE_FLAT_ENTRY(fuse_flat_float32_float64, float, double)
 RC_FUSE_FLAT_ENTRY(fuse_flat_float16_float64, rc_half, double)
 RC_FUSE_FLAT_ENTRY(fuse_flat_bfloat16_float64, rc_bf16, double)
+
+// resample: the staged kernel's arguments, lg the log2 of the targets a block
+#define RC_RESAMPLE_FLAT_ENTRY(NAME, T, TT)                                                                    \
+    extern "C" __global__ void __launch_bounds__(RC_FLAT_THREADS) NAME(                                       \
+        const T* __restrict__ values, const TT* __restrict__ src, const TT* __restrict__ tgt,                  \
+        T* __restrict__ out, int S, int Tn, int D, long long n_targets, int lg,                                \
+        unsigned long long div_mult, unsigned int div_shift) {                                                 \
+        rc_flat_block<T, TT>(rc_flat_one{values, src, S, D}, 1, lg, tgt, out, Tn, D, n_targets, div_mult,      \
+                             div_shift);                                                                        \
+    }
+
+RC_RESAMPLE_FLAT_ENTRY(resample_flat_float32_float32, float, float)
+RC_RESAMPLE_FLAT_ENTRY(resample_flat_float16_float32, rc_half, float)
+RC_RESAMPLE_FLAT_ENTRY(resample_flat_bfloat16_float32, rc_bf16, float)
+RC_RESAMPLE_FLAT_ENTRY(resample_flat_float32_float64, float, double)
+RC_RESAMPLE_FLAT_ENTRY(resample_flat_float16_float64, rc_half, double)
+RC_RESAMPLE_FLAT_ENTRY(resample_flat_bfloat16_float64, rc_bf16, double)

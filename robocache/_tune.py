@@ -82,15 +82,18 @@ SPAN_BYTES = 24576
 # second and fourth shapes; B45785 S36 T29 D2 17.3 against 24.4 with the sizes as arguments), but a compile per new
 # shape is not a price a call with varying sizes should pay: an A/B, not the library's default.
 SPEC_MAX_BYTES = 4
-# stage = 5, the flat kernel (kernels/rows_wide.cu fuse_flat_body, fuse only): a block's FLAT_TARGETS consecutive
-# targets of every stream bracketed at once, then the block's whole output (contiguous across the streams) written one
-# element a thread, as Inductor writes the concatenated row. A candidate for fuse where the launch has a block's
-# targets and a block's output elements stay below 2**31 (:func:`flat_pays`). H200, scripts/wide_probe.py
+# stage = 5, the flat kernel (kernels/rows_wide.cu rc_flat_block): a block's consecutive targets (FLAT_TARGETS at
+# most, fewer where the launch would give the SMs few blocks: :func:`flat_lg`) of every stream bracketed at once, then
+# the block's whole output (contiguous across fuse's streams) written one element a thread, as Inductor writes the
+# concatenated row. A candidate for fuse where the launch has FLAT_TARGETS targets and a block's output elements stay
+# below 2**31 (:func:`flat_pays`); for resample also only where the row kernel's vectors are narrower than 16 bytes. H200, scripts/wide_probe.py
 # (2026-11-29, docs/kernels.md): outputs of several narrow or odd-width streams 1.03-1.83x faster than every launch
 # before (s7741-47 142.4 us against the span's 247.7; s6427-44 104.7 against 191.4); where one stream is wide
 # (s4409-41, 636 features: 259.4 against the shifted vectors' 124.4) or alone, slower: the tuner times it.
-FLAT_TARGETS = 128  # RC_FLAT_T
+FLAT_TARGETS = 128  # 2 ** RC_FLAT_LG: the most targets a block
 FLAT_THREADS = 256  # RC_FLAT_THREADS
+FLAT_MIN_TARGETS = 16  # the fewest targets a block (flat_lg)
+FLAT_BLOCKS_PER_SM = 8  # blocks a launch should give each SM before a block takes fewer targets (2048 threads)
 # stage = 3, the tile (kernels/rows_wide.cu rc_tile_warp): a warp's 32 consecutive targets bracketed by its lanes at
 # once, then each target's row copied by the whole warp with a batch of vectors loaded before any store (the row
 # kernel's vector widths). A candidate where the rule gives a row a whole warp (rows of 17 vectors or more: the
@@ -251,10 +254,22 @@ def flat_pays(n_targets: int, total_features: int, n_streams: int) -> bool:
     return n_targets >= FLAT_TARGETS and 0 < n_streams <= 16 and 0 < total_features * FLAT_TARGETS < 2**31
 
 
-def flat_smem(n_streams: int) -> int:
-    """Dynamic shared memory of a flat launch (kernels/rows_wide.cu fuse_flat_body): the stream table's values
-    pointers (16 of 8 bytes) and first columns (16 of 4), and per (stream, target) two row offsets and a weight."""
-    return 16 * 12 + n_streams * FLAT_TARGETS * 20
+def flat_lg(n_targets: int, sms: int) -> int:
+    """log2 of the targets a block of the flat kernel takes: :data:`FLAT_TARGETS`, halved (down to
+    :data:`FLAT_MIN_TARGETS`) while the launch would give the SMs fewer than :data:`FLAT_BLOCKS_PER_SM` blocks each
+    (fuse s4409-41, 35872 targets of 819 features: 281 blocks of 128, two an SM of the H200's 132, where 32 a block
+    gives 1121)."""
+    lg = FLAT_TARGETS.bit_length() - 1
+    while (1 << lg) > FLAT_MIN_TARGETS and -(-n_targets >> lg) < FLAT_BLOCKS_PER_SM * sms:
+        lg -= 1
+    return lg
+
+
+def flat_smem(n_streams: int, lg: int = FLAT_TARGETS.bit_length() - 1) -> int:
+    """Dynamic shared memory of a flat launch of 2**lg targets a block (kernels/rows_wide.cu rc_flat_block): the
+    stream table's values pointers (16 of 8 bytes) and first columns (16 of 4), and per (stream, target) two row
+    offsets and a weight."""
+    return 16 * 12 + (n_streams << lg) * 20
 
 
 def spec_pays(row_bytes: int) -> bool:

@@ -198,21 +198,22 @@ def _plan_v2(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr, arrays: list[tuple[Any,
 
 
 def _plan_flat(pairs: list[tuple[A.Arr, A.Arr]], t: A.Arr) -> _Plan:
-    """The flat kernel (kernels/rows_wide.cu ``fuse_flat_body``, a configuration's ``stage`` = 5): a block of
-    ``_tune.FLAT_THREADS`` threads a run of ``_tune.FLAT_TARGETS`` targets of every stream, the stream table in column
-    order (the kernel finds a column's stream by scanning the first columns), its shared memory sized for the
-    streams (``_tune.flat_smem``). The caller checked ``_tune.flat_pays``."""
+    """The flat kernel (kernels/rows_wide.cu ``rc_flat_block``, a configuration's ``stage`` = 5): a block of
+    ``_tune.FLAT_THREADS`` threads a run of 2**lg targets of every stream (``_tune.flat_lg``, in the table's packed
+    field), the stream table in column order (the kernel finds a column's stream by scanning the first columns), its
+    shared memory sized for the streams (``_tune.flat_smem``). The caller checked ``_tune.flat_pays``."""
     b, n_tgt = t.shape
+    lg = _tune.flat_lg(b * n_tgt, L.sm_count(t.device_index))
     tab = np.zeros(1, dtype=_TABLE)
     f = tab["f"][0]
     cols = np.cumsum([0] + [v.shape[2] for v, _ in pairs])
-    for k, (v, _) in enumerate(pairs):
-        f[FUSE2_FIELDS * k: FUSE2_FIELDS * (k + 1)] = (0, 0, v.shape[1], v.shape[2], int(cols[k]), 0, 0, 0)
-    grid = -(-(b * n_tgt) // _tune.FLAT_TARGETS)
+    for k, (v, _) in enumerate(pairs):  # the packed field: log2 of the targets a block (the kernel reads stream 0's)
+        f[FUSE2_FIELDS * k: FUSE2_FIELDS * (k + 1)] = (0, 0, v.shape[1], v.shape[2], int(cols[k]), lg, 0, 0)
+    grid = -(-(b * n_tgt) >> lg)
     A.check_grid(grid, "tgt_times")  # before the kernel's build
     fn = L.kernel("rows_wide", f"fuse_flat_{pairs[0][0].dtype}_{t.dtype}", t.device_index)
     plan = _table_plan(fn, tab, pairs, t, list(range(len(pairs))), grid, _tune.FLAT_THREADS)
-    plan.smem = _tune.flat_smem(len(pairs))
+    plan.smem = _tune.flat_smem(len(pairs), lg)
     return plan
 
 

@@ -62,10 +62,12 @@ def _validate(values: Any, src_times: Any, tgt_times: Any) -> tuple[A.Arr, A.Arr
 class _Plan:
     """A validated v2 launch for one signature: the kernel with its argument block, grid and shape."""
 
-    __slots__ = ("fl", "grid", "kind", "dev", "shape", "block", "alloc", "ptr")
+    __slots__ = ("fl", "grid", "kind", "dev", "shape", "block", "alloc", "ptr", "smem")
 
-    def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int], block: int):
+    def __init__(self, fl: L.FastLaunch, grid: int, kind: str, dev: int, shape: tuple[int, int, int], block: int,
+                 smem: int = 0):
         self.fl, self.grid, self.kind, self.dev, self.shape, self.block = fl, grid, kind, dev, shape, block
+        self.smem = smem  # dynamic shared memory bytes (the flat kernel's)
         self.alloc = L.Output(kind, shape, dev)
         self.ptr = L.ptr_of(kind)
 
@@ -74,13 +76,13 @@ class _Plan:
             out = self.alloc(values)
         ptr = self.ptr
         L.fast_launch(self.fl, self.grid, self.kind, self.dev,
-                      {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)}, block=self.block)
+                      {0: ptr(values), 1: ptr(src), 2: ptr(tgt), 3: ptr(out)}, self.smem, block=self.block)
         return out
 
     def launch(self, values: Any, pv: int, ps: int, pt: int) -> Any:
         """A call whose pointers were read already (the tensor-check path)."""
         out = self.alloc(values)
-        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {0: pv, 1: ps, 2: pt, 3: out.data_ptr()},
+        L.fast_launch(self.fl, self.grid, self.kind, self.dev, {0: pv, 1: ps, 2: pt, 3: out.data_ptr()}, self.smem,
                       block=self.block)
         return out
 
@@ -100,7 +102,18 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
     cs = _tune.wide_split(cfg.cs, max(1, d * es // vb))  # 0 where the row is one warp's: the row kernel
-    if cfg.stage == 5:  # the flat kernel is fuse's alone (never offered for resample): the default launch
+    if cfg.stage == 5 and _tune.flat_pays(n_targets, d, 1):  # the flat kernel: 2**lg targets a block
+        lg = _tune.flat_lg(n_targets, sms)
+        grid = -(-n_targets >> lg)
+        A.check_grid(grid, "values/tgt_times")
+        mult, shift = L.fast_divmod(n_tgt)
+        fn = L.kernel("rows_wide", f"resample_flat_{v.dtype}_{s.dtype}", v.device_index)
+        # (values, src, tgt, out, S, T, D, n_targets, lg, div_mult, div_shift): the staged kernel's arguments
+        fl = L.FastLaunch(fn, [("ptr", None), ("ptr", None), ("ptr", None), ("ptr", None), ("i32", n_src),
+                               ("i32", n_tgt), ("i32", d), ("i64", n_targets), ("i32", lg), ("u64", mult),
+                               ("u32", shift)])
+        return _Plan(fl, grid, v.kind, v.device_index, (b, n_tgt, d), _tune.FLAT_THREADS, _tune.flat_smem(1, lg))
+    if cfg.stage == 5:  # a shape the flat kernel cannot take (a table's choice for its bucket): the default launch
         cfg = _tune.DEFAULT
     if cfg.stage == 4:  # one output element a thread (kernels/rows_spec.cu)
         n_out = n_targets * d
@@ -178,7 +191,8 @@ def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt
         cands = _tune.candidates(lg_nat, -(-nvec // (1 << lg_nat)), n_targets, n_tgt=n_tgt, n_src=n_src,
                                  time_bytes=8 if s.dtype == "float64" else 4, shifted=_tune.shift_pays(vb, d * es),
                                  staged=_tune.stage_pays(d * es, n_targets), tiled=_tune.tile_pays(lg_nat, n_targets),
-                                 spanned=_tune.span_pays(d * es, n_src, n_tgt), spec=_tune.spec_pays(d * es))
+                                 spanned=_tune.span_pays(d * es, n_src, n_tgt), spec=_tune.spec_pays(d * es),
+                                 flat=vb < 16 and _tune.flat_pays(n_targets, d, 1))
         return _tune.choose(v.device_index, key, cands, trial, L.stream_for(v.kind, v.device_index), may_tune)
 
 

@@ -40,8 +40,9 @@ EXPECTED_ENTRIES = {
     # (kernels/rows_wide.cu; robocache/_tune.py Config.cs, Config.shift, Config.stage)
     "rows_wide": {f"{op}_{k}_{v}_{t}" for op in ("resample", "fuse") for k in ("wide", "shift", "staged", "span", "tile")
                   for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")}
-    # fuse's flat kernel (Config.stage 5)
-    | {f"fuse_flat_{v}_{t}" for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")},
+    # the flat kernel (Config.stage 5)
+    | {f"{op}_flat_{v}_{t}" for op in ("resample", "fuse") for v in ("float32", "float16", "bfloat16")
+       for t in ("float32", "float64")},
     # resample one output element a thread (kernels/rows_spec.cu; Config.stage 4), 64- and 32-bit indices
     "rows_spec": {f"resample_spec_{v}_{t}{i}" for v in ("float32", "float16", "bfloat16") for t in ("float32", "float64")
                   for i in ("", "_i32")},

@@ -190,22 +190,27 @@ def test_the_build_for_the_calls_sizes_is_a_resample_candidate_for_narrow_rows(m
     assert seen[-1][0] == "fuse" and seen[-1][1].startswith("fuse_v2_")
 
 
-def test_the_flat_kernel_is_a_fuse_candidate_with_its_table_in_column_order(monkeypatch):
-    """Config.stage 5 (kernels/rows_wide.cu fuse_flat_body): offered for fuse launches of a block's targets, at most
-    the table's sixteen streams, a block's output elements below 2**31; its plan: the stream table in column order
-    (the kernel scans the first columns), 128 targets a block of 256 threads, shared memory for the streams; the
-    kernel's constants are the host's; resample never takes it (a stage-5 configuration there plans the default)."""
+def test_the_flat_kernel_is_a_candidate_with_its_table_in_column_order(monkeypatch):
+    """Config.stage 5 (kernels/rows_wide.cu rc_flat_block): offered for launches of 128 targets or more, at most the
+    table's sixteen streams, a block's output elements below 2**31; its fuse plan: the stream table in column order
+    (the kernel scans the first columns), 2**lg targets a block of 256 threads (lg in the first stream's packed field:
+    128, fewer where the launch would give each SM fewer than 8 blocks), shared memory for the streams and targets;
+    its resample plan the staged kernel's arguments with lg; the kernel's constants are the host's; a launch of
+    fewer targets plans the default."""
     import types
 
 
     src = (Path(__file__).resolve().parents[1] / "kernels" / "rows_wide.cu").read_text(encoding="utf-8")
-    assert re.search(rf"#define RC_FLAT_T {_tune.FLAT_TARGETS}\b", src)
+    assert re.search(rf"#define RC_FLAT_LG {_tune.FLAT_TARGETS.bit_length() - 1}\b", src)
     assert re.search(rf"#define RC_FLAT_THREADS {_tune.FLAT_THREADS}\b", src)
     assert re.search(r"#define RC_WIDE_MAX 16\b", src)
     assert _tune.flat_pays(128, 60, 4) and not _tune.flat_pays(127, 60, 4)
     assert _tune.flat_pays(10**6, 1, 16) and not _tune.flat_pays(10**6, 1, 17) and not _tune.flat_pays(10**6, 0, 1)
     assert _tune.flat_pays(10**6, 2**31 // 128 - 1, 2) and not _tune.flat_pays(10**6, 2**24, 2)
-    assert _tune.flat_smem(16) <= 48 * 1024 and _tune.flat_smem(1) == 192 + 128 * 20
+    assert _tune.flat_smem(16) <= 48 * 1024 and _tune.flat_smem(1) == 192 + 128 * 20 and _tune.flat_smem(2, 4) == 832
+    # 128 targets a block while the launch gives every SM 8 blocks, else fewer, down to 16
+    assert _tune.flat_lg(132 * 8 * 128, 132) == 7 and _tune.flat_lg(132 * 8 * 128 - 128, 132) == 6
+    assert _tune.flat_lg(35872, 132) == 5 and _tune.flat_lg(300, 132) == 4 and _tune.flat_lg(10**9, 1) == 7
     assert _tune.candidates(5, 2, 95566, flat=True)[-1] == _tune.Config(stage=5)
     assert not any(c.stage == 5 for c in _tune.candidates(5, 2, 95566))
     assert _tune.Config(stage=5) in _tune.exhaustive(3, 2, flat=True)
@@ -225,13 +230,25 @@ def test_the_flat_kernel_is_a_fuse_candidate_with_its_table_in_column_order(monk
         else np.asarray(plan.fl.struct_buf, dtype=np.int64)
     assert [int(f[fu.FUSE2_FIELDS * k + 4]) for k in range(4)] == [0, 5, 9, 59]  # first columns, ascending
     assert [int(f[fu.FUSE2_FIELDS * k + 3]) for k in range(4)] == list(dims)
+    assert int(f[5]) == 7  # log2 of the targets a block, in the first stream's packed field
+    few = [(types.SimpleNamespace(shape=(118, s, d), dtype="float32"), None) for s, d in ((270, 168), (119, 15), (899, 636))]
+    plan = fu._plan_v2(few, types.SimpleNamespace(shape=(118, 304), dtype="float32", kind="cupy", device_index=0),
+                       [(arr, arr)] * 3, 0, _tune.Config(stage=5))  # s4409-41: 35872 targets, 32 a block
+    f = np.asarray(plan.fl.struct_buf, dtype=np.int64) if not isinstance(plan.fl.struct_buf, bytes) \
+        else np.frombuffer(bytes(plan.fl.struct_buf), dtype=np.int64)
+    assert int(f[5]) == 5 and plan.grid == 1121 and plan.smem == _tune.flat_smem(3, 5)
     small = [(types.SimpleNamespace(shape=(4, 9, 3), dtype="float32"), None)]  # 20 targets: the default launch
     fu._plan_v2(small, types.SimpleNamespace(shape=(4, 5), dtype="float32", kind="cupy", device_index=0),
                 [(arr, arr)], 0, _tune.Config(stage=5))
     assert seen[-1][1].startswith("fuse_v2_")
     v = types.SimpleNamespace(shape=(300, 12, 3), dtype="float32", kind="cupy", device_index=0)
-    rs._plan_v2(v, types.SimpleNamespace(dtype="float32"), arr, 0, 42, _tune.Config(stage=5))
-    assert seen[-1][1].startswith("resample_v2_")
+    plan = rs._plan_v2(v, types.SimpleNamespace(dtype="float32"), arr, 0, 42, _tune.Config(stage=5))
+    assert seen[-1][1] == "resample_flat_float32_float32" and plan.block == 256  # 12600 targets: 16 a block
+    assert plan.grid == -(-12600 // 16) and plan.smem == _tune.flat_smem(1, 4) and list(plan.fl.slots)[4:9] == [12, 42, 3,
+                                                                                                      12600, 4]
+    tiny = types.SimpleNamespace(shape=(2, 12, 3), dtype="float32", kind="cupy", device_index=0)
+    rs._plan_v2(tiny, types.SimpleNamespace(dtype="float32"), arr, 0, 42, _tune.Config(stage=5))
+    assert seen[-1][1].startswith("resample_v2_")  # 84 targets: the default launch
 
 
 def test_the_span_is_a_candidate_where_a_blocks_source_rows_fit_its_shared_memory():

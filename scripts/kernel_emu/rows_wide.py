@@ -522,8 +522,10 @@ def flat_fuse(dtype, tdtype, b, t, spec, seed, oshift=0, shift=0, nan_at=None, s
         outs.append(plan(arrays, tgt, out))
         untouched(out, f"flat {spec}")
         if cfg.stage == 5:
-            assert LOG[-1] == (f"fuse_flat_{dtype}_{tdtype}", -(-b * t // _tune.FLAT_TARGETS), _tune.FLAT_THREADS), LOG[-1]
-            assert plan.smem == _tune.flat_smem(len(spec)) and plan.smem <= 48 * 1024, plan.smem
+            lg = _tune.flat_lg(b * t, SMS[0])
+            assert LOG[-1] == (f"fuse_flat_{dtype}_{tdtype}", -(-b * t >> lg), _tune.FLAT_THREADS), LOG[-1]
+            assert plan.smem == _tune.flat_smem(len(spec), lg) and plan.smem <= 48 * 1024, plan.smem
+            LGS.add(lg)
     assert torch.equal(bits(outs[0]), bits(outs[1])), ("flat differs from staged", dtype, tdtype, spec)
     want = reference.fuse([(v.double().numpy(), ts.double().numpy()) for v, ts in arrays], tgt.double().numpy())
     nan = np.isnan(want)
@@ -533,13 +535,56 @@ def flat_fuse(dtype, tdtype, b, t, spec, seed, oshift=0, shift=0, nan_at=None, s
           + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
 
 
-for dtype in ("float32", "float16", "bfloat16"):
+def flat_resample(dtype, tdtype, b, s, t, d, seed, shift=0, oshift=0):
+    """resample through the flat kernel (one stream): bit for bit the staged kernel's, the reference's within TOL,
+    nothing stored outside a poisoned output; unsorted targets over the rows and past both ends, one NaN."""
+    rng = np.random.default_rng(seed)
+    tdt, vdt = getattr(torch, tdtype), getattr(torch, dtype)
+    vals = shifted((b, s, d), vdt, shift, torch.from_numpy(rng.standard_normal((b, s, d))).to(vdt))
+    src = times(rng, b, s, tdt)
+    x = rng.uniform(-0.1, 1.1, (b, t))
+    x[b - 1, t // 2] = float("nan")
+    tgt = torch.from_numpy(x).to(tdt)
+    v = types.SimpleNamespace(shape=tuple(vals.shape), dtype=dtype, kind="torch", device_index=0)
+    outs = []
+    for cfg in (_tune.Config(stage=5), _tune.Config(stage=1)):
+        out = shifted((b, t, d), vdt, oshift)
+        plan = rs._plan_v2(v, types.SimpleNamespace(dtype=tdtype), vals, out.data_ptr(), t, cfg)
+        outs.append(plan(vals, src, tgt, out))
+        untouched(out, f"flat resample D{d}")
+        if cfg.stage == 5:
+            lg = _tune.flat_lg(b * t, SMS[0])
+            assert LOG[-1] == (f"resample_flat_{dtype}_{tdtype}", -(-b * t >> lg), _tune.FLAT_THREADS), LOG[-1]
+            assert plan.smem == _tune.flat_smem(1, lg) and list(plan.fl.slots)[8] == lg, (plan.smem, lg)
+            LGS.add(lg)
+    assert torch.equal(bits(outs[0]), bits(outs[1])), ("flat differs from staged", dtype, tdtype, d)
+    want = reference.resample(vals.double().numpy(), src.double().numpy(), tgt.double().numpy(), out_dtype=None)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(outs[0].double().numpy()), nan), "NaN targets"
+    check(outs[0].masked_fill(torch.from_numpy(nan), 0), np.where(nan, 0, want),
+          f"resample {dtype}/{tdtype} B{b} S{s} T{t} D{d} flat = staged, bit for bit"
+          + (f" shifted {shift}/{oshift}" if shift or oshift else ""), dtype)
+
+
+LGS: set = set()  # the targets a block the launches took (log2): 128 with one SM, fewer with 132 (few blocks)
+for sms in (1, 132):
+    SMS[0] = sms
+    for dtype in ("float32", "float16", "bfloat16"):
+        for tdtype in ("float32", "float64"):
+            for d, (shift, oshift) in zip((1, 3, 37, 130), ((0, 0), (1, 0), (0, 3), (2, 1))):
+                flat_resample(dtype, tdtype, 3, 9, 400, d, seed=d, shift=shift, oshift=oshift)  # 1200 targets
+            flat_resample(dtype, tdtype, 3, 9, 131, 855, seed=855, shift=3, oshift=2)  # 393 targets
+# 1200 targets: ten blocks of 128 (the last ragged) with one SM, 75 of 16 with 132 SMs (under 8 blocks an SM at any
+# size); 393: 13 blocks of 32 with one SM
+assert LGS == {7, 5, 4}, LGS
+for sms, dtype in ((1, "float32"), (132, "float32"), (1, "float16"), (132, "bfloat16"), (1, "bfloat16")):
+    SMS[0] = sms
     for tdtype in ("float32", "float64"):
-        flat_fuse(dtype, tdtype, 3, 100, [(23, 37), (11, 3), (9, 64), (5, 1)], 8, nan_at=(1, 7))  # 300: 3 blocks
+        flat_fuse(dtype, tdtype, 3, 100, [(23, 37), (11, 3), (9, 64), (5, 1)], 8, nan_at=(1, 7))  # 300 targets
         flat_fuse(dtype, tdtype, 2, 97, [(13, 1)], 9, oshift=1, sorted_tgt=False)  # Dtot 1: a step of 256 rows
         flat_fuse(dtype, tdtype, 1, 130, [(7, 2), (19, 1)], 10, oshift=3)  # Dtot 3: 85 rows and a column a step
         flat_fuse(dtype, tdtype, 2, 70, [(31, 200), (5, 56)], 11, shift=1)  # Dtot 256: a row a step
         flat_fuse(dtype, tdtype, 1, 129, [(40, 717)], 12, oshift=5, nan_at=(0, 128))  # a step within a row
         flat_fuse(dtype, tdtype, 3, 61, [(1 + (k * 5) % 19, 1 + (k * 29) % 90) for k in range(16)], 13,
                   oshift=2, nan_at=(2, 0), sorted_tgt=False)  # sixteen streams, S = 1 among them
-print("ok", "flat = staged bit for bit: every dtype and time dtype")
+print("ok", "flat = staged bit for bit: every dtype and time dtype, 16 to 128 targets a block")

@@ -170,8 +170,8 @@ SHIFTS = [_tune.Config(shift=1), _tune.Config(shift=1, block=64)]
 # (stage 2, rc_span_block: a block's source rows in shared memory where they fit, else the staged copy)
 # and the tile (stage 3, rc_tile_warp: a warp's 32 targets bracketed by its lanes, rows by the row kernel's vectors)
 # and the build for the call's sizes (stage 4, kernels/rows_spec.cu, resample only; fuse plans its default for it)
-# and the flat kernel (stage 5, fuse_flat_body: a block's 128 targets of every stream, its output walked flat; fuse
-# only, where the launch has 128 targets; resample plans its default for it)
+# and the flat kernel (stage 5, rc_flat_block: a block's 16-128 targets of every stream, its output walked flat, where
+# the launch has 128 targets)
 STAGES = [_tune.Config(stage=1), _tune.Config(stage=2), _tune.Config(stage=3), _tune.Config(stage=4),
           _tune.Config(stage=5)]
 # (B, S, T, D): D = 1 and 4-float rows (one lane), upsampling with runs longer than a row (T < 16: a group's run
@@ -507,13 +507,13 @@ def test_the_span_equals_the_row_kernel_where_runs_fit_and_where_they_do_not(dty
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
 def test_the_flat_kernel_of_sixteen_wide_streams_through_every_public_path(time_dtype, dtype, monkeypatch):
     """Config.stage 5 (kernels/rows_wide.cu fuse_flat_body) where its shared memory is largest (the table's sixteen
-    streams, 41 KB) and its output rows wide (Dtot 4696: a block's 128 rows over 2348 steps of its 256 threads),
-    three blocks the last one ragged, values and output off the 16-byte grid, the output's neighbours poisoned, NaN
+    streams at 128 targets a block, 41 KB; here 16 a block, the launch being small) and its output rows wide (Dtot 4696),
+    the last block ragged, values and output off the 16-byte grid, the output's neighbours poisoned, NaN
     and unsorted targets: the plan is the flat kernel's, its output the staged kernel's bit for bit and the reference's;
     then the public call with the tuner's choice forced to it, a second call through the recent-plan check (the tensor
     path's `launch`), and a CUDA-graph replay, all equal to it."""
     rng = np.random.default_rng(4696)
-    b, t = 2, 150  # 300 targets: blocks of 128, 128 and 44
+    b, t = 2, 150  # 300 targets
     dims = [1 + (k * 389) % 400 for k in range(16)]
     lens = [1 + (k * 7) % 40 for k in range(16)]
     streams = [(_sliced(rng, (b, s, d), dtype, k % 5), torch.from_numpy(_times(rng, b, s)).cuda().to(time_dtype))
@@ -532,19 +532,26 @@ def test_the_flat_kernel_of_sixteen_wide_streams_through_every_public_path(time_
     monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): built.append(name)
                         or real_kernel(op, name, dev, options))
     outs = []
-    for cfg in (_tune.Config(stage=5), _tune.Config(stage=1)):
+    # the flat kernel at 128 targets a block (its rule told to want no more blocks: 41 KB of shared memory), at the
+    # rule's (16 a block on a GPU of 19 SMs or more), then the staged kernel
+    for cfg, per_sm in ((_tune.Config(stage=5), 0), (_tune.Config(stage=5), _tune.FLAT_BLOCKS_PER_SM),
+                        (_tune.Config(stage=1), _tune.FLAT_BLOCKS_PER_SM)):
+        monkeypatch.setattr(_tune, "FLAT_BLOCKS_PER_SM", per_sm)
         base = torch.full((b * t * total + 19,), 7.0, device="cuda", dtype=dtype)
         out = base[3: 3 + b * t * total].view(b, t, total)
         plan = fu._plan_v2(pairs, A.describe("tgt", tgt), streams, out.data_ptr(), cfg)
         if cfg.stage == 5:
-            assert built[-1].startswith("fuse_flat_") and plan.smem == _tune.flat_smem(16), (built, plan.smem)
-            assert plan.grid == 3 and plan.block == _tune.FLAT_THREADS
+            lg = _tune.flat_lg(b * t, L.sm_count(0))
+            assert lg == 7 if per_sm == 0 else lg < 7, (lg, per_sm)
+            assert built[-1].startswith("fuse_flat_") and plan.smem == _tune.flat_smem(16, lg), (built, plan.smem)
+            assert plan.grid == -(-(b * t) >> lg) and plan.block == _tune.FLAT_THREADS
         plan(streams, tgt, out)
         torch.cuda.synchronize()
         assert bool((base[:3] == 7).all()) and bool((base[3 + b * t * total:] == 7).all()), cfg
         outs.append(out.clone())
     _check(outs[0], want, dtype, f"flat 16 streams {dtype} {time_dtype}")
-    assert torch.equal(outs[0].nan_to_num(5.0), outs[1].nan_to_num(5.0)), "flat differs from staged"
+    for o in outs[1:]:
+        assert torch.equal(outs[0].nan_to_num(5.0), o.nan_to_num(5.0)), "flat differs from flat or staged"
     real = _tune.choose
     try:
         _tune.choose = lambda dev, key, cands, trial, stream, may_tune: (_tune.Config(stage=5), True)
