@@ -225,7 +225,7 @@ def test_a_one_lane_upsampling_bucket_times_the_walk_and_persists_its_choice(tmp
     # D = 1 float32: one 4-byte vector a row (too short for the shifted vectors), the staged kernel's rows
     want = _tune.candidates(0, 1, b * t, n_tgt=t, n_src=s, time_bytes=4, shifted=_tune.shift_pays(4, 4),
                             staged=_tune.stage_pays(4, b * t), spanned=_tune.span_pays(4, s, t),
-                            spec=_tune.spec_pays(4))
+                            spec=_tune.spec_pays(4), flat=_tune.flat_pays(b * t, 1, 1))
     assert entry["of"] == entry["candidates"] == len(want) and any(c.seq for c in want)
     assert any(c.prefetch for c in want)
 
