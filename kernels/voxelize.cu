@@ -12,6 +12,8 @@
 //       occupancy call v2's kernels): one zero-fill launch, float32 sums accumulated in the output, a
 //       mean pass touching only occupied voxels with vector accesses and one exact reciprocal per voxel,
 //       the hash kernel with 512-thread blocks and its loads in flight together (section "v3" below).
+//       Opt-in (TUNING["vox_list"]): voxel_list_v3_<T>, voxel_list_mean_v3_<T>, voxel_list_mean_inplace_v3_float32,
+//       voxel_zero_list_v3, mean over sparse rows through a list of the occupied voxels (section "the list path").
 //
 // A point p is kept when lo <= p < hi on every axis (fp32 compare; NaN and
 // +-inf fail it) and lands in voxel floor((p - lo) * inv) clamped to g - 1,
@@ -717,6 +719,7 @@ __device__ __forceinline__ void hashed_v3_body(const T* __restrict__ points, con
 // threads of a point read the same 12 bytes, served by L1). RC_VOX_PPT elements per thread, loads first; the
 // element's point and channel by stepping (q, r) = divmod(j, C) by blockDim's quotient and remainder. The
 // host takes this path only where N * C < 2^31 and blocks_per_row * blockDim * RC_VOX_PPT fits 32 bits.
+// counts null (the list path, below): the points were counted by voxel_list_v3, only the sums are added here.
 template <typename T>
 __device__ __forceinline__ void accumulate_flat_v3_body(const T* __restrict__ points, const T* __restrict__ feats,
                                                         int N, int C, int blocks_per_row, int* __restrict__ counts,
@@ -750,8 +753,157 @@ __device__ __forceinline__ void accumulate_flat_v3_body(const T* __restrict__ po
     for (int k = 0; k < RC_VOX_PPT; ++k) {
         if (vox[k] < 0) continue;
         const long long flat = (long long)b * V + vox[k];
-        if (ch[k] == 0) atomicAdd(counts + flat, 1);
+        if (ch[k] == 0 && counts) atomicAdd(counts + flat, 1);
         atomicAdd(sums + flat * C + ch[k], fv[k]);
+    }
+}
+
+// ---- v3, the list path (mean over sparse rows; robocache/voxelize.py _list_pays, TUNING["vox_list"]) ----------
+// Where a row has few points for its voxels, the dense passes above cost more than the points: the zero fill of the
+// float32 sums (16-bit features: 4 C bytes a voxel, twice the output), and the mean pass reading every voxel's count
+// and writing every row. The list path touches the grid densely only where it must (the output, zeroed, and the
+// counts) and everything else through a list of the occupied voxels:
+//   1. voxel_zero_list_v3: the output (any 2-byte alignment, 16-byte stores) and the scratch's header and counts;
+//   2. voxel_list_v3_<T>: a thread per point counts it; the point that finds its voxel's count 0 appends the voxel
+//      to the list and (16-bit features) clears its float32 sums row, so no sums row is zero-filled that no point
+//      reaches;
+//   3. voxel_accumulate_flat_v3 with null counts: the sums (16-bit: the scratch rows; float32: the output in place),
+//      launched after the list kernel, so every row it adds into is cleared;
+//   4. voxel_list_mean_v3_<T> / voxel_list_mean_inplace_v3_float32: the listed voxels' rows only, one element a
+//      thread, the quotient of rc_div_by_rcp as the dense mean pass computes it (the same bits on the same sums).
+// The list's length is known on the device only: the mean grid is sized for the worst case on the host and its
+// threads stop at the header's count. The scratch buffer (int32 words, every region 16-byte aligned):
+//   [0, 4)            header: word 0 the list's length (nslots), the rest unused (zeroed)
+//   [4, 4 + CW)       counts[B*V], CW = B*V rounded up to a multiple of 4
+//   [4 + CW, ...)     the list: at most B * min(N, V) flat voxel indices, int32 (B*V < 2^31) or int64 ("wide")
+//   [..., + B*V*C)    16-bit features: the float32 sums rows, never zero-filled (cleared per listed voxel)
+// Order within the list follows the atomics (nondeterministic); the means do not depend on it.
+
+// Zero n 16-bit values at p (2-byte aligned) with the grid's threads: a scalar head to the first 16-byte boundary,
+// 16-byte stores, a scalar tail. t / nt: this thread's index and the number of threads in the grid.
+__device__ __forceinline__ void rc_zero_halves_grid(unsigned short* p, long long n, long long t, long long nt) {
+    if (n <= 0) return;
+    const long long head = min((long long)(((16 - (reinterpret_cast<unsigned long long>(p) & 15)) & 15) >> 1), n);
+    for (long long i = t; i < head; i += nt) p[i] = 0;
+    uint4* q = reinterpret_cast<uint4*>(p + head);
+    const long long nq = (n - head) >> 3;
+    for (long long i = t; i < nq; i += nt) q[i] = make_uint4(0u, 0u, 0u, 0u);
+    const long long done = head + 8 * nq;
+    for (long long i = t; i < n - done; i += nt) p[done + i] = 0;  // < 8 values
+}
+
+// Count each kept point and list each voxel at its first point. RC_VOX_PPT points per thread, their loads first (as
+// count_v2_body); a block's new voxels take their list slots from one global atomic (a shared counter per block, so
+// the list's length is not one hot address per new voxel). sums non-null (16-bit features): the new voxel's C float32
+// sums cleared by the thread that listed it (16-byte stores where C % 4 == 0: the rows start 16-byte aligned then).
+// Every thread reaches every barrier (no early exit). Shared memory: 16 bytes (dynamic).
+template <typename T>
+__device__ __forceinline__ void list_v3_body(const T* __restrict__ points, int N, int blocks_per_row,
+                                             int* __restrict__ nslots, int* __restrict__ counts,
+                                             void* __restrict__ list, int wide, float* __restrict__ sums, int C,
+                                             RC_VOX_ARGS) {
+    RC_VOX_LOCALS
+    extern __shared__ uint4 rc_sh4[];
+    int* sh = reinterpret_cast<int*>(rc_sh4);  // [0]: the block's new voxels, [1]: their first slot in the list
+    long long b, first;
+    rc_vox_block(blocks_per_row, b, first);
+    const T* prow = points + b * (long long)N * 3;
+    int vox[RC_VOX_PPT];
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {  // all loads first: RC_VOX_PPT points in flight per thread
+        const long long i = first + (long long)k * blockDim.x + threadIdx.x;
+        vox[k] = i < N ? rc_voxel_of(prow + 3 * i, lo, hi, inv, g) : -1;
+    }
+    if (threadIdx.x == 0) sh[0] = 0;
+    __syncthreads();
+    int mine[RC_VOX_PPT];  // this thread's new voxels: their index among the block's, else -1
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {
+        mine[k] = -1;
+        if (vox[k] >= 0 && atomicAdd(counts + b * V + vox[k], 1) == 0) mine[k] = atomicAdd(sh, 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) sh[1] = sh[0] ? atomicAdd(nslots, sh[0]) : 0;
+    __syncthreads();
+    const int base = sh[1];
+#pragma unroll
+    for (int k = 0; k < RC_VOX_PPT; ++k) {
+        if (mine[k] < 0) continue;
+        const long long flat = b * V + vox[k];
+        const int slot = base + mine[k];
+        if (wide)
+            reinterpret_cast<long long*>(list)[slot] = flat;
+        else
+            reinterpret_cast<int*>(list)[slot] = (int)flat;
+        if (sums) {
+            float* s = sums + flat * C;
+            int c = 0;
+            if ((C & 3) == 0)
+                for (; c < C; c += 4) *reinterpret_cast<uint4*>(s + c) = make_uint4(0u, 0u, 0u, 0u);
+            for (; c < C; ++c) s[c] = 0.0f;
+        }
+    }
+}
+
+// The flat voxel index in list slot q (int32 or int64 entries).
+__device__ __forceinline__ long long rc_list_at(const void* __restrict__ list, int wide, long long q) {
+    return wide ? __ldg(reinterpret_cast<const long long*>(list) + q)
+                : (long long)__ldg(reinterpret_cast<const int*>(list) + q);
+}
+
+// The means of the listed voxels, one element a thread over the list's nslots * C elements (grid-stride; the element's
+// slot and channel by stepping (q, r) = divmod(e, C) by the grid's quotient and remainder, one division per thread).
+// 16-bit: out[v, c] = sums[v, c] / counts[v] converted; float32 (sums null): out[v, c] scaled in place. Every listed
+// voxel has a count >= 1; the quotient is rc_div_by_rcp with y = RN(1 / n), as the dense mean pass computes it.
+template <typename T>
+__device__ __forceinline__ void list_mean_v3_body(const int* __restrict__ nslots, const int* __restrict__ counts,
+                                                  const void* __restrict__ list, int wide,
+                                                  const float* __restrict__ sums, T* __restrict__ out, int C) {
+    const unsigned int uc = (unsigned int)C;
+    const long long total = (long long)__ldg(nslots) * C;
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long nt = (long long)gridDim.x * blockDim.x;
+    const long long step_q = nt / uc;
+    const unsigned int step_r = (unsigned int)(nt % uc);
+    long long q = t / uc;
+    unsigned int r = (unsigned int)(t % uc);
+    for (long long e = t; e < total; e += nt) {
+        const long long v = rc_list_at(list, wide, q);
+        const float d = (float)__ldg(counts + v);
+        const long long i = v * C + r;
+        out[i] = rc_from_float<T>(rc_div_by_rcp(__ldg(sums + i), d, __frcp_rn(d)));
+        q += step_q;
+        r += step_r;
+        if (r >= uc) {
+            r -= uc;
+            ++q;
+        }
+    }
+}
+
+__device__ __forceinline__ void list_mean_inplace_v3_body(const int* __restrict__ nslots,
+                                                          const int* __restrict__ counts,
+                                                          const void* __restrict__ list, int wide,
+                                                          float* __restrict__ out, int C) {
+    const unsigned int uc = (unsigned int)C;
+    const long long total = (long long)__ldg(nslots) * C;
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long nt = (long long)gridDim.x * blockDim.x;
+    const long long step_q = nt / uc;
+    const unsigned int step_r = (unsigned int)(nt % uc);
+    long long q = t / uc;
+    unsigned int r = (unsigned int)(t % uc);
+    for (long long e = t; e < total; e += nt) {
+        const long long v = rc_list_at(list, wide, q);
+        const float d = (float)__ldg(counts + v);
+        const long long i = v * C + r;
+        out[i] = rc_div_by_rcp(out[i], d, __frcp_rn(d));
+        q += step_q;
+        r += step_r;
+        if (r >= uc) {
+            r -= uc;
+            ++q;
+        }
     }
 }
 
@@ -852,4 +1004,44 @@ extern "C" __global__ void __launch_bounds__(256) voxel_zero_v3(unsigned int* __
     const long long nt = (long long)gridDim.x * blockDim.x;
     rc_zero_words(a, na, t, nt);
     rc_zero_words(b, nb, t, nt);
+}
+
+// The list path (section "v3, the list path" above): the list kernel per points dtype, the mean per output dtype
+// (float32 in place), one zero fill.
+#define RC_VOX_LIST_V3(SUFFIX, T)                                                        \
+    extern "C" __global__ void __launch_bounds__(256) voxel_list_v3_##SUFFIX(            \
+        const T* __restrict__ points, int N, int blocks_per_row, int* __restrict__ nslots, \
+        int* __restrict__ counts, void* __restrict__ list, int wide,                     \
+        float* __restrict__ sums, int C, RC_VOX_ARGS) {                                  \
+        list_v3_body<T>(points, N, blocks_per_row, nslots, counts, list, wide, sums, C,  \
+                        RC_VOX_PASS);                                                    \
+    }
+#define RC_VOX_LIST_MEAN_V3(SUFFIX, T)                                                   \
+    extern "C" __global__ void __launch_bounds__(256) voxel_list_mean_v3_##SUFFIX(       \
+        const int* __restrict__ nslots, const int* __restrict__ counts,                  \
+        const void* __restrict__ list, int wide, const float* __restrict__ sums,         \
+        T* __restrict__ out, int C) {                                                    \
+        list_mean_v3_body<T>(nslots, counts, list, wide, sums, out, C);                  \
+    }
+
+RC_VOX_LIST_V3(float32, float)
+RC_VOX_LIST_V3(float16, rc_half)
+RC_VOX_LIST_V3(bfloat16, rc_bf16)
+RC_VOX_LIST_MEAN_V3(float16, rc_half)
+RC_VOX_LIST_MEAN_V3(bfloat16, rc_bf16)
+
+extern "C" __global__ void __launch_bounds__(256) voxel_list_mean_inplace_v3_float32(
+    const int* __restrict__ nslots, const int* __restrict__ counts, const void* __restrict__ list, int wide,
+    float* __restrict__ out, int C) {
+    list_mean_inplace_v3_body(nslots, counts, list, wide, out, C);
+}
+
+// The list path's zero fill: na 4-byte words at a (the scratch's header and counts) and no 16-bit values at o (the
+// output, of either element size, at any 2-byte alignment).
+extern "C" __global__ void __launch_bounds__(256) voxel_zero_list_v3(unsigned int* __restrict__ a, long long na,
+                                                                     unsigned short* __restrict__ o, long long no) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const long long nt = (long long)gridDim.x * blockDim.x;
+    rc_zero_words(a, na, t, nt);
+    rc_zero_halves_grid(o, no, t, nt);
 }

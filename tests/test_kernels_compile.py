@@ -19,12 +19,14 @@ USED = re.compile(r"Used (\d+) registers")
 SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 SMEM = re.compile(r"(\d+) bytes smem")
 
-# voxelize kernels per version, each in three dtypes; v3 adds a float32-only and a dtype-free entry (count
-# and occupancy of v3 call v2's kernels, float32 means are scaled in place)
+# voxelize kernels per version, each in three dtypes; v3 adds float32-only and dtype-free entries (count
+# and occupancy of v3 call v2's kernels, float32 means are scaled in place; the list path's mean and zero fill)
 VOXELIZE_KERNELS = {"v1": ("count", "accumulate", "mean"), "v2": ("count", "accumulate", "mean", "hashed"),
-                    "v3": ("hashed", "hashed_flat", "accumulate_flat")}
+                    "v3": ("hashed", "hashed_flat", "accumulate_flat", "list")}
 VOXELIZE_EXTRA = {"v1": (), "v2": (), "v3": ("voxel_mean_v3_float16", "voxel_mean_v3_bfloat16",
-                                             "voxel_mean_inplace_v3_float32", "voxel_zero_v3")}
+                                             "voxel_mean_inplace_v3_float32", "voxel_zero_v3",
+                                             "voxel_list_mean_v3_float16", "voxel_list_mean_v3_bfloat16",
+                                             "voxel_list_mean_inplace_v3_float32", "voxel_zero_list_v3")}
 # every kernel version of robocache._versions keeps its entry points (providers robocache@vN call them)
 EXPECTED_ENTRIES = {
     "resample": {f"resample_{entry_version('resample', n)}_{v}_{t}" for n in VERSIONS["resample"] for v in ("float32", "float16", "bfloat16")
