@@ -3,7 +3,8 @@
 validate -> (CPU: reference) | (GPU: zero the grid -> count/accumulate kernel -> mean kernel).
 v3 (mean): one zero-fill launch -> the flat accumulate (one feature element a thread; the hash kernel where N * C
 does not fit 32 bits) into the float32 output (or scratch sums) -> mean pass over the occupied voxels; count and
-occupancy through the hash kernel where rows are dense (HASH_DENSITY), else v2's kernel.
+occupancy through the hash kernel where rows are dense (HASH_DENSITY), else v2's kernel. Opt-in (TUNING["vox_list"],
+off until measured): mean over sparse rows through a list of the occupied voxels (_PlanV3List, _list_pays).
 Semantics and determinism: docs/semantics.md; kernels: kernels/voxelize.cu.
 """
 from __future__ import annotations
@@ -133,7 +134,8 @@ class _PlanV3:
     where rows are dense (:data:`HASH_DENSITY`), else v2's count kernel."""
 
     __slots__ = ("block", "bv", "bvc", "dev", "grid", "inplace", "kind", "main", "main_slots", "mean", "mgrid",
-                 "mode", "out_dtype", "out_shape", "scratch_words", "smem", "sums_off", "vw", "zero", "zgrid")
+                 "mode", "out_dtype", "out_shape", "scratch_words", "smem", "sums_off", "vw", "zero", "zgrid",
+                 "lmain", "lgrid", "list_off")
 
     def __init__(self, **kw: Any):
         for k, v in kw.items():
@@ -164,6 +166,73 @@ class _PlanV3:
         return out
 
 
+class _PlanV3List(_PlanV3):
+    """v3's mean through a list of the occupied voxels (kernels/voxelize.cu, "v3, the list path"): one zero fill (the
+    output, and the scratch's header and counts), the list kernel (``lmain``: counts, the list, 16-bit sums rows
+    cleared), the flat accumulate without counts (``main``), the mean of the listed voxels. Offsets in bytes from the
+    scratch buffer's start: the counts at 16, the list at ``list_off``, the 16-bit features' sums at ``sums_off``."""
+
+    __slots__ = ()
+
+    def __call__(self, points: Any, features: Any | None, out: Any = None) -> Any:
+        ptr = L.ptr_of(self.kind)
+        if out is None:
+            out = L.empty(self.kind, self.out_shape, features, self.dev)
+        scratch = _scratch(self.kind, self.scratch_words, points, self.dev)
+        base, o = ptr(scratch), ptr(out)
+        counts, lst = base + 16, base + self.list_off
+        sums = o if self.inplace else base + self.sums_off
+        # voxel_zero_list_v3(header and counts, their words, out, its 16-bit values)
+        L.fast_launch(self.zero, self.zgrid, self.kind, self.dev, {0: base, 2: o})
+        if not self.grid:
+            return out
+        pts = ptr(points)
+        # voxel_list_v3_<T>(points, N, bpr, nslots, counts, list, wide, sums (16-bit; null: float32), C, geometry)
+        lp = {0: pts, 3: base, 4: counts, 5: lst}
+        if not self.inplace:
+            lp[7] = sums
+        L.fast_launch(self.lmain, self.lgrid, self.kind, self.dev, lp, 16)
+        # voxel_accumulate_flat_v3_<T>(points, feats, N, C, bpr, counts (null: counted above), sums, geometry)
+        L.fast_launch(self.main, self.grid, self.kind, self.dev, {0: pts, 1: ptr(features), 6: sums},
+                      block=self.block)
+        if self.inplace:  # voxel_list_mean_inplace_v3_float32(nslots, counts, list, wide, out, C)
+            L.fast_launch(self.mean, self.mgrid, self.kind, self.dev, {0: base, 1: counts, 2: lst, 4: o})
+        else:  # voxel_list_mean_v3_<T>(nslots, counts, list, wide, sums, out, C)
+            L.fast_launch(self.mean, self.mgrid, self.kind, self.dev, {0: base, 1: counts, 2: lst, 4: sums, 5: o})
+        return out
+
+
+def _plan_list(p: Any, b: int, n: int, c: int, vox: int, geo: list, kw: dict) -> _PlanV3List:
+    """The list path's plan (``kw``: the flat accumulate's, built with null counts)."""
+    dev, item = kw["dev"], 4 if p.dtype == "float32" else 2
+    inplace = p.dtype == "float32"
+    list_off, wide, sums_off, words = _list_layout(b, n, vox, c, inplace)
+    lbpr = max(1, -(-n // (BLOCK * PPT)))  # the list kernel: RC_VOX_PPT points a thread, as v2's count kernel
+    lgrid = b * lbpr if n else 0
+    A.check_grid(lgrid, "points")
+    lmain = L.FastLaunch(L.kernel("voxelize", f"voxel_list_v3_{p.dtype}", dev),
+                         [("ptr", None), ("i32", n), ("i32", lbpr), ("ptr", None), ("ptr", None), ("ptr", None),
+                          ("i32", wide), ("ptr", 0), ("i32", c), *geo])
+    if inplace:
+        mean = L.FastLaunch(L.kernel("voxelize", "voxel_list_mean_inplace_v3_float32", dev),
+                            [("ptr", None), ("ptr", None), ("ptr", None), ("i32", wide), ("ptr", None), ("i32", c)])
+    else:
+        mean = L.FastLaunch(L.kernel("voxelize", f"voxel_list_mean_v3_{p.dtype}", dev),
+                            [("ptr", None), ("ptr", None), ("ptr", None), ("i32", wide), ("ptr", None),
+                             ("ptr", None), ("i32", c)])
+    bvc = b * vox * c
+    head = list_off  # the header and the counts (padded): zeroed
+    out_halves = bvc * item // 2
+    zero = L.FastLaunch(L.kernel("voxelize", "voxel_zero_list_v3", dev),
+                        [("ptr", None), ("i64", head), ("ptr", None), ("i64", out_halves)])
+    sms = L.sm_count(dev)
+    zgrid = max(1, min(-(-max(head, -(-out_halves // 2)) // (4 * BLOCK)), 16 * sms))
+    elems = max(1, b * min(n, vox) * c)  # the most listed elements; the kernel stops at the list's length
+    mgrid = max(1, min(-(-elems // BLOCK), LIST_MEAN_BLOCKS_PER_SM * sms))
+    return _PlanV3List(mean=mean, zero=zero, mgrid=mgrid, zgrid=zgrid, inplace=inplace, sums_off=4 * sums_off, vw=1,
+                       scratch_words=words, lmain=lmain, lgrid=lgrid, list_off=4 * list_off, **kw)
+
+
 def _mean_vw(inplace: bool, c: int, out_ptr: int) -> int:
     """Elements per access of the v3 mean pass: the widest (16, 8, 4 bytes or one element) that every
     output row start allows (row bytes and the output pointer); the float32 sums of 16-bit outputs sit
@@ -182,6 +251,59 @@ def _scratch(kind: str, words: int, like: Any, dev: int) -> Any:
 
     with cupy.cuda.Device(dev):
         return cupy.empty((words,), dtype="int32")
+
+
+# --- mean through a list of the occupied voxels (kernels/voxelize.cu, "v3, the list path") ---------------------------
+# The dense passes of v3's mean touch every voxel of the grid: the zero fill of the float32 sums (16-bit features) or
+# of the output and counts (float32), and the mean pass reading every count (and, 16-bit, writing every row). Where a
+# row has few points for its voxels (sparse clouds on fine grids) these passes are the time: on the H200's sampled
+# runs such large mean points ran at 11-24% of the copy ceiling (s6113-23 float16 C3 388.7 us at 11%). The list path
+# zeroes the output and the counts, counts the points in a kernel of its own that lists each voxel at its first point
+# (and clears that voxel's float32 sums row), accumulates flat without counting, and takes the means of the listed
+# voxels only.
+#
+# Bytes each path moves beyond what both move (the output written once, the flat accumulate's reads and atomics), per
+# batch row of n points into vox voxels of c channels:
+#   dense, 16-bit features:  vox * (4 + 4 c)  the float32 sums zeroed (4 c) and every count read by the mean pass (4)
+#   dense, float32 (in place): vox * 4        every count read by the mean pass
+#   list:  n * LIST_BYTES_PER_POINT           the list kernel: the point's coordinates read again and its count's
+#                                             atomic returning the old value (the flat accumulate's count moved here)
+#        + occ * (LIST_BYTES_PER_VOXEL + 4 c (16-bit))  a listed voxel's entry written and read, its sums row cleared
+#        + LIST_LAUNCH_BYTES / rows           one more launch, over the batch
+# with occ = min(n, vox), the most voxels a row's points can occupy (the host cannot know the number without a sync).
+# The list pays where the dense bytes exceed the list's. EVERY CONSTANT BELOW IS AN ESTIMATE, NOT A MEASUREMENT: to be
+# set from an A/B on a GPU (scripts/vox_probe.py --modes mean --variants "dense=vox_list=False;list=vox_list=True"),
+# which is why TUNING["vox_list"] is False (never the list) until then.
+LIST_BYTES_PER_POINT = 16  # ESTIMATE (unmeasured): coordinates re-read (6-12 B) + a returning atomic per point
+LIST_BYTES_PER_VOXEL = 8  # ESTIMATE (unmeasured): a 4-byte list entry written once and read once
+LIST_LAUNCH_BYTES = 4 << 20  # ESTIMATE (unmeasured): one more kernel launch in a stream, about 1.3 us at 3 TB/s
+LIST_MEAN_BLOCKS_PER_SM = 8  # the list's mean pass: 256-thread blocks per SM (grid-stride over the listed elements)
+LIST_WIDE_VOXELS = 2**31  # B*V from which the list holds int64 flat indices (the CPU emulator lowers it to test them)
+
+
+def _list_pays(n_points_per_row: int, voxels_per_row: int, c: int, inplace: bool, rows: int = 1) -> bool:
+    """Whether the list path of mean moves fewer bytes than the dense passes (the byte model above) for ``rows``
+    batch rows of ``n_points_per_row`` points into ``voxels_per_row`` voxels of ``c`` channels; ``inplace``: float32
+    features (the sums are the output). TUNING["vox_list"] None asks this rule."""
+    n, vox = n_points_per_row, voxels_per_row
+    dense = vox * (4 if inplace else 4 + 4 * c)
+    occ = min(n, vox)
+    lst = n * LIST_BYTES_PER_POINT + occ * (LIST_BYTES_PER_VOXEL + (0 if inplace else 4 * c))
+    return rows * dense > rows * lst + LIST_LAUNCH_BYTES
+
+
+def _list_layout(b: int, n: int, vox: int, c: int, inplace: bool) -> tuple[int, int, int, int]:
+    """The list path's scratch buffer in int32 words (kernels/voxelize.cu, "v3, the list path"): (the list's offset,
+    wide: 1 for int64 entries where B*V >= 2^31, the float32 sums' offset, the buffer's words). Word 0 is the list's
+    length, the counts start at word 4; every region starts 16-byte aligned; the sums (16-bit features only) come
+    last, B*V*C words, never zeroed densely."""
+    bv = b * vox
+    wide = int(bv >= LIST_WIDE_VOXELS)
+    counts_words = -(-bv // 4) * 4
+    list_words = -(-(b * min(n, vox) << wide) // 4) * 4
+    list_off = 4 + counts_words
+    sums_off = list_off + list_words
+    return list_off, wide, sums_off, sums_off + (0 if inplace else bv * c)
 
 
 def _v3_hash_shape(c: int, b: int, n: int, sms: int, flat: bool = False) -> tuple[int, int, int, int] | None:
@@ -223,6 +345,12 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     vflat = L.TUNING["vox_flat"]
     flat = acc and (vflat is True or (vflat is None and use_hash is None)) and n * c < 2**31 - BLOCK * PPT
     hflat = acc and vflat == "hash"
+    # mean through the list of occupied voxels (_PlanV3List): a change of the flat path, so only where it is taken, and
+    # where the list's length fits its int32 counter. TUNING vox_list: True always, None the byte rule (_list_pays),
+    # False (the default until a GPU has measured the rule's constants) never.
+    vlist = L.TUNING["vox_list"]
+    listed = flat and b * min(n, vox) < 2**31 and (
+        vlist is True or (vlist is None and _list_pays(n, vox, c, p.dtype == "float32", b)))
     shape = _v3_hash_shape(c, b, n, L.sm_count(dev), hflat) if wanted and not flat else None
     if shape is not None:
         hs_log2, ppb, smem, threads = shape
@@ -238,10 +366,10 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
                             [("ptr", None), ("ptr", 0), ("i32", n), ("i32", c), ("i32", bpr), ("i32", ppb),
                              ("i32", hs_log2), ("ptr", None), ("ptr", 0), ("ptr", 0), *geo])
         slots = (7, 8) if acc else (7,) if mode == "count" else (9,)
-    elif flat:  # one feature element a thread: counts 5, sums 6
+    elif flat:  # one feature element a thread: counts 5 (the list path: null, counted by its list kernel), sums 6
         main = L.FastLaunch(L.kernel("voxelize", f"voxel_accumulate_flat_v3_{p.dtype}", dev),
                             [("ptr", None), ("ptr", None), ("i32", n), ("i32", c), ("i32", bpr),
-                             ("ptr", None), ("ptr", None), *geo])
+                             ("ptr", 0 if listed else None), ("ptr", None), *geo])
         slots = (5, 6)
     elif acc:  # v2's warp-aggregated atomics (more channels than the table holds): counts 5, sums 6
         main = L.FastLaunch(L.kernel("voxelize", f"voxel_accumulate_v2_{p.dtype}", dev),
@@ -256,7 +384,9 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
           "out_dtype": out_dtype, "mode": mode, "smem": smem, "main_slots": slots, "bv": b * vox, "bvc": b * vox * c}
     if not acc:
         return _PlanV3(mean=None, zero=None, mgrid=0, zgrid=0, inplace=False, sums_off=0, vw=1, scratch_words=0,
-                       **kw)
+                       lmain=None, lgrid=0, list_off=0, **kw)
+    if listed:
+        return _plan_list(p, b, n, c, vox, geo, kw)
     bv, bvc = b * vox, b * vox * c
     inplace = p.dtype == "float32"
     cwords = -(-bv // 4) * 4  # counts, padded so the sums start 16-byte aligned
@@ -274,7 +404,7 @@ def _plan_v3(p: Any, b: int, n: int, c_feat: int, g: tuple[int, int, int], lo: n
     sms = L.sm_count(dev)
     return _PlanV3(mean=mean, zero=zero, mgrid=max(1, min(-(-bv // BLOCK), 65536)),
                    zgrid=max(1, min(-(-zwords // (4 * BLOCK)), 16 * sms)), inplace=inplace, sums_off=4 * cwords,
-                   vw=_mean_vw(inplace, c, 0), scratch_words=scratch_words, **kw)
+                   vw=_mean_vw(inplace, c, 0), scratch_words=scratch_words, lmain=None, lgrid=0, list_off=0, **kw)
 
 
 _PLANS = L.PlanCache()
