@@ -2,9 +2,13 @@
 one std::thread per CUDA thread, a std::barrier for __syncthreads, GCC atomics), driven through the real v3 plan
 (robocache/voxelize.py: FastLaunch argument slots, grids, block sizes) and checked against the NumPy reference.
 
-    python3 scripts/kernel_emu/voxelize_v3.py [-DNAME=VALUE ...]   # needs g++ >= 12 (C++20, _Float16); 2-3 min
+    python3 scripts/kernel_emu/voxelize_v3.py [--list] [-DNAME=VALUE ...]   # needs g++ >= 12 (C++20, _Float16); 2-4 min
 
-Arguments of the form -DNAME=VALUE are passed to g++ (the kernels' build options, e.g. -DRC_V3_PPT=4).
+Arguments of the form -DNAME=VALUE are passed to g++ (the kernels' build options, e.g. -DRC_V3_PPT=4). --list: only
+the list path of mean (TUNING["vox_list"] True: voxel_zero_list_v3, voxel_list_v3, the flat accumulate without
+counts, voxel_list_mean*_v3), about a minute. Every scratch buffer and every output the plan allocates is poisoned
+first (NaN bit patterns), so a region a kernel reads before anything wrote it shows in the result; the list path's
+counts, list and list length are also checked against the reference's counts.
 
 A development check of logic (index math, phases, zero fills, vector widths, the crowded-table fallback,
 the exact reciprocal), not of the GPU: no warps (the warp intrinsics of v2's accumulate kernel abort), no
@@ -38,8 +42,9 @@ src = src.replace("extern __shared__ uint4 rc_sh4[];", "uint4* rc_sh4 = reinterp
 assert "__shared__" not in src, [m.start() for m in re.finditer("__shared__", src)]
 (BUILD / "voxelize_host.cpp").write_text('#include "shim.h"\n' + src + '\n#include "entries.inc"\n')
 DEFINES = [a for a in sys.argv[1:] if a.startswith("-D")]
-if len(DEFINES) != len(sys.argv[1:]):
-    print("usage: voxelize_v3.py [-DNAME=VALUE ...]", file=sys.stderr)
+LIST_ONLY = "--list" in sys.argv[1:]
+if len(DEFINES) + LIST_ONLY != len(sys.argv[1:]):
+    print("usage: voxelize_v3.py [--list] [-DNAME=VALUE ...]", file=sys.stderr)
     sys.exit(2)
 r = subprocess.run(["g++", "-std=c++20", *DEFINES, "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w",
                     f"-I{HERE}", "-o", str(BUILD / "libvox.so"), str(BUILD / "voxelize_host.cpp"),
@@ -62,7 +67,7 @@ def fast_launch(fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256):
     for i, p in ptrs.items():
         slots[i] = p
     assert smem <= 48 * 1024
-    if MEAN_GRID[0] and fl.name.startswith("voxel_mean"):  # fewer blocks than tiles: the grid-stride loops
+    if MEAN_GRID[0] and fl.name.startswith(("voxel_mean", "voxel_list_mean")):  # fewer blocks: the grid-stride loops
         grid = min(grid, MEAN_GRID[0])
     LOG.append((fl.name, grid, block))
     rc = lib.rc_launch(fl.name.encode(), grid, block, ctypes.addressof(slots))
@@ -72,11 +77,53 @@ def fast_launch(fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256):
 L.fast_launch = fast_launch
 L.memset_zero = lambda kind, dev, ptr, nbytes: ctypes.memset(ptr, 0, nbytes)  # cudaMemsetAsync on host memory
 BOUNDS = ((-1.0, -1.0, -1.0), (1.0, 1.0, 1.0))
+POISON = 0x7FF0A5A5  # every scratch word before a launch: NaN as a float32 sum, a huge count, a wild list entry
+SCRATCH = []  # the last plan call's scratch buffer (the list path's counts and list are checked in it)
+_real_scratch, _real_empty = vx._scratch, L.empty
 
 
-def run(dtype, c, clustered, mode, grid=(6, 5, 7), b=2, n=3000, offset=None, ints=False, seed=0):
+def _poisoned_scratch(kind, words, like, dev):
+    buf = _real_scratch(kind, words, like, dev)
+    buf.fill_(POISON)
+    SCRATCH[:] = [buf]
+    return buf
+
+
+def _poisoned_empty(kind, shape, like, dev):  # the plan's own output: NaN (all bits set) in every float dtype
+    out = _real_empty(kind, shape, like, dev)
+    out.view(torch.uint8).fill_(255)
+    return out
+
+
+vx._scratch = _poisoned_scratch
+L.empty = _poisoned_empty
+
+
+def check_list_scratch(plan, p64, g, tag):
+    """The list path's scratch after a call: the list's length is the number of occupied voxels, the counts are the
+    reference's, the header's other words zero, the list holds every occupied flat voxel index once."""
+    buf = SCRATCH[0].numpy()
+    cnt = reference.voxelize(p64, None, g, BOUNDS, "count").reshape(-1)
+    occ = np.flatnonzero(cnt)
+    assert buf[0] == occ.size and not buf[1:4].any(), (tag, buf[:4], occ.size)
+    assert np.array_equal(buf[4:4 + cnt.size], cnt), tag
+    wide = plan.lmain.slots[6]
+    lo = plan.list_off // 4
+    ent = buf[lo:lo + occ.size * (2 if wide else 1)]
+    lst = ent.view(np.int64) if wide else ent
+    assert np.array_equal(np.sort(lst), occ), tag
+
+
+def run(dtype, c, clustered, mode, grid=(6, 5, 7), b=2, n=3000, offset=None, ints=False, seed=0, listed=False):
+    """One plan call against the reference. clustered: True (a few blobs), False (uniform, some outside the bounds)
+    or "sparse" (LiDAR-like: ranges log-uniform from 0.05 around the origin, so a few voxels at the sensor hold many
+    points and most voxels none). listed: the plan must be the list path's (its scratch is checked too)."""
     rng = np.random.default_rng(seed)
-    if clustered:
+    if clustered == "sparse":
+        d = rng.standard_normal((b, n, 3))
+        d /= np.linalg.norm(d, axis=2, keepdims=True)
+        pts = d * np.exp(rng.uniform(np.log(0.05), np.log(1.5), (b, n, 1)))
+    elif clustered:
         pts = rng.uniform(-0.8, 0.8, (b, 4, 3))[:, rng.integers(0, 4, n)] + 0.03 * rng.standard_normal((b, n, 3))
     else:
         pts = rng.uniform(-1.1, 1.1, (b, n, 3))
@@ -104,7 +151,12 @@ def run(dtype, c, clustered, mode, grid=(6, 5, 7), b=2, n=3000, offset=None, int
     got = plan(p, f if mode == "mean" else None, out)
     p64, f64 = p.double().numpy(), f.double().numpy()
     want = reference.voxelize(p64, f64 if mode == "mean" else None, g, BOUNDS, mode)
-    tag = f"{dtype} C{c} {'clustered' if clustered else 'uniform'} {mode} off={offset} sms={SMS[0]} {[x[0] for x in LOG]} {[x[1:] for x in LOG]}"
+    cloud = clustered if isinstance(clustered, str) else "clustered" if clustered else "uniform"
+    tag = (f"{dtype} C{c} {cloud} {mode} B{b} N{n} G{grid} off={offset} sms={SMS[0]} {type(plan).__name__} "
+           f"{[x[0] for x in LOG]} {[x[1:] for x in LOG]}")
+    assert isinstance(plan, vx._PlanV3List) == listed, tag
+    if listed:
+        check_list_scratch(plan, p64, g, tag)
     if mode != "mean":
         assert np.array_equal(got.numpy(), want), tag
     else:
@@ -122,6 +174,50 @@ def run(dtype, c, clustered, mode, grid=(6, 5, 7), b=2, n=3000, offset=None, int
     print("ok", tag)
 
 
+def list_cases():
+    """The list path (TUNING["vox_list"] True) over every dtype, C = 1-16, uniform, clustered and sparse clouds,
+    dropped points (NaN, inf, the upper bound, outside), ragged rows and blocks, misaligned outputs, integer features
+    bit for bit, one- and zero-point clouds, int64 list entries, and a one-block mean (its grid-stride loop)."""
+    L.TUNING["vox_list"] = True
+    for sms in (1, 132):
+        SMS[0] = sms
+        for dtype in ("float32", "float16", "bfloat16"):
+            for c in (1, 2, 3, 4, 5, 8, 13, 16):
+                cloud = ("sparse", True, False)[c % 3]
+                run(dtype, c, cloud, "mean", grid=(40, 40, 20), n=1500, seed=c, listed=True)
+            run(dtype, 3, "sparse", "mean", grid=(40, 40, 20), n=700, offset=1, listed=True)
+            run(dtype, 4, True, "mean", grid=(6, 5, 7), n=3000, offset=3, listed=True)  # dense rows: hot voxels
+    SMS[0] = 1
+    for dtype in ("float32", "float16", "bfloat16"):
+        for cloud in ("sparse", True, False):
+            run(dtype, 7, cloud, "mean", grid=(17, 9, 5), b=3, n=1025 if cloud is True else 2049, seed=12, listed=True)
+        run(dtype, 5, True, "mean", n=1, grid=(9, 9, 9), listed=True)
+        run(dtype, 3, "sparse", "mean", n=0, listed=True)
+    for c in (3, 4, 16):
+        run("float32", c, "sparse", "mean", grid=(40, 40, 20), n=1500, ints=True, seed=c, listed=True)
+        run("float32", c, True, "mean", grid=(9, 9, 9), ints=True, seed=c, listed=True)
+    wide = vx.LIST_WIDE_VOXELS
+    vx.LIST_WIDE_VOXELS = 0  # int64 list entries
+    for dtype in ("float32", "bfloat16"):
+        run(dtype, 3, "sparse", "mean", grid=(40, 40, 20), b=3, n=700, seed=5, listed=True)
+        run(dtype, 8, True, "mean", offset=1, listed=True)
+    vx.LIST_WIDE_VOXELS = wide
+    MEAN_GRID[0] = 1  # one block walks every listed element
+    for dtype in ("float32", "float16"):
+        for c in (1, 3, 16):
+            run(dtype, c, "sparse", "mean", grid=(40, 40, 20), b=2, n=1500, seed=c, listed=True)
+    MEAN_GRID[0] = 0
+    L.TUNING["vox_list"] = False
+    # off (the default): the dense path on the same poisoned buffers
+    for dtype in ("float32", "bfloat16"):
+        run(dtype, 3, "sparse", "mean", grid=(40, 40, 20), n=700, offset=1)
+    SMS[0] = 132
+    print("LIST OK")
+
+
+list_cases()
+if LIST_ONLY:
+    sys.exit(0)
 for sms in (132, 1):
     SMS[0] = sms
     for dtype in ("float32", "float16", "bfloat16"):
