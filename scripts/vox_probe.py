@@ -2,14 +2,18 @@
 """voxelize's launch variants on the sampled suite's points: which build or path wins where (a dev aid, GPU only).
 
     python3 scripts/vox_probe.py [--seeds 2] [--modes mean,count,occupancy] [--clouds clustered,...]
-        [--variants "lib=;nohash=vox_hash=False;ppt=-DRC_V3_PPT=4"] [--peers RECORDS.json ...]
+        [--variants "lib=;nohash=vox_hash=False;ppt=-DRC_V3_PPT=4;list=vox_list=True"] [--peers RECORDS.json ...]
         [--time-limit 0.3] [--json OUT]
 
 Each variant is ``name=TOKENS``: ``-DNAME=VALUE`` tokens are NVRTC options added to every voxelize kernel's build,
 ``vox_hash=True|False|None`` sets ``robocache._launch.TUNING["vox_hash"]`` (None: the library's rule; True: the
 shared-memory hash for count, occupancy and mean; False: never), ``vox_flat=True|None|hash`` sets ``TUNING["vox_flat"]``
 (True: mean accumulates one feature element a thread, ``voxel_accumulate_flat_v3``; hash: mean through the hash
-table, inserted and flushed one feature element a thread, ``voxel_hashed_flat_v3``). For every sampled voxelize point of each seed (the cases
+table, inserted and flushed one feature element a thread, ``voxel_hashed_flat_v3``), ``vox_list=True|False|None`` sets
+``TUNING["vox_list"]`` (True: mean through the list of occupied voxels wherever the flat accumulate runs,
+``voxel_list_v3`` and ``voxel_list_mean*_v3``; False: the dense passes; None: the byte rule ``_list_pays``). A setting
+a variant does not name keeps the library's default (``robocache._launch.TUNING`` as imported; vox_list is False
+until measured). For every sampled voxelize point of each seed (the cases
 ``robocache-bench run --suite sampled --sample-seed S --ops voxelize`` would time, provider ``robocache``), each
 variant's public call is first checked against the NumPy reference (the harness's gate; a failing variant is
 reported and not timed), then timed by the harness's timer (``time_gpu``, warm, the harness's input-set rotation).
@@ -33,16 +37,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 HASH = {"True": True, "False": False, "None": None}
 
 
+def library_tuning() -> dict:
+    """The library's TUNING defaults (every key a variant may set), as robocache._launch defines them."""
+    from robocache import _launch
+
+    return dict(_launch.TUNING)
+
+
 def parse_variants(text: str) -> list[tuple[str, tuple[str, ...], dict]]:
-    """[(name, NVRTC options, TUNING settings)] from ``name=TOKENS;...``; ValueError names a bad part."""
+    """[(name, NVRTC options, TUNING settings: the library's defaults with the variant's tokens applied)] from
+    ``name=TOKENS;...``; ValueError names a bad part."""
     out = []
+    defaults = library_tuning()
     for part in (p.strip() for p in text.split(";")):
         if not part:
             continue
         name, sep, rest = part.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"variant {part!r}: expected name=TOKENS")
-        opts, tuning = [], {"vox_hash": None, "vox_flat": None}
+        opts, tuning = [], dict(defaults)
         for tok in rest.split():
             key, _, val = tok.partition("=")
             if tok.startswith("-D"):
@@ -53,7 +66,8 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...], dict]]:
                 tuning[key] = "hash"
             else:
                 raise ValueError(f"variant {name!r}: token {tok!r} is neither -DNAME=VALUE nor "
-                                 "vox_hash=True|False|None nor vox_flat=True|False|None|hash")
+                                 "vox_hash=True|False|None nor vox_flat=True|False|None|hash nor "
+                                 "vox_list=True|False|None")
         out.append((name.strip(), tuple(opts), tuning))
     if not out:
         raise ValueError("no variants")
@@ -105,6 +119,7 @@ def main() -> int:
     from robocache.bench.timing.device import time_gpu
     vx = importlib.import_module("robocache.voxelize")
     orig_kernel = L.kernel
+    defaults = dict(L.TUNING)
 
     def use(opts: tuple[str, ...], tuning: dict) -> None:
         def kernel(op, name, dev, options=()):
@@ -134,7 +149,7 @@ def main() -> int:
                     row["bad"][name] = f"max rel err {chk['max_rel_err']}, bad fraction {chk['bad_fraction']}"
                     continue
                 row["us"][name] = float(time_gpu(call, time_limit_s=a.time_limit).median_us)
-            use((), {"vox_hash": None, "vox_flat": None})
+            use((), defaults)
             tc = peers.get((case.id, case.dtype))
             row["torch_compile_us"] = tc
             cells = []

@@ -16,18 +16,23 @@ spec.loader.exec_module(probe)
 
 def test_variants_parse():
     got = probe.parse_variants("lib=; nohash=vox_hash=False ;x=-DA=1 -DB=2 vox_hash=True;flat=vox_flat=True;"
-                               "hf=vox_flat=hash")
-    d = {"vox_hash": None, "vox_flat": None}
+                               "hf=vox_flat=hash;list=vox_list=True;rule=vox_list=None vox_flat=True;dense=vox_list=False")
+    d = {"vox_hash": None, "vox_flat": None, "vox_list": False}  # the library's defaults: the list path off
+    from robocache import _launch
+
+    assert d == _launch.TUNING
     assert got == [("lib", (), d), ("nohash", (), {**d, "vox_hash": False}),
                    ("x", ("-DA=1", "-DB=2"), {**d, "vox_hash": True}), ("flat", (), {**d, "vox_flat": True}),
-                   ("hf", (), {**d, "vox_flat": "hash"})]
+                   ("hf", (), {**d, "vox_flat": "hash"}), ("list", (), {**d, "vox_list": True}),
+                   ("rule", (), {**d, "vox_list": None, "vox_flat": True}), ("dense", (), d)]
 
 
 @pytest.mark.parametrize("text, why", [("", "no variants"), ("lib", "expected name=TOKENS"),
                                        ("=-DA=1", "expected name=TOKENS"), ("a=;a=-DX=1", "must differ"),
                                        ("a=vox_hash=maybe", "neither"), ("a=--fast", "neither"),
                                        ("a=vox_other=True", "neither"),
-                                       ("a=vox_hash=hash", "neither")])
+                                       ("a=vox_hash=hash", "neither"), ("a=vox_list=hash", "neither"),
+                                       ("a=vox_list=1", "neither")])
 def test_bad_variants(text, why):
     with pytest.raises(ValueError, match=why):
         probe.parse_variants(text)
