@@ -441,6 +441,106 @@ def test_voxelize_flat_accumulate(flat, dtype, c, monkeypatch):
         _check(got, want, tdt, f"flat {dtype} C{c} B{b} N{n} G{grid}")
 
 
+def _lidar_cloud(rng, b, n, c):
+    """A LiDAR-like sparse cloud: ranges log-uniform from 0.05 around the origin (a few voxels at the sensor hold many
+    points, most voxels none), some beyond the bounds, one NaN point."""
+    d = rng.standard_normal((b, n, 3))
+    d /= np.linalg.norm(d, axis=2, keepdims=True)
+    pts = d * np.exp(rng.uniform(np.log(0.05), np.log(1.5), (b, n, 1)))
+    pts[0, 0] = np.nan
+    return pts, rng.standard_normal((b, n, c))
+
+
+LIST_POISON = 0x7FF0A5A5  # every scratch word before a call: NaN as a float32 sum, a huge count, a wild list entry
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("c", [1, 3, 16])
+def test_voxelize_mean_list_path(dtype, c, monkeypatch):
+    """v3's mean through the list of occupied voxels (TUNING["vox_list"] True: voxel_zero_list_v3, voxel_list_v3, the
+    flat accumulate without counts, voxel_list_mean*_v3) against the dense passes (False) and the reference, on sparse
+    (LiDAR-like and uniform on fine grids) and clustered clouds, into a poisoned scratch buffer and a poisoned caller's
+    output one element off the 16-byte grid: the list kernels launched (and only on the list path), the scratch's
+    counts equal to the reference's and its list the occupied voxels exactly once, empty voxels exactly +0 on both
+    paths, means within tolerance on both; integer features (float32) bit for bit the division on both."""
+    from robocache import _launch
+
+    vmod = sys.modules["robocache.voxelize"]  # _version="v3" below: no plan cache, each call plans under TUNING
+    names: list[str] = []
+    real_kernel = _launch.kernel
+
+    def kernel(op, name, dev, options=()):
+        names.append(name)
+        return real_kernel(op, name, dev, options)
+
+    monkeypatch.setattr(_launch, "kernel", kernel)
+    scratch: list = []
+    real_scratch = vmod._scratch
+
+    def poisoned(kind, words, like, dev):
+        buf = real_scratch(kind, words, like, dev)
+        buf.fill_(LIST_POISON)  # on the caller's stream, before the plan's launches
+        scratch[:] = [buf]
+        return buf
+
+    monkeypatch.setattr(vmod, "_scratch", poisoned)
+    tdt = getattr(torch, dtype)
+    list_kernels = {"voxel_zero_list_v3", f"voxel_list_v3_{dtype}",
+                    "voxel_list_mean_inplace_v3_float32" if dtype == "float32" else f"voxel_list_mean_v3_{dtype}"}
+    cases = (("lidar", 3, 20_000, (64, 64, 64)), ("uniform", 2, 5_000, (96, 96, 32)), ("clustered", 2, 50_000, (96, 96, 32)),
+             ("lidar", 1, 700, (20, 20, 20)))
+    for cloud, b, n, grid in cases:
+        rng = np.random.default_rng(b * n + c)
+        pts, feats = _lidar_cloud(rng, b, n, c) if cloud == "lidar" else _vox_cloud(rng, b, n, c, cloud == "clustered")
+        p, f = torch.from_numpy(pts).cuda().to(tdt), torch.from_numpy(feats).cuda().to(tdt)
+        p64, f64 = p.double().cpu().numpy(), f.double().cpu().numpy()
+        want = reference.voxelize(p64, f64, grid, VOX_BOUNDS, "mean")
+        cnt = reference.voxelize(p64, None, grid, VOX_BOUNDS, "count")
+        occ = np.flatnonzero(cnt)
+        assert 0 < occ.size < cnt.size // 4, (cloud, occ.size, cnt.size)  # sparse rows: most voxels empty
+        tag = f"list {dtype} C{c} {cloud} B{b} N{n} G{grid}"
+        outs = {}
+        for vlist in (False, True):
+            monkeypatch.setitem(_launch.TUNING, "vox_list", vlist)
+            names.clear()
+            buf = torch.empty(cnt.size * c + 1, dtype=tdt, device="cuda")
+            buf.view(torch.uint8).fill_(255)  # NaN everywhere: an element not written fails
+            out = buf[1:].view(*cnt.shape, c)
+            robocache.voxelize(p, f, grid, VOX_BOUNDS, "mean", out=out, _version="v3")
+            torch.cuda.synchronize()
+            assert (set(names) >= list_kernels) == vlist and (set(names) & list_kernels == set()) == (not vlist), \
+                (tag, vlist, names)
+            _check(out, want, tdt, f"{tag} vox_list={vlist}")
+            g = out.double().cpu().numpy()
+            assert not g[cnt == 0].any() and not np.signbit(g[cnt == 0]).any(), f"{tag}: an empty voxel is not +0"
+            outs[vlist] = out
+            if vlist:  # the scratch: its header, counts and list (kernels/voxelize.cu, "v3, the list path")
+                list_off, wide, _, words = vmod._list_layout(b, n, cnt.size // b, c, dtype == "float32")
+                host = scratch[0].cpu().numpy()
+                assert host.size == words and wide == 0, tag
+                assert host[0] == occ.size and not host[1:4].any(), (tag, host[:4], occ.size)
+                np.testing.assert_array_equal(host[4:4 + cnt.size], cnt.reshape(-1), err_msg=f"{tag}: counts")
+                np.testing.assert_array_equal(np.sort(host[list_off:list_off + occ.size]), occ,
+                                              err_msg=f"{tag}: the list is not the occupied voxels")
+        # the two paths' means, each within TOL of the reference above, so within twice TOL of each other (float32
+        # sums in arrival order on both: their last bits may differ)
+        a, d = (outs[v].double().cpu().numpy() for v in (True, False))
+        worst = float((np.abs(a - d) / np.maximum(1.0, np.abs(d))).max())
+        assert worst <= 2 * TOL[tdt], f"{tag}: list against dense, max rel err {worst:.3g}"
+        if dtype == "float32":  # integer features sum exactly in any order: both paths the division bit for bit
+            fi = torch.from_numpy(rng.integers(-40, 40, (b, n, c)).astype(np.float32)).cuda()
+            sums = np.round(reference.voxelize(p64, fi.double().cpu().numpy(), grid, VOX_BOUNDS, "mean")
+                            * cnt[..., None])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                exact = np.where(cnt[..., None] > 0, sums.astype(np.float32) / cnt[..., None].astype(np.float32),
+                                 np.float32(0))
+            for vlist in (False, True):
+                monkeypatch.setitem(_launch.TUNING, "vox_list", vlist)
+                got = robocache.voxelize(p, fi, grid, VOX_BOUNDS, "mean", _version="v3").cpu().numpy()
+                np.testing.assert_array_equal(got.view(np.uint32), exact.view(np.uint32),
+                                              err_msg=f"{tag} integer features vox_list={vlist}")
+
+
 @pytest.mark.parametrize("version", [v for v in VERSIONS["voxelize"] if v != "v1"])  # v1 caches no plans
 def test_voxelize_as_public_default(version, monkeypatch):
     """Each version as the public API's BEST (the plan cache's path, CuPy and torch, a torch side stream):
