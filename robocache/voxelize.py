@@ -277,6 +277,12 @@ def _scratch(kind: str, words: int, like: Any, dev: int) -> Any:
 LIST_BYTES_PER_POINT = 16  # ESTIMATE (unmeasured): coordinates re-read (6-12 B) + a returning atomic per point
 LIST_BYTES_PER_VOXEL = 8  # ESTIMATE (unmeasured): a 4-byte list entry written once and read once
 LIST_LAUNCH_BYTES = 4 << 20  # ESTIMATE (unmeasured): one more kernel launch in a stream, about 1.3 us at 3 TB/s
+# The byte model alone took the list where it lost on the H200 (scripts/vox_probe.py, 2026-11-29, seed 6113's 22 mean
+# points and 8861's first three, dense against list in one process): uniform 16-bit rows of 0.13-0.2 points a voxel
+# (s6113-31 57.8 us dense against 66.4 list, s6113-01 25.0 against 27.5), where its per-point atomics outweigh the
+# voxels it skips; every row of 0.1 points a voxel or fewer won or tied (1.0-3.3x: s6113-23 382.5 -> 165.6 us,
+# s6113-41 316.8 -> 115.5), every row of 0.2 or more lost (1.1-1.4x slower). The list is taken only at or below:
+LIST_MAX_POINTS_PER_VOXEL = 0.1
 LIST_MEAN_BLOCKS_PER_SM = 8  # the list's mean pass: 256-thread blocks per SM (grid-stride over the listed elements)
 LIST_WIDE_VOXELS = 2**31  # B*V from which the list holds int64 flat indices (the CPU emulator lowers it to test them)
 
@@ -289,7 +295,7 @@ def _list_pays(n_points_per_row: int, voxels_per_row: int, c: int, inplace: bool
     dense = vox * (4 if inplace else 4 + 4 * c)
     occ = min(n, vox)
     lst = n * LIST_BYTES_PER_POINT + occ * (LIST_BYTES_PER_VOXEL + (0 if inplace else 4 * c))
-    return rows * dense > rows * lst + LIST_LAUNCH_BYTES
+    return n <= LIST_MAX_POINTS_PER_VOXEL * vox and rows * dense > rows * lst + LIST_LAUNCH_BYTES
 
 
 def _list_layout(b: int, n: int, vox: int, c: int, inplace: bool) -> tuple[int, int, int, int]:

@@ -27,7 +27,8 @@ def _model_pays(n, vox, c, inplace, rows=1):
     dense = vox * 4 + (0 if inplace else vox * 4 * c)  # counts read by the mean pass; 16-bit: the sums zeroed
     occ = min(n, vox)
     per_voxel = vx.LIST_BYTES_PER_VOXEL + (0 if inplace else 4 * c)  # list entry; 16-bit: the row's clear
-    return rows * dense > rows * (n * vx.LIST_BYTES_PER_POINT + occ * per_voxel) + vx.LIST_LAUNCH_BYTES
+    sparse = n <= vx.LIST_MAX_POINTS_PER_VOXEL * vox  # the measured cap: denser rows lost on the H200
+    return sparse and rows * dense > rows * (n * vx.LIST_BYTES_PER_POINT + occ * per_voxel) + vx.LIST_LAUNCH_BYTES
 
 
 @pytest.mark.parametrize("inplace", [True, False])
@@ -60,6 +61,10 @@ def test_list_rule_on_the_sampled_points_that_motivated_it():
     assert vx._list_pays(1378, 21 * 218 * 191, 7, False, 18)  # s6113-24 bfloat16 C7
     assert not vx._list_pays(423151, 60 * 53 * 243, 13, True, 5)  # s2-40 float32 C13 (N/V 0.55): atomics, not passes
     assert not vx._list_pays(822891, 125 * 21 * 17, 3, False, 10)  # s6113-33 float16, 18 points a voxel
+    # the cap (H200 vox_probe, dense against list): uniform 16-bit rows of 0.13-0.2 points a voxel lost with the list
+    assert not vx._list_pays(11170, 48 * 41 * 45, 7, False, 16)  # s6113-31 float16 C7: 57.8 us dense, 66.4 list
+    assert not vx._list_pays(33486, 26 * 42 * 157, 8, False, 3)  # s6113-01 float16 C8: 25.0 dense, 27.5 list
+    assert vx._list_pays(62086, 86 * 82 * 102, 5, False, 10)  # s6113-20 bfloat16 C5 (0.09 a voxel): 162.3 -> 97.1
 
 
 @pytest.mark.parametrize("inplace", [True, False])
