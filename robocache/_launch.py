@@ -34,9 +34,9 @@ BLOCK = 256
 PLAN_CACHE_SIZE = 1024  # signatures; a training loop has a handful
 # Launch-shape switches for kernel experiments (scripts/kernel_dev.py, scripts/vox_probe.py); None = the measured
 # default (a rule). Plans built under one setting are cached: clear the op's plan cache after changing one.
-# vox_list (voxelize mean through a list of the occupied voxels, robocache/voxelize.py _list_pays): False, never,
-# until an A/B on a GPU has set the rule's byte constants; True always (where the flat accumulate is taken); None the rule.
-TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None, "vox_list": False}
+# vox_list (voxelize mean through a list of the occupied voxels, robocache/voxelize.py _list_pays): None the rule
+# (sparse rows, set by an H200 A/B), True always (where the flat accumulate is taken), False never.
+TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None, "vox_list": None}
 
 
 def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:

@@ -3,8 +3,8 @@
 validate -> (CPU: reference) | (GPU: zero the grid -> count/accumulate kernel -> mean kernel).
 v3 (mean): one zero-fill launch -> the flat accumulate (one feature element a thread; the hash kernel where N * C
 does not fit 32 bits) into the float32 output (or scratch sums) -> mean pass over the occupied voxels; count and
-occupancy through the hash kernel where rows are dense (HASH_DENSITY), else v2's kernel. Opt-in (TUNING["vox_list"],
-off until measured): mean over sparse rows through a list of the occupied voxels (_PlanV3List, _list_pays).
+occupancy through the hash kernel where rows are dense (HASH_DENSITY), else v2's kernel. Mean over sparse rows
+through a list of the occupied voxels (_PlanV3List, _list_pays; TUNING["vox_list"] None, the default).
 Semantics and determinism: docs/semantics.md; kernels: kernels/voxelize.cu.
 """
 from __future__ import annotations
@@ -271,12 +271,15 @@ def _scratch(kind: str, words: int, like: Any, dev: int) -> Any:
 #        + occ * (LIST_BYTES_PER_VOXEL + 4 c (16-bit))  a listed voxel's entry written and read, its sums row cleared
 #        + LIST_LAUNCH_BYTES / rows           one more launch, over the batch
 # with occ = min(n, vox), the most voxels a row's points can occupy (the host cannot know the number without a sync).
-# The list pays where the dense bytes exceed the list's. EVERY CONSTANT BELOW IS AN ESTIMATE, NOT A MEASUREMENT: to be
-# set from an A/B on a GPU (scripts/vox_probe.py --modes mean --variants "dense=vox_list=False;list=vox_list=True"),
-# which is why TUNING["vox_list"] is False (never the list) until then.
-LIST_BYTES_PER_POINT = 16  # ESTIMATE (unmeasured): coordinates re-read (6-12 B) + a returning atomic per point
-LIST_BYTES_PER_VOXEL = 8  # ESTIMATE (unmeasured): a 4-byte list entry written once and read once
-LIST_LAUNCH_BYTES = 4 << 20  # ESTIMATE (unmeasured): one more kernel launch in a stream, about 1.3 us at 3 TB/s
+# The list pays where the dense bytes exceed the list's and the row is sparse (LIST_MAX_POINTS_PER_VOXEL). The per-point
+# and per-voxel bytes are estimates: the H200's A/B (scripts/vox_probe.py --modes mean --variants
+# "dense=vox_list=False;list=vox_list=True;rule=vox_list=None", docs/kernels.md "The list path") gave the same
+# verdicts for any per-point cost from 8 to 32 bytes. What it did set: the cap below and the launch cost (4 MB before the
+# A/B, which took the list for s9437-05, a 12 us point of one row, 11.7 us dense against 16.1 list; 8 MB, about 2 us at
+# 4.3 TB/s, leaves every one of the 55 points measured dense or within 5% of it where the rule takes the list).
+LIST_BYTES_PER_POINT = 16  # coordinates re-read (6-12 B) + a returning atomic per point (an estimate; see above)
+LIST_BYTES_PER_VOXEL = 8  # a 4-byte list entry written once and read once (an estimate)
+LIST_LAUNCH_BYTES = 8 << 20  # the list's extra launches (H200 A/B)
 # The byte model alone took the list where it lost on the H200 (scripts/vox_probe.py, 2026-11-29, seed 6113's 22 mean
 # points and 8861's first three, dense against list in one process): uniform 16-bit rows of 0.13-0.2 points a voxel
 # (s6113-31 57.8 us dense against 66.4 list, s6113-01 25.0 against 27.5), where its per-point atomics outweigh the

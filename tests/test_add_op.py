@@ -264,7 +264,7 @@ def _nvrtc(cuda_mod) -> tuple[bool, set[str]] | None:
     real = tkc._cuda
     tkc._cuda = cuda_mod
     try:
-        ok, log = tkc.compile_nvrtc(OP, "sm_90")
+        ok, log = tkc._nvrtc(OP, "sm_90")  # in this process: the copy's _cuda swapped in above
     finally:
         tkc._cuda = real
     return ok, set(tkc.resource_table(log))

@@ -6,7 +6,12 @@ ptxas verbose output, and prints registers, shared memory and spills per kernel.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,19 +64,38 @@ TUNER_ARCH = "sm_90"
 
 
 def compile_nvrtc(op: str, arch: str, extra: tuple[str, ...] = ()) -> tuple[bool, str]:
+    """(compiled, NVRTC's log) of kernels/<op>.cu for ``arch``, in a process of its own: on the H200 (2026-11-29) an
+    NVRTC program log came back empty in a pytest process that had run tests/gpu/test_kernels_v2_gpu.py
+    test_voxelize_mean_list_path before it (every compile after it: "entry points differ", the table empty), while
+    the same compiles in a fresh process passed. What a GPU test leaves in its process must not decide this one."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from tests.test_kernels_compile import _nvrtc; "
+            "print(json.dumps(_nvrtc(sys.argv[2], sys.argv[3], tuple(sys.argv[4:]))))")
+    root = str(Path(__file__).resolve().parent.parent)
+    run = subprocess.run([sys.executable, "-c", code, root, op, arch, *extra], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert run.returncode == 0, f"the NVRTC compile of kernels/{op}.cu ({arch}) failed to run:\n{run.stderr[-4000:]}"
+    ok, log = json.loads(run.stdout.strip().splitlines()[-1])
+    return ok, log
+
+
+def _nvrtc(op: str, arch: str, extra: tuple[str, ...] = ()) -> tuple[bool, str]:
+    """The compile itself (in :func:`compile_nvrtc`'s child): every NVRTC call's status checked."""
     from cuda.bindings import nvrtc
 
+    ok_ = nvrtc.nvrtcResult.NVRTC_SUCCESS
     src = _cuda.source(op).encode()
     err, prog = nvrtc.nvrtcCreateProgram(src, f"{op}.cu".encode(), 0, [], [])
-    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    assert err == ok_, err
     opts = [f"-arch={arch}".encode(), b"--ptxas-options=-v",
             *(o.encode() for o in (*_cuda.COMPILE_OPTIONS, *extra))]
     (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-    log = b" " * n
-    nvrtc.nvrtcGetProgramLog(prog, log)
+    err, n = nvrtc.nvrtcGetProgramLogSize(prog)
+    assert err == ok_, err
+    log = bytes(bytearray(max(n, 2)))  # a buffer of its own (never a cached one-byte object) for NVRTC to fill
+    (err,) = nvrtc.nvrtcGetProgramLog(prog, log)
+    assert err == ok_, err
     nvrtc.nvrtcDestroyProgram(prog)
-    return res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace").rstrip("\x00 ")
+    return res == ok_, log.decode(errors="replace").rstrip("\x00 ")
 
 
 def resource_table(log: str) -> dict[str, dict[str, int]]:

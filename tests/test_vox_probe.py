@@ -17,14 +17,14 @@ spec.loader.exec_module(probe)
 def test_variants_parse():
     got = probe.parse_variants("lib=; nohash=vox_hash=False ;x=-DA=1 -DB=2 vox_hash=True;flat=vox_flat=True;"
                                "hf=vox_flat=hash;list=vox_list=True;rule=vox_list=None vox_flat=True;dense=vox_list=False")
-    d = {"vox_hash": None, "vox_flat": None, "vox_list": False}  # the library's defaults: the list path off
+    d = {"vox_hash": None, "vox_flat": None, "vox_list": None}  # the library's defaults: the list by its rule
     from robocache import _launch
 
     assert d == _launch.TUNING
     assert got == [("lib", (), d), ("nohash", (), {**d, "vox_hash": False}),
                    ("x", ("-DA=1", "-DB=2"), {**d, "vox_hash": True}), ("flat", (), {**d, "vox_flat": True}),
                    ("hf", (), {**d, "vox_flat": "hash"}), ("list", (), {**d, "vox_list": True}),
-                   ("rule", (), {**d, "vox_list": None, "vox_flat": True}), ("dense", (), d)]
+                   ("rule", (), {**d, "vox_list": None, "vox_flat": True}), ("dense", (), {**d, "vox_list": False})]
 
 
 @pytest.mark.parametrize("text, why", [("", "no variants"), ("lib", "expected name=TOKENS"),

@@ -17,9 +17,9 @@ F32 = np.float32
 LO, HI, INV = np.full(3, -1.0, F32), np.full(3, 1.0, F32), np.full(3, 4.0, F32)
 
 
-def test_list_path_is_off_by_default():
-    """Off until a GPU's A/B sets the rule's constants: the library's default never takes it."""
-    assert L.TUNING["vox_list"] is False
+def test_list_path_is_the_rule_by_default():
+    """The library's default asks the rule (its constants set by the H200's A/B)."""
+    assert L.TUNING["vox_list"] is None
 
 
 def _model_pays(n, vox, c, inplace, rows=1):
