@@ -35,8 +35,10 @@ PLAN_CACHE_SIZE = 1024  # signatures; a training loop has a handful
 # Launch-shape switches for kernel experiments (scripts/kernel_dev.py, scripts/vox_probe.py); None = the measured
 # default (a rule). Plans built under one setting are cached: clear the op's plan cache after changing one.
 # vox_list (voxelize mean through a list of the occupied voxels, robocache/voxelize.py _list_pays): None the rule
-# (sparse rows, set by an H200 A/B), True always (where the flat accumulate is taken), False never.
-TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None, "vox_list": None}
+# (sparse rows, its constants set by an H200 A/B), True always (where the flat accumulate is taken), False never.
+# False until the whole tests/gpu has run with the rule as the default and a fresh seed has measured it (the A/B that
+# set the rule's launch cost was its own test set: docs/kernels.md, "The list path measured").
+TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None, "vox_list": False}
 
 
 def fast_divmod(d: int) -> tuple[np.uint64, np.uint32]:

@@ -4,7 +4,7 @@ validate -> (CPU: reference) | (GPU: zero the grid -> count/accumulate kernel ->
 v3 (mean): one zero-fill launch -> the flat accumulate (one feature element a thread; the hash kernel where N * C
 does not fit 32 bits) into the float32 output (or scratch sums) -> mean pass over the occupied voxels; count and
 occupancy through the hash kernel where rows are dense (HASH_DENSITY), else v2's kernel. Mean over sparse rows
-through a list of the occupied voxels (_PlanV3List, _list_pays; TUNING["vox_list"] None, the default).
+through a list of the occupied voxels (_PlanV3List, _list_pays; TUNING["vox_list"] None, opt-in until its GPU run).
 Semantics and determinism: docs/semantics.md; kernels: kernels/voxelize.cu.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ spec.loader.exec_module(probe)
 def test_variants_parse():
     got = probe.parse_variants("lib=; nohash=vox_hash=False ;x=-DA=1 -DB=2 vox_hash=True;flat=vox_flat=True;"
                                "hf=vox_flat=hash;list=vox_list=True;rule=vox_list=None vox_flat=True;dense=vox_list=False")
-    d = {"vox_hash": None, "vox_flat": None, "vox_list": None}  # the library's defaults: the list by its rule
+    d = {"vox_hash": None, "vox_flat": None, "vox_list": False}  # the library's defaults: the list path off
     from robocache import _launch
 
     assert d == _launch.TUNING
