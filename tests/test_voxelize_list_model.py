@@ -10,6 +10,8 @@ import types
 import numpy as np
 import pytest
 
+from tests.test_voxelize_v3_model import stub_launcher
+
 vx = importlib.import_module("robocache.voxelize")  # the module (robocache.voxelize is also the function)
 L = vx.L
 
@@ -114,21 +116,9 @@ def stubbed(monkeypatch):
     """The launcher stubbed as tests/test_tune.py does (L.kernel a named stub, 132 SMs), every FastLaunch keeping its
     kernel's name and argument list, every launch and the scratch buffer's size recorded."""
     torch = pytest.importorskip("torch")
-    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): types.SimpleNamespace(ptr=0, name=name))
-    monkeypatch.setattr(L, "sm_count", lambda dev: 132)
-    real_fl = L.FastLaunch
-
-    class Rec(real_fl):
-        __slots__ = ("args", "name")
-
-        def __init__(self, fn, args):
-            super().__init__(fn, args)
-            self.name, self.args = fn.name, args
-
-    monkeypatch.setattr(L, "FastLaunch", Rec)
     rec = types.SimpleNamespace(launches=[], scratch=[])
-    monkeypatch.setattr(L, "fast_launch", lambda fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256:
-                        rec.launches.append((fl.name, grid, block, smem, dict(ptrs), fl.args, list(fl.slots))))
+    stub_launcher(monkeypatch, lambda fl, grid, block, smem, ptrs:
+                  rec.launches.append((fl.name, grid, block, smem, ptrs, fl.args, list(fl.slots))))
     real_scratch = vx._scratch
 
     def scratch(kind, words, like, dev):

@@ -244,15 +244,13 @@ def test_mean_vector_width(inplace, c, ptr, want):
     assert c % vw == 0 and ptr % (vw * (4 if inplace else 2)) == 0  # what the kernel relies on
 
 
-def test_v3_plan_wiring(monkeypatch):
-    """The v3 plan's launches on the CPU with the launcher stubbed: the kernels in order, each pointer in
-    its argument slot (kernels/voxelize.cu's signatures), the zero fill covering exactly what is read."""
+def stub_launcher(monkeypatch, record) -> None:
+    """The launcher stubbed on the CPU: ``L.kernel`` a named stub, 132 SMs, every FastLaunch keeping its kernel's name
+    (``.name``) and argument list (``.args``), and ``record(fl, grid, block, smem, ptrs)`` called for each launch."""
     import types
 
-    torch = pytest.importorskip("torch")
     L = vx.L
-    launches: list[tuple] = []
-    monkeypatch.setattr(L, "kernel", lambda op, name, dev: types.SimpleNamespace(ptr=0, name=name))
+    monkeypatch.setattr(L, "kernel", lambda op, name, dev, options=(): types.SimpleNamespace(ptr=0, name=name))
     monkeypatch.setattr(L, "sm_count", lambda dev: 132)
     real_fl = L.FastLaunch
 
@@ -265,7 +263,19 @@ def test_v3_plan_wiring(monkeypatch):
 
     monkeypatch.setattr(L, "FastLaunch", Rec)
     monkeypatch.setattr(L, "fast_launch", lambda fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256:
-                        launches.append((fl.name, grid, block, smem, dict(ptrs), fl.args)))
+                        record(fl, grid, block, smem, dict(ptrs)))
+
+
+def test_v3_plan_wiring(monkeypatch):
+    """The v3 plan's launches on the CPU with the launcher stubbed: the kernels in order, each pointer in
+    its argument slot (kernels/voxelize.cu's signatures), the zero fill covering exactly what is read."""
+    import types
+
+    torch = pytest.importorskip("torch")
+    L = vx.L
+    launches: list[tuple] = []
+    stub_launcher(monkeypatch, lambda fl, grid, block, smem, ptrs:
+                  launches.append((fl.name, grid, block, smem, ptrs, fl.args)))
     memsets: list[tuple[int, int]] = []
 
     def memset(kind, dev, ptr, nbytes):  # the output's clear, on the host's memory here
