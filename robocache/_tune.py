@@ -254,6 +254,13 @@ def flat_pays(n_targets: int, total_features: int, n_streams: int) -> bool:
     return n_targets >= FLAT_TARGETS and 0 < n_streams <= 16 and 0 < total_features * FLAT_TARGETS < 2**31
 
 
+def resample_flat_pays(vb: int, n_targets: int, d: int) -> bool:
+    """Whether resample offers the flat kernel (one stream): :func:`flat_pays` where the row kernel's vectors are
+    narrower than 16 bytes (rows of 16-byte vectors are the row kernel's). The candidate list and the plan both ask
+    this, so a bucket's stage 5 borrowed by a shape of 16-byte rows runs the default launch."""
+    return vb < 16 and flat_pays(n_targets, d, 1)
+
+
 def flat_lg(n_targets: int, sms: int) -> int:
     """log2 of the targets a block of the flat kernel takes: :data:`FLAT_TARGETS`, halved (down to
     :data:`FLAT_MIN_TARGETS`) while the launch would give the SMs fewer than :data:`FLAT_BLOCKS_PER_SM` blocks each

@@ -102,7 +102,7 @@ def _plan_v2(v: A.Arr, s: A.Arr, vv: Any, out_ptr: int, n_tgt: int, cfg: _tune.C
     b, n_src, d = v.shape
     es, vb, n_targets, sms = _geometry(v, vv, out_ptr, n_tgt)
     cs = _tune.wide_split(cfg.cs, max(1, d * es // vb))  # 0 where the row is one warp's: the row kernel
-    if cfg.stage == 5 and _tune.flat_pays(n_targets, d, 1):  # the flat kernel: 2**lg targets a block
+    if cfg.stage == 5 and _tune.resample_flat_pays(vb, n_targets, d):  # the flat kernel: 2**lg targets a block
         lg = _tune.flat_lg(n_targets, sms)
         grid = -(-n_targets >> lg)
         A.check_grid(grid, "values/tgt_times")
@@ -192,7 +192,7 @@ def _tuned_config(v: A.Arr, s: A.Arr, vv: Any, ss: Any, tt: Any, out: Any, n_tgt
                                  time_bytes=8 if s.dtype == "float64" else 4, shifted=_tune.shift_pays(vb, d * es),
                                  staged=_tune.stage_pays(d * es, n_targets), tiled=_tune.tile_pays(lg_nat, n_targets),
                                  spanned=_tune.span_pays(d * es, n_src, n_tgt), spec=_tune.spec_pays(d * es),
-                                 flat=vb < 16 and _tune.flat_pays(n_targets, d, 1))
+                                 flat=_tune.resample_flat_pays(vb, n_targets, d))
         return _tune.choose(v.device_index, key, cands, trial, L.stream_for(v.kind, v.device_index), may_tune)
 
 

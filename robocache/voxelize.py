@@ -4,7 +4,7 @@ validate -> (CPU: reference) | (GPU: zero the grid -> count/accumulate kernel ->
 v3 (mean): one zero-fill launch -> the flat accumulate (one feature element a thread; the hash kernel where N * C
 does not fit 32 bits) into the float32 output (or scratch sums) -> mean pass over the occupied voxels; count and
 occupancy through the hash kernel where rows are dense (HASH_DENSITY), else v2's kernel. Mean over sparse rows
-through a list of the occupied voxels (_PlanV3List, _list_pays; TUNING["vox_list"] None, opt-in until its GPU run).
+through a list of the occupied voxels (_PlanV3List, _list_pays): TUNING["vox_list"] False by default, None the rule.
 Semantics and determinism: docs/semantics.md; kernels: kernels/voxelize.cu.
 """
 from __future__ import annotations
@@ -293,7 +293,8 @@ LIST_WIDE_VOXELS = 2**31  # B*V from which the list holds int64 flat indices (th
 def _list_pays(n_points_per_row: int, voxels_per_row: int, c: int, inplace: bool, rows: int = 1) -> bool:
     """Whether the list path of mean moves fewer bytes than the dense passes (the byte model above) for ``rows``
     batch rows of ``n_points_per_row`` points into ``voxels_per_row`` voxels of ``c`` channels; ``inplace``: float32
-    features (the sums are the output). TUNING["vox_list"] None asks this rule."""
+    features (the sums are the output). Only rows of at most :data:`LIST_MAX_POINTS_PER_VOXEL` points a voxel.
+    TUNING["vox_list"] None asks this rule."""
     n, vox = n_points_per_row, voxels_per_row
     dense = vox * (4 if inplace else 4 + 4 * c)
     occ = min(n, vox)

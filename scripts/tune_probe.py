@@ -178,7 +178,7 @@ def main() -> int:
             kw = {"n_tgt": t, "n_src": s, "time_bytes": src.element_size(),  # the walk's and the prefetch's test
                   "shifted": _tune.shift_pays(vb, d * es_), "staged": _tune.stage_pays(d * es_, b * t),
                   "spanned": _tune.span_pays(d * es_, s, t), "tiled": _tune.tile_pays(lg_nat, b * t),
-                  "spec": _tune.spec_pays(d * es_)}
+                  "spec": _tune.spec_pays(d * es_), "flat": _tune.resample_flat_pays(vb, b * t, d)}
             cands = (_tune.candidates(lg_nat, loop_iters, b * t, **kw) if args.tuner_cands
                      else _tune.exhaustive(lg_nat, loop_iters, **kw))
             scratch = torch.empty_like(outd)

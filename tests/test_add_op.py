@@ -267,6 +267,7 @@ def _nvrtc(cuda_mod) -> tuple[bool, set[str]] | None:
         ok, log = tkc._nvrtc(OP, "sm_90")  # in this process: the copy's _cuda swapped in above
     finally:
         tkc._cuda = real
+    assert log.strip(), "NVRTC returned an empty program log for the copy's toy kernel (tests/test_kernels_compile.py)"
     return ok, set(tkc.resource_table(log))
 
 

@@ -71,10 +71,18 @@ def compile_nvrtc(op: str, arch: str, extra: tuple[str, ...] = ()) -> tuple[bool
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from tests.test_kernels_compile import _nvrtc; "
             "print(json.dumps(_nvrtc(sys.argv[2], sys.argv[3], tuple(sys.argv[4:]))))")
     root = str(Path(__file__).resolve().parent.parent)
-    run = subprocess.run([sys.executable, "-c", code, root, op, arch, *extra], capture_output=True, text=True,
-                         timeout=600, env={**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")})
-    assert run.returncode == 0, f"the NVRTC compile of kernels/{op}.cu ({arch}) failed to run:\n{run.stderr[-4000:]}"
-    ok, log = json.loads(run.stdout.strip().splitlines()[-1])
+    what = f"the NVRTC compile of kernels/{op}.cu ({arch}{''.join(' ' + e for e in extra)})"
+    path = os.environ.get("PYTHONPATH")
+    try:
+        run = subprocess.run([sys.executable, "-c", code, root, op, arch, *extra], capture_output=True, text=True,
+                             timeout=600, env={**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} did not finish in 600 s")
+    assert run.returncode == 0, f"{what} failed to run (exit {run.returncode}):\n{run.stderr[-4000:]}"
+    try:
+        ok, log = json.loads(run.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        pytest.fail(f"{what} printed no result:\nstdout: {run.stdout[-2000:]}\nstderr: {run.stderr[-2000:]}")
     return ok, log
 
 
@@ -138,6 +146,7 @@ def check_source(op: str, arch: str, capsys) -> None:
     tuner's arch, every tuner build of it)."""
     ok, log = compile_nvrtc(op, arch)
     assert ok, f"kernels/{op}.cu failed to compile for {arch}:\n{log}"
+    assert log.strip(), f"NVRTC returned an empty program log for kernels/{op}.cu ({arch}): no ptxas report to check"
     assert "warning" not in log.lower(), f"kernels/{op}.cu compiles with warnings for {arch}:\n{log}"
     table = resource_table(log)
     assert set(table) == EXPECTED_ENTRIES[op], f"entry points differ: {sorted(set(table) ^ EXPECTED_ENTRIES[op])}"
@@ -159,6 +168,7 @@ def check_build(op: str, arch: str, extra: tuple[str, ...], capsys) -> None:
     """One autotuner build of a row kernel: compiles without warnings or spills, every entry point there."""
     ok, log = compile_nvrtc(op, arch, extra)
     assert ok, f"kernels/{op}.cu {' '.join(extra)} failed to compile for {arch}:\n{log}"
+    assert log.strip(), f"NVRTC returned an empty program log for kernels/{op}.cu {' '.join(extra)} ({arch})"
     assert "warning" not in log.lower(), f"kernels/{op}.cu {' '.join(extra)} warns for {arch}:\n{log}"
     table = resource_table(log)
     assert set(table) == EXPECTED_ENTRIES[op]

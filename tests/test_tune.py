@@ -249,6 +249,16 @@ def test_the_flat_kernel_is_a_candidate_with_its_table_in_column_order(monkeypat
     tiny = types.SimpleNamespace(shape=(2, 12, 3), dtype="float32", kind="cupy", device_index=0)
     rs._plan_v2(tiny, types.SimpleNamespace(dtype="float32"), arr, 0, 42, _tune.Config(stage=5))
     assert seen[-1][1].startswith("resample_v2_")  # 84 targets: the default launch
+    # rows of 16-byte vectors are the row kernel's: never a candidate, and a bucket's stage 5 borrowed runs the default
+    assert _tune.resample_flat_pays(4, 12600, 3) and not _tune.resample_flat_pays(16, 12600, 4)
+    assert not _tune.resample_flat_pays(4, 127, 3)
+    wide = types.SimpleNamespace(shape=(300, 12, 4), dtype="float32", kind="cupy", device_index=0)
+    arr4 = types.SimpleNamespace(itemsize=4, data=types.SimpleNamespace(ptr=0))  # 16-byte rows, 16-byte aligned
+    rs._plan_v2(wide, types.SimpleNamespace(dtype="float32"), arr4, 0, 42, _tune.Config(stage=5))
+    assert seen[-1][1].startswith("resample_v2_")
+    rs._plan_v2(types.SimpleNamespace(shape=(300, 12, 3), dtype="float32", kind="cupy", device_index=0),
+                types.SimpleNamespace(dtype="float32"), arr4, 0, 42, _tune.Config(stage=5))
+    assert seen[-1][1] == "resample_flat_float32_float32"  # 12-byte rows: 4-byte vectors
 
 
 def test_the_span_is_a_candidate_where_a_blocks_source_rows_fit_its_shared_memory():
