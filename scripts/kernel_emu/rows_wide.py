@@ -9,8 +9,9 @@ by-value stream table, grids, blocks) and checked against the NumPy reference.
 A development check of logic (warp and chunk index math, the loaded-first vectors and the loop past them, vector
 widths, narrow streams beside wide ones, rows of one warp's vectors left to the row kernel; the span's run of source
 rows, its shared-memory buffer and its fallback to the staged copy), and of every vector access's alignment (shim.h
-RC_EMU_CHECK_ALIGN: the GPU faults where the host reads on), with values and outputs off the 16-byte grid; not of
-the GPU: no memory model or timing. No substitute for tests/gpu.
+RC_EMU_CHECK_ALIGN: the GPU faults where the host reads on), with values and outputs off the 16-byte grid, and of
+the flat kernel's dynamic shared memory against what its launch asks for (exactly those bytes, then a page that
+faults: runtime.cpp ``rc_emu_dyn_smem``); not of the GPU: no memory model or timing. No substitute for tests/gpu.
 """
 import ctypes
 import importlib
@@ -78,11 +79,12 @@ for decl, new in (("__shared__ long long rc_sp_r0[RC_STAGE_T];",
     if decl not in SRC:
         sys.exit(f"kernel_emu/rows_wide.py: kernels/rows_wide.cu no longer holds {decl!r}")
     SRC = SRC.replace(decl, new)
-# the flat kernel's (stage = 5) dynamic shared memory: g_smem, garbage before every block
+# the flat kernel's (stage = 5) dynamic shared memory: exactly the launch's bytes before a page that faults
+# (runtime.cpp g_dyn_smem), garbage before every block
 FLAT_DECL = "extern __shared__ long long rc_fl_sh[];"
 if FLAT_DECL not in SRC:
     sys.exit(f"kernel_emu/rows_wide.py: kernels/rows_wide.cu no longer holds {FLAT_DECL!r}")
-SRC = SRC.replace(FLAT_DECL, "long long* rc_fl_sh = reinterpret_cast<long long*>(g_smem);")
+SRC = SRC.replace(FLAT_DECL, "long long* rc_fl_sh = reinterpret_cast<long long*>(g_dyn_smem);")
 SPAN_HOOKS = """
 extern "C" { long long rc_emu_span_paths[3]; }  // blocks of the span: run in shared memory, run too long, D too large
 inline int rc_emu_span_slot(int k) {
@@ -108,6 +110,7 @@ if r.returncode:
     sys.exit(2)
 lib = ctypes.CDLL(str(BUILD / "librows.so"))
 lib.rc_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+lib.rc_emu_dyn_smem.argtypes = [ctypes.c_ulonglong]
 SMS = [132]
 LOG = record_launches(L, SMS)
 
@@ -122,6 +125,7 @@ def fast_launch(fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256):
             table[i] = p
         slots[0] = ctypes.addressof(table)
     LOG.append((fl.name, grid, block))
+    lib.rc_emu_dyn_smem(smem)  # the launch's dynamic shared memory, no more: an access past it crashes the emulator
     assert lib.rc_launch(fl.name.encode(), grid, block, ctypes.addressof(slots)) == 0, fl.name
 
 

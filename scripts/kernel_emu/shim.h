@@ -26,6 +26,11 @@ extern dim3 blockIdx, blockDim, gridDim;
 extern std::barrier<>* g_bar;
 #define RC_EMU_SMEM_BYTES (64 * 1024)  // the emulator's shared memory (runtime.cpp g_smem), a block's all
 extern unsigned char g_smem[RC_EMU_SMEM_BYTES];
+// a launch's dynamic shared memory (extern __shared__): exactly the bytes the launch asked for (rc_emu_dyn_smem, rounded
+// up to 16), ending where a page that faults on any access begins, so a kernel reading or writing past what its
+// launch gave it crashes the emulator, as it would fault or corrupt on the GPU
+extern unsigned char* g_dyn_smem;
+extern "C" void rc_emu_dyn_smem(unsigned long long bytes);
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
 extern std::atomic<int> g_sync_or;
 // the block's OR of pred, every thread the same answer: barriers around the flag so no thread resets it early

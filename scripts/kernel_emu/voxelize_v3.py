@@ -8,7 +8,9 @@ Arguments of the form -DNAME=VALUE are passed to g++ (the kernels' build options
 the list path of mean (TUNING["vox_list"] True: voxel_zero_list_v3, voxel_list_v3, the flat accumulate without
 counts, voxel_list_mean*_v3), about a minute. Every scratch buffer and every output the plan allocates is poisoned
 first (NaN bit patterns), so a region a kernel reads before anything wrote it shows in the result; the list path's
-counts, list and list length are also checked against the reference's counts.
+counts, list and list length are also checked against the reference's counts. A kernel's dynamic shared memory
+(``extern __shared__``) is exactly the bytes its launch asks for, ending at a page that faults (runtime.cpp
+``rc_emu_dyn_smem``): a kernel that reaches past what its plan gave it crashes the run.
 
 A development check of logic (index math, phases, zero fills, vector widths, the crowded-table fallback,
 the exact reciprocal), not of the GPU: no warps (the warp intrinsics of v2's accumulate kernel abort), no
@@ -37,8 +39,9 @@ from robocache import _launch as L  # noqa: E402
 
 # --- build --------------------------------------------------------------------------------------
 src = host_source("voxelize")  # the 16-bit conversions on the host
-src = src.replace("extern __shared__ int rc_sh[];", "int* rc_sh = reinterpret_cast<int*>(g_smem);")
-src = src.replace("extern __shared__ uint4 rc_sh4[];", "uint4* rc_sh4 = reinterpret_cast<uint4*>(g_smem);")
+# dynamic shared memory: exactly the launch's bytes before a page that faults (runtime.cpp g_dyn_smem)
+src = src.replace("extern __shared__ int rc_sh[];", "int* rc_sh = reinterpret_cast<int*>(g_dyn_smem);")
+src = src.replace("extern __shared__ uint4 rc_sh4[];", "uint4* rc_sh4 = reinterpret_cast<uint4*>(g_dyn_smem);")
 assert "__shared__" not in src, [m.start() for m in re.finditer("__shared__", src)]
 (BUILD / "voxelize_host.cpp").write_text('#include "shim.h"\n' + src + '\n#include "entries.inc"\n')
 DEFINES = [a for a in sys.argv[1:] if a.startswith("-D")]
@@ -57,6 +60,7 @@ if r.returncode:
 vx = importlib.import_module("robocache.voxelize")
 lib = ctypes.CDLL(str(BUILD / "libvox.so"))
 lib.rc_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+lib.rc_emu_dyn_smem.argtypes = [ctypes.c_ulonglong]
 SMS = [132]
 LOG = record_launches(L, SMS)
 MEAN_GRID = [0]  # > 0: the mean pass launched with at most this many blocks
@@ -70,6 +74,7 @@ def fast_launch(fl, grid, kind, dev, ptrs, smem=0, struct_ptrs=None, block=256):
     if MEAN_GRID[0] and fl.name.startswith(("voxel_mean", "voxel_list_mean")):  # fewer blocks: the grid-stride loops
         grid = min(grid, MEAN_GRID[0])
     LOG.append((fl.name, grid, block))
+    lib.rc_emu_dyn_smem(smem)  # the launch's dynamic shared memory, no more: an access past it crashes the emulator
     rc = lib.rc_launch(fl.name.encode(), grid, block, ctypes.addressof(slots))
     assert rc == 0, fl.name
 
