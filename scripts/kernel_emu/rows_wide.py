@@ -14,6 +14,7 @@ the flat kernel's dynamic shared memory against what its launch asks for (exactl
 faults: runtime.cpp ``rc_emu_dyn_smem``); not of the GPU: no memory model or timing. No substitute for tests/gpu.
 """
 import ctypes
+import faulthandler
 import importlib
 import re
 import subprocess
@@ -23,6 +24,7 @@ import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+faulthandler.enable()  # a kernel's fault (the shared memory's guard page) names the launch's Python line
 sys.path.insert(0, str(HERE.parents[1]))
 BUILD = Path(tempfile.mkdtemp(prefix="rc_kernel_emu_"))
 

@@ -17,6 +17,7 @@ the exact reciprocal), not of the GPU: no warps (the warp intrinsics of v2's acc
 memory model or timing, blocks run one after another. It is no substitute for tests/gpu on a GPU.
 """
 import ctypes
+import faulthandler
 import importlib
 import re
 import subprocess
@@ -26,6 +27,7 @@ import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+faulthandler.enable()  # a kernel's fault (the shared memory's guard page) names the launch's Python line
 sys.path.insert(0, str(HERE.parents[1]))
 BUILD = Path(tempfile.mkdtemp(prefix="rc_kernel_emu_"))
 
