@@ -37,7 +37,7 @@ PLAN_CACHE_SIZE = 1024  # signatures; a training loop has a handful
 # vox_list (voxelize mean through a list of the occupied voxels, robocache/voxelize.py _list_pays): None the rule
 # (sparse rows, its constants set by an H200 A/B), True always (where the flat accumulate is taken), False never.
 # False until the whole tests/gpu has run with the rule as the default and a fresh seed has measured it (the A/B that
-# set the rule's launch cost was its own test set: docs/kernels.md, "The list path measured").
+# set the rule's launch cost was its own test set: docs/kernels.md, "... the list path measured").
 TUNING: dict[str, Any] = {"vox_hash": None, "vox_flat": None, "vox_list": False}
 
 

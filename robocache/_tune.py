@@ -86,10 +86,12 @@ SPEC_MAX_BYTES = 4
 # most, fewer where the launch would give the SMs few blocks: :func:`flat_lg`) of every stream bracketed at once, then
 # the block's whole output (contiguous across fuse's streams) written one element a thread, as Inductor writes the
 # concatenated row. A candidate for fuse where the launch has FLAT_TARGETS targets and a block's output elements stay
-# below 2**31 (:func:`flat_pays`); for resample also only where the row kernel's vectors are narrower than 16 bytes. H200, scripts/wide_probe.py
-# (2026-11-29, docs/kernels.md): outputs of several narrow or odd-width streams 1.03-1.83x faster than every launch
-# before (s7741-47 142.4 us against the span's 247.7; s6427-44 104.7 against 191.4); where one stream is wide
-# (s4409-41, 636 features: 259.4 against the shifted vectors' 124.4) or alone, slower: the tuner times it.
+# below 2**31 (:func:`flat_pays`); for resample also only where the row kernel's vectors are narrower than 16 bytes
+# (:func:`resample_flat_pays`). H200, scripts/wide_probe.py (2026-11-29, docs/kernels.md): fuse outputs of several
+# narrow or odd-width streams 1.03-1.83x faster than every launch before (s7741-47 142.4 us against the span's 247.7;
+# s6427-44 104.7 against 191.4), resample's narrow odd rows 1.16-1.19x (s5821-43 85.1 against the span's 98.8); where
+# one stream is wide (s4409-41, 636 features: 158.5 with launch-sized blocks against the shifted vectors' 123.5) or
+# alone, slower: the tuner times it.
 FLAT_TARGETS = 128  # 2 ** RC_FLAT_LG: the most targets a block
 FLAT_THREADS = 256  # RC_FLAT_THREADS
 FLAT_MIN_TARGETS = 16  # the fewest targets a block (flat_lg)

@@ -271,12 +271,13 @@ def _scratch(kind: str, words: int, like: Any, dev: int) -> Any:
 #        + occ * (LIST_BYTES_PER_VOXEL + 4 c (16-bit))  a listed voxel's entry written and read, its sums row cleared
 #        + LIST_LAUNCH_BYTES / rows           one more launch, over the batch
 # with occ = min(n, vox), the most voxels a row's points can occupy (the host cannot know the number without a sync).
-# The list pays where the dense bytes exceed the list's and the row is sparse (LIST_MAX_POINTS_PER_VOXEL). The per-point
-# and per-voxel bytes are estimates: the H200's A/B (scripts/vox_probe.py --modes mean --variants
-# "dense=vox_list=False;list=vox_list=True;rule=vox_list=None", docs/kernels.md "The list path") gave the same
-# verdicts for any per-point cost from 8 to 32 bytes. What it did set: the cap below and the launch cost (4 MB before the
-# A/B, which took the list for s9437-05, a 12 us point of one row, 11.7 us dense against 16.1 list; 8 MB, about 2 us at
-# 4.3 TB/s, leaves every one of the 55 points measured dense or within 5% of it where the rule takes the list).
+# The list pays where the dense bytes exceed the list's and the row is sparse (LIST_MAX_POINTS_PER_VOXEL). The
+# per-point and per-voxel bytes are estimates: the H200's A/B (scripts/vox_probe.py --modes mean --variants
+# "dense=vox_list=False;list=vox_list=True;rule=vox_list=None"; docs/kernels.md, "... the list path measured") gave
+# the same verdicts for any per-point cost from 8 to 32 bytes. What it did set: the cap below and the launch cost
+# (4 MB before the A/B, which took the list for s9437-05, a 12 us point of one row, 11.7 us dense against 16.1 list;
+# 8 MB, about 2 us at 4.3 TB/s, leaves no one of the 55 points measured slower than dense where the rule takes the
+# list: fitted on them, so in sample).
 LIST_BYTES_PER_POINT = 16  # coordinates re-read (6-12 B) + a returning atomic per point (an estimate; see above)
 LIST_BYTES_PER_VOXEL = 8  # a 4-byte list entry written once and read once (an estimate)
 LIST_LAUNCH_BYTES = 8 << 20  # the list's extra launches (H200 A/B)
